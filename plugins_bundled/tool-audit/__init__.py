@@ -1,0 +1,78 @@
+"""tool-audit: an audit trail of tool calls.
+
+Uses only the public Flowly plugin API, so it runs unmodified under any host
+that implements it.  Every finished tool call is appended as one JSON line to
+``<home>/tool-audit/calls.jsonl``; ``audit_summary`` (a tool) and ``/audit``
+(a command) read it back.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from . import store
+
+logger = logging.getLogger(__name__)
+
+
+def _on_post_tool_call(ctx) -> None:
+    if ctx.tool_name == "audit_summary":
+        return
+    store.append(
+        {
+            "tool": ctx.tool_name,
+            "session_id": ctx.session_id,
+            "duration_ms": round(float(ctx.duration_ms or 0.0), 3),
+            "success": bool(ctx.success),
+        }
+    )
+
+
+def _audit_summary(limit: int = 10) -> str:
+    return store.summary(limit=limit)
+
+
+def _audit_command(raw_args: str) -> str:
+    args = raw_args.split()
+    if not args or args[0] == "recent":
+        count = int(args[1]) if len(args) > 1 and args[1].isdigit() else 10
+        return store.recent(count)
+    if args[0] == "summary":
+        return store.summary(limit=10)
+    if args[0] == "clear":
+        removed = store.clear()
+        return f"Cleared {removed} audit record(s)."
+    return "Usage: /audit [recent [N] | summary | clear]"
+
+
+def register(ctx) -> None:
+    ctx.register_hook("post_tool_call", _on_post_tool_call)
+    ctx.register_tool(
+        name="audit_summary",
+        schema={
+            "type": "object",
+            "properties": {
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 100,
+                    "description": "How many tools to list, most called first.",
+                }
+            },
+        },
+        handler=_audit_summary,
+        description="Summarise the recorded tool calls: count, failures and mean duration per tool.",
+    )
+    ctx.register_command(
+        "audit",
+        handler=_audit_command,
+        description="Show the tool-call audit trail.",
+        args_hint="[recent [N] | summary | clear]",
+    )
+    ctx.register_skill(
+        name="reading-the-audit",
+        path=Path(__file__).parent / "skills" / "reading-the-audit" / "SKILL.md",
+        description="How to read the tool-audit trail",
+    )
+    logger.debug("tool-audit registered; records go to %s", store.log_path())

@@ -1,0 +1,1 @@
+"""Compat package: only ``flowly.agent.hooks`` is provided."""

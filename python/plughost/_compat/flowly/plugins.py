@@ -1,0 +1,5 @@
+"""``flowly.plugins`` compat: the ``PluginContext`` plugins receive."""
+
+from _plughost_native import PluginContext
+
+__all__ = ["PluginContext"]

@@ -1,0 +1,388 @@
+//! The `plughost` command line.
+//!
+//! Exit codes: 0 success; 1 a failed operation (a tool call whose result is
+//! an error or a block, an unknown command or skill, a broken config);
+//! 2 bad command-line input (clap's own errors, malformed `--args`).
+
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+
+use crate::config;
+use crate::host::{Host, HostError};
+
+const RESTART: &str = "Restart plughost for changes to apply.";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "plughost",
+    version,
+    about = "Run Python agent plugins inside a fast Rust agent loop"
+)]
+pub struct Cli {
+    /// More log output (-v info, -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// The plughost home (overrides PLUGHOST_HOME; default ~/.plughost).
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Discover, enable and disable plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCmd),
+    /// List and call tools.
+    #[command(subcommand)]
+    Tools(ToolsCmd),
+    /// List and run slash commands.
+    #[command(subcommand)]
+    Commands(CommandsCmd),
+    /// List and read plugin skills.
+    #[command(subcommand)]
+    Skills(SkillsCmd),
+}
+
+#[derive(Subcommand, Debug)]
+enum PluginsCmd {
+    /// Every discovered plugin and its load status.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a plugin to plugins.enabled (and take it out of plugins.disabled).
+    Enable { name: String },
+    /// Add a plugin to plugins.disabled (and take it out of plugins.enabled).
+    Disable { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+enum ToolsCmd {
+    /// Every registered tool.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool through the full pipeline (hooks included) and print its result.
+    Call {
+        name: String,
+        /// Arguments as a JSON object.
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+        /// Session id passed to hooks.
+        #[arg(long, default_value = "")]
+        session: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum CommandsCmd {
+    /// Every slash command.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a slash command line, e.g. "/ping hello".
+    Run { line: String },
+}
+
+#[derive(Subcommand, Debug)]
+enum SkillsCmd {
+    /// Every plugin skill (plugin:name).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a skill's SKILL.md.
+    View { name: String },
+}
+
+/// Failures the CLI reports on stderr with an exit code.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
+    }
+    fn failed(message: impl Into<String>) -> Failure {
+        Failure {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<HostError> for Failure {
+    fn from(e: HostError) -> Failure {
+        Failure::failed(e.to_string())
+    }
+}
+
+impl From<config::ConfigError> for Failure {
+    fn from(e: config::ConfigError) -> Failure {
+        Failure::failed(e.to_string())
+    }
+}
+
+/// Parse the process arguments and run.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let python_level = crate::logging::init(cli.verbose);
+    match run(cli, python_level) {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("plughost: {}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn build_host(cli: &Cli, python_level: u8) -> Result<Host, Failure> {
+    let mut builder = Host::builder().python_log_level(python_level);
+    if let Some(home) = &cli.home {
+        builder = builder.home(home);
+    }
+    Ok(builder.build()?)
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn print_json(value: &impl serde::Serialize) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).expect("serialisable")
+    );
+}
+
+fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
+    match &cli.command {
+        Command::Plugins(PluginsCmd::Enable { name }) => set_enabled(&cli, name, true),
+        Command::Plugins(PluginsCmd::Disable { name }) => set_enabled(&cli, name, false),
+        Command::Plugins(PluginsCmd::List { json }) => {
+            let host = build_host(&cli, python_level)?;
+            if *json {
+                print_json(&host.plugins());
+            } else {
+                print_plugins(&host);
+            }
+            Ok(0)
+        }
+        Command::Tools(ToolsCmd::List { json }) => {
+            let host = build_host(&cli, python_level)?;
+            let tools: Vec<_> = host
+                .registry()
+                .tools()
+                .into_iter()
+                .map(|t| &t.spec)
+                .collect();
+            if *json {
+                print_json(&tools);
+            } else if tools.is_empty() {
+                println!("No tools registered.");
+            } else {
+                let rows = tools
+                    .iter()
+                    .map(|t| vec![t.name.clone(), t.plugin.clone(), first_line(&t.description)])
+                    .collect::<Vec<_>>();
+                println!(
+                    "{}",
+                    table::render(&["TOOL", "PLUGIN", "DESCRIPTION"], &rows)
+                );
+            }
+            Ok(0)
+        }
+        Command::Tools(ToolsCmd::Call {
+            name,
+            args,
+            session,
+        }) => {
+            let args = parse_args(args.as_deref())?;
+            let host = build_host(&cli, python_level)?;
+            let result = runtime().block_on(host.call_tool(name, args, session));
+            println!("{}", result.text);
+            Ok(if result.is_ok() { 0 } else { 1 })
+        }
+        Command::Commands(CommandsCmd::List { json }) => {
+            let host = build_host(&cli, python_level)?;
+            let commands = host.registry().commands();
+            if *json {
+                let list: Vec<Value> = std::iter::once(json!({"name": "help", "description": "List the commands", "args_hint": "", "plugin": "core"}))
+                    .chain(commands.iter().map(|c| {
+                        json!({"name": c.name, "description": c.description, "args_hint": c.args_hint, "plugin": c.plugin})
+                    }))
+                    .collect();
+                print_json(&list);
+            } else {
+                println!("{}", host.help_text());
+            }
+            Ok(0)
+        }
+        Command::Commands(CommandsCmd::Run { line }) => {
+            let host = build_host(&cli, python_level)?;
+            match runtime().block_on(host.run_command(line)) {
+                Ok(Some(reply)) => {
+                    println!("{reply}");
+                    Ok(0)
+                }
+                Ok(None) => Ok(0),
+                Err(e) => Err(Failure::failed(e.to_string())),
+            }
+        }
+        Command::Skills(SkillsCmd::List { json }) => {
+            let host = build_host(&cli, python_level)?;
+            let skills = host.registry().skills();
+            if *json {
+                print_json(&skills);
+            } else if skills.is_empty() {
+                println!("No plugin skills registered.");
+            } else {
+                let rows = skills
+                    .iter()
+                    .map(|s| vec![s.name.clone(), first_line(&s.description)])
+                    .collect::<Vec<_>>();
+                println!("{}", table::render(&["SKILL", "DESCRIPTION"], &rows));
+            }
+            Ok(0)
+        }
+        Command::Skills(SkillsCmd::View { name }) => {
+            let host = build_host(&cli, python_level)?;
+            let text = host
+                .skill(name)
+                .map_err(|e| Failure::failed(e.to_string()))?;
+            print!("{text}");
+            if !text.ends_with('\n') {
+                println!();
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn parse_args(args: Option<&str>) -> Result<Value, Failure> {
+    let Some(text) = args else {
+        return Ok(json!({}));
+    };
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        Failure::usage(format!(
+            "--args is not valid JSON (line {}, column {}): {e}; pass an object such as '{{\"city\": \"Oslo\"}}'",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if !value.is_object() {
+        return Err(Failure::usage(
+            "--args must be a JSON object such as '{\"city\": \"Oslo\"}'",
+        ));
+    }
+    Ok(value)
+}
+
+fn set_enabled(cli: &Cli, name: &str, enable: bool) -> Result<u8, Failure> {
+    let home = config::resolve_home(cli.home.as_deref());
+    let known = known_plugin_keys(&home);
+    if !known.iter().any(|k| k == name) {
+        tracing::warn!("no plugin named '{name}' is installed; recording it in config.json anyway");
+    }
+    if enable {
+        config::enable_plugin(&home, name)?;
+        println!("Enabled {name}.");
+    } else {
+        config::disable_plugin(&home, name)?;
+        println!("Disabled {name}.");
+    }
+    println!("{RESTART}");
+    Ok(0)
+}
+
+/// Keys of every plugin discovery can see (no Python needed).
+fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
+    use crate::discovery::{discover, Source};
+    let mut roots = vec![
+        (Source::Bundled, crate::bundled::bundled_dir(home)),
+        (Source::User, home.join("plugins")),
+    ];
+    if std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
+        .map(|v| config::truthy(&v))
+        .unwrap_or(false)
+    {
+        roots.push((Source::Project, PathBuf::from(".plughost/plugins")));
+    }
+    discover(&roots, &config::PluginLists::default())
+        .into_iter()
+        .map(|c| c.key)
+        .collect()
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
+
+fn print_plugins(host: &Host) {
+    let plugins = host.plugins();
+    if plugins.is_empty() {
+        println!(
+            "No plugins found (bundled, {}).",
+            host.home().join("plugins").display()
+        );
+        return;
+    }
+    let rows = plugins
+        .iter()
+        .map(|p| {
+            let status = if p.loaded {
+                "loaded".to_string()
+            } else if let Some(e) = &p.error {
+                if p.enabled {
+                    format!("error: {e}")
+                } else {
+                    format!("off: {e}")
+                }
+            } else {
+                "off".to_string()
+            };
+            let provides = [
+                (p.tools.len(), "tool"),
+                (p.hooks.len(), "hook"),
+                (p.commands.len(), "command"),
+                (p.skills.len(), "skill"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}{}", if *n == 1 { "" } else { "s" }))
+            .collect::<Vec<_>>()
+            .join(", ");
+            vec![
+                p.key.clone(),
+                p.version.clone(),
+                p.source.as_str().to_string(),
+                provides,
+                status,
+            ]
+        })
+        .collect::<Vec<_>>();
+    println!(
+        "{}",
+        table::render(
+            &["PLUGIN", "VERSION", "SOURCE", "PROVIDES", "STATUS"],
+            &rows
+        )
+    );
+}

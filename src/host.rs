@@ -1,0 +1,391 @@
+//! The host: discovery, loading, and the API a Rust service (or the CLI)
+//! uses to list plugins, call tools, fire events, run commands, read skills.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{self, PluginLists};
+use crate::discovery::{self, Candidate, Source};
+use crate::dispatch::{self, ToolResult};
+use crate::hooks::{HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookStats};
+use crate::registry::{
+    normalize_command_name, Command, CommandReturn, Registry, Tool, NATIVE_OWNER,
+};
+
+/// One discovered plugin and what became of it (`plugins list --json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct PluginRecord {
+    pub key: String,
+    pub name: String,
+    pub version: String,
+    pub description: String,
+    pub author: String,
+    pub source: Source,
+    pub kind: String,
+    /// Selected by the enablement rules.
+    pub enabled: bool,
+    /// Imported and registered without error.
+    pub loaded: bool,
+    /// Why it is not loaded (not enabled, disabled, a failure), else null.
+    pub error: Option<String>,
+    pub path: PathBuf,
+    pub tools: Vec<String>,
+    pub hooks: Vec<String>,
+    pub commands: Vec<String>,
+    /// Qualified `plugin:name`.
+    pub skills: Vec<String>,
+    pub requires_env: Vec<String>,
+}
+
+/// Errors building a host.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    Python(#[from] crate::python::StartError),
+}
+
+/// Errors of `run_command`.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CommandError {
+    #[error("not a slash command: '{0}' (commands start with '/'; try /help)")]
+    NotACommand(String),
+    #[error("unknown command '/{0}'; type /help to list the commands")]
+    Unknown(String),
+    #[error("command '/{name}' failed: {message}")]
+    Failed { name: String, message: String },
+}
+
+/// Errors of `skill`.
+#[derive(Debug, thiserror::Error)]
+pub enum SkillError {
+    #[error(
+        "unknown skill '{0}'; run `plughost skills list` to see the skills (names are plugin:name)"
+    )]
+    Unknown(String),
+    #[error("cannot read skill '{name}' at {path}: {message}")]
+    Read {
+        name: String,
+        path: PathBuf,
+        message: String,
+    },
+}
+
+/// How to build a [`Host`].
+#[derive(Default)]
+pub struct HostBuilder {
+    home: Option<PathBuf>,
+    project_dir: Option<PathBuf>,
+    enable_project_plugins: Option<bool>,
+    bundled_dir: Option<PathBuf>,
+    extra_enabled: Vec<String>,
+    extra_disabled: Vec<String>,
+    python_log_level: Option<u8>,
+    tools: Vec<Tool>,
+    hooks: Vec<(HookEvent, HookEntry)>,
+    commands: Vec<Command>,
+}
+
+impl HostBuilder {
+    /// The plughost home (default: `$PLUGHOST_HOME`, else `~/.plughost`).
+    pub fn home(mut self, home: impl Into<PathBuf>) -> Self {
+        self.home = Some(home.into());
+        self
+    }
+    /// The project directory whose `.plughost/plugins/` is scanned when
+    /// project plugins are enabled (default: the current directory).
+    pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.project_dir = Some(dir.into());
+        self
+    }
+    /// Scan project plugins (default: `PLUGHOST_ENABLE_PROJECT_PLUGINS` is truthy).
+    pub fn enable_project_plugins(mut self, on: bool) -> Self {
+        self.enable_project_plugins = Some(on);
+        self
+    }
+    /// Scan this directory for bundled plugins instead of the built-in ones.
+    pub fn bundled_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.bundled_dir = Some(dir.into());
+        self
+    }
+    /// Treat these plugin keys as listed in `plugins.enabled` (not saved).
+    pub fn enable(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.extra_enabled.extend(keys.into_iter().map(Into::into));
+        self
+    }
+    /// Treat these plugin keys as listed in `plugins.disabled` (not saved).
+    pub fn disable(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.extra_disabled.extend(keys.into_iter().map(Into::into));
+        self
+    }
+    /// The level Python `logging` is set to (10 debug … 40 error; default 30).
+    pub fn python_log_level(mut self, level: u8) -> Self {
+        self.python_log_level = Some(level);
+        self
+    }
+    /// Register a native Rust tool (plugins loaded later may override it by name).
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+    /// Register a native Rust hook (runs before plugin hooks of equal priority).
+    pub fn hook(self, event: HookEvent, callback: impl HookCallback) -> Self {
+        self.hook_with_priority(event, 0, callback)
+    }
+    /// Register a native Rust hook with a priority (lower runs first).
+    pub fn hook_with_priority(
+        mut self,
+        event: HookEvent,
+        priority: i32,
+        callback: impl HookCallback,
+    ) -> Self {
+        self.hooks.push((
+            event,
+            HookEntry {
+                owner: NATIVE_OWNER.into(),
+                label: std::any::type_name_of_val(&callback).to_string(),
+                priority,
+                callback: Arc::new(callback),
+                stats: Arc::new(HookStats::default()),
+            },
+        ));
+        self
+    }
+    /// Register a native slash command.
+    pub fn command(mut self, command: Command) -> Self {
+        self.commands.push(command);
+        self
+    }
+
+    /// Discover, load and register everything.
+    pub fn build(self) -> Result<Host, HostError> {
+        let home = config::resolve_home(self.home.as_deref());
+        let mut lists = config::read_plugin_lists(&home)?;
+        lists.enabled.extend(self.extra_enabled);
+        lists.disabled.extend(self.extra_disabled);
+
+        let mut roots = vec![(
+            Source::Bundled,
+            self.bundled_dir
+                .unwrap_or_else(|| crate::bundled::bundled_dir(&home)),
+        )];
+        roots.push((Source::User, home.join("plugins")));
+        let project_on = self.enable_project_plugins.unwrap_or_else(|| {
+            std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
+                .map(|v| config::truthy(&v))
+                .unwrap_or(false)
+        });
+        if project_on {
+            let project = self.project_dir.unwrap_or_else(|| PathBuf::from("."));
+            roots.push((Source::Project, project.join(".plughost").join("plugins")));
+        }
+        let candidates = discovery::discover(&roots, &lists);
+
+        let mut registry = Registry::new();
+        for tool in self.tools {
+            registry.add_tool(tool);
+        }
+        for command in self.commands {
+            registry.add_command(command);
+        }
+        for (event, entry) in self.hooks {
+            registry.add_hook(event, entry);
+        }
+
+        let needs_python = candidates
+            .iter()
+            .any(|c| c.enabled && c.skip_reason.is_none());
+        if needs_python {
+            crate::python::start(&home, self.python_log_level.unwrap_or(30))?;
+        }
+        let plugins = candidates
+            .into_iter()
+            .map(|c| load_candidate(c, &mut registry))
+            .collect();
+        Ok(Host {
+            home,
+            lists,
+            registry,
+            plugins,
+        })
+    }
+}
+
+fn load_candidate(c: Candidate, registry: &mut Registry) -> PluginRecord {
+    let manifest = c.manifest.as_ref().ok();
+    let mut record = PluginRecord {
+        key: c.key.clone(),
+        name: manifest
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| c.key.clone()),
+        version: manifest.map(|m| m.version.clone()).unwrap_or_default(),
+        description: manifest.map(|m| m.description.clone()).unwrap_or_default(),
+        author: manifest.map(|m| m.author.clone()).unwrap_or_default(),
+        source: c.source,
+        kind: manifest
+            .map(|m| m.kind.as_str().to_string())
+            .unwrap_or_else(|| "standalone".into()),
+        enabled: c.enabled,
+        loaded: false,
+        error: c.skip_reason.clone(),
+        path: c.dir.clone(),
+        tools: Vec::new(),
+        hooks: Vec::new(),
+        commands: Vec::new(),
+        skills: Vec::new(),
+        requires_env: manifest
+            .map(|m| m.requires_env.iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default(),
+    };
+    if !c.enabled || c.skip_reason.is_some() {
+        return record;
+    }
+    match crate::python::loader::load_plugin(&c.key, &c.dir) {
+        Err(message) => {
+            tracing::warn!(
+                "plugin '{}' failed to load and is disabled: {}",
+                c.key,
+                message
+            );
+            record.error = Some(message);
+        }
+        Ok(registrations) => {
+            use crate::dialects::flowly::Registration;
+            for r in registrations {
+                match r {
+                    Registration::Tool(t) => {
+                        record.tools.push(t.spec.name.clone());
+                        registry.add_tool(t);
+                    }
+                    Registration::Hook { event, name, entry } => {
+                        if !record.hooks.contains(&name) {
+                            record.hooks.push(name.clone());
+                        }
+                        match event {
+                            Some(e) => registry.add_hook(e, entry),
+                            None => registry.hooks.add_unknown(&name, entry),
+                        }
+                    }
+                    Registration::Command(cmd) => {
+                        record.commands.push(cmd.name.clone());
+                        registry.add_command(cmd);
+                    }
+                    Registration::Skill(s) => {
+                        record.skills.push(s.name.clone());
+                        registry.add_skill(s);
+                    }
+                }
+            }
+            record.loaded = true;
+            tracing::debug!("plugin '{}' loaded from {}", c.key, c.dir.display());
+        }
+    }
+    record
+}
+
+/// A running set of plugins and native contributions.
+pub struct Host {
+    home: PathBuf,
+    lists: PluginLists,
+    registry: Registry,
+    plugins: Vec<PluginRecord>,
+}
+
+impl Host {
+    /// Start building a host.
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// The `plugins.enabled` / `plugins.disabled` lists in force.
+    pub fn plugin_lists(&self) -> &PluginLists {
+        &self.lists
+    }
+
+    /// Every discovered plugin, in load order.
+    pub fn plugins(&self) -> &[PluginRecord] {
+        &self.plugins
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Run one tool call through the whole pipeline (hooks included).
+    pub async fn call_tool(&self, name: &str, args: Value, session_id: &str) -> ToolResult {
+        dispatch::call_tool(&self.registry, name, args, session_id, "").await
+    }
+
+    /// Fire `event` with `payload`; returns the actions callbacks asked for.
+    pub async fn fire(&self, event: HookEvent, payload: HookPayload<'_>) -> Vec<HookAction> {
+        dispatch::fire(&self.registry, event, payload).await
+    }
+
+    /// Run a slash command line such as `/ping hello`; `Ok(None)` means the
+    /// command gave no reply. `/help` is built in.
+    pub async fn run_command(&self, line: &str) -> Result<Option<String>, CommandError> {
+        let trimmed = line.trim();
+        let Some(rest) = trimmed.strip_prefix('/') else {
+            return Err(CommandError::NotACommand(trimmed.to_string()));
+        };
+        let (word, args) = match rest.find(char::is_whitespace) {
+            Some(i) => (&rest[..i], rest[i..].trim_start()),
+            None => (rest, ""),
+        };
+        let name = normalize_command_name(word);
+        if name == "help" {
+            return Ok(Some(self.help_text()));
+        }
+        let Some(command) = self.registry.command(&name) else {
+            return Err(CommandError::Unknown(name));
+        };
+        let outcome = match command.handler.call(args) {
+            CommandReturn::Ready(r) => r,
+            CommandReturn::Pending(fut) => fut.await,
+        };
+        outcome.map_err(|message| CommandError::Failed { name, message })
+    }
+
+    /// The `/help` text: every command with its description and args hint.
+    pub fn help_text(&self) -> String {
+        let mut lines = vec![
+            "Commands:".to_string(),
+            "  /help — list the commands".to_string(),
+        ];
+        for c in self.registry.commands() {
+            let hint = if c.args_hint.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", c.args_hint)
+            };
+            let desc = if c.description.is_empty() {
+                String::new()
+            } else {
+                format!(" — {}", c.description)
+            };
+            lines.push(format!("  /{}{hint}{desc}", c.name));
+        }
+        lines.join("\n")
+    }
+
+    /// The text of skill `plugin:name`.
+    pub fn skill(&self, qualified: &str) -> Result<String, SkillError> {
+        let skill = self
+            .registry
+            .skill(qualified)
+            .ok_or_else(|| SkillError::Unknown(qualified.to_string()))?;
+        std::fs::read_to_string(&skill.path).map_err(|e| SkillError::Read {
+            name: skill.name.clone(),
+            path: skill.path.clone(),
+            message: e.to_string(),
+        })
+    }
+}

@@ -1,0 +1,269 @@
+//! Plugin manifests: `plugin.yaml`, then `plugin.yml`, then `plugin.json`.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Manifest file names, in probe order.
+pub const MANIFEST_FILES: [&str; 3] = ["plugin.yaml", "plugin.yml", "plugin.json"];
+
+/// The highest `manifest_version` this runtime understands.
+pub const MAX_MANIFEST_VERSION: i64 = 1;
+
+/// What a plugin is; only `standalone` loads in v1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginKind {
+    Standalone,
+    Backend,
+    Exclusive,
+}
+
+impl PluginKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::Standalone => "standalone",
+            PluginKind::Backend => "backend",
+            PluginKind::Exclusive => "exclusive",
+        }
+    }
+}
+
+/// A declared environment requirement (advisory).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RequiredEnv {
+    pub name: String,
+    pub description: String,
+}
+
+/// A parsed manifest with defaults applied.
+#[derive(Clone, Debug, Serialize)]
+pub struct Manifest {
+    pub name: String,
+    pub version: String,
+    pub manifest_version: i64,
+    pub description: String,
+    pub author: String,
+    pub kind: PluginKind,
+    pub requires_env: Vec<RequiredEnv>,
+    pub provides_tools: Vec<String>,
+    pub provides_hooks: Vec<String>,
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// Problems that did not stop loading (e.g. an unknown kind).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// Why a manifest could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("no manifest (expected one of plugin.yaml, plugin.yml, plugin.json)")]
+    Missing,
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("malformed {file}: {message}")]
+    Malformed { file: String, message: String },
+    #[error("{file}: the manifest root must be a mapping, found {found}")]
+    NotAMapping { file: String, found: &'static str },
+    #[error("{file}: field '{field}' {problem}")]
+    BadField {
+        file: String,
+        field: &'static str,
+        problem: String,
+    },
+    #[error(
+        "manifest_version {found} is newer than this plughost supports (max {MAX_MANIFEST_VERSION}); upgrade plughost"
+    )]
+    TooNew { found: i64 },
+}
+
+/// Find the manifest file of a plugin directory (probe order).
+pub fn find_manifest(dir: &Path) -> Option<PathBuf> {
+    MANIFEST_FILES
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.is_file())
+}
+
+/// Read and validate the manifest of `dir`; `dir_name` is the default name.
+pub fn load(dir: &Path) -> Result<Manifest, ManifestError> {
+    let path = find_manifest(dir).ok_or(ManifestError::Missing)?;
+    let text = std::fs::read_to_string(&path).map_err(|source| ManifestError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let default_name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parse(&text, &path, &default_name)
+}
+
+/// Parse manifest text; the format follows the file's extension.
+pub fn parse(text: &str, path: &Path, default_name: &str) -> Result<Manifest, ManifestError> {
+    let file = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let is_json = path.extension().is_some_and(|e| e == "json");
+    let root: Value = if is_json {
+        serde_json::from_str(text).map_err(|e| ManifestError::Malformed {
+            file: file.clone(),
+            message: e.to_string(),
+        })?
+    } else if text.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| ManifestError::Malformed {
+            file: file.clone(),
+            message: e.to_string(),
+        })?
+    };
+    let map = match root {
+        Value::Object(m) => m,
+        // An empty YAML document means "all defaults".
+        Value::Null if !is_json => serde_json::Map::new(),
+        other => {
+            return Err(ManifestError::NotAMapping {
+                file,
+                found: type_name(&other),
+            })
+        }
+    };
+    let bad = |field: &'static str, problem: &str| ManifestError::BadField {
+        file: file.clone(),
+        field,
+        problem: problem.to_string(),
+    };
+
+    let text_field = |field: &'static str| -> Result<Option<String>, ManifestError> {
+        match map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::Number(n)) => Ok(Some(n.to_string())),
+            Some(Value::Bool(b)) => Ok(Some(b.to_string())),
+            Some(_) => Err(bad(field, "must be a string")),
+        }
+    };
+    let list_field = |field: &'static str| -> Result<Vec<String>, ManifestError> {
+        match map.get(field) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    _ => Err(bad(field, "must be a list of strings")),
+                })
+                .collect(),
+            Some(_) => Err(bad(field, "must be a list of strings")),
+        }
+    };
+
+    let manifest_version = match map.get("manifest_version") {
+        None | Some(Value::Null) => 1,
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .ok_or_else(|| bad("manifest_version", "must be a whole number"))?,
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map_err(|_| bad("manifest_version", "must be a whole number"))?,
+        Some(_) => return Err(bad("manifest_version", "must be a whole number")),
+    };
+    if manifest_version > MAX_MANIFEST_VERSION {
+        return Err(ManifestError::TooNew {
+            found: manifest_version,
+        });
+    }
+    if manifest_version < 1 {
+        return Err(bad("manifest_version", "must be 1 or more"));
+    }
+
+    let mut warnings = Vec::new();
+    let kind = match text_field("kind")?.as_deref().map(str::trim) {
+        None | Some("") | Some("standalone") => PluginKind::Standalone,
+        Some("backend") => PluginKind::Backend,
+        Some("exclusive") => PluginKind::Exclusive,
+        Some(other) => {
+            warnings.push(format!("unknown kind '{other}', treated as standalone"));
+            PluginKind::Standalone
+        }
+    };
+
+    let requires_env = match map.get("requires_env") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![RequiredEnv {
+            name: s.clone(),
+            description: String::new(),
+        }],
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(RequiredEnv {
+                    name: s.clone(),
+                    description: String::new(),
+                }),
+                Value::Object(o) => match o.get("name") {
+                    Some(Value::String(n)) => Ok(RequiredEnv {
+                        name: n.clone(),
+                        description: o
+                            .get("description")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                    }),
+                    _ => Err(bad(
+                        "requires_env",
+                        "entries must be names or {name, description} mappings",
+                    )),
+                },
+                _ => Err(bad(
+                    "requires_env",
+                    "entries must be names or {name, description} mappings",
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(Value::Object(o)) => o
+            .iter()
+            .map(|(k, v)| RequiredEnv {
+                name: k.clone(),
+                description: v.as_str().unwrap_or_default().to_string(),
+            })
+            .collect(),
+        Some(_) => return Err(bad("requires_env", "must be a list of variable names")),
+    };
+
+    let name = text_field("name")?
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    Ok(Manifest {
+        name: name.unwrap_or_else(|| default_name.to_string()),
+        version: text_field("version")?.unwrap_or_default(),
+        manifest_version,
+        description: text_field("description")?.unwrap_or_default(),
+        author: text_field("author")?.unwrap_or_default(),
+        kind,
+        requires_env,
+        provides_tools: list_field("provides_tools")?,
+        provides_hooks: list_field("provides_hooks")?,
+        path: path.to_path_buf(),
+        warnings,
+    })
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}

@@ -1,0 +1,77 @@
+//! Importing a plugin directory and running its `register(ctx)`.
+
+use pyo3::prelude::*;
+
+use crate::dialects::flowly::{PluginContext, Registration};
+use crate::python::{describe, runtime};
+
+/// Import `dir` as its own package and call `register(ctx)` once.
+///
+/// On success returns what it registered; on any failure (import error, no
+/// `register`, an exception inside it) returns `<ExceptionType>: <message>`
+/// and leaves nothing registered and none of its modules imported.
+pub fn load_plugin(key: &str, dir: &std::path::Path) -> Result<Vec<Registration>, String> {
+    Python::attach(|py| {
+        let rt = runtime();
+        let slug = slug(key);
+        let init = dir.join("__init__.py");
+        let module = rt
+            .import_plugin
+            .bind(py)
+            .call1((
+                &slug,
+                dir.to_string_lossy().as_ref(),
+                init.to_string_lossy().as_ref(),
+            ))
+            .map_err(|e| describe(py, &e))?;
+        let fail = |message: String| {
+            let _ = rt.forget_plugin.bind(py).call1((&slug,));
+            message
+        };
+        let register =
+            match module.getattr("register") {
+                Ok(r) if r.is_callable() => r,
+                Ok(_) => {
+                    return Err(fail(
+                        "TypeError: register in __init__.py is not callable".into(),
+                    ))
+                }
+                Err(_) => return Err(fail(
+                    "AttributeError: the plugin's __init__.py defines no register(ctx) function"
+                        .into(),
+                )),
+            };
+        let ctx = Py::new(py, PluginContext::new(key, dir)).map_err(|e| describe(py, &e))?;
+        let outcome = register.call1((ctx.clone_ref(py),));
+        let registrations = ctx.borrow(py).finish();
+        match outcome {
+            Err(e) => Err(fail(describe(py, &e))),
+            Ok(ret) if crate::python::bridge::is_awaitable(&ret) => {
+                // Close the coroutine so Python does not warn it was never awaited.
+                let _ = ret.call_method0("close");
+                Err(fail(
+                    "TypeError: register(ctx) must be a plain function, not async".into(),
+                ))
+            }
+            Ok(_) => Ok(registrations),
+        }
+    })
+}
+
+/// A Python identifier made from a plugin key (`my-plugin` → `my_plugin`).
+pub fn slug(key: &str) -> String {
+    let mut s: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s.insert(0, 'p');
+    }
+    s
+}

@@ -1,0 +1,295 @@
+//! What plugins contribute: tools, slash commands, skills, and hooks.
+//!
+//! Plain Rust, no Python. Handlers are trait objects so that Python
+//! callables (see `crate::python`) and native Rust closures sit side by side.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::hooks::{BoxFuture, HookBus, HookEntry, HookEvent, ToolCallContext};
+
+/// What a tool handler hands back: `Err` carries the exception text, which
+/// dispatch turns into `Error executing <name>: <text>`.
+pub enum ToolReturn {
+    Ready(Result<String, String>),
+    Pending(BoxFuture<Result<String, String>>),
+}
+
+/// A tool's implementation.
+pub trait ToolHandler: Send + Sync + 'static {
+    /// The availability check (`check_fn`), if the tool has one: `Ok(false)`
+    /// means unavailable, `Err` carries the exception text.
+    fn check(&self) -> Option<Result<bool, String>> {
+        None
+    }
+    /// Run the tool with `ctx.params` as its arguments.
+    fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn;
+}
+
+/// A native Rust tool from a synchronous closure.
+pub struct FnTool<F>(pub F);
+
+impl<F> ToolHandler for FnTool<F>
+where
+    F: Fn(&Map<String, Value>) -> Result<String, String> + Send + Sync + 'static,
+{
+    fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
+        ToolReturn::Ready((self.0)(&ctx.params))
+    }
+}
+
+/// A native Rust tool from an async closure.
+pub struct AsyncFnTool<F>(pub F);
+
+impl<F> ToolHandler for AsyncFnTool<F>
+where
+    F: Fn(Map<String, Value>) -> BoxFuture<Result<String, String>> + Send + Sync + 'static,
+{
+    fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
+        ToolReturn::Pending((self.0)(ctx.params.clone()))
+    }
+}
+
+/// A tool as listed to users and offered to models.
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of the arguments (unwrapped from any OpenAI envelope).
+    pub parameters: Value,
+    /// Key of the plugin that registered it (`native` for Rust tools).
+    pub plugin: String,
+}
+
+/// A registered tool.
+#[derive(Clone)]
+pub struct Tool {
+    pub spec: ToolSpec,
+    pub(crate) validator: Option<Arc<jsonschema::Validator>>,
+    pub handler: Arc<dyn ToolHandler>,
+}
+
+impl Tool {
+    /// Build a tool, compiling its argument schema once. A schema the
+    /// validator cannot compile is kept for listing but not enforced (with a
+    /// warning), so a plugin still works the way it did under its own host.
+    pub fn new(spec: ToolSpec, handler: Arc<dyn ToolHandler>) -> Tool {
+        let validator = match jsonschema::validator_for(&spec.parameters) {
+            Ok(v) => Some(Arc::new(v)),
+            Err(e) => {
+                tracing::warn!(
+                    tool = %spec.name,
+                    plugin = %spec.plugin,
+                    "the tool's parameter schema is not valid JSON Schema ({e}); arguments will not be validated"
+                );
+                None
+            }
+        };
+        Tool {
+            spec,
+            validator,
+            handler,
+        }
+    }
+
+    /// A native tool from a synchronous Rust closure.
+    pub fn from_fn<F>(name: &str, description: &str, parameters: Value, f: F) -> Tool
+    where
+        F: Fn(&Map<String, Value>) -> Result<String, String> + Send + Sync + 'static,
+    {
+        Tool::new(
+            native_spec(name, description, parameters),
+            Arc::new(FnTool(f)),
+        )
+    }
+
+    /// A native tool from an async Rust closure.
+    pub fn from_async_fn<F>(name: &str, description: &str, parameters: Value, f: F) -> Tool
+    where
+        F: Fn(Map<String, Value>) -> BoxFuture<Result<String, String>> + Send + Sync + 'static,
+    {
+        Tool::new(
+            native_spec(name, description, parameters),
+            Arc::new(AsyncFnTool(f)),
+        )
+    }
+}
+
+fn native_spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
+    ToolSpec {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters,
+        plugin: NATIVE_OWNER.to_string(),
+    }
+}
+
+/// Owner name of contributions registered from Rust.
+pub const NATIVE_OWNER: &str = "native";
+
+/// What a command handler hands back: `Ok(None)` means no reply.
+pub enum CommandReturn {
+    Ready(Result<Option<String>, String>),
+    Pending(BoxFuture<Result<Option<String>, String>>),
+}
+
+/// A slash command's implementation; receives everything after the name.
+pub trait CommandHandler: Send + Sync + 'static {
+    fn call(&self, raw_args: &str) -> CommandReturn;
+}
+
+impl<F> CommandHandler for F
+where
+    F: Fn(&str) -> Option<String> + Send + Sync + 'static,
+{
+    fn call(&self, raw_args: &str) -> CommandReturn {
+        CommandReturn::Ready(Ok(self(raw_args)))
+    }
+}
+
+/// A registered slash command.
+#[derive(Clone)]
+pub struct Command {
+    pub name: String,
+    pub description: String,
+    pub args_hint: String,
+    pub plugin: String,
+    pub handler: Arc<dyn CommandHandler>,
+}
+
+/// A registered skill: `plugin:name` → a SKILL.md on disk.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skill {
+    /// `plugin:name`.
+    pub name: String,
+    pub plugin: String,
+    pub description: String,
+    pub path: PathBuf,
+}
+
+/// Normalise a slash-command name: strip, drop a leading `/`, lowercase,
+/// spaces to `-` (the Flowly rule; lookups use it too).
+pub fn normalize_command_name(name: &str) -> String {
+    let trimmed = name.trim();
+    let trimmed = trimmed.strip_prefix('/').unwrap_or(trimmed);
+    trimmed
+        .trim()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// Command names owned by the core loop.
+pub const RESERVED_COMMANDS: [&str; 4] = ["new", "clear", "compact", "help"];
+
+/// Every contribution, keyed for O(1) lookup.
+#[derive(Clone, Default)]
+pub struct Registry {
+    tools: HashMap<String, Tool>,
+    commands: HashMap<String, Command>,
+    skills: HashMap<String, Skill>,
+    pub(crate) hooks: HookBus,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Add a tool; the last writer wins on a name collision, with a warning
+    /// naming both owners.
+    pub fn add_tool(&mut self, tool: Tool) -> Option<Tool> {
+        let previous = self.tools.insert(tool.spec.name.clone(), tool);
+        if let Some(prev) = &previous {
+            let now = &self.tools[&prev.spec.name];
+            tracing::warn!(
+                "tool '{}' of '{}' replaces the one registered by '{}' (last writer wins)",
+                prev.spec.name,
+                now.spec.plugin,
+                prev.spec.plugin
+            );
+        }
+        previous
+    }
+
+    /// Add a command (name already normalised); a later owner overriding an
+    /// earlier one's command is warned about.
+    pub fn add_command(&mut self, command: Command) -> Option<Command> {
+        let previous = self.commands.insert(command.name.clone(), command);
+        if let Some(prev) = &previous {
+            let now = &self.commands[&prev.name];
+            tracing::warn!(
+                "command '/{}' of '{}' overrides the one registered by '{}'",
+                prev.name,
+                now.plugin,
+                prev.plugin
+            );
+        }
+        previous
+    }
+
+    pub fn add_skill(&mut self, skill: Skill) {
+        self.skills.insert(skill.name.clone(), skill);
+    }
+
+    /// Subscribe a callback; see [`HookBus::add`].
+    pub fn add_hook(&mut self, event: HookEvent, entry: HookEntry) {
+        self.hooks.add(event, entry);
+    }
+
+    #[inline]
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.get(name)
+    }
+
+    /// Tools sorted by name.
+    pub fn tools(&self) -> Vec<&Tool> {
+        let mut v: Vec<&Tool> = self.tools.values().collect();
+        v.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        v
+    }
+
+    /// Look a command up by any spelling of its name (`/Foo`, `foo`).
+    pub fn command(&self, name: &str) -> Option<&Command> {
+        self.commands.get(&normalize_command_name(name))
+    }
+
+    /// Commands sorted by name.
+    pub fn commands(&self) -> Vec<&Command> {
+        let mut v: Vec<&Command> = self.commands.values().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    pub fn skill(&self, qualified: &str) -> Option<&Skill> {
+        self.skills.get(qualified)
+    }
+
+    /// Skills sorted by qualified name.
+    pub fn skills(&self) -> Vec<&Skill> {
+        let mut v: Vec<&Skill> = self.skills.values().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    pub fn hooks(&self) -> &HookBus {
+        &self.hooks
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_command_name;
+
+    #[test]
+    fn command_names_are_normalised() {
+        assert_eq!(normalize_command_name(" /Foo Bar "), "foo-bar");
+        assert_eq!(normalize_command_name("ping"), "ping");
+        assert_eq!(normalize_command_name("/HELP"), "help");
+    }
+}
