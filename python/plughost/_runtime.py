@@ -41,6 +41,7 @@ def import_plugin(slug: str, directory: str, init_file: str) -> ModuleType:
     every module the plugin had imported from its package is removed again.
     """
     _plugin_root()
+    forget_plugin(slug)  # a host built earlier in this process may have loaded another copy
     name = f"{PLUGIN_PACKAGE}.{slug}"
     spec = importlib.util.spec_from_file_location(name, init_file, submodule_search_locations=[directory])
     if spec is None or spec.loader is None:

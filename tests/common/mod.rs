@@ -1,0 +1,33 @@
+//! Helpers shared by the integration tests: plugin directories on disk.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// Write a plugin directory `root/dir` with a manifest and Python files.
+pub fn write_plugin(root: &Path, dir: &str, manifest: &str, files: &[(&str, &str)]) -> PathBuf {
+    let path = root.join(dir);
+    std::fs::create_dir_all(&path).unwrap();
+    if !manifest.is_empty() {
+        std::fs::write(path.join("plugin.yaml"), manifest).unwrap();
+    }
+    for (name, text) in files {
+        let file = path.join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+    path
+}
+
+/// A fresh home with `plugins/` and a config enabling `enabled`.
+pub fn home_with(enabled: &[&str]) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("plugins")).unwrap();
+    let config = serde_json::json!({"plugins": {"enabled": enabled, "disabled": []}});
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    home
+}
+
+/// An empty directory to use as the bundled root, so tests see only their plugins.
+pub fn no_bundled() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
