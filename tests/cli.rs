@@ -1,0 +1,224 @@
+//! The `plughost` command line, driven as an outside program would.
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{home_with, no_bundled, write_plugin};
+use serde_json::Value;
+
+struct Env {
+    home: tempfile::TempDir,
+    bundled: tempfile::TempDir,
+}
+
+fn env() -> Env {
+    let home = home_with(&["demo"]);
+    write_plugin(
+        &home.path().join("plugins"),
+        "demo",
+        "name: demo\nversion: 0.3.0\ndescription: Demo plugin\nauthor: tests\n",
+        &[
+            (
+                "__init__.py",
+                r#"
+import logging
+from flowly.agent.hooks import BlockAction
+log = logging.getLogger("demo.plugin")
+
+def register(ctx):
+    ctx.register_tool("greet", {"parameters": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+                      lambda name: f"Hello, {name}!", description="Greet someone")
+    ctx.register_tool("fail", {}, lambda: 1 / 0)
+    ctx.register_tool("shout_log", {}, lambda: log.warning("from the plugin logger") or "logged")
+    ctx.register_hook("pre_tool_call", lambda c: BlockAction("no greeting Mallory") if c.params.get("name") == "Mallory" else None)
+    ctx.register_command("ping", lambda a: "pong" + (f" {a}" if a else ""), description="Round trip", args_hint="[text]")
+    ctx.register_command("silent", lambda a: None)
+    ctx.register_skill("howto", "SKILL.md", description="How to use demo")
+    log.info("demo registered")
+"#,
+            ),
+            ("SKILL.md", "# How to\nUse it.\n"),
+        ],
+    );
+    write_plugin(&home.path().join("plugins"), "dormant", "name: dormant\n", &[("__init__.py", "def register(ctx):\n    pass\n")]);
+    Env { home, bundled: no_bundled() }
+}
+
+fn plughost(env: &Env, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(args)
+        .env("PLUGHOST_HOME", env.home.path())
+        .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+        .env_remove("PLUGHOST_LOG")
+        .env_remove("PLUGHOST_ENABLE_PROJECT_PLUGINS")
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn plugins_list_json_has_every_field() {
+    let env = env();
+    let out = plughost(&env, &["plugins", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let demo = list.as_array().unwrap().iter().find(|p| p["key"] == "demo").unwrap();
+    for field in ["key", "name", "version", "description", "author", "source", "kind", "enabled", "error", "tools", "hooks", "commands", "skills"] {
+        assert!(demo.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(demo["source"], "user");
+    assert_eq!(demo["enabled"], true);
+    assert_eq!(demo["error"], Value::Null);
+    assert_eq!(demo["version"], "0.3.0");
+    assert_eq!(demo["skills"], serde_json::json!(["demo:howto"]));
+    let dormant = list.as_array().unwrap().iter().find(|p| p["key"] == "dormant").unwrap();
+    assert_eq!(dormant["enabled"], false);
+    assert_eq!(dormant["error"], "not in plugins.enabled (run: plughost plugins enable dormant)");
+
+    let table = stdout(&plughost(&env, &["plugins", "list"]));
+    assert!(table.lines().next().unwrap().starts_with("PLUGIN"), "{table}");
+    assert!(table.contains("demo") && table.contains("loaded"), "{table}");
+}
+
+#[test]
+fn tools_list_and_call() {
+    let env = env();
+    let out = plughost(&env, &["tools", "list", "--json"]);
+    let tools: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let greet = tools.as_array().unwrap().iter().find(|t| t["name"] == "greet").unwrap();
+    assert_eq!(greet["description"], "Greet someone");
+    assert_eq!(greet["plugin"], "demo");
+    assert_eq!(greet["parameters"]["required"], serde_json::json!(["name"]), "the unwrapped schema");
+
+    let ok = plughost(&env, &["tools", "call", "greet", "--args", r#"{"name": "Ada"}"#]);
+    assert_eq!(stdout(&ok), "Hello, Ada!\n");
+    assert_eq!(ok.status.code(), Some(0));
+    let blocked = plughost(&env, &["tools", "call", "greet", "--args", r#"{"name": "Mallory"}"#]);
+    assert_eq!(stdout(&blocked), "[blocked: no greeting Mallory]\n");
+    assert_eq!(blocked.status.code(), Some(1));
+    let failed = plughost(&env, &["tools", "call", "fail"]);
+    assert_eq!(stdout(&failed), "Error executing fail: division by zero\n");
+    assert_eq!(failed.status.code(), Some(1));
+    let missing = plughost(&env, &["tools", "call", "nope"]);
+    assert_eq!(stdout(&missing), "Error: Tool 'nope' not found\n");
+    assert_eq!(missing.status.code(), Some(1));
+    let malformed = plughost(&env, &["tools", "call", "greet", "--args", "{name: Ada}"]);
+    assert_eq!(malformed.status.code(), Some(2));
+    assert!(stderr(&malformed).contains("--args is not valid JSON"), "{}", stderr(&malformed));
+    assert!(stdout(&malformed).is_empty());
+    let not_object = plughost(&env, &["tools", "call", "greet", "--args", "[1]"]);
+    assert_eq!(not_object.status.code(), Some(2));
+}
+
+#[test]
+fn python_logging_reaches_stderr() {
+    let env = env();
+    let out = plughost(&env, &["tools", "call", "shout_log"]);
+    assert_eq!(stdout(&out), "logged\n");
+    assert!(stderr(&out).contains("from the plugin logger"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("demo registered"), "info is hidden without -v");
+    let verbose = plughost(&env, &["-v", "plugins", "list"]);
+    assert!(stderr(&verbose).contains("demo registered"), "{}", stderr(&verbose));
+}
+
+#[test]
+fn commands_list_and_run() {
+    let env = env();
+    let out = plughost(&env, &["commands", "run", "/ping hi"]);
+    assert_eq!(stdout(&out), "pong hi\n");
+    let silent = plughost(&env, &["commands", "run", "/silent"]);
+    assert!(silent.status.success());
+    assert_eq!(stdout(&silent), "");
+    let help = stdout(&plughost(&env, &["commands", "run", "/help"]));
+    assert!(help.contains("/ping [text] — Round trip"), "{help}");
+    assert!(help.contains("/silent"), "{help}");
+    let list = stdout(&plughost(&env, &["commands", "list"]));
+    assert!(list.contains("/ping"), "{list}");
+    let unknown = plughost(&env, &["commands", "run", "/nope"]);
+    assert_ne!(unknown.status.code(), Some(0));
+    assert!(stderr(&unknown).contains("/help"), "{}", stderr(&unknown));
+}
+
+#[test]
+fn skills_list_and_view() {
+    let env = env();
+    assert!(stdout(&plughost(&env, &["skills", "list"])).contains("demo:howto"));
+    let view = plughost(&env, &["skills", "view", "demo:howto"]);
+    assert_eq!(stdout(&view), "# How to\nUse it.\n");
+    let unknown = plughost(&env, &["skills", "view", "demo:nope"]);
+    assert_ne!(unknown.status.code(), Some(0));
+    assert!(stderr(&unknown).contains("unknown skill"), "{}", stderr(&unknown));
+}
+
+#[test]
+fn enable_and_disable_edit_config() {
+    let env = env();
+    let config = env.home.path().join("config.json");
+    std::fs::write(&config, r#"{"theme": "dark", "plugins": {"enabled": ["demo"], "disabled": []}}"#).unwrap();
+    let out = plughost(&env, &["plugins", "enable", "dormant"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("Restart plughost for changes to apply."));
+    let out = plughost(&env, &["plugins", "disable", "demo"]);
+    assert!(stdout(&out).contains("Restart plughost for changes to apply."));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    assert_eq!(doc["theme"], "dark");
+    assert_eq!(doc["plugins"]["enabled"], serde_json::json!(["dormant"]));
+    assert_eq!(doc["plugins"]["disabled"], serde_json::json!(["demo"]));
+    let list: Value = serde_json::from_str(&stdout(&plughost(&env, &["plugins", "list", "--json"]))).unwrap();
+    let demo = list.as_array().unwrap().iter().find(|p| p["key"] == "demo").unwrap();
+    assert_eq!(demo["error"], "disabled in config");
+
+    std::fs::write(&config, "{broken").unwrap();
+    let out = plughost(&env, &["plugins", "enable", "demo"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("config.json is not valid JSON"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&config).unwrap(), "{broken");
+}
+
+#[test]
+fn home_flag_overrides_env_and_version_prints() {
+    let env = env();
+    let other = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["--home", other.path().to_str().unwrap(), "plugins", "list", "--json"])
+        .env("PLUGHOST_HOME", env.home.path())
+        .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "[]");
+    let v = Command::new(env!("CARGO_BIN_EXE_plughost")).arg("--version").output().unwrap();
+    assert!(stdout(&v).starts_with("plughost "));
+}
+
+#[test]
+fn the_built_in_bundled_plugin_loads_from_the_binary() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["plugins", "list", "--json"])
+        .env("PLUGHOST_HOME", home.path())
+        .env_remove("PLUGHOST_BUNDLED_DIR")
+        .env_remove("XDG_CACHE_HOME")
+        .current_dir(Path::new("/"))
+        .output()
+        .unwrap();
+    let list: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let audit = list.as_array().unwrap().iter().find(|p| p["key"] == "tool-audit").expect("bundled plugin listed");
+    assert_eq!(audit["source"], "bundled");
+    assert_eq!(audit["enabled"], true);
+    assert_eq!(audit["error"], Value::Null);
+    let call = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["tools", "call", "audit_summary"])
+        .env("PLUGHOST_HOME", home.path())
+        .env_remove("PLUGHOST_BUNDLED_DIR")
+        .env_remove("XDG_CACHE_HOME")
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&call), "No tool calls recorded yet.\n");
+}
