@@ -1,0 +1,62 @@
+"""Cold-start timing and peak memory of whole commands, run side by side.
+
+Run: python coldstart.py RUNS -- CMD... [--- CMD...]   → JSON on stdout:
+one {"median_s", "min_s", "max_rss_kib"} per command, in order.  Each run is
+a fresh process.  Peak RSS is read with GNU time (``/usr/bin/time -f %M``):
+a child forked from this Python process would inherit its high-water mark
+across exec, so wait4's own figure cannot go below this script's size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+GNU_TIME = "/usr/bin/time"
+
+
+def peak_rss_kib(cmd, env):
+    if not os.path.exists(GNU_TIME):
+        return None
+    done = subprocess.run([GNU_TIME, "-f", "%M", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True)
+    return int(done.stderr.strip().splitlines()[-1])
+
+
+def measure(cmd, runs, env):
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        code = subprocess.call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        times.append(time.perf_counter() - start)
+        if code != 0:
+            raise SystemExit(f"{cmd} exited with {code}")
+    peaks = [peak_rss_kib(cmd, env) for _ in range(3)]
+    peak = None if peaks[0] is None else max(peaks)
+    return {"median_s": statistics.median(times), "min_s": min(times), "max_rss_kib": peak}
+
+
+def main():
+    runs = int(sys.argv[1])
+    rest = sys.argv[3:]
+    commands, current = [], []
+    for arg in rest:
+        if arg == "---":
+            commands.append(current)
+            current = []
+        else:
+            current.append(arg)
+    commands.append(current)
+    env = dict(os.environ)
+    # Warm the page cache once per command, then measure interleaved.
+    for cmd in commands:
+        measure(cmd, 1, env)
+    print(json.dumps([measure(cmd, runs, env) for cmd in commands]))
+
+
+if __name__ == "__main__":
+    main()
