@@ -73,12 +73,19 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks for a listing; nothing to list
     }
-    let calls: u32 = std::env::var("PLUGHOST_BENCH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let calls: u32 = std::env::var("PLUGHOST_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
     let work = tempfile::tempdir().unwrap();
     let home = work.path().join("home");
     let plugins = home.join("plugins");
     write_plugin(&plugins, "bench", BENCH_PLUGIN);
-    std::fs::write(home.join("config.json"), r#"{"plugins": {"enabled": ["bench"]}}"#).unwrap();
+    std::fs::write(
+        home.join("config.json"),
+        r#"{"plugins": {"enabled": ["bench"]}}"#,
+    )
+    .unwrap();
     let empty = work.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
 
@@ -90,18 +97,33 @@ fn main() {
         .arg(calls.to_string())
         .output()
         .expect("python3 runs the reference host");
-    assert!(reference.status.success(), "reference host failed: {}", String::from_utf8_lossy(&reference.stderr));
+    assert!(
+        reference.status.success(),
+        "reference host failed: {}",
+        String::from_utf8_lossy(&reference.stderr)
+    );
     let py: Value = serde_json::from_slice(&reference.stdout).unwrap();
     let f = |k: &str| py[k].as_f64().unwrap();
 
     // ── plughost ──
-    let host = Host::builder().home(&home).bundled_dir(&empty).build().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let host = Host::builder()
+        .home(&home)
+        .bundled_dir(&empty)
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let sync = per_call(&rt, &host, "sync_noop", calls);
     let asyn = per_call(&rt, &host, "async_noop", calls);
 
     let host = Arc::new(host);
-    let mt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     let mut gather = Duration::MAX;
     for _ in 0..3 {
         let start = Instant::now();
@@ -119,9 +141,14 @@ fn main() {
     }
 
     println!("plughost benchmarks ({calls} calls each; one no-op Python hook on each tool hook)");
-    println!("reference host validates with jsonschema: {}", py["validated"]);
+    println!(
+        "reference host validates with jsonschema: {}",
+        py["validated"]
+    );
     println!();
-    println!("per call                         plughost   python-host  py-host-novalidate  direct-floor");
+    println!(
+        "per call                         plughost   python-host  py-host-novalidate  direct-floor"
+    );
     println!(
         "sync handler                  {:>11} {:>13} {:>19} {:>13}",
         micros(sync),
@@ -143,10 +170,25 @@ fn main() {
     );
     println!();
     report("sync handler vs python host", sync, f("sync"), 0.25);
-    report("sync handler vs python host without validation", sync, f("sync_no_validation"), 0.25);
+    report(
+        "sync handler vs python host without validation",
+        sync,
+        f("sync_no_validation"),
+        0.25,
+    );
     report("async handler vs python host", asyn, f("async"), 1.0);
-    report("async handler vs python host without validation", asyn, f("async_no_validation"), 1.0);
-    report("1000 concurrent 50 ms sleeps vs asyncio.gather", gather.as_secs_f64(), f("gather_1000"), 1.1);
+    report(
+        "async handler vs python host without validation",
+        asyn,
+        f("async_no_validation"),
+        1.0,
+    );
+    report(
+        "1000 concurrent 50 ms sleeps vs asyncio.gather",
+        gather.as_secs_f64(),
+        f("gather_1000"),
+        1.1,
+    );
 
     native_hook_cost(&rt, &empty);
     registry_lookup();
@@ -161,9 +203,15 @@ fn native_hook_cost(rt: &tokio::runtime::Runtime, empty: &Path) {
         let mut b = Host::builder()
             .home(home.path())
             .bundled_dir(empty)
-            .tool(Tool::from_fn("n", "", json!({"type": "object"}), |_| Ok("ok".into())));
+            .tool(Tool::from_fn("n", "", json!({"type": "object"}), |_| {
+                Ok("ok".into())
+            }));
         if hooks {
-            for e in [HookEvent::PreToolCall, HookEvent::PostToolCall, HookEvent::TransformToolResult] {
+            for e in [
+                HookEvent::PreToolCall,
+                HookEvent::PostToolCall,
+                HookEvent::TransformToolResult,
+            ] {
                 b = b.hook(e, |_e: HookEvent, _p: HookPayload<'_>| HookAction::Continue);
             }
         }
@@ -187,9 +235,17 @@ fn native_hook_cost(rt: &tokio::runtime::Runtime, empty: &Path) {
     }
     let per_hook = ((h - b) / 3.0).max(0.0);
     println!();
-    println!("native tool call, no hooks: {:.0} ns; with 3 native hooks: {:.0} ns", b * 1e9, h * 1e9);
+    println!(
+        "native tool call, no hooks: {:.0} ns; with 3 native hooks: {:.0} ns",
+        b * 1e9,
+        h * 1e9
+    );
     let verdict = if per_hook <= 50e-9 { "met" } else { "MISSED" };
-    println!("{:<58} {:>7.1} ns (target ≤ 50 ns, {verdict})", "native Rust hook, marginal cost each", per_hook * 1e9);
+    println!(
+        "{:<58} {:>7.1} ns (target ≤ 50 ns, {verdict})",
+        "native Rust hook, marginal cost each",
+        per_hook * 1e9
+    );
 }
 
 /// Tool lookup time with 10 and with 100,000 registered tools.
@@ -238,10 +294,19 @@ fn cold_start(work: &Path, empty: &Path) {
         );
         enabled.push(name);
     }
-    std::fs::write(many_home.join("config.json"), json!({"plugins": {"enabled": enabled}}).to_string()).unwrap();
+    std::fs::write(
+        many_home.join("config.json"),
+        json!({"plugins": {"enabled": enabled}}).to_string(),
+    )
+    .unwrap();
     // One run first so the plugins' bytecode caches exist, as on a used machine.
     for home in [&bare_home, &many_home] {
-        let ok = Command::new(bin).args(["plugins", "list"]).env("PLUGHOST_HOME", home).env("PLUGHOST_BUNDLED_DIR", empty).output().unwrap();
+        let ok = Command::new(bin)
+            .args(["plugins", "list"])
+            .env("PLUGHOST_HOME", home)
+            .env("PLUGHOST_BUNDLED_DIR", empty)
+            .output()
+            .unwrap();
         assert!(ok.status.success());
     }
     let runs = std::env::var("PLUGHOST_BENCH_COLD_RUNS").unwrap_or_else(|_| "15".into());
@@ -250,23 +315,84 @@ fn cold_start(work: &Path, empty: &Path) {
         .arg(&runs)
         .arg("--")
         .args(["python3", "-c", "pass", "---"])
-        .args(["env", &format!("PLUGHOST_HOME={}", bare_home.display()), &format!("PLUGHOST_BUNDLED_DIR={}", empty.display()), bin, "plugins", "list", "---"])
-        .args(["env", &format!("PLUGHOST_HOME={}", many_home.display()), &format!("PLUGHOST_BUNDLED_DIR={}", empty.display()), bin, "plugins", "list", "---"])
-        .args(["env", &format!("PLUGHOST_HOME={}", work.join("cold-default").display()), bin, "plugins", "list"])
+        .args([
+            "env",
+            &format!("PLUGHOST_HOME={}", bare_home.display()),
+            &format!("PLUGHOST_BUNDLED_DIR={}", empty.display()),
+            bin,
+            "plugins",
+            "list",
+            "---",
+        ])
+        .args([
+            "env",
+            &format!("PLUGHOST_HOME={}", many_home.display()),
+            &format!("PLUGHOST_BUNDLED_DIR={}", empty.display()),
+            bin,
+            "plugins",
+            "list",
+            "---",
+        ])
+        .args([
+            "env",
+            &format!("PLUGHOST_HOME={}", work.join("cold-default").display()),
+            bin,
+            "plugins",
+            "list",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let med = |i: usize| v[i]["median_s"].as_f64().unwrap();
-    let rss = |i: usize| v[i]["max_rss_kib"].as_f64().map(|k| k / 1024.0).unwrap_or(f64::NAN);
+    let rss = |i: usize| {
+        v[i]["max_rss_kib"]
+            .as_f64()
+            .map(|k| k / 1024.0)
+            .unwrap_or(f64::NAN)
+    };
     println!();
     println!("cold start (median of {runs} runs):");
-    println!("  python -c pass                          {:>7.1} ms  {:>5.1} MiB", med(0) * 1e3, rss(0));
-    println!("  plughost plugins list (no plugins)      {:>7.1} ms  {:>5.1} MiB", med(1) * 1e3, rss(1));
-    println!("  plughost plugins list (bundled plugin)  {:>7.1} ms  {:>5.1} MiB", med(3) * 1e3, rss(3));
-    println!("  plughost plugins list (100 plugins)     {:>7.1} ms  {:>5.1} MiB", med(2) * 1e3, rss(2));
-    report("cold start, bundled plugin vs python -c pass", med(3), med(0), 2.0);
-    report("cold start, 100 user plugins vs python -c pass", med(2), med(0), 4.0);
+    println!(
+        "  python -c pass                          {:>7.1} ms  {:>5.1} MiB",
+        med(0) * 1e3,
+        rss(0)
+    );
+    println!(
+        "  plughost plugins list (no plugins)      {:>7.1} ms  {:>5.1} MiB",
+        med(1) * 1e3,
+        rss(1)
+    );
+    println!(
+        "  plughost plugins list (bundled plugin)  {:>7.1} ms  {:>5.1} MiB",
+        med(3) * 1e3,
+        rss(3)
+    );
+    println!(
+        "  plughost plugins list (100 plugins)     {:>7.1} ms  {:>5.1} MiB",
+        med(2) * 1e3,
+        rss(2)
+    );
+    report(
+        "cold start, bundled plugin vs python -c pass",
+        med(3),
+        med(0),
+        2.0,
+    );
+    report(
+        "cold start, 100 user plugins vs python -c pass",
+        med(2),
+        med(0),
+        4.0,
+    );
     let verdict = if rss(2) <= 30.0 { "met" } else { "MISSED" };
-    println!("{:<58} {:>7.1} MiB (target ≤ 30 MiB, {verdict})", "peak memory with 100 plugins", rss(2));
+    println!(
+        "{:<58} {:>7.1} MiB (target ≤ 30 MiB, {verdict})",
+        "peak memory with 100 plugins",
+        rss(2)
+    );
 }

@@ -41,8 +41,16 @@ def register(ctx):
             ("SKILL.md", "# How to\nUse it.\n"),
         ],
     );
-    write_plugin(&home.path().join("plugins"), "dormant", "name: dormant\n", &[("__init__.py", "def register(ctx):\n    pass\n")]);
-    Env { home, bundled: no_bundled() }
+    write_plugin(
+        &home.path().join("plugins"),
+        "dormant",
+        "name: dormant\n",
+        &[("__init__.py", "def register(ctx):\n    pass\n")],
+    );
+    Env {
+        home,
+        bundled: no_bundled(),
+    }
 }
 
 fn plughost(env: &Env, args: &[&str]) -> Output {
@@ -69,8 +77,27 @@ fn plugins_list_json_has_every_field() {
     let out = plughost(&env, &["plugins", "list", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let list: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let demo = list.as_array().unwrap().iter().find(|p| p["key"] == "demo").unwrap();
-    for field in ["key", "name", "version", "description", "author", "source", "kind", "enabled", "error", "tools", "hooks", "commands", "skills"] {
+    let demo = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "demo")
+        .unwrap();
+    for field in [
+        "key",
+        "name",
+        "version",
+        "description",
+        "author",
+        "source",
+        "kind",
+        "enabled",
+        "error",
+        "tools",
+        "hooks",
+        "commands",
+        "skills",
+    ] {
         assert!(demo.get(field).is_some(), "missing {field}");
     }
     assert_eq!(demo["source"], "user");
@@ -78,13 +105,27 @@ fn plugins_list_json_has_every_field() {
     assert_eq!(demo["error"], Value::Null);
     assert_eq!(demo["version"], "0.3.0");
     assert_eq!(demo["skills"], serde_json::json!(["demo:howto"]));
-    let dormant = list.as_array().unwrap().iter().find(|p| p["key"] == "dormant").unwrap();
+    let dormant = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "dormant")
+        .unwrap();
     assert_eq!(dormant["enabled"], false);
-    assert_eq!(dormant["error"], "not in plugins.enabled (run: plughost plugins enable dormant)");
+    assert_eq!(
+        dormant["error"],
+        "not in plugins.enabled (run: plughost plugins enable dormant)"
+    );
 
     let table = stdout(&plughost(&env, &["plugins", "list"]));
-    assert!(table.lines().next().unwrap().starts_with("PLUGIN"), "{table}");
-    assert!(table.contains("demo") && table.contains("loaded"), "{table}");
+    assert!(
+        table.lines().next().unwrap().starts_with("PLUGIN"),
+        "{table}"
+    );
+    assert!(
+        table.contains("demo") && table.contains("loaded"),
+        "{table}"
+    );
 }
 
 #[test]
@@ -92,15 +133,30 @@ fn tools_list_and_call() {
     let env = env();
     let out = plughost(&env, &["tools", "list", "--json"]);
     let tools: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let greet = tools.as_array().unwrap().iter().find(|t| t["name"] == "greet").unwrap();
+    let greet = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "greet")
+        .unwrap();
     assert_eq!(greet["description"], "Greet someone");
     assert_eq!(greet["plugin"], "demo");
-    assert_eq!(greet["parameters"]["required"], serde_json::json!(["name"]), "the unwrapped schema");
+    assert_eq!(
+        greet["parameters"]["required"],
+        serde_json::json!(["name"]),
+        "the unwrapped schema"
+    );
 
-    let ok = plughost(&env, &["tools", "call", "greet", "--args", r#"{"name": "Ada"}"#]);
+    let ok = plughost(
+        &env,
+        &["tools", "call", "greet", "--args", r#"{"name": "Ada"}"#],
+    );
     assert_eq!(stdout(&ok), "Hello, Ada!\n");
     assert_eq!(ok.status.code(), Some(0));
-    let blocked = plughost(&env, &["tools", "call", "greet", "--args", r#"{"name": "Mallory"}"#]);
+    let blocked = plughost(
+        &env,
+        &["tools", "call", "greet", "--args", r#"{"name": "Mallory"}"#],
+    );
     assert_eq!(stdout(&blocked), "[blocked: no greeting Mallory]\n");
     assert_eq!(blocked.status.code(), Some(1));
     let failed = plughost(&env, &["tools", "call", "fail"]);
@@ -111,7 +167,11 @@ fn tools_list_and_call() {
     assert_eq!(missing.status.code(), Some(1));
     let malformed = plughost(&env, &["tools", "call", "greet", "--args", "{name: Ada}"]);
     assert_eq!(malformed.status.code(), Some(2));
-    assert!(stderr(&malformed).contains("--args is not valid JSON"), "{}", stderr(&malformed));
+    assert!(
+        stderr(&malformed).contains("--args is not valid JSON"),
+        "{}",
+        stderr(&malformed)
+    );
     assert!(stdout(&malformed).is_empty());
     let not_object = plughost(&env, &["tools", "call", "greet", "--args", "[1]"]);
     assert_eq!(not_object.status.code(), Some(2));
@@ -122,10 +182,21 @@ fn python_logging_reaches_stderr() {
     let env = env();
     let out = plughost(&env, &["tools", "call", "shout_log"]);
     assert_eq!(stdout(&out), "logged\n");
-    assert!(stderr(&out).contains("from the plugin logger"), "{}", stderr(&out));
-    assert!(!stderr(&out).contains("demo registered"), "info is hidden without -v");
+    assert!(
+        stderr(&out).contains("from the plugin logger"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !stderr(&out).contains("demo registered"),
+        "info is hidden without -v"
+    );
     let verbose = plughost(&env, &["-v", "plugins", "list"]);
-    assert!(stderr(&verbose).contains("demo registered"), "{}", stderr(&verbose));
+    assert!(
+        stderr(&verbose).contains("demo registered"),
+        "{}",
+        stderr(&verbose)
+    );
 }
 
 #[test]
@@ -154,14 +225,22 @@ fn skills_list_and_view() {
     assert_eq!(stdout(&view), "# How to\nUse it.\n");
     let unknown = plughost(&env, &["skills", "view", "demo:nope"]);
     assert_ne!(unknown.status.code(), Some(0));
-    assert!(stderr(&unknown).contains("unknown skill"), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("unknown skill"),
+        "{}",
+        stderr(&unknown)
+    );
 }
 
 #[test]
 fn enable_and_disable_edit_config() {
     let env = env();
     let config = env.home.path().join("config.json");
-    std::fs::write(&config, r#"{"theme": "dark", "plugins": {"enabled": ["demo"], "disabled": []}}"#).unwrap();
+    std::fs::write(
+        &config,
+        r#"{"theme": "dark", "plugins": {"enabled": ["demo"], "disabled": []}}"#,
+    )
+    .unwrap();
     let out = plughost(&env, &["plugins", "enable", "dormant"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("Restart plughost for changes to apply."));
@@ -171,14 +250,24 @@ fn enable_and_disable_edit_config() {
     assert_eq!(doc["theme"], "dark");
     assert_eq!(doc["plugins"]["enabled"], serde_json::json!(["dormant"]));
     assert_eq!(doc["plugins"]["disabled"], serde_json::json!(["demo"]));
-    let list: Value = serde_json::from_str(&stdout(&plughost(&env, &["plugins", "list", "--json"]))).unwrap();
-    let demo = list.as_array().unwrap().iter().find(|p| p["key"] == "demo").unwrap();
+    let list: Value =
+        serde_json::from_str(&stdout(&plughost(&env, &["plugins", "list", "--json"]))).unwrap();
+    let demo = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "demo")
+        .unwrap();
     assert_eq!(demo["error"], "disabled in config");
 
     std::fs::write(&config, "{broken").unwrap();
     let out = plughost(&env, &["plugins", "enable", "demo"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("config.json is not valid JSON"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("config.json is not valid JSON"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(std::fs::read_to_string(&config).unwrap(), "{broken");
 }
 
@@ -187,13 +276,22 @@ fn home_flag_overrides_env_and_version_prints() {
     let env = env();
     let other = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
-        .args(["--home", other.path().to_str().unwrap(), "plugins", "list", "--json"])
+        .args([
+            "--home",
+            other.path().to_str().unwrap(),
+            "plugins",
+            "list",
+            "--json",
+        ])
         .env("PLUGHOST_HOME", env.home.path())
         .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
         .output()
         .unwrap();
     assert_eq!(stdout(&out).trim(), "[]");
-    let v = Command::new(env!("CARGO_BIN_EXE_plughost")).arg("--version").output().unwrap();
+    let v = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .arg("--version")
+        .output()
+        .unwrap();
     assert!(stdout(&v).starts_with("plughost "));
 }
 
@@ -209,7 +307,12 @@ fn the_built_in_bundled_plugin_loads_from_the_binary() {
         .output()
         .unwrap();
     let list: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    let audit = list.as_array().unwrap().iter().find(|p| p["key"] == "tool-audit").expect("bundled plugin listed");
+    let audit = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "tool-audit")
+        .expect("bundled plugin listed");
     assert_eq!(audit["source"], "bundled");
     assert_eq!(audit["enabled"], true);
     assert_eq!(audit["error"], Value::Null);

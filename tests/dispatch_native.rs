@@ -2,7 +2,9 @@
 //! (no interpreter is started in this test binary).
 use std::sync::{Arc, Mutex};
 
-use plughost::hooks::{HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn, ToolCallContext};
+use plughost::hooks::{
+    HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn, ToolCallContext,
+};
 use plughost::registry::{ToolHandler, ToolReturn, ToolSpec};
 use plughost::{Host, Tool, ToolOutcome};
 use serde_json::json;
@@ -10,7 +12,11 @@ use serde_json::json;
 struct Gated(bool);
 impl ToolHandler for Gated {
     fn check(&self) -> Option<Result<bool, String>> {
-        Some(if self.0 { Ok(true) } else { Err("no token".into()) })
+        Some(if self.0 {
+            Ok(true)
+        } else {
+            Err("no token".into())
+        })
     }
     fn call(&self, _ctx: &mut ToolCallContext) -> ToolReturn {
         ToolReturn::Ready(Ok("through".into()))
@@ -80,7 +86,12 @@ async fn pipeline_policies_with_native_parts() {
 
     let r = host.call_tool("later", json!({}), "").await;
     assert_eq!(r.text, "first", "the first replacement wins");
-    assert!(log.lock().unwrap().contains(&"transform2:later".to_string()), "later transform hooks still run");
+    assert!(
+        log.lock()
+            .unwrap()
+            .contains(&"transform2:later".to_string()),
+        "later transform hooks still run"
+    );
 
     let blocked = host.call_tool("add", json!({"a": 13, "b": 1}), "").await;
     assert_eq!(blocked.text, "[blocked: unlucky]");
@@ -90,19 +101,40 @@ async fn pipeline_policies_with_native_parts() {
         let early = log.iter().position(|l| l == "early:add").unwrap();
         let late = log.iter().position(|l| l == "late:add").unwrap();
         assert!(early < late, "priority orders hooks: {log:?}");
-        assert!(!log.iter().any(|l| l.starts_with("post:add")), "a blocked call fires no post hooks");
+        assert!(
+            !log.iter().any(|l| l.starts_with("post:add")),
+            "a blocked call fires no post hooks"
+        );
     }
 
     let err = host.call_tool("err", json!({}), "").await;
     assert_eq!(err.text, "second", "transform replaces errors too");
-    assert!(log.lock().unwrap().contains(&"post:err:Some(\"Error executing err: bad input\"):Some(false)".to_string()));
+    assert!(log
+        .lock()
+        .unwrap()
+        .contains(&"post:err:Some(\"Error executing err: bad input\"):Some(false)".to_string()));
 
     let gated = host.call_tool("gated", json!({}), "").await;
-    assert_eq!(gated.text, "Error: gated availability check failed: no token");
+    assert_eq!(
+        gated.text,
+        "Error: gated availability check failed: no token"
+    );
 
     let invalid = host.call_tool("add", json!({"a": 1}), "").await;
-    assert!(invalid.text.starts_with("Error: invalid arguments for add:"), "{}", invalid.text);
+    assert!(
+        invalid
+            .text
+            .starts_with("Error: invalid arguments for add:"),
+        "{}",
+        invalid.text
+    );
 
-    let failing = host.registry().hooks().entries(HookEvent::PreToolCall).iter().find(|e| e.label.contains("Failing")).unwrap();
+    let failing = host
+        .registry()
+        .hooks()
+        .entries(HookEvent::PreToolCall)
+        .iter()
+        .find(|e| e.label.contains("Failing"))
+        .unwrap();
     assert!(failing.stats.errors() >= 3 && failing.stats.errors() == failing.stats.calls());
 }

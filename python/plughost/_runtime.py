@@ -138,8 +138,7 @@ def event_loop():
         return _loop
     with _loop_lock:
         if _loop is None:
-            import asyncio
-
+            asyncio = _asyncio_parts()
             loop = asyncio.new_event_loop()
             ready = threading.Event()
 
@@ -158,73 +157,83 @@ def _noop() -> None:
     pass
 
 
+_asyncio = None  # the asyncio module, imported on first use (start-up stays lean)
+
+
+def _asyncio_parts():
+    global _asyncio
+    if _asyncio is None:
+        import asyncio
+        import asyncio.events
+        import asyncio.tasks
+
+        _asyncio = asyncio
+    return _asyncio
+
+
 if sys.version_info >= (3, 12):
 
-    def _new_eager_task(loop, coro):
-        import asyncio
-
-        return asyncio.Task(coro, loop=loop, eager_start=True)
+    def _start_task(loop, coro):
+        return _asyncio.Task(coro, loop=loop, eager_start=True)
 
 else:
 
-    def _new_eager_task(loop, coro):
-        # Python 3.11 has no eager tasks: build the pure-Python Task, take its
-        # first step off the ready queue and run that step here and now.
-        from asyncio import tasks
-
-        task = tasks._PyTask(coro, loop=loop)
+    def _start_task(loop, coro):
+        # Python 3.11 has no eager tasks.  Creating a Task schedules its first
+        # step with loop.call_soon; take that handle back off the ready queue
+        # and run it here, now, so a coroutine that never suspends finishes
+        # without waiting for the loop thread.  If the handle is not where it
+        # must be (the loop thread got to it first) the loop runs it as usual.
+        task = _asyncio.Task(coro, loop=loop)
         ready = loop._ready
-        step = task._Task__step
-        if ready and getattr(ready[-1], "_callback", None) == step:
-            ready.pop()
-        else:  # not where we expected it: let the loop run it instead
-            return task
-        step()
+        if ready:
+            handle = ready[-1]
+            if getattr(handle._callback, "__self__", None) is task:
+                ready.pop()
+                handle._run()
         return task
 
 
-async def _await(awaitable):
-    return await awaitable
-
-
-def run_eager(coro, on_done: Callable[[Any], None]):
-    """Start ``coro`` as a task on the runtime loop, stepping it here first.
+def run_eager(coro):
+    """Start ``coro`` as a task on the runtime loop, taking its first step here.
 
     Returns ``(True, result)`` when the coroutine finished without suspending
-    (no thread hop at all) and raises its exception if it failed.  Otherwise
-    returns ``(False, task)`` after arranging ``on_done(task)`` to be called on
-    the loop thread when the task ends.  The first step runs on the calling
-    thread under the GIL with the loop marked as running, exactly like a
-    Python 3.12 eager task; if the loop is busy inside another task at this
-    moment, the coroutine is handed to the loop instead.
+    (no thread hop at all) and raises its exception if it failed; otherwise
+    ``(False, task)``: pass the task to :func:`watch`.  The first step runs on
+    the calling thread under the GIL, inside a real Task with the loop marked
+    as running (``current_task()`` and ``get_running_loop()`` work), exactly
+    like a Python 3.12 eager task.  If the loop thread is in the middle of
+    another task at this moment, the coroutine is simply handed to the loop.
     """
-    import asyncio
-    from asyncio import events, tasks
-
+    asyncio = _asyncio or _asyncio_parts()
     if not asyncio.iscoroutine(coro):
         coro = _await(coro)
-    loop = event_loop()
-    if tasks._current_tasks.get(loop) is not None:
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
-        future.add_done_callback(on_done)
-        return False, future
+    loop = _loop or event_loop()
+    if asyncio.tasks._current_tasks.get(loop) is not None:
+        return False, asyncio.run_coroutine_threadsafe(coro, loop)
+    events = asyncio.events
     previous = events._get_running_loop()
     events._set_running_loop(loop)
     try:
-        task = _new_eager_task(loop, coro)
+        task = _start_task(loop, coro)
     finally:
         events._set_running_loop(previous)
     if task.done():
         return True, task.result()
-    task.add_done_callback(on_done)
-    loop.call_soon_threadsafe(_noop)  # wake the loop: the step may have added timers
     return False, task
+
+
+def watch(task, on_done: Callable[[Any], None]) -> None:
+    """Call ``on_done(task)`` on the loop thread when ``task`` ends."""
+    task.add_done_callback(on_done)
+    # Wake the loop: the eager step may have added timers or ready callbacks
+    # it has not seen, and a task that ended meanwhile queued on_done.
+    (_loop or event_loop()).call_soon_threadsafe(_noop)
 
 
 def cancel(task) -> None:
     """Cancel a task (or concurrent future) started by :func:`run_eager`, from any thread."""
-    loop = event_loop()
     if hasattr(task, "get_loop"):
-        loop.call_soon_threadsafe(task.cancel)
+        task.get_loop().call_soon_threadsafe(task.cancel)
     else:
         task.cancel()

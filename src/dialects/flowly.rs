@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyFileNotFoundError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use serde_json::{json, Map, Value};
@@ -372,23 +373,27 @@ fn tool_context<'py>(py: Python<'py>, ctx: &mut ToolCallContext) -> PyResult<Bou
     if let Some(obj) = &state.context {
         let obj = obj.bind(py).clone();
         if state.synced != stage {
-            obj.setattr("result", result)?;
-            obj.setattr("duration_ms", duration_ms)?;
-            obj.setattr("success", success)?;
+            obj.setattr(intern!(py, "result"), result)?;
+            obj.setattr(intern!(py, "duration_ms"), duration_ms)?;
+            obj.setattr(intern!(py, "success"), success)?;
             state.synced = stage;
         }
         return Ok(obj);
     }
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("session_id", &ctx.session_id)?;
-    kwargs.set_item("task_id", &ctx.task_id)?;
-    kwargs.set_item("tool_name", &ctx.tool_name)?;
-    kwargs.set_item("params", params)?;
-    kwargs.set_item("tool_call_id", &ctx.tool_call_id)?;
-    kwargs.set_item("result", result)?;
-    kwargs.set_item("duration_ms", duration_ms)?;
-    kwargs.set_item("success", success)?;
-    let obj = runtime().hooks.tool_ctx.bind(py).call((), Some(&kwargs))?;
+    // Positional, in the field order of Flowly's ToolHookContext
+    // (session_id, task_id, tool_name, params, tool_call_id, result,
+    // duration_ms, success): cheaper than building a kwargs dict per call.
+    let args = (
+        &ctx.session_id,
+        &ctx.task_id,
+        &ctx.tool_name,
+        params,
+        &ctx.tool_call_id,
+        result,
+        duration_ms,
+        success,
+    );
+    let obj = runtime().hooks.tool_ctx.bind(py).call1(args)?;
     let state = ctx.dialect.get_mut::<ToolState>().expect("state set");
     state.context = Some(obj.clone().unbind());
     state.synced = stage;

@@ -45,50 +45,49 @@ pub enum Awaited {
 /// `true` when `obj` must be awaited (a coroutine or anything with `__await__`).
 #[inline]
 pub fn is_awaitable(obj: &Bound<'_, PyAny>) -> bool {
-    // Cheap exact check for coroutines first; the attribute lookup otherwise.
-    let is_coroutine = unsafe { pyo3::ffi::PyCoro_CheckExact(obj.as_ptr()) != 0 };
-    is_coroutine
-        || (!obj.is_instance_of::<pyo3::types::PyString>()
-            && obj.hasattr("__await__").unwrap_or(false))
+    // The type's `am_await` slot is what `await` itself uses; every class
+    // with `__await__` (coroutines, futures, custom awaitables) fills it.
+    // Reading it avoids an attribute lookup that raises on every non-awaitable.
+    unsafe {
+        let ty = pyo3::ffi::Py_TYPE(obj.as_ptr());
+        let slots = (*ty).tp_as_async;
+        !slots.is_null() && (*slots).am_await.is_some()
+    }
 }
 
 /// Start an awaitable eagerly; see the module docs.
 pub fn start(py: Python<'_>, awaitable: Bound<'_, PyAny>) -> Awaited {
+    let rt = runtime();
+    let started = rt
+        .run_eager
+        .bind(py)
+        .call1((awaitable,))
+        .and_then(|pair| Ok(pair.cast_into::<PyTuple>()?));
+    let pair = match started {
+        Ok(p) => p,
+        Err(e) => return Awaited::Ready(Err(e)),
+    };
+    let (done, value) = match (pair.get_item(0), pair.get_item(1)) {
+        (Ok(d), Ok(v)) => (d.is_truthy().unwrap_or(false), v),
+        (Err(e), _) | (_, Err(e)) => return Awaited::Ready(Err(e)),
+    };
+    if done {
+        return Awaited::Ready(Ok(value.unbind()));
+    }
     let (tx, rx) = oneshot::channel();
-    let completion = match Py::new(
+    let watched = Py::new(
         py,
         Completion {
             sender: Mutex::new(Some(tx)),
         },
-    ) {
-        Ok(c) => c,
-        Err(e) => return Awaited::Ready(Err(e)),
-    };
-    let started = runtime().run_eager.bind(py).call1((awaitable, completion));
-    match started {
+    )
+    .and_then(|completion| rt.watch.bind(py).call1((&value, completion)));
+    match watched {
+        Ok(_) => Awaited::Pending(PendingTask {
+            rx,
+            task: Some(value.unbind()),
+        }),
         Err(e) => Awaited::Ready(Err(e)),
-        Ok(pair) => {
-            let pair = match pair.cast_into::<PyTuple>() {
-                Ok(p) => p,
-                Err(e) => return Awaited::Ready(Err(e.into())),
-            };
-            let done = pair
-                .get_item(0)
-                .and_then(|d| d.is_truthy())
-                .unwrap_or(false);
-            let value = match pair.get_item(1) {
-                Ok(v) => v,
-                Err(e) => return Awaited::Ready(Err(e)),
-            };
-            if done {
-                Awaited::Ready(Ok(value.unbind()))
-            } else {
-                Awaited::Pending(PendingTask {
-                    rx,
-                    task: Some(value.unbind()),
-                })
-            }
-        }
     }
 }
 

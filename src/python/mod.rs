@@ -51,6 +51,7 @@ const COMPAT_MODULES: [(&str, &str, bool); 5] = [
 pub struct PyRuntime {
     pub runtime: Py<PyModule>,
     pub run_eager: Py<PyAny>,
+    pub watch: Py<PyAny>,
     pub cancel: Py<PyAny>,
     pub accepted_keywords: Py<PyAny>,
     pub import_plugin: Py<PyAny>,
@@ -154,6 +155,7 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<PyRuntime> {
     let f = |name: &str| -> PyResult<Py<PyAny>> { Ok(runtime.getattr(name)?.unbind()) };
     Ok(PyRuntime {
         run_eager: f("run_eager")?,
+        watch: f("watch")?,
         cancel: f("cancel")?,
         accepted_keywords: f("accepted_keywords")?,
         import_plugin: f("import_plugin")?,
