@@ -223,12 +223,27 @@ def run_eager(coro):
     return False, task
 
 
+_wake_pending = False
+
+
+def _woken() -> None:
+    global _wake_pending
+    _wake_pending = False
+
+
 def watch(task, on_done: Callable[[Any], None]) -> None:
     """Call ``on_done(task)`` on the loop thread when ``task`` ends."""
+    global _wake_pending
     task.add_done_callback(on_done)
     # Wake the loop: the eager step may have added timers or ready callbacks
-    # it has not seen, and a task that ended meanwhile queued on_done.
-    (_loop or event_loop()).call_soon_threadsafe(_noop)
+    # it has not seen, and a task that ended meanwhile queued on_done.  One
+    # pending wake-up is enough for any number of starts: the loop recomputes
+    # its timeout after running _woken, and a start after that wakes it again.
+    # (Waking it per start made a thousand concurrent starts fight the loop
+    # thread for the GIL a thousand times.)
+    if not _wake_pending:
+        _wake_pending = True
+        (_loop or event_loop()).call_soon_threadsafe(_woken)
 
 
 def cancel(task) -> None:

@@ -558,7 +558,7 @@ fn interpret(
 
 impl HookCallback for PyHook {
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
-        Python::attach(|py| {
+        crate::python::attach(|py| {
             let called =
                 context_object(py, payload).and_then(|ctx| self.callback.bind(py).call1((ctx,)));
             match called {
@@ -570,7 +570,7 @@ impl HookCallback for PyHook {
                     }
                     Awaited::Pending(task) => HookReturn::Pending(Box::pin(async move {
                         let r = task.await;
-                        Python::attach(|py| match r {
+                        crate::python::attach(|py| match r {
                             Ok(v) => interpret(py, event, v.bind(py)),
                             Err(e) => Err(HookError(crate::python::describe(py, &e))),
                         })

@@ -74,7 +74,7 @@ pub fn result_text(obj: &Bound<'_, PyAny>) -> Result<String, String> {
 impl ToolHandler for PyTool {
     fn check(&self) -> Option<Result<bool, String>> {
         let check = self.check_fn.as_ref()?;
-        Some(Python::attach(|py| {
+        Some(crate::python::attach(|py| {
             match check.bind(py).call0().and_then(|r| r.is_truthy()) {
                 Ok(ok) => Ok(ok),
                 Err(e) => Err(exception_message(py, &e)),
@@ -83,7 +83,7 @@ impl ToolHandler for PyTool {
     }
 
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
-        Python::attach(|py| {
+        crate::python::attach(|py| {
             let outcome = self
                 .kwargs(py, ctx)
                 .and_then(|kwargs| self.handler.bind(py).call((), Some(&kwargs)));
@@ -93,7 +93,7 @@ impl ToolHandler for PyTool {
                     Awaited::Ready(r) => ToolReturn::Ready(outcome_text(py, r)),
                     Awaited::Pending(task) => ToolReturn::Pending(Box::pin(async move {
                         let r = task.await;
-                        Python::attach(|py| outcome_text(py, r))
+                        crate::python::attach(|py| outcome_text(py, r))
                     })),
                 },
             }
@@ -123,13 +123,13 @@ fn reply(py: Python<'_>, r: PyResult<Py<PyAny>>) -> Result<Option<String>, Strin
 
 impl CommandHandler for PyCommand {
     fn call(&self, raw_args: &str) -> CommandReturn {
-        Python::attach(|py| match self.handler.bind(py).call1((raw_args,)) {
+        crate::python::attach(|py| match self.handler.bind(py).call1((raw_args,)) {
             Err(e) => CommandReturn::Ready(Err(crate::python::describe(py, &e))),
             Ok(value) => match bridge::resolve(py, value) {
                 Awaited::Ready(r) => CommandReturn::Ready(reply(py, r)),
                 Awaited::Pending(task) => CommandReturn::Pending(Box::pin(async move {
                     let r = task.await;
-                    Python::attach(|py| reply(py, r))
+                    crate::python::attach(|py| reply(py, r))
                 })),
             },
         })

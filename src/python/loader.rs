@@ -11,7 +11,7 @@ use crate::python::{describe, runtime};
 /// `register`, an exception inside it) returns `<ExceptionType>: <message>`
 /// and leaves nothing registered and none of its modules imported.
 pub fn load_plugin(key: &str, dir: &std::path::Path) -> Result<Vec<Registration>, String> {
-    Python::attach(|py| {
+    crate::python::attach(|py| {
         let rt = runtime();
         let slug = slug(key);
         let init = dir.join("__init__.py");
