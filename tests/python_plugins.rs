@@ -42,6 +42,17 @@ def register(ctx):
     ctx.register_tool("broken_gate", {}, lambda: "never", check_fn=bad_check)
     ctx.register_tool("described", {"description": "from schema", "properties": {}}, lambda: "d")
     ctx.register_tool("helper_name", {}, lambda: helpers.NAME)
+    import time
+    async def hog(seconds: float = 0.3):
+        await asyncio.sleep(0)      # from here on it runs on the loop thread
+        time.sleep(seconds)         # ...which stays busy running this callback
+        return "hogged"
+    ctx.register_tool("hog", {}, hog)
+    async def needs_task():
+        task = asyncio.current_task()
+        await asyncio.sleep(0)
+        return "in a task" if task is not None and asyncio.current_task() is task else "no task"
+    ctx.register_tool("needs_task", {}, needs_task)
 "#;
 
 const HELPERS: &str = r#"
@@ -691,6 +702,41 @@ fn many_async_calls_overlap() {
     assert!(
         elapsed < Duration::from_millis(1500),
         "200 × 200 ms sleeps took {elapsed:?}: they did not overlap"
+    );
+}
+
+#[test]
+fn coroutines_start_even_while_the_loop_thread_is_busy() {
+    let (_home, _b, host) = build_standard();
+    let host = Arc::new(host);
+    let rt = rt();
+    let hog = {
+        let host = host.clone();
+        rt.spawn(async move { host.call_tool("hog", json!({}), "").await })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    // The loop thread is inside hog's blocking callback: these are queued for
+    // it rather than stepped here, and still complete.
+    let started = Instant::now();
+    let quick = rt
+        .block_on(async {
+            tokio::time::timeout(
+                Duration::from_secs(5),
+                host.call_tool("quick", json!({}), ""),
+            )
+            .await
+        })
+        .expect("a coroutine queued while the loop was busy never ran");
+    assert_eq!(quick.text, "quick");
+    let slow = rt.block_on(host.call_tool("slow", json!({"ms": 1}), ""));
+    assert_eq!(slow.text, "slept 1");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(rt.block_on(hog).unwrap().text, "hogged");
+    // A coroutine's eager first step runs inside a real asyncio Task.
+    assert_eq!(
+        rt.block_on(host.call_tool("needs_task", json!({}), ""))
+            .text,
+        "in a task"
     );
 }
 

@@ -41,7 +41,6 @@ def import_plugin(slug: str, directory: str, init_file: str) -> ModuleType:
     every module the plugin had imported from its package is removed again.
     """
     _plugin_root()
-    forget_plugin(slug)  # a host built earlier in this process may have loaded another copy
     name = f"{PLUGIN_PACKAGE}.{slug}"
     spec = importlib.util.spec_from_file_location(name, init_file, submodule_search_locations=[directory])
     if spec is None or spec.loader is None:
@@ -131,6 +130,31 @@ _loop = None
 _loop_lock = threading.Lock()
 
 
+#: Held by the loop thread whenever it runs callbacks (everything but the
+#: wait in select), and by a caller taking a coroutine's eager first step.
+#: Only one of them runs asyncio code at a time, so an eager step can never
+#: interleave with the loop's own task steps (the GIL alone does not ensure
+#: that: it may switch threads in the middle of either).
+_step_lock = threading.Lock()
+
+
+class _UnlockWhileSelecting:
+    """Selector wrapper: releases ``_step_lock`` only while waiting for I/O."""
+
+    def __init__(self, selector):
+        self._selector = selector
+
+    def select(self, timeout=None):
+        _step_lock.release()
+        try:
+            return self._selector.select(timeout)
+        finally:
+            _step_lock.acquire()
+
+    def __getattr__(self, name):
+        return getattr(self._selector, name)
+
+
 def event_loop():
     """The runtime's asyncio loop, started on a daemon thread on first use."""
     global _loop
@@ -140,12 +164,14 @@ def event_loop():
         if _loop is None:
             asyncio = _asyncio_parts()
             loop = asyncio.new_event_loop()
+            loop._selector = _UnlockWhileSelecting(loop._selector)
             ready = threading.Event()
 
             def run() -> None:
                 asyncio.set_event_loop(loop)
                 loop.call_soon(ready.set)
-                loop.run_forever()
+                with _step_lock:
+                    loop.run_forever()
 
             threading.Thread(target=run, name="plughost-asyncio", daemon=True).start()
             ready.wait()
@@ -202,15 +228,19 @@ def run_eager(coro):
     ``(False, task)``: pass the task to :func:`watch`.  The first step runs on
     the calling thread under the GIL, inside a real Task with the loop marked
     as running (``current_task()`` and ``get_running_loop()`` work), exactly
-    like a Python 3.12 eager task.  If the loop thread is in the middle of
-    another task at this moment, the coroutine is simply handed to the loop.
+    like a Python 3.12 eager task.  If the loop thread is busy running
+    callbacks at this moment, the coroutine is simply handed to the loop.
     """
     asyncio = _asyncio or _asyncio_parts()
     if not asyncio.iscoroutine(coro):
         coro = _await(coro)
     loop = _loop or event_loop()
-    if asyncio.tasks._current_tasks.get(loop) is not None:
-        return False, asyncio.run_coroutine_threadsafe(coro, loop)
+    if not _step_lock.acquire(blocking=False):
+        # The loop thread is running callbacks right now: queue the coroutine
+        # for it (started at its next wake-up, together with any others).
+        deferred = _Deferred(coro)
+        _deferred.append(deferred)
+        return False, deferred
     events = asyncio.events
     previous = events._get_running_loop()
     events._set_running_loop(loop)
@@ -218,37 +248,65 @@ def run_eager(coro):
         task = _start_task(loop, coro)
     finally:
         events._set_running_loop(previous)
+        _step_lock.release()
     if task.done():
         return True, task.result()
     return False, task
 
 
 _wake_pending = False
+_deferred: "list[_Deferred]" = []
+
+
+class _Deferred:
+    """A coroutine queued for the loop thread to start (see :func:`run_eager`)."""
+
+    __slots__ = ("coro", "on_done", "task", "cancelled")
+
+    def __init__(self, coro):
+        self.coro = coro
+        self.on_done = None
+        self.task = None
+        self.cancelled = False
+
+    def start(self, loop) -> None:
+        if self.cancelled:
+            self.coro.close()
+            return
+        self.task = loop.create_task(self.coro)
+        self.task.add_done_callback(self.on_done)
+
+    def cancel(self) -> None:  # called on the loop thread
+        self.cancelled = True
+        if self.task is not None:
+            self.task.cancel()
 
 
 def _woken() -> None:
     global _wake_pending
     _wake_pending = False
+    while _deferred:
+        _deferred.pop(0).start(_loop)
 
 
 def watch(task, on_done: Callable[[Any], None]) -> None:
     """Call ``on_done(task)`` on the loop thread when ``task`` ends."""
     global _wake_pending
-    task.add_done_callback(on_done)
+    if type(task) is _Deferred:
+        task.on_done = on_done
+    else:
+        task.add_done_callback(on_done)
     # Wake the loop: the eager step may have added timers or ready callbacks
-    # it has not seen, and a task that ended meanwhile queued on_done.  One
-    # pending wake-up is enough for any number of starts: the loop recomputes
-    # its timeout after running _woken, and a start after that wakes it again.
-    # (Waking it per start made a thousand concurrent starts fight the loop
-    # thread for the GIL a thousand times.)
+    # it has not seen, a task that ended meanwhile queued on_done, or a
+    # deferred start waits.  One pending wake-up is enough for any number of
+    # starts: the loop recomputes its timeout after running _woken, and a
+    # start after that wakes it again.  (Waking it per start made a thousand
+    # concurrent starts fight the loop thread for the GIL a thousand times.)
     if not _wake_pending:
         _wake_pending = True
         (_loop or event_loop()).call_soon_threadsafe(_woken)
 
 
 def cancel(task) -> None:
-    """Cancel a task (or concurrent future) started by :func:`run_eager`, from any thread."""
-    if hasattr(task, "get_loop"):
-        task.get_loop().call_soon_threadsafe(task.cancel)
-    else:
-        task.cancel()
+    """Cancel a task (or deferred start) from :func:`run_eager`, from any thread."""
+    (_loop or event_loop()).call_soon_threadsafe(task.cancel)

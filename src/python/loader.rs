@@ -13,7 +13,7 @@ use crate::python::{describe, runtime};
 pub fn load_plugin(key: &str, dir: &std::path::Path) -> Result<Vec<Registration>, String> {
     crate::python::attach(|py| {
         let rt = runtime();
-        let slug = slug(key);
+        let slug = unique_package(key);
         let init = dir.join("__init__.py");
         let module = rt
             .import_plugin
@@ -56,6 +56,26 @@ pub fn load_plugin(key: &str, dir: &std::path::Path) -> Result<Vec<Registration>
             Ok(_) => Ok(registrations),
         }
     })
+}
+
+/// The package name for a load of `key`: its slug, with a suffix when this
+/// process already loaded a plugin under that slug (another host), so two
+/// hosts never share or replace each other's plugin modules.
+fn unique_package(key: &str) -> String {
+    static LOADS: std::sync::Mutex<Option<std::collections::HashMap<String, u32>>> =
+        std::sync::Mutex::new(None);
+    let base = slug(key);
+    let mut loads = LOADS.lock().unwrap_or_else(|e| e.into_inner());
+    let count = loads
+        .get_or_insert_with(Default::default)
+        .entry(base.clone())
+        .or_insert(0);
+    *count += 1;
+    if *count == 1 {
+        base
+    } else {
+        format!("{base}__{count}")
+    }
 }
 
 /// A Python identifier made from a plugin key (`my-plugin` → `my_plugin`).

@@ -82,15 +82,36 @@ static RUNTIME: OnceLock<PyRuntime> = OnceLock::new();
 pub struct StartError(pub String);
 
 /// Start (once) the interpreter and install plughost's modules.
+///
+/// Safe to call from many threads at once (hosts built in parallel): the
+/// first caller installs, the others wait without holding the GIL.
 pub fn start(home: &Path, python_log_level: u8) -> Result<&'static PyRuntime, StartError> {
-    if let Some(rt) = RUNTIME.get() {
-        Python::attach(|py| set_home(py, rt, home)).map_err(|e| StartError(e.to_string()))?;
-        return Ok(rt);
-    }
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     Python::initialize();
-    Python::attach(|py| {
-        let rt = install(py, python_log_level).map_err(|e| StartError(describe(py, &e)))?;
-        let rt = RUNTIME.get_or_init(|| rt);
+    attach(|py| {
+        let rt = match RUNTIME.get() {
+            Some(rt) => rt,
+            None => {
+                // Wait for a concurrent installer without holding the GIL it needs.
+                let _installing = loop {
+                    match INSTALL.try_lock() {
+                        Ok(guard) => break guard,
+                        Err(std::sync::TryLockError::Poisoned(e)) => break e.into_inner(),
+                        Err(std::sync::TryLockError::WouldBlock) => {
+                            py.detach(|| std::thread::sleep(std::time::Duration::from_millis(1)))
+                        }
+                    }
+                };
+                match RUNTIME.get() {
+                    Some(rt) => rt,
+                    None => {
+                        let rt = install(py, python_log_level)
+                            .map_err(|e| StartError(describe(py, &e)))?;
+                        RUNTIME.get_or_init(|| rt)
+                    }
+                }
+            }
+        };
         set_home(py, rt, home).map_err(|e| StartError(e.to_string()))?;
         Ok(rt)
     })
