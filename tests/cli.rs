@@ -325,3 +325,88 @@ fn the_built_in_bundled_plugin_loads_from_the_binary() {
         .unwrap();
     assert_eq!(stdout(&call), "No tool calls recorded yet.\n");
 }
+
+#[test]
+fn project_plugins_load_only_when_enabled_by_env_and_config() {
+    let env = env();
+    let project = tempfile::tempdir().unwrap();
+    write_plugin(
+        &project.path().join(".plughost/plugins"),
+        "proj",
+        "name: proj\n",
+        &[("__init__.py", "def register(ctx):\n    ctx.register_tool('from_project', {}, lambda: 'project tool')\n")],
+    );
+    let run = |enable_env: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+        cmd.args(["tools", "call", "from_project"])
+            .current_dir(project.path())
+            .env("PLUGHOST_HOME", env.home.path())
+            .env("PLUGHOST_BUNDLED_DIR", env.bundled.path());
+        match enable_env {
+            Some(v) => cmd.env("PLUGHOST_ENABLE_PROJECT_PLUGINS", v),
+            None => cmd.env_remove("PLUGHOST_ENABLE_PROJECT_PLUGINS"),
+        };
+        stdout(&cmd.output().unwrap())
+    };
+    assert_eq!(run(None), "Error: Tool 'from_project' not found\n");
+    assert_eq!(
+        run(Some("yes")),
+        "Error: Tool 'from_project' not found\n",
+        "still opt-in"
+    );
+    plughost(&env, &["plugins", "enable", "proj"]);
+    assert_eq!(run(Some("yes")), "project tool\n");
+    assert_eq!(run(Some("0")), "Error: Tool 'from_project' not found\n");
+}
+
+#[test]
+fn a_real_flowly_installation_is_used_instead_of_the_compat_modules() {
+    let env = env();
+    let site = tempfile::tempdir().unwrap();
+    let hooks = r#"
+class _Base:
+    def __init__(self, *args, **kwargs):
+        names = ["session_id", "task_id", "tool_name", "params", "tool_call_id", "result", "duration_ms", "success"]
+        for name, value in zip(names, args):
+            setattr(self, name, value)
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+class BlockAction:
+    def __init__(self, message): self.message = message
+class SkipAction:
+    def __init__(self, reason=""): self.reason = reason
+class RewriteAction:
+    def __init__(self, text): self.text = text
+class HookContext(_Base): pass
+class ToolHookContext(HookContext): REAL = "real flowly"
+class LLMHookContext(HookContext): pass
+class SessionHookContext(HookContext): pass
+class SubagentStopContext(HookContext): pass
+class GatewayDispatchContext(HookContext): pass
+VALID_EVENTS = set()
+"#;
+    let pkg = site.path().join("flowly");
+    std::fs::create_dir_all(pkg.join("agent")).unwrap();
+    std::fs::write(pkg.join("__init__.py"), "REAL = True\n").unwrap();
+    std::fs::write(pkg.join("agent/__init__.py"), "").unwrap();
+    std::fs::write(pkg.join("agent/hooks.py"), hooks).unwrap();
+    write_plugin(
+        &env.home.path().join("plugins"),
+        "probe",
+        "name: probe\n",
+        &[(
+            "__init__.py",
+            "import flowly\nSEEN = []\ndef register(ctx):\n    ctx.register_hook('pre_tool_call', lambda c: SEEN.append(type(c).REAL))\n    ctx.register_tool('which', {}, lambda: f'{getattr(flowly, \"REAL\", False)} {SEEN}')\n",
+        )],
+    );
+    let config = env.home.path().join("config.json");
+    std::fs::write(&config, r#"{"plugins": {"enabled": ["demo", "probe"]}}"#).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["tools", "call", "which"])
+        .env("PLUGHOST_HOME", env.home.path())
+        .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+        .env("PYTHONPATH", site.path())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "True ['real flowly']\n", "{}", stderr(&out));
+}
