@@ -27,6 +27,9 @@ pub struct PluginRecord {
     pub kind: String,
     /// Selected by the enablement rules.
     pub enabled: bool,
+    /// `loaded`, `failed` (enabled but broken), `skipped` (an unsupported
+    /// kind), `disabled` (in plugins.disabled) or `not-enabled`.
+    pub status: PluginStatus,
     /// Imported and registered without error.
     pub loaded: bool,
     /// Why it is not loaded (not enabled, disabled, a failure), else null.
@@ -38,6 +41,37 @@ pub struct PluginRecord {
     /// Qualified `plugin:name`.
     pub skills: Vec<String>,
     pub requires_env: Vec<String>,
+}
+
+/// What became of a discovered plugin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginStatus {
+    Loaded,
+    Failed,
+    Skipped,
+    Disabled,
+    NotEnabled,
+}
+
+impl PluginStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginStatus::Loaded => "loaded",
+            PluginStatus::Failed => "failed",
+            PluginStatus::Skipped => "skipped",
+            PluginStatus::Disabled => "disabled",
+            PluginStatus::NotEnabled => "not-enabled",
+        }
+    }
+}
+
+/// Two owners registered the same tool name; the last one won.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ToolCollision {
+    pub tool: String,
+    pub winner: String,
+    pub overridden: String,
 }
 
 /// Errors building a host.
@@ -184,10 +218,12 @@ impl HostBuilder {
             roots.push((Source::Project, project.join(".plughost").join("plugins")));
         }
         let candidates = discovery::discover(&roots, &lists);
+        let roots: Vec<(Source, PathBuf)> = roots;
 
         let mut registry = Registry::new();
+        let mut collisions = Vec::new();
         for tool in self.tools {
-            registry.add_tool(tool);
+            note_collision(&mut collisions, registry.add_tool(tool), NATIVE_OWNER);
         }
         for command in self.commands {
             registry.add_command(command);
@@ -204,18 +240,34 @@ impl HostBuilder {
         }
         let plugins = candidates
             .into_iter()
-            .map(|c| load_candidate(c, &mut registry))
+            .map(|c| load_candidate(c, &mut registry, &mut collisions))
             .collect();
         Ok(Host {
             home,
             lists,
             registry,
             plugins,
+            collisions,
+            roots,
         })
     }
 }
 
-fn load_candidate(c: Candidate, registry: &mut Registry) -> PluginRecord {
+fn note_collision(collisions: &mut Vec<ToolCollision>, previous: Option<Tool>, winner: &str) {
+    if let Some(prev) = previous {
+        collisions.push(ToolCollision {
+            tool: prev.spec.name,
+            winner: winner.to_string(),
+            overridden: prev.spec.plugin,
+        });
+    }
+}
+
+fn load_candidate(
+    c: Candidate,
+    registry: &mut Registry,
+    collisions: &mut Vec<ToolCollision>,
+) -> PluginRecord {
     let manifest = c.manifest.as_ref().ok();
     let mut record = PluginRecord {
         key: c.key.clone(),
@@ -230,6 +282,21 @@ fn load_candidate(c: Candidate, registry: &mut Registry) -> PluginRecord {
             .map(|m| m.kind.as_str().to_string())
             .unwrap_or_else(|| "standalone".into()),
         enabled: c.enabled,
+        status: if !c.enabled {
+            if c.skip_reason.as_deref() == Some("disabled in config") {
+                PluginStatus::Disabled
+            } else {
+                PluginStatus::NotEnabled
+            }
+        } else if c.skip_reason.is_some() {
+            if matches!(&c.manifest, Ok(m) if m.kind != crate::manifest::PluginKind::Standalone) {
+                PluginStatus::Skipped
+            } else {
+                PluginStatus::Failed
+            }
+        } else {
+            PluginStatus::Loaded
+        },
         loaded: false,
         error: c.skip_reason.clone(),
         path: c.dir.clone(),
@@ -242,6 +309,13 @@ fn load_candidate(c: Candidate, registry: &mut Registry) -> PluginRecord {
             .unwrap_or_default(),
     };
     if !c.enabled || c.skip_reason.is_some() {
+        if record.status == PluginStatus::Failed {
+            tracing::warn!(
+                "plugin '{}' cannot be loaded: {}",
+                c.key,
+                record.error.as_deref().unwrap_or_default()
+            );
+        }
         return record;
     }
     match crate::python::loader::load_plugin(&c.key, &c.dir) {
@@ -252,6 +326,7 @@ fn load_candidate(c: Candidate, registry: &mut Registry) -> PluginRecord {
                 message
             );
             record.error = Some(message);
+            record.status = PluginStatus::Failed;
         }
         Ok(registrations) => {
             use crate::dialects::flowly::Registration;
@@ -259,7 +334,7 @@ fn load_candidate(c: Candidate, registry: &mut Registry) -> PluginRecord {
                 match r {
                     Registration::Tool(t) => {
                         record.tools.push(t.spec.name.clone());
-                        registry.add_tool(t);
+                        note_collision(collisions, registry.add_tool(t), &c.key);
                     }
                     Registration::Hook { event, name, entry } => {
                         if !record.hooks.contains(&name) {
@@ -271,6 +346,13 @@ fn load_candidate(c: Candidate, registry: &mut Registry) -> PluginRecord {
                         }
                     }
                     Registration::Command(cmd) => {
+                        if CORE_COMMANDS.contains(&cmd.name.as_str()) {
+                            tracing::warn!(
+                                "plugin '{}' registers '/{}', which the core command of that name shadows",
+                                c.key,
+                                cmd.name
+                            );
+                        }
                         record.commands.push(cmd.name.clone());
                         registry.add_command(cmd);
                     }
@@ -293,7 +375,12 @@ pub struct Host {
     lists: PluginLists,
     registry: Registry,
     plugins: Vec<PluginRecord>,
+    collisions: Vec<ToolCollision>,
+    roots: Vec<(Source, PathBuf)>,
 }
+
+/// Commands the host answers itself, before plugin commands.
+pub const CORE_COMMANDS: [&str; 2] = ["help", "plugins"];
 
 impl Host {
     /// Start building a host.
@@ -317,6 +404,16 @@ impl Host {
 
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Tool names registered more than once, and who won.
+    pub fn collisions(&self) -> &[ToolCollision] {
+        &self.collisions
+    }
+
+    /// The directories scanned for plugins, by source.
+    pub fn roots(&self) -> &[(Source, PathBuf)] {
+        &self.roots
     }
 
     /// Run one tool call through the whole pipeline (hooks included).
@@ -343,6 +440,9 @@ impl Host {
         let name = normalize_command_name(word);
         if name == "help" {
             return Ok(Some(self.help_text()));
+        }
+        if name == "plugins" {
+            return Ok(Some(crate::doctor::Report::new(self).summary_text()));
         }
         let Some(command) = self.registry.command(&name) else {
             return Err(CommandError::Unknown(name));

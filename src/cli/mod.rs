@@ -4,6 +4,7 @@
 //! an error or a block, an unknown command or skill, a broken config);
 //! 2 bad command-line input (clap's own errors, malformed `--args`).
 
+mod plugins;
 mod table;
 
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use serde_json::{json, Value};
 use crate::config;
 use crate::host::{Host, HostError};
 
-const RESTART: &str = "Restart plughost for changes to apply.";
+pub(crate) const RESTART: &str = "Restart plughost for changes to apply.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -61,6 +62,31 @@ enum PluginsCmd {
     Enable { name: String },
     /// Add a plugin to plugins.disabled (and take it out of plugins.enabled).
     Disable { name: String },
+    /// Install a plugin from a git URL, owner/repo[/sub/path], URL#sub/path, or a local directory.
+    Install {
+        source: String,
+        /// Add it to plugins.enabled.
+        #[arg(long, overrides_with = "no_enable")]
+        enable: bool,
+        /// Do not enable it (the default).
+        #[arg(long)]
+        no_enable: bool,
+        /// Replace an installed plugin of the same name.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Delete a user plugin and take it out of config.json.
+    Remove {
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long = "yes")]
+        yes: bool,
+    },
+    /// Check every plugin: load status, registrations, environment, collisions, interpreter.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -105,19 +131,19 @@ enum SkillsCmd {
 }
 
 /// Failures the CLI reports on stderr with an exit code.
-struct Failure {
+pub(crate) struct Failure {
     code: u8,
     message: String,
 }
 
 impl Failure {
-    fn usage(message: impl Into<String>) -> Failure {
+    pub(crate) fn usage(message: impl Into<String>) -> Failure {
         Failure {
             code: 2,
             message: message.into(),
         }
     }
-    fn failed(message: impl Into<String>) -> Failure {
+    pub(crate) fn failed(message: impl Into<String>) -> Failure {
         Failure {
             code: 1,
             message: message.into(),
@@ -139,6 +165,12 @@ impl From<config::ConfigError> for Failure {
 
 /// Parse the process arguments and run.
 pub fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of our output goes
+    // away (`plughost plugins list | head`) instead of panicking on EPIPE.
+    #[cfg(unix)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let python_level = crate::logging::init(cli.verbose);
     match run(cli, python_level) {
@@ -176,6 +208,19 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
     match &cli.command {
         Command::Plugins(PluginsCmd::Enable { name }) => set_enabled(&cli, name, true),
         Command::Plugins(PluginsCmd::Disable { name }) => set_enabled(&cli, name, false),
+        Command::Plugins(PluginsCmd::Install {
+            source,
+            enable,
+            force,
+            ..
+        }) => plugins::install(&home_of(&cli), source, *enable, *force),
+        Command::Plugins(PluginsCmd::Remove { name, yes }) => {
+            plugins::remove(&home_of(&cli), name, *yes)
+        }
+        Command::Plugins(PluginsCmd::Doctor { json }) => {
+            let host = build_host(&cli, python_level)?;
+            plugins::doctor(&host, *json)
+        }
         Command::Plugins(PluginsCmd::List { json }) => {
             let host = build_host(&cli, python_level)?;
             if *json {
@@ -295,8 +340,12 @@ fn parse_args(args: Option<&str>) -> Result<Value, Failure> {
     Ok(value)
 }
 
+fn home_of(cli: &Cli) -> PathBuf {
+    config::resolve_home(cli.home.as_deref())
+}
+
 fn set_enabled(cli: &Cli, name: &str, enable: bool) -> Result<u8, Failure> {
-    let home = config::resolve_home(cli.home.as_deref());
+    let home = home_of(cli);
     let known = known_plugin_keys(&home);
     if !known.iter().any(|k| k == name) {
         tracing::warn!("no plugin named '{name}' is installed; recording it in config.json anyway");
@@ -313,7 +362,7 @@ fn set_enabled(cli: &Cli, name: &str, enable: bool) -> Result<u8, Failure> {
 }
 
 /// Keys of every plugin discovery can see (no Python needed).
-fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
+pub(crate) fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
     use crate::discovery::{discover, Source};
     let mut roots = vec![
         (Source::Bundled, crate::bundled::bundled_dir(home)),

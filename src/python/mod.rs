@@ -285,6 +285,30 @@ fn keep_thread_state() {
     });
 }
 
+/// The interpreter in use, when it has been started.
+pub fn interpreter_report() -> Option<crate::doctor::PythonReport> {
+    let rt = RUNTIME.get()?;
+    attach(|py| -> PyResult<crate::doctor::PythonReport> {
+        let sys = py.import("sys")?;
+        let flowly = if rt.real_flowly {
+            py.import("flowly")?
+                .getattr("__file__")
+                .map(|f| f.to_string())
+                .unwrap_or_else(|_| "real".into())
+        } else {
+            "compat (plughost's own flowly modules)".into()
+        };
+        Ok(crate::doctor::PythonReport {
+            version: sys.getattr("version")?.extract()?,
+            executable: sys.getattr("executable")?.extract()?,
+            prefix: sys.getattr("prefix")?.extract()?,
+            path: sys.getattr("path")?.extract()?,
+            flowly,
+        })
+    })
+    .ok()
+}
+
 /// `<ExceptionType>: <message>` for a Python error.
 pub fn describe(py: Python<'_>, err: &PyErr) -> String {
     let ty = err
