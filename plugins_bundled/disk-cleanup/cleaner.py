@@ -1,0 +1,279 @@
+"""Planning and doing deletions: session-end cleanup, quick, dry-run, and
+the ``/disk-cleanup`` command."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import time
+
+from . import safety, tracker
+
+logger = logging.getLogger(__name__)
+
+DAY = 86400
+MAX_AGE = {"temp": 7 * DAY, "cron": 14 * DAY}
+
+HELP = """/disk-cleanup — track and clean up ephemeral session files
+
+  status                      what is tracked, by category
+  dry-run                     list exactly what `quick` would delete; deletes nothing
+  quick                       delete tracked test files now, temp files older than 7 days,
+                              cron outputs older than 14 days, and empty directories
+  track <path> <category>     track a file (category: test, temp or cron)
+  forget <path>               stop tracking a file (the file is kept)
+  help                        this text
+
+Only files under the plughost home or /tmp/plughost-* are touched; the home's
+plugins/, sessions/, skills/ and config.json never are."""
+
+
+class Plan:
+    """What a cleanup will delete."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[str, str, int]] = []  # path, category, size
+        self.dirs: list[str] = []
+        self.stale: list[str] = []  # tracked, but already gone
+
+
+class Result:
+    """What a cleanup did."""
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+        self.dirs: list[str] = []
+        self.freed = 0
+        self.errors: list[str] = []
+
+    def summary(self) -> str:
+        text = f"deleted={len(self.deleted)} freed={_size(self.freed)} dirs={len(self.dirs)}"
+        return text + (f" errors={len(self.errors)}" if self.errors else "")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"
+
+
+def _lstat(path: str):
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
+
+
+def _due(category: str, st, now: float) -> bool:
+    if category == "test":
+        return True
+    return now - st.st_mtime > MAX_AGE.get(category, float("inf"))
+
+
+def _empty_dirs(roots: safety.Roots, gone: set[str]) -> list[str]:
+    """Directories under the roots that are empty once the files in ``gone``
+    are deleted, deepest first; never a root, a protected place, or a
+    symlink."""
+    found: list[str] = []
+
+    def visit(directory: str) -> bool:
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            return False
+        empty = True
+        for entry in entries:
+            if entry.path in gone:
+                continue
+            if entry.is_dir(follow_symlinks=False) and not roots.is_protected(entry.path):
+                if visit(entry.path) and roots.may_delete(entry.path):
+                    found.append(entry.path)
+                    continue
+            empty = False
+        return empty
+
+    for root in roots.all:
+        if os.path.isdir(root) and not os.path.islink(root):
+            visit(root)
+    return found
+
+
+def _emptied_parents(gone: set[str], roots: safety.Roots) -> list[str]:
+    """The parent directories (and their parents) that deleting ``gone`` empties."""
+    out: list[str] = []
+    for start in sorted({os.path.dirname(p) for p in gone}, key=len, reverse=True):
+        directory = start
+        while roots.may_delete(directory) and os.path.isdir(directory) and not os.path.islink(directory):
+            try:
+                left = [e for e in os.listdir(directory) if os.path.join(directory, e) not in gone and os.path.join(directory, e) not in out]
+            except OSError:
+                break
+            if left:
+                break
+            if directory not in out:
+                out.append(directory)
+            directory = os.path.dirname(directory)
+    return out
+
+
+def plan(state: dict, roots: safety.Roots, now: float | None = None, session: str | None = None) -> Plan:
+    """Exactly what `quick` deletes (dry-run prints this very plan); with
+    ``session``, what the session-end cleanup deletes: that session's test
+    files and the directories they leave empty."""
+    now = time.time() if now is None else now
+    result = Plan()
+    for path, entry in sorted(state.get("files", {}).items()):
+        category = entry.get("category", "temp")
+        if session is not None and (category != "test" or entry.get("session") != session):
+            continue
+        st = _lstat(path)
+        if st is None:
+            result.stale.append(path)
+            continue
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) or not roots.may_delete(path):
+            continue
+        if _due(category, st, now):
+            result.files.append((path, category, st.st_size if stat.S_ISREG(st.st_mode) else 0))
+    gone = {path for path, _, _ in result.files}
+    result.dirs = _emptied_parents(gone, roots) if session is not None else _empty_dirs(roots, gone)
+    return result
+
+
+def execute(state: dict, roots: safety.Roots, todo: Plan) -> Result:
+    done = Result()
+    for path, _category, size in todo.files:
+        if not roots.may_delete(path):  # re-checked at the moment of deletion
+            continue
+        try:
+            os.unlink(path)  # unlink never follows a symlink
+            done.deleted.append(path)
+            done.freed += size
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            done.errors.append(f"{path}: {exc}")
+            continue
+        tracker.forget(state, path)
+    for path in todo.stale:
+        tracker.forget(state, path)
+    for directory in todo.dirs:
+        if not roots.may_delete(directory) or os.path.islink(directory):
+            continue
+        try:
+            os.rmdir(directory)  # only ever removes an empty directory
+            done.dirs.append(directory)
+        except OSError:
+            pass
+    return done
+
+
+def clean_session(session: str) -> Result:
+    roots = safety.Roots.current()
+    state = tracker.load()
+    todo = plan(state, roots, session=session)
+    done = execute(state, roots, todo)
+    if done.deleted or todo.stale:
+        tracker.save(state)
+    return done
+
+
+def log_line(text: str) -> None:
+    path = tracker.state_dir() / "cleanup.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
+    except OSError as exc:
+        logger.warning("disk-cleanup: cannot write %s: %s", path, exc)
+
+
+def command(raw_args: str) -> str:
+    args = raw_args.split()
+    sub = args[0].lower() if args else "help"
+    if sub == "status":
+        return _status()
+    if sub in ("dry-run", "dryrun", "dry_run"):
+        return _dry_run()
+    if sub == "quick":
+        roots = safety.Roots.current()
+        state = tracker.load()
+        done = execute(state, roots, plan(state, roots))
+        tracker.save(state)
+        log_line(f"quick {done.summary()}")
+        lines = [f"Deleted {len(done.deleted)} file(s), freed {_size(done.freed)}, removed {len(done.dirs)} empty director(ies)."]
+        lines += [f"  error: {e}" for e in done.errors]
+        return "\n".join(lines)
+    if sub == "track":
+        if len(args) != 3:
+            return "Usage: /disk-cleanup track <path> <category>   (category: test, temp or cron)"
+        return _track(args[1], args[2].lower())
+    if sub == "forget":
+        if len(args) != 2:
+            return "Usage: /disk-cleanup forget <path>"
+        path = safety.absolute(args[1])
+        state = tracker.load()
+        if path and tracker.forget(state, path):
+            tracker.save(state)
+            return f"Forgot {path} (the file is kept)."
+        return f"{args[1]} is not tracked."
+    return HELP
+
+
+def _track(raw: str, category: str) -> str:
+    if category not in safety.CATEGORIES:
+        return f"Unknown category '{category}': use test, temp or cron."
+    path = safety.absolute(raw)
+    if path is None:
+        return f"Give an absolute path (or ~/...), not '{raw}'."
+    if not safety.is_regular_file(path):
+        return f"Not tracked: {path} is not a regular file."
+    roots = safety.Roots.current()
+    if not roots.may_delete(path):
+        return (
+            f"Not tracked: {path} is outside the plughost home and /tmp/plughost-*, "
+            "reached through a symlink that leaves them, or in a protected place."
+        )
+    state = tracker.load()
+    tracker.track(state, path, category, "")
+    tracker.save(state)
+    return f"Tracking {path} as {category}."
+
+
+def _status() -> str:
+    roots = safety.Roots.current()
+    files = tracker.load().get("files", {})
+    lines = [f"Roots: {', '.join(roots.all)}", f"State: {tracker.state_file()}"]
+    if not files:
+        lines.append("Nothing tracked.")
+        return "\n".join(lines)
+    by_category: dict[str, list[str]] = {}
+    total = 0
+    for path, entry in files.items():
+        by_category.setdefault(entry.get("category", "temp"), []).append(path)
+        st = _lstat(path)
+        total += st.st_size if st and stat.S_ISREG(st.st_mode) else 0
+    counts = ", ".join(f"{c}: {len(v)}" for c, v in sorted(by_category.items()))
+    lines.append(f"Tracked {len(files)} file(s) ({counts}), {_size(total)} on disk.")
+    for path in sorted(files)[:20]:
+        missing = "" if _lstat(path) else "  (gone)"
+        lines.append(f"  [{files[path].get('category')}] {path}{missing}")
+    if len(files) > 20:
+        lines.append(f"  … and {len(files) - 20} more")
+    return "\n".join(lines)
+
+
+def _dry_run() -> str:
+    roots = safety.Roots.current()
+    state = tracker.load()
+    todo = plan(state, roots)
+    dirs = todo.dirs
+    if not todo.files and not dirs:
+        return "Dry run: `quick` would delete nothing."
+    total = sum(size for _, _, size in todo.files)
+    lines = [f"Dry run: `quick` would delete {len(todo.files)} file(s) ({_size(total)}) and {len(dirs)} empty director(ies):"]
+    lines += [f"  file [{category}] {path}" for path, category, _ in todo.files]
+    lines += [f"  dir  {d}" for d in dirs]
+    return "\n".join(lines)

@@ -1,0 +1,136 @@
+"""Where disk-cleanup may act, what counts as ephemeral, and path parsing.
+
+The rules: only under the home or a ``/tmp/plughost-*`` directory; never
+through a symlink that leads out of them; never the home's ``plugins/``,
+``sessions/``, ``skills/`` or ``config.json`` (nor anything inside them), nor
+this plugin's own state.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+TMP_PATTERN = "/tmp/plughost-*"
+PROTECTED_NAMES = ("plugins", "sessions", "skills", "config.json", "disk-cleanup")
+CATEGORIES = ("test", "temp", "cron")
+
+_patterns: dict = {}
+
+
+def _pattern(name: str):
+    """Regexes compiled on first use (``re`` stays out of plugin start-up)."""
+    if not _patterns:
+        import re
+
+        _patterns["test"] = re.compile(
+            r"^(test[_\-.].*|.*[_\-.]test\.[A-Za-z0-9]+|.*[_\-]tests?\.[A-Za-z0-9]+|scratch[_\-.].*|try[_\-].*\.(py|sh|js|ts|rb))$",
+            re.IGNORECASE,
+        )
+        _patterns["temp"] = re.compile(r"^(tmp.*|.*\.(tmp|temp|bak|swp|swo|part|orig|rej)|.*~)$", re.IGNORECASE)
+        _patterns["redirect"] = re.compile(r"^\d*[<>]+&?")
+        _patterns["output_path"] = re.compile(r"(?<![\w/])(/(?:[\w.\-+@]+/)*[\w.\-+@]+)")
+    return _patterns[name]
+
+
+def home() -> Path:
+    from flowly.profile import get_flowly_home
+
+    return Path(get_flowly_home())
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class Roots:
+    """The directories disk-cleanup may act in, resolved once per operation."""
+
+    def __init__(self, home_dir: Path, tmp_roots: list[str]):
+        self.home = os.path.realpath(home_dir)
+        self.tmp = tmp_roots
+        self.all = [self.home, *tmp_roots]
+        self.protected = [os.path.join(self.home, n) for n in PROTECTED_NAMES]
+
+    @classmethod
+    def current(cls) -> "Roots":
+        import glob
+
+        tmp_roots = []
+        for candidate in sorted(glob.glob(TMP_PATTERN)):
+            try:
+                st = os.lstat(candidate)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):  # a symlinked "root" is not a root
+                tmp_roots.append(os.path.realpath(candidate))
+        return cls(home(), tmp_roots)
+
+    def root_of(self, path: str) -> str | None:
+        return next((r for r in self.all if _within(path, r)), None)
+
+    def is_protected(self, path: str) -> bool:
+        return any(_within(path, p) for p in self.protected)
+
+    def may_delete(self, path: str) -> bool:
+        """True only for a path strictly inside a root, reached without any
+        symlink leading out of it, and outside the protected places."""
+        path = os.path.normpath(path)
+        root = self.root_of(path)
+        if root is None or path == root or self.is_protected(path):
+            return False
+        parent = os.path.realpath(os.path.dirname(path))
+        if not _within(parent, root) or self.is_protected(os.path.join(parent, os.path.basename(path))):
+            return False
+        return True
+
+
+def absolute(raw: str, base: str | None = None) -> str | None:
+    raw = raw.strip().strip("'\"")
+    if not raw:
+        return None
+    raw = os.path.expanduser(raw)
+    if not os.path.isabs(raw):
+        if not base or not os.path.isabs(os.path.expanduser(base)):
+            return None
+        raw = os.path.join(os.path.expanduser(base), raw)
+    return os.path.normpath(raw)
+
+
+def is_regular_file(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def categorize(path: str, roots: Roots) -> str | None:
+    """``test``, ``temp`` or ``cron`` for files that look ephemeral, else None."""
+    name = os.path.basename(path)
+    if _within(path, os.path.join(roots.home, "cron")):
+        return "cron"
+    if _pattern("test").match(name):
+        return "test"
+    if _pattern("temp").match(name) or any(_within(path, t) for t in roots.tmp):
+        return "temp"
+    return None
+
+
+def paths_in_command(command: str) -> list[str]:
+    import shlex
+
+    try:
+        tokens = shlex.split(command, posix=True)
+    except ValueError:
+        tokens = command.split()
+    found = []
+    for token in tokens:
+        token = _pattern("redirect").sub("", token)
+        if token.startswith(("/", "~", "./", "../")) or ("/" in token and not token.startswith("-")):
+            found.append(token)
+    return found
+
+
+def paths_in_output(output: str, limit: int = 4096) -> list[str]:
+    return [p.rstrip(".,;:)") for p in _pattern("output_path").findall(output[:limit])]
