@@ -400,23 +400,36 @@ fn tool_context<'py>(py: Python<'py>, ctx: &mut ToolCallContext) -> PyResult<Bou
     Ok(obj)
 }
 
-fn cached<'py>(
+/// The context object built for this payload at this stage, if any.
+fn reuse<'py>(
     py: Python<'py>,
     dialect: &mut crate::hooks::DialectState,
     stage: Option<HookEvent>,
-    build: impl FnOnce() -> PyResult<Bound<'py, PyAny>>,
+) -> Option<Bound<'py, PyAny>> {
+    let state = dialect.get_mut::<ObjectState>()?;
+    (state.stage == stage).then(|| state.context.bind(py).clone())
+}
+
+/// Keep `obj` for the other callbacks of this event.
+fn remember<'py>(
+    dialect: &mut crate::hooks::DialectState,
+    stage: Option<HookEvent>,
+    obj: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(state) = dialect.get_mut::<ObjectState>() {
-        if state.stage == stage {
-            return Ok(state.context.bind(py).clone());
-        }
-    }
-    let obj = build()?;
     dialect.set(ObjectState {
         context: obj.clone().unbind(),
         stage,
     });
     Ok(obj)
+}
+
+/// A kwargs dict with interned keys.
+macro_rules! kwargs {
+    ($py:expr; $($key:literal => $value:expr),* $(,)?) => {{
+        let dict = PyDict::new($py);
+        $( dict.set_item(intern!($py, $key), $value)?; )*
+        dict
+    }};
 }
 
 fn context_object<'py>(py: Python<'py>, payload: HookPayload<'_>) -> PyResult<Bound<'py, PyAny>> {
@@ -425,66 +438,87 @@ fn context_object<'py>(py: Python<'py>, payload: HookPayload<'_>) -> PyResult<Bo
     match payload {
         HookPayload::Tool(ctx) => tool_context(py, ctx),
         HookPayload::Llm(ctx) => {
-            let stage = ctx.stage;
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("session_id", &ctx.session_id)?;
-            kwargs.set_item("task_id", &ctx.task_id)?;
-            kwargs.set_item("model", &ctx.model)?;
-            kwargs.set_item("messages", to_py(&ctx.messages)?)?;
-            kwargs.set_item("tools", to_py(&ctx.tools)?)?;
-            kwargs.set_item("system", &ctx.system)?;
-            kwargs.set_item("user_message", &ctx.user_message)?;
-            kwargs.set_item("response", to_py(&ctx.response)?)?;
-            kwargs.set_item("assistant_message", &ctx.assistant_message)?;
-            kwargs.set_item("usage", to_py(&ctx.usage)?)?;
-            kwargs.set_item("truncated", ctx.truncated)?;
-            kwargs.set_item("interrupted", ctx.interrupted)?;
-            cached(py, &mut ctx.dialect, stage, || {
-                classes.llm_ctx.bind(py).call((), Some(&kwargs))
-            })
+            if let Some(obj) = reuse(py, &mut ctx.dialect, ctx.stage) {
+                return Ok(obj);
+            }
+            let kwargs = kwargs!(py;
+                "session_id" => &ctx.session_id,
+                "task_id" => &ctx.task_id,
+                "model" => &ctx.model,
+                "messages" => to_py(&ctx.messages)?,
+                "tools" => to_py(&ctx.tools)?,
+                "system" => &ctx.system,
+                "user_message" => &ctx.user_message,
+                "response" => to_py(&ctx.response)?,
+                "assistant_message" => &ctx.assistant_message,
+                "usage" => to_py(&ctx.usage)?,
+                "truncated" => ctx.truncated,
+                "interrupted" => ctx.interrupted,
+            );
+            remember(
+                &mut ctx.dialect,
+                ctx.stage,
+                classes.llm_ctx.bind(py).call((), Some(&kwargs))?,
+            )
         }
         HookPayload::Session(ctx) => {
-            let stage = ctx.stage;
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("session_id", &ctx.session_id)?;
-            kwargs.set_item("task_id", &ctx.task_id)?;
-            kwargs.set_item("model", &ctx.model)?;
-            kwargs.set_item("platform", &ctx.platform)?;
-            kwargs.set_item("completed", ctx.completed)?;
-            kwargs.set_item("interrupted", ctx.interrupted)?;
-            cached(py, &mut ctx.dialect, stage, || {
-                classes.session_ctx.bind(py).call((), Some(&kwargs))
-            })
+            if let Some(obj) = reuse(py, &mut ctx.dialect, ctx.stage) {
+                return Ok(obj);
+            }
+            let kwargs = kwargs!(py;
+                "session_id" => &ctx.session_id,
+                "task_id" => &ctx.task_id,
+                "model" => &ctx.model,
+                "platform" => &ctx.platform,
+                "completed" => ctx.completed,
+                "interrupted" => ctx.interrupted,
+            );
+            remember(
+                &mut ctx.dialect,
+                ctx.stage,
+                classes.session_ctx.bind(py).call((), Some(&kwargs))?,
+            )
         }
         HookPayload::Subagent(ctx) => {
-            let stage = ctx.stage;
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("session_id", &ctx.session_id)?;
-            kwargs.set_item("task_id", &ctx.task_id)?;
-            kwargs.set_item("subagent_id", &ctx.subagent_id)?;
-            kwargs.set_item("reason", &ctx.reason)?;
-            cached(py, &mut ctx.dialect, stage, || {
-                classes.subagent_ctx.bind(py).call((), Some(&kwargs))
-            })
+            if let Some(obj) = reuse(py, &mut ctx.dialect, ctx.stage) {
+                return Ok(obj);
+            }
+            let kwargs = kwargs!(py;
+                "session_id" => &ctx.session_id,
+                "task_id" => &ctx.task_id,
+                "subagent_id" => &ctx.subagent_id,
+                "reason" => &ctx.reason,
+            );
+            remember(
+                &mut ctx.dialect,
+                ctx.stage,
+                classes.subagent_ctx.bind(py).call((), Some(&kwargs))?,
+            )
         }
         HookPayload::Gateway(ctx) => {
-            let stage = ctx.stage;
-            let event = PyDict::new(py);
-            event.set_item("content", &ctx.event.content)?;
-            event.set_item("channel", &ctx.event.channel)?;
-            event.set_item("sender_id", &ctx.event.sender_id)?;
-            event.set_item("session_key", &ctx.event.session_key)?;
-            event.set_item("metadata", to_py(&ctx.event.metadata)?)?;
-            let event = classes.namespace.bind(py).call((), Some(&event))?;
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("session_id", &ctx.session_id)?;
-            kwargs.set_item("task_id", &ctx.task_id)?;
-            kwargs.set_item("event", event)?;
-            kwargs.set_item("gateway", &ctx.gateway)?;
-            kwargs.set_item("session_store", py.None())?;
-            cached(py, &mut ctx.dialect, stage, || {
-                classes.gateway_ctx.bind(py).call((), Some(&kwargs))
-            })
+            if let Some(obj) = reuse(py, &mut ctx.dialect, ctx.stage) {
+                return Ok(obj);
+            }
+            // The inbound message: an object with attributes, as Flowly's is.
+            let event = kwargs!(py;
+                "content" => &ctx.event.content,
+                "channel" => &ctx.event.channel,
+                "sender_id" => &ctx.event.sender_id,
+                "session_key" => &ctx.event.session_key,
+                "metadata" => to_py(&ctx.event.metadata)?,
+            );
+            let kwargs = kwargs!(py;
+                "session_id" => &ctx.session_id,
+                "task_id" => &ctx.task_id,
+                "event" => classes.namespace.bind(py).call((), Some(&event))?,
+                "gateway" => &ctx.gateway,
+                "session_store" => py.None(),
+            );
+            remember(
+                &mut ctx.dialect,
+                ctx.stage,
+                classes.gateway_ctx.bind(py).call((), Some(&kwargs))?,
+            )
         }
     }
 }
