@@ -368,7 +368,7 @@ fn cold_start(work: &Path, empty: &Path) {
         rss(1)
     );
     println!(
-        "  plughost plugins list (bundled plugin)  {:>7.1} ms  {:>5.1} MiB",
+        "  plughost plugins list (bundled plugins) {:>7.1} ms  {:>5.1} MiB",
         med(3) * 1e3,
         rss(3)
     );
@@ -378,7 +378,7 @@ fn cold_start(work: &Path, empty: &Path) {
         rss(2)
     );
     report(
-        "cold start, bundled plugin vs python -c pass",
+        "cold start, bundled plugins vs python -c pass",
         med(3),
         med(0),
         2.0,
