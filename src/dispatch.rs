@@ -114,6 +114,7 @@ async fn run_validated(
             pre,
             HookEvent::PreToolCall,
             HookPayload::Tool(&mut ctx),
+            registry.hook_timeout,
             |action| {
                 if let HookAction::Block(message) = action {
                     blocked.get_or_insert(message);
@@ -151,6 +152,29 @@ async fn run_validated(
         Ok(text) => text,
         Err(exc) => format!("Error executing {name}: {exc}"),
     };
+    let timeout = registry.hook_timeout;
+
+    if tool.terminal {
+        let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
+        if !terminal.is_empty() {
+            ctx.result = Some(text);
+            ctx.duration_ms = duration_ms;
+            let mut replaced = None;
+            fire_entries(
+                terminal,
+                HookEvent::TransformTerminalOutput,
+                HookPayload::Tool(&mut ctx),
+                timeout,
+                |a| {
+                    if let HookAction::Replace(t) = a {
+                        replaced.get_or_insert(t);
+                    }
+                },
+            )
+            .await;
+            text = replaced.unwrap_or_else(|| ctx.result.take().unwrap_or_default());
+        }
+    }
 
     let post = hooks.entries(HookEvent::PostToolCall);
     let transform = hooks.entries(HookEvent::TransformToolResult);
@@ -163,6 +187,7 @@ async fn run_validated(
                 post,
                 HookEvent::PostToolCall,
                 HookPayload::Tool(&mut ctx),
+                timeout,
                 |_| {},
             )
             .await;
@@ -175,6 +200,7 @@ async fn run_validated(
                 transform,
                 HookEvent::TransformToolResult,
                 HookPayload::Tool(&mut ctx),
+                timeout,
                 |a| {
                     if let HookAction::Replace(t) = a {
                         replaced.get_or_insert(t);
@@ -192,11 +218,14 @@ async fn run_validated(
 }
 
 /// Fire `entries` for `event`, in order, handing every non-`Continue` action
-/// to `on_action`. A failing callback is logged and counted.
+/// to `on_action`. A failing callback is logged and counted; with a
+/// `budget`, an async callback still running after it is cancelled and a
+/// sync one that overran it has its action ignored (both counted).
 pub async fn fire_entries(
     entries: &[HookEntry],
     event: HookEvent,
     mut payload: HookPayload<'_>,
+    budget: Option<std::time::Duration>,
     mut on_action: impl FnMut(HookAction),
 ) {
     payload.set_stage(event);
@@ -205,9 +234,28 @@ pub async fn fire_entries(
             .stats
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let result = match entry.callback.call(event, payload.reborrow()) {
-            HookReturn::Ready(r) => r,
-            HookReturn::Pending(fut) => fut.await,
+        let started = budget.map(|_| Instant::now());
+        let result = match (entry.callback.call(event, payload.reborrow()), budget) {
+            (HookReturn::Ready(r), None) => r,
+            (HookReturn::Ready(r), Some(limit)) => {
+                if started.is_some_and(|s| s.elapsed() > limit) {
+                    Err(HookError(format!(
+                        "took longer than its {} s budget; its answer is ignored",
+                        limit.as_secs_f64()
+                    )))
+                } else {
+                    r
+                }
+            }
+            (HookReturn::Pending(fut), None) => fut.await,
+            (HookReturn::Pending(fut), Some(limit)) => match tokio::time::timeout(limit, fut).await
+            {
+                Ok(r) => r,
+                Err(_) => Err(HookError(format!(
+                    "timed out after {} s and was skipped",
+                    limit.as_secs_f64()
+                ))),
+            },
         };
         match result {
             Ok(HookAction::Continue) => {}
@@ -240,7 +288,10 @@ pub async fn fire(
     let entries = registry.hooks().entries(event);
     let mut actions = Vec::new();
     if !entries.is_empty() {
-        fire_entries(entries, event, payload, |a| actions.push(a)).await;
+        fire_entries(entries, event, payload, registry.hook_timeout, |a| {
+            actions.push(a)
+        })
+        .await;
     }
     actions
 }

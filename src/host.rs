@@ -122,6 +122,7 @@ pub struct HostBuilder {
     tools: Vec<Tool>,
     hooks: Vec<(HookEvent, HookEntry)>,
     commands: Vec<Command>,
+    hook_timeout: Option<std::time::Duration>,
 }
 
 impl HostBuilder {
@@ -189,6 +190,11 @@ impl HostBuilder {
         ));
         self
     }
+    /// Give async hooks this long before they are skipped (default: no limit).
+    pub fn hook_timeout(mut self, budget: std::time::Duration) -> Self {
+        self.hook_timeout = Some(budget);
+        self
+    }
     /// Register a native slash command.
     pub fn command(mut self, command: Command) -> Self {
         self.commands.push(command);
@@ -221,6 +227,7 @@ impl HostBuilder {
         let roots: Vec<(Source, PathBuf)> = roots;
 
         let mut registry = Registry::new();
+        registry.hook_timeout = self.hook_timeout;
         let mut collisions = Vec::new();
         for tool in self.tools {
             note_collision(&mut collisions, registry.add_tool(tool), NATIVE_OWNER);
@@ -459,6 +466,7 @@ impl Host {
         let mut lines = vec![
             "Commands:".to_string(),
             "  /help — list the commands".to_string(),
+            "  /plugins — plugin status: loaded, failed, disabled".to_string(),
         ];
         for c in self.registry.commands() {
             let hint = if c.args_hint.is_empty() {

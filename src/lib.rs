@@ -3,6 +3,7 @@
 //! The core — [`registry`], [`hooks`], [`dispatch`] — is plain Rust; Python
 //! enters only through [`python`] and [`dialects`]. [`host::Host`] ties
 //! discovery, loading and dispatch together for services and the CLI.
+pub mod agent;
 pub mod bundled;
 pub mod cli;
 pub mod config;

@@ -71,6 +71,9 @@ pub struct Tool {
     pub spec: ToolSpec,
     pub(crate) validator: Option<Arc<jsonschema::Validator>>,
     pub handler: Arc<dyn ToolHandler>,
+    /// Its output is terminal output: `transform_terminal_output` sees it
+    /// before the usual post hooks (the built-in `exec`).
+    pub terminal: bool,
 }
 
 impl Tool {
@@ -93,6 +96,7 @@ impl Tool {
             spec,
             validator,
             handler,
+            terminal: false,
         }
     }
 
@@ -194,6 +198,8 @@ pub struct Registry {
     commands: HashMap<String, Command>,
     skills: HashMap<String, Skill>,
     pub(crate) hooks: HookBus,
+    /// How long an async hook may take before it is skipped (and counted).
+    pub(crate) hook_timeout: Option<std::time::Duration>,
 }
 
 impl Registry {

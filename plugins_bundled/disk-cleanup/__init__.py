@@ -39,6 +39,9 @@ def _on_post_tool_call(ctx) -> None:
         params = getattr(ctx, "params", None) or {}
         if name in WRITE_TOOLS:
             candidates = [params[k] for k in WRITE_TOOLS[name] if isinstance(params.get(k), str)]
+            # A relative path means the host's workspace, which only the
+            # tool knows: hosts name the absolute path in the result.
+            candidates += safety.paths_in_output(getattr(ctx, "result", "") or "")
             base = None
         else:
             command = next((params[k] for k in EXEC_TOOLS[name] if isinstance(params.get(k), str)), "")

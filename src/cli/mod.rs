@@ -4,6 +4,7 @@
 //! an error or a block, an unknown command or skill, a broken config);
 //! 2 bad command-line input (clap's own errors, malformed `--args`).
 
+mod agent;
 mod plugins;
 mod table;
 
@@ -49,6 +50,20 @@ enum Command {
     /// List and read plugin skills.
     #[command(subcommand)]
     Skills(SkillsCmd),
+    /// One agent turn: send MESSAGE, print the reply.
+    Run {
+        message: String,
+        /// Print the whole turn (messages, tool calls, results, timings) as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        agent: agent::AgentArgs,
+    },
+    /// Chat with the agent interactively.
+    Chat {
+        #[command(flatten)]
+        agent: agent::AgentArgs,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -206,6 +221,18 @@ fn print_json(value: &impl serde::Serialize) {
 
 fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
     match &cli.command {
+        Command::Run {
+            message,
+            json,
+            agent: args,
+        } => {
+            let agent = agent::build_agent(cli.home.as_ref(), python_level, args)?;
+            agent::run(agent, args, message, *json)
+        }
+        Command::Chat { agent: args } => {
+            let agent = agent::build_agent(cli.home.as_ref(), python_level, args)?;
+            agent::chat(agent, args)
+        }
         Command::Plugins(PluginsCmd::Enable { name }) => set_enabled(&cli, name, true),
         Command::Plugins(PluginsCmd::Disable { name }) => set_enabled(&cli, name, false),
         Command::Plugins(PluginsCmd::Install {

@@ -1,0 +1,751 @@
+//! The agent loop: inbound messages → hooks, slash commands, model
+//! iterations with concurrent tool calls, replies, sessions on disk.
+//!
+//! Where each of the 14 events fires:
+//! - `pre_gateway_dispatch` — once per inbound message, before anything else
+//!   (first skip drops it, first rewrite replaces its text).
+//! - `on_session_start` — on a session key's first message.
+//! - `pre_llm_call` — before each model iteration (context injection into the
+//!   most recent user message; the stored transcript keeps the original).
+//! - `pre_api_request` / `post_api_request` — around each provider call.
+//! - `post_llm_call` — after each model reply (text, usage, truncated).
+//! - `pre_tool_call` / `post_tool_call` / `transform_tool_result` — in every
+//!   tool call's pipeline; `transform_terminal_output` on `exec` output
+//!   before the post hooks.
+//! - `on_session_end` — after every turn (`completed=False` when it failed,
+//!   `interrupted=True` when it was cancelled).
+//! - `on_session_reset` — `/new` and `/clear`.
+//! - `on_session_finalize` — once per session, at shutdown or idle eviction.
+//! - `subagent_stop` — when a `delegate` sub-agent finishes.
+
+pub mod provider;
+pub mod session;
+pub mod tools;
+
+use std::future::Future;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::dispatch::{self, GatewayDecision, ToolOutcome, ToolResult};
+use crate::hooks::{
+    BoxFuture, GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext,
+    SessionContext, SubagentStopContext,
+};
+use crate::host::Host;
+use provider::{ChatRequest, ChatResponse, Provider, ToolCallRequest};
+use session::{Session, SessionStore};
+use tools::{DelegateSlot, SubagentRunner};
+
+/// How the loop behaves.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub system_prompt: String,
+    /// Model iterations per turn before the loop gives up (default 25).
+    pub max_iterations: usize,
+    /// A tool call running longer is cancelled (async) or abandoned (sync).
+    pub tool_timeout: Duration,
+    /// Messages `/compact` keeps.
+    pub compact_keep: usize,
+    /// Tools a `delegate` sub-agent gets when the call names none.
+    pub subagent_tools: Vec<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            system_prompt:
+                "You are a helpful agent. Use the tools when they help; keep answers short.".into(),
+            max_iterations: 25,
+            tool_timeout: Duration::from_secs(120),
+            compact_keep: 8,
+            subagent_tools: ["read_file", "write_file", "edit_file", "list_dir", "exec"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+}
+
+/// What happens during a turn, for a live display.
+#[derive(Clone, Debug)]
+pub enum AgentEvent {
+    TextDelta(String),
+    ToolStarted {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolFinished {
+        id: String,
+        name: String,
+        result: String,
+        outcome: ToolOutcome,
+    },
+}
+
+/// One tool call of a turn.
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolCallRecord {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+    pub result: String,
+    pub outcome: ToolOutcome,
+    pub duration_ms: f64,
+}
+
+/// Where a turn's time went.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timings {
+    pub total_ms: f64,
+    pub model_ms: f64,
+    pub tools_ms: f64,
+}
+
+/// Everything about one turn (`plughost run --json` prints it).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TurnReport {
+    pub session_key: String,
+    pub input: String,
+    /// The reply to show (None: skipped, or a command with no reply).
+    pub reply: Option<String>,
+    /// Why `pre_gateway_dispatch` dropped the message.
+    pub skipped: Option<String>,
+    /// The message was a slash command.
+    pub command: bool,
+    pub iterations: usize,
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Messages appended to the transcript this turn.
+    pub messages: Vec<Value>,
+    pub usage: Map<String, Value>,
+    pub timings: Timings,
+    pub completed: bool,
+    pub interrupted: bool,
+    pub error: Option<String>,
+}
+
+/// An inbound message.
+#[derive(Clone, Debug, Default)]
+pub struct Inbound {
+    pub content: String,
+    pub channel: String,
+    pub sender_id: String,
+    pub session_key: String,
+    pub metadata: Map<String, Value>,
+}
+
+impl Inbound {
+    pub fn new(session_key: &str, content: &str) -> Inbound {
+        Inbound {
+            content: content.into(),
+            channel: "cli".into(),
+            sender_id: "user".into(),
+            session_key: session_key.into(),
+            ..Default::default()
+        }
+    }
+}
+
+struct Inner {
+    host: Arc<Host>,
+    provider: Arc<dyn Provider>,
+    sessions: SessionStore,
+    config: AgentConfig,
+    subagents: std::sync::atomic::AtomicU64,
+}
+
+/// The agent loop over a host's tools and hooks.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+impl Agent {
+    /// An agent over `host`. Pass the [`DelegateSlot`] given to the `delegate`
+    /// tool, if it was registered, so sub-agents can run.
+    pub fn new(
+        host: Arc<Host>,
+        provider: Arc<dyn Provider>,
+        config: AgentConfig,
+        delegate: Option<&DelegateSlot>,
+    ) -> Agent {
+        let sessions = SessionStore::new(host.home().join("sessions"));
+        let inner = Arc::new(Inner {
+            host,
+            provider,
+            sessions,
+            config,
+            subagents: Default::default(),
+        });
+        if let Some(slot) = delegate {
+            // Same allocation as `inner`: upgradable exactly while the agent lives.
+            let runner: Weak<dyn SubagentRunner> =
+                Arc::downgrade(&inner) as Weak<dyn SubagentRunner>;
+            slot.connect(runner);
+        }
+        Agent { inner }
+    }
+
+    pub fn host(&self) -> &Arc<Host> {
+        &self.inner.host
+    }
+
+    pub fn sessions(&self) -> &SessionStore {
+        &self.inner.sessions
+    }
+
+    /// Handle one inbound message (a whole turn).
+    pub async fn send(
+        &self,
+        inbound: Inbound,
+        events: Option<UnboundedSender<AgentEvent>>,
+    ) -> TurnReport {
+        self.inner.clone().handle(inbound, events, None).await
+    }
+
+    /// Like [`send`](Self::send), but `cancel` completing stops the turn:
+    /// running async tools are cancelled and `on_session_end` fires with
+    /// `completed=False, interrupted=True`.
+    pub async fn send_cancellable(
+        &self,
+        inbound: Inbound,
+        events: Option<UnboundedSender<AgentEvent>>,
+        cancel: impl Future<Output = ()> + Send,
+    ) -> TurnReport {
+        let key = inbound.session_key.clone();
+        let input = inbound.content.clone();
+        let turn = self.inner.clone().handle(inbound, events, None);
+        tokio::select! {
+            report = turn => report,
+            _ = cancel => {
+                // The turn future is dropped here: its tool futures with it.
+                let session = self.inner.sessions.get(&key);
+                let session = session.lock().await;
+                self.inner.fire_session(HookEvent::OnSessionEnd, &session, false, true).await;
+                TurnReport {
+                    session_key: key,
+                    input,
+                    reply: Some("(turn cancelled)".into()),
+                    interrupted: true,
+                    ..Default::default()
+                }
+            }
+        }
+    }
+
+    /// Fire `on_session_finalize` for sessions idle longer than `idle` and
+    /// unload them.
+    pub async fn evict_idle(&self, idle: Duration) -> usize {
+        let mut evicted = 0;
+        for session in self.inner.sessions.loaded() {
+            let mut s = session.lock().await;
+            if s.last_active.elapsed() >= idle && !s.finalized {
+                self.inner
+                    .fire_session(HookEvent::OnSessionFinalize, &s, true, false)
+                    .await;
+                s.finalized = true;
+                self.inner.sessions.unload(&s.key);
+                evicted += 1;
+            }
+        }
+        evicted
+    }
+
+    /// Fire `on_session_finalize` once for every session still loaded.
+    pub async fn shutdown(&self) {
+        for session in self.inner.sessions.loaded() {
+            let mut s = session.lock().await;
+            if !s.finalized {
+                self.inner
+                    .fire_session(HookEvent::OnSessionFinalize, &s, true, false)
+                    .await;
+                s.finalized = true;
+            }
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+impl Inner {
+    fn model(&self) -> String {
+        self.provider.model()
+    }
+
+    async fn fire_session(
+        &self,
+        event: HookEvent,
+        session: &Session,
+        completed: bool,
+        interrupted: bool,
+    ) {
+        let mut ctx = SessionContext {
+            session_id: session.key.clone(),
+            model: self.model(),
+            platform: "plughost".into(),
+            completed,
+            interrupted,
+            ..Default::default()
+        };
+        dispatch::fire(self.host.registry(), event, HookPayload::Session(&mut ctx)).await;
+    }
+
+    async fn handle(
+        self: Arc<Self>,
+        inbound: Inbound,
+        events: Option<UnboundedSender<AgentEvent>>,
+        tool_filter: Option<Vec<String>>,
+    ) -> TurnReport {
+        let started = Instant::now();
+        let mut report = TurnReport {
+            session_key: inbound.session_key.clone(),
+            input: inbound.content.clone(),
+            ..Default::default()
+        };
+        let registry = self.host.registry();
+
+        // pre_gateway_dispatch: once per inbound message, before session work.
+        let mut gateway = GatewayContext {
+            session_id: inbound.session_key.clone(),
+            event: InboundMessage {
+                content: inbound.content.clone(),
+                channel: inbound.channel.clone(),
+                sender_id: inbound.sender_id.clone(),
+                session_key: inbound.session_key.clone(),
+                metadata: inbound.metadata.clone(),
+            },
+            gateway: inbound.channel.clone(),
+            ..Default::default()
+        };
+        let mut content = inbound.content.clone();
+        match dispatch::fire_gateway(registry, &mut gateway).await {
+            GatewayDecision::Skip(reason) => {
+                report.skipped = Some(reason);
+                report.completed = true;
+                report.timings.total_ms = ms(started.elapsed());
+                return report;
+            }
+            GatewayDecision::Rewrite(text) => content = text,
+            GatewayDecision::Deliver => {}
+        }
+
+        let session = self.sessions.get(&inbound.session_key);
+        let mut session = session.lock().await;
+
+        if let Some(line) = content.trim_start().strip_prefix('/') {
+            report.command = true;
+            report.reply = self.command(&mut session, line).await;
+            report.completed = true;
+            report.timings.total_ms = ms(started.elapsed());
+            return report;
+        }
+
+        if !session.started {
+            session.started = true;
+            self.fire_session(HookEvent::OnSessionStart, &session, true, false)
+                .await;
+        }
+        let outcome = self
+            .run_turn(
+                &mut session,
+                &content,
+                &mut report,
+                events.as_ref(),
+                tool_filter.as_deref(),
+            )
+            .await;
+        report.completed = outcome.is_ok();
+        if let Err(e) = outcome {
+            report.reply = Some(format!("Error: {e}"));
+            report.error = Some(e);
+        }
+        self.fire_session(HookEvent::OnSessionEnd, &session, report.completed, false)
+            .await;
+        report.timings.total_ms = ms(started.elapsed());
+        report
+    }
+
+    async fn command(&self, session: &mut Session, line: &str) -> Option<String> {
+        let word = line.split_whitespace().next().unwrap_or_default();
+        let name = crate::registry::normalize_command_name(word);
+        match name.as_str() {
+            "new" | "clear" => {
+                if let Err(e) = session.reset() {
+                    return Some(format!("Error: could not archive the transcript: {e}"));
+                }
+                self.fire_session(HookEvent::OnSessionReset, session, true, false).await;
+                Some("Started a new session.".into())
+            }
+            "compact" => match session.compact(self.config.compact_keep) {
+                Ok(0) => Some("Nothing to compact.".into()),
+                Ok(n) => Some(format!("Compacted the session: dropped {n} older message(s), kept {}.", session.messages.len())),
+                Err(e) => Some(format!("Error: could not compact the transcript: {e}")),
+            },
+            "help" => Some(format!(
+                "{}\n  /new, /clear — start a new session\n  /compact — keep only the recent messages",
+                self.host.help_text()
+            )),
+            _ => match self.host.run_command(&format!("/{line}")).await {
+                Ok(reply) => reply,
+                Err(crate::host::CommandError::Unknown(name)) => {
+                    Some(format!("Unknown command /{name}. Type /help to see the commands."))
+                }
+                Err(e) => Some(format!("Error: {e}")),
+            },
+        }
+    }
+
+    fn tool_definitions(&self, filter: Option<&[String]>) -> Vec<Value> {
+        self.host
+            .registry()
+            .tools()
+            .into_iter()
+            .filter(|t| filter.is_none_or(|f| f.contains(&t.spec.name)))
+            // A tool whose check_fn says no (or raises) is not offered this iteration.
+            .filter(|t| matches!(t.handler.check(), None | Some(Ok(true))))
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.spec.name, "description": t.spec.description, "parameters": t.spec.parameters}})
+            })
+            .collect()
+    }
+
+    async fn run_turn(
+        self: &Arc<Self>,
+        session: &mut Session,
+        content: &str,
+        report: &mut TurnReport,
+        events: Option<&UnboundedSender<AgentEvent>>,
+        tool_filter: Option<&[String]>,
+    ) -> Result<(), String> {
+        let registry = self.host.registry();
+        let user = json!({"role": "user", "content": content});
+        session
+            .append(user.clone())
+            .map_err(|e| format!("cannot write the transcript: {e}"))?;
+        report.messages.push(user);
+
+        for iteration in 1..=self.config.max_iterations {
+            report.iterations = iteration;
+            let tools = self.tool_definitions(tool_filter);
+            let mut messages = session.model_messages();
+            let mut llm = LlmCallContext {
+                session_id: session.key.clone(),
+                model: self.model(),
+                messages: messages.clone(),
+                tools: tools.clone(),
+                system: self.config.system_prompt.clone(),
+                user_message: content.to_string(),
+                ..Default::default()
+            };
+            let injected = dispatch::fire_pre_llm(registry, &mut llm).await;
+            if !injected.is_empty() {
+                if let Some(last_user) = messages.iter_mut().rev().find(|m| m["role"] == "user") {
+                    let original = last_user["content"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    last_user["content"] =
+                        Value::String(dispatch::inject_context(&original, &injected));
+                }
+            }
+            let request = ChatRequest {
+                model: self.model(),
+                system: self.config.system_prompt.clone(),
+                messages,
+                tools,
+                session_key: session.key.clone(),
+            };
+            let mut api = LlmCallContext {
+                messages: request.messages.clone(),
+                ..llm_base(&llm)
+            };
+            dispatch::fire(
+                registry,
+                HookEvent::PreApiRequest,
+                HookPayload::Llm(&mut api),
+            )
+            .await;
+
+            let (delta_tx, relay) = relay_deltas(events.cloned());
+            let model_started = Instant::now();
+            let response = self.provider.complete(request, delta_tx).await;
+            drop(relay);
+            report.timings.model_ms += ms(model_started.elapsed());
+            let response: ChatResponse = response.map_err(|e| format!("model call failed: {e}"))?;
+            for (k, v) in &response.usage {
+                let sum = report.usage.get(k).and_then(Value::as_f64).unwrap_or(0.0)
+                    + v.as_f64().unwrap_or(0.0);
+                report.usage.insert(k.clone(), json!(sum));
+            }
+
+            let mut post_api = LlmCallContext {
+                response: serde_json::to_value(&response).unwrap_or_default(),
+                assistant_message: response.text.clone(),
+                usage: response.usage.clone(),
+                truncated: response.truncated,
+                ..llm_base(&api)
+            };
+            dispatch::fire(
+                registry,
+                HookEvent::PostApiRequest,
+                HookPayload::Llm(&mut post_api),
+            )
+            .await;
+            let mut post_llm = LlmCallContext {
+                ..llm_base(&post_api)
+            };
+            post_llm.response = post_api.response.clone();
+            post_llm.assistant_message = response.text.clone();
+            post_llm.usage = response.usage.clone();
+            post_llm.truncated = response.truncated;
+            dispatch::fire(
+                registry,
+                HookEvent::PostLlmCall,
+                HookPayload::Llm(&mut post_llm),
+            )
+            .await;
+
+            let mut assistant = json!({"role": "assistant", "content": response.text});
+            if !response.tool_calls.is_empty() {
+                assistant["tool_calls"] = response
+                    .tool_calls
+                    .iter()
+                    .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                    .collect();
+            }
+            session
+                .append(assistant.clone())
+                .map_err(|e| format!("cannot write the transcript: {e}"))?;
+            report.messages.push(assistant);
+
+            if response.tool_calls.is_empty() {
+                report.reply = Some(response.text);
+                return Ok(());
+            }
+
+            let tools_started = Instant::now();
+            let calls = response
+                .tool_calls
+                .iter()
+                .map(|call| self.run_tool(call, &session.key, events, tool_filter));
+            let results = futures_util::future::join_all(calls).await;
+            report.timings.tools_ms += ms(tools_started.elapsed());
+            for (call, record) in response.tool_calls.iter().zip(results) {
+                let message = json!({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": record.result});
+                session
+                    .append(message.clone())
+                    .map_err(|e| format!("cannot write the transcript: {e}"))?;
+                report.messages.push(message);
+                report.tool_calls.push(record);
+            }
+        }
+        let cap = self.config.max_iterations;
+        report.reply = Some(format!(
+            "Stopped after {cap} model iterations without a final answer (the iteration cap; raise it with --max-iterations)."
+        ));
+        Ok(())
+    }
+
+    /// One tool call: parsed, then the full dispatch pipeline on a blocking
+    /// thread so a sync handler that overruns can be abandoned.
+    async fn run_tool(
+        &self,
+        call: &ToolCallRequest,
+        session_key: &str,
+        events: Option<&UnboundedSender<AgentEvent>>,
+        filter: Option<&[String]>,
+    ) -> ToolCallRecord {
+        if let Some(tx) = events {
+            let _ = tx.send(AgentEvent::ToolStarted {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+        }
+        let started = Instant::now();
+        let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
+        let result = if !call.arguments.trim().is_empty()
+            && serde_json::from_str::<Value>(&call.arguments).is_err()
+        {
+            ToolResult {
+                text: format!("Error: the arguments for {} are not valid JSON", call.name),
+                outcome: ToolOutcome::Error,
+            }
+        } else if filter.is_some_and(|f| !f.contains(&call.name)) {
+            ToolResult {
+                text: format!("Error: Tool '{}' not found", call.name),
+                outcome: ToolOutcome::Error,
+            }
+        } else {
+            self.dispatch_with_timeout(call, arguments.clone(), session_key)
+                .await
+        };
+        if let Some(tx) = events {
+            let _ = tx.send(AgentEvent::ToolFinished {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                result: result.text.clone(),
+                outcome: result.outcome,
+            });
+        }
+        ToolCallRecord {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments,
+            result: result.text,
+            outcome: result.outcome,
+            duration_ms: ms(started.elapsed()),
+        }
+    }
+
+    async fn dispatch_with_timeout(
+        &self,
+        call: &ToolCallRequest,
+        arguments: Value,
+        session_key: &str,
+    ) -> ToolResult {
+        let host = self.host.clone();
+        let (name, id, key) = (call.name.clone(), call.id.clone(), session_key.to_string());
+        let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<()>();
+        let runtime = tokio::runtime::Handle::current();
+        let job = tokio::task::spawn_blocking(move || {
+            runtime.block_on(async move {
+                tokio::select! {
+                    r = dispatch::call_tool(host.registry(), &name, arguments, &key, &id) => Some(r),
+                    _ = cancel_rx => None,
+                }
+            })
+        });
+        let limit = self.config.tool_timeout;
+        match tokio::time::timeout(limit, job).await {
+            Ok(Ok(Some(result))) => result,
+            Ok(_) => ToolResult {
+                text: format!("Error executing {}: the call was cancelled", call.name),
+                outcome: ToolOutcome::Error,
+            },
+            Err(_) => {
+                drop(cancel_tx); // cancels an async handler; a sync one is abandoned
+                ToolResult {
+                    text: format!(
+                        "Error executing {}: timed out after {} s",
+                        call.name,
+                        fmt_secs(limit)
+                    ),
+                    outcome: ToolOutcome::Error,
+                }
+            }
+        }
+    }
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s}")
+    }
+}
+
+fn llm_base(c: &LlmCallContext) -> LlmCallContext {
+    LlmCallContext {
+        session_id: c.session_id.clone(),
+        task_id: c.task_id.clone(),
+        model: c.model.clone(),
+        messages: c.messages.clone(),
+        tools: c.tools.clone(),
+        system: c.system.clone(),
+        user_message: c.user_message.clone(),
+        ..Default::default()
+    }
+}
+
+/// A channel for text deltas that forwards them as [`AgentEvent`]s.
+fn relay_deltas(
+    events: Option<UnboundedSender<AgentEvent>>,
+) -> (
+    Option<UnboundedSender<String>>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    let Some(events) = events else {
+        return (None, None);
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let relay = tokio::spawn(async move {
+        while let Some(delta) = rx.recv().await {
+            let _ = events.send(AgentEvent::TextDelta(delta));
+        }
+    });
+    (Some(tx), Some(relay))
+}
+
+impl SubagentRunner for Inner {
+    fn run(
+        &self,
+        parent_session: String,
+        task: String,
+        tools: Option<Vec<String>>,
+    ) -> BoxFuture<Result<String, String>> {
+        // `run` gets &self; the loop needs an Arc: rebuild it from the host's
+        // registry of agents is not possible, so sub-agents share this Inner
+        // through a fresh Arc of the same parts.
+        let inner = Arc::new(Inner {
+            host: self.host.clone(),
+            provider: self.provider.clone(),
+            sessions: SessionStore::new(self.sessions.dir().to_path_buf()),
+            config: self.config.clone(),
+            subagents: Default::default(),
+        });
+        let n = self
+            .subagents
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let allowed: Vec<String> = tools
+            .unwrap_or_else(|| self.config.subagent_tools.clone())
+            .into_iter()
+            .filter(|t| t != "delegate")
+            .collect();
+        Box::pin(async move {
+            let key = format!("{parent_session}/sub-{n}");
+            let inbound = Inbound {
+                content: task,
+                channel: "delegate".into(),
+                sender_id: parent_session.clone(),
+                session_key: key.clone(),
+                ..Default::default()
+            };
+            let report = inner.clone().handle(inbound, None, Some(allowed)).await;
+            let reason = if report.error.is_some() {
+                "error"
+            } else if report.iterations >= inner.config.max_iterations
+                && report.tool_calls.len() >= inner.config.max_iterations
+            {
+                "max_iterations"
+            } else {
+                "completed"
+            };
+            let mut ctx = SubagentStopContext {
+                session_id: parent_session,
+                subagent_id: key,
+                reason: reason.into(),
+                ..Default::default()
+            };
+            dispatch::fire(
+                inner.host.registry(),
+                HookEvent::SubagentStop,
+                HookPayload::Subagent(&mut ctx),
+            )
+            .await;
+            match report.error {
+                Some(e) => Err(format!("the sub-agent failed: {e}")),
+                None => Ok(report.reply.unwrap_or_default()),
+            }
+        })
+    }
+}

@@ -1,0 +1,112 @@
+//! Model providers: what the loop asks a model, and what comes back.
+
+pub mod openai;
+pub mod scripted;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::hooks::BoxFuture;
+
+/// One request: the system prompt, the conversation (OpenAI message
+/// format), and the tools on offer (OpenAI function definitions).
+#[derive(Clone, Debug, Default)]
+pub struct ChatRequest {
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<Value>,
+    pub tools: Vec<Value>,
+    /// The session the request belongs to (scripted replies are per session).
+    pub session_key: String,
+}
+
+/// A tool call the model asked for.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolCallRequest {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them (a JSON object, as text).
+    pub arguments: String,
+}
+
+/// The model's reply.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ChatResponse {
+    pub text: String,
+    pub tool_calls: Vec<ToolCallRequest>,
+    pub usage: Map<String, Value>,
+    pub finish_reason: String,
+    /// Cut off by the output limit.
+    pub truncated: bool,
+}
+
+/// Why a model call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("{0}")]
+    Config(String),
+    #[error("network error talking to {url}: {message}")]
+    Network { url: String, message: String },
+    #[error("the model API answered {status}: {message}")]
+    Api { status: u16, message: String },
+    #[error("unreadable answer from the model API: {0}")]
+    Protocol(String),
+    #[error("{0}")]
+    Script(String),
+}
+
+/// A source of assistant turns. Text deltas go to `stream` as they arrive.
+pub trait Provider: Send + Sync + 'static {
+    /// `provider:model`, for logs and hook contexts.
+    fn model(&self) -> String;
+    fn complete(
+        &self,
+        request: ChatRequest,
+        stream: Option<UnboundedSender<String>>,
+    ) -> BoxFuture<Result<ChatResponse, ProviderError>>;
+}
+
+/// Options for [`from_spec`].
+#[derive(Clone, Debug, Default)]
+pub struct ProviderOptions {
+    /// `--base-url` (else `OPENAI_BASE_URL`, else the public OpenAI URL).
+    pub base_url: Option<String>,
+    /// `--script FILE` for the scripted provider.
+    pub script: Option<std::path::PathBuf>,
+}
+
+/// Build a provider from `PROVIDER:MODEL` (`openai:gpt-4o-mini`,
+/// `scripted:demo`, `scripted:path/to/script.yaml`).
+pub fn from_spec(
+    spec: &str,
+    options: &ProviderOptions,
+) -> Result<Arc<dyn Provider>, ProviderError> {
+    let (provider, model) = spec.split_once(':').unwrap_or((spec, ""));
+    match provider {
+        "openai" => {
+            if model.is_empty() {
+                return Err(ProviderError::Config(
+                    "name the model: --model openai:MODEL (e.g. openai:gpt-4o-mini)".into(),
+                ));
+            }
+            Ok(Arc::new(openai::OpenAi::from_env(
+                model,
+                options.base_url.clone(),
+            )?))
+        }
+        "scripted" => {
+            let script = match (&options.script, model) {
+                (Some(path), _) => scripted::Script::load(path)?,
+                (None, "" | "demo") => scripted::Script::demo(),
+                (None, path) => scripted::Script::load(std::path::Path::new(path))?,
+            };
+            Ok(Arc::new(scripted::Scripted::new(script)))
+        }
+        other => Err(ProviderError::Config(format!(
+            "unknown model provider '{other}': use openai:MODEL or scripted[:SCRIPT]"
+        ))),
+    }
+}

@@ -1,0 +1,218 @@
+//! `plughost run` and `plughost chat`: the agent loop on the command line.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tokio::io::AsyncBufReadExt;
+
+use super::Failure;
+use crate::agent::provider::{self, ProviderOptions};
+use crate::agent::tools::{self, DelegateSlot, ToolLimits, Workspace};
+use crate::agent::{Agent, AgentConfig, AgentEvent, Inbound, TurnReport};
+use crate::host::Host;
+
+/// Options shared by `run` and `chat`.
+#[derive(Args, Debug, Clone)]
+pub struct AgentArgs {
+    /// PROVIDER:MODEL — openai:MODEL, or scripted[:SCRIPT] (the default: the shipped demo script).
+    #[arg(long, default_value = "scripted:demo")]
+    pub model: String,
+    /// Session key (transcripts live in <home>/sessions/).
+    #[arg(long, default_value = "default")]
+    pub session: String,
+    /// Script file for the scripted provider (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Base URL of an OpenAI-compatible API (else OPENAI_BASE_URL).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Directory the file tools are confined to (default <home>/workspace).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Model iterations per turn before giving up.
+    #[arg(long, default_value_t = 25)]
+    pub max_iterations: usize,
+    /// Seconds a tool call may take.
+    #[arg(long, default_value_t = 120.0)]
+    pub tool_timeout: f64,
+    /// Seconds an async hook may take before it is skipped.
+    #[arg(long, default_value_t = 30.0)]
+    pub hook_timeout: f64,
+}
+
+fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
+    if value.is_finite() && value > 0.0 {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(Failure::usage(format!(
+            "{flag} must be a positive number of seconds"
+        )))
+    }
+}
+
+/// Build the host with the built-in tools, and the agent over it.
+pub(super) fn build_agent(
+    home: Option<&PathBuf>,
+    python_level: u8,
+    args: &AgentArgs,
+) -> Result<Agent, Failure> {
+    let home_dir = crate::config::resolve_home(home.map(|p| p.as_path()));
+    let workspace_dir = args
+        .workspace
+        .clone()
+        .unwrap_or_else(|| home_dir.join("workspace"));
+    let workspace = Workspace::new(&workspace_dir).map_err(|e| {
+        Failure::failed(format!(
+            "cannot use the workspace {}: {e}",
+            workspace_dir.display()
+        ))
+    })?;
+    let slot = DelegateSlot::default();
+    let mut builder = Host::builder()
+        .home(&home_dir)
+        .python_log_level(python_level)
+        .hook_timeout(seconds("--hook-timeout", args.hook_timeout)?);
+    for tool in tools::builtin_tools(&workspace, &ToolLimits::default()) {
+        builder = builder.tool(tool);
+    }
+    builder = builder.tool(tools::delegate_tool(&slot));
+    let host = builder.build()?;
+    let options = ProviderOptions {
+        base_url: args.base_url.clone(),
+        script: args.script.clone(),
+    };
+    let provider =
+        provider::from_spec(&args.model, &options).map_err(|e| Failure::usage(e.to_string()))?;
+    let config = AgentConfig {
+        max_iterations: args.max_iterations.max(1),
+        tool_timeout: seconds("--tool-timeout", args.tool_timeout)?,
+        ..AgentConfig::default()
+    };
+    Ok(Agent::new(Arc::new(host), provider, config, Some(&slot)))
+}
+
+pub(super) fn multi_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// `plughost run MESSAGE`: one turn.
+pub(super) fn run(
+    agent: Agent,
+    args: &AgentArgs,
+    message: &str,
+    json: bool,
+) -> Result<u8, Failure> {
+    let rt = multi_thread_runtime();
+    let report = rt.block_on(async {
+        let report = agent.send(Inbound::new(&args.session, message), None).await;
+        agent.shutdown().await;
+        report
+    });
+    if json {
+        super::print_json(&report);
+    } else if let Some(reply) = &report.reply {
+        println!("{reply}");
+    } else if let Some(reason) = &report.skipped {
+        eprintln!("(message dropped by a plugin: {reason})");
+    }
+    Ok(if report.completed { 0 } else { 1 })
+}
+
+fn show_events(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut out = std::io::stdout();
+        let mut mid_line = false;
+        while let Some(event) = rx.recv().await {
+            match event {
+                AgentEvent::TextDelta(text) => {
+                    let _ = write!(out, "{text}");
+                    mid_line = !text.ends_with('\n');
+                }
+                AgentEvent::ToolStarted {
+                    name, arguments, ..
+                } => {
+                    if mid_line {
+                        let _ = writeln!(out);
+                        mid_line = false;
+                    }
+                    let args: String = arguments.chars().take(120).collect();
+                    let _ = writeln!(out, "  ⚙ {name} {args}");
+                }
+                AgentEvent::ToolFinished {
+                    name,
+                    result,
+                    outcome,
+                    ..
+                } => {
+                    let first = result.lines().next().unwrap_or_default();
+                    let first: String = first.chars().take(120).collect();
+                    let mark = if outcome == crate::dispatch::ToolOutcome::Ok {
+                        "✓"
+                    } else {
+                        "✗"
+                    };
+                    let _ = writeln!(out, "  {mark} {name} → {first}");
+                }
+            }
+            let _ = out.flush();
+        }
+        if mid_line {
+            let _ = writeln!(out);
+        }
+    })
+}
+
+/// `plughost chat`: an interactive loop; Ctrl-C cancels a running turn,
+/// Ctrl-D (or Ctrl-C at the prompt) ends the chat.
+pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
+    let rt = multi_thread_runtime();
+    rt.block_on(async {
+        println!(
+            "plughost chat — model {}, session '{}'. /help lists commands; Ctrl-D quits.",
+            args.model, args.session
+        );
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        loop {
+            print!("you> ");
+            let _ = std::io::stdout().flush();
+            let line = tokio::select! {
+                line = lines.next_line() => line,
+                _ = tokio::signal::ctrl_c() => Ok(None),
+            };
+            let Ok(Some(line)) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let display = show_events(rx);
+            let cancel = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            let report: TurnReport = agent
+                .send_cancellable(Inbound::new(&args.session, &line), Some(tx), cancel)
+                .await;
+            let _ = display.await;
+            let streamed = !report.command && report.error.is_none() && !report.interrupted;
+            match (&report.reply, streamed) {
+                (Some(reply), false) => println!("{reply}"),
+                (Some(reply), true) if reply.starts_with("Stopped after") => println!("{reply}"),
+                _ => {}
+            }
+            if let Some(reason) = &report.skipped {
+                println!("(message dropped by a plugin: {reason})");
+            }
+        }
+        println!();
+        agent.shutdown().await;
+    });
+    Ok(0)
+}
