@@ -77,18 +77,18 @@ impl Report {
                 requires_env: p
                     .requires_env
                     .iter()
-                    .map(|n| EnvCheck { name: n.clone(), set: std::env::var_os(n).is_some_and(|v| !v.is_empty()) })
+                    .map(|n| EnvCheck {
+                        name: n.clone(),
+                        set: std::env::var_os(n).is_some_and(|v| !v.is_empty()),
+                    })
                     .collect(),
                 silent_hooks: p
                     .hooks
                     .iter()
-                    .filter_map(|h| match HookEvent::from_name(h) {
-                        None => Some(SilentHook { event: h.clone(), reason: "not a known event: it never fires".into() }),
-                        Some(e) if !e.fired_by_runtime() => Some(SilentHook {
-                            event: h.clone(),
-                            reason: "fires only when the host application fires it (no agent loop in this build)".into(),
-                        }),
-                        Some(_) => None,
+                    .filter(|h| HookEvent::from_name(h).is_none())
+                    .map(|h| SilentHook {
+                        event: h.clone(),
+                        reason: "not a known event: it never fires".into(),
                     })
                     .collect(),
             })

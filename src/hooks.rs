@@ -81,17 +81,6 @@ impl HookEvent {
         HookEvent::ALL.into_iter().find(|e| e.name() == name)
     }
 
-    /// Whether the runtime itself fires this event in this build. The tool
-    /// events fire in every tool call; the others fire when the embedding
-    /// application calls `Host::fire` (the agent loop, once it exists, fires
-    /// them all).
-    pub fn fired_by_runtime(self) -> bool {
-        matches!(
-            self,
-            HookEvent::PreToolCall | HookEvent::PostToolCall | HookEvent::TransformToolResult
-        )
-    }
-
     fn index(self) -> usize {
         self as usize
     }

@@ -1,7 +1,7 @@
 //! The `plughost` command line, driven as an outside program would.
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::{home_with, no_bundled, write_plugin};
@@ -409,4 +409,91 @@ VALID_EVENTS = set()
         .output()
         .unwrap();
     assert_eq!(stdout(&out), "True ['real flowly']\n", "{}", stderr(&out));
+}
+
+#[test]
+fn run_and_chat_drive_the_agent_loop_with_the_shipped_demo_script() {
+    let home = tempfile::tempdir().unwrap();
+    let bundled = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plugins_bundled");
+    let run = |args: &[&str], stdin: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+            .args(args)
+            .env("PLUGHOST_HOME", home.path())
+            .env("PLUGHOST_BUNDLED_DIR", &bundled)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = run(&["run", "hello"], "");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reply = stdout(&out);
+    assert!(
+        reply.starts_with(
+            "Results: hello from plughost | [blocked: command-guard refused 'rm -rf /'"
+        ),
+        "{reply}"
+    );
+    assert!(
+        !home.path().join("workspace/test_hello.py").exists(),
+        "disk-cleanup removed the demo's test script at session end"
+    );
+    let log = std::fs::read_to_string(home.path().join("disk-cleanup/cleanup.log")).unwrap();
+    assert!(log.contains("session=default deleted=1"), "{log}");
+
+    let json = run(&["run", "--json", "--session", "j", "hello"], "");
+    let report: Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(report["session_key"], "j");
+    assert_eq!(report["iterations"], 3);
+    assert_eq!(report["tool_calls"][2]["outcome"], "blocked");
+    assert!(report["timings"]["total_ms"].as_f64().unwrap() > 0.0);
+    assert!(home.path().join("sessions/j.jsonl").is_file());
+
+    let command = run(&["run", "/audit recent 2"], "");
+    assert!(
+        stdout(&command).contains("write_file") || stdout(&command).contains("exec"),
+        "{}",
+        stdout(&command)
+    );
+
+    let chat = run(&["chat", "--session", "c"], "hello\n/plugins\n");
+    let text = stdout(&chat);
+    assert!(chat.status.success(), "{}", stderr(&chat));
+    assert!(
+        text.contains("⚙ write_file"),
+        "tool calls are shown as they happen: {text}"
+    );
+    assert!(text.contains("✗ exec → [blocked: command-guard"), "{text}");
+    assert!(text.contains("✓ command-guard (bundled)"), "{text}");
+
+    let bad_model = run(&["run", "--model", "nosuch:thing", "hi"], "");
+    assert_eq!(bad_model.status.code(), Some(2));
+    assert!(
+        stderr(&bad_model).contains("unknown model provider 'nosuch'"),
+        "{}",
+        stderr(&bad_model)
+    );
+    let script = home.path().join("script.yaml");
+    std::fs::write(&script, "turns:\n  - say: \"scripted {user_message}\"\n").unwrap();
+    let custom = run(
+        &[
+            "run",
+            "--script",
+            script.to_str().unwrap(),
+            "--session",
+            "x",
+            "ping",
+        ],
+        "",
+    );
+    assert_eq!(stdout(&custom), "scripted ping\n");
 }
