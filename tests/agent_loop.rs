@@ -430,14 +430,25 @@ fn iteration_cap_finalize_and_compact() {
     assert!(compact.starts_with("Compacted the session"), "{compact}");
     assert_eq!(f.transcript("cap")[0]["role"], "user");
     f.recorded();
+    f.send("idle", "hello");
+    std::thread::sleep(Duration::from_millis(150));
+    f.send("cap", "still here");
+    let evicted =
+        f.rt.block_on(f.agent.evict_idle(Duration::from_millis(100)));
+    assert_eq!(evicted, 1, "only the idle session");
     f.rt.block_on(f.agent.shutdown());
     f.rt.block_on(f.agent.shutdown());
-    let finals: Vec<String> = f
+    let mut finals: Vec<String> = f
         .recorded()
         .into_iter()
         .filter(|e| e.starts_with("on_session_finalize"))
         .collect();
-    assert_eq!(finals, ["on_session_finalize:cap"], "once per session");
+    finals.sort();
+    assert_eq!(
+        finals,
+        ["on_session_finalize:cap", "on_session_finalize:idle"],
+        "once per session"
+    );
 }
 
 #[test]
