@@ -43,6 +43,31 @@ pub struct PluginRecord {
     pub requires_env: Vec<String>,
 }
 
+impl PluginRecord {
+    /// A record for contributions registered directly, not from a plugin directory.
+    fn direct(owner: &str) -> PluginRecord {
+        PluginRecord {
+            key: owner.to_string(),
+            name: owner.to_string(),
+            version: String::new(),
+            description: String::new(),
+            author: String::new(),
+            source: Source::User,
+            kind: "standalone".into(),
+            enabled: true,
+            status: PluginStatus::Loaded,
+            loaded: true,
+            error: None,
+            path: PathBuf::new(),
+            tools: Vec::new(),
+            hooks: Vec::new(),
+            commands: Vec::new(),
+            skills: Vec::new(),
+            requires_env: Vec::new(),
+        }
+    }
+}
+
 /// What became of a discovered plugin.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -123,6 +148,7 @@ pub struct HostBuilder {
     hooks: Vec<(HookEvent, HookEntry)>,
     commands: Vec<Command>,
     hook_timeout: Option<std::time::Duration>,
+    direct: Vec<(String, Vec<crate::dialects::flowly::Registration>)>,
 }
 
 impl HostBuilder {
@@ -195,6 +221,17 @@ impl HostBuilder {
         self.hook_timeout = Some(budget);
         self
     }
+    /// Contributions made through a [`PluginContext`](crate::dialects::flowly::PluginContext)
+    /// outside any plugin directory (the Python API's `Host.register_*`);
+    /// applied after the plugins, so they win a name collision.
+    pub fn registrations(
+        mut self,
+        owner: &str,
+        registrations: Vec<crate::dialects::flowly::Registration>,
+    ) -> Self {
+        self.direct.push((owner.to_string(), registrations));
+        self
+    }
     /// Register a native slash command.
     pub fn command(mut self, command: Command) -> Self {
         self.commands.push(command);
@@ -249,6 +286,16 @@ impl HostBuilder {
             .into_iter()
             .map(|c| load_candidate(c, &mut registry, &mut collisions))
             .collect();
+        for (owner, registrations) in self.direct {
+            let mut record = PluginRecord::direct(&owner);
+            apply_registrations(
+                registrations,
+                &owner,
+                &mut record,
+                &mut registry,
+                &mut collisions,
+            );
+        }
         Ok(Host {
             home,
             lists,
@@ -267,6 +314,49 @@ fn note_collision(collisions: &mut Vec<ToolCollision>, previous: Option<Tool>, w
             winner: winner.to_string(),
             overridden: prev.spec.plugin,
         });
+    }
+}
+
+/// Put a plugin's (or a direct caller's) contributions into the registry
+/// and note them in its record.
+fn apply_registrations(
+    registrations: Vec<crate::dialects::flowly::Registration>,
+    owner: &str,
+    record: &mut PluginRecord,
+    registry: &mut Registry,
+    collisions: &mut Vec<ToolCollision>,
+) {
+    use crate::dialects::flowly::Registration;
+    for r in registrations {
+        match r {
+            Registration::Tool(t) => {
+                record.tools.push(t.spec.name.clone());
+                note_collision(collisions, registry.add_tool(t), owner);
+            }
+            Registration::Hook { event, name, entry } => {
+                if !record.hooks.contains(&name) {
+                    record.hooks.push(name.clone());
+                }
+                match event {
+                    Some(e) => registry.add_hook(e, entry),
+                    None => registry.hooks.add_unknown(&name, entry),
+                }
+            }
+            Registration::Command(cmd) => {
+                if CORE_COMMANDS.contains(&cmd.name.as_str()) {
+                    tracing::warn!(
+                        "'{owner}' registers '/{}', which the core command of that name shadows",
+                        cmd.name
+                    );
+                }
+                record.commands.push(cmd.name.clone());
+                registry.add_command(cmd);
+            }
+            Registration::Skill(s) => {
+                record.skills.push(s.name.clone());
+                registry.add_skill(s);
+            }
+        }
     }
 }
 
@@ -336,39 +426,7 @@ fn load_candidate(
             record.status = PluginStatus::Failed;
         }
         Ok(registrations) => {
-            use crate::dialects::flowly::Registration;
-            for r in registrations {
-                match r {
-                    Registration::Tool(t) => {
-                        record.tools.push(t.spec.name.clone());
-                        note_collision(collisions, registry.add_tool(t), &c.key);
-                    }
-                    Registration::Hook { event, name, entry } => {
-                        if !record.hooks.contains(&name) {
-                            record.hooks.push(name.clone());
-                        }
-                        match event {
-                            Some(e) => registry.add_hook(e, entry),
-                            None => registry.hooks.add_unknown(&name, entry),
-                        }
-                    }
-                    Registration::Command(cmd) => {
-                        if CORE_COMMANDS.contains(&cmd.name.as_str()) {
-                            tracing::warn!(
-                                "plugin '{}' registers '/{}', which the core command of that name shadows",
-                                c.key,
-                                cmd.name
-                            );
-                        }
-                        record.commands.push(cmd.name.clone());
-                        registry.add_command(cmd);
-                    }
-                    Registration::Skill(s) => {
-                        record.skills.push(s.name.clone());
-                        registry.add_skill(s);
-                    }
-                }
-            }
+            apply_registrations(registrations, &c.key, &mut record, registry, collisions);
             record.loaded = true;
             tracing::debug!("plugin '{}' loaded from {}", c.key, c.dir.display());
         }

@@ -186,13 +186,30 @@ pub fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    let cli = Cli::parse();
+    ExitCode::from(run_args(std::env::args_os()))
+}
+
+/// Run the command line with `args` (program name first); the exit code.
+/// The wheel's `plughost` console script calls this inside the user's
+/// interpreter.
+pub fn run_args<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { 2 } else { 0 };
+        }
+    };
     let python_level = crate::logging::init(cli.verbose);
     match run(cli, python_level) {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => code,
         Err(f) => {
             eprintln!("plughost: {}", f.message);
-            ExitCode::from(f.code)
+            f.code
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Everything Python enters the runtime through this module and
 //! `crate::dialects`; the core (registry, dispatch) never touches Python.
 
+pub mod api;
 pub mod bridge;
 pub mod handlers;
 pub mod loader;
@@ -156,9 +157,12 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<PyRuntime> {
             }
         }
     }
-    runtime
-        .getattr("install_log_forwarding")?
-        .call1((python_log_level,))?;
+    // Level 0: an embedding Python application keeps its own logging set-up.
+    if python_log_level > 0 {
+        runtime
+            .getattr("install_log_forwarding")?
+            .call1((python_log_level,))?;
+    }
 
     let hooks = py.import("flowly.agent.hooks")?;
     let get = |name: &str| -> PyResult<Py<PyAny>> { Ok(hooks.getattr(name)?.unbind()) };

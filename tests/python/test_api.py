@@ -1,0 +1,162 @@
+"""The Python API of the installed wheel: plughost.Host and plughost.Agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import plughost
+
+
+def test_plugins_and_tools_lists(home: Path) -> None:
+    host = plughost.Host(home=home)
+    plugins = {p["key"]: p for p in host.plugins()}
+    demo = plugins["demo"]
+    for field in ("key", "name", "version", "description", "author", "source", "kind", "enabled", "error", "tools", "hooks", "commands", "skills"):
+        assert field in demo
+    assert demo["source"] == "user" and demo["enabled"] and demo["error"] is None
+    assert demo["skills"] == ["demo:guide"]
+    assert {"command-guard", "disk-cleanup", "tool-audit"} <= set(plugins), "bundled plugins ship in the wheel"
+    tools = {t["name"]: t for t in host.tools()}
+    assert tools["greet"]["description"] == "Greet someone"
+    assert tools["greet"]["parameters"]["required"] == ["name"]
+    assert tools["greet"]["plugin"] == "demo"
+
+
+def test_call_tool_runs_the_full_pipeline_and_keeps_tool_errors_as_strings(home: Path) -> None:
+    host = plughost.Host(home=home)
+    assert host.call_tool("greet", {"name": "Ada"}) == "Hello, Ada!"
+    assert host.call_tool("greet", {"name": "Mallory"}) == "[blocked: not Mallory]"
+    assert host.call_tool("boom") == "Error executing boom: division by zero"
+    assert host.call_tool("missing") == "Error: Tool 'missing' not found"
+    assert host.call_tool("greet", {}).startswith("Error: invalid arguments for greet:")
+    assert host.call_tool("nap", {"seconds": 0.01}, session_id="s") == "napped 0.01"
+
+
+def test_commands_skills_and_errors(home: Path, tmp_path: Path) -> None:
+    host = plughost.Host(home=home)
+    assert host.run_command("/ping hi") == "pong hi"
+    assert "/ping" in host.run_command("/help")
+    with pytest.raises(plughost.CommandNotFound, match="/help"):
+        host.run_command("/nope")
+    assert host.skill("demo:guide") == "# Guide\n"
+    with pytest.raises(plughost.SkillNotFound):
+        host.skill("demo:missing")
+    assert issubclass(plughost.SkillNotFound, plughost.PlughostError)
+
+    broken = tmp_path / "broken-home"
+    broken.mkdir()
+    (broken / "config.json").write_text("{oops")
+    with pytest.raises(plughost.ConfigError, match="config.json is not valid JSON"):
+        plughost.Host(home=broken).plugins()
+
+
+def test_enable_and_disable_arguments(home: Path) -> None:
+    write_plugin_dir = home / "plugins" / "extra"
+    write_plugin_dir.mkdir()
+    (write_plugin_dir / "plugin.yaml").write_text("name: extra\n")
+    (write_plugin_dir / "__init__.py").write_text("def register(ctx):\n    ctx.register_tool('extra_tool', {}, lambda: 'extra')\n")
+    host = plughost.Host(home=home, enable=["extra"], disable=["demo", "tool-audit"])
+    plugins = {p["key"]: p for p in host.plugins()}
+    assert plugins["extra"]["loaded"]
+    assert plugins["demo"]["error"] == "disabled in config"
+    assert host.call_tool("extra_tool") == "extra"
+    assert host.call_tool("greet", {"name": "x"}) == "Error: Tool 'greet' not found"
+
+
+def test_direct_registration_uses_the_plugin_context_surface(home: Path) -> None:
+    host = plughost.Host(home=home)
+    seen = []
+
+    async def shout(text: str) -> str:
+        return text.upper()
+
+    host.register_tool("shout", {"type": "object", "properties": {"text": {"type": "string"}}}, shout, description="Shout")
+    host.register_hook("post_tool_call", lambda ctx: seen.append((ctx.tool_name, ctx.result)))
+    host.register_command("Direct Cmd", lambda args: f"direct {args}")
+    assert host.call_tool("shout", {"text": "hey"}) == "HEY"
+    assert ("shout", "HEY") in seen
+    assert host.run_command("/direct-cmd x") == "direct x"
+    assert any(t["name"] == "shout" and t["plugin"] == "python" for t in host.tools())
+    with pytest.raises(plughost.PlughostError, match="register before its first use"):
+        host.register_tool("late", {}, lambda: "late")
+    with pytest.raises(ValueError):
+        plughost.Host(home=home).register_skill("a:b", "SKILL.md")
+
+
+def test_acall_tool_from_a_running_loop_overlaps(home: Path) -> None:
+    host = plughost.Host(home=home)
+
+    async def main() -> tuple[list[str], float]:
+        start = time.perf_counter()
+        results = await asyncio.gather(*(host.acall_tool("nap", {"seconds": 0.3}) for _ in range(50)))
+        return results, time.perf_counter() - start
+
+    results, elapsed = asyncio.run(main())
+    assert results == ["napped 0.3"] * 50
+    assert elapsed < 2.0, f"50 concurrent 0.3 s calls took {elapsed:.2f} s"
+
+    async def single() -> str:
+        return await host.acall_tool("greet", {"name": "loop"})
+
+    assert asyncio.run(single()) == "Hello, loop!"
+
+
+def test_agent_turn_with_a_script(home: Path, tmp_path: Path) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text(
+        "turns:\n"
+        "  - tool_calls:\n"
+        "      - name: greet\n"
+        "        args: {name: Agent}\n"
+        "  - say: 'got: {tool_results}'\n"
+    )
+    host = plughost.Host(home=home)
+    agent = plughost.Agent(host, model=f"scripted:{script}")
+
+    async def main() -> str:
+        reply = await agent.send("hello", session_id="py-1")
+        await agent.shutdown()
+        return reply
+
+    assert asyncio.run(main()) == "got: Hello, Agent!"
+    transcript = (home / "sessions" / "py-1.jsonl").read_text().splitlines()
+    assert json.loads(transcript[0])["content"] == "hello"
+
+
+def test_agent_errors_raise_plughost_errors(home: Path) -> None:
+    host = plughost.Host(home=home)
+    with pytest.raises(plughost.ConfigError, match="unknown model provider"):
+        plughost.Agent(host, model="nosuch:model")
+    agent = plughost.Agent(host, model="openai:test", base_url="http://127.0.0.1:9/v1")
+
+    async def turn() -> str:
+        return await agent.send("hi", session_id="down")
+
+    with pytest.raises(plughost.ModelError, match="model call failed"):
+        asyncio.run(turn())
+
+
+def test_the_console_script_is_on_path_and_runs_in_this_interpreter(home: Path) -> None:
+    exe = shutil.which("plughost", path=os.path.dirname(sys.executable))
+    assert exe, "the wheel installs a plughost console script"
+    env = dict(os.environ, PLUGHOST_HOME=str(home))
+    listed = subprocess.run([exe, "plugins", "list", "--json"], capture_output=True, text=True, env=env, check=True)
+    assert "demo" in {p["key"] for p in json.loads(listed.stdout)}
+    called = subprocess.run([exe, "tools", "call", "greet", "--args", '{"name": "CLI"}'], capture_output=True, text=True, env=env)
+    assert (called.returncode, called.stdout) == (0, "Hello, CLI!\n")
+    bad = subprocess.run([exe, "tools", "call", "greet", "--args", "{bad"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2
+    version = subprocess.run([sys.executable, "-m", "plughost", "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout.startswith("plughost ")
+    doctor = subprocess.run([exe, "plugins", "doctor", "--json"], capture_output=True, text=True, env=env)
+    reported = json.loads(doctor.stdout)["python"]["executable"]
+    assert os.path.realpath(os.path.dirname(reported)) == os.path.realpath(os.path.dirname(sys.executable)), reported
