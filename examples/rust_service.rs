@@ -4,9 +4,13 @@
 //!
 //! It builds a host over a throw-away home holding one user plugin written in
 //! Python, registers a native Rust tool and a native Rust hook, then calls
-//! tools (Python and Rust) through the full pipeline, fires an event, runs a
-//! slash command and reads a skill.
+//! tools (Python and Rust) through the full pipeline, runs a scripted agent
+//! turn, fires an event, runs a slash command and reads a skill.
 
+use std::sync::Arc;
+
+use plughost::agent::provider::scripted::{Script, Scripted};
+use plughost::agent::{Agent, AgentConfig, Inbound};
 use plughost::hooks::{HookAction, HookEvent, HookPayload, SessionContext};
 use plughost::{Host, Tool};
 use serde_json::json;
@@ -101,6 +105,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .nth(4)
             .unwrap_or_default()
     );
+
+    // The agent loop over the same host: one scripted turn that calls the
+    // Python tool (the native hook above sees it) and answers.
+    let host = Arc::new(host);
+    let script = Script::parse(
+        "turns:\n  - tool_calls:\n      - name: forecast\n        args: {city: Bergen}\n  - say: \"Forecast: {tool_results}\"\n",
+        "service.yaml",
+    )?;
+    let agent = Agent::new(
+        host.clone(),
+        Arc::new(Scripted::new(script)),
+        AgentConfig::default(),
+        None,
+    );
+    let report = agent
+        .send(Inbound::new("service-1", "weather in Bergen?"), None)
+        .await;
+    println!("agent: {}", report.reply.unwrap_or_default());
+    agent.shutdown().await;
 
     let mut session = SessionContext {
         session_id: "demo".into(),

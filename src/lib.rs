@@ -2,7 +2,61 @@
 //!
 //! The core — [`registry`], [`hooks`], [`dispatch`] — is plain Rust; Python
 //! enters only through [`python`] and [`dialects`]. [`host::Host`] ties
-//! discovery, loading and dispatch together for services and the CLI.
+//! discovery, loading and dispatch together for services and the CLI;
+//! [`agent::Agent`] runs the agent loop over a host.
+//!
+//! A host with the plugins of a home, a native Rust tool and a native hook:
+//!
+//! ```no_run
+//! use plughost::hooks::{HookAction, HookEvent, HookPayload};
+//! use plughost::{Host, Tool};
+//! use serde_json::json;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let host = Host::builder()
+//!     .home("/srv/agent/plughost-home")
+//!     .enable(["my-plugin"]) // user plugins are opt-in
+//!     .tool(Tool::from_fn("add", "Add two numbers", json!({"type": "object"}), |a| {
+//!         Ok((a["a"].as_f64().unwrap_or(0.0) + a["b"].as_f64().unwrap_or(0.0)).to_string())
+//!     }))
+//!     .hook(HookEvent::PreToolCall, |_e: HookEvent, p: HookPayload<'_>| match p {
+//!         HookPayload::Tool(call) if call.tool_name == "rm" => HookAction::Block("not here".into()),
+//!         _ => HookAction::Continue,
+//!     })
+//!     .build()?;
+//! for plugin in host.plugins() {
+//!     println!("{} loaded={} {:?}", plugin.key, plugin.loaded, plugin.error);
+//! }
+//! let result = host.call_tool("add", json!({"a": 1, "b": 2}), "session-1").await;
+//! assert_eq!(result.text, "3");
+//! println!("{:?}", host.run_command("/help").await?);
+//! # Ok(()) }
+//! ```
+//!
+//! The agent loop over it, with the built-in tools and a scripted model:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use plughost::agent::provider::{self, ProviderOptions};
+//! use plughost::agent::tools::{builtin_tools, delegate_tool, DelegateSlot, ToolLimits, Workspace};
+//! use plughost::agent::{Agent, AgentConfig, Inbound};
+//! use plughost::Host;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let workspace = Workspace::new(std::path::Path::new("/srv/agent/workspace"))?;
+//! let slot = DelegateSlot::default();
+//! let mut builder = Host::builder();
+//! for tool in builtin_tools(&workspace, &ToolLimits::default()) {
+//!     builder = builder.tool(tool);
+//! }
+//! let host = Arc::new(builder.tool(delegate_tool(&slot)).build()?);
+//! let model = provider::from_spec("scripted:demo", &ProviderOptions::default())?;
+//! let agent = Agent::new(host, model, AgentConfig::default(), Some(&slot));
+//! let report = agent.send(Inbound::new("session-1", "hello"), None).await;
+//! println!("{}", report.reply.unwrap_or_default());
+//! agent.shutdown().await;
+//! # Ok(()) }
+//! ```
 pub mod agent;
 pub mod bundled;
 pub mod cli;

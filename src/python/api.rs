@@ -5,6 +5,7 @@
 //! user's interpreter. Blocking calls release the GIL; `acall_tool` and
 //! `Agent.send` return awaitables that work from a running asyncio loop.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -278,9 +279,26 @@ impl PyHost {
     ) -> PyResult<Bound<'py, PyAny>> {
         let host = self.host(py)?;
         let args = to_value(args)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            Ok(host.call_tool(&name, args, &session_id).await.text)
-        })
+        let mut call = Box::pin(async move { host.call_tool(&name, args, &session_id).await.text });
+        // Take the first step right here: a call whose hooks and handler never
+        // suspend is done now and costs no thread hop; only one that does is
+        // handed to the runtime and resolved on this loop when it finishes.
+        let first = {
+            let _entered = runtime().enter();
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            call.as_mut().poll(&mut cx)
+        };
+        match first {
+            std::task::Poll::Ready(text) => {
+                let running = py.import("asyncio")?.call_method0("get_running_loop")?;
+                let done = running.call_method0("create_future")?;
+                done.call_method1("set_result", (text,))?;
+                Ok(done)
+            }
+            std::task::Poll::Pending => {
+                pyo3_async_runtimes::tokio::future_into_py(py, async move { Ok(call.await) })
+            }
+        }
     }
 
     /// Run a slash command line; its reply, or None.
