@@ -220,6 +220,35 @@ else:
         return task
 
 
+#: Set (per thread) by ``Host.acall_tool`` while it takes a call's first
+#: step on the caller's own thread: coroutines started then belong to the
+#: caller's running loop.  Never set for blocking calls, which would
+#: deadlock a loop they block.
+_caller = threading.local()
+
+
+def allow_caller_loop(on: bool) -> None:
+    _caller.loop_ok = on
+
+
+def _run_on_caller_loop(asyncio, caller_loop, coro):
+    """Start ``coro`` as an eager task of the caller's running loop, from
+    inside that loop's current task (whose place we take for the step, as
+    Python 3.12's eager tasks do)."""
+    tasks = asyncio.tasks
+    current = tasks._current_tasks.get(caller_loop)
+    if current is not None:
+        tasks._leave_task(caller_loop, current)
+    try:
+        task = _start_task(caller_loop, coro)
+    finally:
+        if current is not None:
+            tasks._enter_task(caller_loop, current)
+    if task.done():
+        return True, task.result()
+    return False, task
+
+
 def run_eager(coro):
     """Start ``coro`` as a task on the runtime loop, taking its first step here.
 
@@ -234,6 +263,10 @@ def run_eager(coro):
     asyncio = _asyncio or _asyncio_parts()
     if not asyncio.iscoroutine(coro):
         coro = _await(coro)
+    if getattr(_caller, "loop_ok", False):
+        caller_loop = asyncio.events._get_running_loop()
+        if caller_loop is not None and caller_loop is not _loop:
+            return _run_on_caller_loop(asyncio, caller_loop, coro)
     loop = _loop or event_loop()
     if not _step_lock.acquire(blocking=False):
         # The loop thread is running callbacks right now: queue the coroutine
@@ -296,6 +329,8 @@ def watch(task, on_done: Callable[[Any], None]) -> None:
         task.on_done = on_done
     else:
         task.add_done_callback(on_done)
+        if _loop is None or task.get_loop() is not _loop:
+            return  # the caller's loop: it runs on this very thread, nothing to wake
     # Wake the loop: the eager step may have added timers or ready callbacks
     # it has not seen, a task that ended meanwhile queued on_done, or a
     # deferred start waits.  One pending wake-up is enough for any number of
@@ -309,4 +344,6 @@ def watch(task, on_done: Callable[[Any], None]) -> None:
 
 def cancel(task) -> None:
     """Cancel a task (or deferred start) from :func:`run_eager`, from any thread."""
-    (_loop or event_loop()).call_soon_threadsafe(task.cancel)
+    loop = task.get_loop() if hasattr(task, "get_loop") else (_loop or event_loop())
+    if not loop.is_closed():
+        loop.call_soon_threadsafe(task.cancel)

@@ -283,11 +283,14 @@ impl PyHost {
         // Take the first step right here: a call whose hooks and handler never
         // suspend is done now and costs no thread hop; only one that does is
         // handed to the runtime and resolved on this loop when it finishes.
+        let allow = &crate::python::runtime().allow_caller_loop;
+        allow.bind(py).call1((true,))?;
         let first = {
             let _entered = runtime().enter();
             let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
             call.as_mut().poll(&mut cx)
         };
+        allow.bind(py).call1((false,))?;
         match first {
             std::task::Poll::Ready(text) => {
                 let running = py.import("asyncio")?.call_method0("get_running_loop")?;

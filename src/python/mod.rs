@@ -53,6 +53,7 @@ pub struct PyRuntime {
     pub runtime: Py<PyModule>,
     pub run_eager: Py<PyAny>,
     pub watch: Py<PyAny>,
+    pub allow_caller_loop: Py<PyAny>,
     pub cancel: Py<PyAny>,
     pub accepted_keywords: Py<PyAny>,
     pub import_plugin: Py<PyAny>,
@@ -181,6 +182,7 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<PyRuntime> {
     Ok(PyRuntime {
         run_eager: f("run_eager")?,
         watch: f("watch")?,
+        allow_caller_loop: f("allow_caller_loop")?,
         cancel: f("cancel")?,
         accepted_keywords: f("accepted_keywords")?,
         import_plugin: f("import_plugin")?,

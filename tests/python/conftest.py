@@ -37,6 +37,10 @@ def home(tmp_path: Path) -> Path:
             ctx.register_tool("greet", {"parameters": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}, greet, description="Greet someone")
             ctx.register_tool("nap", {"type": "object", "properties": {"seconds": {"type": "number"}}}, nap)
             ctx.register_tool("boom", {}, lambda: 1 / 0)
+            async def which_loop():
+                await asyncio.sleep(0.01)
+                return str(id(asyncio.get_running_loop()))
+            ctx.register_tool("which_loop", {}, which_loop)
             ctx.register_hook("pre_tool_call", lambda c: BlockAction("not Mallory") if c.params.get("name") == "Mallory" else None)
             ctx.register_command("ping", lambda args: "pong " + args if args else "pong", description="Round trip")
             ctx.register_skill("guide", "SKILL.md", description="A guide")

@@ -110,6 +110,21 @@ def test_acall_tool_from_a_running_loop_overlaps(home: Path) -> None:
     assert asyncio.run(single()) == "Hello, loop!"
 
 
+def test_plugin_coroutines_run_on_the_callers_loop_and_blocking_calls_never_deadlock_it(home: Path) -> None:
+    host = plughost.Host(home=home)
+
+    async def main() -> tuple[str, str, str]:
+        mine = str(id(asyncio.get_running_loop()))
+        theirs = await host.acall_tool("which_loop")
+        # A blocking call from inside a running loop must not wait on that loop.
+        blocking = host.call_tool("nap", {"seconds": 0.05})
+        return mine, theirs, blocking
+
+    mine, theirs, blocking = asyncio.run(main())
+    assert theirs == mine, "the handler's coroutine ran on the caller's loop"
+    assert blocking == "napped 0.05"
+
+
 def test_agent_turn_with_a_script(home: Path, tmp_path: Path) -> None:
     script = tmp_path / "script.yaml"
     script.write_text(
