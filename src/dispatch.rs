@@ -157,22 +157,15 @@ async fn run_validated(
     if tool.terminal {
         let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
         if !terminal.is_empty() {
-            ctx.result = Some(text);
             ctx.duration_ms = duration_ms;
-            let mut replaced = None;
-            fire_entries(
+            text = transform_text(
                 terminal,
                 HookEvent::TransformTerminalOutput,
-                HookPayload::Tool(&mut ctx),
+                &mut ctx,
                 timeout,
-                |a| {
-                    if let HookAction::Replace(t) = a {
-                        replaced.get_or_insert(t);
-                    }
-                },
+                text,
             )
             .await;
-            text = replaced.unwrap_or_else(|| ctx.result.take().unwrap_or_default());
         }
     }
 
@@ -194,24 +187,14 @@ async fn run_validated(
         }
         text = ctx.result.take().unwrap_or_default();
         if !transform.is_empty() {
-            ctx.result = Some(text);
-            let mut replaced = None;
-            fire_entries(
+            text = transform_text(
                 transform,
                 HookEvent::TransformToolResult,
-                HookPayload::Tool(&mut ctx),
+                &mut ctx,
                 timeout,
-                |a| {
-                    if let HookAction::Replace(t) = a {
-                        replaced.get_or_insert(t);
-                    }
-                },
+                text,
             )
             .await;
-            text = match replaced {
-                Some(t) => t,
-                None => ctx.result.take().unwrap_or_default(),
-            };
         }
     }
     ToolResult::classify(text)
@@ -352,19 +335,24 @@ pub fn inject_context(original: &str, contexts: &[String]) -> String {
     )
 }
 
-/// Fire a `transform_*` event on a tool context; the first replacement wins.
-pub async fn fire_transform(
-    registry: &Registry,
+/// Fire a `transform_*` event over `text` (shown to callbacks as
+/// `ctx.result`): the first replacement a callback returns wins.
+async fn transform_text(
+    entries: &[HookEntry],
     event: HookEvent,
     ctx: &mut ToolCallContext,
-) -> Option<String> {
-    fire(registry, event, HookPayload::Tool(ctx))
-        .await
-        .into_iter()
-        .find_map(|a| match a {
-            HookAction::Replace(t) => Some(t),
-            _ => None,
-        })
+    budget: Option<std::time::Duration>,
+    text: String,
+) -> String {
+    ctx.result = Some(text);
+    let mut replaced = None;
+    fire_entries(entries, event, HookPayload::Tool(ctx), budget, |a| {
+        if let HookAction::Replace(t) = a {
+            replaced.get_or_insert(t);
+        }
+    })
+    .await;
+    replaced.unwrap_or_else(|| ctx.result.take().unwrap_or_default())
 }
 
 fn schema_problem(validator: &jsonschema::Validator, instance: &Value) -> Option<String> {

@@ -30,6 +30,7 @@
 //! let result = host.call_tool("add", json!({"a": 1, "b": 2}), "session-1").await;
 //! assert_eq!(result.text, "3");
 //! println!("{:?}", host.run_command("/help").await?);
+//! println!("{}", host.skill("my-plugin:guide")?);
 //! # Ok(()) }
 //! ```
 //!

@@ -692,9 +692,8 @@ impl SubagentRunner for Inner {
         task: String,
         tools: Option<Vec<String>>,
     ) -> BoxFuture<Result<String, String>> {
-        // `run` gets &self; the loop needs an Arc: rebuild it from the host's
-        // registry of agents is not possible, so sub-agents share this Inner
-        // through a fresh Arc of the same parts.
+        // The loop runs on an `Arc<Inner>`; a sub-agent gets its own, over the
+        // same host, provider and config, with its own session store.
         let inner = Arc::new(Inner {
             host: self.host.clone(),
             provider: self.provider.clone(),
