@@ -305,6 +305,7 @@ fn cold_start(work: &Path, empty: &Path) {
             .args(["plugins", "list"])
             .env("PLUGHOST_HOME", home)
             .env("PLUGHOST_BUNDLED_DIR", empty)
+            .env_remove("PYTHONDONTWRITEBYTECODE")
             .output()
             .unwrap();
         assert!(ok.status.success());

@@ -7,7 +7,6 @@ file that cannot be recovered is set aside, never silently overwritten.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -32,6 +31,8 @@ def _empty() -> dict:
 
 
 def _read(path: Path) -> dict:
+    import json  # on first use: plugin start-up stays cheap
+
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
@@ -66,6 +67,8 @@ def load() -> dict:
 
 
 def save(state: dict, keep_backup: bool = True) -> None:
+    import json
+
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

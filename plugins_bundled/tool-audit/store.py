@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
@@ -18,6 +17,8 @@ def log_path() -> Path:
 
 
 def append(record: dict) -> None:
+    import json  # on first use: plugin start-up stays cheap
+
     record = {"ts": round(time.time(), 3), **record}
     path = log_path()
     try:
@@ -29,6 +30,8 @@ def append(record: dict) -> None:
 
 
 def read() -> list[dict]:
+    import json
+
     path = log_path()
     records = []
     try:

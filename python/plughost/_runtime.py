@@ -11,7 +11,10 @@ import importlib.util
 import sys
 import threading
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; annotations are strings here
+    from typing import Any, Callable
 
 import _plughost_native as _native
 
