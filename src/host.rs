@@ -261,7 +261,6 @@ impl HostBuilder {
             roots.push((Source::Project, project.join(".plughost").join("plugins")));
         }
         let candidates = discovery::discover(&roots, &lists);
-        let roots: Vec<(Source, PathBuf)> = roots;
 
         let mut registry = Registry::new();
         registry.hook_timeout = self.hook_timeout;

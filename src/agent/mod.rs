@@ -124,6 +124,8 @@ pub struct TurnReport {
     pub timings: Timings,
     pub completed: bool,
     pub interrupted: bool,
+    /// The turn ended at the iteration cap without a final answer.
+    pub hit_iteration_cap: bool,
     pub error: Option<String>,
 }
 
@@ -484,26 +486,15 @@ impl Inner {
                 report.usage.insert(k.clone(), json!(sum));
             }
 
-            let mut post_api = LlmCallContext {
-                response: serde_json::to_value(&response).unwrap_or_default(),
-                assistant_message: response.text.clone(),
-                usage: response.usage.clone(),
-                truncated: response.truncated,
-                ..llm_base(&api)
-            };
+            // Each event gets its own context: a hook's edits to one never leak into the next.
+            let mut post_api = answered(&api, &response);
             dispatch::fire(
                 registry,
                 HookEvent::PostApiRequest,
                 HookPayload::Llm(&mut post_api),
             )
             .await;
-            let mut post_llm = LlmCallContext {
-                ..llm_base(&post_api)
-            };
-            post_llm.response = post_api.response.clone();
-            post_llm.assistant_message = response.text.clone();
-            post_llm.usage = response.usage.clone();
-            post_llm.truncated = response.truncated;
+            let mut post_llm = answered(&api, &response);
             dispatch::fire(
                 registry,
                 HookEvent::PostLlmCall,
@@ -546,6 +537,7 @@ impl Inner {
             }
         }
         let cap = self.config.max_iterations;
+        report.hit_iteration_cap = true;
         report.reply = Some(format!(
             "Stopped after {cap} model iterations without a final answer (the iteration cap; raise it with --max-iterations)."
         ));
@@ -569,10 +561,13 @@ impl Inner {
             });
         }
         let started = Instant::now();
-        let arguments: Value = serde_json::from_str(&call.arguments).unwrap_or(Value::Null);
-        let result = if !call.arguments.trim().is_empty()
-            && serde_json::from_str::<Value>(&call.arguments).is_err()
-        {
+        let parsed = if call.arguments.trim().is_empty() {
+            Ok(Value::Null)
+        } else {
+            serde_json::from_str::<Value>(&call.arguments)
+        };
+        let arguments = parsed.as_ref().cloned().unwrap_or(Value::Null);
+        let result = if parsed.is_err() {
             ToolResult {
                 text: format!("Error: the arguments for {} are not valid JSON", call.name),
                 outcome: ToolOutcome::Error,
@@ -666,6 +661,17 @@ fn llm_base(c: &LlmCallContext) -> LlmCallContext {
     }
 }
 
+/// The context of the events after a model reply.
+fn answered(base: &LlmCallContext, response: &ChatResponse) -> LlmCallContext {
+    LlmCallContext {
+        response: serde_json::to_value(response).unwrap_or_default(),
+        assistant_message: response.text.clone(),
+        usage: response.usage.clone(),
+        truncated: response.truncated,
+        ..llm_base(base)
+    }
+}
+
 /// A channel for text deltas that forwards them as [`AgentEvent`]s.
 fn relay_deltas(
     events: Option<UnboundedSender<AgentEvent>>,
@@ -722,9 +728,7 @@ impl SubagentRunner for Inner {
             let report = inner.clone().handle(inbound, None, Some(allowed)).await;
             let reason = if report.error.is_some() {
                 "error"
-            } else if report.iterations >= inner.config.max_iterations
-                && report.tool_calls.len() >= inner.config.max_iterations
-            {
+            } else if report.hit_iteration_cap {
                 "max_iterations"
             } else {
                 "completed"
