@@ -16,20 +16,30 @@ use serde_json::json;
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// Stand-ins for the agent loop's file tools, so the hook sees real calls.
+/// Like the real tools, they resolve relative paths in a workspace (here a
+/// temporary directory of the fixture, read from `workspace.txt` beside the
+/// plugin), never in the process's working directory: that is the
+/// repository when tests run, and a stray file there would get committed.
 const FS_TOOLS: &str = r#"
 import os, subprocess
+WORKSPACE = open(os.path.join(os.path.dirname(__file__), "workspace.txt")).read()
+def _in_workspace(path):
+    return os.path.join(WORKSPACE, path)
 def register(ctx):
     def write_file(path: str, content: str = ""):
+        path = _in_workspace(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as fh:
             fh.write(content)
         return f"wrote {len(content)} bytes to {path}"
     def edit_file(path: str, old: str, new: str):
+        path = _in_workspace(path)
         text = open(path).read()
         open(path, "w").write(text.replace(old, new))
         return "edited"
     def exec_(command: str, cwd: str = ""):
-        done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=cwd or None)
+        cwd = _in_workspace(cwd) if cwd else WORKSPACE
+        done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=cwd)
         return done.stdout + done.stderr
     ctx.register_tool("write_file", {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path"]}, write_file)
     ctx.register_tool("edit_file", {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}}}, edit_file)
@@ -39,17 +49,21 @@ def register(ctx):
 struct Fixture {
     home: tempfile::TempDir,
     tmp_root: tempfile::TempDir,
+    /// Where the stand-in tools resolve relative paths.
+    workspace: tempfile::TempDir,
     host: Host,
     rt: tokio::runtime::Runtime,
 }
 
 fn fixture() -> Fixture {
     let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace_path = workspace.path().to_str().expect("a UTF-8 temp path");
     write_plugin(
         &home.path().join("plugins"),
         "fs-tools",
         "name: fs-tools\n",
-        &[("__init__.py", FS_TOOLS)],
+        &[("__init__.py", FS_TOOLS), ("workspace.txt", workspace_path)],
     );
     std::fs::write(
         home.path().join("config.json"),
@@ -79,6 +93,7 @@ fn fixture() -> Fixture {
     Fixture {
         home,
         tmp_root,
+        workspace,
         host,
         rt,
     }
@@ -336,6 +351,10 @@ fn never_outside_the_roots_through_symlinks_or_into_protected_places() {
     );
     f.call("exec", json!({"command": "echo 'unbalanced"}), "s9");
     assert_eq!(f.hook_errors(), 0);
+    assert!(
+        f.workspace.path().join("relative/test_x.py").is_file(),
+        "a relative path lands in the fixture's workspace, not the working directory"
+    );
 }
 
 #[test]
