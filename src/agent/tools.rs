@@ -127,6 +127,50 @@ impl Workspace {
     }
 }
 
+/// Give `path` the content `bytes` all at once, for `write_file` and
+/// `edit_file`. Writing in place would leave a truncated file behind when the
+/// process dies, the disk fills up or the tool is cancelled mid-write, and a
+/// concurrent reader (a test runner, an editor) could see half of it. The
+/// bytes go to a temporary file beside the target, which is renamed over it
+/// only once complete: readers see the old content or the new, and a failure
+/// leaves the old file untouched (the temporary file is removed on drop).
+fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+
+    let dir = path.parent().ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no parent directory")
+    })?;
+    let existing = match std::fs::metadata(path) {
+        Ok(meta) => {
+            // The rename would replace a file we may not write to (or a
+            // directory's error would only come from the rename): fail the
+            // way an in-place write fails, before touching anything.
+            std::fs::OpenOptions::new().write(true).open(path)?;
+            Some(meta)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".plughost-write-")
+        .suffix(".tmp")
+        // A new file gets what an in-place write would create (0o666 less
+        // the umask), not the temporary file's private 0o600.
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)?;
+    if let Some(meta) = existing {
+        // An edited file keeps its mode (an executable script stays one).
+        tmp.as_file().set_permissions(meta.permissions())?;
+    }
+    tmp.as_file_mut().write_all(bytes)?;
+    // On disk before the rename, so a crash cannot leave the new name
+    // pointing at unwritten blocks.
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
 fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
     ToolSpec {
         name: name.into(),
@@ -160,6 +204,55 @@ where
     Tool::new(spec, Arc::new(FileTool(workspace.clone(), f)))
 }
 
+fn write_file(ws: &Workspace, args: &Map<String, Value>) -> Result<String, String> {
+    let path = ws.resolve(text_arg(args, "path")?)?;
+    let content = text_arg(args, "content")?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    replace_file(&path, content.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", ws.shown(&path)))?;
+    Ok(format!(
+        "Wrote {} bytes to {}",
+        content.len(),
+        path.display()
+    ))
+}
+
+fn edit_file(ws: &Workspace, args: &Map<String, Value>) -> Result<String, String> {
+    let path = ws.resolve(text_arg(args, "path")?)?;
+    let old = text_arg(args, "old_string")?;
+    let new = text_arg(args, "new_string")?;
+    if old.is_empty() {
+        return Err("old_string must not be empty".into());
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", ws.shown(&path)))?;
+    let count = text.matches(old).count();
+    let all = args
+        .get("replace_all")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    match count {
+        0 => Err(format!("old_string was not found in {}", ws.shown(&path))),
+        n if n > 1 && !all => Err(format!(
+            "old_string occurs {n} times in {}; make it unique or pass replace_all",
+            ws.shown(&path)
+        )),
+        n => {
+            let updated = if all {
+                text.replace(old, new)
+            } else {
+                text.replacen(old, new, 1)
+            };
+            replace_file(&path, updated.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", ws.shown(&path)))?;
+            Ok(format!("Replaced {n} occurrence(s) in {}", path.display()))
+        }
+    }
+}
+
 /// Everything but `delegate`, whose handler needs the agent (see [`DelegateSlot`]).
 pub fn builtin_tools(workspace: &Workspace, limits: &ToolLimits) -> Vec<Tool> {
     let read_cap = limits.read_cap;
@@ -188,15 +281,7 @@ pub fn builtin_tools(workspace: &Workspace, limits: &ToolLimits) -> Vec<Tool> {
                 "Create or overwrite a file in the workspace (parent directories are created).",
                 json!({"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}),
             ),
-            |ws, args| {
-                let path = ws.resolve(text_arg(args, "path")?)?;
-                let content = text_arg(args, "content")?;
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-                }
-                std::fs::write(&path, content).map_err(|e| format!("cannot write {}: {e}", ws.shown(&path)))?;
-                Ok(format!("Wrote {} bytes to {}", content.len(), path.display()))
-            },
+            write_file,
         ),
         file_tool(
             workspace,
@@ -207,26 +292,7 @@ pub fn builtin_tools(workspace: &Workspace, limits: &ToolLimits) -> Vec<Tool> {
                     "path": {"type": "string"}, "old_string": {"type": "string"}, "new_string": {"type": "string"},
                     "replace_all": {"type": "boolean", "default": false}}, "required": ["path", "old_string", "new_string"]}),
             ),
-            |ws, args| {
-                let path = ws.resolve(text_arg(args, "path")?)?;
-                let old = text_arg(args, "old_string")?;
-                let new = text_arg(args, "new_string")?;
-                if old.is_empty() {
-                    return Err("old_string must not be empty".into());
-                }
-                let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", ws.shown(&path)))?;
-                let count = text.matches(old).count();
-                let all = args.get("replace_all").and_then(Value::as_bool).unwrap_or(false);
-                match count {
-                    0 => Err(format!("old_string was not found in {}", ws.shown(&path))),
-                    n if n > 1 && !all => Err(format!("old_string occurs {n} times in {}; make it unique or pass replace_all", ws.shown(&path))),
-                    n => {
-                        let updated = if all { text.replace(old, new) } else { text.replacen(old, new, 1) };
-                        std::fs::write(&path, updated).map_err(|e| format!("cannot write {}: {e}", ws.shown(&path)))?;
-                        Ok(format!("Replaced {n} occurrence(s) in {}", path.display()))
-                    }
-                }
-            },
+            edit_file,
         ),
         file_tool(
             workspace,
@@ -446,4 +512,139 @@ pub fn delegate_tool(slot: &DelegateSlot) -> Tool {
         ),
         Arc::new(DelegateTool(slot.clone())),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    fn args(value: Value) -> Map<String, Value> {
+        value.as_object().expect("an object").clone()
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn write_file_replaces_the_file_whole_instead_of_rewriting_it_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let target = ws.root().join("notes.md");
+        std::fs::write(&target, "old content").unwrap();
+        // Someone reading the file while the tool writes it.
+        let mut reader = std::fs::File::open(&target).unwrap();
+
+        let reply = write_file(
+            &ws,
+            &args(json!({"path": "notes.md", "content": "new content, longer"})),
+        )
+        .unwrap();
+        assert_eq!(
+            reply,
+            format!("Wrote 19 bytes to {}", target.display()),
+            "the result string is unchanged"
+        );
+
+        let mut seen = String::new();
+        reader.read_to_string(&mut seen).unwrap();
+        assert_eq!(
+            seen, "old content",
+            "an open reader keeps the complete old file: it was never truncated in place"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "new content, longer"
+        );
+        assert_eq!(
+            names_in(ws.root()),
+            [".plughost-workspace", "notes.md"],
+            "no temporary file is left behind"
+        );
+    }
+
+    #[test]
+    fn edit_file_replaces_the_file_whole_and_keeps_its_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let script = ws.root().join("bin/run.sh");
+        std::fs::create_dir_all(script.parent().unwrap()).unwrap();
+        std::fs::write(&script, "#!/bin/sh\necho one\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o751)).unwrap();
+        let mut reader = std::fs::File::open(&script).unwrap();
+
+        let reply = edit_file(
+            &ws,
+            &args(json!({"path": "bin/run.sh", "old_string": "one", "new_string": "two"})),
+        )
+        .unwrap();
+        assert_eq!(
+            reply,
+            format!("Replaced 1 occurrence(s) in {}", script.display())
+        );
+
+        let mut seen = String::new();
+        reader.read_to_string(&mut seen).unwrap();
+        assert_eq!(
+            seen, "#!/bin/sh\necho one\n",
+            "the old file was not rewritten"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&script).unwrap(),
+            "#!/bin/sh\necho two\n"
+        );
+        let mode = std::fs::metadata(&script).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o751, "an executable script stays executable");
+        assert_eq!(names_in(&ws.root().join("bin")), ["run.sh"]);
+    }
+
+    #[test]
+    fn a_new_file_gets_the_mode_an_in_place_write_would_give() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        write_file(&ws, &args(json!({"path": "new.txt", "content": "x"}))).unwrap();
+        // The reference honours this process's umask, whatever it is.
+        let reference = ws.root().join("reference.txt");
+        std::fs::write(&reference, "x").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&ws.root().join("new.txt")), mode(&reference));
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_refused_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let locked = ws.root().join("locked.txt");
+        std::fs::write(&locked, "keep").unwrap();
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o444)).unwrap();
+        if std::fs::OpenOptions::new()
+            .write(true)
+            .open(&locked)
+            .is_ok()
+        {
+            // Running as root: permissions do not bind, nothing to check.
+            return;
+        }
+        let refused = write_file(
+            &ws,
+            &args(json!({"path": "locked.txt", "content": "overwritten"})),
+        )
+        .unwrap_err();
+        assert!(
+            refused.starts_with("cannot write locked.txt: "),
+            "{refused}"
+        );
+        assert_eq!(std::fs::read_to_string(&locked).unwrap(), "keep");
+        let refused = write_file(&ws, &args(json!({"path": ".", "content": "x"}))).unwrap_err();
+        assert!(refused.starts_with("cannot write "), "{refused}");
+        assert_eq!(names_in(ws.root()), [".plughost-workspace", "locked.txt"]);
+    }
 }
