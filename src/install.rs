@@ -239,16 +239,64 @@ pub fn install(home: &Path, source: &PluginSource, force: bool) -> Result<Instal
     }
     let staged = scratch.path().join("plugin");
     copy_plugin(&plugin_dir, &plugin_dir, &staged)?;
-    if exists {
-        let old = scratch.path().join("previous");
-        std::fs::rename(&target, &old).map_err(io_err(&target))?;
+    let previous = exists.then(|| scratch.path().join("previous"));
+    if let Err(e) = swap_into_place(&staged, &target, previous.as_deref(), |from, to| {
+        std::fs::rename(from, to)
+    }) {
+        if previous
+            .as_deref()
+            .is_some_and(|p| std::fs::symlink_metadata(p).is_ok())
+        {
+            // The old plugin could not be put back: dropping the scratch
+            // directory would delete the only copy, so it stays on disk
+            // where the error message says.
+            let _ = scratch.keep();
+        }
+        return Err(e);
     }
-    std::fs::rename(&staged, &target).map_err(io_err(&target))?;
+    // The old copy goes with the scratch directory, now that the new one is
+    // in place.
+    drop(scratch);
     Ok(Installed {
         name,
         version: manifest.version,
         path: target,
         replaced: exists,
+    })
+}
+
+/// Put `staged` at `target`; with `previous`, the plugin already at `target`
+/// is first moved there. Should the new copy fail to land, the old one is
+/// moved back, so a failed `--force` leaves the installed plugin as it was
+/// instead of leaving no plugin at all. `rename` is `std::fs::rename` except
+/// in tests, which inject failures no file system produces on demand.
+fn swap_into_place(
+    staged: &Path,
+    target: &Path,
+    previous: Option<&Path>,
+    rename: impl Fn(&Path, &Path) -> std::io::Result<()>,
+) -> Result<(), InstallError> {
+    if let Some(previous) = previous {
+        rename(target, previous).map_err(io_err(target))?;
+    }
+    let Err(error) = rename(staged, target) else {
+        return Ok(());
+    };
+    let Some(previous) = previous else {
+        return Err(io_err(target)(error));
+    };
+    let message = match rename(previous, target) {
+        Ok(()) => format!(
+            "could not move the new version into place ({error}); the installed version was left as it was"
+        ),
+        Err(back) => format!(
+            "could not move the new version into place ({error}), nor put the installed version back ({back}); it is kept at {}",
+            previous.display()
+        ),
+    };
+    Err(InstallError::Io {
+        path: target.to_path_buf(),
+        message,
     })
 }
 
@@ -427,6 +475,112 @@ mod tests {
         assert!(parse_source("owner/repo/sub#frag").is_err());
         assert!(parse_source("justaword").is_err());
         assert!(parse_source("./definitely-not-here").is_err());
+    }
+
+    /// A plugin directory holding one file that says which version it is.
+    fn plugin(at: &Path, version: &str) {
+        std::fs::create_dir_all(at).unwrap();
+        std::fs::write(at.join("version"), version).unwrap();
+    }
+
+    fn version(at: &Path) -> String {
+        std::fs::read_to_string(at.join("version")).unwrap()
+    }
+
+    /// `std::fs::rename`, failing instead when moving `from` to `to`.
+    fn rename_failing(
+        fail: Vec<(PathBuf, PathBuf)>,
+    ) -> impl Fn(&Path, &Path) -> std::io::Result<()> {
+        move |from, to| {
+            if fail.iter().any(|(f, t)| f == from && t == to) {
+                return Err(std::io::Error::other("injected failure"));
+            }
+            std::fs::rename(from, to)
+        }
+    }
+
+    #[test]
+    fn a_forced_replace_swaps_the_new_copy_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let (staged, target, previous) = (
+            dir.path().join("staged"),
+            dir.path().join("target"),
+            dir.path().join("previous"),
+        );
+        plugin(&staged, "new");
+        plugin(&target, "old");
+        swap_into_place(&staged, &target, Some(&previous), rename_failing(vec![])).unwrap();
+        assert_eq!(version(&target), "new");
+        assert_eq!(version(&previous), "old");
+        assert!(!staged.exists());
+    }
+
+    #[test]
+    fn a_failed_forced_replace_puts_the_installed_plugin_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (staged, target, previous) = (
+            dir.path().join("staged"),
+            dir.path().join("target"),
+            dir.path().join("previous"),
+        );
+        plugin(&staged, "new");
+        plugin(&target, "old");
+        let err = swap_into_place(
+            &staged,
+            &target,
+            Some(&previous),
+            rename_failing(vec![(staged.clone(), target.clone())]),
+        )
+        .unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("injected failure"), "{message}");
+        assert!(message.contains("left as it was"), "{message}");
+        assert_eq!(version(&target), "old", "the installed plugin is back");
+        assert!(!previous.exists());
+        assert_eq!(version(&staged), "new");
+    }
+
+    #[test]
+    fn an_old_plugin_that_cannot_be_put_back_is_named_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let (staged, target, previous) = (
+            dir.path().join("staged"),
+            dir.path().join("target"),
+            dir.path().join("previous"),
+        );
+        plugin(&staged, "new");
+        plugin(&target, "old");
+        let err = swap_into_place(
+            &staged,
+            &target,
+            Some(&previous),
+            rename_failing(vec![
+                (staged.clone(), target.clone()),
+                (previous.clone(), target.clone()),
+            ]),
+        )
+        .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("kept at {}", previous.display())),
+            "{message}"
+        );
+        assert_eq!(version(&previous), "old");
+    }
+
+    #[test]
+    fn a_first_install_that_fails_leaves_no_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let (staged, target) = (dir.path().join("staged"), dir.path().join("target"));
+        plugin(&staged, "new");
+        swap_into_place(
+            &staged,
+            &target,
+            None,
+            rename_failing(vec![(staged.clone(), target.clone())]),
+        )
+        .unwrap_err();
+        assert!(!target.exists());
     }
 
     #[test]
