@@ -78,27 +78,106 @@ fn content_hash() -> u64 {
     h.finish()
 }
 
+/// Write the bundled plugins to `target` through a staging directory renamed
+/// into place, so a reader never sees a partial copy. Several hosts may
+/// start at once, as processes or as threads of one process: each stages in
+/// a directory of its own (a pid alone is shared by threads, and one
+/// extractor would clear another's files), and whoever renames second finds
+/// the same content already there, keyed by its hash, which is success.
 fn extract(target: &Path) -> std::io::Result<()> {
     let parent = target.parent().expect("target has a parent");
     std::fs::create_dir_all(parent)?;
-    let staging = parent.join(format!(".staging-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
+    // Removed when dropped, on every way out: nothing is left behind.
+    let staging = tempfile::Builder::new()
+        .prefix(".staging-")
+        .tempdir_in(parent)?;
     for f in files() {
-        let path = staging.join(f.path());
+        let path = staging.path().join(f.path());
         std::fs::create_dir_all(path.parent().expect("file has a parent"))?;
         std::fs::write(&path, f.contents())?;
     }
-    std::fs::write(staging.join(".complete"), b"")?;
-    match std::fs::rename(&staging, target) {
+    std::fs::write(staging.path().join(".complete"), b"")?;
+    match std::fs::rename(staging.path(), target) {
         Ok(()) => Ok(()),
-        // Another process got there first: its copy is the same content.
-        Err(_) if target.join(".complete").is_file() => {
-            let _ = std::fs::remove_dir_all(&staging);
-            Ok(())
+        // Another extractor got there first: its copy is the same content.
+        Err(_) if target.join(".complete").is_file() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn concurrent_extractions_all_succeed_into_one_complete_copy() {
+        let cache = tempfile::tempdir().unwrap();
+        // A few rounds, each into a fresh directory: one race may happen to
+        // serialise, several in a row do not.
+        for round in 0..5 {
+            let parent = cache.path().join(format!("round-{round}/plughost"));
+            let target = parent.join("bundled-test");
+            let extractors = 8;
+            let start = std::sync::Barrier::new(extractors);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..extractors)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            start.wait();
+                            extract(&target)
+                        })
+                    })
+                    .collect();
+                for handle in handles {
+                    handle.join().unwrap().expect("every extractor succeeds");
+                }
+            });
+            assert!(target.join(".complete").is_file());
+            let files = files();
+            assert!(!files.is_empty());
+            for f in files {
+                assert_eq!(
+                    std::fs::read(target.join(f.path())).unwrap(),
+                    f.contents(),
+                    "{}",
+                    f.path().display()
+                );
+            }
+            assert_eq!(
+                entries(&parent),
+                ["bundled-test"],
+                "no staging directory is left behind"
+            );
         }
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            Err(e)
-        }
+    }
+
+    #[test]
+    fn extracting_over_a_complete_copy_succeeds_and_leaves_no_staging() {
+        let cache = tempfile::tempdir().unwrap();
+        let target = cache.path().join("bundled-test");
+        extract(&target).unwrap();
+        extract(&target).unwrap();
+        assert!(target.join(".complete").is_file());
+        assert_eq!(entries(cache.path()), ["bundled-test"]);
+    }
+
+    #[test]
+    fn a_failed_extraction_leaves_no_staging() {
+        let cache = tempfile::tempdir().unwrap();
+        // An incomplete directory in the way: the rename cannot replace it.
+        let target = cache.path().join("bundled-test");
+        std::fs::create_dir_all(target.join("debris")).unwrap();
+        extract(&target).unwrap_err();
+        assert_eq!(entries(cache.path()), ["bundled-test"]);
+        assert_eq!(entries(&target), ["debris"]);
     }
 }

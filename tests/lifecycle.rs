@@ -384,6 +384,53 @@ fn concurrent_enables_all_land_and_a_corrupt_config_is_never_overwritten() {
 }
 
 #[test]
+fn hosts_starting_together_share_one_extraction_of_the_bundled_plugins() {
+    let env = env();
+    let cache = tempfile::tempdir().unwrap();
+    // Without PLUGHOST_BUNDLED_DIR each host writes the bundled plugins out
+    // to the cache itself, all at the same moment.
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_plughost"))
+                .args(["plugins", "list"])
+                .env("PLUGHOST_HOME", env.home.path())
+                .env_remove("PLUGHOST_BUNDLED_DIR")
+                .env("XDG_CACHE_HOME", cache.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let o = child.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", err(&o));
+        assert!(
+            out(&o)
+                .lines()
+                .any(|l| l.starts_with("disk-cleanup") && l.contains("bundled")),
+            "{}\n{}",
+            out(&o),
+            err(&o)
+        );
+        assert!(!err(&o).contains("could not write"), "{}", err(&o));
+    }
+    let extracted: Vec<PathBuf> = std::fs::read_dir(cache.path().join("plughost"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(
+        extracted.len(),
+        1,
+        "one copy and no staging directories: {extracted:?}"
+    );
+    let name = extracted[0].file_name().unwrap().to_string_lossy();
+    assert!(name.starts_with("bundled-"), "{name}");
+    assert!(extracted[0].join(".complete").is_file());
+}
+
+#[test]
 fn doctor_reports_status_env_silent_hooks_and_collisions() {
     let env = env();
     let plugins = env.home.path().join("plugins");
