@@ -104,17 +104,47 @@ impl Session {
         let kept: Vec<Value> = self.messages.split_off(start);
         let dropped = self.messages.len();
         self.messages = kept;
-        let tmp = self.path.with_extension("jsonl.tmp");
-        {
-            let mut f = File::create(&tmp)?;
-            for m in &self.messages {
-                writeln!(f, "{}", serde_json::to_string(m).expect("serialises"))?;
-            }
-            f.sync_all()?;
-        }
+        let tmp = self.write_beside()?;
         self.file = None;
-        std::fs::rename(tmp, &self.path)?;
+        tmp.persist(&self.path).map_err(|e| e.error)?;
         Ok(dropped)
+    }
+
+    /// The messages written to a new temporary file in the transcript's
+    /// directory, ready to be renamed over it. Its name is unique: a fixed
+    /// one (`<key>.jsonl.tmp`) is shared by every process with a session of
+    /// that key, and two compacting at once would truncate and rename each
+    /// other's half-written file. Dropped unrenamed, it is deleted.
+    fn write_beside(&self) -> std::io::Result<tempfile::NamedTempFile> {
+        use std::os::unix::fs::PermissionsExt;
+
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            // What `append` would create (0o666 less the umask), not the
+            // temporary file's private 0o600 ...
+            .permissions(std::fs::Permissions::from_mode(0o666))
+            .tempfile_in(dir)?;
+        // ... unless the transcript exists: then its mode carries over.
+        if let Ok(meta) = std::fs::metadata(&self.path) {
+            tmp.as_file().set_permissions(meta.permissions())?;
+        }
+        {
+            let mut out = std::io::BufWriter::new(tmp.as_file_mut());
+            for m in &self.messages {
+                writeln!(out, "{}", serde_json::to_string(m).expect("serialises"))?;
+            }
+            out.flush()?;
+        }
+        tmp.as_file().sync_all()?;
+        Ok(tmp)
     }
 }
 
@@ -218,4 +248,109 @@ fn load_transcript(path: &Path) -> Vec<Value> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn converse(session: &mut Session, turns: usize) {
+        for i in 0..turns {
+            session
+                .append(json!({"role": "user", "content": format!("question {i}")}))
+                .unwrap();
+            session
+                .append(json!({"role": "assistant", "content": format!("answer {i}")}))
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn compaction_leaves_another_process_temporary_file_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(dir.path());
+        let path = store.path_of("chat");
+        let session = store.get("chat");
+        let mut session = session.try_lock().unwrap();
+        converse(&mut session, 3);
+        // Where a compaction with a fixed temporary name would write: another
+        // process compacting the same session may be writing it right now.
+        let theirs = path.with_extension("jsonl.tmp");
+        std::fs::write(&theirs, "another process, mid-write\n").unwrap();
+
+        assert_eq!(session.compact(2).unwrap(), 4);
+
+        assert_eq!(
+            std::fs::read_to_string(&theirs).unwrap(),
+            "another process, mid-write\n"
+        );
+        assert_eq!(
+            entries(dir.path()),
+            ["chat.jsonl", "chat.jsonl.tmp"],
+            "no temporary file of ours is left behind"
+        );
+        let on_disk = load_transcript(&path);
+        assert_eq!(on_disk, session.messages);
+        assert_eq!(on_disk[0]["content"], "question 2");
+    }
+
+    #[test]
+    fn compaction_keeps_the_transcript_mode() {
+        use std::os::unix::fs::PermissionsExt;
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(dir.path());
+        let path = store.path_of("private");
+        let session = store.get("private");
+        let mut session = session.try_lock().unwrap();
+        converse(&mut session, 3);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        session.compact(2).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o640);
+    }
+
+    #[test]
+    fn two_hosts_compacting_one_session_at_once_both_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        // One store per host, as two processes sharing a home would have.
+        let hosts = 2;
+        let start = std::sync::Barrier::new(hosts);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..hosts)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let store = SessionStore::new(dir.path());
+                        let session = store.get("shared");
+                        let mut session = session.try_lock().unwrap();
+                        start.wait();
+                        for _ in 0..50 {
+                            converse(&mut session, 2);
+                            session.compact(2)?;
+                        }
+                        Ok::<(), std::io::Error>(())
+                    })
+                })
+                .collect();
+            for handle in handles {
+                handle.join().unwrap().expect("every compaction succeeds");
+            }
+        });
+        assert_eq!(entries(dir.path()), ["shared.jsonl"]);
+        let text = std::fs::read_to_string(dir.path().join("shared.jsonl")).unwrap();
+        for line in text.lines() {
+            serde_json::from_str::<Value>(line).expect("only whole lines");
+        }
+    }
 }
