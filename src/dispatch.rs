@@ -6,55 +6,15 @@
 //! Every callback of an event runs, each isolated: a failing one is logged
 //! and counted, never propagated.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::hooks::{
-    HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, ToolCallContext,
+    HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, Policy, ToolCallContext,
 };
+pub use crate::outcome::{ArgumentProblem, PluginError, ToolOutcome, ToolResult};
 use crate::registry::{Registry, ToolReturn};
-
-/// How a tool call ended, as a caller (the CLI's exit code, a model loop)
-/// needs to know it. The text is the contract; this is a convenience.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolOutcome {
-    Ok,
-    Error,
-    Blocked,
-}
-
-/// The result string of a tool call and how it ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct ToolResult {
-    pub text: String,
-    pub outcome: ToolOutcome,
-}
-
-impl ToolResult {
-    fn error(text: String) -> ToolResult {
-        ToolResult {
-            text,
-            outcome: ToolOutcome::Error,
-        }
-    }
-    /// Classify a final result text: `Error…` is an error, `[blocked: …]` a block.
-    pub fn classify(text: String) -> ToolResult {
-        let outcome = if text.starts_with("Error") {
-            ToolOutcome::Error
-        } else if text.starts_with("[blocked: ") {
-            ToolOutcome::Blocked
-        } else {
-            ToolOutcome::Ok
-        };
-        ToolResult { text, outcome }
-    }
-    pub fn is_ok(&self) -> bool {
-        self.outcome == ToolOutcome::Ok
-    }
-}
 
 /// Run the whole pipeline for one call of `name` with `args`.
 pub async fn call_tool(
@@ -64,40 +24,39 @@ pub async fn call_tool(
     session_id: &str,
     tool_call_id: &str,
 ) -> ToolResult {
+    let finish = |outcome: ToolOutcome| ToolResult {
+        text: registry.renderer().render(name, &outcome),
+        outcome,
+    };
     let Some(tool) = registry.tool(name) else {
-        return ToolResult::error(format!("Error: Tool '{name}' not found"));
+        return finish(ToolOutcome::NotFound);
     };
     let params = match args {
         Value::Object(map) => map,
         Value::Null => Map::new(),
         other => {
-            return ToolResult::error(format!(
-                "Error: arguments for {name} must be a JSON object, got {}",
-                json_type_name(&other)
-            ))
+            return finish(ToolOutcome::InvalidArguments {
+                problem: ArgumentProblem::NotAnObject {
+                    got: json_type_name(&other),
+                },
+            })
         }
     };
-    if let Some(validator) = &tool.validator {
-        let instance = Value::Object(params);
-        if let Some(problem) = schema_problem(validator, &instance) {
-            return ToolResult::error(format!("Error: invalid arguments for {name}: {problem}"));
+    let params = match &tool.validator {
+        None => params,
+        Some(validator) => {
+            let instance = Value::Object(params);
+            if let Some(problem) = schema_problem(validator, &instance) {
+                return finish(ToolOutcome::InvalidArguments {
+                    problem: ArgumentProblem::Schema { problem },
+                });
+            }
+            let Value::Object(map) = instance else {
+                unreachable!("validated an object")
+            };
+            map
         }
-        let Value::Object(map) = instance else {
-            unreachable!()
-        };
-        return run_validated(registry, tool, name, map, session_id, tool_call_id).await;
-    }
-    run_validated(registry, tool, name, params, session_id, tool_call_id).await
-}
-
-async fn run_validated(
-    registry: &Registry,
-    tool: &crate::registry::Tool,
-    name: &str,
-    params: Map<String, Value>,
-    session_id: &str,
-    tool_call_id: &str,
-) -> ToolResult {
+    };
     let mut ctx = ToolCallContext {
         session_id: session_id.to_string(),
         tool_name: name.to_string(),
@@ -106,63 +65,52 @@ async fn run_validated(
         ..Default::default()
     };
     let hooks = registry.hooks();
+    let budget = registry.hook_timeout;
 
     let pre = hooks.entries(HookEvent::PreToolCall);
     if !pre.is_empty() {
-        let mut blocked = None;
-        fire_entries(
+        let actions = fire_entries(
             pre,
             HookEvent::PreToolCall,
             HookPayload::Tool(&mut ctx),
-            registry.hook_timeout,
-            |action| {
-                if let HookAction::Block(message) = action {
-                    blocked.get_or_insert(message);
-                }
-            },
+            budget,
         )
         .await;
-        if let Some(message) = blocked {
-            return ToolResult {
-                text: format!("[blocked: {message}]"),
-                outcome: ToolOutcome::Blocked,
-            };
+        if let Some(HookAction::Block(message)) = actions.into_iter().next() {
+            return finish(ToolOutcome::Blocked { message });
         }
     }
 
     match tool.handler.check() {
         None | Some(Ok(true)) => {}
-        Some(Ok(false)) => {
-            return ToolResult::error(format!(
-                "Error: {name} is unavailable (plugin check_fn returned False)"
-            ))
-        }
-        Some(Err(exc)) => {
-            return ToolResult::error(format!("Error: {name} availability check failed: {exc}"))
-        }
+        Some(Ok(false)) => return finish(ToolOutcome::Unavailable),
+        Some(Err(error)) => return finish(ToolOutcome::CheckFailed { error }),
     }
 
     let started = Instant::now();
-    let outcome = match tool.handler.call(&mut ctx) {
+    let returned = match tool.handler.call(&mut ctx) {
         ToolReturn::Ready(r) => r,
         ToolReturn::Pending(fut) => fut.await,
     };
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
-    let mut text = match outcome {
-        Ok(text) => text,
-        Err(exc) => format!("Error executing {name}: {exc}"),
+    let (mut text, outcome) = match returned {
+        Ok(text) => (text, ToolOutcome::Ok),
+        Err(error) => {
+            log_tool_failure(name, &tool.spec.plugin, &error);
+            let outcome = ToolOutcome::Raised { error };
+            (registry.renderer().render(name, &outcome), outcome)
+        }
     };
-    let timeout = registry.hook_timeout;
+    ctx.duration_ms = duration_ms;
 
     if tool.terminal {
         let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
         if !terminal.is_empty() {
-            ctx.duration_ms = duration_ms;
             text = transform_text(
                 terminal,
                 HookEvent::TransformTerminalOutput,
                 &mut ctx,
-                timeout,
+                budget,
                 text,
             )
             .await;
@@ -172,111 +120,177 @@ async fn run_validated(
     let post = hooks.entries(HookEvent::PostToolCall);
     let transform = hooks.entries(HookEvent::TransformToolResult);
     if !post.is_empty() || !transform.is_empty() {
-        ctx.success = Some(!text.starts_with("Error"));
-        ctx.result = Some(text);
-        ctx.duration_ms = duration_ms;
+        ctx.success = Some(outcome.is_ok());
         if !post.is_empty() {
+            ctx.result = Some(text);
             fire_entries(
                 post,
                 HookEvent::PostToolCall,
                 HookPayload::Tool(&mut ctx),
-                timeout,
-                |_| {},
+                budget,
             )
             .await;
+            text = ctx.result.take().unwrap_or_default();
         }
-        text = ctx.result.take().unwrap_or_default();
         if !transform.is_empty() {
             text = transform_text(
                 transform,
                 HookEvent::TransformToolResult,
                 &mut ctx,
-                timeout,
+                budget,
                 text,
             )
             .await;
         }
     }
-    ToolResult::classify(text)
+    ToolResult { text, outcome }
 }
 
-/// Fire `entries` for `event`, in order, handing every non-`Continue` action
-/// to `on_action`. A failing callback is logged and counted; with a
-/// `budget`, an async callback still running after it is cancelled and a
-/// sync one that overran it has its action ignored (both counted).
+/// A plugin failure keeps its traceback: one line at warning level, the
+/// traceback at `-v`.
+fn log_tool_failure(tool: &str, plugin: &str, error: &PluginError) {
+    tracing::warn!(
+        "tool '{tool}' of plugin '{plugin}' raised {}",
+        error.described()
+    );
+    if let Some(tb) = &error.traceback {
+        tracing::info!("traceback of tool '{tool}':\n{}", tb.trim_end());
+    }
+}
+
+/// Fire `entries` for `event`, in order, each isolated, and return the
+/// answers that count under the event's [policy](crate::hooks::HookSpec):
+/// none for an observer, at most one for first-wins, all for collect, the
+/// last for chain. A callback that raises, answers a shape the event does
+/// not accept, or overruns the `budget` is logged and counted, never
+/// propagated. This is the one firing function of the bus; dialects only
+/// translate calls and answers.
 pub async fn fire_entries(
     entries: &[HookEntry],
     event: HookEvent,
     mut payload: HookPayload<'_>,
-    budget: Option<std::time::Duration>,
-    mut on_action: impl FnMut(HookAction),
-) {
+    budget: Option<Duration>,
+) -> Vec<HookAction> {
+    let spec = event.spec();
     payload.set_stage(event);
+    let mut answers = Vec::new();
     for entry in entries {
         entry
             .stats
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let started = budget.map(|_| Instant::now());
-        let result = match (entry.callback.call(event, payload.reborrow()), budget) {
+        let answer = match (entry.callback.call(event, payload.reborrow()), budget) {
             (HookReturn::Ready(r), None) => r,
             (HookReturn::Ready(r), Some(limit)) => {
                 if started.is_some_and(|s| s.elapsed() > limit) {
-                    Err(HookError(format!(
-                        "took longer than its {} s budget; its answer is ignored",
-                        limit.as_secs_f64()
-                    )))
+                    Err(HookError::Overran(limit))
                 } else {
                     r
                 }
             }
             (HookReturn::Pending(fut), None) => fut.await,
-            (HookReturn::Pending(fut), Some(limit)) => match tokio::time::timeout(limit, fut).await
-            {
-                Ok(r) => r,
-                Err(_) => Err(HookError(format!(
-                    "timed out after {} s and was skipped",
-                    limit.as_secs_f64()
-                ))),
-            },
+            (HookReturn::Pending(fut), Some(limit)) => tokio::time::timeout(limit, fut)
+                .await
+                .unwrap_or(Err(HookError::TimedOut(limit))),
         };
-        match result {
-            Ok(HookAction::Continue) => {}
-            Ok(action) => on_action(action),
-            Err(err) => report_hook_error(entry, event, &err),
+        let action = match answer {
+            Ok(HookAction::Continue) => continue,
+            Ok(action) if action.kind().is_some_and(|k| spec.accepts.contains(&k)) => action,
+            Ok(other) => {
+                report_hook_error(
+                    entry,
+                    event,
+                    &HookError::WrongShape(format!("{other:?}"), event),
+                );
+                continue;
+            }
+            Err(err) => {
+                report_hook_error(entry, event, &err);
+                if spec.on_error == crate::hooks::FailMode::Closed && answers.is_empty() {
+                    if let Some(refusal) = fail_closed_answer(event, entry, &err) {
+                        answers.push(refusal);
+                    }
+                }
+                continue;
+            }
+        };
+        match spec.policy {
+            Policy::Observe => report_hook_error(
+                entry,
+                event,
+                &HookError::WrongShape(format!("{action:?}"), event),
+            ),
+            Policy::FirstWins => {
+                if answers.is_empty() {
+                    answers.push(action);
+                }
+            }
+            Policy::Collect => answers.push(action),
+            Policy::Chain => {
+                if let (HookAction::Replace(text), HookPayload::Tool(ctx)) = (&action, &mut payload)
+                {
+                    ctx.result = Some(text.clone());
+                }
+                answers.clear();
+                answers.push(action);
+            }
         }
+    }
+    answers
+}
+
+/// The refusal a fail-closed event takes from a callback that failed.
+fn fail_closed_answer(event: HookEvent, entry: &HookEntry, err: &HookError) -> Option<HookAction> {
+    match event {
+        HookEvent::PreToolCall => Some(HookAction::Block(format!(
+            "hook {} of plugin '{}' failed: {err}",
+            entry.label, entry.owner
+        ))),
+        HookEvent::PreGatewayDispatch => Some(HookAction::Skip(format!(
+            "hook {} of plugin '{}' failed: {err}",
+            entry.label, entry.owner
+        ))),
+        _ => None,
     }
 }
 
 fn report_hook_error(entry: &HookEntry, event: HookEvent, err: &HookError) {
-    entry
-        .stats
-        .errors
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    tracing::warn!(
+    let first_of_kind = entry.stats.count(err);
+    let line = format!(
         "hook {} callback {} of plugin '{}' failed: {}",
-        event,
-        entry.label,
-        entry.owner,
-        err
+        event, entry.label, entry.owner, err
     );
+    if first_of_kind || !matches!(err, HookError::WrongShape(..)) {
+        tracing::warn!("{line}");
+    } else {
+        tracing::debug!("{line}");
+    }
+    if let HookError::Raised(PluginError {
+        traceback: Some(tb),
+        ..
+    }) = err
+    {
+        tracing::info!(
+            "traceback of hook {} of plugin '{}':\n{}",
+            entry.label,
+            entry.owner,
+            tb.trim_end()
+        );
+    }
 }
 
-/// Fire an observation-only event (or collect its actions).
+/// Fire `event` with `payload` under its policy; the answers that count.
 pub async fn fire(
     registry: &Registry,
     event: HookEvent,
     payload: HookPayload<'_>,
 ) -> Vec<HookAction> {
     let entries = registry.hooks().entries(event);
-    let mut actions = Vec::new();
-    if !entries.is_empty() {
-        fire_entries(entries, event, payload, registry.hook_timeout, |a| {
-            actions.push(a)
-        })
-        .await;
+    if entries.is_empty() {
+        return Vec::new();
     }
-    actions
+    fire_entries(entries, event, payload, registry.hook_timeout).await
 }
 
 /// What `pre_gateway_dispatch` decided: the first skip or rewrite wins.
@@ -336,23 +350,20 @@ pub fn inject_context(original: &str, contexts: &[String]) -> String {
 }
 
 /// Fire a `transform_*` event over `text` (shown to callbacks as
-/// `ctx.result`): the first replacement a callback returns wins.
+/// `ctx.result`): a replacement answer replaces it.
 async fn transform_text(
     entries: &[HookEntry],
     event: HookEvent,
     ctx: &mut ToolCallContext,
-    budget: Option<std::time::Duration>,
+    budget: Option<Duration>,
     text: String,
 ) -> String {
     ctx.result = Some(text);
-    let mut replaced = None;
-    fire_entries(entries, event, HookPayload::Tool(ctx), budget, |a| {
-        if let HookAction::Replace(t) = a {
-            replaced.get_or_insert(t);
-        }
-    })
-    .await;
-    replaced.unwrap_or_else(|| ctx.result.take().unwrap_or_default())
+    let answers = fire_entries(entries, event, HookPayload::Tool(ctx), budget).await;
+    match answers.into_iter().next() {
+        Some(HookAction::Replace(replaced)) => replaced,
+        _ => ctx.result.take().unwrap_or_default(),
+    }
 }
 
 fn schema_problem(validator: &jsonschema::Validator, instance: &Value) -> Option<String> {

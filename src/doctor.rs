@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+use crate::dialects::Dialect;
 use crate::hooks::HookEvent;
 use crate::host::{Host, PluginStatus, ToolCollision};
 
@@ -20,6 +21,18 @@ pub struct SilentHook {
     pub reason: String,
 }
 
+/// One hook callback's counters: answers not used, by reason.
+#[derive(Clone, Debug, Serialize)]
+pub struct HookCounts {
+    pub event: String,
+    pub callback: String,
+    pub calls: u64,
+    /// Every answer not used (raised, wrong shape, timed out).
+    pub errors: u64,
+    pub wrong_shape: u64,
+    pub timeouts: u64,
+}
+
 /// Everything doctor knows about one plugin.
 #[derive(Clone, Debug, Serialize)]
 pub struct PluginDiagnosis {
@@ -28,21 +41,25 @@ pub struct PluginDiagnosis {
     pub path: String,
     pub status: PluginStatus,
     pub error: Option<String>,
+    /// `file:line` to look at when loading raised.
+    pub location: Option<String>,
+    /// The Python traceback when loading raised.
+    pub traceback: Option<String>,
     pub tools: Vec<String>,
     pub hooks: Vec<String>,
     pub commands: Vec<String>,
     pub skills: Vec<String>,
     pub requires_env: Vec<EnvCheck>,
     pub silent_hooks: Vec<SilentHook>,
+    /// Hook callbacks whose answers were not all used.
+    pub hook_problems: Vec<HookCounts>,
 }
 
-/// The interpreter in use.
+/// The interpreter in use, and where each plugin API's modules come from.
 #[derive(Clone, Debug, Serialize)]
 pub struct PythonReport {
-    pub version: String,
-    pub executable: String,
-    pub prefix: String,
-    pub path: Vec<String>,
+    #[serde(flatten)]
+    pub interpreter: crate::runtime::InterpreterReport,
     /// `compat` (plughost's modules) or the path of a real installation.
     pub flowly: String,
 }
@@ -70,6 +87,8 @@ impl Report {
                 path: p.path.display().to_string(),
                 status: p.status,
                 error: p.error.clone(),
+                location: p.failure.as_ref().and_then(|f| f.location.clone()),
+                traceback: p.failure.as_ref().and_then(|f| f.traceback.clone()),
                 tools: p.tools.clone(),
                 hooks: p.hooks.clone(),
                 commands: p.commands.clone(),
@@ -91,6 +110,20 @@ impl Report {
                         reason: "not a known event: it never fires".into(),
                     })
                     .collect(),
+                hook_problems: host
+                    .registry()
+                    .hooks()
+                    .iter()
+                    .filter(|(_, h)| h.owner == p.key && h.stats.errors() > 0)
+                    .map(|(event, h)| HookCounts {
+                        event: event.to_string(),
+                        callback: h.label.clone(),
+                        calls: h.stats.calls(),
+                        errors: h.stats.errors(),
+                        wrong_shape: h.stats.wrong_shape(),
+                        timeouts: h.stats.timeouts(),
+                    })
+                    .collect(),
             })
             .collect();
         Report {
@@ -105,7 +138,12 @@ impl Report {
                 .collect(),
             plugins,
             tool_collisions: host.collisions().to_vec(),
-            python: crate::python::interpreter_report(),
+            python: crate::runtime::interpreter_report().map(|interpreter| PythonReport {
+                interpreter,
+                flowly: crate::dialects::flowly::Flowly
+                    .origin()
+                    .unwrap_or_else(|| "not loaded".into()),
+            }),
         }
     }
 
@@ -114,33 +152,6 @@ impl Report {
         self.plugins
             .iter()
             .any(|p| p.status == PluginStatus::Failed)
-    }
-
-    /// The short status the `/plugins` command shows.
-    pub fn summary_text(&self) -> String {
-        if self.plugins.is_empty() {
-            return "No plugins found.".into();
-        }
-        let mut lines = Vec::new();
-        for p in &self.plugins {
-            let what = contributions(p);
-            let line = match (&p.status, &p.error) {
-                (PluginStatus::Loaded, _) => format!(
-                    "✓ {} ({}){}",
-                    p.key,
-                    p.source,
-                    if what.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {what}")
-                    }
-                ),
-                (status, Some(e)) => format!("✗ {} ({}) {}: {e}", p.key, p.source, status.as_str()),
-                (status, None) => format!("✗ {} ({}) {}", p.key, p.source, status.as_str()),
-            };
-            lines.push(line);
-        }
-        lines.join("\n")
     }
 
     /// The full human-readable report of `plugins doctor`.
@@ -156,12 +167,12 @@ impl Report {
             Some(py) => {
                 out.push(format!(
                     "python: {} ({})",
-                    py.version.lines().next().unwrap_or_default(),
-                    py.executable
+                    py.interpreter.version.lines().next().unwrap_or_default(),
+                    py.interpreter.executable
                 ));
-                out.push(format!("python prefix: {}", py.prefix));
+                out.push(format!("python prefix: {}", py.interpreter.prefix));
                 out.push(format!("flowly modules: {}", py.flowly));
-                out.push(format!("sys.path: {}", py.path.join(":")));
+                out.push(format!("sys.path: {}", py.interpreter.path.join(":")));
             }
             None => out.push("python: not started".into()),
         }
@@ -177,6 +188,13 @@ impl Report {
             if let Some(e) = &p.error {
                 out.push(format!("    reason: {e}"));
             }
+            if let Some(at) = &p.location {
+                out.push(format!("    at: {at}"));
+            }
+            if let Some(tb) = &p.traceback {
+                out.push("    traceback:".into());
+                out.extend(tb.trim_end().lines().map(|l| format!("      {l}")));
+            }
             let what = contributions(p);
             if !what.is_empty() {
                 out.push(format!("    registered: {what}"));
@@ -190,6 +208,18 @@ impl Report {
             }
             for h in &p.silent_hooks {
                 out.push(format!("    hook {}: {}", h.event, h.reason));
+            }
+            for h in &p.hook_problems {
+                out.push(format!(
+                    "    hook {} {}: {} of {} answers not used ({} raised, {} wrong shape, {} timed out)",
+                    h.event,
+                    h.callback,
+                    h.errors,
+                    h.calls,
+                    h.errors - h.wrong_shape - h.timeouts,
+                    h.wrong_shape,
+                    h.timeouts
+                ));
             }
         }
         if !self.tool_collisions.is_empty() {
@@ -223,25 +253,5 @@ impl Report {
 }
 
 fn contributions(p: &PluginDiagnosis) -> String {
-    let mut parts = Vec::new();
-    if !p.tools.is_empty() {
-        parts.push(format!("tools {}", p.tools.join(", ")));
-    }
-    if !p.hooks.is_empty() {
-        parts.push(format!("hooks {}", p.hooks.join(", ")));
-    }
-    if !p.commands.is_empty() {
-        parts.push(format!(
-            "commands {}",
-            p.commands
-                .iter()
-                .map(|c| format!("/{c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    if !p.skills.is_empty() {
-        parts.push(format!("skills {}", p.skills.join(", ")));
-    }
-    parts.join("; ")
+    crate::host::contributions_text(&p.tools, &p.hooks, &p.commands, &p.skills)
 }

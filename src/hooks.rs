@@ -11,8 +11,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use serde::Serialize;
 use serde_json::{Map, Value};
+
+use crate::outcome::PluginError;
 
 /// A boxed, sendable future: what a callback that must wait hands back.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -89,6 +93,109 @@ impl HookEvent {
 impl fmt::Display for HookEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// How an event combines the answers of its callbacks (pluggy's
+/// `firstresult` and friends, as data). Every callback runs in every
+/// policy; the policy only decides which answers count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Answers are not used (an observer event).
+    Observe,
+    /// The first accepted answer wins; the rest are ignored.
+    FirstWins,
+    /// Each replacement becomes the value the next callback sees.
+    Chain,
+    /// Every accepted answer is kept, in order.
+    Collect,
+}
+
+/// The kinds of [`HookAction`], for the accepted-answers table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    Block,
+    Skip,
+    Rewrite,
+    Replace,
+    Inject,
+}
+
+/// What a callback that fails does to the event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailMode {
+    /// The failure is logged and counted; the event goes on (every Flowly event).
+    Open,
+    /// The failure counts as the event's refusal (a guard that cannot
+    /// decide blocks): a failing `pre_tool_call` callback blocks the call.
+    Closed,
+}
+
+/// One row of the hook specification table.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct HookSpec {
+    pub event: HookEvent,
+    pub policy: Policy,
+    /// Answers the event honours; any other is a wrong shape.
+    pub accepts: &'static [ActionKind],
+    pub on_error: FailMode,
+}
+
+const fn spec(event: HookEvent, policy: Policy, accepts: &'static [ActionKind]) -> HookSpec {
+    HookSpec {
+        event,
+        policy,
+        accepts,
+        on_error: FailMode::Open,
+    }
+}
+
+/// The specification of every event, in [`HookEvent::ALL`] order.
+pub const HOOK_SPECS: [HookSpec; 14] = [
+    spec(
+        HookEvent::PreToolCall,
+        Policy::FirstWins,
+        &[ActionKind::Block],
+    ),
+    spec(HookEvent::PostToolCall, Policy::Observe, &[]),
+    spec(
+        HookEvent::TransformToolResult,
+        Policy::FirstWins,
+        &[ActionKind::Replace],
+    ),
+    spec(
+        HookEvent::TransformTerminalOutput,
+        Policy::FirstWins,
+        &[ActionKind::Replace],
+    ),
+    spec(
+        HookEvent::PreLlmCall,
+        Policy::Collect,
+        &[ActionKind::Inject],
+    ),
+    spec(HookEvent::PostLlmCall, Policy::Observe, &[]),
+    spec(HookEvent::PreApiRequest, Policy::Observe, &[]),
+    spec(HookEvent::PostApiRequest, Policy::Observe, &[]),
+    spec(HookEvent::OnSessionStart, Policy::Observe, &[]),
+    spec(HookEvent::OnSessionEnd, Policy::Observe, &[]),
+    spec(HookEvent::OnSessionFinalize, Policy::Observe, &[]),
+    spec(HookEvent::OnSessionReset, Policy::Observe, &[]),
+    spec(HookEvent::SubagentStop, Policy::Observe, &[]),
+    spec(
+        HookEvent::PreGatewayDispatch,
+        Policy::FirstWins,
+        &[ActionKind::Skip, ActionKind::Rewrite],
+    ),
+];
+
+impl HookEvent {
+    /// This event's row of [`HOOK_SPECS`].
+    #[inline]
+    pub fn spec(self) -> &'static HookSpec {
+        &HOOK_SPECS[self.index()]
     }
 }
 
@@ -254,10 +361,47 @@ pub enum HookAction {
     Inject(String),
 }
 
-/// Why a callback failed; logged and counted, never propagated.
+impl HookAction {
+    /// The action's kind; `None` for `Continue`.
+    pub fn kind(&self) -> Option<ActionKind> {
+        Some(match self {
+            HookAction::Continue => return None,
+            HookAction::Block(_) => ActionKind::Block,
+            HookAction::Skip(_) => ActionKind::Skip,
+            HookAction::Rewrite(_) => ActionKind::Rewrite,
+            HookAction::Replace(_) => ActionKind::Replace,
+            HookAction::Inject(_) => ActionKind::Inject,
+        })
+    }
+}
+
+/// Why a callback's answer was not used; logged and counted per callback,
+/// never propagated.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct HookError(pub String);
+pub enum HookError {
+    /// The callback raised.
+    #[error("{0}")]
+    Raised(PluginError),
+    /// The callback answered something the event does not accept.
+    #[error("answered {0}, which {1} does not accept; the answer is ignored")]
+    WrongShape(String, HookEvent),
+    /// An async callback ran past its budget and was cancelled.
+    #[error("timed out after {} s and was skipped", .0.as_secs_f64())]
+    TimedOut(Duration),
+    /// A sync callback ran past its budget; its answer is ignored.
+    #[error("took longer than its {} s budget; its answer is ignored", .0.as_secs_f64())]
+    Overran(Duration),
+    /// The callback could not run (the interpreter is shutting down).
+    #[error("could not run: {0}")]
+    NotRun(String),
+}
+
+impl HookError {
+    /// A failure with just a message (native callbacks).
+    pub fn raised(message: impl Into<String>) -> HookError {
+        HookError::Raised(PluginError::native(message))
+    }
+}
 
 /// A callback's answer: ready now, or a future to await (async Python hooks).
 pub enum HookReturn {
@@ -284,7 +428,12 @@ where
 #[derive(Debug, Default)]
 pub struct HookStats {
     pub calls: AtomicU64,
+    /// Every answer not used: raised, wrong shape, timed out.
     pub errors: AtomicU64,
+    /// Of those, answers of a shape the event does not accept.
+    pub wrong_shape: AtomicU64,
+    /// Of those, callbacks past their time budget.
+    pub timeouts: AtomicU64,
 }
 
 impl HookStats {
@@ -293,6 +442,24 @@ impl HookStats {
     }
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
+    }
+    pub fn wrong_shape(&self) -> u64 {
+        self.wrong_shape.load(Ordering::Relaxed)
+    }
+    pub fn timeouts(&self) -> u64 {
+        self.timeouts.load(Ordering::Relaxed)
+    }
+    /// Count one failed answer; `true` the first time this kind is seen,
+    /// so the caller logs loudly once and quietly after.
+    pub fn count(&self, error: &HookError) -> bool {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        match error {
+            HookError::WrongShape(..) => self.wrong_shape.fetch_add(1, Ordering::Relaxed) == 0,
+            HookError::TimedOut(_) | HookError::Overran(_) => {
+                self.timeouts.fetch_add(1, Ordering::Relaxed) == 0
+            }
+            _ => true,
+        }
     }
 }
 

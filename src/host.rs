@@ -11,9 +11,11 @@ use crate::config::{self, PluginLists};
 use crate::discovery::{self, Candidate, Source};
 use crate::dispatch::{self, ToolResult};
 use crate::hooks::{HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookStats};
+use crate::outcome::PluginError;
 use crate::registry::{
-    normalize_command_name, Command, CommandReturn, Registry, Tool, NATIVE_OWNER,
+    normalize_command_name, Command, CommandReturn, Registration, Registry, Tool, NATIVE_OWNER,
 };
+use crate::runtime::loader::PluginPackage;
 
 /// One discovered plugin and what became of it (`plugins list --json`).
 #[derive(Clone, Debug, Serialize)]
@@ -34,6 +36,13 @@ pub struct PluginRecord {
     pub loaded: bool,
     /// Why it is not loaded (not enabled, disabled, a failure), else null.
     pub error: Option<String>,
+    /// The failure behind `error` when loading raised: exception type,
+    /// message, traceback, and the `file:line` to look at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<PluginError>,
+    /// The plugin API it was loaded through (`flowly`), once loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<&'static str>,
     pub path: PathBuf,
     pub tools: Vec<String>,
     pub hooks: Vec<String>,
@@ -58,6 +67,8 @@ impl PluginRecord {
             status: PluginStatus::Loaded,
             loaded: true,
             error: None,
+            failure: None,
+            dialect: None,
             path: PathBuf::new(),
             tools: Vec::new(),
             hooks: Vec::new(),
@@ -105,7 +116,7 @@ pub enum HostError {
     #[error(transparent)]
     Config(#[from] config::ConfigError),
     #[error(transparent)]
-    Python(#[from] crate::python::StartError),
+    Python(#[from] crate::runtime::StartError),
 }
 
 /// Errors of `run_command`.
@@ -115,8 +126,11 @@ pub enum CommandError {
     NotACommand(String),
     #[error("unknown command '/{0}'; type /help to list the commands")]
     Unknown(String),
-    #[error("command '/{name}' failed: {message}")]
-    Failed { name: String, message: String },
+    #[error("command '/{name}' failed: {}", .error.described())]
+    Failed {
+        name: String,
+        error: Box<PluginError>,
+    },
 }
 
 /// Errors of `skill`.
@@ -148,7 +162,7 @@ pub struct HostBuilder {
     hooks: Vec<(HookEvent, HookEntry)>,
     commands: Vec<Command>,
     hook_timeout: Option<std::time::Duration>,
-    direct: Vec<(String, Vec<crate::dialects::flowly::Registration>)>,
+    direct: Vec<(String, Vec<Registration>)>,
 }
 
 impl HostBuilder {
@@ -224,11 +238,7 @@ impl HostBuilder {
     /// Contributions made through a [`PluginContext`](crate::dialects::flowly::PluginContext)
     /// outside any plugin directory (the Python API's `Host.register_*`);
     /// applied after the plugins, so they win a name collision.
-    pub fn registrations(
-        mut self,
-        owner: &str,
-        registrations: Vec<crate::dialects::flowly::Registration>,
-    ) -> Self {
+    pub fn registrations(mut self, owner: &str, registrations: Vec<Registration>) -> Self {
         self.direct.push((owner.to_string(), registrations));
         self
     }
@@ -279,11 +289,13 @@ impl HostBuilder {
             .iter()
             .any(|c| c.enabled && c.skip_reason.is_none());
         if needs_python {
-            crate::python::start(&home, self.python_log_level.unwrap_or(30))?;
+            crate::runtime::Runtime::start(self.python_log_level.unwrap_or(30))?;
+            set_default_home(&home);
         }
+        let mut packages = Vec::new();
         let plugins = candidates
             .into_iter()
-            .map(|c| load_candidate(c, &mut registry, &mut collisions))
+            .map(|c| load_candidate(c, &home, &mut registry, &mut collisions, &mut packages))
             .collect();
         for (owner, registrations) in self.direct {
             let mut record = PluginRecord::direct(&owner);
@@ -302,6 +314,7 @@ impl HostBuilder {
             plugins,
             collisions,
             roots,
+            _packages: packages,
         })
     }
 }
@@ -319,13 +332,12 @@ fn note_collision(collisions: &mut Vec<ToolCollision>, previous: Option<Tool>, w
 /// Put a plugin's (or a direct caller's) contributions into the registry
 /// and note them in its record.
 fn apply_registrations(
-    registrations: Vec<crate::dialects::flowly::Registration>,
+    registrations: Vec<Registration>,
     owner: &str,
     record: &mut PluginRecord,
     registry: &mut Registry,
     collisions: &mut Vec<ToolCollision>,
 ) {
-    use crate::dialects::flowly::Registration;
     for r in registrations {
         match r {
             Registration::Tool(t) => {
@@ -359,10 +371,24 @@ fn apply_registrations(
     }
 }
 
+/// What plugin code outside any plugin package (the Python API's direct
+/// registrations) sees as its home: the host built last.
+fn set_default_home(home: &Path) {
+    let _ = crate::runtime::try_attach(|py| {
+        use pyo3::types::PyAnyMethods;
+        let module = crate::runtime::runtime().module(py);
+        if let Err(e) = module.setattr("HOME", home.to_string_lossy().as_ref()) {
+            tracing::debug!("could not set the default home: {e}");
+        }
+    });
+}
+
 fn load_candidate(
     c: Candidate,
+    home: &Path,
     registry: &mut Registry,
     collisions: &mut Vec<ToolCollision>,
+    packages: &mut Vec<PluginPackage>,
 ) -> PluginRecord {
     let manifest = c.manifest.as_ref().ok();
     let mut record = PluginRecord {
@@ -395,6 +421,8 @@ fn load_candidate(
         },
         loaded: false,
         error: c.skip_reason.clone(),
+        failure: None,
+        dialect: None,
         path: c.dir.clone(),
         tools: Vec::new(),
         hooks: Vec::new(),
@@ -414,19 +442,37 @@ fn load_candidate(
         }
         return record;
     }
-    match crate::python::loader::load_plugin(&c.key, &c.dir) {
-        Err(message) => {
+    let dialect = crate::dialects::for_directory_plugin();
+    match dialect.load(&c.key, &c.dir, home) {
+        Err(failure) => {
+            let at = failure
+                .location
+                .as_deref()
+                .map(|l| format!(" (at {l})"))
+                .unwrap_or_default();
             tracing::warn!(
-                "plugin '{}' failed to load and is disabled: {}",
+                "plugin '{}' failed to load and is disabled: {}{at}",
                 c.key,
-                message
+                failure.described()
             );
-            record.error = Some(message);
+            if let Some(tb) = &failure.traceback {
+                tracing::info!("traceback of plugin '{}':\n{}", c.key, tb.trim_end());
+            }
+            record.error = Some(failure.described());
+            record.failure = Some(failure);
             record.status = PluginStatus::Failed;
         }
-        Ok(registrations) => {
-            apply_registrations(registrations, &c.key, &mut record, registry, collisions);
+        Ok(loaded) => {
+            apply_registrations(
+                loaded.registrations,
+                &c.key,
+                &mut record,
+                registry,
+                collisions,
+            );
+            packages.extend(loaded.package);
             record.loaded = true;
+            record.dialect = Some(dialect.name());
             tracing::debug!("plugin '{}' loaded from {}", c.key, c.dir.display());
         }
     }
@@ -441,6 +487,9 @@ pub struct Host {
     plugins: Vec<PluginRecord>,
     collisions: Vec<ToolCollision>,
     roots: Vec<(Source, PathBuf)>,
+    /// The plugins' Python packages: unloaded when the host goes away
+    /// (after the registry, whose handlers refer into them).
+    _packages: Vec<PluginPackage>,
 }
 
 /// Commands the host answers itself, before plugin commands.
@@ -506,7 +555,7 @@ impl Host {
             return Ok(Some(self.help_text()));
         }
         if name == "plugins" {
-            return Ok(Some(crate::doctor::Report::new(self).summary_text()));
+            return Ok(Some(self.status_text()));
         }
         let Some(command) = self.registry.command(&name) else {
             return Err(CommandError::Unknown(name));
@@ -515,7 +564,37 @@ impl Host {
             CommandReturn::Ready(r) => r,
             CommandReturn::Pending(fut) => fut.await,
         };
-        outcome.map_err(|message| CommandError::Failed { name, message })
+        outcome.map_err(|error| CommandError::Failed {
+            name,
+            error: Box::new(error),
+        })
+    }
+
+    /// The short status the `/plugins` command shows.
+    pub fn status_text(&self) -> String {
+        if self.plugins.is_empty() {
+            return "No plugins found.".into();
+        }
+        let mut lines = Vec::new();
+        for p in &self.plugins {
+            let what = contributions_text(&p.tools, &p.hooks, &p.commands, &p.skills);
+            lines.push(match (&p.status, &p.error) {
+                (PluginStatus::Loaded, _) if what.is_empty() => {
+                    format!("✓ {} ({})", p.key, p.source.as_str())
+                }
+                (PluginStatus::Loaded, _) => format!("✓ {} ({}): {what}", p.key, p.source.as_str()),
+                (status, Some(e)) => format!(
+                    "✗ {} ({}) {}: {e}",
+                    p.key,
+                    p.source.as_str(),
+                    status.as_str()
+                ),
+                (status, None) => {
+                    format!("✗ {} ({}) {}", p.key, p.source.as_str(), status.as_str())
+                }
+            });
+        }
+        lines.join("\n")
     }
 
     /// The `/help` text: every command with its description and args hint.
@@ -553,4 +632,25 @@ impl Host {
             message: e.to_string(),
         })
     }
+}
+
+/// `tools a, b; hooks c; commands /d; skills p:e` (empty parts left out).
+pub fn contributions_text(
+    tools: &[String],
+    hooks: &[String],
+    commands: &[String],
+    skills: &[String],
+) -> String {
+    let commands: Vec<String> = commands.iter().map(|c| format!("/{c}")).collect();
+    [
+        ("tools", tools.join(", ")),
+        ("hooks", hooks.join(", ")),
+        ("commands", commands.join(", ")),
+        ("skills", skills.join(", ")),
+    ]
+    .into_iter()
+    .filter(|(_, list)| !list.is_empty())
+    .map(|(what, list)| format!("{what} {list}"))
+    .collect::<Vec<_>>()
+    .join("; ")
 }

@@ -1,9 +1,13 @@
 //! plughost: run Python agent plugins unmodified inside a Rust agent loop.
 //!
-//! The core — [`registry`], [`hooks`], [`dispatch`] — is plain Rust; Python
-//! enters only through [`python`] and [`dialects`]. [`host::Host`] ties
+//! The core — [`registry`], [`hooks`] (with the table of firing policies),
+//! [`dispatch`] and [`outcome`] (typed results) — is plain Rust. Python
+//! enters only through [`runtime`] (the one owner of the interpreter, its
+//! threads and its asyncio loop) and [`dialects`] (one adapter per plugin
+//! API). [`host::Host`], built from the runtime with its own home, ties
 //! discovery, loading and dispatch together for services and the CLI;
-//! [`agent::Agent`] runs the agent loop over a host.
+//! [`agent::Agent`] runs the agent loop over a host; [`wheel`] is the
+//! Python API of the pip-installable wheel.
 //!
 //! A host with the plugins of a home, a native Rust tool and a native hook:
 //!
@@ -58,6 +62,8 @@
 //! agent.shutdown().await;
 //! # Ok(()) }
 //! ```
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod agent;
 pub mod bundled;
 pub mod cli;
@@ -71,10 +77,13 @@ pub mod host;
 pub mod install;
 pub mod logging;
 pub mod manifest;
-pub mod python;
+pub mod outcome;
 pub mod registry;
+pub mod runtime;
+pub mod wheel;
 
-pub use dispatch::{ToolOutcome, ToolResult};
 pub use hooks::{HookAction, HookEvent, HookPayload};
 pub use host::{Host, HostBuilder, PluginRecord};
+pub use outcome::{PluginError, ToolOutcome, ToolResult};
 pub use registry::Tool;
+pub use runtime::Runtime;

@@ -11,19 +11,20 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::hooks::{BoxFuture, HookBus, HookEntry, HookEvent, ToolCallContext};
+use crate::outcome::{PluginError, Renderer};
 
-/// What a tool handler hands back: `Err` carries the exception text, which
-/// dispatch turns into `Error executing <name>: <text>`.
+/// What a tool handler hands back: its result text, or the failure that
+/// dispatch turns into [`ToolOutcome::Raised`](crate::outcome::ToolOutcome).
 pub enum ToolReturn {
-    Ready(Result<String, String>),
-    Pending(BoxFuture<Result<String, String>>),
+    Ready(Result<String, PluginError>),
+    Pending(BoxFuture<Result<String, PluginError>>),
 }
 
 /// A tool's implementation.
 pub trait ToolHandler: Send + Sync + 'static {
     /// The availability check (`check_fn`), if the tool has one: `Ok(false)`
-    /// means unavailable, `Err` carries the exception text.
-    fn check(&self) -> Option<Result<bool, String>> {
+    /// means unavailable, `Err` is the check's own failure.
+    fn check(&self) -> Option<Result<bool, PluginError>> {
         None
     }
     /// Run the tool with `ctx.params` as its arguments.
@@ -38,7 +39,7 @@ where
     F: Fn(&Map<String, Value>) -> Result<String, String> + Send + Sync + 'static,
 {
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
-        ToolReturn::Ready((self.0)(&ctx.params))
+        ToolReturn::Ready((self.0)(&ctx.params).map_err(PluginError::native))
     }
 }
 
@@ -50,7 +51,10 @@ where
     F: Fn(Map<String, Value>) -> BoxFuture<Result<String, String>> + Send + Sync + 'static,
 {
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
-        ToolReturn::Pending((self.0)(ctx.params.clone()))
+        let pending = (self.0)(ctx.params.clone());
+        ToolReturn::Pending(Box::pin(async move {
+            pending.await.map_err(PluginError::native)
+        }))
     }
 }
 
@@ -137,8 +141,8 @@ pub const NATIVE_OWNER: &str = "native";
 
 /// What a command handler hands back: `Ok(None)` means no reply.
 pub enum CommandReturn {
-    Ready(Result<Option<String>, String>),
-    Pending(BoxFuture<Result<Option<String>, String>>),
+    Ready(Result<Option<String>, PluginError>),
+    Pending(BoxFuture<Result<Option<String>, PluginError>>),
 }
 
 /// A slash command's implementation; receives everything after the name.
@@ -175,6 +179,21 @@ pub struct Skill {
     pub path: PathBuf,
 }
 
+/// One contribution a plugin made while loading, committed to the
+/// registry only if loading succeeded (so a failing plugin leaves nothing
+/// behind). Dialects produce these; the host applies them.
+pub enum Registration {
+    Tool(Tool),
+    Hook {
+        /// `None` for a name no event matches (accepted, never fired).
+        event: Option<HookEvent>,
+        name: String,
+        entry: HookEntry,
+    },
+    Command(Command),
+    Skill(Skill),
+}
+
 /// Normalise a slash-command name: strip, drop a leading `/`, lowercase,
 /// spaces to `-` (the Flowly rule; lookups use it too).
 pub fn normalize_command_name(name: &str) -> String {
@@ -200,6 +219,8 @@ pub struct Registry {
     pub(crate) hooks: HookBus,
     /// How long an async hook may take before it is skipped (and counted).
     pub(crate) hook_timeout: Option<std::time::Duration>,
+    /// Renders outcomes as result strings; the standard (Flowly) strings when unset.
+    pub(crate) renderer: Option<Arc<dyn Renderer>>,
 }
 
 impl Registry {
@@ -285,6 +306,19 @@ impl Registry {
 
     pub fn hooks(&self) -> &HookBus {
         &self.hooks
+    }
+
+    /// Render results with `renderer` instead of the standard strings.
+    pub fn set_renderer(&mut self, renderer: Arc<dyn Renderer>) {
+        self.renderer = Some(renderer);
+    }
+
+    /// The renderer in force.
+    pub fn renderer(&self) -> &dyn Renderer {
+        match &self.renderer {
+            Some(r) => r.as_ref(),
+            None => &crate::outcome::StandardRenderer,
+        }
     }
 }
 

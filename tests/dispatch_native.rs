@@ -6,12 +6,12 @@ use plughost::hooks::{
     HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn, ToolCallContext,
 };
 use plughost::registry::{ToolHandler, ToolReturn, ToolSpec};
-use plughost::{Host, Tool, ToolOutcome};
+use plughost::{Host, PluginError, Tool, ToolOutcome};
 use serde_json::json;
 
 struct Gated(bool);
 impl ToolHandler for Gated {
-    fn check(&self) -> Option<Result<bool, String>> {
+    fn check(&self) -> Option<Result<bool, PluginError>> {
         Some(if self.0 {
             Ok(true)
         } else {
@@ -26,7 +26,7 @@ impl ToolHandler for Gated {
 struct Failing;
 impl HookCallback for Failing {
     fn call(&self, _e: HookEvent, _p: HookPayload<'_>) -> HookReturn {
-        HookReturn::Ready(Err(HookError("broken hook".into())))
+        HookReturn::Ready(Err(HookError::raised("broken hook")))
     }
 }
 
@@ -95,7 +95,12 @@ async fn pipeline_policies_with_native_parts() {
 
     let blocked = host.call_tool("add", json!({"a": 13, "b": 1}), "").await;
     assert_eq!(blocked.text, "[blocked: unlucky]");
-    assert_eq!(blocked.outcome, ToolOutcome::Blocked);
+    assert_eq!(
+        blocked.outcome,
+        ToolOutcome::Blocked {
+            message: "unlucky".into()
+        }
+    );
     {
         let log = log.lock().unwrap();
         let early = log.iter().position(|l| l == "early:add").unwrap();

@@ -236,7 +236,7 @@ fn dispatch_pipeline_results() {
         "Error: Tool 'missing' not found"
     );
     let invalid = call("echo", json!({}));
-    assert_eq!(invalid.outcome, ToolOutcome::Error);
+    assert_eq!(invalid.outcome.kind(), "invalid_arguments");
     assert!(
         invalid
             .text
@@ -256,7 +256,12 @@ fn dispatch_pipeline_results() {
         blocked.text,
         "[blocked: echo of forbidden text is not allowed]"
     );
-    assert_eq!(blocked.outcome, ToolOutcome::Blocked);
+    assert_eq!(
+        blocked.outcome,
+        ToolOutcome::Blocked {
+            message: "echo of forbidden text is not allowed".into()
+        }
+    );
     assert_eq!(
         call("boom", json!({})).text,
         "Error executing boom: division by zero"

@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; annotations are st
 
 import _plughost_native as _native
 
-#: The plughost home, set by the runtime at start-up.
+#: The home of the host built last: what plugin code outside any plugin
+#: package (direct registrations of the Python API) sees.
 HOME: str = ""
 
 PLUGIN_PACKAGE = "_plughost_plugins"
@@ -36,7 +37,7 @@ def _plugin_root() -> ModuleType:
     return root
 
 
-def import_plugin(slug: str, directory: str, init_file: str) -> ModuleType:
+def import_plugin(slug: str, directory: str, init_file: str, home: str) -> ModuleType:
     """Import a plugin directory as the package ``_plughost_plugins.<slug>``.
 
     Each plugin gets its own package, so sibling modules and relative imports
@@ -50,6 +51,7 @@ def import_plugin(slug: str, directory: str, init_file: str) -> ModuleType:
         raise ImportError(f"cannot import plugin from {init_file}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    PACKAGE_HOMES[slug] = home
     try:
         spec.loader.exec_module(module)
     except BaseException:
@@ -61,6 +63,7 @@ def import_plugin(slug: str, directory: str, init_file: str) -> ModuleType:
 def forget_plugin(slug: str) -> None:
     """Drop a plugin's package and submodules from ``sys.modules``."""
     name = f"{PLUGIN_PACKAGE}.{slug}"
+    PACKAGE_HOMES.pop(slug, None)
     for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
         del sys.modules[key]
 
@@ -69,6 +72,27 @@ def describe_exception(exc: BaseException) -> str:
     """``<ExceptionType>: <message>`` (just the type when the message is empty)."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def exception_report(exc: BaseException) -> "tuple[str, str, str, str]":
+    """``(type name, str(exc), formatted traceback, "file:line")`` of a plugin failure.
+
+    The location is the innermost frame outside the import machinery (for a
+    ``SyntaxError``, the offending line), so a user sees where to look.
+    """
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    location = ""
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith("<frozen "):
+            location = f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename:
+        location = f"{exc.filename}:{exc.lineno}"
+    return type(exc).__name__, str(exc), text, location
 
 
 def accepted_keywords(fn: Callable[..., Any]) -> frozenset[str] | None:
@@ -127,11 +151,45 @@ def install_log_forwarding(level: int) -> None:
     root.setLevel(level)
 
 
+# ── Homes ────────────────────────────────────────────────────────
+
+#: The home of every loaded plugin package (``_plughost_plugins.<slug>``):
+#: each host has its own home, and a plugin sees its own host's.
+PACKAGE_HOMES: "dict[str, str]" = {}
+
+
+def caller_home() -> "str | None":
+    """The home of the host whose plugin is calling (found on the call stack).
+
+    Walks outward from the caller to the nearest frame of a plugin package,
+    so helpers, libraries and threads a plugin starts see its host's home.
+    ``None`` outside plugin code.
+    """
+    frame = sys._getframe(1)
+    prefix = PLUGIN_PACKAGE + "."
+    while frame is not None:
+        name = frame.f_globals.get("__name__")
+        if type(name) is str and name.startswith(prefix):
+            home = PACKAGE_HOMES.get(name[len(prefix) :].partition(".")[0])
+            if home is not None:
+                return home
+        frame = frame.f_back
+    return None
+
+
 # ── asyncio bridge ───────────────────────────────────────────────
+#
+# Two ways to run a plugin coroutine from Rust:
+#
+# * inline (Rust, ``runtime::bridge``): inside an awaited plughost call, the
+#   coroutine is driven by the caller's own task, as ``await`` would;
+# * on the runtime's loop (here): blocking calls and the agent loop start the
+#   coroutine as a task on one asyncio loop on a daemon thread, taking its
+#   first step on the calling thread (a Python 3.12 eager task), so one that
+#   never suspends costs no thread hop.
 
 _loop = None
 _loop_lock = threading.Lock()
-
 
 #: Held by the loop thread whenever it runs callbacks (everything but the
 #: wait in select), and by a caller taking a coroutine's eager first step.
@@ -161,29 +219,51 @@ class _UnlockWhileSelecting:
 def event_loop():
     """The runtime's asyncio loop, started on a daemon thread on first use."""
     global _loop
-    if _loop is not None:
-        return _loop
+    loop = _loop
+    if loop is not None:
+        return loop
     with _loop_lock:
         if _loop is None:
             asyncio = _asyncio_parts()
             loop = asyncio.new_event_loop()
             loop._selector = _UnlockWhileSelecting(loop._selector)
             ready = threading.Event()
-
-            def run() -> None:
-                asyncio.set_event_loop(loop)
-                loop.call_soon(ready.set)
-                with _step_lock:
-                    loop.run_forever()
-
-            threading.Thread(target=run, name="plughost-asyncio", daemon=True).start()
+            threading.Thread(target=_serve, args=(loop, ready), name="plughost-asyncio", daemon=True).start()
             ready.wait()
             _loop = loop
     return _loop
 
 
-def _noop() -> None:
-    pass
+def _serve(loop, ready) -> None:
+    """The loop thread: run the loop, and keep running it when a plugin's
+    ``SystemExit``/``KeyboardInterrupt`` escapes a task step (asyncio
+    re-raises those out of ``run_forever``; the task already holds the
+    exception, so its caller gets it as the call's error)."""
+    global _loop
+    asyncio = _asyncio_parts()
+    asyncio.set_event_loop(loop)
+    loop.call_soon(ready.set)
+    try:
+        with _step_lock:
+            while True:
+                try:
+                    loop.run_forever()
+                    return  # stopped on purpose
+                except BaseException as exc:  # noqa: BLE001 - the loop must outlive any plugin
+                    _log_escaped(exc)
+    finally:
+        with _loop_lock:
+            if _loop is loop:
+                _loop = None
+        _native.loop_ended()
+
+
+def _log_escaped(exc: BaseException) -> None:
+    import logging
+
+    logging.getLogger("plughost").warning(
+        "a plugin coroutine raised %s; the call fails and the runtime loop keeps serving", describe_exception(exc)
+    )
 
 
 _asyncio = None  # the asyncio module, imported on first use (start-up stays lean)
@@ -219,75 +299,54 @@ else:
             handle = ready[-1]
             if getattr(handle._callback, "__self__", None) is task:
                 ready.pop()
-                handle._run()
+                try:
+                    handle._run()
+                except (SystemExit, KeyboardInterrupt):
+                    pass  # the task holds it (asyncio sets it, then re-raises)
         return task
 
 
-#: Set (per thread) by ``Host.acall_tool`` while it takes a call's first
-#: step on the caller's own thread: coroutines started then belong to the
-#: caller's running loop.  Never set for blocking calls, which would
-#: deadlock a loop they block.
-_caller = threading.local()
+def start(coro, on_done):
+    """Start ``coro`` on the runtime loop with ``on_done`` already attached.
 
-
-def allow_caller_loop(on: bool) -> None:
-    _caller.loop_ok = on
-
-
-def _run_on_caller_loop(asyncio, caller_loop, coro):
-    """Start ``coro`` as an eager task of the caller's running loop, from
-    inside that loop's current task (whose place we take for the step, as
-    Python 3.12's eager tasks do)."""
-    tasks = asyncio.tasks
-    current = tasks._current_tasks.get(caller_loop)
-    if current is not None:
-        tasks._leave_task(caller_loop, current)
-    try:
-        task = _start_task(caller_loop, coro)
-    finally:
-        if current is not None:
-            tasks._enter_task(caller_loop, current)
-    if task.done():
-        return True, task.result()
-    return False, task
-
-
-def run_eager(coro):
-    """Start ``coro`` as a task on the runtime loop, taking its first step here.
-
-    Returns ``(True, result)`` when the coroutine finished without suspending
-    (no thread hop at all) and raises its exception if it failed; otherwise
-    ``(False, task)``: pass the task to :func:`watch`.  The first step runs on
-    the calling thread under the GIL, inside a real Task with the loop marked
-    as running (``current_task()`` and ``get_running_loop()`` work), exactly
-    like a Python 3.12 eager task.  If the loop thread is busy running
-    callbacks at this moment, the coroutine is simply handed to the loop.
+    Returns ``(True, result)`` when the coroutine finished in its first step
+    (taken here, on the calling thread; raises its exception if it failed);
+    otherwise ``(False, handle)``: ``on_done(future)`` is called on the loop
+    thread when it ends, and ``handle`` can be passed to :func:`cancel`.
+    The completion is attached before the loop can see the task, so no
+    completion is ever lost.  If the loop thread is busy running callbacks
+    right now, the coroutine is queued for it instead.
     """
     asyncio = _asyncio or _asyncio_parts()
     if not asyncio.iscoroutine(coro):
         coro = _await(coro)
-    if getattr(_caller, "loop_ok", False):
-        caller_loop = asyncio.events._get_running_loop()
-        if caller_loop is not None and caller_loop is not _loop:
-            return _run_on_caller_loop(asyncio, caller_loop, coro)
     loop = _loop or event_loop()
     if not _step_lock.acquire(blocking=False):
-        # The loop thread is running callbacks right now: queue the coroutine
-        # for it (started at its next wake-up, together with any others).
-        deferred = _Deferred(coro)
+        deferred = _Deferred(coro, on_done)
         _deferred.append(deferred)
+        _wake(loop)
         return False, deferred
     events = asyncio.events
     previous = events._get_running_loop()
     events._set_running_loop(loop)
     try:
         task = _start_task(loop, coro)
+        done = task.done()
+        if not done:
+            task.add_done_callback(on_done)
     finally:
         events._set_running_loop(previous)
         _step_lock.release()
-    if task.done():
+    if done:
         return True, task.result()
+    # The eager step may have added timers or ready callbacks the loop has
+    # not seen while it waits in select.
+    _wake(loop)
     return False, task
+
+
+async def _await(awaitable):
+    return await awaitable
 
 
 _wake_pending = False
@@ -295,19 +354,22 @@ _deferred: "list[_Deferred]" = []
 
 
 class _Deferred:
-    """A coroutine queued for the loop thread to start (see :func:`run_eager`)."""
+    """A coroutine queued for the loop thread to start (see :func:`start`)."""
 
     __slots__ = ("coro", "on_done", "task", "cancelled")
 
-    def __init__(self, coro):
+    def __init__(self, coro, on_done):
         self.coro = coro
-        self.on_done = None
+        self.on_done = on_done
         self.task = None
         self.cancelled = False
 
     def start(self, loop) -> None:
         if self.cancelled:
             self.coro.close()
+            future = loop.create_future()
+            future.cancel()
+            self.on_done(future)
             return
         self.task = loop.create_task(self.coro)
         self.task.add_done_callback(self.on_done)
@@ -321,32 +383,66 @@ class _Deferred:
 def _woken() -> None:
     global _wake_pending
     _wake_pending = False
+    loop = _loop
     while _deferred:
-        _deferred.pop(0).start(_loop)
+        _deferred.pop(0).start(loop)
 
 
-def watch(task, on_done: Callable[[Any], None]) -> None:
-    """Call ``on_done(task)`` on the loop thread when ``task`` ends."""
+def _wake(loop) -> None:
+    # One pending wake-up is enough for any number of starts: the loop
+    # recomputes its timeout after running _woken, and a start after that
+    # wakes it again.  (Waking it per start made a thousand concurrent starts
+    # fight the loop thread for the GIL a thousand times.)
     global _wake_pending
-    if type(task) is _Deferred:
-        task.on_done = on_done
-    else:
-        task.add_done_callback(on_done)
-        if _loop is None or task.get_loop() is not _loop:
-            return  # the caller's loop: it runs on this very thread, nothing to wake
-    # Wake the loop: the eager step may have added timers or ready callbacks
-    # it has not seen, a task that ended meanwhile queued on_done, or a
-    # deferred start waits.  One pending wake-up is enough for any number of
-    # starts: the loop recomputes its timeout after running _woken, and a
-    # start after that wakes it again.  (Waking it per start made a thousand
-    # concurrent starts fight the loop thread for the GIL a thousand times.)
     if not _wake_pending:
         _wake_pending = True
-        (_loop or event_loop()).call_soon_threadsafe(_woken)
+        loop.call_soon_threadsafe(_woken)
 
 
 def cancel(task) -> None:
-    """Cancel a task (or deferred start) from :func:`run_eager`, from any thread."""
-    loop = task.get_loop() if hasattr(task, "get_loop") else (_loop or event_loop())
-    if not loop.is_closed():
+    """Cancel a task (or deferred start) from :func:`start`, from any thread."""
+    loop = _loop if type(task) is _Deferred else task.get_loop()
+    if loop is not None and not loop.is_closed():
         loop.call_soon_threadsafe(task.cancel)
+
+
+# ── Awaiting plughost calls from the caller's loop ───────────────
+
+
+def _release(future) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def wake(future) -> None:
+    """Wake the task waiting on ``future`` (a plughost call that suspended):
+    directly on the future's own loop thread, thread-safely elsewhere."""
+    loop = future.get_loop()
+    asyncio = _asyncio or _asyncio_parts()
+    if asyncio.events._get_running_loop() is loop:
+        _release(future)
+    elif not loop.is_closed():
+        try:
+            loop.call_soon_threadsafe(_release, future)
+        except RuntimeError:
+            pass  # closed meanwhile: nobody is waiting any more
+
+
+def wait_future():
+    """A future of the running loop for a suspended plughost call to yield."""
+    asyncio = _asyncio or _asyncio_parts()
+    loop = asyncio.events._get_running_loop()
+    if loop is None:
+        raise RuntimeError("a plughost awaitable must be awaited inside a running asyncio event loop")
+    future = loop.create_future()
+    future._asyncio_future_blocking = True
+    return future
+
+
+def _at_exit() -> None:
+    _native.interpreter_exiting()
+
+
+import atexit  # noqa: E402
+
+atexit.register(_at_exit)

@@ -30,12 +30,13 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::dispatch::{self, GatewayDecision, ToolOutcome, ToolResult};
+use crate::dispatch::{self, GatewayDecision};
 use crate::hooks::{
     BoxFuture, GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext,
     SessionContext, SubagentStopContext,
 };
 use crate::host::Host;
+use crate::outcome::{ArgumentProblem, ToolOutcome, ToolResult};
 use provider::{ChatRequest, ChatResponse, Provider, ToolCallRequest};
 use session::{Session, SessionStore};
 use tools::{DelegateSlot, SubagentRunner};
@@ -86,8 +87,11 @@ pub enum AgentEvent {
     },
 }
 
-/// One tool call of a turn.
-#[derive(Clone, Debug, Serialize)]
+/// One tool call of a turn. In JSON, `outcome` is its kind (`ok`,
+/// `raised`, `blocked`, …) and `details` the particulars: a plugin failure
+/// with its type, message and traceback, a block's message, what is wrong
+/// with the arguments.
+#[derive(Clone, Debug)]
 pub struct ToolCallRecord {
     pub id: String,
     pub name: String,
@@ -95,6 +99,21 @@ pub struct ToolCallRecord {
     pub result: String,
     pub outcome: ToolOutcome,
     pub duration_ms: f64,
+}
+
+impl Serialize for ToolCallRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("ToolCallRecord", 7)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("arguments", &self.arguments)?;
+        st.serialize_field("result", &self.result)?;
+        st.serialize_field("outcome", &self.outcome)?;
+        st.serialize_field("details", &self.outcome.details())?;
+        st.serialize_field("duration_ms", &self.duration_ms)?;
+        st.end()
+    }
 }
 
 /// Where a turn's time went.
@@ -568,15 +587,14 @@ impl Inner {
         };
         let arguments = parsed.as_ref().cloned().unwrap_or(Value::Null);
         let result = if parsed.is_err() {
-            ToolResult {
-                text: format!("Error: the arguments for {} are not valid JSON", call.name),
-                outcome: ToolOutcome::Error,
-            }
+            self.refused(
+                &call.name,
+                ToolOutcome::InvalidArguments {
+                    problem: ArgumentProblem::NotJson,
+                },
+            )
         } else if filter.is_some_and(|f| !f.contains(&call.name)) {
-            ToolResult {
-                text: format!("Error: Tool '{}' not found", call.name),
-                outcome: ToolOutcome::Error,
-            }
+            self.refused(&call.name, ToolOutcome::NotFound)
         } else {
             self.dispatch_with_timeout(call, arguments.clone(), session_key)
                 .await
@@ -586,7 +604,7 @@ impl Inner {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 result: result.text.clone(),
-                outcome: result.outcome,
+                outcome: result.outcome.clone(),
             });
         }
         ToolCallRecord {
@@ -620,31 +638,21 @@ impl Inner {
         let limit = self.config.tool_timeout;
         match tokio::time::timeout(limit, job).await {
             Ok(Ok(Some(result))) => result,
-            Ok(_) => ToolResult {
-                text: format!("Error executing {}: the call was cancelled", call.name),
-                outcome: ToolOutcome::Error,
-            },
+            Ok(_) => self.refused(&call.name, ToolOutcome::Cancelled),
             Err(_) => {
                 drop(cancel_tx); // cancels an async handler; a sync one is abandoned
-                ToolResult {
-                    text: format!(
-                        "Error executing {}: timed out after {} s",
-                        call.name,
-                        fmt_secs(limit)
-                    ),
-                    outcome: ToolOutcome::Error,
-                }
+                self.refused(&call.name, ToolOutcome::TimedOut { after: limit })
             }
         }
     }
-}
 
-fn fmt_secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{}", s as u64)
-    } else {
-        format!("{s}")
+    /// A call that ended without reaching (or finishing) the pipeline,
+    /// rendered as the host renders every outcome.
+    fn refused(&self, tool: &str, outcome: ToolOutcome) -> ToolResult {
+        ToolResult {
+            text: self.host.registry().renderer().render(tool, &outcome),
+            outcome,
+        }
     }
 }
 

@@ -193,7 +193,7 @@ where
     F: Fn(&Workspace, &Map<String, Value>) -> Result<String, String> + Send + Sync + 'static,
 {
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
-        ToolReturn::Ready((self.1)(&self.0, &ctx.params))
+        ToolReturn::Ready((self.1)(&self.0, &ctx.params).map_err(Into::into))
     }
 }
 
@@ -347,12 +347,12 @@ impl ToolHandler for ExecTool {
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
         let command = match text_arg(&ctx.params, "command") {
             Ok(c) => c.to_string(),
-            Err(e) => return ToolReturn::Ready(Err(e)),
+            Err(e) => return ToolReturn::Ready(Err(e.into())),
         };
         let cwd = match ctx.params.get("cwd").and_then(Value::as_str) {
             Some(dir) => match self.workspace.resolve(dir) {
                 Ok(d) => d,
-                Err(e) => return ToolReturn::Ready(Err(e)),
+                Err(e) => return ToolReturn::Ready(Err(e.into())),
             },
             None => self.workspace.root().to_path_buf(),
         };
@@ -365,7 +365,11 @@ impl ToolHandler for ExecTool {
             .unwrap_or(self.limits.exec_timeout)
             .min(self.limits.exec_timeout_max);
         let cap = self.limits.exec_output_cap;
-        ToolReturn::Pending(Box::pin(run_command(command, cwd, timeout, cap)))
+        ToolReturn::Pending(Box::pin(async move {
+            run_command(command, cwd, timeout, cap)
+                .await
+                .map_err(Into::into)
+        }))
     }
 }
 
@@ -416,6 +420,9 @@ async fn run_command(
         Err(_) => {
             if let Some(pid) = pid {
                 // The whole process group: the shell and what it started.
+                // SAFETY: kill(2) takes plain integers and touches no memory
+                // of ours; the group id is the child's pid (it was started
+                // as a group leader), so this signals only its own group.
                 unsafe {
                     libc::kill(-(pid as i32), libc::SIGKILL);
                 }
@@ -483,7 +490,7 @@ impl ToolHandler for DelegateTool {
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
         let task = match text_arg(&ctx.params, "task") {
             Ok(t) => t.to_string(),
-            Err(e) => return ToolReturn::Ready(Err(e)),
+            Err(e) => return ToolReturn::Ready(Err(e.into())),
         };
         let tools = ctx.params.get("tools").and_then(Value::as_array).map(|a| {
             a.iter()
@@ -495,7 +502,8 @@ impl ToolHandler for DelegateTool {
                 "delegate needs the agent loop (plughost run / chat)".into()
             ));
         };
-        ToolReturn::Pending(runner.run(ctx.session_id.clone(), task, tools))
+        let run = runner.run(ctx.session_id.clone(), task, tools);
+        ToolReturn::Pending(Box::pin(async move { run.await.map_err(Into::into) }))
     }
 }
 

@@ -97,6 +97,7 @@ pub(super) fn build_agent(
 pub(super) fn multi_thread_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .on_thread_start(crate::runtime::thread_started)
         .enable_all()
         .build()
         .expect("a tokio runtime")

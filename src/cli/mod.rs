@@ -183,6 +183,8 @@ pub fn main() -> ExitCode {
     // Like other Unix tools, end quietly when the reader of our output goes
     // away (`plughost plugins list | head`) instead of panicking on EPIPE.
     #[cfg(unix)]
+    // SAFETY: called first thing in main, before any other thread exists,
+    // restoring the default disposition of one signal; no handler runs Rust.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }

@@ -98,7 +98,7 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<u8, Failure> 
 }
 
 pub(super) fn doctor(host: &Host, json: bool) -> Result<u8, Failure> {
-    crate::python::start(host.home(), 30).map_err(|e| Failure::failed(e.to_string()))?;
+    crate::runtime::Runtime::start(30).map_err(|e| Failure::failed(e.to_string()))?;
     let report = Report::new(host);
     if json {
         super::print_json(&report);

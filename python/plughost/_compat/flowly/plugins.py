@@ -1,5 +1,5 @@
 """``flowly.plugins`` compat: the ``PluginContext`` plugins receive."""
 
-from _plughost_native import PluginContext
+from _plughost_flowly import PluginContext
 
 __all__ = ["PluginContext"]

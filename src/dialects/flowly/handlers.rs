@@ -1,12 +1,14 @@
-//! Python callables as tool and command handlers.
+//! Flowly's calling conventions for tools and commands: `handler(**args)`
+//! with an optional `check_fn()`, and `handler(raw_args)`.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyString};
 
 use crate::hooks::ToolCallContext;
-use crate::python::bridge::{self, Awaited};
-use crate::python::{exception_message, runtime};
+use crate::outcome::PluginError;
 use crate::registry::{CommandHandler, CommandReturn, ToolHandler, ToolReturn};
+use crate::runtime::bridge::{self, Awaited};
+use crate::runtime::{plugin_error, runtime, try_attach, Exiting};
 
 /// A Python tool: `handler(**arguments)` plus an optional `check_fn()`.
 pub struct PyTool {
@@ -43,7 +45,7 @@ impl PyTool {
         py: Python<'py>,
         ctx: &mut ToolCallContext,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let params = crate::dialects::flowly::params_dict(py, ctx)?;
+        let params = super::hooks::params_dict(py, ctx)?;
         let Some(accepted) = &self.accepted else {
             return Ok(params);
         };
@@ -61,50 +63,64 @@ impl PyTool {
 }
 
 /// `str(result)`, with `None` as the empty string.
-pub fn result_text(obj: &Bound<'_, PyAny>) -> Result<String, String> {
+pub fn result_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> Result<String, PluginError> {
     if obj.is_none() {
         return Ok(String::new());
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return s.to_str().map(str::to_string).map_err(|e| e.to_string());
+        return s
+            .to_str()
+            .map(str::to_string)
+            .map_err(|e| plugin_error(py, &e));
     }
-    obj.str().map(|s| s.to_string()).map_err(|e| e.to_string())
+    obj.str()
+        .map(|s| s.to_string())
+        .map_err(|e| plugin_error(py, &e))
+}
+
+fn not_run(e: Exiting) -> PluginError {
+    PluginError::native(e.to_string())
 }
 
 impl ToolHandler for PyTool {
-    fn check(&self) -> Option<Result<bool, String>> {
+    fn check(&self) -> Option<Result<bool, PluginError>> {
         let check = self.check_fn.as_ref()?;
-        Some(crate::python::attach(|py| {
-            match check.bind(py).call0().and_then(|r| r.is_truthy()) {
-                Ok(ok) => Ok(ok),
-                Err(e) => Err(exception_message(py, &e)),
-            }
-        }))
+        Some(
+            try_attach(|py| {
+                check
+                    .bind(py)
+                    .call0()
+                    .and_then(|r| r.is_truthy())
+                    .map_err(|e| plugin_error(py, &e))
+            })
+            .unwrap_or_else(|e| Err(not_run(e))),
+        )
     }
 
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
-        crate::python::attach(|py| {
-            let outcome = self
+        try_attach(|py| {
+            let called = self
                 .kwargs(py, ctx)
                 .and_then(|kwargs| self.handler.bind(py).call((), Some(&kwargs)));
-            match outcome {
-                Err(e) => ToolReturn::Ready(Err(exception_message(py, &e))),
+            match called {
+                Err(e) => ToolReturn::Ready(Err(plugin_error(py, &e))),
                 Ok(value) => match bridge::resolve(py, value) {
                     Awaited::Ready(r) => ToolReturn::Ready(outcome_text(py, r)),
                     Awaited::Pending(task) => ToolReturn::Pending(Box::pin(async move {
                         let r = task.await;
-                        crate::python::attach(|py| outcome_text(py, r))
+                        try_attach(|py| outcome_text(py, r)).unwrap_or_else(|e| Err(not_run(e)))
                     })),
                 },
             }
         })
+        .unwrap_or_else(|e| ToolReturn::Ready(Err(not_run(e))))
     }
 }
 
-fn outcome_text(py: Python<'_>, r: PyResult<Py<PyAny>>) -> Result<String, String> {
+fn outcome_text(py: Python<'_>, r: PyResult<Py<PyAny>>) -> Result<String, PluginError> {
     match r {
-        Ok(v) => result_text(v.bind(py)),
-        Err(e) => Err(exception_message(py, &e)),
+        Ok(v) => result_text(py, v.bind(py)),
+        Err(e) => Err(plugin_error(py, &e)),
     }
 }
 
@@ -113,25 +129,26 @@ pub struct PyCommand {
     pub handler: Py<PyAny>,
 }
 
-fn reply(py: Python<'_>, r: PyResult<Py<PyAny>>) -> Result<Option<String>, String> {
+fn reply(py: Python<'_>, r: PyResult<Py<PyAny>>) -> Result<Option<String>, PluginError> {
     match r {
         Ok(v) if v.is_none(py) => Ok(None),
-        Ok(v) => result_text(v.bind(py)).map(Some),
-        Err(e) => Err(crate::python::describe(py, &e)),
+        Ok(v) => result_text(py, v.bind(py)).map(Some),
+        Err(e) => Err(plugin_error(py, &e)),
     }
 }
 
 impl CommandHandler for PyCommand {
     fn call(&self, raw_args: &str) -> CommandReturn {
-        crate::python::attach(|py| match self.handler.bind(py).call1((raw_args,)) {
-            Err(e) => CommandReturn::Ready(Err(crate::python::describe(py, &e))),
+        try_attach(|py| match self.handler.bind(py).call1((raw_args,)) {
+            Err(e) => CommandReturn::Ready(Err(plugin_error(py, &e))),
             Ok(value) => match bridge::resolve(py, value) {
                 Awaited::Ready(r) => CommandReturn::Ready(reply(py, r)),
                 Awaited::Pending(task) => CommandReturn::Pending(Box::pin(async move {
                     let r = task.await;
-                    crate::python::attach(|py| reply(py, r))
+                    try_attach(|py| reply(py, r)).unwrap_or_else(|e| Err(not_run(e)))
                 })),
             },
         })
+        .unwrap_or_else(|e| CommandReturn::Ready(Err(not_run(e))))
     }
 }

@@ -1,24 +1,21 @@
-//! The `_plughost_native` module: what Python code needs from Rust.
+//! The `_plughost_native` module: what the runtime's Python half needs from Rust.
 
 use pyo3::prelude::*;
 
-use crate::dialects::flowly::PluginContext;
-use crate::python::bridge::Completion;
+use crate::runtime::bridge::Completion;
 
 /// Fill the module (for the embedded binary and for the wheel alike).
 pub fn populate(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_class::<PluginContext>()?;
     module.add_class::<Completion>()?;
     module.add_function(wrap_pyfunction!(log, module)?)?;
+    module.add_function(wrap_pyfunction!(loop_ended, module)?)?;
+    module.add_function(wrap_pyfunction!(interpreter_exiting, module)?)?;
     Ok(())
 }
 
 /// Forward one Python `logging` record into `tracing` (target `python`).
 #[pyfunction]
-fn log(py: Python<'_>, level: i32, logger: &str, message: &str) {
-    // Formatting happens outside the GIL-held interpreter loop only in the
-    // subscriber; the record is already rendered by `logging`.
-    let _ = py;
+fn log(level: i32, logger: &str, message: &str) {
     match level {
         l if l >= 40 => tracing::error!(target: "python", logger, "{message}"),
         l if l >= 30 => tracing::warn!(target: "python", logger, "{message}"),
@@ -26,4 +23,16 @@ fn log(py: Python<'_>, level: i32, logger: &str, message: &str) {
         l if l >= 10 => tracing::debug!(target: "python", logger, "{message}"),
         _ => tracing::trace!(target: "python", logger, "{message}"),
     }
+}
+
+/// The runtime's asyncio loop thread ended: fail the calls waiting on it.
+#[pyfunction]
+fn loop_ended() {
+    crate::runtime::bridge::loop_ended();
+}
+
+/// Python's `atexit`: stop attaching from Rust threads before finalization.
+#[pyfunction]
+fn interpreter_exiting(py: Python<'_>) {
+    crate::runtime::threads::begin_exit(py);
 }

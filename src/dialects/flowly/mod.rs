@@ -1,0 +1,201 @@
+//! The Flowly plugin API: `register(ctx)` with `PluginContext`, the hook
+//! context classes of `flowly.agent.hooks`, their calling and answer
+//! conventions, and the compat `flowly` modules unmodified plugins import.
+
+pub mod context;
+pub mod handlers;
+pub mod hooks;
+
+use std::path::Path;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyModule};
+
+pub use context::{normalize_schema, PluginContext};
+
+use super::{Dialect, LoadedPlugin};
+use crate::outcome::PluginError;
+use crate::runtime::loader::PluginPackage;
+use crate::runtime::{attach, module_from_source, plugin_error};
+
+/// The compat `flowly` package: (module, source, is a package).
+const COMPAT_MODULES: [(&str, &str, bool); 5] = [
+    (
+        "flowly",
+        include_str!("../../../python/plughost/_compat/flowly/__init__.py"),
+        true,
+    ),
+    (
+        "flowly.agent",
+        include_str!("../../../python/plughost/_compat/flowly/agent/__init__.py"),
+        true,
+    ),
+    (
+        "flowly.agent.hooks",
+        include_str!("../../../python/plughost/_compat/flowly/agent/hooks.py"),
+        false,
+    ),
+    (
+        "flowly.plugins",
+        include_str!("../../../python/plughost/_compat/flowly/plugins.py"),
+        false,
+    ),
+    (
+        "flowly.profile",
+        include_str!("../../../python/plughost/_compat/flowly/profile.py"),
+        false,
+    ),
+];
+
+/// The classes of `flowly.agent.hooks` (real or compat) contexts are built from.
+pub struct FlowlyClasses {
+    pub tool_ctx: Py<PyAny>,
+    pub llm_ctx: Py<PyAny>,
+    pub session_ctx: Py<PyAny>,
+    pub subagent_ctx: Py<PyAny>,
+    pub gateway_ctx: Py<PyAny>,
+    pub block: Py<PyAny>,
+    pub skip: Py<PyAny>,
+    pub rewrite: Py<PyAny>,
+    pub namespace: Py<PyAny>,
+    /// Where `flowly` comes from: a real installation's path, or compat.
+    pub origin: String,
+}
+
+static CLASSES: PyOnceLock<FlowlyClasses> = PyOnceLock::new();
+
+/// The hook classes; installs the compat modules on first use.
+pub fn classes(py: Python<'_>) -> PyResult<&FlowlyClasses> {
+    CLASSES.get_or_try_init(py, || install(py))
+}
+
+/// Install the compat `flowly` modules unless a real Flowly is installed,
+/// and look the hook classes up.
+fn install(py: Python<'_>) -> PyResult<FlowlyClasses> {
+    let sys_modules = py
+        .import("sys")?
+        .getattr("modules")?
+        .cast_into::<PyDict>()?;
+    if !sys_modules.contains("_plughost_flowly")? {
+        let native = PyModule::new(py, "_plughost_flowly")?;
+        native.add_class::<PluginContext>()?;
+        sys_modules.set_item("_plughost_flowly", native)?;
+    }
+    let origin = match real_flowly(py)? {
+        Some(path) => path,
+        None => {
+            if !sys_modules.contains("flowly")? {
+                for (name, source, is_package) in COMPAT_MODULES {
+                    let module = module_from_source(py, name, source, is_package)?;
+                    if let Some((parent, child)) = name.rsplit_once('.') {
+                        if let Some(parent) = sys_modules.get_item(parent)? {
+                            parent.setattr(child, module)?;
+                        }
+                    }
+                }
+            }
+            "compat (plughost's own flowly modules)".into()
+        }
+    };
+    let hooks = py.import("flowly.agent.hooks")?;
+    let get = |name: &str| -> PyResult<Py<PyAny>> { Ok(hooks.getattr(name)?.unbind()) };
+    Ok(FlowlyClasses {
+        tool_ctx: get("ToolHookContext")?,
+        llm_ctx: get("LLMHookContext")?,
+        session_ctx: get("SessionHookContext")?,
+        subagent_ctx: get("SubagentStopContext")?,
+        gateway_ctx: get("GatewayDispatchContext")?,
+        block: get("BlockAction")?,
+        skip: get("SkipAction")?,
+        rewrite: get("RewriteAction")?,
+        namespace: py.import("types")?.getattr("SimpleNamespace")?.unbind(),
+        origin,
+    })
+}
+
+/// The directory of a real Flowly installation, if one is importable: a
+/// regular `flowly` package with `agent/hooks`. Any other directory named
+/// `flowly` on `sys.path` (an empty one in the current directory, a
+/// namespace package, an unrelated project) is not Flowly.
+fn real_flowly(py: Python<'_>) -> PyResult<Option<String>> {
+    let find_spec = py.import("importlib.util")?.getattr("find_spec")?;
+    let spec = match find_spec.call1(("flowly",)) {
+        Ok(s) if !s.is_none() => s,
+        _ => return Ok(None),
+    };
+    let origin: Option<String> = spec.getattr("origin")?.extract().unwrap_or(None);
+    let Some(origin) = origin.filter(|o| o.ends_with("__init__.py")) else {
+        return Ok(None);
+    };
+    let package = Path::new(&origin).parent().unwrap_or(Path::new("."));
+    let agent = package.join("agent");
+    let has_hooks = agent.join("hooks.py").is_file() || agent.join("hooks").is_dir();
+    Ok(has_hooks.then(|| package.display().to_string()))
+}
+
+/// The Flowly dialect (see the module docs).
+pub struct Flowly;
+
+impl Dialect for Flowly {
+    fn name(&self) -> &'static str {
+        "flowly"
+    }
+
+    fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
+        attach(|py| {
+            classes(py).map_err(|e| plugin_error(py, &e))?;
+            let package = PluginPackage::import(key, dir, home)?;
+            let module = package.module(py);
+            let register = match module.getattr("register") {
+                Ok(r) if r.is_callable() => r,
+                Ok(_) => {
+                    return Err(load_error(
+                        "TypeError",
+                        "register in __init__.py is not callable",
+                    ))
+                }
+                Err(_) => {
+                    return Err(load_error(
+                        "AttributeError",
+                        "the plugin's __init__.py defines no register(ctx) function",
+                    ))
+                }
+            };
+            let ctx =
+                Py::new(py, PluginContext::new(key, dir)).map_err(|e| plugin_error(py, &e))?;
+            let outcome = register.call1((ctx.clone_ref(py),));
+            let registrations = ctx.get().finish();
+            match outcome {
+                Err(e) => Err(plugin_error(py, &e)),
+                Ok(ret) if crate::runtime::bridge::is_awaitable(&ret) => {
+                    // Close the coroutine so Python does not warn it was never awaited.
+                    let _ = ret.call_method0("close");
+                    Err(load_error(
+                        "TypeError",
+                        "register(ctx) must be a plain function, not async",
+                    ))
+                }
+                Ok(_) => Ok(LoadedPlugin {
+                    registrations,
+                    package: Some(package),
+                }),
+            }
+        })
+    }
+
+    fn origin(&self) -> Option<String> {
+        crate::runtime::Runtime::get()?;
+        crate::runtime::try_attach(|py| classes(py).ok().map(|c| c.origin.clone()))
+            .ok()
+            .flatten()
+    }
+}
+
+fn load_error(kind: &str, message: &str) -> PluginError {
+    PluginError {
+        kind: kind.into(),
+        message: message.into(),
+        ..Default::default()
+    }
+}

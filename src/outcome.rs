@@ -1,0 +1,259 @@
+//! Typed results of the tool pipeline.
+//!
+//! The core decides on these, never on result text: how a call ended is a
+//! [`ToolOutcome`], a plugin failure is a [`PluginError`] that keeps its
+//! exception type and traceback, and each dialect renders the strings its
+//! plugins and users expect ([`Renderer`]) at its edge.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// A failure raised by plugin (or native) code, kept typed until rendered.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PluginError {
+    /// The exception type (`ZeroDivisionError`); empty for native errors.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The exception's message (`str(exc)`).
+    pub message: String,
+    /// The formatted Python traceback, formatted once where it was caught.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceback: Option<String>,
+    /// `file:line` of the innermost frame of plugin code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// A `BaseException` that is not an `Exception` (`SystemExit`,
+    /// `KeyboardInterrupt`): contained by plughost, shown with its type.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub base_exception: bool,
+}
+
+impl PluginError {
+    /// A failure of native code: only a message.
+    pub fn native(message: impl Into<String>) -> PluginError {
+        PluginError {
+            message: message.into(),
+            ..Default::default()
+        }
+    }
+
+    /// `<Type>: <message>` (just the type when the message is empty; just
+    /// the message for native errors).
+    pub fn described(&self) -> String {
+        match (self.kind.is_empty(), self.message.is_empty()) {
+            (true, _) => self.message.clone(),
+            (false, true) => self.kind.clone(),
+            (false, false) => format!("{}: {}", self.kind, self.message),
+        }
+    }
+
+    /// What a result string shows of the exception: its message, as
+    /// Flowly's `str(exc)`, or with its type for a contained
+    /// `BaseException` (`SystemExit: 3`), which Flowly would not catch.
+    pub fn shown(&self) -> String {
+        if self.base_exception {
+            self.described()
+        } else {
+            self.message.clone()
+        }
+    }
+}
+
+impl From<String> for PluginError {
+    fn from(message: String) -> PluginError {
+        PluginError::native(message)
+    }
+}
+
+impl From<&str> for PluginError {
+    fn from(message: &str) -> PluginError {
+        PluginError::native(message)
+    }
+}
+
+impl std::fmt::Display for PluginError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.described())
+    }
+}
+
+/// How one tool call ended. Serialised as its [kind](ToolOutcome::kind)
+/// (`"ok"`, `"raised"`, `"blocked"`, …); [`ToolOutcome::details`] has the rest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolOutcome {
+    /// The handler returned; its result is the text.
+    Ok,
+    /// The handler raised.
+    Raised { error: PluginError },
+    /// `check_fn` returned false.
+    Unavailable,
+    /// `check_fn` raised.
+    CheckFailed { error: PluginError },
+    /// A `pre_tool_call` hook blocked the call.
+    Blocked { message: String },
+    /// The arguments are not JSON, not an object, or do not match the schema.
+    InvalidArguments { problem: ArgumentProblem },
+    /// No tool of that name.
+    NotFound,
+    /// The call ran past its time limit.
+    TimedOut { after: Duration },
+    /// The caller gave up on the call (a cancelled turn).
+    Cancelled,
+}
+
+/// What is wrong with a call's arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum ArgumentProblem {
+    /// The model's argument text is not JSON.
+    NotJson,
+    /// Valid JSON, but not an object (`got` names what it is: `an array`).
+    NotAnObject { got: &'static str },
+    /// The object does not match the tool's JSON Schema.
+    Schema { problem: String },
+}
+
+impl Serialize for ToolOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.kind())
+    }
+}
+
+/// The particulars of an outcome, for `--json` reports beside its kind.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum OutcomeDetails<'a> {
+    Error(&'a PluginError),
+    Blocked { message: &'a str },
+    Arguments(&'a ArgumentProblem),
+    TimedOut { after_seconds: f64 },
+}
+
+impl ToolOutcome {
+    /// The outcome's name, as `tools call --json` and `run --json` show it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolOutcome::Ok => "ok",
+            ToolOutcome::Raised { .. } => "raised",
+            ToolOutcome::Unavailable => "unavailable",
+            ToolOutcome::CheckFailed { .. } => "check_failed",
+            ToolOutcome::Blocked { .. } => "blocked",
+            ToolOutcome::InvalidArguments { .. } => "invalid_arguments",
+            ToolOutcome::NotFound => "not_found",
+            ToolOutcome::TimedOut { .. } => "timed_out",
+            ToolOutcome::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        matches!(self, ToolOutcome::Ok)
+    }
+
+    pub fn is_blocked(&self) -> bool {
+        matches!(self, ToolOutcome::Blocked { .. })
+    }
+
+    /// What more there is to say than the kind, if anything.
+    pub fn details(&self) -> Option<OutcomeDetails<'_>> {
+        Some(match self {
+            ToolOutcome::Raised { error } | ToolOutcome::CheckFailed { error } => {
+                OutcomeDetails::Error(error)
+            }
+            ToolOutcome::Blocked { message } => OutcomeDetails::Blocked { message },
+            ToolOutcome::InvalidArguments { problem } => OutcomeDetails::Arguments(problem),
+            ToolOutcome::TimedOut { after } => OutcomeDetails::TimedOut {
+                after_seconds: after.as_secs_f64(),
+            },
+            _ => return None,
+        })
+    }
+
+    /// The plugin failure behind the outcome, if any.
+    pub fn error(&self) -> Option<&PluginError> {
+        match self {
+            ToolOutcome::Raised { error } | ToolOutcome::CheckFailed { error } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// The result string of a tool call and how the call ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolResult {
+    /// What the model (or the caller) sees, after every transform.
+    pub text: String,
+    pub outcome: ToolOutcome,
+}
+
+impl Serialize for ToolResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("ToolResult", 3)?;
+        st.serialize_field("text", &self.text)?;
+        st.serialize_field("outcome", &self.outcome)?;
+        st.serialize_field("details", &self.outcome.details())?;
+        st.end()
+    }
+}
+
+impl ToolResult {
+    pub fn is_ok(&self) -> bool {
+        self.outcome.is_ok()
+    }
+}
+
+/// Renders an outcome that is not `Ok` as a dialect's result string.
+pub trait Renderer: Send + Sync + 'static {
+    /// The result text of a call of `tool` that ended with `outcome`.
+    fn render(&self, tool: &str, outcome: &ToolOutcome) -> String;
+}
+
+/// plughost's standard result strings: those of the Flowly contract (the
+/// primary plugin API), byte for byte. Dialects with other conventions
+/// install their own [`Renderer`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StandardRenderer;
+
+impl Renderer for StandardRenderer {
+    fn render(&self, tool: &str, outcome: &ToolOutcome) -> String {
+        match outcome {
+            ToolOutcome::Ok => String::new(),
+            ToolOutcome::Raised { error } => format!("Error executing {tool}: {}", error.shown()),
+            ToolOutcome::Unavailable => {
+                format!("Error: {tool} is unavailable (plugin check_fn returned False)")
+            }
+            ToolOutcome::CheckFailed { error } => {
+                format!("Error: {tool} availability check failed: {}", error.shown())
+            }
+            ToolOutcome::Blocked { message } => format!("[blocked: {message}]"),
+            ToolOutcome::InvalidArguments { problem } => match problem {
+                ArgumentProblem::NotJson => {
+                    format!("Error: the arguments for {tool} are not valid JSON")
+                }
+                ArgumentProblem::NotAnObject { got } => {
+                    format!("Error: arguments for {tool} must be a JSON object, got {got}")
+                }
+                ArgumentProblem::Schema { problem } => {
+                    format!("Error: invalid arguments for {tool}: {problem}")
+                }
+            },
+            ToolOutcome::NotFound => format!("Error: Tool '{tool}' not found"),
+            ToolOutcome::TimedOut { after } => format!(
+                "Error executing {tool}: timed out after {} s",
+                seconds_text(*after)
+            ),
+            ToolOutcome::Cancelled => format!("Error executing {tool}: the call was cancelled"),
+        }
+    }
+}
+
+/// `2` for whole seconds, `0.5` otherwise.
+pub fn seconds_text(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", s as u64)
+    } else {
+        format!("{s}")
+    }
+}

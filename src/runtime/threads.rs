@@ -1,0 +1,162 @@
+//! Which threads keep a Python thread state, and attaching to the
+//! interpreter without racing its shutdown.
+//!
+//! Two rules make the embedding safe from any thread:
+//!
+//! - Only threads plughost creates (its tokio workers and blocking threads,
+//!   marked by [`thread_started`]) keep a thread state between calls. A
+//!   thread Python owns (a `threading.Thread`, a thread pool's worker) or a
+//!   thread of an embedding service keeps nothing of ours: attaching there
+//!   is plain `PyGILState_Ensure`/`Release`, so the thread may exit at any
+//!   time. (Keeping a state on a Python thread made its exit abort the
+//!   process: Python freed the state, our thread-local gave it back again.)
+//! - While the interpreter shuts down (Python's `atexit` runs), no thread of
+//!   ours attaches any more: 3.11 ends a thread that takes the GIL during
+//!   finalization with `pthread_exit`, which aborts the process when Rust
+//!   frames are on its stack. [`begin_exit`] stops new attaches and waits
+//!   (bounded) for the ones in flight.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+thread_local! {
+    /// Set on threads plughost created.
+    static MANAGED: Cell<bool> = const { Cell::new(false) };
+    static KEPT: RefCell<Option<KeptThreadState>> = const { RefCell::new(None) };
+}
+
+/// Attaches in flight from Rust (see [`try_attach`]).
+static ACTIVE: AtomicUsize = AtomicUsize::new(0);
+/// Set once the interpreter has begun to shut down.
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+/// How long [`begin_exit`] waits for attaches in flight.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Mark the calling thread as created by plughost, so it keeps its Python
+/// thread state between calls (no per-call allocation of one).
+///
+/// plughost's own tokio runtime calls this from `on_thread_start`; a Rust
+/// service that drives hosts from its own runtime may do the same
+/// (`Builder::on_thread_start(plughost::runtime::thread_started)`) for the
+/// same saving. Never call it on a thread Python created.
+pub fn thread_started() {
+    MANAGED.with(|m| m.set(true));
+}
+
+/// The interpreter is shutting down (or gone): attaching is not possible.
+#[derive(Clone, Copy, Debug, thiserror::Error)]
+#[error("the Python interpreter is shutting down")]
+pub struct Exiting;
+
+/// Run `f` attached to the interpreter; see the module docs for which
+/// threads keep their thread state. Use [`try_attach`] on paths that may
+/// run while the interpreter exits (completions, drops, tokio threads).
+#[inline]
+pub fn attach<F, R>(f: F) -> R
+where
+    F: for<'py> FnOnce(Python<'py>) -> R,
+{
+    keep_thread_state();
+    Python::attach(f)
+}
+
+/// [`attach`], unless the interpreter is shutting down.
+#[inline]
+pub fn try_attach<F, R>(f: F) -> Result<R, Exiting>
+where
+    F: for<'py> FnOnce(Python<'py>) -> R,
+{
+    ACTIVE.fetch_add(1, Ordering::SeqCst);
+    let _active = ActiveGuard;
+    if EXITING.load(Ordering::SeqCst) {
+        return Err(Exiting);
+    }
+    keep_thread_state();
+    Ok(Python::attach(f))
+}
+
+struct ActiveGuard;
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether the interpreter has begun to shut down.
+pub fn exiting() -> bool {
+    EXITING.load(Ordering::SeqCst)
+}
+
+/// Called from Python's `atexit` (the GIL held): refuse new attaches, then
+/// give the ones in flight up to [`EXIT_GRACE`] to finish, with the GIL
+/// released so they can.
+pub fn begin_exit(py: Python<'_>) {
+    EXITING.store(true, Ordering::SeqCst);
+    py.detach(|| {
+        let started = Instant::now();
+        while ACTIVE.load(Ordering::SeqCst) > 0 && started.elapsed() < EXIT_GRACE {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+}
+
+/// A thread state created for a plughost thread and kept, detached, until
+/// the thread ends.
+struct KeptThreadState {
+    gil_state: ffi::PyGILState_STATE,
+    saved: *mut ffi::PyThreadState,
+}
+
+impl Drop for KeptThreadState {
+    fn drop(&mut self) {
+        // The thread is ending. Give its thread state back, unless the
+        // interpreter is exiting or gone (then it owns and frees every
+        // thread state itself, and taking the GIL could end this thread).
+        if exiting() {
+            return;
+        }
+        // SAFETY: `saved` is this thread's own state, detached by
+        // `PyEval_SaveThread` in `keep_thread_state` and never attached since
+        // (every later attach on this thread went through PyGILState, which
+        // restores and saves it again in pairs). Restoring it and releasing
+        // the matching `PyGILState_Ensure` deletes it.
+        unsafe {
+            if ffi::Py_IsInitialized() != 0 {
+                ffi::PyEval_RestoreThread(self.saved);
+                ffi::PyGILState_Release(self.gil_state);
+            }
+        }
+    }
+}
+
+fn keep_thread_state() {
+    if !MANAGED.with(Cell::get) {
+        return;
+    }
+    KEPT.with(|kept| {
+        if kept.borrow().is_some() {
+            return;
+        }
+        // SAFETY: these calls only read interpreter state or act on this
+        // thread's own state. We create one only when the interpreter is up
+        // and this thread has none (not nested inside an attach, not a
+        // thread Python knows); `PyGILState_Ensure` then creates it and takes
+        // the GIL, and `PyEval_SaveThread` releases the GIL while keeping the
+        // state registered for this thread, so later `PyGILState_Ensure`
+        // calls here reuse it.
+        unsafe {
+            if ffi::Py_IsInitialized() == 0 || !ffi::PyGILState_GetThisThreadState().is_null() {
+                return;
+            }
+            let gil_state = ffi::PyGILState_Ensure();
+            let saved = ffi::PyEval_SaveThread();
+            *kept.borrow_mut() = Some(KeptThreadState { gil_state, saved });
+        }
+    });
+}

@@ -1,0 +1,108 @@
+//! `plughost.Agent`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+
+use super::awaitable::{PyCall, Reply};
+use super::host::PyHost;
+use super::{ConfigError, ModelError};
+use crate::agent::provider::{self, ProviderOptions};
+use crate::agent::{Agent, AgentConfig, Inbound};
+use crate::runtime::runtime;
+
+/// The agent loop over a Host.
+#[pyclass(name = "Agent", module = "plughost", frozen)]
+pub struct PyAgent {
+    agent: Agent,
+}
+
+/// Run `work` on plughost's tokio runtime (a turn spawns tasks and blocking
+/// calls of its own) and await it as a [`PyCall`]; dropping the awaitable
+/// (a cancelled caller) aborts the work.
+fn spawned<F>(work: F) -> PyCall
+where
+    F: std::future::Future<Output = PyResult<Reply>> + Send + 'static,
+{
+    PyCall::new(Box::pin(async move {
+        let mut task = AbortOnDrop(runtime().tokio().spawn(work));
+        match (&mut task.0).await {
+            Ok(result) => result,
+            Err(e) => Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                "the agent task failed: {e}"
+            ))),
+        }
+    }))
+}
+
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[pymethods]
+impl PyAgent {
+    #[new]
+    #[pyo3(signature = (host, model="scripted:demo", *, script=None, base_url=None, system_prompt=None, max_iterations=25, tool_timeout=120.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        host: &PyHost,
+        model: &str,
+        script: Option<PathBuf>,
+        base_url: Option<String>,
+        system_prompt: Option<String>,
+        max_iterations: usize,
+        tool_timeout: f64,
+    ) -> PyResult<Self> {
+        let built = host.host(py)?;
+        let provider = provider::from_spec(model, &ProviderOptions { base_url, script })
+            .map_err(|e| ConfigError::new_err(e.to_string()))?;
+        if !(tool_timeout.is_finite() && tool_timeout > 0.0) {
+            return Err(ConfigError::new_err(
+                "tool_timeout must be a positive number of seconds",
+            ));
+        }
+        let mut config = AgentConfig {
+            max_iterations: max_iterations.max(1),
+            tool_timeout: Duration::from_secs_f64(tool_timeout),
+            ..AgentConfig::default()
+        };
+        if let Some(prompt) = system_prompt {
+            config.system_prompt = prompt;
+        }
+        let agent = {
+            let _entered = runtime().tokio().enter();
+            Agent::new(built, provider, config, Some(&host.slot))
+        };
+        Ok(PyAgent { agent })
+    }
+
+    /// One turn; awaitable, resolving to the reply text (`""` when a plugin
+    /// dropped the message or a command gave no reply). A failed model call
+    /// raises `ModelError`.
+    #[pyo3(signature = (message, session_id=String::from("default")))]
+    fn send(&self, message: String, session_id: String) -> PyCall {
+        let agent = self.agent.clone();
+        spawned(async move {
+            let report = agent.send(Inbound::new(&session_id, &message), None).await;
+            match report.error {
+                Some(e) => Err(ModelError::new_err(e)),
+                None => Ok(Reply::Text(report.reply.unwrap_or_default())),
+            }
+        })
+    }
+
+    /// Fire `on_session_finalize` for every session (awaitable).
+    fn shutdown(&self) -> PyCall {
+        let agent = self.agent.clone();
+        spawned(async move {
+            agent.shutdown().await;
+            Ok(Reply::Nothing)
+        })
+    }
+}

@@ -1,0 +1,287 @@
+//! `plughost.Host`.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple};
+use serde_json::Value;
+
+use super::awaitable::{PyCall, Reply};
+use super::{CommandNotFound, ConfigError, PlughostError, SkillNotFound};
+use crate::agent::tools::{self, DelegateSlot, ToolLimits, Workspace};
+use crate::dialects::flowly::PluginContext;
+use crate::host::{CommandError, Host};
+use crate::runtime::Runtime;
+
+/// Owner name of tools and hooks registered directly on a Host.
+const DIRECT_OWNER: &str = "python";
+
+fn to_value(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Value> {
+    match obj {
+        None => Ok(Value::Object(Default::default())),
+        Some(o) if o.is_none() => Ok(Value::Object(Default::default())),
+        Some(o) => pythonize::depythonize(o)
+            .map_err(|e| PlughostError::new_err(format!("arguments are not JSON-like: {e}"))),
+    }
+}
+
+#[derive(Clone)]
+struct Options {
+    home: Option<PathBuf>,
+    project_dir: Option<PathBuf>,
+    enable: Vec<String>,
+    disable: Vec<String>,
+    builtin_tools: bool,
+    workspace: Option<PathBuf>,
+}
+
+/// A plugin host: discovers and loads plugins on first use (once, even
+/// when several threads use it first at the same time).
+#[pyclass(name = "Host", module = "plughost", frozen)]
+pub struct PyHost {
+    options: Options,
+    built: PyOnceLock<Arc<Host>>,
+    context: Py<PluginContext>,
+    pub(super) slot: DelegateSlot,
+}
+
+impl PyHost {
+    /// The built host (built now if needed; direct registrations close).
+    pub(super) fn host(&self, py: Python<'_>) -> PyResult<Arc<Host>> {
+        self.built
+            .get_or_try_init(py, || self.build(py))
+            .map(Arc::clone)
+    }
+
+    fn build(&self, py: Python<'_>) -> PyResult<Arc<Host>> {
+        let options = self.options.clone();
+        let registrations = self.context.get().finish();
+        let mut builder = Host::builder()
+            .python_log_level(0)
+            .enable(options.enable)
+            .disable(options.disable);
+        let home = crate::config::resolve_home(options.home.as_deref());
+        builder = builder.home(&home);
+        if let Some(dir) = options.project_dir {
+            builder = builder.project_dir(dir).enable_project_plugins(true);
+        }
+        if options.builtin_tools || options.workspace.is_some() {
+            let dir = options.workspace.unwrap_or_else(|| home.join("workspace"));
+            let workspace = Workspace::new(&dir).map_err(|e| {
+                ConfigError::new_err(format!("cannot use the workspace {}: {e}", dir.display()))
+            })?;
+            for tool in tools::builtin_tools(&workspace, &ToolLimits::default()) {
+                builder = builder.tool(tool);
+            }
+            builder = builder.tool(tools::delegate_tool(&self.slot));
+        }
+        let builder = builder.registrations(DIRECT_OWNER, registrations);
+        let host = py
+            .detach(|| builder.build())
+            .map_err(|e| ConfigError::new_err(e.to_string()))?;
+        Ok(Arc::new(host))
+    }
+
+    fn context_call(
+        &self,
+        py: Python<'_>,
+        method: &str,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        if self.built.get(py).is_some() {
+            return Err(PlughostError::new_err(format!(
+                "{method}: the host has already loaded its plugins; register before its first use"
+            )));
+        }
+        self.context.bind(py).call_method(method, args, kwargs)?;
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyHost {
+    #[new]
+    #[pyo3(signature = (home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=false, workspace=None))]
+    fn new(
+        py: Python<'_>,
+        home: Option<PathBuf>,
+        project_dir: Option<PathBuf>,
+        enable: Option<Vec<String>>,
+        disable: Option<Vec<String>>,
+        builtin_tools: bool,
+        workspace: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        Runtime::start(0).map_err(|e| PlughostError::new_err(e.to_string()))?;
+        let context = Py::new(
+            py,
+            PluginContext::new(DIRECT_OWNER, &std::env::current_dir().unwrap_or_default()),
+        )?;
+        Ok(PyHost {
+            options: Options {
+                home,
+                project_dir,
+                enable: enable.unwrap_or_default(),
+                disable: disable.unwrap_or_default(),
+                builtin_tools,
+                workspace,
+            },
+            built: PyOnceLock::new(),
+            context,
+            slot: DelegateSlot::default(),
+        })
+    }
+
+    /// The plughost home in use.
+    #[getter]
+    fn home(&self, py: Python<'_>) -> PyResult<PathBuf> {
+        Ok(self.host(py)?.home().to_path_buf())
+    }
+
+    /// The `PluginContext` for registering directly on this host.
+    #[getter]
+    fn context(&self, py: Python<'_>) -> Py<PluginContext> {
+        self.context.clone_ref(py)
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn register_tool(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        self.context_call(py, "register_tool", args, kwargs)
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn register_hook(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        self.context_call(py, "register_hook", args, kwargs)
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn register_command(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        self.context_call(py, "register_command", args, kwargs)
+    }
+
+    #[pyo3(signature = (*args, **kwargs))]
+    fn register_skill(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        self.context_call(py, "register_skill", args, kwargs)
+    }
+
+    /// Every discovered plugin, as `plughost plugins list --json`.
+    fn plugins<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let host = self.host(py)?;
+        Ok(pythonize::pythonize(py, host.plugins())?)
+    }
+
+    /// Every tool, as `plughost tools list --json`.
+    fn tools<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let host = self.host(py)?;
+        let specs: Vec<_> = host
+            .registry()
+            .tools()
+            .into_iter()
+            .map(|t| t.spec.clone())
+            .collect();
+        Ok(pythonize::pythonize(py, &specs)?)
+    }
+
+    /// Run a tool through the full pipeline; the result string (tool-level
+    /// errors stay result strings, as in the CLI).
+    #[pyo3(signature = (name, args=None, session_id=""))]
+    fn call_tool(
+        &self,
+        py: Python<'_>,
+        name: &str,
+        args: Option<&Bound<'_, PyAny>>,
+        session_id: &str,
+    ) -> PyResult<String> {
+        let host = self.host(py)?;
+        let args = to_value(args)?;
+        let tokio = crate::runtime::runtime().tokio();
+        let mut call = pin!(host.call_tool(name, args, session_id));
+        // Take the first step in place, with the GIL held: a call whose
+        // hooks and handler never wait is done now. Only one that waits
+        // releases the GIL and blocks for the rest.
+        let first = {
+            let _entered = tokio.enter();
+            call.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+        };
+        Ok(match first {
+            Poll::Ready(result) => result.text,
+            Poll::Pending => py.detach(|| tokio.block_on(call)).text,
+        })
+    }
+
+    /// `call_tool` as an awaitable; nothing runs until it is awaited.
+    #[pyo3(signature = (name, args=None, session_id=String::new()))]
+    fn acall_tool(
+        &self,
+        py: Python<'_>,
+        name: String,
+        args: Option<&Bound<'_, PyAny>>,
+        session_id: String,
+    ) -> PyResult<PyCall> {
+        let host = self.host(py)?;
+        let args = to_value(args)?;
+        Ok(PyCall::new(Box::pin(async move {
+            Ok(Reply::Text(
+                host.call_tool(&name, args, &session_id).await.text,
+            ))
+        })))
+    }
+
+    /// Run a slash command line; its reply, or None.
+    fn run_command(&self, py: Python<'_>, line: &str) -> PyResult<Option<String>> {
+        let host = self.host(py)?;
+        let tokio = crate::runtime::runtime().tokio();
+        match py.detach(|| tokio.block_on(host.run_command(line))) {
+            Ok(reply) => Ok(reply),
+            Err(e @ (CommandError::Unknown(_) | CommandError::NotACommand(_))) => {
+                Err(CommandNotFound::new_err(e.to_string()))
+            }
+            Err(e) => Err(PlughostError::new_err(e.to_string())),
+        }
+    }
+
+    /// The text of skill `plugin:name`.
+    fn skill(&self, py: Python<'_>, name: &str) -> PyResult<String> {
+        let host = self.host(py)?;
+        host.skill(name).map_err(|e| match e {
+            crate::host::SkillError::Unknown(_) => SkillNotFound::new_err(e.to_string()),
+            other => PlughostError::new_err(other.to_string()),
+        })
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match self.built.get(py) {
+            Some(h) => format!(
+                "<plughost.Host home={:?} plugins={}>",
+                h.home(),
+                h.plugins().len()
+            ),
+            None => "<plughost.Host (not loaded yet)>".into(),
+        }
+    }
+}
