@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from ._native import (
     Agent,
+    Call,
     CommandNotFound,
     ConfigError,
     Host,
@@ -24,6 +25,7 @@ from ._native import (
 
 __all__ = [
     "Agent",
+    "Call",
     "CommandNotFound",
     "ConfigError",
     "Host",

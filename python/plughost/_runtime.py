@@ -14,6 +14,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; annotations are strings here
+    from types import TracebackType
     from typing import Any, Callable
 
 import _plughost_native as _native
@@ -74,7 +75,7 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def exception_report(exc: BaseException) -> "tuple[str, str, str, str]":
+def exception_report(exc: BaseException, tb: "TracebackType | None" = None) -> "tuple[str, str, str, str]":
     """``(type name, str(exc), formatted traceback, "file:line")`` of a plugin failure.
 
     The location is the innermost frame outside the import machinery (for a
@@ -82,9 +83,12 @@ def exception_report(exc: BaseException) -> "tuple[str, str, str, str]":
     """
     import traceback
 
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if tb is None:
+        tb = exc.__traceback__
+    elif exc.__traceback__ is None:
+        exc.__traceback__ = tb
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
     location = ""
-    tb = exc.__traceback__
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
         if not filename.startswith("<frozen "):

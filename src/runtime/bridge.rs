@@ -203,6 +203,9 @@ struct DriverSlot {
     yielded: Option<Py<PyAny>>,
     /// Set by the driver before it polls again: how to resume that task.
     resume: Option<Resume>,
+    /// Set when a thrown `CancelledError` came back out of the task: the
+    /// caller's cancellation went through, so the whole call is cancelled.
+    cancelled: bool,
 }
 
 thread_local! {
@@ -224,17 +227,28 @@ impl InlineDriver {
             d.borrow_mut().replace(DriverSlot {
                 yielded: None,
                 resume,
+                cancelled: false,
             })
         });
         InlineDriver { outer }
     }
 
-    /// Stop driving; what an inline task asked to yield, if any.
-    pub fn leave(mut self) -> Option<Py<PyAny>> {
+    /// Stop driving: what an inline task asked to yield, if any, and
+    /// whether a cancellation thrown into it went through.
+    pub fn leave(mut self) -> (Option<Py<PyAny>>, bool) {
         let outer = self.outer.take();
         DRIVER
             .with(|d| std::mem::replace(&mut *d.borrow_mut(), outer))
-            .and_then(|slot| slot.yielded)
+            .map(|slot| (slot.yielded, slot.cancelled))
+            .unwrap_or((None, false))
+    }
+
+    fn note_cancelled() {
+        DRIVER.with(|d| {
+            if let Some(slot) = d.borrow_mut().as_mut() {
+                slot.cancelled = true;
+            }
+        });
     }
 
     fn active() -> bool {
@@ -354,7 +368,19 @@ impl Future for InlineTask {
                 "a finished awaitable was polled again",
             )));
         };
-        let stepped = try_attach(|py| step(py, iter.bind(py), resume));
+        let stepped = try_attach(|py| {
+            let cancelling = matches!(&resume, Resume::Throw(e)
+                if e.is_instance_of::<pyo3::exceptions::asyncio::CancelledError>(py));
+            let stepped = step(py, iter.bind(py), resume);
+            if cancelling {
+                if let Step::Returned(Err(e)) = &stepped {
+                    if e.is_instance_of::<pyo3::exceptions::asyncio::CancelledError>(py) {
+                        InlineDriver::note_cancelled();
+                    }
+                }
+            }
+            stepped
+        });
         match stepped {
             Err(exiting) => Poll::Ready(Err(pyo3::exceptions::PyRuntimeError::new_err(
                 exiting.to_string(),

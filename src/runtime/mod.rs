@@ -112,7 +112,7 @@ impl Runtime {
         let report = self
             .exception_report
             .bind(py)
-            .call1((value,))
+            .call1((value, err.traceback(py)))
             .and_then(|r| r.extract::<(String, String, String, String)>());
         match report {
             Ok((kind, message, traceback, location)) => PluginError {

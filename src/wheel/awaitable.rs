@@ -105,7 +105,14 @@ impl PyCall {
                 let waker = Waker::from(waker.clone());
                 future.as_mut().poll(&mut Context::from_waker(&waker))
             };
-            let yielded = driver.leave();
+            let (yielded, cancelled) = driver.leave();
+            if cancelled {
+                // The caller's task was cancelled and the plugin coroutine let
+                // it through: the call is cancelled, not a failed tool call.
+                state.future = None;
+                state.delegated = false;
+                return Err(pyo3::exceptions::asyncio::CancelledError::new_err(()));
+            }
             match polled {
                 Poll::Ready(result) => {
                     state.future = None;

@@ -1,0 +1,413 @@
+"""The wheel is safe from any thread and any loop, and contains plugin faults.
+
+Each test here reproduces a failure of the embedding layer (threads that
+abort the process at exit, lost completions, a plugin killing the runtime's
+loop, awaitables that run before they are awaited, hosts sharing a home,
+text-classified outcomes, an abort at interpreter exit) and checks it stays
+fixed. Process-level failures run in subprocesses, each checked for a clean
+exit; concurrency is proven by overlap (events, timestamps), never by
+wall-clock bounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+import plughost
+from conftest import write_plugin
+
+SAFETY_PLUGIN = """
+import asyncio
+import os
+import sys
+import threading
+
+from flowly.profile import get_flowly_home
+
+MARKS = []
+
+def register(ctx):
+    def greet(name: str = "x") -> str:
+        return f"Hello, {name}!"
+
+    async def anap(seconds: float = 0.0):
+        await asyncio.sleep(seconds)
+        return "napped"
+
+    async def exit_after_await(code: int = 3):
+        await asyncio.sleep(0)
+        raise SystemExit(code)
+
+    async def interrupt_after_await():
+        await asyncio.sleep(0)
+        raise KeyboardInterrupt
+
+    def errors_found():
+        return "Errors found: 0"
+
+    def home():
+        return str(get_flowly_home())
+
+    def home_from_thread():
+        out = []
+        t = threading.Thread(target=lambda: out.append(str(get_flowly_home())))
+        t.start()
+        t.join()
+        return out[0]
+
+    def mark(tag: str = ""):
+        MARKS.append(tag)
+        return str(len(MARKS))
+
+    async def amark(tag: str = ""):
+        MARKS.append(tag)
+        return str(len(MARKS))
+
+    def current_task_name():
+        return "sync"
+
+    async def task_identity():
+        await asyncio.sleep(0)
+        return str(id(asyncio.current_task()))
+
+    ctx.register_tool("greet", {"type": "object", "properties": {"name": {"type": "string"}}}, greet)
+    ctx.register_tool("anap", {"type": "object", "properties": {"seconds": {"type": "number"}}}, anap)
+    ctx.register_tool("exit_after_await", {"type": "object", "properties": {"code": {"type": "integer"}}}, exit_after_await)
+    ctx.register_tool("interrupt_after_await", {}, interrupt_after_await)
+    ctx.register_tool("errors_found", {}, errors_found)
+    ctx.register_tool("home", {}, home)
+    ctx.register_tool("home_from_thread", {}, home_from_thread)
+    ctx.register_tool("mark", {"type": "object", "properties": {"tag": {"type": "string"}}}, mark)
+    ctx.register_tool("amark", {"type": "object", "properties": {"tag": {"type": "string"}}}, amark)
+    ctx.register_tool("task_identity", {}, task_identity)
+"""
+
+
+def make_home(root: Path) -> Path:
+    home = root / "home"
+    write_plugin(home / "plugins", "safety", SAFETY_PLUGIN)
+    (home / "config.json").write_text(json.dumps({"plugins": {"enabled": ["safety"]}}))
+    return home
+
+
+@pytest.fixture
+def safety_home(tmp_path: Path) -> Path:
+    return make_home(tmp_path)
+
+
+@pytest.fixture
+def host(safety_home: Path) -> plughost.Host:
+    return plughost.Host(home=safety_home, disable=["command-guard", "disk-cleanup", "tool-audit"])
+
+
+def run_script(source: str, home: Path, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``source`` in a fresh interpreter with HOME_DIR set; the result."""
+    script = f"HOME_DIR = {str(home)!r}\n" + textwrap.dedent(source)
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
+
+
+def assert_clean(proc: subprocess.CompletedProcess[str], expected: str = "done") -> None:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}"
+    assert proc.stdout.strip().endswith(expected), proc.stdout
+    assert "Fatal Python error" not in proc.stderr, proc.stderr
+
+
+# ── 1. threads Python owns ───────────────────────────────────────
+
+
+THREADS_SCRIPT = """
+import asyncio, concurrent.futures, threading
+import plughost
+
+host = plughost.Host(home=HOME_DIR, disable=["command-guard", "disk-cleanup", "tool-audit"])
+results = []
+
+def work(i):
+    results.append(host.call_tool("greet", {"name": str(i)}))
+    results.append(host.call_tool("anap", {"seconds": 0}))
+
+threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+
+with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    results.extend(pool.map(lambda i: host.call_tool("greet", {"name": str(i)}), range(16)))
+
+async def main():
+    return await asyncio.gather(*(asyncio.to_thread(host.call_tool, "greet", {"name": "t"}) for _ in range(8)))
+
+results.extend(asyncio.run(main()))
+assert len(results) == 16 + 16 + 8, len(results)
+assert results.count("napped") == 8
+print("done")
+"""
+
+
+def test_threads_python_owns_call_the_wheel_and_exit_cleanly(safety_home: Path) -> None:
+    # The abort happened when a thread that had called into plughost exited:
+    # a loop of short runs, each checked for a clean exit.
+    for _ in range(5):
+        assert_clean(run_script(THREADS_SCRIPT, safety_home))
+
+
+def test_a_threaded_wsgi_server_serves_tool_calls_from_its_worker_threads(host: plughost.Host) -> None:
+    from socketserver import ThreadingMixIn
+    from urllib.request import urlopen
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    class ThreadingServer(ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    def app(environ, start_response):  # type: ignore[no-untyped-def]
+        name = environ.get("PATH_INFO", "/").strip("/")
+        body = host.call_tool("greet", {"name": name}).encode()
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [body]
+
+    server = make_server("127.0.0.1", 0, app, server_class=ThreadingServer, handler_class=Quiet)
+    port = server.server_address[1]
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            bodies = list(pool.map(lambda i: urlopen(f"http://127.0.0.1:{port}/w{i}", timeout=30).read().decode(), range(24)))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert bodies == [f"Hello, w{i}!" for i in range(24)]
+
+
+# ── 2. the deferred path never loses a completion ────────────────
+
+
+def test_blocking_async_calls_from_many_threads_while_the_loop_is_busy_all_return(host: plughost.Host) -> None:
+    # 16 threads × 300 calls of an async tool through the blocking API keep
+    # the runtime's loop busy, so many starts take the deferred path.
+    errors: list[BaseException] = []
+    done = []
+
+    def work() -> None:
+        try:
+            for _ in range(300):
+                assert host.call_tool("anap", {"seconds": 0}) == "napped"
+            done.append(1)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert len(done) == 16, "a call never returned (lost completion)"
+
+
+# ── 3. a plugin's SystemExit / KeyboardInterrupt ─────────────────
+
+
+def test_system_exit_after_a_suspension_fails_the_call_and_the_loop_keeps_serving(host: plughost.Host) -> None:
+    assert host.call_tool("exit_after_await", {"code": 3}) == "Error executing exit_after_await: SystemExit: 3"
+    assert host.call_tool("interrupt_after_await") == "Error executing interrupt_after_await: KeyboardInterrupt"
+    # The runtime's loop still serves suspending calls.
+    assert host.call_tool("anap", {"seconds": 0.01}) == "napped"
+
+    async def awaited() -> list[str]:
+        return [
+            await host.acall_tool("exit_after_await", {"code": 4}),
+            await host.acall_tool("interrupt_after_await"),
+            await host.acall_tool("anap", {"seconds": 0.01}),
+        ]
+
+    assert asyncio.run(awaited()) == [
+        "Error executing exit_after_await: SystemExit: 4",
+        "Error executing interrupt_after_await: KeyboardInterrupt",
+        "napped",
+    ]
+
+
+# ── 4. acall_tool is a real awaitable ────────────────────────────
+
+
+def test_acall_tool_works_under_asyncio_run_and_does_nothing_until_awaited(host: plughost.Host) -> None:
+    assert asyncio.run(host.acall_tool("greet", {"name": "run"})) == "Hello, run!"
+    before = host.call_tool("mark", {"tag": "probe"})
+    never = host.acall_tool("mark", {"tag": "never"})
+    del never
+    assert host.call_tool("mark", {"tag": "probe"}) == str(int(before) + 1), "an unawaited call ran"
+
+    pending = host.acall_tool("amark", {"tag": "later"})
+    assert host.call_tool("mark", {"tag": "probe"}) == str(int(before) + 2)
+    assert asyncio.run(pending) == str(int(before) + 3)
+    with pytest.raises(RuntimeError, match="already awaited"):
+        asyncio.run(pending)
+
+
+def test_acall_tool_runs_inside_the_callers_task_and_on_a_loop_in_another_thread(host: plughost.Host) -> None:
+    async def identity() -> tuple[str, str]:
+        return str(id(asyncio.current_task())), await host.acall_tool("task_identity")
+
+    mine, theirs = asyncio.run(identity())
+    assert mine == theirs, "the plugin coroutine ran in the caller's own task"
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+    try:
+        call = host.acall_tool("anap", {"seconds": 0.01})  # created here, awaited over there
+        future = asyncio.run_coroutine_threadsafe(_await(call), loop)
+        assert future.result(timeout=30) == "napped"
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(timeout=10)
+        loop.close()
+
+
+async def _await(call: object) -> str:
+    return await call  # type: ignore[misc]
+
+
+def test_cancelling_the_callers_task_cancels_the_plugin_coroutine(host: plughost.Host) -> None:
+    async def main() -> None:
+        task = asyncio.ensure_future(host.acall_tool("anap", {"seconds": 30}))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("calls", [100, 1000])
+def test_many_concurrent_acalls_overlap_and_the_interpreter_exits_cleanly(safety_home: Path, calls: int) -> None:
+    script = f"""
+import asyncio, time
+import plughost
+
+host = plughost.Host(home=HOME_DIR, disable=["command-guard", "disk-cleanup", "tool-audit"])
+
+async def main():
+    started = time.perf_counter()
+    results = await asyncio.gather(*(host.acall_tool("anap", {{"seconds": 0.2}}) for _ in range({calls})))
+    assert results == ["napped"] * {calls}
+    return time.perf_counter() - started
+
+elapsed = asyncio.run(main())
+# {calls} sleeps of 0.2 s overlapped: far less than the 0.4 s two in a row take.
+assert elapsed < 0.4 * 2, elapsed
+print("done")
+"""
+    # The abort at exit was intermittent (2-3 in 40): several short runs.
+    for _ in range(4):
+        assert_clean(run_script(script, safety_home))
+
+
+# ── 5. hosts with their own homes ────────────────────────────────
+
+
+def test_two_hosts_in_one_process_each_see_their_own_home(tmp_path: Path) -> None:
+    first = make_home(tmp_path / "one")
+    second = make_home(tmp_path / "two")
+    host1 = plughost.Host(home=first, disable=["command-guard", "disk-cleanup", "tool-audit"])
+    host2 = plughost.Host(home=second, disable=["command-guard", "disk-cleanup", "tool-audit"])
+    host1.plugins(), host2.plugins()
+    assert host1.call_tool("home") == str(first)
+    assert host2.call_tool("home") == str(second)
+    assert host1.call_tool("home_from_thread") == str(first)
+    assert host2.call_tool("home_from_thread") == str(second)
+
+
+def test_a_dropped_host_unloads_its_plugin_modules(tmp_path: Path) -> None:
+    home = make_home(tmp_path)
+    host = plughost.Host(home=home, disable=["command-guard", "disk-cleanup", "tool-audit"])
+    host.plugins()
+    loaded = {name for name in sys.modules if name.startswith("_plughost_plugins.safety")}
+    assert loaded, "the plugin is imported as its own package"
+    del host
+    import gc
+
+    gc.collect()
+    assert not loaded & set(sys.modules), "the host's plugin packages left sys.modules"
+
+
+# ── 6. outcomes are typed, not read from the text ────────────────
+
+
+def test_a_result_that_starts_with_error_is_a_success(safety_home: Path) -> None:
+    exe = Path(sys.executable).with_name("plughost")
+    proc = subprocess.run(
+        [str(exe), "--home", str(safety_home), "tools", "call", "errors_found"], capture_output=True, text=True
+    )
+    assert (proc.returncode, proc.stdout) == (0, "Errors found: 0\n"), proc.stderr
+
+
+# ── 7. plugin failures keep their traceback ──────────────────────
+
+
+def test_doctor_shows_where_a_broken_plugin_failed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    broken = write_plugin(
+        home / "plugins",
+        "broken",
+        """
+        def helper():
+            return undefined_name
+
+        helper()
+
+        def register(ctx):
+            pass
+        """,
+    )
+    (home / "config.json").write_text(json.dumps({"plugins": {"enabled": ["broken"]}}))
+    exe = Path(sys.executable).with_name("plughost")
+    doctor = subprocess.run([str(exe), "--home", str(home), "plugins", "doctor", "--json"], capture_output=True, text=True)
+    assert doctor.returncode == 1
+    entry = next(p for p in json.loads(doctor.stdout)["plugins"] if p["key"] == "broken")
+    assert entry["error"] == "NameError: name 'undefined_name' is not defined"
+    assert entry["location"] == f"{broken / '__init__.py'}:3"
+    assert "Traceback (most recent call last)" in entry["traceback"]
+
+    text = subprocess.run([str(exe), "--home", str(home), "plugins", "doctor"], capture_output=True, text=True)
+    assert f"at: {broken / '__init__.py'}:3" in text.stdout
+
+    verbose = subprocess.run([str(exe), "-v", "--home", str(home), "plugins", "list"], capture_output=True, text=True)
+    assert "Traceback (most recent call last)" in verbose.stderr, verbose.stderr
+    quiet = subprocess.run([str(exe), "--home", str(home), "plugins", "list"], capture_output=True, text=True)
+    assert "NameError" in quiet.stderr and "Traceback" not in quiet.stderr, quiet.stderr
+
+
+# ── 10. a directory named flowly is not Flowly ───────────────────
+
+
+def test_an_unrelated_flowly_directory_on_sys_path_is_not_taken_for_flowly(safety_home: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    (work / "flowly").mkdir(parents=True)
+    proc = run_script(
+        """
+        import sys
+        sys.path.insert(0, ".")
+        import plughost
+        host = plughost.Host(home=HOME_DIR, disable=["command-guard", "disk-cleanup", "tool-audit"])
+        assert host.call_tool("greet", {"name": "ns"}) == "Hello, ns!"
+        print("done")
+        """,
+        safety_home,
+        cwd=work,
+    )
+    assert_clean(proc)
