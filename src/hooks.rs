@@ -344,7 +344,8 @@ impl HookPayload<'_> {
 }
 
 /// What a callback asks of the runtime; each event honours only its own kinds
-/// (see `crate::dispatch`), other returns are ignored as observations.
+/// (its row of [`HOOK_SPECS`]); any other answer is counted as a wrong
+/// shape and ignored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HookAction {
     /// Nothing to do (observe only).

@@ -1,7 +1,7 @@
 //! What plugins contribute: tools, slash commands, skills, and hooks.
 //!
 //! Plain Rust, no Python. Handlers are trait objects so that Python
-//! callables (see `crate::python`) and native Rust closures sit side by side.
+//! callables (see `crate::dialects`) and native Rust closures sit side by side.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

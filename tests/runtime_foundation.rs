@@ -177,7 +177,10 @@ fn a_plugin_that_fails_to_import_keeps_its_traceback_and_location() {
         &home.path().join("plugins"),
         "broken",
         "name: broken\n",
-        &[("__init__.py", "import os\n\nvalue = missing_name\n\ndef register(ctx):\n    pass\n")],
+        &[(
+            "__init__.py",
+            "import os\n\nvalue = missing_name\n\ndef register(ctx):\n    pass\n",
+        )],
     );
     let host = Host::builder()
         .home(home.path())

@@ -1,77 +1,33 @@
-from os import PathLike
-from typing import Any, Awaitable, Callable
+"""plughost: run Python agent plugins unmodified inside a fast Rust runtime.
 
-JSON = Any
+The Python contract of the `plughost` package, checked against the built
+extension module (`plughost._native`) by mypy's `stubtest`.
 
-class PlughostError(Exception): ...
-class ConfigError(PlughostError): ...
-class CommandNotFound(PlughostError): ...
-class SkillNotFound(PlughostError): ...
-class ModelError(PlughostError): ...
+`PluginInfo`, `PluginFailure` and `ToolInfo` exist only for type checkers
+(import them under `typing.TYPE_CHECKING`); at runtime `Host.plugins()` and
+`Host.tools()` return plain dicts of those shapes.
+"""
 
-class _Registers:
-    """The registration surface of Flowly's PluginContext (stub-only base)."""
-
-    def register_tool(
-        self,
-        name: str,
-        schema: dict[str, JSON] | None = ...,
-        handler: Callable[..., Any] | None = ...,
-        *,
-        check_fn: Callable[[], bool] | None = ...,
-        description: str = ...,
-    ) -> None: ...
-    def register_hook(self, event_name: str, callback: Callable[[Any], Any]) -> None: ...
-    def register_command(
-        self, name: str, handler: Callable[[str], str | None | Awaitable[str | None]], description: str = ..., args_hint: str = ...
-    ) -> None: ...
-    def register_skill(self, name: str, path: str | PathLike[str], description: str = ...) -> None: ...
-
-class PluginContext(_Registers):
-    @property
-    def name(self) -> str: ...
-    @property
-    def plugin_dir(self) -> str: ...
-
-class Host(_Registers):
-    def __init__(
-        self,
-        home: str | PathLike[str] | None = ...,
-        project_dir: str | PathLike[str] | None = ...,
-        enable: list[str] | None = ...,
-        disable: list[str] | None = ...,
-        *,
-        builtin_tools: bool = ...,
-        workspace: str | PathLike[str] | None = ...,
-    ) -> None: ...
-    @property
-    def home(self) -> str: ...
-    @property
-    def context(self) -> PluginContext: ...
-    def plugins(self) -> list[dict[str, JSON]]: ...
-    def tools(self) -> list[dict[str, JSON]]: ...
-    def call_tool(self, name: str, args: dict[str, JSON] | None = ..., session_id: str = ...) -> str: ...
-    def acall_tool(self, name: str, args: dict[str, JSON] | None = ..., session_id: str = ...) -> Awaitable[str]: ...
-    def run_command(self, line: str) -> str | None: ...
-    def skill(self, name: str) -> str: ...
-
-class Agent:
-    def __init__(
-        self,
-        host: Host,
-        model: str = ...,
-        *,
-        script: str | PathLike[str] | None = ...,
-        base_url: str | None = ...,
-        system_prompt: str | None = ...,
-        max_iterations: int = ...,
-        tool_timeout: float = ...,
-    ) -> None: ...
-    def send(self, message: str, session_id: str = ...) -> Awaitable[str]: ...
-    def shutdown(self) -> Awaitable[None]: ...
+import os
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import (
+    Any,
+    Generic,
+    Literal,
+    NotRequired,
+    Self,
+    TypedDict,
+    TypeVar,
+    final,
+    overload,
+    type_check_only,
+)
 
 __all__ = [
     "Agent",
+    "Call",
     "CommandNotFound",
     "ConfigError",
     "Host",
@@ -80,3 +36,523 @@ __all__ = [
     "PluginContext",
     "SkillNotFound",
 ]
+
+_T_co = TypeVar("_T_co", covariant=True)
+
+_StrPath = str | os.PathLike[str]
+# A tool handler is called as `handler(**arguments)` (arguments it does not
+# accept are dropped), sync or async; its result is shown with `str()`, None
+# as "".
+_ToolHandler = Callable[..., Any]
+# A hook callback is called as `callback(ctx)` with the event's context
+# object, sync or async; it may answer with an action, a str or None.
+_HookCallback = Callable[[Any], Any]
+# A slash command handler is called as `handler(raw_args)`; its reply, or
+# None for no reply, sync or async.
+_CommandHandler = Callable[[str], str | None | Awaitable[str | None]]
+
+# ── Errors ───────────────────────────────────────────────────────
+
+class PlughostError(Exception):
+    """Base class of plughost's errors."""
+
+class ConfigError(PlughostError):
+    """`config.json` or a constructor argument is unusable.
+
+    Raised when a `Host` loads (its first use) with an unreadable or invalid
+    `config.json` or an unusable workspace, and by `Agent(...)` for a bad
+    model spec, script or `tool_timeout`.
+    """
+
+class CommandNotFound(PlughostError):
+    """No slash command of that name (or the line is not a slash command)."""
+
+class SkillNotFound(PlughostError):
+    """No skill of that name."""
+
+class ModelError(PlughostError):
+    """The model call of an agent turn failed."""
+
+# ── Shapes of the lists `Host.plugins()` and `Host.tools()` return ─
+
+@type_check_only
+class PluginFailure(TypedDict):
+    """Why loading a plugin raised: `PluginInfo["failure"]`."""
+
+    type: str
+    """The exception type (`ModuleNotFoundError`); empty for a native error."""
+    message: str
+    """The exception's message (`str(exc)`)."""
+    traceback: NotRequired[str]
+    """The formatted Python traceback."""
+    location: NotRequired[str]
+    """`file:line` of the innermost frame of plugin code."""
+    base_exception: NotRequired[bool]
+    """Present (and True) when the exception is a `BaseException` that is not
+    an `Exception` (`SystemExit`, `KeyboardInterrupt`), contained by plughost."""
+
+@type_check_only
+class PluginInfo(TypedDict):
+    """One discovered plugin and what became of it, as one entry of
+    `plughost plugins list --json`."""
+
+    key: str
+    """The plugin's key: its manifest name, else its directory name."""
+    name: str
+    """The manifest name (the key when there is no usable manifest)."""
+    version: str
+    """The manifest version; "" when not given."""
+    description: str
+    """The manifest description; "" when not given."""
+    author: str
+    """The manifest author; "" when not given."""
+    source: Literal["bundled", "user", "project"]
+    """Where the plugin was found."""
+    kind: Literal["standalone", "backend", "exclusive"]
+    """The manifest kind; only `standalone` plugins load."""
+    enabled: bool
+    """Selected by the enablement rules."""
+    status: Literal["loaded", "failed", "skipped", "disabled", "not-enabled"]
+    """`loaded`; `failed` (enabled but broken); `skipped` (an unsupported
+    kind); `disabled` (in `plugins.disabled`); `not-enabled`."""
+    loaded: bool
+    """Imported and registered without error."""
+    error: str | None
+    """Why it is not loaded (not enabled, disabled, a failure), else None."""
+    failure: NotRequired[PluginFailure]
+    """Present when loading raised: the exception behind `error`."""
+    dialect: NotRequired[str]
+    """Present once loaded: the plugin API it was loaded through (`flowly`)."""
+    path: str
+    """The plugin's directory ("" for direct registrations on a Host)."""
+    tools: list[str]
+    """Names of the tools it registered."""
+    hooks: list[str]
+    """Names of the hook events it registered for."""
+    commands: list[str]
+    """Names of the slash commands it registered (without the `/`)."""
+    skills: list[str]
+    """Qualified `plugin:name` names of the skills it registered."""
+    requires_env: list[str]
+    """Names of the environment variables its manifest declares it needs."""
+
+@type_check_only
+class ToolInfo(TypedDict):
+    """One tool, as one entry of `plughost tools list --json`."""
+
+    name: str
+    """The tool's name."""
+    description: str
+    """The tool's description ("" when none was given)."""
+    parameters: dict[str, Any]
+    """The JSON Schema of its arguments (unwrapped from any OpenAI envelope)."""
+    plugin: str
+    """Key of the plugin that registered it (`native` for Rust tools,
+    `python` for direct registrations on a Host)."""
+
+# ── Classes ──────────────────────────────────────────────────────
+
+@final
+class Call(Generic[_T_co]):
+    """An awaitable plughost call, resolving to a `_T_co`.
+
+    Returned by `Host.acall_tool`, `Agent.send` and `Agent.shutdown`. Nothing
+    runs until it is awaited, and it can be awaited once. Each step runs on
+    the awaiting thread inside the awaiting asyncio task, so a plugin
+    coroutine the call starts runs on the caller's event loop. Dropping the
+    call, `close()`, or cancelling the awaiting task cancels the work it
+    started.
+
+    Not constructible from Python, and not subscriptable at runtime: write
+    `Call[str]` only in annotations (quoted, or under
+    `from __future__ import annotations`).
+    """
+
+    def __await__(self) -> Generator[Any, Any, _T_co]:
+        """Await the call: returns the call itself, which steps like a generator.
+
+        Returns:
+            The call, as the iterator `await` drives; the value of the `await`
+            expression is the call's result.
+        """
+    def __next__(self) -> Any:
+        """Take a step, as `send(None)`.
+
+        Returns:
+            What the awaiting task should wait on next.
+
+        Raises:
+            StopIteration: The call finished; its `value` is the result.
+            RuntimeError: The call is being awaited elsewhere at the same time,
+                or was already awaited.
+            asyncio.CancelledError: The awaiting task was cancelled.
+            Exception: Whatever the call raises (see the method that returned
+                the call).
+        """
+    def send(self, value: Any) -> Any:
+        """Take a step, resuming what the last step waited on with `value`.
+
+        Arguments:
+            value: The result of what the last step yielded (None to start).
+
+        Returns:
+            What the awaiting task should wait on next.
+
+        Raises:
+            StopIteration: The call finished; its `value` is the result.
+            RuntimeError: The call is being awaited elsewhere at the same time,
+                or was already awaited.
+            asyncio.CancelledError: The awaiting task was cancelled.
+            Exception: Whatever the call raises.
+        """
+    @overload
+    def throw(
+        self, typ: type[BaseException], value: BaseException | object = None, traceback: TracebackType | None = None
+    ) -> Any:
+        """Take a step, raising an exception into the call (what the last step
+        waited on gets it; while the call waits outside Python, the call is
+        abandoned and the exception re-raised).
+
+        Arguments:
+            typ: The exception, or its type.
+            value: The exception (with `typ` a type); None to instantiate `typ`.
+            traceback: Ignored.
+
+        Returns:
+            What the awaiting task should wait on next.
+
+        Raises:
+            StopIteration: The call finished; its `value` is the result.
+            RuntimeError: The call is being awaited elsewhere at the same time,
+                or was already awaited.
+            BaseException: The exception thrown in, if the call does not
+                handle it.
+        """
+    @overload
+    def throw(self, typ: BaseException, value: None = None, traceback: TracebackType | None = None) -> Any: ...
+    def close(self) -> None:
+        """Give up on the call: cancels the work it started. Never raises."""
+
+@final
+class PluginContext:
+    """The registration surface a plugin's `register(ctx)` touches
+    (`flowly.plugins.PluginContext`), also `Host.context`.
+
+    Registrations are collected until the plugin's `register(ctx)` returns
+    (for `Host.context`: until the host loads); registering after that
+    raises `RuntimeError`. Not constructible from Python.
+    """
+
+    @property
+    def name(self) -> str:
+        """The plugin's key (its manifest name); `python` for `Host.context`."""
+    @property
+    def plugin_dir(self) -> Path:
+        """The plugin's directory, against which relative skill paths resolve
+        (the working directory the Host was created in, for `Host.context`)."""
+    def register_tool(
+        self,
+        name: str,
+        schema: Mapping[str, Any] | None = None,
+        handler: _ToolHandler | None = None,
+        *,
+        check_fn: Callable[[], object] | None = None,
+        description: str = ...,
+    ) -> None:
+        """Register a tool.
+
+        Arguments:
+            name: The tool's name (surrounding whitespace is trimmed).
+            schema: Its arguments: a JSON Schema object, `{"parameters": ...,
+                "description": ...}`, or an OpenAI `{"type": "function",
+                "function": {...}}` envelope; None for no arguments.
+            handler: Called as `handler(**arguments)`, sync or async; its
+                result is shown with `str()` (None as ""). Required despite
+                the default (Flowly's signature).
+            check_fn: Called before each use; a falsy answer makes the tool
+                unavailable.
+            description: The description; "" (the default) takes the
+                schema's.
+
+        Raises:
+            TypeError: `name` is not a str; `handler` is missing or not
+                callable; `check_fn` is not callable.
+            ValueError: `name` is empty; `schema` is not JSON-like.
+            RuntimeError: Registration has closed.
+        """
+    def register_hook(self, event_name: str, callback: _HookCallback) -> None:
+        """Register a hook callback for an event (`pre_tool_call`, ...).
+
+        An unknown event name is accepted with a warning; it never fires.
+
+        Arguments:
+            event_name: The event's name.
+            callback: Called as `callback(ctx)` with the event's context,
+                sync or async; may answer with an action or a str.
+
+        Raises:
+            TypeError: `event_name` is not a str or `callback` is not callable.
+            RuntimeError: Registration has closed.
+        """
+    def register_command(
+        self, name: str, handler: _CommandHandler, description: str = ..., args_hint: str = ...
+    ) -> None:
+        """Register a slash command.
+
+        A reserved name (`new`, `clear`, `compact`, `help`) is refused with a
+        warning, without raising.
+
+        Arguments:
+            name: The command's name (a leading `/` is dropped).
+            handler: Called as `handler(raw_args)` with the text after the
+                name, sync or async; its reply, or None.
+            description: Shown by `/help`; default "".
+            args_hint: The arguments' synopsis, shown by `/help`; default "".
+
+        Raises:
+            TypeError: `name` is not a str or `handler` is not callable.
+            ValueError: `name` is empty.
+            RuntimeError: Registration has closed.
+        """
+    def register_skill(self, name: str, path: _StrPath, description: str = ...) -> None:
+        """Register a skill, named `<plugin>:<name>`.
+
+        Arguments:
+            name: The skill's name: letters, digits, `_` and `-`, no `:`.
+            path: Its Markdown file, or a directory holding `SKILL.md`;
+                relative to `plugin_dir`.
+            description: What the skill is for; default "".
+
+        Raises:
+            TypeError: `name` is not a str or `path` is not a str or
+                `os.PathLike`.
+            ValueError: `name` is invalid.
+            FileNotFoundError: No file at `path`.
+            RuntimeError: Registration has closed.
+        """
+
+@final
+class Host:
+    """A plugin host: discovers and loads plugins on first use.
+
+    Loading happens once, on the first use of anything but `context` and the
+    `register_*` methods (even when several threads use it first at the same
+    time). Safe to use from any thread and any event loop.
+    """
+
+    def __new__(
+        cls,
+        home: _StrPath | None = None,
+        project_dir: _StrPath | None = None,
+        enable: list[str] | tuple[str, ...] | None = None,
+        disable: list[str] | tuple[str, ...] | None = None,
+        *,
+        builtin_tools: bool = False,
+        workspace: _StrPath | None = None,
+    ) -> Self:
+        """Create a host; nothing is discovered or loaded yet.
+
+        Arguments:
+            home: The plughost home; None for `$PLUGHOST_HOME`, else
+                `~/.plughost`.
+            project_dir: A project whose plugins are discovered too.
+            enable: Plugin keys to enable on top of `plugins.enabled`.
+            disable: Plugin keys to disable on top of `plugins.disabled`.
+            builtin_tools: Add the built-in tools (files, exec, ...) working
+                in `workspace`.
+            workspace: The built-in tools' directory (implies
+                `builtin_tools`); None for `<home>/workspace`.
+
+        Raises:
+            PlughostError: The embedded runtime could not start.
+        """
+    @property
+    def home(self) -> Path:
+        """The plughost home in use (loads the host).
+
+        Raises:
+            ConfigError: The host could not load.
+        """
+    @property
+    def context(self) -> PluginContext:
+        """The `PluginContext` for registering directly on this host (as
+        plugin `python`), open until the host loads."""
+    def register_tool(
+        self,
+        name: str,
+        schema: Mapping[str, Any] | None = None,
+        handler: _ToolHandler | None = None,
+        *,
+        check_fn: Callable[[], object] | None = None,
+        description: str = ...,
+    ) -> None:
+        """`PluginContext.register_tool` on `context`: register a tool
+        directly on this host, before its first use.
+
+        Raises:
+            PlughostError: The host has already loaded.
+            TypeError, ValueError: As `PluginContext.register_tool`.
+        """
+    def register_hook(self, event_name: str, callback: _HookCallback) -> None:
+        """`PluginContext.register_hook` on `context`: register a hook
+        callback directly on this host, before its first use.
+
+        Raises:
+            PlughostError: The host has already loaded.
+            TypeError: As `PluginContext.register_hook`.
+        """
+    def register_command(
+        self, name: str, handler: _CommandHandler, description: str = ..., args_hint: str = ...
+    ) -> None:
+        """`PluginContext.register_command` on `context`: register a slash
+        command directly on this host, before its first use.
+
+        Raises:
+            PlughostError: The host has already loaded.
+            TypeError, ValueError: As `PluginContext.register_command`.
+        """
+    def register_skill(self, name: str, path: _StrPath, description: str = ...) -> None:
+        """`PluginContext.register_skill` on `context`: register a skill
+        directly on this host, before its first use; a relative `path` is
+        against the working directory the host was created in.
+
+        Raises:
+            PlughostError: The host has already loaded.
+            TypeError, ValueError, FileNotFoundError: As
+                `PluginContext.register_skill`.
+        """
+    def plugins(self) -> list[PluginInfo]:
+        """Every discovered plugin, as `plughost plugins list --json`.
+
+        Returns:
+            One `PluginInfo` per plugin, loaded or not.
+
+        Raises:
+            ConfigError: The host could not load.
+        """
+    def tools(self) -> list[ToolInfo]:
+        """Every tool, as `plughost tools list --json`.
+
+        Returns:
+            One `ToolInfo` per registered tool.
+
+        Raises:
+            ConfigError: The host could not load.
+        """
+    def call_tool(self, name: str, args: Mapping[str, Any] | None = None, session_id: str = "") -> str:
+        """Run a tool through the full pipeline (hooks, check, handler),
+        blocking until it is done; the GIL is released while it waits.
+
+        Arguments:
+            name: The tool's name.
+            args: Its arguments (JSON-like); None for none.
+            session_id: The session the call belongs to, as hooks see it.
+
+        Returns:
+            The result string. Tool-level failures (an unknown tool, invalid
+            arguments, a handler that raised, a blocking hook) are result
+            strings too, as in the CLI, not exceptions.
+
+        Raises:
+            ConfigError: The host could not load.
+            PlughostError: `args` is not JSON-like.
+        """
+    def acall_tool(self, name: str, args: Mapping[str, Any] | None = None, session_id: str = ...) -> Call[str]:
+        """`call_tool` as an awaitable; nothing runs until it is awaited.
+
+        Arguments:
+            name: The tool's name.
+            args: Its arguments (JSON-like); None for none.
+            session_id: The session the call belongs to, as hooks see it;
+                default "".
+
+        Returns:
+            A `Call` resolving to the result string (tool-level failures are
+            result strings, as in `call_tool`).
+
+        Raises:
+            ConfigError: The host could not load.
+            PlughostError: `args` is not JSON-like.
+        """
+    def run_command(self, line: str) -> str | None:
+        """Run a slash command line (`/name args`).
+
+        Arguments:
+            line: The command line, starting with `/`.
+
+        Returns:
+            The command's reply, or None when it gave none.
+
+        Raises:
+            CommandNotFound: `line` is not a slash command, or no command has
+                that name.
+            PlughostError: The command's handler failed.
+            ConfigError: The host could not load.
+        """
+    def skill(self, name: str) -> str:
+        """The text of a skill.
+
+        Arguments:
+            name: The qualified skill name, `plugin:name`.
+
+        Returns:
+            The skill file's contents.
+
+        Raises:
+            SkillNotFound: No skill has that name.
+            PlughostError: The skill's file could not be read.
+            ConfigError: The host could not load.
+        """
+
+@final
+class Agent:
+    """The agent loop (model calls, tool calls, hooks, sessions) over a Host."""
+
+    def __new__(
+        cls,
+        host: Host,
+        model: str = "scripted:demo",
+        *,
+        script: _StrPath | None = None,
+        base_url: str | None = None,
+        system_prompt: str | None = None,
+        max_iterations: int = 25,
+        tool_timeout: float = 120.0,
+    ) -> Self:
+        """Create an agent over `host` (loads the host).
+
+        Arguments:
+            host: The host whose tools, hooks and commands the agent uses.
+            model: `PROVIDER:MODEL`: `openai:gpt-4o-mini` (reads
+                `OPENAI_API_KEY`), `scripted:demo`, `scripted:path/to/script.yaml`.
+            script: The script of the `scripted` provider (overrides the spec's).
+            base_url: The OpenAI-compatible endpoint; None for
+                `$OPENAI_BASE_URL`, else the public OpenAI URL.
+            system_prompt: Replaces the default system prompt.
+            max_iterations: Most model calls in one turn (at least 1).
+            tool_timeout: Seconds one tool call may take; positive.
+
+        Raises:
+            ConfigError: The host could not load, the model spec or script is
+                unusable, or `tool_timeout` is not a positive number.
+            OverflowError: `max_iterations` is negative.
+        """
+    def send(self, message: str, session_id: str = ...) -> Call[str]:
+        """One turn of a session; nothing runs until it is awaited.
+
+        Arguments:
+            message: The user's message (a slash command line runs the command).
+            session_id: The session the turn belongs to; default "default".
+
+        Returns:
+            A `Call` resolving to the reply text ("" when a plugin dropped the
+            message or a command gave no reply); awaiting it raises
+            `ModelError` when the model call failed.
+        """
+    def shutdown(self) -> Call[None]:
+        """Fire `on_session_finalize` for every session; nothing runs until
+        it is awaited.
+
+        Returns:
+            A `Call` resolving to None once every session is finalized.
+        """

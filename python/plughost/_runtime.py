@@ -239,10 +239,15 @@ def event_loop():
 
 
 def _serve(loop, ready) -> None:
-    """The loop thread: run the loop, and keep running it when a plugin's
-    ``SystemExit``/``KeyboardInterrupt`` escapes a task step (asyncio
-    re-raises those out of ``run_forever``; the task already holds the
-    exception, so its caller gets it as the call's error)."""
+    """The loop thread: run the loop for good.
+
+    A plugin's ``SystemExit``/``KeyboardInterrupt`` escaping a task step
+    (asyncio re-raises those out of ``run_forever``; the task already holds
+    the exception, so its caller gets it as the call's error) and a plugin
+    calling ``loop.stop()`` both leave the loop serving.  Should the thread
+    end anyway, the calls waiting on it fail at once, and the next call
+    starts a fresh loop.
+    """
     global _loop
     asyncio = _asyncio_parts()
     asyncio.set_event_loop(loop)
@@ -252,7 +257,6 @@ def _serve(loop, ready) -> None:
             while True:
                 try:
                     loop.run_forever()
-                    return  # stopped on purpose
                 except BaseException as exc:  # noqa: BLE001 - the loop must outlive any plugin
                     _log_escaped(exc)
     finally:

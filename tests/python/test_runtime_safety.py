@@ -411,3 +411,61 @@ def test_an_unrelated_flowly_directory_on_sys_path_is_not_taken_for_flowly(safet
         cwd=work,
     )
     assert_clean(proc)
+
+
+# ── the runtime's loop and the host's lazy build ─────────────────
+
+
+def test_a_plugin_that_stops_the_runtime_loop_does_not_strand_other_calls(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_plugin(
+        home / "plugins",
+        "stopper",
+        """
+        import asyncio
+        import threading
+
+        SLOW_STARTED = threading.Event()
+
+        def register(ctx):
+            async def stop_loop():
+                for _ in range(1000):  # until the slow call is in flight
+                    if SLOW_STARTED.is_set():
+                        break
+                    await asyncio.sleep(0.01)
+                asyncio.get_running_loop().stop()
+                return "stopped"
+
+            async def slow():
+                SLOW_STARTED.set()
+                await asyncio.sleep(0.3)
+                return "slow done"
+
+            ctx.register_tool("stop_loop", {}, stop_loop)
+            ctx.register_tool("slow", {}, slow)
+        """,
+    )
+    (home / "config.json").write_text(json.dumps({"plugins": {"enabled": ["stopper"]}}))
+    host = plughost.Host(home=home, disable=["command-guard", "disk-cleanup", "tool-audit"])
+    results: list[str] = []
+    worker = threading.Thread(target=lambda: results.append(host.call_tool("slow")))
+    worker.start()
+    assert host.call_tool("stop_loop") == "stopped"
+    worker.join(timeout=30)
+    assert results == ["slow done"], "the call in flight finished on the loop that kept serving"
+    assert host.call_tool("slow") == "slow done"
+
+
+def test_many_threads_using_a_fresh_host_first_load_its_plugins_once(safety_home: Path) -> None:
+    before = {name for name in sys.modules if name.startswith("_plughost_plugins.")}
+    host = plughost.Host(home=safety_home, disable=["command-guard", "disk-cleanup", "tool-audit"])
+    barrier = threading.Barrier(8)
+
+    def first_use(_: int) -> str:
+        barrier.wait()
+        return host.call_tool("greet", {"name": "first"})
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(first_use, range(8))) == ["Hello, first!"] * 8
+    loaded = {name for name in sys.modules if name.startswith("_plughost_plugins.")} - before
+    assert len(loaded) == 1, loaded
