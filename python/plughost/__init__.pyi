@@ -124,7 +124,7 @@ class PluginInfo(TypedDict):
     dialect: NotRequired[str]
     """Present once loaded: the plugin API it was loaded through (`flowly`)."""
     path: str
-    """The plugin's directory ("" for direct registrations on a Host)."""
+    """The plugin's directory."""
     tools: list[str]
     """Names of the tools it registered."""
     hooks: list[str]
@@ -147,14 +147,15 @@ class ToolInfo(TypedDict):
     parameters: dict[str, Any]
     """The JSON Schema of its arguments (unwrapped from any OpenAI envelope)."""
     plugin: str
-    """Key of the plugin that registered it (`native` for Rust tools,
-    `python` for direct registrations on a Host)."""
+    """Key of the plugin that registered it: `python` for direct
+    registrations on a Host, `builtin` for the built-in tools (`builtin_tools`),
+    `native` for other Rust tools."""
 
 # ── Classes ──────────────────────────────────────────────────────
 
 @final
 class Call(Generic[_T_co]):
-    """An awaitable plughost call, resolving to a `_T_co`.
+    """An awaitable plughost call; `Call[T]` resolves to a `T` (`str`, or None).
 
     Returned by `Host.acall_tool`, `Agent.send` and `Agent.shutdown`. Nothing
     runs until it is awaited, and it can be awaited once. Each step runs on
@@ -434,7 +435,8 @@ class Host:
         """Every tool, as `plughost tools list --json`.
 
         Returns:
-            One `ToolInfo` per registered tool.
+            One `ToolInfo` per registered tool (when two registered the same
+            name, the last one).
 
         Raises:
             ConfigError: The host could not load.
