@@ -15,6 +15,7 @@ pub mod bridge;
 pub mod loader;
 pub mod native;
 pub mod threads;
+pub mod value;
 
 use std::ffi::CString;
 use std::sync::OnceLock;

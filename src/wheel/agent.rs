@@ -85,9 +85,10 @@ impl PyAgent {
     /// One turn; awaitable, resolving to the reply text (`""` when a plugin
     /// dropped the message or a command gave no reply). A failed model call
     /// raises `ModelError`.
-    #[pyo3(signature = (message, session_id=String::from("default")))]
-    fn send(&self, message: String, session_id: String) -> PyCall {
+    #[pyo3(signature = (message, session_id="default"))]
+    fn send(&self, message: String, session_id: &str) -> PyCall {
         let agent = self.agent.clone();
+        let session_id = session_id.to_string();
         spawned(async move {
             let report = agent.send(Inbound::new(&session_id, &message), None).await;
             match report.error {

@@ -28,14 +28,23 @@ pub enum Reply {
 }
 
 impl Reply {
-    fn into_py(self, py: Python<'_>) -> Py<PyAny> {
-        match self {
-            Reply::Text(t) => t
-                .into_pyobject(py)
-                .map(|s| s.into_any().unbind())
-                .unwrap_or_else(|_| py.None()),
-            Reply::Nothing => py.None(),
+    /// Finish the `await` with this value: `StopIteration(value)`, set the
+    /// way CPython's own coroutines set it (the value itself, not an
+    /// argument tuple), so the interpreter takes it without building an
+    /// exception object.
+    fn finish(self, py: Python<'_>) -> PyErr {
+        let value: Bound<'_, PyAny> = match self {
+            Reply::Text(t) => pyo3::types::PyString::new(py, &t).into_any(),
+            Reply::Nothing => return PyStopIteration::new_err(()),
+        };
+        // SAFETY: the GIL is held; `value` is a live str (never a tuple or
+        // an exception, which CPython would treat differently), and
+        // `PyErr_SetObject` takes its own references; `PyErr::fetch` then
+        // takes the pending exception back out for pyo3 to re-raise.
+        unsafe {
+            pyo3::ffi::PyErr_SetObject(pyo3::ffi::PyExc_StopIteration, value.as_ptr());
         }
+        PyErr::fetch(py)
     }
 }
 
@@ -94,16 +103,22 @@ impl PyCall {
         };
         let rt = runtime();
         loop {
-            let waker = state
-                .waker
-                .get_or_insert_with(|| Arc::new(LoopWaker::default()))
-                .clone();
+            // No waker until one is needed: most calls finish in their
+            // first step, or wait on what they delegate to the caller's task.
+            let waker = state.waker.clone();
             let future = state.future.as_mut().expect("checked above");
             let driver = InlineDriver::enter(resume.take());
             let polled = {
                 let _tokio = rt.tokio().enter();
-                let waker = Waker::from(waker.clone());
-                future.as_mut().poll(&mut Context::from_waker(&waker))
+                match &waker {
+                    Some(w) => {
+                        let w = Waker::from(w.clone());
+                        future.as_mut().poll(&mut Context::from_waker(&w))
+                    }
+                    None => future
+                        .as_mut()
+                        .poll(&mut Context::from_waker(Waker::noop())),
+                }
             };
             let (yielded, cancelled) = driver.leave();
             if cancelled {
@@ -117,8 +132,7 @@ impl PyCall {
                 Poll::Ready(result) => {
                     state.future = None;
                     state.delegated = false;
-                    let value = result?.into_py(py);
-                    return Err(PyStopIteration::new_err((value,)));
+                    return Err(result?.finish(py));
                 }
                 Poll::Pending => {
                     if let Some(y) = yielded {
@@ -126,6 +140,11 @@ impl PyCall {
                         return Ok(y);
                     }
                     state.delegated = false;
+                    let Some(waker) = waker else {
+                        // Polled without a waker: poll again with one.
+                        state.waker = Some(Arc::new(LoopWaker::default()));
+                        continue;
+                    };
                     match waker.arm(py)? {
                         Some(wait) => return Ok(wait),
                         None => continue, // woken while polling: poll again
@@ -140,6 +159,22 @@ impl PyCall {
 impl PyCall {
     fn __await__(slf: Py<Self>) -> Py<Self> {
         slf
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// `Call[str]` in annotations evaluated at run time.
+    #[classmethod]
+    fn __class_getitem__<'py>(
+        cls: &Bound<'py, pyo3::types::PyType>,
+        item: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        cls.py()
+            .import("types")?
+            .getattr("GenericAlias")?
+            .call1((cls, item))
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {

@@ -8,7 +8,6 @@ use std::task::{Context, Poll, Waker};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple};
 use serde_json::Value;
 
 use super::awaitable::{PyCall, Reply};
@@ -25,7 +24,7 @@ fn to_value(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Value> {
     match obj {
         None => Ok(Value::Object(Default::default())),
         Some(o) if o.is_none() => Ok(Value::Object(Default::default())),
-        Some(o) => pythonize::depythonize(o)
+        Some(o) => crate::runtime::value::to_json(o)
             .map_err(|e| PlughostError::new_err(format!("arguments are not JSON-like: {e}"))),
     }
 }
@@ -87,19 +86,12 @@ impl PyHost {
         Ok(Arc::new(host))
     }
 
-    fn context_call(
-        &self,
-        py: Python<'_>,
-        method: &str,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
+    fn still_open(&self, py: Python<'_>, method: &str) -> PyResult<()> {
         if self.built.get(py).is_some() {
             return Err(PlughostError::new_err(format!(
                 "{method}: the host has already loaded its plugins; register before its first use"
             )));
         }
-        self.context.bind(py).call_method(method, args, kwargs)?;
         Ok(())
     }
 }
@@ -149,44 +141,61 @@ impl PyHost {
         self.context.clone_ref(py)
     }
 
-    #[pyo3(signature = (*args, **kwargs))]
+    /// Register a tool on this host, as `PluginContext.register_tool`.
+    #[pyo3(signature = (name, schema=None, handler=None, *, check_fn=None, description=""))]
     fn register_tool(
         &self,
         py: Python<'_>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
+        name: &Bound<'_, PyAny>,
+        schema: Option<&Bound<'_, PyAny>>,
+        handler: Option<&Bound<'_, PyAny>>,
+        check_fn: Option<&Bound<'_, PyAny>>,
+        description: &str,
     ) -> PyResult<()> {
-        self.context_call(py, "register_tool", args, kwargs)
+        self.still_open(py, "register_tool")?;
+        self.context
+            .get()
+            .register_tool(py, name, schema, handler, check_fn, description)
     }
 
-    #[pyo3(signature = (*args, **kwargs))]
+    /// Register a hook on this host, as `PluginContext.register_hook`.
     fn register_hook(
         &self,
         py: Python<'_>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
+        event_name: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.context_call(py, "register_hook", args, kwargs)
+        self.still_open(py, "register_hook")?;
+        self.context.get().register_hook(event_name, callback)
     }
 
-    #[pyo3(signature = (*args, **kwargs))]
+    /// Register a slash command on this host, as `PluginContext.register_command`.
+    #[pyo3(signature = (name, handler, description="", args_hint=""))]
     fn register_command(
         &self,
         py: Python<'_>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
+        name: &Bound<'_, PyAny>,
+        handler: &Bound<'_, PyAny>,
+        description: &str,
+        args_hint: &str,
     ) -> PyResult<()> {
-        self.context_call(py, "register_command", args, kwargs)
+        self.still_open(py, "register_command")?;
+        self.context
+            .get()
+            .register_command(name, handler, description, args_hint)
     }
 
-    #[pyo3(signature = (*args, **kwargs))]
+    /// Register a skill on this host, as `PluginContext.register_skill`.
+    #[pyo3(signature = (name, path, description=""))]
     fn register_skill(
         &self,
         py: Python<'_>,
-        args: &Bound<'_, PyTuple>,
-        kwargs: Option<&Bound<'_, PyDict>>,
+        name: &Bound<'_, PyAny>,
+        path: &Bound<'_, PyAny>,
+        description: &str,
     ) -> PyResult<()> {
-        self.context_call(py, "register_skill", args, kwargs)
+        self.still_open(py, "register_skill")?;
+        self.context.get().register_skill(name, path, description)
     }
 
     /// Every discovered plugin, as `plughost plugins list --json`.
@@ -235,16 +244,17 @@ impl PyHost {
     }
 
     /// `call_tool` as an awaitable; nothing runs until it is awaited.
-    #[pyo3(signature = (name, args=None, session_id=String::new()))]
+    #[pyo3(signature = (name, args=None, session_id=""))]
     fn acall_tool(
         &self,
         py: Python<'_>,
-        name: String,
+        name: &str,
         args: Option<&Bound<'_, PyAny>>,
-        session_id: String,
+        session_id: &str,
     ) -> PyResult<PyCall> {
         let host = self.host(py)?;
         let args = to_value(args)?;
+        let (name, session_id) = (name.to_string(), session_id.to_string());
         Ok(PyCall::new(Box::pin(async move {
             Ok(Reply::Text(
                 host.call_tool(&name, args, &session_id).await.text,

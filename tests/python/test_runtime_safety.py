@@ -282,6 +282,12 @@ async def _await(call: object) -> str:
     return await call  # type: ignore[misc]
 
 
+@pytest.mark.asyncio
+async def test_acall_tool_under_pytest_asyncio(host: plughost.Host) -> None:
+    first, second = await asyncio.gather(host.acall_tool("anap", {"seconds": 0.01}), host.acall_tool("greet", {"name": "pa"}))
+    assert (first, second) == ("napped", "Hello, pa!")
+
+
 def test_cancelling_the_callers_task_cancels_the_plugin_coroutine(host: plughost.Host) -> None:
     async def main() -> None:
         task = asyncio.ensure_future(host.acall_tool("anap", {"seconds": 30}))

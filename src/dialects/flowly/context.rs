@@ -99,15 +99,15 @@ impl PluginContext {
         self.dir.clone()
     }
 
-    #[pyo3(signature = (name, schema=None, handler=None, *, check_fn=None, description=String::new()))]
-    fn register_tool(
+    #[pyo3(signature = (name, schema=None, handler=None, *, check_fn=None, description=""))]
+    pub(crate) fn register_tool(
         &self,
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
         schema: Option<&Bound<'_, PyAny>>,
         handler: Option<&Bound<'_, PyAny>>,
         check_fn: Option<&Bound<'_, PyAny>>,
-        description: String,
+        description: &str,
     ) -> PyResult<()> {
         let name: String = name
             .extract()
@@ -139,7 +139,7 @@ impl PluginContext {
         let description = if description.is_empty() {
             schema_description
         } else {
-            description
+            description.to_string()
         };
         let py_tool = PyTool::new(
             py,
@@ -155,7 +155,7 @@ impl PluginContext {
         self.push(Registration::Tool(Tool::new(spec, Arc::new(py_tool))))
     }
 
-    fn register_hook(
+    pub(crate) fn register_hook(
         &self,
         event_name: &Bound<'_, PyAny>,
         callback: &Bound<'_, PyAny>,
@@ -184,13 +184,13 @@ impl PluginContext {
         self.push(Registration::Hook { event, name, entry })
     }
 
-    #[pyo3(signature = (name, handler, description=String::new(), args_hint=String::new()))]
-    fn register_command(
+    #[pyo3(signature = (name, handler, description="", args_hint=""))]
+    pub(crate) fn register_command(
         &self,
         name: &Bound<'_, PyAny>,
         handler: &Bound<'_, PyAny>,
-        description: String,
-        args_hint: String,
+        description: &str,
+        args_hint: &str,
     ) -> PyResult<()> {
         let raw: String = name
             .extract()
@@ -212,8 +212,8 @@ impl PluginContext {
         }
         self.push(Registration::Command(Command {
             name,
-            description,
-            args_hint,
+            description: description.to_string(),
+            args_hint: args_hint.to_string(),
             plugin: self.key.clone(),
             handler: Arc::new(PyCommand {
                 handler: handler.clone().unbind(),
@@ -221,12 +221,12 @@ impl PluginContext {
         }))
     }
 
-    #[pyo3(signature = (name, path, description=String::new()))]
-    fn register_skill(
+    #[pyo3(signature = (name, path, description=""))]
+    pub(crate) fn register_skill(
         &self,
         name: &Bound<'_, PyAny>,
         path: &Bound<'_, PyAny>,
-        description: String,
+        description: &str,
     ) -> PyResult<()> {
         let name: String = name
             .extract()
@@ -268,7 +268,7 @@ impl PluginContext {
         self.push(Registration::Skill(Skill {
             name: format!("{}:{}", self.key, name),
             plugin: self.key.clone(),
-            description,
+            description: description.to_string(),
             path: resolved,
         }))
     }

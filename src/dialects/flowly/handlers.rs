@@ -50,6 +50,18 @@ impl PyTool {
             return Ok(params);
         };
         let accepted = accepted.bind(py);
+        // Usually every argument is accepted: pass the dict as it is (the
+        // call unpacks it into a fresh kwargs dict anyway).
+        let mut all_accepted = true;
+        for k in params.keys() {
+            if !accepted.contains(&k)? {
+                all_accepted = false;
+                break;
+            }
+        }
+        if all_accepted {
+            return Ok(params);
+        }
         let filtered = PyDict::new(py);
         for (k, v) in params.iter() {
             if accepted.contains(&k)? {
