@@ -164,10 +164,14 @@ class Call(Generic[_T_co]):
     call, `close()`, or cancelling the awaiting task cancels the work it
     started.
 
-    Not constructible from Python, and not subscriptable at runtime: write
-    `Call[str]` only in annotations (quoted, or under
-    `from __future__ import annotations`).
+    Not constructible from Python. `Call[str]` works in annotations and at
+    runtime (a `types.GenericAlias`).
     """
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        """`Call[T]`: a generic alias, for annotations evaluated at runtime."""
+    def __iter__(self) -> Call[_T_co]:
+        """The call itself (it is its own iterator, as `__await__` returns)."""
 
     def __await__(self) -> Generator[Any, Any, _T_co]:
         """Await the call: returns the call itself, which steps like a generator.
@@ -258,7 +262,7 @@ class PluginContext:
         handler: _ToolHandler | None = None,
         *,
         check_fn: Callable[[], object] | None = None,
-        description: str = ...,
+        description: str = "",
     ) -> None:
         """Register a tool.
 
@@ -296,7 +300,7 @@ class PluginContext:
             RuntimeError: Registration has closed.
         """
     def register_command(
-        self, name: str, handler: _CommandHandler, description: str = ..., args_hint: str = ...
+        self, name: str, handler: _CommandHandler, description: str = "", args_hint: str = ""
     ) -> None:
         """Register a slash command.
 
@@ -315,7 +319,7 @@ class PluginContext:
             ValueError: `name` is empty.
             RuntimeError: Registration has closed.
         """
-    def register_skill(self, name: str, path: _StrPath, description: str = ...) -> None:
+    def register_skill(self, name: str, path: _StrPath, description: str = "") -> None:
         """Register a skill, named `<plugin>:<name>`.
 
         Arguments:
@@ -385,7 +389,7 @@ class Host:
         handler: _ToolHandler | None = None,
         *,
         check_fn: Callable[[], object] | None = None,
-        description: str = ...,
+        description: str = "",
     ) -> None:
         """`PluginContext.register_tool` on `context`: register a tool
         directly on this host, before its first use.
@@ -403,7 +407,7 @@ class Host:
             TypeError: As `PluginContext.register_hook`.
         """
     def register_command(
-        self, name: str, handler: _CommandHandler, description: str = ..., args_hint: str = ...
+        self, name: str, handler: _CommandHandler, description: str = "", args_hint: str = ""
     ) -> None:
         """`PluginContext.register_command` on `context`: register a slash
         command directly on this host, before its first use.
@@ -412,7 +416,7 @@ class Host:
             PlughostError: The host has already loaded.
             TypeError, ValueError: As `PluginContext.register_command`.
         """
-    def register_skill(self, name: str, path: _StrPath, description: str = ...) -> None:
+    def register_skill(self, name: str, path: _StrPath, description: str = "") -> None:
         """`PluginContext.register_skill` on `context`: register a skill
         directly on this host, before its first use; a relative `path` is
         against the working directory the host was created in.
@@ -459,7 +463,7 @@ class Host:
             ConfigError: The host could not load.
             PlughostError: `args` is not JSON-like.
         """
-    def acall_tool(self, name: str, args: Mapping[str, Any] | None = None, session_id: str = ...) -> Call[str]:
+    def acall_tool(self, name: str, args: Mapping[str, Any] | None = None, session_id: str = "") -> Call[str]:
         """`call_tool` as an awaitable; nothing runs until it is awaited.
 
         Arguments:
@@ -539,7 +543,7 @@ class Agent:
                 unusable, or `tool_timeout` is not a positive number.
             OverflowError: `max_iterations` is negative.
         """
-    def send(self, message: str, session_id: str = ...) -> Call[str]:
+    def send(self, message: str, session_id: str = "default") -> Call[str]:
         """One turn of a session; nothing runs until it is awaited.
 
         Arguments:
