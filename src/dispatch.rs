@@ -194,19 +194,19 @@ pub async fn fire_entries(
                 .await
                 .unwrap_or(Err(HookError::TimedOut(limit))),
         };
+        let answer = match answer {
+            Ok(action) if action.kind().is_some_and(|k| !spec.accepts.contains(&k)) => {
+                Err(HookError::WrongShape(format!("{action:?}"), event))
+            }
+            other => other,
+        };
         let action = match answer {
             Ok(HookAction::Continue) => continue,
-            Ok(action) if action.kind().is_some_and(|k| spec.accepts.contains(&k)) => action,
-            Ok(other) => {
-                report_hook_error(
-                    entry,
-                    event,
-                    &HookError::WrongShape(format!("{other:?}"), event),
-                );
-                continue;
-            }
+            Ok(action) => action,
             Err(err) => {
                 report_hook_error(entry, event, &err);
+                // A fail-closed event takes any failure (raised, wrong
+                // shape, timed out, not run) as a refusal.
                 if spec.on_error == crate::hooks::FailMode::Closed && answers.is_empty() {
                     if let Some(refusal) = fail_closed_answer(event, entry, &err) {
                         answers.push(refusal);
@@ -216,11 +216,7 @@ pub async fn fire_entries(
             }
         };
         match spec.policy {
-            Policy::Observe => report_hook_error(
-                entry,
-                event,
-                &HookError::WrongShape(format!("{action:?}"), event),
-            ),
+            Policy::Observe => {} // it accepts no answer: refused above
             Policy::FirstWins => {
                 if answers.is_empty() {
                     answers.push(action);
@@ -231,6 +227,7 @@ pub async fn fire_entries(
                 if let (HookAction::Replace(text), HookPayload::Tool(ctx)) = (&action, &mut payload)
                 {
                     ctx.result = Some(text.clone());
+                    ctx.revision += 1;
                 }
                 answers.clear();
                 answers.push(action);

@@ -239,6 +239,9 @@ pub struct ToolCallContext {
     pub success: Option<bool>,
     /// Which event the context was last prepared for.
     pub stage: Option<HookEvent>,
+    /// Bumped whenever `result`, `duration_ms` or `success` change within
+    /// a stage (a chained transform), so dialects refresh what they show.
+    pub revision: u64,
     pub dialect: DialectState,
 }
 

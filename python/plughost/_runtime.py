@@ -248,7 +248,7 @@ def _serve(loop, ready) -> None:
     end anyway, the calls waiting on it fail at once, and the next call
     starts a fresh loop.
     """
-    global _loop
+    global _loop, _wake_pending
     asyncio = _asyncio_parts()
     asyncio.set_event_loop(loop)
     loop.call_soon(ready.set)
@@ -263,6 +263,7 @@ def _serve(loop, ready) -> None:
         with _loop_lock:
             if _loop is loop:
                 _loop = None
+        _wake_pending = False  # the next loop must be woken afresh
         _native.loop_ended()
 
 
@@ -326,9 +327,19 @@ def start(coro, on_done):
     right now, the coroutine is queued for it instead.
     """
     asyncio = _asyncio or _asyncio_parts()
+    loop = _loop or event_loop()
+    if asyncio.events._get_running_loop() is loop:
+        # Inside a step of plughost's own loop (a blocking plughost call made
+        # from a plugin coroutine): waiting for the loop here would deadlock it.
+        if asyncio.iscoroutine(coro):
+            coro.close()
+        raise RuntimeError(
+            "a blocking plughost call was made from inside plughost's own event loop "
+            "(from a plugin coroutine); it would wait on the loop it blocks. "
+            "Await host.acall_tool(...) instead."
+        )
     if not asyncio.iscoroutine(coro):
         coro = _await(coro)
-    loop = _loop or event_loop()
     if not _step_lock.acquire(blocking=False):
         deferred = _Deferred(coro, on_done)
         _deferred.append(deferred)
@@ -345,11 +356,12 @@ def start(coro, on_done):
     finally:
         events._set_running_loop(previous)
         _step_lock.release()
+    # The step may have added timers or ready callbacks (a task it created,
+    # a call_later) that the loop, waiting in select, has not seen.
+    if loop._ready or loop._scheduled:
+        _wake(loop)
     if done:
         return True, task.result()
-    # The eager step may have added timers or ready callbacks the loop has
-    # not seen while it waits in select.
-    _wake(loop)
     return False, task
 
 
@@ -359,6 +371,8 @@ async def _await(awaitable):
 
 _wake_pending = False
 _deferred: "list[_Deferred]" = []
+#: How many coroutines the loop thread started from the queue (for tests).
+DEFERRED_STARTS = 0
 
 
 class _Deferred:
@@ -373,6 +387,8 @@ class _Deferred:
         self.cancelled = False
 
     def start(self, loop) -> None:
+        global DEFERRED_STARTS
+        DEFERRED_STARTS += 1
         if self.cancelled:
             self.coro.close()
             future = loop.create_future()

@@ -24,7 +24,7 @@
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 
@@ -89,14 +89,14 @@ impl Future for PendingAwait {
 
 // ── On the runtime's loop ─────────────────────────────────────────
 
-/// Set when the runtime's asyncio loop thread has ended (see `loop_ended`).
-static LOOP_ENDED: AtomicBool = AtomicBool::new(false);
+/// How many times the runtime's asyncio loop thread has ended (see `loop_ended`).
+static LOOPS_ENDED: AtomicU64 = AtomicU64::new(0);
 static LOOP_ENDED_NOTIFY: Notify = Notify::const_new();
 
 /// The loop thread ended: fail every call waiting on it. A later call
 /// starts a fresh loop.
 pub(crate) fn loop_ended() {
-    LOOP_ENDED.store(true, Ordering::SeqCst);
+    LOOPS_ENDED.fetch_add(1, Ordering::SeqCst);
     LOOP_ENDED_NOTIFY.notify_waiters();
 }
 
@@ -110,7 +110,8 @@ pub struct Completion {
 impl Completion {
     fn __call__(&self, future: &Bound<'_, PyAny>) {
         let outcome = future.call_method0("result").map(Bound::unbind);
-        if let Some(tx) = self.sender.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let sender = self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(tx) = sender {
             let _ = tx.send(outcome);
         }
     }
@@ -128,7 +129,7 @@ fn start_on_loop(py: Python<'_>, awaitable: Bound<'_, PyAny>) -> Awaited {
         Ok(c) => c,
         Err(e) => return Awaited::Ready(Err(e)),
     };
-    LOOP_ENDED.store(false, Ordering::SeqCst);
+    let generation = LOOPS_ENDED.load(Ordering::SeqCst);
     match rt
         .start
         .bind(py)
@@ -140,6 +141,7 @@ fn start_on_loop(py: Python<'_>, awaitable: Bound<'_, PyAny>) -> Awaited {
         Ok((false, task)) => Awaited::Pending(PendingAwait::Loop(LoopTask {
             rx,
             task: Some(task.unbind()),
+            generation,
             loop_gone: Box::pin(LOOP_ENDED_NOTIFY.notified()),
         })),
     }
@@ -149,6 +151,8 @@ fn start_on_loop(py: Python<'_>, awaitable: Bound<'_, PyAny>) -> Awaited {
 pub struct LoopTask {
     rx: oneshot::Receiver<Outcome>,
     task: Option<Py<PyAny>>,
+    /// [`LOOPS_ENDED`] when the task started: a change means its loop is gone.
+    generation: u64,
     loop_gone: Pin<Box<tokio::sync::futures::Notified<'static>>>,
 }
 
@@ -163,7 +167,8 @@ impl Future for LoopTask {
                 ))
             }));
         }
-        if self.loop_gone.as_mut().poll(cx).is_ready() || LOOP_ENDED.load(Ordering::SeqCst) {
+        let ended = self.loop_gone.as_mut().poll(cx).is_ready();
+        if ended || LOOPS_ENDED.load(Ordering::SeqCst) != self.generation {
             self.task = None;
             return Poll::Ready(Err(pyo3::exceptions::PyRuntimeError::new_err(
                 "plughost's asyncio loop stopped while the call was waiting on it",
@@ -217,7 +222,8 @@ thread_local! {
 /// coroutines started meanwhile are driven inline (see the module docs).
 /// Nested drivers (a plugin awaiting another plughost call) stack.
 pub struct InlineDriver {
-    outer: Option<DriverSlot>,
+    /// What to put back when this driver ends: `Some(outer)` until then.
+    outer: Option<Option<DriverSlot>>,
 }
 
 impl InlineDriver {
@@ -230,13 +236,13 @@ impl InlineDriver {
                 cancelled: false,
             })
         });
-        InlineDriver { outer }
+        InlineDriver { outer: Some(outer) }
     }
 
     /// Stop driving: what an inline task asked to yield, if any, and
     /// whether a cancellation thrown into it went through.
     pub fn leave(mut self) -> (Option<Py<PyAny>>, bool) {
-        let outer = self.outer.take();
+        let outer = self.outer.take().flatten();
         DRIVER
             .with(|d| std::mem::replace(&mut *d.borrow_mut(), outer))
             .map(|slot| (slot.yielded, slot.cancelled))
@@ -249,6 +255,22 @@ impl InlineDriver {
                 slot.cancelled = true;
             }
         });
+    }
+
+    /// Run `f` with no driver active: a blocking call made from inside an
+    /// inline step runs its coroutines on the runtime's loop, not inline
+    /// (nothing would resume them while this thread blocks).
+    pub fn suspended<R>(f: impl FnOnce() -> R) -> R {
+        let saved = DRIVER.with(|d| d.borrow_mut().take());
+        struct Restore(Option<DriverSlot>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let saved = self.0.take();
+                DRIVER.with(|d| *d.borrow_mut() = saved);
+            }
+        }
+        let _restore = Restore(saved);
+        f()
     }
 
     fn active() -> bool {
@@ -270,9 +292,10 @@ impl InlineDriver {
 
 impl Drop for InlineDriver {
     fn drop(&mut self) {
-        // `leave` was not called (a panic): restore the outer driver.
+        // `leave` was not called (a panic): restore the outer driver, or
+        // none, so later calls on this thread are not taken for inline ones.
         if let Some(outer) = self.outer.take() {
-            DRIVER.with(|d| *d.borrow_mut() = Some(outer));
+            DRIVER.with(|d| *d.borrow_mut() = outer);
         }
     }
 }

@@ -88,6 +88,25 @@ impl Drop for ActiveGuard {
     }
 }
 
+/// Run `f` with the GIL released (`py.detach`), for a blocking wait on a
+/// thread Python owns. Should the interpreter begin to shut down meanwhile,
+/// the thread never takes the GIL back: it parks until the process ends
+/// (3.11 would end it with `pthread_exit` through our frames, aborting the
+/// process; 3.14 parks such threads the same way).
+pub fn detach_blocking<T, F>(py: Python<'_>, f: F) -> T
+where
+    F: Send + FnOnce() -> T,
+    T: Send,
+{
+    py.detach(|| {
+        let result = f();
+        while exiting() {
+            std::thread::park_timeout(Duration::from_secs(3600));
+        }
+        result
+    })
+}
+
 /// Whether the interpreter has begun to shut down.
 pub fn exiting() -> bool {
     EXITING.load(Ordering::SeqCst)
@@ -118,6 +137,9 @@ impl Drop for KeptThreadState {
         // The thread is ending. Give its thread state back, unless the
         // interpreter is exiting or gone (then it owns and frees every
         // thread state itself, and taking the GIL could end this thread).
+        // Counted as an attach in flight, so `begin_exit` waits for it.
+        ACTIVE.fetch_add(1, Ordering::SeqCst);
+        let _active = ActiveGuard;
         if exiting() {
             return;
         }

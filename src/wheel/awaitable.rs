@@ -212,6 +212,27 @@ impl PyCall {
     fn __repr__(&self) -> &'static str {
         "<plughost.Call>"
     }
+
+    /// The asyncio future a suspended call waits on can lead back to the
+    /// call (its callbacks hold the awaiting task): let the garbage
+    /// collector see that edge, so an abandoned loop's cycles are freed.
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        if let Ok(state) = self.state.try_lock() {
+            if let Some(slot) = state.waker.as_ref().and_then(|w| w.waiting()) {
+                if let Some(wait) = &slot.wait {
+                    visit.call(wait)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn __clear__(&self) {
+        if let Ok(mut state) = self.state.try_lock() {
+            state.future = None;
+            state.waker = None;
+        }
+    }
 }
 
 /// Wakes the caller's task when a call that waits outside Python can go on.
@@ -231,13 +252,19 @@ struct WakerSlot {
 impl LoopWaker {
     /// A future of the running loop to wait on, or `None` when already woken.
     fn arm(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        // Made before taking the lock: no Python runs while it is held.
+        let wait = runtime().wait_future.bind(py).call0()?.unbind();
         let mut slot = self.slot.lock().unwrap_or_else(|e| e.into_inner());
         if std::mem::take(&mut slot.woken) {
             return Ok(None);
         }
-        let wait = runtime().wait_future.bind(py).call0()?;
-        slot.wait = Some(wait.clone().unbind());
-        Ok(Some(wait.unbind()))
+        slot.wait = Some(wait.clone_ref(py));
+        Ok(Some(wait))
+    }
+
+    /// The future a suspended step waits on, for the garbage collector.
+    fn waiting(&self) -> Option<std::sync::MutexGuard<'_, WakerSlot>> {
+        self.slot.try_lock().ok()
     }
 }
 

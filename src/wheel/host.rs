@@ -15,6 +15,8 @@ use super::{CommandNotFound, ConfigError, PlughostError, SkillNotFound};
 use crate::agent::tools::{self, DelegateSlot, ToolLimits, Workspace};
 use crate::dialects::flowly::PluginContext;
 use crate::host::{CommandError, Host};
+use crate::runtime::bridge::InlineDriver;
+use crate::runtime::threads::detach_blocking;
 use crate::runtime::Runtime;
 
 /// Owner name of tools and hooks registered directly on a Host.
@@ -229,17 +231,22 @@ impl PyHost {
         let host = self.host(py)?;
         let args = to_value(args)?;
         let tokio = crate::runtime::runtime().tokio();
-        let mut call = pin!(host.call_tool(name, args, session_id));
-        // Take the first step in place, with the GIL held: a call whose
-        // hooks and handler never wait is done now. Only one that waits
-        // releases the GIL and blocks for the rest.
-        let first = {
-            let _entered = tokio.enter();
-            call.as_mut().poll(&mut Context::from_waker(Waker::noop()))
-        };
-        Ok(match first {
-            Poll::Ready(result) => result.text,
-            Poll::Pending => py.detach(|| tokio.block_on(call)).text,
+        // A blocking call never drives coroutines inline, even when made
+        // from inside an awaited plughost call (nothing would resume them
+        // while this thread blocks): they run on the runtime's loop.
+        InlineDriver::suspended(|| {
+            let mut call = pin!(host.call_tool(name, args, session_id));
+            // Take the first step in place, with the GIL held: a call whose
+            // hooks and handler never wait is done now. Only one that waits
+            // releases the GIL and blocks for the rest.
+            let first = {
+                let _entered = tokio.enter();
+                call.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+            };
+            Ok(match first {
+                Poll::Ready(result) => result.text,
+                Poll::Pending => detach_blocking(py, || tokio.block_on(call)).text,
+            })
         })
     }
 
@@ -266,7 +273,10 @@ impl PyHost {
     fn run_command(&self, py: Python<'_>, line: &str) -> PyResult<Option<String>> {
         let host = self.host(py)?;
         let tokio = crate::runtime::runtime().tokio();
-        match py.detach(|| tokio.block_on(host.run_command(line))) {
+        let ran = InlineDriver::suspended(|| {
+            detach_blocking(py, || tokio.block_on(host.run_command(line)))
+        });
+        match ran {
             Ok(reply) => Ok(reply),
             Err(e @ (CommandError::Unknown(_) | CommandError::NotACommand(_))) => {
                 Err(CommandNotFound::new_err(e.to_string()))

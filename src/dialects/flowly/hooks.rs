@@ -19,7 +19,8 @@ use crate::runtime::{plugin_error, try_attach};
 struct ToolState {
     params: Py<PyDict>,
     context: Option<Py<PyAny>>,
-    synced: Option<HookEvent>,
+    /// The (stage, revision) the Python context last showed.
+    synced: (Option<HookEvent>, u64),
 }
 
 /// The params of a call as a Python dict, shared for the call's lifetime.
@@ -34,7 +35,7 @@ pub fn params_dict<'py>(
     ctx.dialect.set(ToolState {
         params: dict.clone().unbind(),
         context: None,
-        synced: None,
+        synced: (None, 0),
     });
     Ok(dict)
 }
@@ -47,19 +48,18 @@ struct ObjectState {
 
 fn tool_context<'py>(py: Python<'py>, ctx: &mut ToolCallContext) -> PyResult<Bound<'py, PyAny>> {
     let params = params_dict(py, ctx)?;
-    let stage = ctx.stage;
-    let (result, duration_ms, success) = (ctx.result.clone(), ctx.duration_ms, ctx.success);
+    let shown = (ctx.stage, ctx.revision);
     let state = ctx
         .dialect
         .get_mut::<ToolState>()
         .expect("params_dict set the state");
     if let Some(obj) = &state.context {
         let obj = obj.bind(py).clone();
-        if state.synced != stage {
-            obj.setattr(intern!(py, "result"), result)?;
-            obj.setattr(intern!(py, "duration_ms"), duration_ms)?;
-            obj.setattr(intern!(py, "success"), success)?;
-            state.synced = stage;
+        if state.synced != shown {
+            obj.setattr(intern!(py, "result"), ctx.result.as_deref())?;
+            obj.setattr(intern!(py, "duration_ms"), ctx.duration_ms)?;
+            obj.setattr(intern!(py, "success"), ctx.success)?;
+            state.synced = shown;
         }
         return Ok(obj);
     }
@@ -72,14 +72,14 @@ fn tool_context<'py>(py: Python<'py>, ctx: &mut ToolCallContext) -> PyResult<Bou
         &ctx.tool_name,
         params,
         &ctx.tool_call_id,
-        result,
-        duration_ms,
-        success,
+        ctx.result.as_deref(),
+        ctx.duration_ms,
+        ctx.success,
     );
     let obj = classes(py)?.tool_ctx.bind(py).call1(args)?;
     let state = ctx.dialect.get_mut::<ToolState>().expect("state set");
     state.context = Some(obj.clone().unbind());
-    state.synced = stage;
+    state.synced = shown;
     Ok(obj)
 }
 
