@@ -121,6 +121,9 @@ fn main() {
     let host = Arc::new(host);
     let mt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        // As a Rust service should: plughost keeps Python thread states on
+        // these threads instead of creating one per call.
+        .on_thread_start(plughost::runtime::thread_started)
         .enable_all()
         .build()
         .unwrap();
