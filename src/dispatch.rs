@@ -42,6 +42,13 @@ pub async fn call_tool(
             })
         }
     };
+    if let Some(problem) = &tool.unusable_schema {
+        return finish(ToolOutcome::InvalidArguments {
+            problem: ArgumentProblem::Schema {
+                problem: problem.clone(),
+            },
+        });
+    }
     let params = match &tool.validator {
         None => params,
         Some(validator) => {
@@ -78,6 +85,13 @@ pub async fn call_tool(
         .await;
         if let Some(HookAction::Block(message)) = actions.into_iter().next() {
             return finish(ToolOutcome::Blocked { message });
+        }
+        // Hooks may have edited the arguments in place (Flowly semantics):
+        // a handler that reads the Rust arguments gets the edited ones.
+        if tool.handler.reads_rust_params() {
+            if let Some(edited) = ctx.dialect.edited_params() {
+                ctx.params = edited;
+            }
         }
     }
 

@@ -199,19 +199,38 @@ impl HookEvent {
     }
 }
 
-/// Per-call state a dialect may attach to a context (e.g. the Python object
-/// it built for the first hook), so later hooks and the handler reuse it.
+/// Per-call state a dialect attaches to a context (the Python objects it
+/// built for the first hook, say), so later hooks and the handler reuse it.
+pub trait CallState: std::any::Any + Send {
+    /// Itself, for downcasting to the dialect's own type.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+    /// The call's arguments as the dialect's hooks left them, when they may
+    /// have been edited in place (a Flowly `pre_tool_call` hook editing
+    /// `ctx.params`): dispatch hands them to handlers that read the Rust
+    /// arguments (native and built-in tools). `None`: unchanged.
+    fn edited_params(&mut self) -> Option<Map<String, Value>> {
+        None
+    }
+}
+
+/// The slot on a context that holds a dialect's [`CallState`].
 #[derive(Default)]
-pub struct DialectState(Option<Box<dyn std::any::Any + Send>>);
+pub struct DialectState(Option<Box<dyn CallState>>);
 
 impl DialectState {
     /// The attached state, if it is of type `T`.
-    pub fn get_mut<T: 'static>(&mut self) -> Option<&mut T> {
-        self.0.as_mut().and_then(|b| b.downcast_mut::<T>())
+    pub fn get_mut<T: CallState>(&mut self) -> Option<&mut T> {
+        self.0
+            .as_mut()
+            .and_then(|b| b.as_any_mut().downcast_mut::<T>())
     }
     /// Attach `value`, replacing what was there.
-    pub fn set<T: Send + 'static>(&mut self, value: T) {
+    pub fn set<T: CallState>(&mut self, value: T) {
         self.0 = Some(Box::new(value));
+    }
+    /// See [`CallState::edited_params`].
+    pub fn edited_params(&mut self) -> Option<Map<String, Value>> {
+        self.0.as_mut().and_then(|s| s.edited_params())
     }
 }
 

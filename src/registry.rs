@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Serialize;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 use crate::hooks::{BoxFuture, HookBus, HookEntry, HookEvent, ToolCallContext};
 use crate::outcome::{PluginError, Renderer};
@@ -29,6 +29,12 @@ pub trait ToolHandler: Send + Sync + 'static {
     }
     /// Run the tool with `ctx.params` as its arguments.
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn;
+    /// Whether the handler reads the Rust `ctx.params` (native and built-in
+    /// tools). A Python handler reads the dialect's own arguments object,
+    /// which hooks edit in place; a Rust one gets those edits copied back.
+    fn reads_rust_params(&self) -> bool {
+        true
+    }
 }
 
 /// A native Rust tool from a synchronous closure.
@@ -74,6 +80,8 @@ pub struct ToolSpec {
 pub struct Tool {
     pub spec: ToolSpec,
     pub(crate) validator: Option<Arc<jsonschema::Validator>>,
+    /// Why the schema cannot be used at all (too deep): calls are refused.
+    pub(crate) unusable_schema: Option<String>,
     pub handler: Arc<dyn ToolHandler>,
     /// Its output is terminal output: `transform_terminal_output` sees it
     /// before the usual post hooks (the built-in `exec`).
@@ -84,21 +92,42 @@ impl Tool {
     /// Build a tool, compiling its argument schema once. A schema the
     /// validator cannot compile is kept for listing but not enforced (with a
     /// warning), so a plugin still works the way it did under its own host.
-    pub fn new(spec: ToolSpec, handler: Arc<dyn ToolHandler>) -> Tool {
-        let validator = match jsonschema::validator_for(&spec.parameters) {
-            Ok(v) => Some(Arc::new(v)),
-            Err(e) => {
-                tracing::warn!(
-                    tool = %spec.name,
-                    plugin = %spec.plugin,
-                    "the tool's parameter schema is not valid JSON Schema ({e}); arguments will not be validated"
-                );
-                None
+    pub fn new(mut spec: ToolSpec, handler: Arc<dyn ToolHandler>) -> Tool {
+        let depth = json_depth(&spec.parameters);
+        let validator = if depth > MAX_SCHEMA_DEPTH {
+            // Not kept: even dropping so deep a value recurses past the stack.
+            let deep = std::mem::replace(&mut spec.parameters, json!({"type": "object"}));
+            dismantle(deep);
+            // Compiling (or validating against) it could overflow the stack.
+            tracing::warn!(
+                tool = %spec.name,
+                plugin = %spec.plugin,
+                "the tool's parameter schema nests {depth} levels deep (at most {MAX_SCHEMA_DEPTH}); calls are refused until it is flattened"
+            );
+            Err(format!(
+                "the tool's parameter schema nests {depth} levels deep (at most {MAX_SCHEMA_DEPTH}); the plugin must flatten it"
+            ))
+        } else {
+            match jsonschema::validator_for(&spec.parameters) {
+                Ok(v) => Ok(Some(Arc::new(v))),
+                Err(e) => {
+                    tracing::warn!(
+                        tool = %spec.name,
+                        plugin = %spec.plugin,
+                        "the tool's parameter schema is not valid JSON Schema ({e}); arguments will not be validated"
+                    );
+                    Ok(None)
+                }
             }
+        };
+        let (validator, unusable_schema) = match validator {
+            Ok(v) => (v, None),
+            Err(problem) => (None, Some(problem)),
         };
         Tool {
             spec,
             validator,
+            unusable_schema,
             handler,
             terminal: false,
         }
@@ -124,6 +153,37 @@ impl Tool {
             native_spec(name, description, parameters),
             Arc::new(AsyncFnTool(f)),
         )
+    }
+}
+
+/// How deeply a tool's parameter schema may nest.
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+
+/// How deeply a JSON value nests (a scalar is 0), without recursion (so a
+/// value too deep to recurse over can still be measured).
+pub fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|i| (i, d + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|i| (i, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Drop a JSON value of any depth without recursing.
+pub fn dismantle(value: Value) {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
     }
 }
 

@@ -6,13 +6,27 @@
 //! first, which raises (and formats) an `AttributeError` per dict: the
 //! direct walk keeps a tool call's argument conversion off that path.
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 
-/// Convert `obj` into JSON.
+/// How deeply values may nest (serde_json's own parsing limit): deeper
+/// values, and cyclic ones, are refused instead of overflowing the stack.
+pub const MAX_DEPTH: usize = 128;
+
+/// Convert `obj` into JSON; a value nested deeper than [`MAX_DEPTH`] (or
+/// containing itself) is a `ValueError`.
 pub fn to_json(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    convert(obj, 0)
+}
+
+fn convert(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "the value nests deeper than {MAX_DEPTH} levels (or contains itself); flatten it"
+        )));
+    }
     if obj.is_none() {
         return Ok(Value::Null);
     }
@@ -43,25 +57,34 @@ pub fn to_json(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
                 .map_err(|_| PyTypeError::new_err("JSON object keys must be strings"))?
                 .to_str()?
                 .to_string();
-            map.insert(key, to_json(&v)?);
+            map.insert(key, convert(&v, depth + 1)?);
         }
         return Ok(Value::Object(map));
     }
     if let Ok(l) = obj.cast::<PyList>() {
         return l
             .iter()
-            .map(|v| to_json(&v))
+            .map(|v| convert(&v, depth + 1))
             .collect::<PyResult<_>>()
             .map(Value::Array);
     }
     if let Ok(t) = obj.cast::<PyTuple>() {
         return t
             .iter()
-            .map(|v| to_json(&v))
+            .map(|v| convert(&v, depth + 1))
             .collect::<PyResult<_>>()
             .map(Value::Array);
     }
-    pythonize::depythonize(obj).map_err(|e| PyTypeError::new_err(e.to_string()))
+    // Anything else (a dataclass, a mapping, a set): pythonize, whose own
+    // recursion is bounded by what it converts into (checked below).
+    let value: Value =
+        pythonize::depythonize(obj).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    if crate::registry::json_depth(&value) + depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "the value nests deeper than {MAX_DEPTH} levels; flatten it"
+        )));
+    }
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -87,6 +110,23 @@ mod tests {
             );
             let bad = py.eval(c"{1: 2}", None, None).unwrap();
             assert!(to_json(&bad).is_err());
+            let cyclic = py
+                .eval(
+                    c"(lambda d: (d.__setitem__('self', d), d)[1])({})",
+                    None,
+                    None,
+                )
+                .unwrap();
+            let err = to_json(&cyclic).unwrap_err();
+            assert!(err.to_string().contains("contains itself"), "{err}");
+            let deep = py
+                .eval(
+                    c"__import__('functools').reduce(lambda a, _: [a], range(100000), [])",
+                    None,
+                    None,
+                )
+                .unwrap();
+            assert!(to_json(&deep).is_err());
         });
     }
 }

@@ -568,3 +568,29 @@ def test_many_threads_using_a_fresh_host_first_load_its_plugins_once(safety_home
         assert list(pool.map(first_use, range(8))) == ["Hello, first!"] * 8
     loaded = {name for name in sys.modules if name.startswith("_plughost_plugins.")} - before
     assert len(loaded) == 1, loaded
+
+
+# ── hostile values through the Python API ───────────────────────
+
+
+def test_cyclic_and_over_deep_arguments_are_refused_not_a_crash(host: plughost.Host) -> None:
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(plughost.PlughostError, match="contains itself"):
+        host.call_tool("greet", cyclic)
+    deep: list[object] = []
+    for _ in range(10_000):
+        deep = [deep]
+    with pytest.raises(plughost.PlughostError, match="nests deeper than 128 levels"):
+        host.call_tool("greet", {"name": deep})
+    with pytest.raises(plughost.PlughostError, match="contains itself"):
+        host.acall_tool("greet", cyclic)
+    assert host.call_tool("greet", {"name": "still fine"}) == "Hello, still fine!"
+
+
+def test_a_cyclic_schema_registered_directly_is_refused_at_registration(safety_home: Path) -> None:
+    host = plughost.Host(home=safety_home, disable=["command-guard", "disk-cleanup", "tool-audit"])
+    schema: dict[str, object] = {"type": "object"}
+    schema["properties"] = {"a": schema}
+    with pytest.raises(ValueError, match="register_tool\\('loop'\\): schema is not JSON-like"):
+        host.register_tool("loop", schema, lambda **kw: "x")

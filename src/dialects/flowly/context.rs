@@ -129,7 +129,7 @@ impl PluginContext {
         let schema_value: Value = match schema {
             None => Value::Null,
             Some(s) if s.is_none() => Value::Null,
-            Some(s) => pythonize::depythonize(s).map_err(|e| {
+            Some(s) => crate::runtime::value::to_json(s).map_err(|e| {
                 PyValueError::new_err(format!(
                     "register_tool('{name}'): schema is not JSON-like: {e}"
                 ))

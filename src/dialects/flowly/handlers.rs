@@ -95,6 +95,10 @@ fn not_run(e: Exiting) -> PluginError {
 }
 
 impl ToolHandler for PyTool {
+    fn reads_rust_params(&self) -> bool {
+        false // it gets the shared Python dict hooks edit in place
+    }
+
     fn check(&self) -> Option<Result<bool, PluginError>> {
         let check = self.check_fn.as_ref()?;
         Some(

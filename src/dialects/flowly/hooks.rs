@@ -8,9 +8,11 @@ use pyo3::types::{PyDict, PyString};
 
 use super::classes;
 use crate::hooks::{
-    HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn, ToolCallContext,
+    CallState, HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn,
+    ToolCallContext,
 };
 use crate::runtime::bridge::{self, Awaited};
+use crate::runtime::value::to_json;
 use crate::runtime::{plugin_error, try_attach};
 
 /// The Python side of one tool call: the params dict the handler and every
@@ -40,10 +42,35 @@ pub fn params_dict<'py>(
     Ok(dict)
 }
 
+impl CallState for ToolState {
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+
+    fn edited_params(&mut self) -> Option<serde_json::Map<String, serde_json::Value>> {
+        try_attach(|py| match to_json(self.params.bind(py).as_any()) {
+            Ok(serde_json::Value::Object(map)) => Some(map),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!("a hook left the call's params unusable ({e}); the handler gets them as they were");
+                None
+            }
+        })
+        .ok()
+        .flatten()
+    }
+}
+
 /// A cached Python context for a non-tool payload.
 struct ObjectState {
     context: Py<PyAny>,
     stage: Option<HookEvent>,
+}
+
+impl CallState for ObjectState {
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
 }
 
 fn tool_context<'py>(py: Python<'py>, ctx: &mut ToolCallContext) -> PyResult<Bound<'py, PyAny>> {
