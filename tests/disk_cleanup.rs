@@ -1,7 +1,9 @@
 //! The bundled disk-cleanup plugin, driven through the host's real dispatch:
 //! its hooks see real tool calls and its command runs through `run_command`.
+//! Every host call is bounded in time (`LIMIT`), so a hang fails the test.
 mod common;
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
@@ -15,22 +17,40 @@ use serde_json::json;
 /// these tests take turns.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The longest any one host call of these tests may take.
+const LIMIT: Duration = Duration::from_secs(30);
+
 /// Stand-ins for the agent loop's file tools, so the hook sees real calls.
-/// Like the real tools, they resolve relative paths in a workspace (here a
-/// temporary directory of the fixture, read from `workspace.txt` beside the
-/// plugin), never in the process's working directory: that is the
+/// Like the real tools, they resolve relative paths in a workspace (here
+/// `<home>/workspace`, the agent's default, read from `workspace.txt` beside
+/// the plugin), never in the process's working directory: that is the
 /// repository when tests run, and a stray file there would get committed.
+/// `write_file` is a coroutine; given `together: N` it records its start and
+/// end and waits until N such calls have started, so a test can prove that
+/// calls overlapped.
 const FS_TOOLS: &str = r#"
-import os, subprocess
+import asyncio, os, subprocess, time
 WORKSPACE = open(os.path.join(os.path.dirname(__file__), "workspace.txt")).read()
+EVENTS = []
+ARRIVED = {}
 def _in_workspace(path):
     return os.path.join(WORKSPACE, path)
 def register(ctx):
-    def write_file(path: str, content: str = ""):
+    async def write_file(path: str, content: str = "", together: int = 0):
         path = _in_workspace(path)
+        if together:
+            EVENTS.append("start " + os.path.basename(path))
+            ARRIVED[together] = ARRIVED.get(together, 0) + 1
+            deadline = time.monotonic() + 10
+            while ARRIVED[together] < together:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the other calls never started")
+                await asyncio.sleep(0.005)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as fh:
             fh.write(content)
+        if together:
+            EVENTS.append("end " + os.path.basename(path))
         return f"wrote {len(content)} bytes to {path}"
     def edit_file(path: str, old: str, new: str):
         path = _in_workspace(path)
@@ -41,7 +61,8 @@ def register(ctx):
         cwd = _in_workspace(cwd) if cwd else WORKSPACE
         done = subprocess.run(command, shell=True, capture_output=True, text=True, cwd=cwd)
         return done.stdout + done.stderr
-    ctx.register_tool("write_file", {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path"]}, write_file)
+    ctx.register_tool("write_file", {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}, "together": {"type": "integer"}}, "required": ["path"]}, write_file)
+    ctx.register_tool("events", {"type": "object"}, lambda: "\n".join(EVENTS))
     ctx.register_tool("edit_file", {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}}}, edit_file)
     ctx.register_tool("exec", {"type": "object", "properties": {"command": {"type": "string"}, "cwd": {"type": "string"}}, "required": ["command"]}, exec_)
 "#;
@@ -49,25 +70,42 @@ def register(ctx):
 struct Fixture {
     home: tempfile::TempDir,
     tmp_root: tempfile::TempDir,
-    /// Where the stand-in tools resolve relative paths.
-    workspace: tempfile::TempDir,
+    /// Where the stand-in tools resolve relative paths: `<home>/workspace`.
+    workspace: PathBuf,
     host: Host,
     rt: tokio::runtime::Runtime,
 }
 
 fn fixture() -> Fixture {
+    fixture_with(&[])
+}
+
+/// A home with the stand-in tools and the `extra` plugins `(key, source)`
+/// enabled, and the real bundled plugins.
+fn fixture_with(extra: &[(&str, &str)]) -> Fixture {
     let home = tempfile::tempdir().unwrap();
-    let workspace = tempfile::tempdir().unwrap();
-    let workspace_path = workspace.path().to_str().expect("a UTF-8 temp path");
+    let workspace = home.path().join("workspace");
+    std::fs::create_dir_all(&workspace).unwrap();
+    let workspace_path = workspace.to_str().expect("a UTF-8 temp path");
     write_plugin(
         &home.path().join("plugins"),
         "fs-tools",
         "name: fs-tools\n",
         &[("__init__.py", FS_TOOLS), ("workspace.txt", workspace_path)],
     );
+    let mut enabled = vec!["fs-tools"];
+    for (key, source) in extra {
+        write_plugin(
+            &home.path().join("plugins"),
+            key,
+            &format!("name: {key}\n"),
+            &[("__init__.py", source)],
+        );
+        enabled.push(key);
+    }
     std::fs::write(
         home.path().join("config.json"),
-        r#"{"plugins": {"enabled": ["fs-tools"]}}"#,
+        json!({"plugins": {"enabled": enabled}}).to_string(),
     )
     .unwrap();
     let tmp_root = tempfile::Builder::new()
@@ -80,13 +118,17 @@ fn fixture() -> Fixture {
         .bundled_dir(bundled)
         .build()
         .unwrap();
-    let dc = host
-        .plugins()
-        .iter()
-        .find(|p| p.key == "disk-cleanup")
-        .expect("bundled disk-cleanup");
-    assert!(dc.loaded, "{:?}", dc.error);
-    let rt = tokio::runtime::Builder::new_current_thread()
+    for key in std::iter::once("disk-cleanup").chain(extra.iter().map(|(k, _)| *k)) {
+        let plugin = host
+            .plugins()
+            .iter()
+            .find(|p| p.key == key)
+            .unwrap_or_else(|| panic!("plugin {key} not found"));
+        assert!(plugin.loaded, "{key}: {:?}", plugin.error);
+    }
+    // Two workers: hooks of concurrent calls may run on different threads.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
@@ -100,14 +142,18 @@ fn fixture() -> Fixture {
 }
 
 impl Fixture {
-    fn call(&self, tool: &str, args: serde_json::Value, session: &str) -> String {
+    /// Run `fut` to completion, failing the test if it takes over `LIMIT`.
+    fn bounded<F: Future>(&self, what: &str, fut: F) -> F::Output {
         self.rt
-            .block_on(self.host.call_tool(tool, args, session))
+            .block_on(async { tokio::time::timeout(LIMIT, fut).await })
+            .unwrap_or_else(|_| panic!("{what} took over {LIMIT:?}"))
+    }
+    fn call(&self, tool: &str, args: serde_json::Value, session: &str) -> String {
+        self.bounded(tool, self.host.call_tool(tool, args, session))
             .text
     }
     fn cmd(&self, line: &str) -> String {
-        self.rt
-            .block_on(self.host.run_command(line))
+        self.bounded(line, self.host.run_command(line))
             .unwrap()
             .unwrap_or_default()
     }
@@ -117,7 +163,8 @@ impl Fixture {
             completed: true,
             ..Default::default()
         };
-        self.rt.block_on(
+        self.bounded(
+            "on_session_end",
             self.host
                 .fire(HookEvent::OnSessionEnd, HookPayload::Session(&mut ctx)),
         );
@@ -125,14 +172,24 @@ impl Fixture {
     fn home(&self) -> &Path {
         self.home.path()
     }
+    /// A file that was there before the turn, last changed `days` ago.
+    fn users_file(&self, path: &Path, days: u64) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "the user's own work\n").unwrap();
+        age(path, days);
+    }
     fn hook_errors(&self) -> u64 {
         let hooks = self.host.registry().hooks();
-        [HookEvent::PostToolCall, HookEvent::OnSessionEnd]
-            .iter()
-            .flat_map(|e| hooks.entries(*e))
-            .filter(|h| h.owner == "disk-cleanup")
-            .map(|h| h.stats.errors())
-            .sum()
+        [
+            HookEvent::PreToolCall,
+            HookEvent::PostToolCall,
+            HookEvent::OnSessionEnd,
+        ]
+        .iter()
+        .flat_map(|e| hooks.entries(*e))
+        .filter(|h| h.owner == "disk-cleanup")
+        .map(|h| h.stats.errors())
+        .sum()
     }
 }
 
@@ -321,11 +378,12 @@ fn never_outside_the_roots_through_symlinks_or_into_protected_places() {
         .starts_with("Not tracked"));
 
     // A hand-edited state file cannot smuggle them in either.
-    let state = json!({"version": 1, "files": {
-        victim.display().to_string(): {"category": "test", "session": "s9", "tracked_at": 0},
-        via_link.display().to_string(): {"category": "test", "session": "s9", "tracked_at": 0},
-        protected.display().to_string(): {"category": "test", "session": "s9", "tracked_at": 0},
-        f.home().join("config.json").display().to_string(): {"category": "test", "session": "s9", "tracked_at": 0}
+    let entry = json!({"category": "test", "session": "s9", "tracked_at": 0, "origin": "created"});
+    let state = json!({"version": 2, "files": {
+        victim.display().to_string(): entry,
+        via_link.display().to_string(): entry,
+        protected.display().to_string(): entry,
+        f.home().join("config.json").display().to_string(): entry
     }});
     std::fs::create_dir_all(f.home().join("disk-cleanup")).unwrap();
     std::fs::write(
@@ -352,7 +410,7 @@ fn never_outside_the_roots_through_symlinks_or_into_protected_places() {
     f.call("exec", json!({"command": "echo 'unbalanced"}), "s9");
     assert_eq!(f.hook_errors(), 0);
     assert!(
-        f.workspace.path().join("relative/test_x.py").is_file(),
+        f.workspace.join("relative/test_x.py").is_file(),
         "a relative path lands in the fixture's workspace, not the working directory"
     );
 }
@@ -392,4 +450,338 @@ fn a_corrupt_state_file_is_recovered_from_its_backup() {
         .as_object()
         .unwrap()
         .contains_key(&a.display().to_string()));
+}
+
+/// The state file's entries, as `path → entry`.
+fn tracked(f: &Fixture) -> serde_json::Map<String, serde_json::Value> {
+    let text = std::fs::read_to_string(f.home().join("disk-cleanup/tracked.json"))
+        .unwrap_or_else(|_| r#"{"files": {}}"#.into());
+    let state: serde_json::Value = serde_json::from_str(&text).unwrap();
+    state["files"].as_object().cloned().unwrap_or_default()
+}
+
+#[test]
+fn files_that_existed_before_the_call_survive_edits_and_rewrites() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture();
+    let edited = f.workspace.join("test_parser.py");
+    let rewritten = f.workspace.join("tests/test_api.py");
+    let touched = f.workspace.join("test_touched.py");
+    let in_tmp = f.tmp_root.path().join("results.tmp");
+    for p in [&edited, &rewritten, &touched, &in_tmp] {
+        f.users_file(p, 3);
+    }
+    f.call(
+        "edit_file",
+        json!({"path": "test_parser.py", "old": "own", "new": "edited"}),
+        "s1",
+    );
+    f.call(
+        "write_file",
+        json!({"path": "tests/test_api.py", "content": "rewritten\n"}),
+        "s1",
+    );
+    f.call(
+        "write_file",
+        json!({"path": in_tmp, "content": "rewritten\n"}),
+        "s1",
+    );
+    f.call("exec", json!({"command": "touch test_touched.py"}), "s1");
+    assert_eq!(
+        std::fs::read_to_string(&edited).unwrap(),
+        "the user's edited work\n"
+    );
+    assert!(tracked(&f).is_empty(), "{:?}", tracked(&f));
+    f.end_session("s1");
+    for p in [&edited, &rewritten, &touched, &in_tmp] {
+        assert!(p.exists(), "{} was the user's: it stays", p.display());
+    }
+    let log = std::fs::read_to_string(f.home().join("disk-cleanup/cleanup.log")).unwrap();
+    assert!(log.contains("session=s1 deleted=0"), "{log}");
+    assert_eq!(
+        f.cmd("/disk-cleanup dry-run"),
+        "Dry run: `quick` would delete nothing."
+    );
+    assert_eq!(f.hook_errors(), 0);
+}
+
+#[test]
+fn paths_in_exec_output_are_never_tracked() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture();
+    let mine = f.workspace.join("src/test_models.py");
+    let mine_too = f.home().join("notes/scratch_ideas.md");
+    let in_tmp = f.tmp_root.path().join("test_data.tmp");
+    for p in [&mine, &mine_too, &in_tmp] {
+        f.users_file(p, 0); // changed just now: the mtime rule alone would not keep them
+    }
+    let listing = f.call(
+        "exec",
+        json!({"command": format!("find \"$PWD\" {} {} -type f", f.home().join("notes").display(), f.tmp_root.path().display())}),
+        "s1",
+    );
+    for p in [&mine, &mine_too, &in_tmp] {
+        assert!(listing.contains(&p.display().to_string()), "{listing}");
+    }
+    f.call("exec", json!({"command": "ls -d $PWD/src/*"}), "s1");
+    assert!(tracked(&f).is_empty(), "{:?}", tracked(&f));
+    f.end_session("s1");
+    f.cmd("/disk-cleanup quick");
+    for p in [&mine, &mine_too, &in_tmp] {
+        assert!(
+            p.exists(),
+            "{} appeared only in output: it stays",
+            p.display()
+        );
+    }
+    assert_eq!(f.hook_errors(), 0);
+}
+
+#[test]
+fn files_the_agent_creates_are_deleted_and_files_it_moves_in_are_not() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture();
+    let notes = f.workspace.join("notes.py");
+    let recent = f.workspace.join("draft.py");
+    let old = f.workspace.join("keep.txt");
+    f.users_file(&notes, 0);
+    f.users_file(&recent, 0);
+    f.users_file(&old, 5);
+    let out_tmp = f.tmp_root.path().join("out.txt");
+
+    f.call(
+        "write_file",
+        json!({"path": "test_written.py", "content": "assert True\n"}),
+        "s1",
+    );
+    f.call(
+        "exec",
+        json!({"command": "touch test_new.py && mkdir -p sub && echo x >sub/test_redirected.py"}),
+        "s1",
+    );
+    f.call(
+        "exec",
+        json!({"command": format!("echo data > {}", out_tmp.display())}),
+        "s1",
+    );
+    f.call(
+        "exec",
+        json!({"command": "touch test_in_cwd.py", "cwd": "sub"}),
+        "s1",
+    );
+    // Moved, linked or copied with its old time: the user's data under a new name.
+    f.call(
+        "exec",
+        json!({"command": "mv notes.py test_notes.py"}),
+        "s1",
+    );
+    f.call(
+        "exec",
+        json!({"command": "ln draft.py test_draft.py"}),
+        "s1",
+    );
+    f.call(
+        "exec",
+        json!({"command": "cp -p keep.txt test_keep.py"}),
+        "s1",
+    );
+
+    let created = [
+        f.workspace.join("test_written.py"),
+        f.workspace.join("test_new.py"),
+        f.workspace.join("sub/test_redirected.py"),
+        f.workspace.join("sub/test_in_cwd.py"),
+    ];
+    let status = f.cmd("/disk-cleanup status");
+    for p in &created {
+        assert!(
+            status.contains(&format!("[test] {}", p.display())),
+            "{status}"
+        );
+    }
+    assert!(
+        status.contains(&format!("[temp] {}", out_tmp.display())),
+        "{status}"
+    );
+    assert_eq!(tracked(&f).len(), created.len() + 1, "{status}");
+    assert_eq!(
+        tracked(&f)[&created[0].display().to_string()]["origin"],
+        "created"
+    );
+
+    f.end_session("s1");
+    for p in &created {
+        assert!(
+            !p.exists(),
+            "{} was created by the agent: deleted",
+            p.display()
+        );
+    }
+    assert!(
+        !f.workspace.join("sub").exists(),
+        "its emptied directory too"
+    );
+    for p in [
+        "test_notes.py",
+        "test_draft.py",
+        "test_keep.py",
+        "draft.py",
+        "keep.txt",
+    ] {
+        assert!(
+            f.workspace.join(p).exists(),
+            "{p} holds the user's data: it stays"
+        );
+    }
+    assert!(out_tmp.exists(), "temp files wait for their age");
+    assert_eq!(f.hook_errors(), 0);
+}
+
+#[test]
+fn concurrent_write_file_calls_of_one_turn_are_all_tracked() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture();
+    const N: usize = 8;
+    let names: Vec<String> = (0..N).map(|i| format!("test_par_{i}.py")).collect();
+    let results = f.bounded(
+        "concurrent write_file calls",
+        futures_util::future::join_all(names.iter().map(|name| {
+            f.host.call_tool(
+                "write_file",
+                json!({"path": name, "content": "x", "together": N}),
+                "s1",
+            )
+        })),
+    );
+    for r in &results {
+        assert!(r.outcome.is_ok(), "{}", r.text);
+    }
+    // Every call started before any ended: all pre hooks ran before any post hook.
+    let events = f.call("events", json!({}), "s1");
+    let order: Vec<&str> = events.lines().collect();
+    assert_eq!(order.len(), 2 * N, "{events}");
+    assert!(
+        order[..N].iter().all(|e| e.starts_with("start "))
+            && order[N..].iter().all(|e| e.starts_with("end ")),
+        "the calls did not overlap: {events}"
+    );
+    let state = tracked(&f);
+    for name in &names {
+        let path = f.workspace.join(name).display().to_string();
+        assert_eq!(state[&path]["session"], "s1", "{path} lost: {state:?}");
+    }
+    f.end_session("s1");
+    for name in &names {
+        assert!(!f.workspace.join(name).exists());
+    }
+    assert_eq!(f.hook_errors(), 0);
+}
+
+/// A stand-in for a host that gives each event a context object of its
+/// own: it removes what disk-cleanup keeps on the context between its pre
+/// and post hooks (in both, so the order of the two plugins does not matter)
+/// and counts how often it found something.
+const FRESH_CONTEXTS: &str = r#"
+STRIPPED = []
+def register(ctx):
+    def strip(c):
+        if c.__dict__.pop("_disk_cleanup_snapshot", None) is not None:
+            STRIPPED.append(c.tool_name)
+    ctx.register_hook("pre_tool_call", strip)
+    ctx.register_hook("post_tool_call", strip)
+    ctx.register_tool("stripped", {"type": "object"}, lambda: str(len(STRIPPED)))
+"#;
+
+#[test]
+fn without_the_context_object_a_call_id_finds_the_snapshot_and_no_id_means_keep() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture_with(&[("fresh-contexts", FRESH_CONTEXTS)]);
+    let by_id = f.bounded(
+        "write_file with a call id",
+        plughost::dispatch::call_tool(
+            f.host.registry(),
+            "write_file",
+            json!({"path": "test_by_id.py", "content": "x"}),
+            "s1",
+            "call-1",
+        ),
+    );
+    assert!(by_id.outcome.is_ok(), "{}", by_id.text);
+    f.call(
+        "write_file",
+        json!({"path": "test_no_id.py", "content": "x"}),
+        "s1",
+    );
+    assert_eq!(f.call("stripped", json!({}), "s1"), "2");
+    let state = tracked(&f);
+    assert!(
+        state.contains_key(&f.workspace.join("test_by_id.py").display().to_string()),
+        "{state:?}"
+    );
+    assert!(
+        !state.contains_key(&f.workspace.join("test_no_id.py").display().to_string()),
+        "no snapshot found: not tracked: {state:?}"
+    );
+    assert_eq!(f.hook_errors(), 0);
+}
+
+#[test]
+fn entries_of_the_old_state_format_are_held_never_deleted() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture();
+    let users = f.workspace.join("test_users.py");
+    let manual = f.workspace.join("test_manual.py");
+    f.users_file(&users, 0);
+    f.users_file(&manual, 0);
+    // Version 1: hook entries carry their session, manual ones none.
+    let state = json!({"version": 1, "files": {
+        users.display().to_string(): {"category": "test", "session": "s1", "tracked_at": 0},
+        manual.display().to_string(): {"category": "test", "session": "", "tracked_at": 0},
+    }});
+    std::fs::create_dir_all(f.home().join("disk-cleanup")).unwrap();
+    std::fs::write(
+        f.home().join("disk-cleanup/tracked.json"),
+        state.to_string(),
+    )
+    .unwrap();
+
+    let status = f.cmd("/disk-cleanup status");
+    assert!(
+        status.contains(&format!("[test] {}  (unverified", users.display())),
+        "{status}"
+    );
+    let dry = f.cmd("/disk-cleanup dry-run");
+    assert!(
+        dry.contains(&format!("file [test] {}", manual.display())),
+        "{dry}"
+    );
+    assert!(
+        dry.contains(&format!("held [test] {}", users.display())),
+        "{dry}"
+    );
+    f.end_session("s1");
+    assert!(
+        users.exists(),
+        "a legacy entry is not deleted at its session's end"
+    );
+    let quick = f.cmd("/disk-cleanup quick");
+    assert!(quick.starts_with("Deleted 1 file(s)"), "{quick}");
+    assert!(users.exists() && !manual.exists(), "quick holds it too");
+    let saved: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(f.home().join("disk-cleanup/tracked.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(saved["version"], 2);
+    assert!(saved["files"]
+        .as_object()
+        .unwrap()
+        .contains_key(&users.display().to_string()));
+
+    // Confirming it by hand makes it an ordinary entry.
+    let reply = f.cmd(&format!("/disk-cleanup track {} test", users.display()));
+    assert!(reply.starts_with("Tracking"), "{reply}");
+    assert!(!f.cmd("/disk-cleanup status").contains("unverified"));
+    f.cmd("/disk-cleanup quick");
+    assert!(!users.exists());
+    assert_eq!(f.hook_errors(), 0);
 }

@@ -13,6 +13,8 @@ from . import safety, tracker
 logger = logging.getLogger(__name__)
 
 DAY = 86400
+#: Shown beside a legacy entry, which is never deleted.
+UNVERIFIED = "  (unverified: tracked by an earlier version; `track` it to confirm, `forget` it to drop)"
 MAX_AGE = {"temp": 7 * DAY, "cron": 14 * DAY}
 
 HELP = """/disk-cleanup — track and clean up ephemeral session files
@@ -25,8 +27,10 @@ HELP = """/disk-cleanup — track and clean up ephemeral session files
   forget <path>               stop tracking a file (the file is kept)
   help                        this text
 
-Only files under the plughost home or /tmp/plughost-* are touched; the home's
-plugins/, sessions/, skills/ and config.json never are."""
+Only files the agent created are tracked by the hooks: write_file or exec
+paths that were not there before the call. Only files under the plughost
+home or /tmp/plughost-* are touched; the home's plugins/, sessions/, skills/
+and config.json never are."""
 
 
 class Plan:
@@ -36,6 +40,7 @@ class Plan:
         self.files: list[tuple[str, str, int]] = []  # path, category, size
         self.dirs: list[str] = []
         self.stale: list[str] = []  # tracked, but already gone
+        self.held: list[tuple[str, str]] = []  # path, category: legacy, never deleted
 
 
 class Result:
@@ -122,7 +127,8 @@ def _emptied_parents(gone: set[str], roots: safety.Roots) -> list[str]:
 def plan(state: dict, roots: safety.Roots, now: float | None = None, session: str | None = None) -> Plan:
     """Exactly what `quick` deletes (dry-run prints this very plan); with
     ``session``, what the session-end cleanup deletes: that session's test
-    files and the directories they leave empty."""
+    files and the directories they leave empty. Legacy entries (see
+    ``tracker``) are held, never deleted."""
     now = time.time() if now is None else now
     result = Plan()
     for path, entry in sorted(state.get("files", {}).items()):
@@ -132,6 +138,9 @@ def plan(state: dict, roots: safety.Roots, now: float | None = None, session: st
         st = _lstat(path)
         if st is None:
             result.stale.append(path)
+            continue
+        if tracker.origin(entry) == "legacy":
+            result.held.append((path, category))
             continue
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) or not roots.may_delete(path):
             continue
@@ -172,11 +181,12 @@ def execute(state: dict, roots: safety.Roots, todo: Plan) -> Result:
 
 def clean_session(session: str) -> Result:
     roots = safety.Roots.current()
-    state = tracker.load()
-    todo = plan(state, roots, session=session)
-    done = execute(state, roots, todo)
-    if done.deleted or todo.stale:
-        tracker.save(state)
+    with tracker.locked():
+        state = tracker.load()
+        todo = plan(state, roots, session=session)
+        done = execute(state, roots, todo)
+        if done.deleted or todo.stale:
+            tracker.save(state)
     return done
 
 
@@ -199,9 +209,10 @@ def command(raw_args: str) -> str:
         return _dry_run()
     if sub == "quick":
         roots = safety.Roots.current()
-        state = tracker.load()
-        done = execute(state, roots, plan(state, roots))
-        tracker.save(state)
+        with tracker.locked():
+            state = tracker.load()
+            done = execute(state, roots, plan(state, roots))
+            tracker.save(state)
         log_line(f"quick {done.summary()}")
         lines = [f"Deleted {len(done.deleted)} file(s), freed {_size(done.freed)}, removed {len(done.dirs)} empty director(ies)."]
         lines += [f"  error: {e}" for e in done.errors]
@@ -214,10 +225,11 @@ def command(raw_args: str) -> str:
         if len(args) != 2:
             return "Usage: /disk-cleanup forget <path>"
         path = safety.absolute(args[1])
-        state = tracker.load()
-        if path and tracker.forget(state, path):
-            tracker.save(state)
-            return f"Forgot {path} (the file is kept)."
+        with tracker.locked():
+            state = tracker.load()
+            if path and tracker.forget(state, path):
+                tracker.save(state)
+                return f"Forgot {path} (the file is kept)."
         return f"{args[1]} is not tracked."
     return HELP
 
@@ -236,15 +248,17 @@ def _track(raw: str, category: str) -> str:
             f"Not tracked: {path} is outside the plughost home and /tmp/plughost-*, "
             "reached through a symlink that leaves them, or in a protected place."
         )
-    state = tracker.load()
-    tracker.track(state, path, category, "")
-    tracker.save(state)
+    with tracker.locked():
+        state = tracker.load()
+        tracker.track(state, path, category, "", "manual")
+        tracker.save(state)
     return f"Tracking {path} as {category}."
 
 
 def _status() -> str:
     roots = safety.Roots.current()
-    files = tracker.load().get("files", {})
+    with tracker.locked():
+        files = tracker.load().get("files", {})
     lines = [f"Roots: {', '.join(roots.all)}", f"State: {tracker.state_file()}"]
     if not files:
         lines.append("Nothing tracked.")
@@ -259,7 +273,8 @@ def _status() -> str:
     lines.append(f"Tracked {len(files)} file(s) ({counts}), {_size(total)} on disk.")
     for path in sorted(files)[:20]:
         missing = "" if _lstat(path) else "  (gone)"
-        lines.append(f"  [{files[path].get('category')}] {path}{missing}")
+        unverified = UNVERIFIED if tracker.origin(files[path]) == "legacy" else ""
+        lines.append(f"  [{files[path].get('category')}] {path}{missing}{unverified}")
     if len(files) > 20:
         lines.append(f"  … and {len(files) - 20} more")
     return "\n".join(lines)
@@ -267,13 +282,15 @@ def _status() -> str:
 
 def _dry_run() -> str:
     roots = safety.Roots.current()
-    state = tracker.load()
+    with tracker.locked():
+        state = tracker.load()
     todo = plan(state, roots)
     dirs = todo.dirs
+    held = [f"  held [{category}] {path}{UNVERIFIED}" for path, category in todo.held]
     if not todo.files and not dirs:
-        return "Dry run: `quick` would delete nothing."
+        return "\n".join(["Dry run: `quick` would delete nothing.", *held])
     total = sum(size for _, _, size in todo.files)
     lines = [f"Dry run: `quick` would delete {len(todo.files)} file(s) ({_size(total)}) and {len(dirs)} empty director(ies):"]
     lines += [f"  file [{category}] {path}" for path, category, _ in todo.files]
     lines += [f"  dir  {d}" for d in dirs]
-    return "\n".join(lines)
+    return "\n".join(lines + held)

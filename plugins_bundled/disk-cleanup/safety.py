@@ -1,4 +1,5 @@
-"""Where disk-cleanup may act, what counts as ephemeral, and path parsing.
+"""Where disk-cleanup may act, what counts as ephemeral, and the words of a
+command line that may name files.
 
 The rules: only under the home or a ``/tmp/plughost-*`` directory; never
 through a symlink that leads out of them; never the home's ``plugins/``,
@@ -15,6 +16,10 @@ from pathlib import Path
 TMP_PATTERN = "/tmp/plughost-*"
 PROTECTED_NAMES = ("plugins", "sessions", "skills", "config.json", "disk-cleanup")
 CATEGORIES = ("test", "temp", "cron")
+#: Bounds on what one command line costs to inspect.
+MAX_COMMAND_WORDS = 64
+MAX_WORD = 4096
+_OPERATOR_CHARS = set("();<>|&")
 
 _patterns: dict = {}
 
@@ -29,8 +34,6 @@ def _pattern(name: str):
             re.IGNORECASE,
         )
         _patterns["temp"] = re.compile(r"^(tmp.*|.*\.(tmp|temp|bak|swp|swo|part|orig|rej)|.*~)$", re.IGNORECASE)
-        _patterns["redirect"] = re.compile(r"^\d*[<>]+&?")
-        _patterns["output_path"] = re.compile(r"(?<![\w/])(/(?:[\w.\-+@]+/)*[\w.\-+@]+)")
     return _patterns[name]
 
 
@@ -118,19 +121,29 @@ def categorize(path: str, roots: Roots) -> str | None:
 
 
 def paths_in_command(command: str) -> list[str]:
+    """The words of a shell command line that may name a file: every word but
+    operators (``&&``, ``|``, ``>``…) and options, plus the value of an
+    ``--option=value`` or ``NAME=value`` word. At most ``MAX_COMMAND_WORDS``.
+    Nothing is expanded: ``$VAR``, globs and ``$(…)`` stay literal, so they
+    match only a file of that literal name. Callers check each word against
+    the disk before and after the call; a word alone proves nothing."""
     import shlex
 
     try:
-        tokens = shlex.split(command, posix=True)
-    except ValueError:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:  # unbalanced quotes: plain words
         tokens = command.split()
-    found = []
+    found: list[str] = []
     for token in tokens:
-        token = _pattern("redirect").sub("", token)
-        if token.startswith(("/", "~", "./", "../")) or ("/" in token and not token.startswith("-")):
-            found.append(token)
+        if "=" in token and not token.startswith(("/", "./", "../", "~")):
+            token = token.split("=", 1)[1]
+        if not token or token.startswith("-") or set(token) <= _OPERATOR_CHARS:
+            continue
+        if len(token) > MAX_WORD or "\0" in token or token in found:
+            continue
+        found.append(token)
+        if len(found) >= MAX_COMMAND_WORDS:
+            break
     return found
-
-
-def paths_in_output(output: str, limit: int = 4096) -> list[str]:
-    return [p.rstrip(".,;:)") for p in _pattern("output_path").findall(output[:limit])]

@@ -3,19 +3,43 @@
 Written atomically (temp file, fsync, rename) with the previous version kept
 as ``tracked.json.bak``; a corrupt file is recovered from that backup, and a
 file that cannot be recovered is set aside, never silently overwritten.
+Every read-modify-write runs under :func:`locked`, so the concurrent tool
+calls of one turn (and other processes on the same home) never lose each
+other's entries.
+
+Format (version 2): ``{"version": 2, "files": {path: {"category", "session",
+"tracked_at", "origin"}}}``. ``origin`` is ``created`` (the hooks saw the
+agent create the file), ``manual`` (``/disk-cleanup track``) or ``legacy``.
+Version 1 had no ``origin``: its entries with a session were tracked by
+hooks that also took paths from command output and from files the agent
+only edited, so they may be the user's own files. They read as ``legacy``
+and are never deleted (status and dry-run list them as unverified; ``track``
+confirms one, ``forget`` drops it). Entries without a session were tracked
+by hand and read as ``manual``. Nothing is rewritten on load.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import safety
 
 logger = logging.getLogger(__name__)
-VERSION = 1
+VERSION = 2
+ORIGINS = ("created", "manual", "legacy")
+#: How long a state change waits for another one to finish, in seconds.
+LOCK_WAIT = 5.0
+
+_thread_lock = threading.Lock()
+
+
+class Busy(Exception):
+    """The state stayed locked by another thread or process for LOCK_WAIT."""
 
 
 def state_dir() -> Path:
@@ -66,8 +90,48 @@ def load() -> dict:
         return _empty()
 
 
+@contextmanager
+def locked(wait: float = LOCK_WAIT):
+    """Hold the state for a read-modify-write: a lock per process (threads)
+    and ``flock`` on ``tracked.lock`` (processes). Raises :class:`Busy` after
+    ``wait`` seconds rather than waiting for ever. When the lock file cannot
+    be created (a read-only home), only the process lock is held: nothing
+    can be saved there anyway, and saving says so."""
+    deadline = time.monotonic() + wait
+    if not _thread_lock.acquire(timeout=wait):
+        raise Busy(f"the disk-cleanup state stayed locked for {wait:g} s")
+    try:
+        fd = None
+        try:
+            state_dir().mkdir(parents=True, exist_ok=True)
+            fd = os.open(state_dir() / "tracked.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            logger.debug("disk-cleanup: no lock file (%s); locking this process only", exc)
+        if fd is None:
+            yield
+            return
+        try:
+            import fcntl
+
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise Busy(f"{state_dir() / 'tracked.lock'} stayed locked for {wait:g} s") from None
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)  # closing releases the flock
+    finally:
+        _thread_lock.release()
+
+
 def save(state: dict, keep_backup: bool = True) -> None:
     import json
+
+    state["version"] = VERSION
 
     path = state_file()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,14 +148,23 @@ def save(state: dict, keep_backup: bool = True) -> None:
     os.replace(tmp, path)
 
 
-def track(state: dict, path: str, category: str, session: str) -> bool:
-    """Add ``path``; False when it was already tracked under that category."""
+def track(state: dict, path: str, category: str, session: str, how: str) -> bool:
+    """Add ``path`` (``how``: ``created`` or ``manual``); False when it was
+    already tracked that way under that category."""
     files = state.setdefault("files", {})
     current = files.get(path)
-    if current and current.get("category") == category:
+    if current and current.get("category") == category and origin(current) == how:
         return False
-    files[path] = {"category": category, "session": session, "tracked_at": round(time.time(), 3)}
+    files[path] = {"category": category, "session": session, "tracked_at": round(time.time(), 3), "origin": how}
     return True
+
+
+def origin(entry: dict) -> str:
+    """How an entry came to be tracked (see the module doc)."""
+    value = entry.get("origin")
+    if value in ORIGINS:
+        return value
+    return "legacy" if entry.get("session") else "manual"
 
 
 def forget(state: dict, path: str) -> bool:
