@@ -585,6 +585,12 @@ fn files_the_agent_creates_are_deleted_and_files_it_moves_in_are_not() {
         json!({"command": "cp -p keep.txt test_keep.py"}),
         "s1",
     );
+    // Not regular files: never tracked.
+    f.call(
+        "exec",
+        json!({"command": "ln -s keep.txt test_link.py && mkfifo test_fifo.py && mkdir test_dir.py"}),
+        "s1",
+    );
 
     let created = [
         f.workspace.join("test_written.py"),
@@ -625,6 +631,9 @@ fn files_the_agent_creates_are_deleted_and_files_it_moves_in_are_not() {
         "test_notes.py",
         "test_draft.py",
         "test_keep.py",
+        "test_link.py",
+        "test_fifo.py",
+        "test_dir.py",
         "draft.py",
         "keep.txt",
     ] {
@@ -783,5 +792,27 @@ fn entries_of_the_old_state_format_are_held_never_deleted() {
     assert!(!f.cmd("/disk-cleanup status").contains("unverified"));
     f.cmd("/disk-cleanup quick");
     assert!(!users.exists());
+    assert_eq!(f.hook_errors(), 0);
+}
+
+#[test]
+fn a_huge_command_line_is_read_only_in_part_and_quickly() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture();
+    // 1 MB in one word: parsing it whole took the hook 44 s. (The shell
+    // refuses an argument this long, so the stand-in tool fails: only the
+    // hooks' time is measured.)
+    let started = std::time::Instant::now();
+    f.call(
+        "exec",
+        json!({"command": format!(": {}", "x".repeat(1 << 20))}),
+        "s1",
+    );
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "the hooks took {took:?}");
+    // What lies within the part read still counts.
+    let long_tail = format!("touch test_early.py; : {}", "y".repeat(20_000));
+    f.call("exec", json!({ "command": long_tail }), "s1");
+    assert!(tracked(&f).contains_key(&f.workspace.join("test_early.py").display().to_string()));
     assert_eq!(f.hook_errors(), 0);
 }

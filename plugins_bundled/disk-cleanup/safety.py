@@ -19,6 +19,9 @@ CATEGORIES = ("test", "temp", "cron")
 #: Bounds on what one command line costs to inspect.
 MAX_COMMAND_WORDS = 64
 MAX_WORD = 4096
+#: Only this much of a command line is read: ``shlex`` slows down much faster
+#: than linearly on long words (1 MB took 44 s), and a hook must stay quick.
+MAX_COMMAND_CHARS = 8192
 _OPERATOR_CHARS = set("();<>|&")
 
 _patterns: dict = {}
@@ -123,18 +126,24 @@ def categorize(path: str, roots: Roots) -> str | None:
 def paths_in_command(command: str) -> list[str]:
     """The words of a shell command line that may name a file: every word but
     operators (``&&``, ``|``, ``>``…) and options, plus the value of an
-    ``--option=value`` or ``NAME=value`` word. At most ``MAX_COMMAND_WORDS``.
+    ``--option=value`` or ``NAME=value`` word. At most ``MAX_COMMAND_WORDS``,
+    from the first ``MAX_COMMAND_CHARS`` characters (the word cut there is
+    dropped).
     Nothing is expanded: ``$VAR``, globs and ``$(…)`` stay literal, so they
     match only a file of that literal name. Callers check each word against
     the disk before and after the call; a word alone proves nothing."""
     import shlex
 
+    cut = len(command) > MAX_COMMAND_CHARS
+    command = command[:MAX_COMMAND_CHARS]
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         tokens = list(lexer)
     except ValueError:  # unbalanced quotes: plain words
         tokens = command.split()
+    if cut and tokens:
+        tokens.pop()
     found: list[str] = []
     for token in tokens:
         if "=" in token and not token.startswith(("/", "./", "../", "~")):
