@@ -816,3 +816,58 @@ fn a_huge_command_line_is_read_only_in_part_and_quickly() {
     assert!(tracked(&f).contains_key(&f.workspace.join("test_early.py").display().to_string()));
     assert_eq!(f.hook_errors(), 0);
 }
+
+#[test]
+fn a_state_held_by_another_process_is_waited_for_a_bounded_time_then_refused_clearly() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let f = fixture();
+    std::fs::create_dir_all(f.home().join("disk-cleanup")).unwrap();
+    // flock, as another plughost process on this home would hold it.
+    let holder = std::fs::File::create(f.home().join("disk-cleanup/tracked.lock")).unwrap();
+    holder.lock().unwrap();
+    let started = std::time::Instant::now();
+    let reply = f.call(
+        "write_file",
+        json!({"path": "test_while_locked.py", "content": "x"}),
+        "s1",
+    );
+    assert!(
+        reply.starts_with("wrote"),
+        "the tool call itself goes on: {reply}"
+    );
+    let status = f.cmd("/disk-cleanup status");
+    let took = started.elapsed();
+    assert!(
+        status.starts_with("disk-cleanup: ")
+            && status.contains("tracked.lock stayed locked for 5 s")
+            && status.ends_with("try again"),
+        "{status}"
+    );
+    assert!(
+        took >= Duration::from_secs(9) && took < Duration::from_secs(20),
+        "two bounded waits of 5 s: {took:?}"
+    );
+    assert_eq!(
+        f.hook_errors(),
+        0,
+        "a held state never raises into the host"
+    );
+
+    holder.unlock().unwrap();
+    f.call(
+        "write_file",
+        json!({"path": "test_after.py", "content": "x"}),
+        "s1",
+    );
+    let state = tracked(&f);
+    assert!(state.contains_key(&f.workspace.join("test_after.py").display().to_string()));
+    assert!(
+        !state.contains_key(
+            &f.workspace
+                .join("test_while_locked.py")
+                .display()
+                .to_string()
+        ),
+        "not tracked while locked: the file is kept"
+    );
+}

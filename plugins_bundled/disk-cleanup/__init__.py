@@ -58,6 +58,8 @@ def _on_post_tool_call(ctx) -> None:
             if added:
                 tracker.save(state)
         logger.debug("disk-cleanup: tracking %d new file(s)", added)
+    except tracker.Busy as exc:
+        logger.warning("disk-cleanup: not tracking %s: %s", ", ".join(p for p, _ in wanted), exc)
     except Exception:  # a failing hook must never break the agent loop
         logger.exception("disk-cleanup: post_tool_call tracking failed")
 
@@ -67,6 +69,8 @@ def _on_session_end(ctx) -> None:
         session = getattr(ctx, "session_id", "") or ""
         result = cleaner.clean_session(session)
         cleaner.log_line(f"session={session or '-'} {result.summary()}")
+    except tracker.Busy as exc:
+        logger.warning("disk-cleanup: session %s not cleaned up (its files stay tracked): %s", session or "-", exc)
     except Exception:
         logger.exception("disk-cleanup: session-end cleanup failed")
 
@@ -74,6 +78,8 @@ def _on_session_end(ctx) -> None:
 def _handle_slash(raw_args: str) -> str:
     try:
         return cleaner.command(raw_args)
+    except tracker.Busy as exc:
+        return f"disk-cleanup: {exc}"
     except Exception as exc:
         logger.exception("disk-cleanup: /disk-cleanup %s failed", raw_args)
         return f"disk-cleanup failed: {type(exc).__name__}: {exc}"

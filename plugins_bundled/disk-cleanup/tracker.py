@@ -99,7 +99,7 @@ def locked(wait: float = LOCK_WAIT):
     can be saved there anyway, and saving says so."""
     deadline = time.monotonic() + wait
     if not _thread_lock.acquire(timeout=wait):
-        raise Busy(f"the disk-cleanup state stayed locked for {wait:g} s")
+        raise Busy(f"the disk-cleanup state stayed locked by another thread for {wait:g} s; try again")
     try:
         fd = None
         try:
@@ -119,7 +119,10 @@ def locked(wait: float = LOCK_WAIT):
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
-                        raise Busy(f"{state_dir() / 'tracked.lock'} stayed locked for {wait:g} s") from None
+                        raise Busy(
+                            f"{state_dir() / 'tracked.lock'} stayed locked for {wait:g} s "
+                            "(another process is using the disk-cleanup state); try again"
+                        ) from None
                     time.sleep(0.01)
             yield
         finally:
