@@ -151,7 +151,8 @@ turns:
       - name: write_file
         args: {path: "notes/a.txt", content: "alpha"}
       - name: exec
-        args: {command: "cat notes/a.txt; echo ' SECRET'"}
+        # Not `cat notes/a.txt`: the two calls of one reply run concurrently.
+        args: {command: "printf alpha; echo ' SECRET'"}
   - say: "You said: {user_message} | results: {tool_results}"
 "#;
 
