@@ -32,25 +32,42 @@ pub struct AgentArgs {
     /// Directory the file tools are confined to (default <home>/workspace).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Model iterations per turn before giving up.
-    #[arg(long, default_value_t = 25)]
+    /// Model iterations per turn before giving up (1 to 10000).
+    #[arg(long, value_name = "N", default_value = "25", allow_negative_numbers = true, value_parser = iterations)]
     pub max_iterations: usize,
     /// Seconds a tool call may take.
-    #[arg(long, default_value_t = 120.0)]
-    pub tool_timeout: f64,
+    #[arg(long, value_name = "SECS", default_value = "120", allow_negative_numbers = true, value_parser = seconds)]
+    pub tool_timeout: Duration,
     /// Seconds an async hook may take before it is skipped.
-    #[arg(long, default_value_t = 30.0)]
-    pub hook_timeout: f64,
+    #[arg(long, value_name = "SECS", default_value = "30", allow_negative_numbers = true, value_parser = seconds)]
+    pub hook_timeout: Duration,
+    /// Seconds the model API may stay silent (before answering, or between
+    /// two chunks of a streamed answer) before the call fails.
+    #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
+    pub model_timeout: Duration,
 }
 
-fn seconds(flag: &str, value: f64) -> Result<Duration, Failure> {
-    if value.is_finite() && value > 0.0 {
-        Ok(Duration::from_secs_f64(value))
-    } else {
-        Err(Failure::usage(format!(
-            "{flag} must be a positive number of seconds"
-        )))
-    }
+/// The most `--max-iterations` accepted: far past any useful turn.
+const MAX_ITERATIONS: usize = 10_000;
+
+/// `--max-iterations`: a whole number from 1 to [`MAX_ITERATIONS`].
+fn iterations(value: &str) -> Result<usize, String> {
+    value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| (1..=MAX_ITERATIONS).contains(n))
+        .ok_or_else(|| format!("must be a whole number from 1 to {MAX_ITERATIONS}"))
+}
+
+/// A flag given in seconds; clap names the flag and the value in its error
+/// and exits 2.
+fn seconds(value: &str) -> Result<Duration, String> {
+    let number: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| "not a number of seconds".to_string())?;
+    provider::timeout_secs(number)
 }
 
 /// Build the host with the built-in tools, and the agent over it.
@@ -74,7 +91,7 @@ pub(super) fn build_agent(
     let mut builder = Host::builder()
         .home(&home_dir)
         .python_log_level(python_level)
-        .hook_timeout(seconds("--hook-timeout", args.hook_timeout)?);
+        .hook_timeout(args.hook_timeout);
     for tool in tools::builtin_tools(&workspace, &ToolLimits::default()) {
         builder = builder.tool(tool);
     }
@@ -83,12 +100,13 @@ pub(super) fn build_agent(
     let options = ProviderOptions {
         base_url: args.base_url.clone(),
         script: args.script.clone(),
+        model_timeout: Some(args.model_timeout),
     };
     let provider =
         provider::from_spec(&args.model, &options).map_err(|e| Failure::usage(e.to_string()))?;
     let config = AgentConfig {
-        max_iterations: args.max_iterations.max(1),
-        tool_timeout: seconds("--tool-timeout", args.tool_timeout)?,
+        max_iterations: args.max_iterations,
+        tool_timeout: args.tool_timeout,
         ..AgentConfig::default()
     };
     Ok(Agent::new(Arc::new(host), provider, config, Some(&slot)))

@@ -1,7 +1,6 @@
 //! `plughost.Agent`.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use pyo3::prelude::*;
 
@@ -47,7 +46,7 @@ impl<T> Drop for AbortOnDrop<T> {
 #[pymethods]
 impl PyAgent {
     #[new]
-    #[pyo3(signature = (host, model="scripted:demo", *, script=None, base_url=None, system_prompt=None, max_iterations=25, tool_timeout=120.0))]
+    #[pyo3(signature = (host, model="scripted:demo", *, script=None, base_url=None, system_prompt=None, max_iterations=25, tool_timeout=120.0, model_timeout=300.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -58,18 +57,24 @@ impl PyAgent {
         system_prompt: Option<String>,
         max_iterations: usize,
         tool_timeout: f64,
+        model_timeout: f64,
     ) -> PyResult<Self> {
+        let seconds = |name: &str, value: f64| {
+            provider::timeout_secs(value)
+                .map_err(|e| ConfigError::new_err(format!("{name} {e}; got {value}")))
+        };
+        let tool_timeout = seconds("tool_timeout", tool_timeout)?;
+        let options = ProviderOptions {
+            base_url,
+            script,
+            model_timeout: Some(seconds("model_timeout", model_timeout)?),
+        };
         let built = host.host(py)?;
-        let provider = provider::from_spec(model, &ProviderOptions { base_url, script })
+        let provider = provider::from_spec(model, &options)
             .map_err(|e| ConfigError::new_err(e.to_string()))?;
-        if !(tool_timeout.is_finite() && tool_timeout > 0.0) {
-            return Err(ConfigError::new_err(
-                "tool_timeout must be a positive number of seconds",
-            ));
-        }
         let mut config = AgentConfig {
             max_iterations: max_iterations.max(1),
-            tool_timeout: Duration::from_secs_f64(tool_timeout),
+            tool_timeout,
             ..AgentConfig::default()
         };
         if let Some(prompt) = system_prompt {

@@ -2,8 +2,10 @@
 
 pub mod openai;
 pub mod scripted;
+pub mod sse;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -33,7 +35,7 @@ pub struct ToolCallRequest {
 }
 
 /// The model's reply.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ChatResponse {
     pub text: String,
     pub tool_calls: Vec<ToolCallRequest>,
@@ -54,6 +56,13 @@ pub enum ProviderError {
     Api { status: u16, message: String },
     #[error("unreadable answer from the model API: {0}")]
     Protocol(String),
+    /// Nothing arrived for the idle timeout (not retried: a stalled server
+    /// would cost a multiple of it).
+    #[error("no answer from the model API at {url} for {seconds} s: raise the model timeout (--model-timeout SECS, model_timeout= in Python) if the model needs longer to start answering, or check the server")]
+    Timeout { url: String, seconds: f64 },
+    /// The answer broke off before it was complete on every attempt.
+    #[error("the model API's answer broke off before it was complete ({detail}) on all {attempts} attempts; nothing of it was used: check the server or the network and try again")]
+    Incomplete { attempts: u32, detail: String },
     #[error("{0}")]
     Script(String),
 }
@@ -76,6 +85,27 @@ pub struct ProviderOptions {
     pub base_url: Option<String>,
     /// `--script FILE` for the scripted provider.
     pub script: Option<std::path::PathBuf>,
+    /// `--model-timeout`: how long the model API may stay silent (no
+    /// response, no next chunk) before the call fails; `None` for
+    /// [`openai::DEFAULT_MODEL_TIMEOUT`].
+    pub model_timeout: Option<Duration>,
+}
+
+/// The longest timeout accepted anywhere a number of seconds is given: a
+/// week, far past any useful wait and far inside what `Duration` and the
+/// timer can hold.
+pub const MAX_TIMEOUT_SECS: f64 = 7.0 * 24.0 * 3600.0;
+
+/// A timeout given in seconds (a CLI flag, a Python keyword): positive,
+/// finite and at most [`MAX_TIMEOUT_SECS`]; else what the value must be,
+/// for the caller to put after the setting's name.
+pub fn timeout_secs(seconds: f64) -> Result<Duration, String> {
+    let wrong =
+        || format!("must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECS} (a week)");
+    if seconds.is_nan() || seconds <= 0.0 || seconds > MAX_TIMEOUT_SECS {
+        return Err(wrong());
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|_| wrong())
 }
 
 /// Build a provider from `PROVIDER:MODEL` (`openai:gpt-4o-mini`,
@@ -92,10 +122,11 @@ pub fn from_spec(
                     "name the model: --model openai:MODEL (e.g. openai:gpt-4o-mini)".into(),
                 ));
             }
-            Ok(Arc::new(openai::OpenAi::from_env(
-                model,
-                options.base_url.clone(),
-            )?))
+            let mut provider = openai::OpenAi::from_env(model, options.base_url.clone())?;
+            if let Some(timeout) = options.model_timeout {
+                provider.set_timeout(timeout)?;
+            }
+            Ok(Arc::new(provider))
         }
         "scripted" => {
             let script = match (&options.script, model) {

@@ -3,29 +3,49 @@
 //! `--model openai:MODEL`; base URL from `--base-url`, else
 //! `OPENAI_BASE_URL`, else `https://api.openai.com/v1`; key from
 //! `OPENAI_API_KEY` (optional for local servers). Streams text deltas and
-//! tool-call fragments; retries 429 and 5xx (and connection failures) with
-//! backoff, honouring `Retry-After`; other 4xx fail at once with the API's
-//! own message.
+//! tool-call fragments; retries 429 and 5xx, connection failures and answers
+//! cut short with backoff, honouring `Retry-After`; other 4xx fail at once
+//! with the API's own message.
+//!
+//! Every wait is bounded: connecting by [`CONNECT_TIMEOUT`], the response
+//! and each next chunk of it by the model timeout (`--model-timeout`, not
+//! retried: a stalled server would cost a multiple of it). Every buffer is
+//! bounded by [`sse::Limits`]. An answer that ends before `[DONE]` or a
+//! `finish_reason` is never used.
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest};
+use super::sse::{self, SseError, StreamParser};
+use super::{ChatRequest, ChatResponse, Provider, ProviderError};
 use crate::hooks::BoxFuture;
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 const MAX_ATTEMPTS: u32 = 4;
+/// How long the model API may stay silent: long enough for a local server
+/// to read a long prompt or a reasoning model to think before its first
+/// token, short enough that a stalled server fails the turn.
+pub const DEFAULT_MODEL_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest wait for a TCP/TLS connection (shorter if the model timeout is).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+/// Bytes of an error response kept for its message.
+const MAX_ERROR_BODY: usize = 64 << 10;
+/// Shown in the live stream when an answer broke off after some of its
+/// text was shown, before the same question is asked again.
+const RETRY_NOTICE: &str = "\n[the model's answer broke off; asking again]\n";
 
 pub struct OpenAi {
     model: String,
     base_url: String,
     api_key: Option<String>,
     client: reqwest::Client,
+    timeout: Duration,
     /// First retry delay; doubles per attempt.
     pub backoff: Duration,
+    /// Bounds on one answer.
+    pub limits: sse::Limits,
 }
 
 impl OpenAi {
@@ -45,17 +65,23 @@ impl OpenAi {
                 "OPENAI_API_KEY is not set: export it, or point --base-url / OPENAI_BASE_URL at a compatible server".into(),
             ));
         }
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(20))
-            .build()
-            .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))?;
         Ok(OpenAi {
             model: model.to_string(),
             base_url: base_url.trim_end_matches('/').to_string(),
             api_key,
-            client,
+            client: client(DEFAULT_MODEL_TIMEOUT)?,
+            timeout: DEFAULT_MODEL_TIMEOUT,
             backoff: Duration::from_millis(500),
+            limits: sse::Limits::default(),
         })
+    }
+
+    /// How long the API may stay silent before a call fails (see
+    /// [`super::timeout_secs`] for the accepted range).
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<(), ProviderError> {
+        self.client = client(timeout)?;
+        self.timeout = timeout;
+        Ok(())
     }
 
     fn body(&self, request: &ChatRequest) -> Value {
@@ -87,198 +113,234 @@ impl Provider for OpenAi {
         request: ChatRequest,
         stream: Option<UnboundedSender<String>>,
     ) -> BoxFuture<Result<ChatResponse, ProviderError>> {
-        let url = format!("{}/chat/completions", self.base_url);
-        let body = self.body(&request);
-        let client = self.client.clone();
-        let key = self.api_key.clone();
+        let call = Call {
+            url: format!("{}/chat/completions", self.base_url),
+            body: self.body(&request),
+            client: self.client.clone(),
+            key: self.api_key.clone(),
+            timeout: self.timeout,
+            limits: self.limits,
+        };
         let backoff = self.backoff;
         Box::pin(async move {
             let mut attempt = 0;
             loop {
                 attempt += 1;
-                let mut call = client.post(&url).json(&body);
-                if let Some(key) = &key {
-                    call = call.bearer_auth(key);
-                }
-                let retry_in = |retry_after: Option<Duration>| {
-                    retry_after.unwrap_or(backoff * 2u32.pow(attempt - 1))
+                let mut shown = false;
+                let failure = match call.attempt(stream.as_ref(), &mut shown).await {
+                    Ok(response) => return Ok(response),
+                    Err(failure) => failure,
                 };
-                let response = match call.send().await {
-                    Ok(r) => r,
-                    Err(e) if attempt < MAX_ATTEMPTS && (e.is_connect() || e.is_timeout()) => {
-                        tracing::warn!("model API unreachable ({e}); retrying");
-                        tokio::time::sleep(retry_in(None)).await;
-                        continue;
-                    }
-                    Err(e) => {
-                        return Err(ProviderError::Network {
-                            url,
-                            message: e.to_string(),
+                let last = attempt >= MAX_ATTEMPTS;
+                let (error, retry_after) = match failure {
+                    Failure::Fatal(error) => return Err(error),
+                    Failure::Retry { error, .. } if last => return Err(error),
+                    Failure::Cut(detail) if last => {
+                        return Err(ProviderError::Incomplete {
+                            attempts: attempt,
+                            detail,
                         })
                     }
+                    Failure::Retry { error, after } => (error.to_string(), after),
+                    Failure::Cut(detail) => (format!("the answer broke off: {detail}"), None),
                 };
-                let status = response.status();
-                if status.is_success() {
-                    return read_stream(response, stream).await;
+                tracing::warn!("{error}; retrying (attempt {attempt} of {MAX_ATTEMPTS})");
+                if shown {
+                    if let Some(tx) = &stream {
+                        let _ = tx.send(RETRY_NOTICE.to_string());
+                    }
                 }
-                let retry_after = response
-                    .headers()
-                    .get("retry-after")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    .map(|s| Duration::from_secs_f64(s.min(60.0)));
-                let text = response.text().await.unwrap_or_default();
-                let message = serde_json::from_str::<Value>(&text)
-                    .ok()
-                    .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-                    .unwrap_or_else(|| text.chars().take(500).collect());
-                if (status.as_u16() == 429 || status.is_server_error()) && attempt < MAX_ATTEMPTS {
-                    tracing::warn!("model API answered {status} ({message}); retrying (attempt {attempt} of {MAX_ATTEMPTS})");
-                    tokio::time::sleep(retry_in(retry_after)).await;
-                    continue;
-                }
-                return Err(ProviderError::Api {
-                    status: status.as_u16(),
-                    message,
-                });
+                tokio::time::sleep(retry_after.unwrap_or(backoff * 2u32.pow(attempt - 1))).await;
             }
         })
     }
 }
 
-#[derive(Default)]
-struct PartialCall {
-    id: String,
-    name: String,
-    arguments: String,
+/// The HTTP client: connection attempts bounded by [`CONNECT_TIMEOUT`], or
+/// by the model timeout when that is shorter.
+fn client(timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT.min(timeout))
+        .build()
+        .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))
 }
 
-/// Read a `text/event-stream` of chat.completion.chunk objects (or, from a
-/// server that ignores `stream`, one JSON completion).
-async fn read_stream(
-    response: reqwest::Response,
-    stream: Option<UnboundedSender<String>>,
-) -> Result<ChatResponse, ProviderError> {
-    let is_sse = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("text/event-stream"));
-    if !is_sse {
-        let value: Value = response
-            .json()
-            .await
-            .map_err(|e| ProviderError::Protocol(e.to_string()))?;
-        return Ok(from_completion(&value));
+/// How one attempt failed, which decides whether to try again.
+enum Failure {
+    /// Worth another attempt (unreachable, 429, 5xx); `error` is final on the last.
+    Retry {
+        error: ProviderError,
+        after: Option<Duration>,
+    },
+    /// The answer ended before it was complete (or the connection broke
+    /// mid-answer): worth another attempt.
+    Cut(String),
+    /// Not worth another attempt.
+    Fatal(ProviderError),
+}
+
+/// Everything one request needs, cloned out of the provider.
+struct Call {
+    url: String,
+    body: Value,
+    client: reqwest::Client,
+    key: Option<String>,
+    timeout: Duration,
+    limits: sse::Limits,
+}
+
+impl Call {
+    fn timed_out(&self) -> Failure {
+        Failure::Fatal(ProviderError::Timeout {
+            url: self.url.clone(),
+            seconds: self.timeout.as_secs_f64(),
+        })
     }
-    let mut out = ChatResponse::default();
-    let mut calls: Vec<PartialCall> = Vec::new();
-    let mut buffer = String::new();
-    let mut bytes = response.bytes_stream();
-    'outer: while let Some(chunk) = bytes.next().await {
-        let chunk = chunk.map_err(|e| ProviderError::Protocol(format!("stream broke off: {e}")))?;
-        buffer.push_str(&String::from_utf8_lossy(&chunk));
-        while let Some(end) = buffer.find('\n') {
-            let line = buffer[..end].trim_end_matches('\r').to_string();
-            buffer.drain(..=end);
-            let Some(data) = line.strip_prefix("data:") else {
-                continue;
-            };
-            let data = data.trim();
-            if data == "[DONE]" {
-                break 'outer;
-            }
-            let event: Value = serde_json::from_str(data)
-                .map_err(|e| ProviderError::Protocol(format!("bad stream event: {e}")))?;
-            if let Some(err) = event.get("error") {
-                return Err(ProviderError::Api {
-                    status: 200,
-                    message: err["message"].as_str().unwrap_or("error in stream").into(),
+
+    /// One request and its answer; text deltas go to `stream` as they come
+    /// (`shown` records that some did).
+    async fn attempt(
+        &self,
+        stream: Option<&UnboundedSender<String>>,
+        shown: &mut bool,
+    ) -> Result<ChatResponse, Failure> {
+        let mut request = self.client.post(&self.url).json(&self.body);
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        let mut response = match tokio::time::timeout(self.timeout, request.send()).await {
+            Err(_) => return Err(self.timed_out()),
+            Ok(Ok(response)) => response,
+            Ok(Err(e)) => {
+                let error = ProviderError::Network {
+                    url: self.url.clone(),
+                    message: e.to_string(),
+                };
+                // Refused, reset or closed before an answer: try again.
+                return Err(if e.is_connect() || e.is_timeout() || e.is_request() {
+                    Failure::Retry { error, after: None }
+                } else {
+                    Failure::Fatal(error)
                 });
             }
-            if let Some(Value::Object(usage)) = event.get("usage") {
-                out.usage = usage.clone();
+        };
+        let status = response.status();
+        if !status.is_success() {
+            return Err(self.refused(response).await);
+        }
+        let is_sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.contains("text/event-stream"));
+        if !is_sse {
+            // A server that ignores `stream`: one JSON completion.
+            let mut body = Vec::new();
+            while let Some(chunk) = self.next_chunk(&mut response).await? {
+                if body.len() + chunk.len() > self.limits.max_total {
+                    return Err(self.unreadable(SseError::TooLarge {
+                        limit: self.limits.max_total,
+                    }));
+                }
+                body.extend_from_slice(&chunk);
             }
-            let Some(choice) = event["choices"].get(0) else {
-                continue;
-            };
-            if let Some(reason) = choice["finish_reason"].as_str() {
-                out.finish_reason = reason.to_string();
-            }
-            let delta = &choice["delta"];
-            if let Some(text) = delta["content"].as_str() {
-                out.text.push_str(text);
-                if let Some(tx) = &stream {
-                    let _ = tx.send(text.to_string());
-                }
-            }
-            for fragment in delta["tool_calls"].as_array().into_iter().flatten() {
-                let index = fragment["index"].as_u64().unwrap_or(calls.len() as u64) as usize;
-                while calls.len() <= index {
-                    calls.push(PartialCall::default());
-                }
-                let call = &mut calls[index];
-                if let Some(id) = fragment["id"].as_str() {
-                    call.id = id.to_string();
-                }
-                if let Some(name) = fragment["function"]["name"].as_str() {
-                    call.name.push_str(name);
-                }
-                if let Some(args) = fragment["function"]["arguments"].as_str() {
-                    call.arguments.push_str(args);
-                }
+            return sse::parse_completion(&body).map_err(|e| self.unreadable(e));
+        }
+        let mut parser = StreamParser::new(self.limits);
+        while let Some(chunk) = self.next_chunk(&mut response).await? {
+            let deltas = parser.feed(&chunk).map_err(|e| self.unreadable(e))?;
+            self.show(stream, deltas, shown);
+            if parser.is_done() {
+                break;
             }
         }
+        let (answer, deltas) = parser.finish().map_err(|e| self.unreadable(e))?;
+        self.show(stream, deltas, shown);
+        Ok(answer)
     }
-    out.tool_calls = calls
-        .into_iter()
-        .enumerate()
-        .filter(|(_, c)| !c.name.is_empty())
-        .map(|(i, c)| ToolCallRequest {
-            id: if c.id.is_empty() {
-                format!("call_{i}")
-            } else {
-                c.id
-            },
-            name: c.name,
-            arguments: if c.arguments.trim().is_empty() {
-                "{}".into()
-            } else {
-                c.arguments
-            },
-        })
-        .collect();
-    out.truncated = out.finish_reason == "length";
-    Ok(out)
-}
 
-fn from_completion(value: &Value) -> ChatResponse {
-    let choice = &value["choices"][0];
-    let message = &choice["message"];
-    let finish_reason = choice["finish_reason"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    ChatResponse {
-        text: message["content"].as_str().unwrap_or_default().to_string(),
-        tool_calls: message["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| ToolCallRequest {
-                id: c["id"].as_str().unwrap_or_default().to_string(),
-                name: c["function"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                arguments: c["function"]["arguments"]
-                    .as_str()
-                    .unwrap_or("{}")
-                    .to_string(),
-            })
-            .collect(),
-        usage: value["usage"].as_object().cloned().unwrap_or_else(Map::new),
-        truncated: finish_reason == "length",
-        finish_reason,
+    fn show(
+        &self,
+        stream: Option<&UnboundedSender<String>>,
+        deltas: Vec<String>,
+        shown: &mut bool,
+    ) {
+        let Some(tx) = stream else { return };
+        for delta in deltas {
+            *shown = true;
+            let _ = tx.send(delta);
+        }
+    }
+
+    /// The next chunk of the body within the model timeout; `None` at its end.
+    async fn next_chunk(
+        &self,
+        response: &mut reqwest::Response,
+    ) -> Result<Option<impl std::ops::Deref<Target = [u8]>>, Failure> {
+        match tokio::time::timeout(self.timeout, response.chunk()).await {
+            Err(_) => Err(self.timed_out()),
+            Ok(Ok(chunk)) => Ok(chunk),
+            Ok(Err(e)) => Err(Failure::Cut(format!("the connection broke: {e}"))),
+        }
+    }
+
+    /// A decoding failure: a cut answer is retried, an API error in the
+    /// stream and a broken limit are final.
+    fn unreadable(&self, error: SseError) -> Failure {
+        match error {
+            SseError::Incomplete => Failure::Cut(error.to_string()),
+            SseError::Api(message) => Failure::Fatal(ProviderError::Api {
+                status: 200,
+                message,
+            }),
+            other => Failure::Fatal(ProviderError::Protocol(format!(
+                "{other}; check the server at {}",
+                self.url
+            ))),
+        }
+    }
+
+    /// A non-2xx answer: 429 and 5xx are retried (after `Retry-After`, at
+    /// most a minute), the rest are final with the API's own message.
+    async fn refused(&self, mut response: reqwest::Response) -> Failure {
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(|s| Duration::from_secs_f64(s.min(60.0)));
+        // The message is read within the limits too (size, and the model
+        // timeout for all of it); a body that stalls or breaks off leaves
+        // what arrived.
+        let mut body = Vec::new();
+        let _ = tokio::time::timeout(self.timeout, async {
+            while body.len() < MAX_ERROR_BODY {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                    _ => break,
+                }
+            }
+        })
+        .await;
+        body.truncate(MAX_ERROR_BODY);
+        let text = String::from_utf8_lossy(&body);
+        let message = serde_json::from_slice::<Value>(&body)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+            .unwrap_or_else(|| text.chars().take(500).collect());
+        let error = ProviderError::Api {
+            status: status.as_u16(),
+            message,
+        };
+        if status.as_u16() == 429 || status.is_server_error() {
+            Failure::Retry {
+                error,
+                after: retry_after,
+            }
+        } else {
+            Failure::Fatal(error)
+        }
     }
 }
