@@ -15,7 +15,7 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -198,7 +198,7 @@ impl StreamParser {
         if let Some(Usage(usage)) = chunk.usage {
             self.usage = usage;
         }
-        let Some(choice) = chunk.choices.into_iter().next() else {
+        let Some(choice) = chunk.choices else {
             return Ok(());
         };
         if let Some(reason) = choice.finish_reason {
@@ -211,7 +211,7 @@ impl StreamParser {
             self.text.push_str(&text);
             deltas.push(text);
         }
-        for fragment in delta.tool_calls.unwrap_or_default() {
+        for fragment in delta.tool_calls {
             let index = self.slot(&fragment)?;
             if self.calls.len() <= index {
                 self.calls.resize_with(index + 1, PartialCall::default);
@@ -297,7 +297,7 @@ pub fn parse_completion(body: &[u8]) -> Result<ChatResponse, SseError> {
     if let Some(error) = completion.error {
         return Err(SseError::Api(error.0));
     }
-    let Some(choice) = completion.choices.into_iter().next() else {
+    let Some(choice) = completion.choices else {
         return Err(SseError::BadCompletion("it has no choices".into()));
     };
     let Some(message) = choice.message else {
@@ -305,13 +305,7 @@ pub fn parse_completion(body: &[u8]) -> Result<ChatResponse, SseError> {
             "its first choice has no message".into(),
         ));
     };
-    let calls = message.tool_calls.unwrap_or_default();
-    if calls.len() > MAX_TOOL_CALLS {
-        return Err(SseError::ToolIndex {
-            index: calls.len() as u64 - 1,
-            limit: MAX_TOOL_CALLS,
-        });
-    }
+    let calls = message.tool_calls;
     let finish_reason = choice.finish_reason.unwrap_or_default();
     Ok(ChatResponse {
         text: message.content.unwrap_or_default(),
@@ -339,8 +333,8 @@ pub fn parse_completion(body: &[u8]) -> Result<ChatResponse, SseError> {
 
 #[derive(Deserialize)]
 struct Chunk {
-    #[serde(default)]
-    choices: Vec<StreamChoice>,
+    #[serde(default, deserialize_with = "first_only")]
+    choices: Option<StreamChoice>,
     usage: Option<Usage>,
     error: Option<ErrorMessage>,
 }
@@ -354,7 +348,8 @@ struct StreamChoice {
 #[derive(Deserialize)]
 struct Delta {
     content: Option<String>,
-    tool_calls: Option<Vec<Fragment>>,
+    #[serde(default, deserialize_with = "at_most_tool_calls")]
+    tool_calls: Vec<Fragment>,
 }
 
 #[derive(Deserialize)]
@@ -372,8 +367,8 @@ struct FunctionPart {
 
 #[derive(Deserialize)]
 struct Completion {
-    #[serde(default)]
-    choices: Vec<CompletionChoice>,
+    #[serde(default, deserialize_with = "first_only")]
+    choices: Option<CompletionChoice>,
     usage: Option<Usage>,
     error: Option<ErrorMessage>,
 }
@@ -387,7 +382,63 @@ struct CompletionChoice {
 #[derive(Deserialize)]
 struct Message {
     content: Option<String>,
-    tool_calls: Option<Vec<WholeCall>>,
+    #[serde(default, deserialize_with = "at_most_tool_calls")]
+    tool_calls: Vec<WholeCall>,
+}
+
+/// The first element of an array (the only choice asked for); the rest are
+/// read without being stored. `null` is no element.
+fn first_only<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct V<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+        type Value = Option<T>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an array")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Option<T>, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<T>, A::Error> {
+            let first = seq.next_element()?;
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(first)
+        }
+    }
+    d.deserialize_any(V(std::marker::PhantomData))
+}
+
+/// An array of at most [`MAX_TOOL_CALLS`] tool calls or fragments; longer
+/// is an error before anything past the bound is stored. `null` is empty.
+fn at_most_tool_calls<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct V<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            write!(f, "an array of at most {MAX_TOOL_CALLS} tool calls")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Vec<T>, E> {
+            Ok(Vec::new())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                if out.len() == MAX_TOOL_CALLS {
+                    return Err(de::Error::invalid_length(MAX_TOOL_CALLS + 1, &self));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_any(V(std::marker::PhantomData))
 }
 
 #[derive(Deserialize)]
@@ -486,7 +537,7 @@ impl<'de> Visitor<'de> for Shallow {
     fn visit_none<E: de::Error>(self) -> Result<Option<Value>, E> {
         Ok(Some(Value::Null))
     }
-    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(None)
     }
@@ -580,6 +631,19 @@ mod tests {
                 limit: MAX_TOOL_CALLS
             }
         );
+        let many: Vec<String> = (0..=MAX_TOOL_CALLS)
+            .map(|i| format!("{{\"index\":{}}}", i % 2))
+            .collect();
+        let many = format!(
+            "data: {{\"choices\":[{{\"delta\":{{\"tool_calls\":[{}]}}}}]}}\n",
+            many.join(",")
+        );
+        assert!(matches!(
+            parse(many.as_bytes()).unwrap_err(),
+            SseError::BadEvent(e) if e.contains("at most 128 tool calls")
+        ));
+        let nulls = "data: {\"choices\":null,\"usage\":null,\"error\":null}\ndata: {\"choices\":[{\"delta\":{\"tool_calls\":null},\"finish_reason\":\"stop\"},{\"x\":1}]}\n";
+        assert!(parse(nulls.as_bytes()).is_ok());
         let limits = Limits {
             max_total: 100,
             max_line: 10,
