@@ -524,6 +524,7 @@ class Agent:
         system_prompt: str | None = None,
         max_iterations: int = 25,
         tool_timeout: float = 120.0,
+        model_timeout: float = 300.0,
     ) -> Self:
         """Create an agent over `host` (loads the host).
 
@@ -536,11 +537,15 @@ class Agent:
                 `$OPENAI_BASE_URL`, else the public OpenAI URL.
             system_prompt: Replaces the default system prompt.
             max_iterations: Most model calls in one turn (at least 1).
-            tool_timeout: Seconds one tool call may take; positive.
+            tool_timeout: Seconds one tool call may take; above 0 and at most
+                604800 (a week).
+            model_timeout: Seconds the model may stay silent (connecting,
+                before its answer, between chunks of it); above 0 and at most
+                604800.
 
         Raises:
             ConfigError: The host could not load, the model spec or script is
-                unusable, or `tool_timeout` is not a positive number.
+                unusable, or a timeout is not above 0 and at most 604800.
             OverflowError: `max_iterations` is negative.
         """
     def send(self, message: str, session_id: str = "default") -> Call[str]:
