@@ -2,7 +2,9 @@
 //!
 //! Reads tolerate a missing file; writes keep every other key, take an
 //! exclusive lock, and are atomic (temp file + rename). A file that is not
-//! valid JSON is never overwritten.
+//! valid JSON, or whose plugin lists have the wrong type, is refused with
+//! the file and key named and is never overwritten: a list that was ignored
+//! would be replaced by the edit, losing what the user wrote.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -45,6 +47,13 @@ pub enum ConfigError {
     },
     #[error("{path}: the top level must be a JSON object; fix it — it was left untouched")]
     NotAnObject { path: PathBuf },
+    #[error("{path}: `{key}` must be {expected}, found {found}; fix it — it was left untouched")]
+    WrongType {
+        path: PathBuf,
+        key: String,
+        expected: &'static str,
+        found: &'static str,
+    },
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
 }
@@ -72,10 +81,16 @@ fn read_document(path: &Path) -> Result<Map<String, Value>, ConfigError> {
             })
         }
     };
+    parse_document(&text, path)
+}
+
+/// Parse the text of `config.json` (`path` names it in errors); blank
+/// text is an empty document.
+fn parse_document(text: &str, path: &Path) -> Result<Map<String, Value>, ConfigError> {
     if text.trim().is_empty() {
         return Ok(Map::new());
     }
-    match serde_json::from_str::<Value>(&text) {
+    match serde_json::from_str::<Value>(text) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(ConfigError::NotAnObject {
             path: path.to_path_buf(),
@@ -94,25 +109,75 @@ fn read_document(path: &Path) -> Result<Map<String, Value>, ConfigError> {
     }
 }
 
-fn string_list(doc: &Map<String, Value>, key: &str) -> Vec<String> {
-    doc.get("plugins")
-        .and_then(|p| p.get(key))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The plugin lists of a parsed document: `plugins` absent, or an object
+/// whose `enabled` and `disabled` are absent or lists of strings.
+fn lists_of(doc: &Map<String, Value>, path: &Path) -> Result<PluginLists, ConfigError> {
+    let wrong = |key: String, expected: &'static str, found: &Value| ConfigError::WrongType {
+        path: path.to_path_buf(),
+        key,
+        expected,
+        found: json_type(found),
+    };
+    let plugins = match doc.get("plugins") {
+        None => return Ok(PluginLists::default()),
+        Some(Value::Object(p)) => p,
+        Some(other) => {
+            return Err(wrong(
+                "plugins".into(),
+                "an object such as {\"enabled\": [], \"disabled\": []}",
+                other,
+            ))
+        }
+    };
+    let list = |key: &str| -> Result<Vec<String>, ConfigError> {
+        match plugins.get(key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    other => Err(wrong(
+                        format!("plugins.{key}[{i}]"),
+                        "a plugin name (a string)",
+                        other,
+                    )),
+                })
+                .collect(),
+            Some(other) => Err(wrong(
+                format!("plugins.{key}"),
+                "a list of plugin names such as [\"demo\"]",
+                other,
+            )),
+        }
+    };
+    Ok(PluginLists {
+        enabled: list("enabled")?,
+        disabled: list("disabled")?,
+    })
+}
+
+/// Parse the text of a `config.json` into its plugin lists, checking their
+/// types; `path` names the file in errors.
+pub fn parse_plugin_lists(text: &str, path: &Path) -> Result<PluginLists, ConfigError> {
+    lists_of(&parse_document(text, path)?, path)
 }
 
 /// Read the plugin lists (empty when the file does not exist).
 pub fn read_plugin_lists(home: &Path) -> Result<PluginLists, ConfigError> {
-    let doc = read_document(&config_path(home))?;
-    Ok(PluginLists {
-        enabled: string_list(&doc, "enabled"),
-        disabled: string_list(&doc, "disabled"),
-    })
+    let path = config_path(home);
+    lists_of(&read_document(&path)?, &path)
 }
 
 /// Change the plugin lists under an exclusive lock and write the file back
@@ -136,18 +201,14 @@ pub fn update_plugin_lists(
     lock_file.lock().map_err(io)?;
 
     let mut doc = read_document(&path)?;
-    let mut lists = PluginLists {
-        enabled: string_list(&doc, "enabled"),
-        disabled: string_list(&doc, "disabled"),
-    };
+    // Refused before any change: nothing of a wrong-typed file is replaced.
+    let mut lists = lists_of(&doc, &path)?;
     change(&mut lists);
     let plugins = doc
         .entry("plugins")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !plugins.is_object() {
-        *plugins = Value::Object(Map::new());
-    }
-    let plugins = plugins.as_object_mut().expect("just made an object");
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
+        .expect("checked by lists_of: absent or an object");
     plugins.insert("enabled".into(), Value::from(lists.enabled.clone()));
     plugins.insert("disabled".into(), Value::from(lists.disabled.clone()));
 
@@ -155,12 +216,17 @@ pub fn update_plugin_lists(
         serde_json::to_string_pretty(&Value::Object(doc)).expect("a JSON value serialises");
     text.push('\n');
     let tmp = path.with_extension(format!("json.tmp.{}", std::process::id()));
-    {
-        let mut f = File::create(&tmp).map_err(io)?;
-        f.write_all(text.as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
+    let written = File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        // A full disk must not leave a half-written temp file beside it.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
     }
-    std::fs::rename(&tmp, &path).map_err(io)?;
     drop(lock_file);
     Ok(lists)
 }

@@ -1,15 +1,19 @@
 //! Finding plugins: bundled, user and project sources, and who is enabled.
 //!
 //! Depth-1 scan of each source root (dot-directories skipped), sources in
-//! order bundled → user → project, and the last writer wins on a key
-//! collision. Enablement follows the Flowly rules: bundled plugins load
-//! unless disabled, user and project plugins only when listed in
-//! `plugins.enabled`, and `plugins.disabled` overrides everything.
+//! order bundled → user → project. Enablement follows the Flowly rules:
+//! bundled plugins load unless disabled, user and project plugins only when
+//! listed in `plugins.enabled`, and `plugins.disabled` overrides everything.
+//! On a key collision enablement is decided first: a later plugin takes an
+//! earlier one's place only when it is enabled (with a warning naming
+//! both), so installing a plugin that merely shares `command-guard`'s name
+//! cannot switch the bundled guard off.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::bundled::BundledUnavailable;
 use crate::config::PluginLists;
 use crate::manifest::{self, Manifest, PluginKind};
 
@@ -45,29 +49,127 @@ pub struct Candidate {
     pub enabled: bool,
     /// Why it will not be loaded, when that is already known.
     pub skip_reason: Option<String>,
+    /// A bundled plugin that could not be written to disk (see
+    /// [`missing_bundled`]): listed, never loadable.
+    pub missing: bool,
 }
 
 /// Scan `roots` (in order) and decide enablement against `lists`.
 pub fn discover(roots: &[(Source, PathBuf)], lists: &PluginLists) -> Vec<Candidate> {
-    let mut found: Vec<Candidate> = Vec::new();
+    discover_after(Vec::new(), roots, lists)
+}
+
+/// [`discover`], starting from candidates already known (the bundled
+/// plugins that could not be written out come first, as bundled ones do).
+pub fn discover_after(
+    mut found: Vec<Candidate>,
+    roots: &[(Source, PathBuf)],
+    lists: &PluginLists,
+) -> Vec<Candidate> {
     for (source, root) in roots {
         for dir in plugin_dirs(root) {
-            let candidate = examine(*source, &dir, lists);
-            if let Some(at) = found.iter().position(|c| c.key == candidate.key) {
-                tracing::info!(
-                    "plugin '{}' from {} ({}) replaces the one from {} ({})",
-                    candidate.key,
-                    candidate.source.as_str(),
-                    candidate.dir.display(),
-                    found[at].source.as_str(),
-                    found[at].dir.display()
-                );
-                found.remove(at);
-            }
-            found.push(candidate);
+            admit(&mut found, examine(*source, &dir, lists));
         }
     }
     found
+}
+
+/// Candidates for the bundled plugins `missing` names: listed with the
+/// reason, enabled unless disabled, so a host sees what it lacks.
+pub fn missing_bundled(missing: &BundledUnavailable, lists: &PluginLists) -> Vec<Candidate> {
+    missing
+        .names
+        .iter()
+        .map(|key| {
+            let disabled = lists.disabled.contains(key);
+            let reason = missing.reason();
+            Candidate {
+                key: key.clone(),
+                source: Source::Bundled,
+                dir: missing.cache.join(key),
+                manifest: Err(reason.clone()),
+                enabled: !disabled,
+                skip_reason: Some(if disabled {
+                    DISABLED.to_string()
+                } else {
+                    reason
+                }),
+                missing: true,
+            }
+        })
+        .collect()
+}
+
+/// `missing`, narrowed to the plugins still missing among `candidates`
+/// (enabled, and not replaced by an enabled plugin of the same key); `None`
+/// when that leaves none.
+pub fn still_missing(
+    mut missing: BundledUnavailable,
+    candidates: &[Candidate],
+) -> Option<BundledUnavailable> {
+    missing.names = candidates
+        .iter()
+        .filter(|c| c.missing && c.enabled)
+        .map(|c| c.key.clone())
+        .collect();
+    (!missing.names.is_empty()).then_some(missing)
+}
+
+const DISABLED: &str = "disabled in config";
+
+/// Add `candidate` to `found`, settling a key collision. An enabled
+/// candidate takes the place of every earlier one with its key, with a
+/// warning when it displaces an enabled one. One that is not enabled never
+/// displaces an enabled one: it is listed beside it, saying what enabling
+/// it would do. Between candidates that are not enabled the later is kept.
+fn admit(found: &mut Vec<Candidate>, mut candidate: Candidate) {
+    let key = candidate.key.clone();
+    let active = found.iter().position(|c| c.key == key && c.enabled);
+    match active {
+        Some(at) if candidate.enabled => {
+            let old = &found[at];
+            tracing::warn!(
+                "{} plugin '{key}' ({}) replaces the {} plugin '{key}' ({}) because it is enabled; disable it to get the {} one back",
+                candidate.source.as_str(),
+                candidate.dir.display(),
+                old.source.as_str(),
+                old.dir.display(),
+                old.source.as_str(),
+            );
+        }
+        Some(at) => {
+            let old = &found[at];
+            tracing::info!(
+                "{} plugin '{key}' ({}) is not enabled and does not replace the {} one ({})",
+                candidate.source.as_str(),
+                candidate.dir.display(),
+                old.source.as_str(),
+                old.dir.display(),
+            );
+            if let Some(reason) = &mut candidate.skip_reason {
+                reason.push_str(&format!(
+                    "; enabling it replaces the {} plugin '{key}'",
+                    old.source.as_str()
+                ));
+            }
+            found.retain(|c| c.key != key || c.enabled);
+            found.push(candidate);
+            return;
+        }
+        None => {
+            if let Some(old) = found.iter().find(|c| c.key == key) {
+                tracing::info!(
+                    "plugin '{key}' from {} ({}) replaces the one from {} ({})",
+                    candidate.source.as_str(),
+                    candidate.dir.display(),
+                    old.source.as_str(),
+                    old.dir.display()
+                );
+            }
+        }
+    }
+    found.retain(|c| c.key != key);
+    found.push(candidate);
 }
 
 /// Sub-directories of `root` that look like plugins, sorted by name.
@@ -97,7 +199,7 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
         .map(|m| m.name.clone())
         .unwrap_or(dir_name);
     let (enabled, mut skip_reason) = if lists.disabled.contains(&key) {
-        (false, Some("disabled in config".to_string()))
+        (false, Some(DISABLED.to_string()))
     } else if source == Source::Bundled || lists.enabled.contains(&key) {
         (true, None)
     } else {
@@ -133,5 +235,6 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
         manifest,
         enabled,
         skip_reason,
+        missing: false,
     }
 }

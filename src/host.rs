@@ -117,6 +117,10 @@ pub enum HostError {
     Config(#[from] config::ConfigError),
     #[error(transparent)]
     Python(#[from] crate::runtime::StartError),
+    /// Enabled bundled plugins (command-guard among them) could not be
+    /// written to disk; see [`HostBuilder::allow_missing_bundled`].
+    #[error("{0}; refusing to start without them")]
+    Bundled(crate::bundled::BundledUnavailable),
 }
 
 /// Errors of `run_command`.
@@ -163,6 +167,7 @@ pub struct HostBuilder {
     commands: Vec<Command>,
     hook_timeout: Option<std::time::Duration>,
     direct: Vec<(String, Vec<Registration>)>,
+    allow_missing_bundled: bool,
 }
 
 impl HostBuilder {
@@ -242,6 +247,13 @@ impl HostBuilder {
         self.direct.push((owner.to_string(), registrations));
         self
     }
+    /// Build even when the bundled plugins cannot be written to disk
+    /// (they are then listed as failed, with the reason, and an error is
+    /// logged); by default `build` refuses with [`HostError::Bundled`].
+    pub fn allow_missing_bundled(mut self) -> Self {
+        self.allow_missing_bundled = true;
+        self
+    }
     /// Register a native slash command.
     pub fn command(mut self, command: Command) -> Self {
         self.commands.push(command);
@@ -255,11 +267,15 @@ impl HostBuilder {
         lists.enabled.extend(self.extra_enabled);
         lists.disabled.extend(self.extra_disabled);
 
-        let mut roots = vec![(
-            Source::Bundled,
-            self.bundled_dir
-                .unwrap_or_else(|| crate::bundled::bundled_dir(&home)),
-        )];
+        let bundled = match self.bundled_dir {
+            Some(dir) => Ok(crate::bundled::Located::at(dir)),
+            None => crate::bundled::locate(&home),
+        };
+        let (bundled_root, unavailable, bundled_copy) = match bundled {
+            Ok(located) => (located.dir().to_path_buf(), None, Some(located)),
+            Err(e) => (e.cache.clone(), Some(e), None),
+        };
+        let mut roots = vec![(Source::Bundled, bundled_root)];
         roots.push((Source::User, home.join("plugins")));
         let project_on = self.enable_project_plugins.unwrap_or_else(|| {
             std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
@@ -270,7 +286,17 @@ impl HostBuilder {
             let project = self.project_dir.unwrap_or_else(|| PathBuf::from("."));
             roots.push((Source::Project, project.join(".plughost").join("plugins")));
         }
-        let candidates = discovery::discover(&roots, &lists);
+        let seed = unavailable
+            .as_ref()
+            .map(|e| discovery::missing_bundled(e, &lists))
+            .unwrap_or_default();
+        let candidates = discovery::discover_after(seed, &roots, &lists);
+        if let Some(missing) = unavailable.and_then(|e| discovery::still_missing(e, &candidates)) {
+            if !self.allow_missing_bundled {
+                return Err(HostError::Bundled(missing));
+            }
+            tracing::error!("{missing}");
+        }
 
         let mut registry = Registry::new();
         registry.hook_timeout = self.hook_timeout;
@@ -315,6 +341,7 @@ impl HostBuilder {
             collisions,
             roots,
             _packages: packages,
+            _bundled: bundled_copy,
         })
     }
 }
@@ -490,6 +517,9 @@ pub struct Host {
     /// The plugins' Python packages: unloaded when the host goes away
     /// (after the registry, whose handlers refer into them).
     _packages: Vec<PluginPackage>,
+    /// Keeps a temporary copy of the bundled plugins (used when the cache
+    /// cannot be written) on disk while the host lives.
+    _bundled: Option<crate::bundled::Located>,
 }
 
 /// Commands the host answers itself, before plugin commands.

@@ -6,7 +6,13 @@
 //! enterprise server), `owner/repo/sub/path`, a URL with a `#sub/path` fragment, or a
 //! local directory. Cloning uses the `git` program (shallow). Only the plugin
 //! directory is copied, through a staging directory renamed into place, so a
-//! refused or failed install leaves nothing behind.
+//! refused or failed install leaves nothing behind. Special files (FIFOs,
+//! devices, sockets) are refused before anything in the plugin is opened:
+//! reading a FIFO would wait forever. A scratch directory carries its
+//! owner's pid, so one left by a killed install is swept by the next
+//! install or `plugins list` ([`sweep_interrupted`]).
+
+pub(crate) mod staging;
 
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
@@ -44,6 +50,8 @@ pub enum InstallError {
     NotAPlugin(PathBuf, String),
     #[error("a plugin named '{name}' is already installed at {path}; pass --force to replace it")]
     Exists { name: String, path: PathBuf },
+    #[error("{path} is {kind}; a plugin may hold only regular files, directories and links to them — remove it and try again")]
+    SpecialFile { path: PathBuf, kind: &'static str },
     #[error("{0}")]
     Remove(String),
     #[error("{path}: {message}")]
@@ -187,6 +195,88 @@ fn resolve_inside(root: &Path, subpath: Option<&str>) -> Result<PathBuf, Install
     Ok(resolved)
 }
 
+/// Scratch directories of installs in `<home>/plugins/` (hidden, so
+/// discovery skips them).
+const SCRATCH: &str = ".install-";
+
+/// Remove the scratch directories interrupted installs left in
+/// `<home>/plugins/` (a clone, a half-copied plugin); how many.
+pub fn sweep_interrupted(home: &Path) -> usize {
+    staging::sweep(&home.join("plugins"), SCRATCH)
+}
+
+/// What a special file is called in messages; `None` for a regular file,
+/// a directory or a link.
+fn special_kind(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else if file_type.is_block_device() {
+        Some("a block device")
+    } else if file_type.is_char_device() {
+        Some("a character device")
+    } else {
+        None
+    }
+}
+
+/// Refuse special files, or links to them, anywhere in the plugin tree that
+/// is copied. Only metadata is read: nothing is opened.
+fn refuse_special_files(dir: &Path) -> Result<(), InstallError> {
+    for entry in std::fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let name = entry.file_name();
+        if name == ".git" || name == "__pycache__" {
+            continue;
+        }
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(&path).map_err(io_err(&path))?;
+        let file_type = if meta.file_type().is_symlink() {
+            // What the link points to; a broken link is reported by the copy.
+            match std::fs::metadata(&path) {
+                Ok(target) => target.file_type(),
+                Err(_) => continue,
+            }
+        } else {
+            meta.file_type()
+        };
+        if let Some(kind) = special_kind(file_type) {
+            return Err(InstallError::SpecialFile { path, kind });
+        }
+        // A linked directory is checked where it really is (inside the
+        // plugin, or the copy refuses it).
+        if meta.is_dir() {
+            refuse_special_files(&path)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copy one regular file. Opened without blocking and without following a
+/// link, and checked once open: a FIFO swapped in after the check is
+/// refused, not waited on.
+fn copy_regular(src: &Path, dst: &Path) -> Result<(), InstallError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut from = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(src)
+        .map_err(io_err(src))?;
+    let meta = from.metadata().map_err(io_err(src))?;
+    if let Some(kind) = special_kind(meta.file_type()) {
+        return Err(InstallError::SpecialFile {
+            path: src.to_path_buf(),
+            kind,
+        });
+    }
+    let mut to = std::fs::File::create(dst).map_err(io_err(dst))?;
+    std::io::copy(&mut from, &mut to).map_err(io_err(src))?;
+    to.set_permissions(meta.permissions()).map_err(io_err(dst))?;
+    Ok(())
+}
+
 /// What an install did.
 #[derive(Debug)]
 pub struct Installed {
@@ -200,8 +290,9 @@ pub struct Installed {
 pub fn install(home: &Path, source: &PluginSource, force: bool) -> Result<Installed, InstallError> {
     let plugins = home.join("plugins");
     std::fs::create_dir_all(&plugins).map_err(io_err(&plugins))?;
+    sweep_interrupted(home);
     let scratch = tempfile::Builder::new()
-        .prefix(".install-")
+        .prefix(&staging::prefix(SCRATCH))
         .tempdir_in(&plugins)
         .map_err(io_err(&plugins))?;
     let plugin_dir = match source {
@@ -215,6 +306,7 @@ pub fn install(home: &Path, source: &PluginSource, force: bool) -> Result<Instal
             resolve_inside(&checkout, subpath.as_deref())?
         }
     };
+    refuse_special_files(&plugin_dir)?;
     let manifest = match manifest::load(&plugin_dir) {
         Ok(m) => m,
         Err(e) => return Err(InstallError::NotAPlugin(plugin_dir, e.to_string())),
@@ -301,10 +393,24 @@ fn swap_into_place(
 }
 
 /// Copy a plugin tree: no `.git` or `__pycache__`; a symlink is copied as
-/// what it points to, and refused when that lies outside the plugin.
+/// what it points to, and refused when that lies outside the plugin or
+/// would copy a directory into itself.
 fn copy_plugin(root: &Path, from: &Path, to: &Path) -> Result<(), InstallError> {
-    std::fs::create_dir_all(to).map_err(io_err(to))?;
     let canonical_root = root.canonicalize().map_err(io_err(root))?;
+    copy_tree(&canonical_root, from, to, &mut Vec::new())
+}
+
+/// [`copy_plugin`] below `root` (canonical); `entered` holds the real
+/// directories being copied, outermost first.
+fn copy_tree(
+    canonical_root: &Path,
+    from: &Path,
+    to: &Path,
+    entered: &mut Vec<PathBuf>,
+) -> Result<(), InstallError> {
+    let root = canonical_root;
+    std::fs::create_dir_all(to).map_err(io_err(to))?;
+    entered.push(from.canonicalize().map_err(io_err(from))?);
     for entry in std::fs::read_dir(from).map_err(io_err(from))? {
         let entry = entry.map_err(io_err(from))?;
         let name = entry.file_name();
@@ -321,22 +427,34 @@ fn copy_plugin(root: &Path, from: &Path, to: &Path) -> Result<(), InstallError> 
                     format!("broken symlink {}", src.display()),
                 )
             })?;
-            if !target.starts_with(&canonical_root) {
+            if !target.starts_with(canonical_root) {
                 return Err(InstallError::NotAPlugin(
                     root.to_path_buf(),
                     format!("symlink {} points outside the plugin", src.display()),
+                ));
+            }
+            // A link to a directory being copied would be copied forever.
+            if entered.iter().any(|d| *d == target) {
+                return Err(InstallError::NotAPlugin(
+                    root.to_path_buf(),
+                    format!(
+                        "symlink {} points to a directory that contains it (a loop)",
+                        src.display()
+                    ),
                 ));
             }
             target
         } else {
             src.clone()
         };
-        if real.is_dir() {
-            copy_plugin(root, &real, &dst)?;
+        let real_meta = std::fs::metadata(&real).map_err(io_err(&real))?;
+        if real_meta.is_dir() {
+            copy_tree(canonical_root, &real, &dst, entered)?;
         } else {
-            std::fs::copy(&real, &dst).map_err(io_err(&real))?;
+            copy_regular(&real, &dst)?;
         }
     }
+    entered.pop();
     Ok(())
 }
 

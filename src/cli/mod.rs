@@ -216,8 +216,13 @@ where
     }
 }
 
+/// The host for the commands that list or call plugins. Missing bundled
+/// plugins do not stop them (they are listed as failed, with an error
+/// naming them); the agent loop builds its own host, which refuses.
 fn build_host(cli: &Cli, python_level: u8) -> Result<Host, Failure> {
-    let mut builder = Host::builder().python_log_level(python_level);
+    let mut builder = Host::builder()
+        .python_log_level(python_level)
+        .allow_missing_bundled();
     if let Some(home) = &cli.home {
         builder = builder.home(home);
     }
@@ -268,6 +273,7 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             plugins::doctor(&host, *json)
         }
         Command::Plugins(PluginsCmd::List { json }) => {
+            crate::install::sweep_interrupted(&home_of(&cli));
             let host = build_host(&cli, python_level)?;
             if *json {
                 print_json(&host.plugins());
@@ -410,20 +416,35 @@ fn set_enabled(cli: &Cli, name: &str, enable: bool) -> Result<u8, Failure> {
 /// Keys of every plugin discovery can see (no Python needed).
 pub(crate) fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
     use crate::discovery::{discover, Source};
-    let mut roots = vec![
-        (Source::Bundled, crate::bundled::bundled_dir(home)),
-        (Source::User, home.join("plugins")),
-    ];
+    let mut roots = vec![(Source::User, home.join("plugins"))];
     if std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
         .map(|v| config::truthy(&v))
         .unwrap_or(false)
     {
         roots.push((Source::Project, PathBuf::from(".plughost/plugins")));
     }
-    discover(&roots, &config::PluginLists::default())
+    let mut keys = bundled_keys(home);
+    keys.extend(
+        discover(&roots, &config::PluginLists::default())
+            .into_iter()
+            .map(|c| c.key),
+    );
+    keys
+}
+
+/// Keys of the bundled plugins, whether or not they could be written out.
+pub(crate) fn bundled_keys(home: &std::path::Path) -> Vec<String> {
+    use crate::discovery::{discover, Source};
+    match crate::bundled::locate(home) {
+        Ok(located) => discover(
+            &[(Source::Bundled, located.dir().to_path_buf())],
+            &config::PluginLists::default(),
+        )
         .into_iter()
         .map(|c| c.key)
-        .collect()
+        .collect(),
+        Err(missing) => missing.names,
+    }
 }
 
 fn first_line(s: &str) -> String {

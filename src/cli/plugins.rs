@@ -52,11 +52,7 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<u8, Failure> 
             .find(|c| c.dir.file_name().is_some_and(|d| d == name))
     }) else {
         let elsewhere = super::known_plugin_keys(home);
-        let bundled = discover(
-            &[(Source::Bundled, crate::bundled::bundled_dir(home))],
-            &lists,
-        );
-        if bundled.iter().any(|c| c.key == name) {
+        if super::bundled_keys(home).iter().any(|k| k == name) {
             return Err(Failure::failed(format!(
                 "'{name}' is a bundled plugin and cannot be removed; disable it instead: plughost plugins disable {name}"
             )));
