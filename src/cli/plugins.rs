@@ -18,6 +18,11 @@ impl From<InstallError> for Failure {
 
 pub(super) fn install(home: &Path, source: &str, enable: bool, force: bool) -> Result<u8, Failure> {
     let spec = install::parse_source(source).map_err(|e| Failure::usage(e.to_string()))?;
+    if enable {
+        // A config.json that cannot be edited is refused before anything is
+        // installed, not after.
+        config::read_plugin_lists(home)?;
+    }
     let done = install::install(home, &spec, force)?;
     let version = if done.version.is_empty() {
         String::new()
