@@ -274,3 +274,144 @@ fn home_resolution_and_truthiness() {
         assert!(!config::truthy(no));
     }
 }
+
+/// A bundled and a user plugin sharing the key `shared`.
+fn shared_key_roots(dir: &std::path::Path) -> Vec<(Source, PathBuf)> {
+    let (b, u) = (dir.join("b"), dir.join("u"));
+    write_plugin(
+        &b,
+        "shared",
+        "name: shared\nversion: bundled\n",
+        &[("__init__.py", "")],
+    );
+    write_plugin(
+        &u,
+        "impostor",
+        "name: shared\nversion: user\n",
+        &[("__init__.py", "")],
+    );
+    vec![(Source::Bundled, b), (Source::User, u)]
+}
+
+#[test]
+fn a_user_plugin_that_is_not_enabled_is_listed_beside_the_bundled_one_it_shares_a_key_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = discover(&shared_key_roots(dir.path()), &PluginLists::default());
+    assert_eq!(found.len(), 2, "{found:?}");
+    let bundled = found.iter().find(|c| c.source == Source::Bundled).unwrap();
+    let user = found.iter().find(|c| c.source == Source::User).unwrap();
+    assert!(bundled.enabled && bundled.skip_reason.is_none());
+    assert!(!user.enabled);
+    assert_eq!(
+        user.skip_reason.as_deref(),
+        Some("not in plugins.enabled (run: plughost plugins enable shared); enabling it replaces the bundled plugin 'shared'")
+    );
+}
+
+#[test]
+fn an_enabled_user_plugin_replaces_the_bundled_one_and_disabling_the_key_disables_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots = shared_key_roots(dir.path());
+    let enabled = PluginLists {
+        enabled: vec!["shared".into()],
+        disabled: vec![],
+    };
+    let found = discover(&roots, &enabled);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].source, Source::User);
+    assert!(found[0].enabled);
+
+    let disabled = PluginLists {
+        enabled: vec!["shared".into()],
+        disabled: vec!["shared".into()],
+    };
+    let found = discover(&roots, &disabled);
+    assert_eq!(found.len(), 1, "between two not enabled the later is kept");
+    assert_eq!(found[0].source, Source::User);
+    assert_eq!(found[0].skip_reason.as_deref(), Some("disabled in config"));
+}
+
+#[test]
+fn missing_bundled_plugins_are_listed_and_only_enabled_unreplaced_ones_count() {
+    use plughost::bundled::BundledUnavailable;
+    use plughost::discovery::{discover_after, missing_bundled, still_missing};
+    let dir = tempfile::tempdir().unwrap();
+    let u = dir.path().join("u");
+    write_plugin(&u, "mine", "name: guard\n", &[("__init__.py", "")]);
+    let missing = BundledUnavailable {
+        names: vec!["guard".into(), "cleanup".into(), "audit".into()],
+        cache: dir.path().join("cache/bundled-x"),
+        cache_error: "No space left on device".into(),
+        fallback_error: "Read-only file system".into(),
+    };
+    let lists = PluginLists {
+        enabled: vec!["guard".into()],
+        disabled: vec!["audit".into()],
+    };
+    let found = discover_after(
+        missing_bundled(&missing, &lists),
+        &[(Source::User, u)],
+        &lists,
+    );
+    let get = |k: &str| found.iter().find(|c| c.key == k).unwrap();
+    assert_eq!(get("guard").source, Source::User, "an enabled user plugin stands in");
+    assert!(get("cleanup").missing && get("cleanup").enabled);
+    let reason = get("cleanup").skip_reason.clone().unwrap();
+    assert!(reason.contains("No space left on device"), "{reason}");
+    assert!(reason.contains("Read-only file system"), "{reason}");
+    assert_eq!(get("audit").skip_reason.as_deref(), Some("disabled in config"));
+    let left = still_missing(missing.clone(), &found).unwrap();
+    assert_eq!(left.names, ["cleanup"]);
+    let message = left.to_string();
+    assert!(message.contains("bundled plugins cleanup are missing"), "{message}");
+
+    let all_off = PluginLists {
+        enabled: vec![],
+        disabled: vec!["guard".into(), "cleanup".into(), "audit".into()],
+    };
+    let found = discover_after(missing_bundled(&missing, &all_off), &[], &all_off);
+    assert!(still_missing(missing, &found).is_none());
+}
+
+#[test]
+fn wrong_typed_plugin_lists_are_refused_with_file_key_and_expectation() {
+    let home = tempfile::tempdir().unwrap();
+    let path = config::config_path(home.path());
+    let cases = [
+        (
+            r#"{"plugins": {"enabled": "demo"}}"#,
+            "`plugins.enabled` must be a list of plugin names such as [\"demo\"], found a string",
+        ),
+        (
+            r#"{"plugins": {"disabled": 1}}"#,
+            "`plugins.disabled` must be a list of plugin names such as [\"demo\"], found a number",
+        ),
+        (
+            r#"{"plugins": {"enabled": ["a", true]}}"#,
+            "`plugins.enabled[1]` must be a plugin name (a string), found a boolean",
+        ),
+        (r#"{"plugins": []}"#, "`plugins` must be an object"),
+        (r#"{"plugins": null}"#, "`plugins` must be an object"),
+    ];
+    for (text, expected) in cases {
+        std::fs::write(&path, text).unwrap();
+        let read = config::read_plugin_lists(home.path()).unwrap_err();
+        assert!(matches!(read, config::ConfigError::WrongType { .. }), "{read:?}");
+        let message = read.to_string();
+        assert!(message.starts_with(&path.display().to_string()), "{message}");
+        assert!(message.contains(expected), "{message}");
+        assert!(message.contains("left untouched"), "{message}");
+        for edit in [config::enable_plugin, config::disable_plugin] {
+            let e = edit(home.path(), "demo").unwrap_err();
+            assert!(matches!(e, config::ConfigError::WrongType { .. }), "{e:?}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        }
+    }
+    // Other keys under `plugins` are the user's: kept, whatever their type.
+    std::fs::write(&path, r#"{"plugins": {"enabled": [], "settings": 5}}"#).unwrap();
+    config::enable_plugin(home.path(), "demo").unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["plugins"]["settings"], 5);
+    assert_eq!(doc["plugins"]["enabled"], serde_json::json!(["demo"]));
+}
