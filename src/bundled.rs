@@ -329,7 +329,10 @@ mod tests {
         assert!(located.is_fallback());
         assert!(located.dir().starts_with(&temp));
         for name in names() {
-            assert!(located.dir().join(&name).join("__init__.py").is_file(), "{name}");
+            assert!(
+                located.dir().join(&name).join("__init__.py").is_file(),
+                "{name}"
+            );
         }
         let again = locate_at(target, &temp).unwrap();
         assert_eq!(again.dir(), located.dir(), "one copy while one is held");

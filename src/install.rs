@@ -273,7 +273,8 @@ fn copy_regular(src: &Path, dst: &Path) -> Result<(), InstallError> {
     }
     let mut to = std::fs::File::create(dst).map_err(io_err(dst))?;
     std::io::copy(&mut from, &mut to).map_err(io_err(src))?;
-    to.set_permissions(meta.permissions()).map_err(io_err(dst))?;
+    to.set_permissions(meta.permissions())
+        .map_err(io_err(dst))?;
     Ok(())
 }
 
@@ -434,7 +435,7 @@ fn copy_tree(
                 ));
             }
             // A link to a directory being copied would be copied forever.
-            if entered.iter().any(|d| *d == target) {
+            if entered.contains(&target) {
                 return Err(InstallError::NotAPlugin(
                     root.to_path_buf(),
                     format!(

@@ -354,16 +354,26 @@ fn missing_bundled_plugins_are_listed_and_only_enabled_unreplaced_ones_count() {
         &lists,
     );
     let get = |k: &str| found.iter().find(|c| c.key == k).unwrap();
-    assert_eq!(get("guard").source, Source::User, "an enabled user plugin stands in");
+    assert_eq!(
+        get("guard").source,
+        Source::User,
+        "an enabled user plugin stands in"
+    );
     assert!(get("cleanup").missing && get("cleanup").enabled);
     let reason = get("cleanup").skip_reason.clone().unwrap();
     assert!(reason.contains("No space left on device"), "{reason}");
     assert!(reason.contains("Read-only file system"), "{reason}");
-    assert_eq!(get("audit").skip_reason.as_deref(), Some("disabled in config"));
+    assert_eq!(
+        get("audit").skip_reason.as_deref(),
+        Some("disabled in config")
+    );
     let left = still_missing(missing.clone(), &found).unwrap();
     assert_eq!(left.names, ["cleanup"]);
     let message = left.to_string();
-    assert!(message.contains("bundled plugins cleanup are missing"), "{message}");
+    assert!(
+        message.contains("bundled plugins cleanup are missing"),
+        "{message}"
+    );
 
     let all_off = PluginLists {
         enabled: vec![],
@@ -396,9 +406,15 @@ fn wrong_typed_plugin_lists_are_refused_with_file_key_and_expectation() {
     for (text, expected) in cases {
         std::fs::write(&path, text).unwrap();
         let read = config::read_plugin_lists(home.path()).unwrap_err();
-        assert!(matches!(read, config::ConfigError::WrongType { .. }), "{read:?}");
+        assert!(
+            matches!(read, config::ConfigError::WrongType { .. }),
+            "{read:?}"
+        );
         let message = read.to_string();
-        assert!(message.starts_with(&path.display().to_string()), "{message}");
+        assert!(
+            message.starts_with(&path.display().to_string()),
+            "{message}"
+        );
         assert!(message.contains(expected), "{message}");
         assert!(message.contains("left untouched"), "{message}");
         for edit in [config::enable_plugin, config::disable_plugin] {

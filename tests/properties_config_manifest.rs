@@ -258,7 +258,10 @@ fn hostile_manifests_are_refused_quickly_not_crashes() {
         ("[".repeat(100_000), "plugin.json"),
         (alias_bomb.to_string(), "plugin.yaml"),
         ("manifest_version: 1e400\n".into(), "plugin.yaml"),
-        ("manifest_version: 99999999999999999999999\n".into(), "plugin.yaml"),
+        (
+            "manifest_version: 99999999999999999999999\n".into(),
+            "plugin.yaml",
+        ),
         ("name: *undefined\n".into(), "plugin.yaml"),
         ("name: a\n---\nname: b\n".into(), "plugin.yaml"),
     ];

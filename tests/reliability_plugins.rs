@@ -264,7 +264,12 @@ fn debris_where_the_cache_copy_goes_falls_back_and_leaves_no_staging() {
     std::fs::remove_dir_all(copy.join("command-guard")).unwrap();
     let (list, _) = list_json(&env);
     assert_bundled_loaded(&list);
-    assert_eq!(names_in(&root).len(), 1, "no staging left: {:?}", names_in(&root));
+    assert_eq!(
+        names_in(&root).len(),
+        1,
+        "no staging left: {:?}",
+        names_in(&root)
+    );
 }
 
 #[test]
@@ -365,7 +370,10 @@ fn a_user_plugin_named_like_a_bundled_one_does_not_displace_it_until_enabled() {
     assert_eq!(bundled["status"], "loaded");
     assert_eq!(user["status"], "not-enabled");
     assert!(
-        user["error"].as_str().unwrap().contains("replaces the bundled"),
+        user["error"]
+            .as_str()
+            .unwrap()
+            .contains("replaces the bundled"),
         "{user}"
     );
     assert_guard_blocks(&env);
@@ -394,7 +402,11 @@ fn a_user_plugin_named_like_a_bundled_one_does_not_displace_it_until_enabled() {
         ]),
         LOADS,
     );
-    assert!(o.status.success(), "the user's guard is in charge now: {}", err(&o));
+    assert!(
+        o.status.success(),
+        "the user's guard is in charge now: {}",
+        err(&o)
+    );
     assert!(env.marker().exists());
 }
 
@@ -413,7 +425,10 @@ fn a_wrong_typed_config_is_refused_naming_file_and_key_and_never_rewritten() {
         (r#"{"plugins": {"enabled": "demo"}}"#, "plugins.enabled"),
         (r#"{"plugins": {"enabled": 3}}"#, "plugins.enabled"),
         (r#"{"plugins": {"disabled": {"x": 1}}}"#, "plugins.disabled"),
-        (r#"{"plugins": {"enabled": ["a", 7]}}"#, "plugins.enabled[1]"),
+        (
+            r#"{"plugins": {"enabled": ["a", 7]}}"#,
+            "plugins.enabled[1]",
+        ),
         (r#"{"plugins": {"enabled": [null]}}"#, "plugins.enabled[0]"),
         (r#"{"plugins": ["demo"]}"#, "`plugins`"),
         (r#"{"plugins": "demo"}"#, "`plugins`"),
@@ -607,4 +622,27 @@ fn a_scratch_directory_of_a_running_install_is_left_alone() {
     assert!(o.status.success(), "{}", err(&o));
     assert!(live.exists());
     assert!(!legacy.exists());
+}
+
+// --- command-line input of my commands -----------------------------------
+
+#[test]
+fn empty_names_and_homes_are_usage_errors_that_write_nothing() {
+    let env = env();
+    for args in [
+        &["plugins", "enable", ""][..],
+        &["plugins", "disable", "  "][..],
+        &["--home", "", "plugins", "enable", "demo"][..],
+        &["--home", "", "plugins", "list"][..],
+    ] {
+        let o = bounded(env.command(args), PROMPT);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+        let message = err(&o);
+        assert!(
+            message.contains("empty") || message.contains("a value is required"),
+            "{args:?}: {message}"
+        );
+        assert!(env.config_text().is_none(), "{args:?} wrote config.json");
+        assert_eq!(names_in(env.work.path()), Vec::<String>::new(), "{args:?}");
+    }
 }

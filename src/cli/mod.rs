@@ -397,6 +397,11 @@ fn home_of(cli: &Cli) -> PathBuf {
 }
 
 fn set_enabled(cli: &Cli, name: &str, enable: bool) -> Result<u8, Failure> {
+    if name.trim().is_empty() {
+        return Err(Failure::usage(
+            "NAME must be a plugin's key (it was empty); see: plughost plugins list",
+        ));
+    }
     let home = home_of(cli);
     let known = known_plugin_keys(&home);
     if !known.iter().any(|k| k == name) {

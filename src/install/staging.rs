@@ -75,16 +75,12 @@ fn is_stale(rest: &str, changed: SystemTime) -> bool {
     match pid {
         Some(pid) => match process_state(pid) {
             ProcessState::Dead => true,
-            ProcessState::Alive { started } => {
-                started.is_some_and(|s| s > changed + CLOCK_SLACK)
-            }
+            ProcessState::Alive { started } => started.is_some_and(|s| s > changed + CLOCK_SLACK),
         },
         None => {
-            let old_enough = changed
-                .elapsed()
-                .is_ok_and(|age| age > LEGACY_GRACE);
-            let before_us = process_started(std::process::id())
-                .is_some_and(|s| changed + CLOCK_SLACK < s);
+            let old_enough = changed.elapsed().is_ok_and(|age| age > LEGACY_GRACE);
+            let before_us =
+                process_started(std::process::id()).is_some_and(|s| changed + CLOCK_SLACK < s);
             old_enough && before_us
         }
     }
@@ -93,7 +89,9 @@ fn is_stale(rest: &str, changed: SystemTime) -> bool {
 enum ProcessState {
     Dead,
     /// Running (or not ours to signal); when it started, if that is known.
-    Alive { started: Option<SystemTime> },
+    Alive {
+        started: Option<SystemTime>,
+    },
 }
 
 fn process_state(pid: u32) -> ProcessState {
@@ -139,13 +137,13 @@ fn process_started(pid: u32) -> Option<SystemTime> {
 }
 
 #[cfg(unix)]
-fn clock_ticks_per_second() -> i64 {
+fn clock_ticks_per_second() -> libc::c_long {
     // SAFETY: sysconf only reads a configuration value.
-    i64::from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) }
 }
 
 #[cfg(not(unix))]
-fn clock_ticks_per_second() -> i64 {
+fn clock_ticks_per_second() -> u64 {
     100
 }
 
