@@ -53,6 +53,9 @@ pub struct AgentConfig {
     pub compact_keep: usize,
     /// Tools a `delegate` sub-agent gets when the call names none.
     pub subagent_tools: Vec<String>,
+    /// How long a turn waits for another process's turn on the same session
+    /// to end before it is refused (default 30 s).
+    pub session_wait: Duration,
 }
 
 impl Default for AgentConfig {
@@ -66,6 +69,7 @@ impl Default for AgentConfig {
             subagent_tools: ["read_file", "write_file", "edit_file", "list_dir", "exec"]
                 .map(String::from)
                 .to_vec(),
+            session_wait: Duration::from_secs(30),
         }
     }
 }
@@ -224,37 +228,30 @@ impl Agent {
         inbound: Inbound,
         events: Option<UnboundedSender<AgentEvent>>,
     ) -> TurnReport {
-        self.inner.clone().handle(inbound, events, None).await
+        self.inner
+            .clone()
+            .handle(inbound, events, None, std::future::pending())
+            .await
     }
 
     /// Like [`send`](Self::send), but `cancel` completing stops the turn:
-    /// running async tools are cancelled and `on_session_end` fires with
-    /// `completed=False, interrupted=True`.
+    /// running async tools are cancelled, open tool calls get the cancelled
+    /// result, and `on_session_end` fires with `completed=False,
+    /// interrupted=True` and runs to completion (each async hook bounded by
+    /// the hook timeout). A turn cancelled before it had its session (still
+    /// in `pre_gateway_dispatch`, or waiting for another turn) fires nothing.
+    /// Once the turn's work is done, `cancel` is no longer watched: its
+    /// `on_session_end` is never cut short.
     pub async fn send_cancellable(
         &self,
         inbound: Inbound,
         events: Option<UnboundedSender<AgentEvent>>,
         cancel: impl Future<Output = ()> + Send,
     ) -> TurnReport {
-        let key = inbound.session_key.clone();
-        let input = inbound.content.clone();
-        let turn = self.inner.clone().handle(inbound, events, None);
-        tokio::select! {
-            report = turn => report,
-            _ = cancel => {
-                // The turn future is dropped here: its tool futures with it.
-                let session = self.inner.sessions.get(&key);
-                let session = session.lock().await;
-                self.inner.fire_session(HookEvent::OnSessionEnd, &session, false, true).await;
-                TurnReport {
-                    session_key: key,
-                    input,
-                    reply: Some("(turn cancelled)".into()),
-                    interrupted: true,
-                    ..Default::default()
-                }
-            }
-        }
+        self.inner
+            .clone()
+            .handle(inbound, events, None, cancel)
+            .await
     }
 
     /// Fire `on_session_finalize` for sessions idle longer than `idle` and
@@ -289,6 +286,10 @@ impl Agent {
     }
 }
 
+/// How long `on_session_end` may run after a cancelled turn when the host
+/// sets no hook timeout.
+const END_HOOK_BOUND: Duration = Duration::from_secs(30);
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -316,19 +317,32 @@ impl Inner {
         dispatch::fire(self.host.registry(), event, HookPayload::Session(&mut ctx)).await;
     }
 
+    /// A whole turn. `cancel` is watched until the turn's work is done (see
+    /// [`Agent::send_cancellable`]); `std::future::pending()` never cancels.
     async fn handle(
         self: Arc<Self>,
         inbound: Inbound,
         events: Option<UnboundedSender<AgentEvent>>,
         tool_filter: Option<Vec<String>>,
+        cancel: impl Future<Output = ()> + Send,
     ) -> TurnReport {
         let started = Instant::now();
+        let mut cancel = std::pin::pin!(cancel);
         let mut report = TurnReport {
             session_key: inbound.session_key.clone(),
             input: inbound.content.clone(),
             ..Default::default()
         };
         let registry = self.host.registry();
+        let finish = |mut report: TurnReport| {
+            report.timings.total_ms = ms(started.elapsed());
+            report
+        };
+        let cancelled = |mut report: TurnReport| {
+            report.reply = Some("(turn cancelled)".into());
+            report.interrupted = true;
+            finish(report)
+        };
 
         // pre_gateway_dispatch: once per inbound message, before session work.
         let mut gateway = GatewayContext {
@@ -344,51 +358,124 @@ impl Inner {
             ..Default::default()
         };
         let mut content = inbound.content.clone();
-        match dispatch::fire_gateway(registry, &mut gateway).await {
+        let decision = tokio::select! {
+            d = dispatch::fire_gateway(registry, &mut gateway) => d,
+            _ = &mut cancel => return cancelled(report),
+        };
+        match decision {
             GatewayDecision::Skip(reason) => {
                 report.skipped = Some(reason);
                 report.completed = true;
-                report.timings.total_ms = ms(started.elapsed());
-                return report;
+                return finish(report);
             }
             GatewayDecision::Rewrite(text) => content = text,
             GatewayDecision::Deliver => {}
         }
 
+        // The session: this process's turns on it one at a time (its
+        // mutex), other processes' too (the lock file), then what they
+        // wrote read back and what a crash left repaired.
         let session = self.sessions.get(&inbound.session_key);
-        let mut session = session.lock().await;
+        let (mut session, _turn_lock) = tokio::select! {
+            owned = self.own_session(&session) => match owned {
+                Ok(owned) => owned,
+                Err(e) => {
+                    let e = e.to_string();
+                    report.reply = Some(format!("Error: {e}"));
+                    report.error = Some(e);
+                    return finish(report);
+                }
+            },
+            _ = &mut cancel => return cancelled(report),
+        };
 
         if let Some(line) = content.trim_start().strip_prefix('/') {
             report.command = true;
-            report.reply = self.command(&mut session, line).await;
+            tokio::select! {
+                reply = self.command(&mut session, line) => report.reply = reply,
+                _ = &mut cancel => return cancelled(report),
+            }
             report.completed = true;
-            report.timings.total_ms = ms(started.elapsed());
-            return report;
+            return finish(report);
         }
 
-        if !session.started {
-            session.started = true;
-            self.fire_session(HookEvent::OnSessionStart, &session, true, false)
-                .await;
-        }
-        let outcome = self
-            .run_turn(
+        let work = async {
+            if !session.started {
+                session.started = true;
+                self.fire_session(HookEvent::OnSessionStart, &session, true, false)
+                    .await;
+            }
+            self.run_turn(
                 &mut session,
                 &content,
                 &mut report,
                 events.as_ref(),
                 tool_filter.as_deref(),
             )
-            .await;
-        report.completed = outcome.is_ok();
-        if let Err(e) = outcome {
-            report.reply = Some(format!("Error: {e}"));
-            report.error = Some(e);
+            .await
+        };
+        let outcome = tokio::select! {
+            outcome = work => Some(outcome),
+            _ = &mut cancel => None,
+        };
+        // From here on nothing is cancelled: the end of the turn always runs.
+        match outcome {
+            Some(outcome) => {
+                report.completed = outcome.is_ok();
+                if let Err(e) = outcome {
+                    report.reply = Some(format!("Error: {e}"));
+                    report.error = Some(e);
+                }
+                self.fire_session(HookEvent::OnSessionEnd, &session, report.completed, false)
+                    .await;
+                finish(report)
+            }
+            None => {
+                // The turn's futures are dropped: its async tools cancelled.
+                // Its open calls get the result a cancelled call gets, so the
+                // session's next request is valid.
+                let renderer = registry.renderer();
+                let text = |tool: &str| renderer.render(tool, &ToolOutcome::Cancelled);
+                if let Err(e) = session.close_open_calls(&text) {
+                    tracing::warn!(
+                        "session '{}': cannot record the cancelled tool calls: {e} (the next turn repairs the transcript)",
+                        session.key
+                    );
+                }
+                self.fire_session_end_interrupted(&session).await;
+                cancelled(report)
+            }
         }
-        self.fire_session(HookEvent::OnSessionEnd, &session, report.completed, false)
-            .await;
-        report.timings.total_ms = ms(started.elapsed());
-        report
+    }
+
+    /// This process's hold on a session, then other processes' (bounded by
+    /// `session_wait`), then memory brought up to date with the transcript.
+    async fn own_session<'a>(
+        &self,
+        session: &'a tokio::sync::Mutex<Session>,
+    ) -> Result<(tokio::sync::MutexGuard<'a, Session>, session::TurnLock), session::SessionError>
+    {
+        let mut guard = session.lock().await;
+        let lock = guard.lock_turn(self.config.session_wait).await?;
+        guard.resync()?;
+        Ok((guard, lock))
+    }
+
+    /// `on_session_end(completed=False, interrupted=True)` after a cancel.
+    /// Each async hook is bounded by the host's hook timeout; a host without
+    /// one gets [`END_HOOK_BOUND`] for the whole event, so a cancelled turn
+    /// always ends.
+    async fn fire_session_end_interrupted(&self, session: &Session) {
+        let fire = self.fire_session(HookEvent::OnSessionEnd, session, false, true);
+        if self.host.registry().hook_timeout.is_some() {
+            fire.await;
+        } else if tokio::time::timeout(END_HOOK_BOUND, fire).await.is_err() {
+            tracing::warn!(
+                "session '{}': on_session_end after a cancelled turn did not finish within {} s; stopped waiting",
+                session.key,
+                END_HOOK_BOUND.as_secs()
+            );
+        }
     }
 
     async fn command(&self, session: &mut Session, line: &str) -> Option<String> {
@@ -715,17 +802,29 @@ impl SubagentRunner for Inner {
             config: self.config.clone(),
             subagents: Default::default(),
         });
-        let n = self
-            .subagents
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
+        // A fresh transcript for every call, unique across processes sharing
+        // the home: a new process never resumes an old sub-agent conversation.
+        let from = self.subagents.load(std::sync::atomic::Ordering::Relaxed) + 1;
+        let claimed = self.sessions.claim_subagent_key(&parent_session, from);
+        if let Ok((_, n)) = &claimed {
+            self.subagents
+                .fetch_max(*n, std::sync::atomic::Ordering::Relaxed);
+        }
         let allowed: Vec<String> = tools
             .unwrap_or_else(|| self.config.subagent_tools.clone())
             .into_iter()
             .filter(|t| t != "delegate")
             .collect();
         Box::pin(async move {
-            let key = format!("{parent_session}/sub-{n}");
+            let key = match claimed {
+                Ok((key, _)) => key,
+                Err(e) => {
+                    return Err(format!(
+                        "cannot start a sub-agent: cannot create its transcript in {}: {e}",
+                        inner.sessions.dir().display()
+                    ))
+                }
+            };
             let inbound = Inbound {
                 content: task,
                 channel: "delegate".into(),
@@ -733,7 +832,10 @@ impl SubagentRunner for Inner {
                 session_key: key.clone(),
                 ..Default::default()
             };
-            let report = inner.clone().handle(inbound, None, Some(allowed)).await;
+            let report = inner
+                .clone()
+                .handle(inbound, None, Some(allowed), std::future::pending())
+                .await;
             let reason = if report.error.is_some() {
                 "error"
             } else if report.hit_iteration_cap {
