@@ -311,11 +311,9 @@ impl Session {
         let mut unreadable = Vec::new();
         let mut unterminated = false;
         if self.synced != Some(state) {
-            let bytes = match std::fs::read(&self.path) {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                Err(e) => return Err(io("read the transcript", e)),
-            };
+            let bytes = read_transcript(&self.path)
+                .map_err(|e| io("read the transcript", e))?
+                .unwrap_or_default();
             let parsed = parse_transcript(&bytes);
             self.messages = parsed.messages;
             self.started |= !self.messages.is_empty();
@@ -354,9 +352,25 @@ impl Session {
         if !repaired.changed && unreadable.is_empty() && !unterminated {
             return Ok(repairs);
         }
+        let written = self.write_repairs(unreadable, &repaired.aside, &mut repairs);
+        if written.is_err() {
+            // Memory is repaired, the disk is not: read it again next time.
+            self.synced = None;
+            self.file = None;
+        }
+        written.map(|()| repairs)
+    }
+
+    /// The side file (if anything is set aside), then the transcript.
+    fn write_repairs(
+        &mut self,
+        unreadable: Vec<Vec<u8>>,
+        aside: &[Value],
+        repairs: &mut Repairs,
+    ) -> std::io::Result<()> {
         if repairs.set_aside > 0 {
             let mut lines = unreadable;
-            lines.extend(repaired.aside.iter().map(|m| {
+            lines.extend(aside.iter().map(|m| {
                 serde_json::to_string(m)
                     .expect("a JSON value serialises")
                     .into_bytes()
@@ -382,7 +396,7 @@ impl Session {
         self.file = None;
         tmp.persist(&self.path).map_err(|e| e.error)?;
         self.synced = Some(DiskState::at(&self.path)?);
-        Ok(repairs)
+        Ok(())
     }
 
     /// Write `lines` to a new side file `<transcript>.aside-<millis>[-N]`,
@@ -485,6 +499,32 @@ impl Session {
         tmp.as_file().sync_all()?;
         Ok(tmp)
     }
+}
+
+/// The bytes of the transcript at `path`, or `None` when there is none.
+/// Opened without blocking and refused unless a regular file: a FIFO or a
+/// device planted at a session's path must not hang the agent.
+fn read_transcript(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let mut file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file: move it away and the session starts afresh",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(Some(bytes))
 }
 
 /// `<transcript file name><suffix>` in the transcript's directory.
@@ -639,8 +679,14 @@ fn parse_transcript(bytes: &[u8]) -> Parsed {
 /// Read a transcript for display or a first look: unreadable lines skipped
 /// (and left in place; a turn's resync sets them aside).
 fn load_transcript(path: &Path) -> Vec<Value> {
-    let Ok(bytes) = std::fs::read(path) else {
-        return Vec::new();
+    let bytes = match read_transcript(path) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Vec::new(),
+        Err(e) => {
+            // The turn's resync reports it; nothing to show until then.
+            tracing::warn!("{}: cannot read the transcript: {e}", path.display());
+            return Vec::new();
+        }
     };
     let parsed = parse_transcript(&bytes);
     if !parsed.unreadable.is_empty() {
@@ -1021,5 +1067,30 @@ mod tests {
         );
         drop(held);
         let _second = b.lock_turn(Duration::from_millis(10)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_fifo_at_the_transcript_path_is_refused_promptly() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(dir.path());
+        let path = store.path_of("fifo");
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a node.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let session = store.get("fifo");
+        let mut session = session.lock().await;
+        let _held = session.lock_turn(Duration::from_secs(1)).await.unwrap();
+        let err = tokio::time::timeout(Duration::from_secs(5), async { session.resync() })
+            .await
+            .expect("no hang")
+            .unwrap_err();
+        assert!(matches!(err, SessionError::Io { .. }));
+        assert!(
+            err.to_string().starts_with(&format!(
+                "cannot read the transcript for session 'fifo' ({}): not a regular file",
+                path.display()
+            )),
+            "{err}"
+        );
     }
 }
