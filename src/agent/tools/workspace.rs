@@ -361,6 +361,55 @@ impl Workspace {
         Err(self.io_error(target, Op::Write, io::Error::from_raw_os_error(libc::ELOOP)))
     }
 
+    /// Create `target`'s directories like `mkdir -p`, following links only
+    /// inside the workspace and never creating a directory through one: a
+    /// dangling link is refused the way a write through it is.
+    fn create_dirs(&self, target: &Target) -> Result<(), FileError> {
+        let mut prefix = PathBuf::new();
+        for part in target.rel.components() {
+            prefix.push(part);
+            let step = Target {
+                raw: target.raw.clone(),
+                rel: prefix.clone(),
+            };
+            let error = match self.dir.metadata(&prefix) {
+                Ok(meta) if meta.is_dir() => continue,
+                // What `mkdir -p` says about a file in the way.
+                Ok(_) => io::Error::from_raw_os_error(libc::EEXIST),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if self
+                        .dir
+                        .symlink_metadata(&prefix)
+                        .is_ok_and(|m| m.is_symlink())
+                    {
+                        // Looked at again: a link just put in place may lead out.
+                        return Err(match self.dir.metadata(&prefix) {
+                            Err(e) if is_escape(&e) => self.outside(&target.raw),
+                            _ => FileError::DanglingLink {
+                                raw: target.raw.clone(),
+                            },
+                        });
+                    }
+                    match self.dir.create_dir(&prefix) {
+                        Ok(()) => continue,
+                        // Created meanwhile by someone else: fine if a directory.
+                        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                            match self.dir.metadata(&prefix) {
+                                Ok(meta) if meta.is_dir() => continue,
+                                Ok(_) => e,
+                                Err(e) => e,
+                            }
+                        }
+                        Err(e) => e,
+                    }
+                }
+                Err(e) => e,
+            };
+            return Err(self.io_error(&step, Op::Create, error));
+        }
+        Ok(())
+    }
+
     fn replace_at(&self, target: &Target, rel: &Path, bytes: &[u8]) -> Result<Written, FileError> {
         let Some(name) = rel.file_name() else {
             // `.`, `..` or `sub/..`: a directory, or outside.
@@ -378,9 +427,7 @@ impl Workspace {
             raw: target.raw.clone(),
             rel: parent.to_path_buf(),
         };
-        self.dir
-            .create_dir_all(parent)
-            .map_err(|e| self.io_error(&parent_target, Op::Create, e))?;
+        self.create_dirs(&parent_target)?;
         let dir = self.open_dir(&parent_target, Op::Create)?;
         // Relative paths are shown relative to the workspace, the parent's real path included.
         let real_parent = self.dir.canonicalize(parent).unwrap_or(parent.to_path_buf());
