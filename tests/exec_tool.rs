@@ -53,7 +53,7 @@ impl Fixture {
         };
         match tool.handler.call(&mut ctx) {
             ToolReturn::Pending(call) => Ok(call),
-            ToolReturn::Ready(result) => Err(result.map_or_else(|e| e.message, |ok| ok)),
+            ToolReturn::Ready(result) => Err(result.unwrap_or_else(|e| e.message)),
         }
     }
 
@@ -204,7 +204,9 @@ fn a_cancelled_turn_kills_the_commands_children() {
     let home = tempfile::tempdir().unwrap();
     let bundled = tempfile::tempdir().unwrap();
     let ws = Workspace::new(&home.path().join("workspace")).unwrap();
-    let mut builder = Host::builder().home(home.path()).bundled_dir(bundled.path());
+    let mut builder = Host::builder()
+        .home(home.path())
+        .bundled_dir(bundled.path());
     for tool in builtin_tools(&ws, &ToolLimits::default()) {
         builder = builder.tool(tool);
     }

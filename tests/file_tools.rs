@@ -106,10 +106,7 @@ fn assert_outside(result: Result<String, String>, raw: &str, f: &Fixture) {
     let refused = result.expect_err("refused");
     assert_eq!(
         refused,
-        format!(
-            "{raw} is outside the workspace ({})",
-            f.root().display()
-        )
+        format!("{raw} is outside the workspace ({})", f.root().display())
     );
 }
 
@@ -125,7 +122,7 @@ fn a_dangling_absolute_link_is_not_written_through() {
             &f,
         );
         // Inside a new directory too: the link is the parent.
-        symlink(&f.outside.join("newdir"), f.root().join("evil-dir")).unwrap();
+        symlink(f.outside.join("newdir"), f.root().join("evil-dir")).unwrap();
         assert_outside(
             f.call(
                 "write_file",

@@ -68,4 +68,3 @@ pub fn delegate_tool(slot: &DelegateSlot) -> Tool {
         Arc::new(DelegateTool(slot.clone())),
     )
 }
-

@@ -211,8 +211,7 @@ impl Capture {
         if data.len() >= self.tail_cap {
             self.dropped += (self.tail.len() + data.len() - self.tail_cap) as u64;
             self.tail.clear();
-            self.tail
-                .extend(&data[data.len() - self.tail_cap..]);
+            self.tail.extend(&data[data.len() - self.tail_cap..]);
         } else {
             let overflow = (self.tail.len() + data.len()).saturating_sub(self.tail_cap);
             self.tail.drain(..overflow);

@@ -183,9 +183,10 @@ impl Workspace {
         std::fs::create_dir_all(root)?;
         let canonical = root.canonicalize()?;
         let dir = Dir::open_ambient_dir(&canonical, cap_std::ambient_authority())?;
-        // A marker keeps the directory from ever being "empty" to clean-up tools.
+        // A marker keeps the directory from ever being "empty" to clean-up
+        // tools. Whatever has the name already (even a link) is left alone.
         let marker = ".plughost-workspace";
-        if !dir.exists(marker) {
+        if dir.symlink_metadata(marker).is_err() {
             dir.write(
                 marker,
                 "The plughost agent's workspace: its file tools are confined here.\n",
@@ -430,7 +431,10 @@ impl Workspace {
         self.create_dirs(&parent_target)?;
         let dir = self.open_dir(&parent_target, Op::Create)?;
         // Relative paths are shown relative to the workspace, the parent's real path included.
-        let real_parent = self.dir.canonicalize(parent).unwrap_or(parent.to_path_buf());
+        let real_parent = self
+            .dir
+            .canonicalize(parent)
+            .unwrap_or(parent.to_path_buf());
 
         let existing = match dir.symlink_metadata(name) {
             Ok(meta) if meta.is_symlink() => return Ok(Written::Link),
