@@ -87,12 +87,23 @@ impl BundledUnavailable {
 
 /// The directory to scan for bundled plugins: `PLUGHOST_BUNDLED_DIR`, else
 /// the cache copy (written if missing), else a temporary copy.
+///
+/// A `PLUGHOST_BUNDLED_DIR` that is not a directory is taken for a mistake
+/// and ignored, loudly: silently loading no bundled plugins would drop the
+/// safety ones (command-guard) without a word.
 pub fn locate(home: &Path) -> Result<Located, BundledUnavailable> {
     if let Some(dir) = std::env::var_os("PLUGHOST_BUNDLED_DIR").filter(|d| !d.is_empty()) {
-        return Ok(Located {
-            dir: PathBuf::from(dir),
-            _fallback: None,
-        });
+        let dir = PathBuf::from(dir);
+        if dir.is_dir() {
+            return Ok(Located {
+                dir,
+                _fallback: None,
+            });
+        }
+        tracing::warn!(
+            "PLUGHOST_BUNDLED_DIR={} is not a directory; using the built-in bundled plugins instead",
+            dir.display()
+        );
     }
     let target = cache_root(home).join(format!(
         "bundled-{}-{:016x}",

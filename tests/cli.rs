@@ -439,7 +439,7 @@ fn run_and_chat_drive_the_agent_loop_with_the_shipped_demo_script() {
     let reply = stdout(&out);
     assert!(
         reply.starts_with(
-            "Results: hello from plughost | [blocked: command-guard refused 'rm -rf /'"
+            "Results: hello from plughost | [blocked: command-guard refused 'rm -rf / --preserve-root'"
         ),
         "{reply}"
     );

@@ -646,3 +646,28 @@ fn empty_names_and_homes_are_usage_errors_that_write_nothing() {
         assert_eq!(names_in(env.work.path()), Vec::<String>::new(), "{args:?}");
     }
 }
+
+/// A `PLUGHOST_BUNDLED_DIR` that does not exist is ignored with a warning:
+/// the built-in bundled plugins (command-guard among them) still load.
+#[test]
+fn a_bundled_dir_override_that_does_not_exist_keeps_the_guard() {
+    let started = Instant::now();
+    let home = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["plugins", "list", "--json"])
+        .env("PLUGHOST_HOME", home.path())
+        .env("XDG_CACHE_HOME", cache.path())
+        .env("PLUGHOST_BUNDLED_DIR", home.path().join("no-such-dir"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(err(&o).contains("is not a directory; using the built-in bundled plugins instead"));
+    let list: Value = serde_json::from_str(&out(&o)).unwrap();
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["key"] == "command-guard" && p["loaded"] == true));
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
