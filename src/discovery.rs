@@ -52,7 +52,15 @@ pub struct Candidate {
     /// A bundled plugin that could not be written to disk (see
     /// [`missing_bundled`]): listed, never loadable.
     pub missing: bool,
+    /// The plugin API it is loaded through (a dialect's name): plughost's
+    /// own plugin directories hold [`DIRECTORY_DIALECT`] plugins; a dialect
+    /// that finds plugins elsewhere (its own locations, entry points) tags
+    /// its candidates with its name.
+    pub dialect: &'static str,
 }
+
+/// The plugin API of plughost's plugin directories (Flowly's layout).
+pub const DIRECTORY_DIALECT: &str = "flowly";
 
 /// Scan `roots` (in order) and decide enablement against `lists`.
 pub fn discover(roots: &[(Source, PathBuf)], lists: &PluginLists) -> Vec<Candidate> {
@@ -95,6 +103,7 @@ pub fn missing_bundled(missing: &BundledUnavailable, lists: &PluginLists) -> Vec
                     reason
                 }),
                 missing: true,
+                dialect: DIRECTORY_DIALECT,
             }
         })
         .collect()
@@ -122,7 +131,8 @@ const DISABLED: &str = "disabled in config";
 /// warning when it displaces an enabled one. One that is not enabled never
 /// displaces an enabled one: it is listed beside it, saying what enabling
 /// it would do. Between candidates that are not enabled the later is kept.
-fn admit(found: &mut Vec<Candidate>, mut candidate: Candidate) {
+/// Add `candidate` to `found`, deciding a key collision by enablement.
+pub fn admit(found: &mut Vec<Candidate>, mut candidate: Candidate) {
     let key = candidate.key.clone();
     let active = found.iter().position(|c| c.key == key && c.enabled);
     match active {
@@ -236,5 +246,6 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
         enabled,
         skip_reason,
         missing: false,
+        dialect: DIRECTORY_DIALECT,
     }
 }

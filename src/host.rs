@@ -290,7 +290,10 @@ impl HostBuilder {
             .as_ref()
             .map(|e| discovery::missing_bundled(e, &lists))
             .unwrap_or_default();
-        let candidates = discovery::discover_after(seed, &roots, &lists);
+        let mut candidates = discovery::discover_after(seed, &roots, &lists);
+        for candidate in crate::dialects::discover_all(&home, &lists) {
+            discovery::admit(&mut candidates, candidate);
+        }
         if let Some(missing) = unavailable.and_then(|e| discovery::still_missing(e, &candidates)) {
             if !self.allow_missing_bundled {
                 return Err(HostError::Bundled(missing));
@@ -469,7 +472,13 @@ fn load_candidate(
         }
         return record;
     }
-    let dialect = crate::dialects::for_directory_plugin();
+    let Some(dialect) = crate::dialects::by_name(c.dialect) else {
+        let message = format!("no dialect '{}' in this build", c.dialect);
+        tracing::warn!("plugin '{}' cannot be loaded: {message}", c.key);
+        record.error = Some(message);
+        record.status = PluginStatus::Failed;
+        return record;
+    };
     match dialect.load(&c.key, &c.dir, home) {
         Err(failure) => {
             let at = failure

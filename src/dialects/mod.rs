@@ -10,6 +10,8 @@ pub mod flowly;
 
 use std::path::Path;
 
+use crate::config::PluginLists;
+use crate::discovery::Candidate;
 use crate::outcome::PluginError;
 use crate::registry::Registration;
 use crate::runtime::loader::PluginPackage;
@@ -33,12 +35,44 @@ pub trait Dialect: Send + Sync + 'static {
     fn origin(&self) -> Option<String> {
         None
     }
+    /// Plugins this dialect finds outside plughost's plugin directories
+    /// (its own users' locations, entry points), tagged with its name and
+    /// with enablement decided against `lists`. None by default.
+    fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
+        let _ = (home, lists);
+        Vec::new()
+    }
 }
 
 /// Every dialect this build knows, in the order they are asked.
 pub static DIALECTS: &[&dyn Dialect] = &[&flowly::Flowly];
 
-/// The dialect that loads plugins from plughost's plugin directories.
-pub fn for_directory_plugin() -> &'static dyn Dialect {
-    &flowly::Flowly
+/// The dialect called `name` (a candidate's [`Candidate::dialect`]).
+pub fn by_name(name: &str) -> Option<&'static dyn Dialect> {
+    DIALECTS.iter().copied().find(|d| d.name() == name)
+}
+
+/// Every plugin the dialects find outside plughost's plugin directories.
+pub fn discover_all(home: &Path, lists: &PluginLists) -> Vec<Candidate> {
+    DIALECTS
+        .iter()
+        .flat_map(|d| d.discover(home, lists))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_dialect_is_found_by_its_name_and_directory_plugins_have_one() {
+        for dialect in DIALECTS {
+            assert_eq!(
+                by_name(dialect.name()).map(|d| d.name()),
+                Some(dialect.name())
+            );
+        }
+        assert!(by_name(crate::discovery::DIRECTORY_DIALECT).is_some());
+        assert!(by_name("no-such-api").is_none());
+    }
 }
