@@ -24,12 +24,17 @@ pub async fn call_tool(
     session_id: &str,
     tool_call_id: &str,
 ) -> ToolResult {
-    let finish = |outcome: ToolOutcome| ToolResult {
-        text: registry.renderer().render(name, &outcome),
-        outcome,
-    };
     let Some(tool) = registry.tool(name) else {
-        return finish(ToolOutcome::NotFound);
+        return ToolResult {
+            text: registry.renderer().render(name, &ToolOutcome::NotFound),
+            outcome: ToolOutcome::NotFound,
+        };
+    };
+    // A tool of a dialect with its own result strings renders its outcomes.
+    let renderer = tool.renderer.as_deref().unwrap_or(registry.renderer());
+    let finish = |outcome: ToolOutcome| ToolResult {
+        text: renderer.render(name, &outcome),
+        outcome,
     };
     let params = match args {
         Value::Object(map) => map,
@@ -112,7 +117,7 @@ pub async fn call_tool(
         Err(error) => {
             log_tool_failure(name, &tool.spec.plugin, &error);
             let outcome = ToolOutcome::Raised { error };
-            (registry.renderer().render(name, &outcome), outcome)
+            (renderer.render(name, &outcome), outcome)
         }
     };
     ctx.duration_ms = duration_ms;
@@ -219,10 +224,15 @@ pub async fn fire_entries(
             Ok(action) => action,
             Err(err) => {
                 report_hook_error(entry, event, &err);
-                // A fail-closed event takes any failure (raised, wrong
-                // shape, timed out, not run) as a refusal.
-                if spec.on_error == crate::hooks::FailMode::Closed && answers.is_empty() {
-                    if let Some(refusal) = fail_closed_answer(event, entry, &err) {
+                // A fail-closed event (or callback) takes any failure
+                // (raised, wrong shape, timed out, not run) as a refusal.
+                if answers.is_empty() {
+                    let refusal = entry.callback.fail_closed(event, &err).or_else(|| {
+                        (spec.on_error == crate::hooks::FailMode::Closed)
+                            .then(|| fail_closed_answer(event, entry, &err))
+                            .flatten()
+                    });
+                    if let Some(refusal) = refusal {
                         answers.push(refusal);
                     }
                 }

@@ -435,6 +435,14 @@ pub enum HookReturn {
 /// A hook callback. Called with the event and its context.
 pub trait HookCallback: Send + Sync + 'static {
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn;
+    /// The refusal this callback stands for when it fails on `event`, if it
+    /// fails closed whatever the event's own [`FailMode`] (a dialect whose
+    /// guards fail closed, as Hermes's `pre_tool_call` ones do, with its own
+    /// message). `None`: the event's rule applies.
+    fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
+        let _ = (event, error);
+        None
+    }
 }
 
 impl<F> HookCallback for F

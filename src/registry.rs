@@ -86,6 +86,15 @@ pub struct Tool {
     /// Its output is terminal output: `transform_terminal_output` sees it
     /// before the usual post hooks (the built-in `exec`).
     pub terminal: bool,
+    /// Renders its failed outcomes, when its dialect has its own result
+    /// strings (Hermes's JSON errors); else the registry's renderer.
+    pub renderer: Option<Arc<dyn Renderer>>,
+    /// The toolset it belongs to, for [`Tool::shadows_only_own_toolset`].
+    pub toolset: Option<String>,
+    /// Hermes's collision rule: the tool may not take the name of a tool of
+    /// another toolset (it is refused, the earlier one stays). Off by
+    /// default: the last writer wins.
+    pub shadows_only_own_toolset: bool,
 }
 
 impl Tool {
@@ -130,6 +139,9 @@ impl Tool {
             unusable_schema,
             handler,
             terminal: false,
+            renderer: None,
+            toolset: None,
+            shadows_only_own_toolset: false,
         }
     }
 
@@ -289,8 +301,24 @@ impl Registry {
     }
 
     /// Add a tool; the last writer wins on a name collision, with a warning
-    /// naming both owners.
+    /// naming both owners, unless the new tool may only shadow its own
+    /// toolset (then the earlier one of another toolset stays, with a warning).
     pub fn add_tool(&mut self, tool: Tool) -> Option<Tool> {
+        if tool.shadows_only_own_toolset {
+            if let Some(existing) = self.tools.get(&tool.spec.name) {
+                if existing.toolset != tool.toolset {
+                    tracing::warn!(
+                        "tool '{}' of '{}' (toolset {}) is not registered: '{}' already registered it (toolset {}); pass override=True to replace it",
+                        tool.spec.name,
+                        tool.spec.plugin,
+                        tool.toolset.as_deref().unwrap_or("none"),
+                        existing.spec.plugin,
+                        existing.toolset.as_deref().unwrap_or("none"),
+                    );
+                    return None;
+                }
+            }
+        }
         let previous = self.tools.insert(tool.spec.name.clone(), tool);
         if let Some(prev) = &previous {
             let now = &self.tools[&prev.spec.name];
