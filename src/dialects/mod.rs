@@ -7,6 +7,7 @@
 //! hooks) and the host stay as they are.
 
 pub mod flowly;
+pub mod hermes;
 
 use std::path::Path;
 
@@ -45,7 +46,7 @@ pub trait Dialect: Send + Sync + 'static {
 }
 
 /// Every dialect this build knows, in the order they are asked.
-pub static DIALECTS: &[&dyn Dialect] = &[&flowly::Flowly];
+pub static DIALECTS: &[&dyn Dialect] = &[&flowly::Flowly, &hermes::Hermes];
 
 /// The dialect called `name` (a candidate's [`Candidate::dialect`]).
 pub fn by_name(name: &str) -> Option<&'static dyn Dialect> {

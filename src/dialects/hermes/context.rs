@@ -1,0 +1,406 @@
+//! Hermes's `PluginContext`: the surface a Hermes plugin's `register(ctx)`
+//! touches (`hermes_cli/plugins.py`), collecting plughost registrations.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{
+    PyAttributeError, PyFileNotFoundError, PyRuntimeError, PyTypeError, PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyCFunction, PyDict, PyTuple};
+use serde_json::Value;
+
+use super::handlers::HermesTool;
+use super::hooks::HermesHook;
+use super::render::HermesRenderer;
+use crate::dialects::flowly::handlers::PyCommand;
+use crate::dialects::flowly::normalize_schema;
+use crate::hooks::{HookEntry, HookEvent, HookStats};
+use crate::registry::{
+    normalize_command_name, Command, Registration, Skill, Tool, ToolSpec, RESERVED_COMMANDS,
+};
+
+/// Hermes hook names plughost's loop never fires (v-mid `VALID_HOOKS` and
+/// v-new additions): accepted, listed, never called.
+const HERMES_ONLY_HOOKS: &[&str] = &[
+    "transform_llm_output",
+    "api_request_error",
+    "subagent_start",
+    "pre_approval_request",
+    "post_approval_response",
+    "pre_response_delivery",
+    "pre_verify",
+    "on_interim_message",
+    "transform_api_error_classification",
+    "on_skill_lifecycle",
+    "agent_loop_stopped",
+    "pre_command",
+];
+
+/// Registrars Hermes offers that plughost accepts and does not use:
+/// provider and host-specific registrations.
+pub const UNUSED_REGISTRARS: &[&str] = &[
+    "register_web_search_provider",
+    "register_browser_provider",
+    "register_memory_provider",
+    "register_tts_provider",
+    "register_transcription_provider",
+    "register_image_gen_provider",
+    "register_video_gen_provider",
+    "register_context_engine",
+    "register_dashboard_auth_provider",
+    "register_middleware",
+    "register_platform",
+    "register_slack_action_handler",
+    "register_auxiliary_task",
+    "register_platform_handler",
+    "register_telegram_handler",
+    "register_system_prompt_section",
+    "register_redaction_patterns",
+    "register_approval_transport",
+    "register_cli_command",
+];
+
+/// Parts of Hermes's context plughost does not offer yet.
+const NOT_YET: &[&str] = &["llm", "dispatch_tool", "inject_message"];
+
+struct State {
+    open: bool,
+    pending: Vec<Registration>,
+    /// What the plugin registered that this host does not use.
+    unused: Vec<String>,
+}
+
+/// `hermes_cli.plugins.PluginContext` for plughost.
+#[pyclass(module = "hermes_cli.plugins", name = "PluginContext", frozen)]
+pub struct HermesContext {
+    key: String,
+    dir: PathBuf,
+    manifest: Py<PyAny>,
+    state: Arc<Mutex<State>>,
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "object".into())
+}
+
+fn require_callable(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<()> {
+    if obj.is_callable() {
+        Ok(())
+    } else {
+        Err(PyTypeError::new_err(format!(
+            "{what} must be callable, got {}",
+            type_name(obj)
+        )))
+    }
+}
+
+fn callable_label(obj: &Bound<'_, PyAny>) -> String {
+    obj.getattr("__qualname__")
+        .or_else(|_| obj.getattr("__name__"))
+        .and_then(|n| n.extract::<String>())
+        .unwrap_or_else(|_| type_name(obj))
+}
+
+impl HermesContext {
+    pub fn new(key: &str, dir: &Path, manifest: Py<PyAny>) -> HermesContext {
+        HermesContext {
+            key: key.to_string(),
+            dir: dir.to_path_buf(),
+            manifest,
+            state: Arc::new(Mutex::new(State {
+                open: true,
+                pending: Vec::new(),
+                unused: Vec::new(),
+            })),
+        }
+    }
+
+    /// Close registration; take what was registered and what goes unused.
+    pub fn finish(&self) -> (Vec<Registration>, Vec<String>) {
+        let mut state = self.state.lock().expect("context lock");
+        state.open = false;
+        (
+            std::mem::take(&mut state.pending),
+            std::mem::take(&mut state.unused),
+        )
+    }
+
+    fn push(&self, registration: Registration) -> PyResult<()> {
+        let mut state = self.state.lock().expect("context lock");
+        if !state.open {
+            return Err(PyRuntimeError::new_err(format!(
+                "plugin '{}' registered something after register(ctx) returned; register everything inside register(ctx)",
+                self.key
+            )));
+        }
+        state.pending.push(registration);
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl HermesContext {
+    /// The plugin's manifest (`.name`, `.version`, `.key`, `.source`, `.path`, …).
+    #[getter]
+    fn manifest(&self, py: Python<'_>) -> Py<PyAny> {
+        self.manifest.clone_ref(py)
+    }
+
+    #[getter]
+    fn plugin_id(&self) -> &str {
+        &self.key
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (name, toolset, schema, handler, check_fn=None, requires_env=None, is_async=false, description="", emoji="", r#override=false))]
+    fn register_tool(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        toolset: &Bound<'_, PyAny>,
+        schema: &Bound<'_, PyAny>,
+        handler: &Bound<'_, PyAny>,
+        check_fn: Option<&Bound<'_, PyAny>>,
+        requires_env: Option<&Bound<'_, PyAny>>,
+        is_async: bool,
+        description: &str,
+        emoji: &str,
+        r#override: bool,
+    ) -> PyResult<()> {
+        let _ = (is_async, emoji); // awaitables are awaited whatever is_async says
+        let name: String = name
+            .extract()
+            .map_err(|_| PyTypeError::new_err("register_tool: name must be a string"))?;
+        let name = name.trim().to_string();
+        if name.is_empty() {
+            return Err(PyValueError::new_err(
+                "register_tool: name must not be empty",
+            ));
+        }
+        let toolset: String = toolset.extract().map_err(|_| {
+            PyTypeError::new_err(format!("register_tool('{name}'): toolset must be a string"))
+        })?;
+        require_callable(handler, "register_tool: handler")?;
+        let check_fn = check_fn.filter(|c| !c.is_none());
+        if let Some(c) = check_fn {
+            require_callable(c, "register_tool: check_fn")?;
+        }
+        let requires_env: Vec<String> = match requires_env.filter(|r| !r.is_none()) {
+            None => Vec::new(),
+            Some(r) => r.extract().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "register_tool('{name}'): requires_env must be a list of variable names"
+                ))
+            })?,
+        };
+        let schema_value: Value = if schema.is_none() {
+            Value::Null
+        } else {
+            crate::runtime::value::to_json(schema).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "register_tool('{name}'): schema is not JSON-like: {e}"
+                ))
+            })?
+        };
+        let (parameters, schema_description) = normalize_schema(&schema_value);
+        let description = if description.is_empty() {
+            schema_description
+        } else {
+            description.to_string()
+        };
+        let handler = HermesTool::new(
+            py,
+            handler.clone().unbind(),
+            check_fn.map(|c| c.clone().unbind()),
+            requires_env,
+        )?;
+        let mut tool = Tool::new(
+            ToolSpec {
+                name,
+                description,
+                parameters,
+                plugin: self.key.clone(),
+            },
+            Arc::new(handler),
+        );
+        tool.renderer = Some(Arc::new(HermesRenderer));
+        tool.toolset = Some(toolset);
+        tool.shadows_only_own_toolset = !r#override;
+        self.push(Registration::Tool(tool))
+    }
+
+    fn register_hook(
+        &self,
+        py: Python<'_>,
+        hook_name: &Bound<'_, PyAny>,
+        callback: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let name: String = hook_name
+            .extract()
+            .map_err(|_| PyTypeError::new_err("register_hook: hook name must be a string"))?;
+        require_callable(callback, "register_hook: callback")?;
+        let event = HookEvent::from_name(&name);
+        if event.is_none() {
+            if HERMES_ONLY_HOOKS.contains(&name.as_str()) {
+                tracing::info!(
+                    "Hermes plugin '{}' registers hook '{name}', which plughost never fires",
+                    self.key
+                );
+            } else {
+                let valid: Vec<&str> = HookEvent::ALL.iter().map(|e| e.name()).collect();
+                tracing::warn!(
+                    "Hermes plugin '{}' registers unknown hook '{name}'; it will never fire (plughost fires: {})",
+                    self.key,
+                    valid.join(", ")
+                );
+            }
+        }
+        let label = callable_label(callback);
+        let entry = HookEntry {
+            owner: self.key.clone(),
+            label: label.clone(),
+            priority: 0,
+            callback: Arc::new(HermesHook::new(py, callback.clone().unbind(), label)?),
+            stats: Arc::new(HookStats::default()),
+        };
+        self.push(Registration::Hook { event, name, entry })
+    }
+
+    #[pyo3(signature = (name, handler, description="", args_hint="", argument_mode=None))]
+    fn register_command(
+        &self,
+        name: &Bound<'_, PyAny>,
+        handler: &Bound<'_, PyAny>,
+        description: &str,
+        args_hint: &str,
+        argument_mode: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let _ = argument_mode; // plughost always passes the raw argument text
+        let raw: String = name
+            .extract()
+            .map_err(|_| PyTypeError::new_err("register_command: name must be a string"))?;
+        require_callable(handler, "register_command: handler")?;
+        let name = normalize_command_name(&raw);
+        if name.is_empty() {
+            return Err(PyValueError::new_err(
+                "register_command: name must not be empty",
+            ));
+        }
+        if RESERVED_COMMANDS.contains(&name.as_str()) {
+            tracing::warn!(
+                "Hermes plugin '{}' tried to register the built-in command '/{name}'; skipped (reserved: /new, /clear, /compact, /help)",
+                self.key
+            );
+            return Ok(());
+        }
+        self.push(Registration::Command(Command {
+            name,
+            description: description.to_string(),
+            args_hint: args_hint.to_string(),
+            plugin: self.key.clone(),
+            handler: Arc::new(PyCommand {
+                handler: handler.clone().unbind(),
+            }),
+        }))
+    }
+
+    #[pyo3(signature = (name, path, description="", frontmatter=None))]
+    fn register_skill(
+        &self,
+        name: &Bound<'_, PyAny>,
+        path: &Bound<'_, PyAny>,
+        description: &str,
+        frontmatter: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let _ = frontmatter;
+        let name: String = name
+            .extract()
+            .map_err(|_| PyTypeError::new_err("register_skill: name must be a string"))?;
+        if name.contains(':') {
+            return Err(PyValueError::new_err(format!(
+                "Skill name '{name}' must not contain ':' (the namespace is derived from the plugin name '{}' automatically).",
+                self.key
+            )));
+        }
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(PyValueError::new_err(format!(
+                "Invalid skill name '{name}'. Must match [a-zA-Z0-9_-]+."
+            )));
+        }
+        let fspath = path.py().import("os")?.getattr("fspath")?.call1((path,))?;
+        let given: PathBuf = fspath.extract::<String>().map(PathBuf::from).map_err(|_| {
+            PyTypeError::new_err("register_skill: path must be a str or os.PathLike")
+        })?;
+        let mut resolved = if given.is_absolute() {
+            given
+        } else {
+            self.dir.join(given)
+        };
+        if resolved.is_dir() {
+            resolved = resolved.join("SKILL.md");
+        }
+        if !resolved.is_file() {
+            return Err(PyFileNotFoundError::new_err(format!(
+                "SKILL.md not found at {}",
+                resolved.display()
+            )));
+        }
+        self.push(Registration::Skill(Skill {
+            name: format!("{}:{name}", self.key),
+            plugin: self.key.clone(),
+            description: description.to_string(),
+            path: resolved,
+        }))
+    }
+
+    /// Hermes's provider and host-specific registrars: accepted, recorded,
+    /// not used. The parts of Hermes's context plughost lacks raise an
+    /// `AttributeError` saying so.
+    fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        if UNUSED_REGISTRARS.contains(&name) {
+            let state = Arc::clone(&self.state);
+            let key = self.key.clone();
+            let what = name.to_string();
+            let recorder = PyCFunction::new_closure(
+                py,
+                None,
+                None,
+                move |_args: &Bound<'_, PyTuple>,
+                      _kwargs: Option<&Bound<'_, PyDict>>|
+                      -> PyResult<()> {
+                    tracing::warn!(
+                        "Hermes plugin '{key}' called {what}: registered, not used by this host"
+                    );
+                    let mut state = state.lock().expect("context lock");
+                    if !state.unused.contains(&what) {
+                        state.unused.push(what.clone());
+                    }
+                    Ok(())
+                },
+            )?;
+            return Ok(recorder.into_any().unbind());
+        }
+        if NOT_YET.contains(&name) {
+            return Err(PyAttributeError::new_err(format!(
+                "ctx.{name} is not available under plughost yet (plugin '{}'); guard its use with hasattr(ctx, '{name}')",
+                self.key
+            )));
+        }
+        Err(PyAttributeError::new_err(format!(
+            "'PluginContext' object has no attribute '{name}'"
+        )))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<PluginContext plugin={:?} dialect=hermes>", self.key)
+    }
+}

@@ -1,0 +1,354 @@
+//! Hermes's hook conventions: `callback(**kwargs)` with the keywords Hermes
+//! passes for the event (only those a narrow callback declares; all of
+//! them to one taking `**kwargs`), `async def` callbacks awaited, and dict
+//! answers: `pre_tool_call` `{"action": "block", "message"}` (and
+//! `"modify"`, merged into the call's arguments), `pre_llm_call`
+//! `{"context"}` or a string, `pre_gateway_dispatch` skip/rewrite/allow,
+//! `transform_*` strings. Anything else is ignored, as Hermes ignores it.
+//! A failing `pre_tool_call` callback blocks the call with Hermes's message
+//! (fail closed, [`HookCallback::fail_closed`]).
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyFrozenSet, PyString};
+
+use crate::dialects::flowly::hooks::params_dict;
+use crate::hooks::{HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn};
+use crate::runtime::bridge::{self, Awaited};
+use crate::runtime::{plugin_error, runtime, try_attach};
+
+/// `telemetry_schema_version` Hermes adds to every hook call
+/// (`hermes_cli/middleware.py` `OBSERVER_SCHEMA_VERSION`).
+const OBSERVER_SCHEMA_VERSION: &str = "hermes.observer.v1";
+
+/// The platform plughost reports where a context has none (`cli`, as
+/// Hermes's own command line).
+const PLATFORM: &str = "cli";
+
+/// A Hermes hook callback.
+pub struct HermesHook {
+    callback: Py<PyAny>,
+    /// Keywords it declares; `None` when it takes `**kwargs`.
+    accepted: Option<Py<PyFrozenSet>>,
+    /// Its readable name, for Hermes's fail-closed message.
+    label: String,
+}
+
+impl HermesHook {
+    pub fn new(py: Python<'_>, callback: Py<PyAny>, label: String) -> PyResult<HermesHook> {
+        let accepted = runtime()
+            .accepted_keywords
+            .bind(py)
+            .call1((callback.bind(py),))?;
+        let accepted = if accepted.is_none() {
+            None
+        } else {
+            Some(accepted.cast_into::<PyFrozenSet>()?.unbind())
+        };
+        Ok(HermesHook {
+            callback,
+            accepted,
+            label,
+        })
+    }
+}
+
+/// The keyword arguments Hermes passes for `event`, built from `payload`.
+fn kwargs<'py>(
+    py: Python<'py>,
+    event: HookEvent,
+    payload: HookPayload<'_>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let kw = PyDict::new(py);
+    let to_py =
+        |v: &serde_json::Value| -> PyResult<Bound<'py, PyAny>> { Ok(pythonize::pythonize(py, v)?) };
+    let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    match payload {
+        HookPayload::Tool(ctx) => {
+            let args = params_dict(py, ctx)?;
+            kw.set_item("tool_name", &ctx.tool_name)?;
+            kw.set_item("task_id", opt(&ctx.task_id))?;
+            kw.set_item("session_id", opt(&ctx.session_id))?;
+            kw.set_item("tool_call_id", opt(&ctx.tool_call_id))?;
+            match event {
+                HookEvent::TransformToolResult => {
+                    kw.set_item("arguments", args)?;
+                    kw.set_item("result", ctx.result.as_deref())?;
+                }
+                HookEvent::TransformTerminalOutput => {
+                    kw.set_item("command", args.get_item("command")?)?;
+                    kw.set_item("output", ctx.result.as_deref())?;
+                    kw.set_item("exit_code", py.None())?;
+                    kw.set_item("cwd", py.None())?;
+                }
+                HookEvent::PostToolCall => {
+                    kw.set_item("args", args)?;
+                    kw.set_item("result", ctx.result.as_deref())?;
+                    kw.set_item("duration_ms", ctx.duration_ms)?;
+                }
+                _ => {
+                    kw.set_item("args", args)?;
+                    kw.set_item("turn_id", py.None())?;
+                    kw.set_item("api_request_id", py.None())?;
+                    kw.set_item("middleware_trace", pyo3::types::PyList::empty(py))?;
+                }
+            }
+        }
+        HookPayload::Llm(ctx) => {
+            kw.set_item("session_id", opt(&ctx.session_id))?;
+            kw.set_item("task_id", opt(&ctx.task_id))?;
+            kw.set_item("model", &ctx.model)?;
+            kw.set_item("platform", PLATFORM)?;
+            kw.set_item("user_message", &ctx.user_message)?;
+            let history = serde_json::Value::Array(ctx.messages.clone());
+            kw.set_item("conversation_history", to_py(&history)?)?;
+            match event {
+                HookEvent::PreLlmCall => {
+                    let first = !ctx
+                        .messages
+                        .iter()
+                        .any(|m| m.get("role").and_then(|r| r.as_str()) == Some("assistant"));
+                    kw.set_item("is_first_turn", first)?;
+                }
+                HookEvent::PostLlmCall => {
+                    kw.set_item("assistant_response", &ctx.assistant_message)?;
+                }
+                HookEvent::PostApiRequest => {
+                    kw.set_item("response", to_py(&ctx.response)?)?;
+                    let usage = serde_json::Value::Object(ctx.usage.clone());
+                    kw.set_item("usage", to_py(&usage)?)?;
+                }
+                _ => {}
+            }
+        }
+        HookPayload::Session(ctx) => {
+            kw.set_item("session_id", opt(&ctx.session_id))?;
+            let platform = if ctx.platform.is_empty() {
+                PLATFORM
+            } else {
+                ctx.platform.as_str()
+            };
+            kw.set_item("platform", platform)?;
+            if matches!(event, HookEvent::OnSessionStart | HookEvent::OnSessionEnd) {
+                kw.set_item("model", &ctx.model)?;
+            }
+            if event == HookEvent::OnSessionEnd {
+                kw.set_item("completed", ctx.completed)?;
+                kw.set_item("interrupted", ctx.interrupted)?;
+            }
+        }
+        HookPayload::Subagent(ctx) => {
+            kw.set_item("parent_session_id", opt(&ctx.session_id))?;
+            kw.set_item("child_subagent_id", &ctx.subagent_id)?;
+            kw.set_item("child_role", py.None())?;
+            kw.set_item("child_summary", py.None())?;
+            kw.set_item("child_status", &ctx.reason)?;
+            kw.set_item("tool_call_history", pyo3::types::PyList::empty(py))?;
+            kw.set_item("duration_ms", py.None())?;
+        }
+        HookPayload::Gateway(ctx) => {
+            let event_obj = PyDict::new(py);
+            event_obj.set_item("text", &ctx.event.content)?;
+            event_obj.set_item("content", &ctx.event.content)?;
+            event_obj.set_item("channel", &ctx.event.channel)?;
+            event_obj.set_item("sender_id", &ctx.event.sender_id)?;
+            event_obj.set_item("session_key", &ctx.event.session_key)?;
+            let metadata = serde_json::Value::Object(ctx.event.metadata.clone());
+            event_obj.set_item("metadata", to_py(&metadata)?)?;
+            let namespace = py.import("types")?.getattr("SimpleNamespace")?;
+            kw.set_item("event", namespace.call((), Some(&event_obj))?)?;
+            kw.set_item("gateway", &ctx.gateway)?;
+            kw.set_item("session_store", py.None())?;
+        }
+    }
+    kw.set_item(
+        intern!(py, "telemetry_schema_version"),
+        OBSERVER_SCHEMA_VERSION,
+    )?;
+    Ok(kw)
+}
+
+impl HermesHook {
+    /// Keep only the keywords the callback declares (unless it takes `**kwargs`).
+    fn narrowed<'py>(
+        &self,
+        py: Python<'py>,
+        all: Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let Some(accepted) = &self.accepted else {
+            return Ok(all);
+        };
+        let accepted = accepted.bind(py);
+        let kept = PyDict::new(py);
+        for (k, v) in all.iter() {
+            if accepted.contains(&k)? {
+                kept.set_item(k, v)?;
+            }
+        }
+        Ok(kept)
+    }
+}
+
+fn text_of(v: &Bound<'_, PyAny>) -> String {
+    v.str().map(|s| s.to_string()).unwrap_or_default()
+}
+
+/// A dict answer's `action`, lower-cased.
+fn action_of(d: &Bound<'_, PyDict>) -> Option<String> {
+    d.get_item("action")
+        .ok()
+        .flatten()
+        .and_then(|a| a.extract::<String>().ok())
+        .map(|a| a.trim().to_ascii_lowercase())
+}
+
+/// Read an answer the Hermes way. `args` is the call's shared arguments
+/// dict (for `modify`), when the event is a tool event.
+fn interpret(
+    py: Python<'_>,
+    event: HookEvent,
+    ret: &Bound<'_, PyAny>,
+    args: Option<&Bound<'_, PyDict>>,
+) -> Result<HookAction, HookError> {
+    if ret.is_none() {
+        return Ok(HookAction::Continue);
+    }
+    let dict = ret.cast::<PyDict>().ok();
+    let string = ret.cast::<PyString>().ok().map(|s| s.to_string());
+    let wrong = || {
+        Err(HookError::WrongShape(
+            format!("a {}", text_of(&ret.get_type().into_any())),
+            event,
+        ))
+    };
+    match event {
+        HookEvent::PreToolCall => {
+            let Some(d) = dict else {
+                return Ok(HookAction::Continue); // Hermes ignores it
+            };
+            let message = d
+                .get_item("message")
+                .ok()
+                .flatten()
+                .map(|m| text_of(&m))
+                .filter(|m| !m.trim().is_empty());
+            match action_of(d).as_deref() {
+                // plughost has no human approval gate: a call that needs
+                // approval is refused, with the hook's reason.
+                Some("block") | Some("approve") => {
+                    Ok(message.map_or(HookAction::Continue, HookAction::Block))
+                }
+                Some("modify") => {
+                    if let (Some(new), Some(args)) = (d.get_item("args").ok().flatten(), args) {
+                        match new.cast::<PyDict>() {
+                            Ok(new) => args
+                                .update(new.as_mapping())
+                                .map_err(|e| HookError::Raised(plugin_error(py, &e)))?,
+                            Err(_) => tracing::warn!(
+                                "a pre_tool_call hook answered modify with args that are not a dict; ignored"
+                            ),
+                        }
+                    }
+                    Ok(HookAction::Continue)
+                }
+                _ => Ok(HookAction::Continue),
+            }
+        }
+        HookEvent::PreLlmCall => match (string, dict) {
+            (Some(s), _) => Ok(HookAction::Inject(s)),
+            (None, Some(d)) => match d.get_item("context").ok().flatten() {
+                Some(c) if !c.is_none() => Ok(HookAction::Inject(text_of(&c))),
+                _ => Ok(HookAction::Continue),
+            },
+            _ => wrong(),
+        },
+        HookEvent::TransformToolResult | HookEvent::TransformTerminalOutput => match string {
+            Some(s) => Ok(HookAction::Replace(s)),
+            None => wrong(),
+        },
+        HookEvent::PreGatewayDispatch => {
+            let Some(d) = dict else {
+                return wrong();
+            };
+            let field = |k: &str| {
+                d.get_item(k)
+                    .ok()
+                    .flatten()
+                    .map(|v| text_of(&v))
+                    .unwrap_or_default()
+            };
+            match action_of(d).as_deref() {
+                Some("skip") => Ok(HookAction::Skip(field("reason"))),
+                Some("rewrite") => Ok(HookAction::Rewrite(field("text"))),
+                _ => Ok(HookAction::Continue),
+            }
+        }
+        // Hermes ignores every other answer.
+        _ => Ok(HookAction::Continue),
+    }
+}
+
+fn raised(py: Python<'_>, e: &PyErr) -> HookError {
+    HookError::Raised(plugin_error(py, e))
+}
+
+impl HookCallback for HermesHook {
+    fn call(&self, event: HookEvent, mut payload: HookPayload<'_>) -> HookReturn {
+        let called = try_attach(|py| {
+            let args = match &mut payload {
+                HookPayload::Tool(ctx) => match params_dict(py, ctx) {
+                    Ok(d) => Some(d.unbind()),
+                    Err(e) => return HookReturn::Ready(Err(raised(py, &e))),
+                },
+                _ => None,
+            };
+            let called = kwargs(py, event, payload)
+                .and_then(|all| self.narrowed(py, all))
+                .and_then(|kw| self.callback.bind(py).call((), Some(&kw)));
+            match called {
+                Err(e) => HookReturn::Ready(Err(raised(py, &e))),
+                Ok(ret) => match bridge::resolve(py, ret) {
+                    Awaited::Ready(Ok(v)) => HookReturn::Ready(interpret(
+                        py,
+                        event,
+                        v.bind(py),
+                        args.as_ref().map(|a| a.bind(py)),
+                    )),
+                    Awaited::Ready(Err(e)) => HookReturn::Ready(Err(raised(py, &e))),
+                    Awaited::Pending(task) => HookReturn::Pending(Box::pin(async move {
+                        let r = task.await;
+                        try_attach(|py| match r {
+                            Ok(v) => {
+                                interpret(py, event, v.bind(py), args.as_ref().map(|a| a.bind(py)))
+                            }
+                            Err(e) => Err(raised(py, &e)),
+                        })
+                        .unwrap_or_else(|e| Err(HookError::NotRun(e.to_string())))
+                    })),
+                },
+            }
+        });
+        called.unwrap_or_else(|e| HookReturn::Ready(Err(HookError::NotRun(e.to_string()))))
+    }
+
+    /// Hermes's `pre_tool_call` fails closed, with its own messages.
+    fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
+        if event != HookEvent::PreToolCall {
+            return None;
+        }
+        Some(HookAction::Block(match error {
+            HookError::TimedOut(_) | HookError::Overran(_) => {
+                "pre_tool_call plugin callback timed out or is still running".to_string()
+            }
+            HookError::Raised(e) => format!(
+                "pre_tool_call plugin callback {} raised {}",
+                self.label,
+                e.described()
+            ),
+            other => format!(
+                "pre_tool_call plugin callback {} failed: {other}",
+                self.label
+            ),
+        }))
+    }
+}

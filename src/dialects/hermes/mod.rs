@@ -1,0 +1,216 @@
+//! The Hermes Agent plugin API: Hermes's plugin locations and enablement
+//! ([`discover`]), its `PluginContext` ([`context`]), its calling and
+//! answer conventions for tools ([`handlers`], [`render`]) and hooks
+//! ([`hooks`]), and the compat `hermes_constants` module plugins import,
+//! served by a finder consulted last so a real Hermes always wins.
+
+pub mod context;
+pub mod discover;
+pub mod handlers;
+pub mod hooks;
+pub mod manifest;
+pub mod render;
+
+use std::path::Path;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyModule};
+
+pub use context::HermesContext;
+
+use super::{Dialect, LoadedPlugin};
+use crate::config::PluginLists;
+use crate::discovery::Candidate;
+use crate::outcome::PluginError;
+use crate::runtime::loader::PluginPackage;
+use crate::runtime::{attach, module_from_source, plugin_error};
+
+/// The finder serving the compat modules.
+const FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/hermes/__init__.py");
+
+/// The compat Hermes modules: (module, source, is a package).
+const COMPAT_MODULES: [(&str, &str, bool); 1] = [(
+    "hermes_constants",
+    include_str!("../../../python/plughost/_compat/hermes/hermes_constants.py"),
+    false,
+)];
+
+static INSTALLED: PyOnceLock<()> = PyOnceLock::new();
+
+/// Install the compat finder (once): appended to `sys.meta_path`, so a
+/// module of the same name anywhere on `sys.path` is found first.
+fn install(py: Python<'_>) -> PyResult<()> {
+    INSTALLED
+        .get_or_try_init(py, || {
+            let sys_modules = py
+                .import("sys")?
+                .getattr("modules")?
+                .cast_into::<PyDict>()?;
+            let finder = match sys_modules.get_item("_plughost_hermes")? {
+                Some(m) => m.cast_into::<PyModule>()?,
+                None => module_from_source(py, "_plughost_hermes", FINDER_SOURCE, false)?,
+            };
+            finder.add_class::<HermesContext>()?;
+            let sources = PyDict::new(py);
+            for (name, source, is_package) in COMPAT_MODULES {
+                sources.set_item(name, (source, is_package))?;
+            }
+            let home = discover::hermes_home();
+            finder
+                .getattr("install")?
+                .call1((sources, home.to_string_lossy().as_ref()))?;
+            Ok(())
+        })
+        .map(|_| ())
+}
+
+/// Where `hermes_constants` comes from: a real installation, or compat.
+fn constants_origin(py: Python<'_>) -> PyResult<String> {
+    let module = py.import("hermes_constants")?;
+    let file: Option<String> = module
+        .getattr("__file__")
+        .ok()
+        .and_then(|f| f.extract().ok());
+    Ok(match file {
+        Some(f) if !f.starts_with("<plughost:") => f,
+        _ => "compat (plughost's own hermes_constants)".into(),
+    })
+}
+
+/// The plugin's manifest as Hermes's `PluginManifest` shows it.
+fn manifest_object<'py>(py: Python<'py>, key: &str, dir: &Path) -> PyResult<Bound<'py, PyAny>> {
+    let parsed = manifest::find(dir).and_then(|p| manifest::load(&p, dir).ok());
+    let kw = PyDict::new(py);
+    let (name, version, description, author, kind) = match &parsed {
+        Some(m) => (
+            m.manifest.name.clone(),
+            m.manifest.version.clone(),
+            m.manifest.description.clone(),
+            m.manifest.author.clone(),
+            m.kind.as_str(),
+        ),
+        None => (
+            key.to_string(),
+            String::new(),
+            String::new(),
+            String::new(),
+            "standalone",
+        ),
+    };
+    let hermes_plugins = discover::hermes_home().join("plugins");
+    let source = if dir.starts_with(&hermes_plugins) {
+        "user"
+    } else {
+        "project"
+    };
+    kw.set_item("name", name)?;
+    kw.set_item("version", version)?;
+    kw.set_item("description", description)?;
+    kw.set_item("author", author)?;
+    kw.set_item("kind", kind)?;
+    kw.set_item("key", key)?;
+    kw.set_item("source", source)?;
+    kw.set_item("path", dir.to_string_lossy().as_ref())?;
+    let m = parsed.as_ref().map(|m| &m.manifest);
+    kw.set_item(
+        "requires_env",
+        m.map(|m| {
+            m.requires_env
+                .iter()
+                .map(|r| r.name.clone())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default(),
+    )?;
+    kw.set_item(
+        "provides_tools",
+        m.map(|m| m.provides_tools.clone()).unwrap_or_default(),
+    )?;
+    kw.set_item(
+        "provides_hooks",
+        m.map(|m| m.provides_hooks.clone()).unwrap_or_default(),
+    )?;
+    py.import("types")?
+        .getattr("SimpleNamespace")?
+        .call((), Some(&kw))
+}
+
+/// The Hermes dialect (see the module docs).
+pub struct Hermes;
+
+impl Dialect for Hermes {
+    fn name(&self) -> &'static str {
+        discover::DIALECT
+    }
+
+    fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
+        attach(|py| {
+            install(py).map_err(|e| plugin_error(py, &e))?;
+            let package = PluginPackage::import(key, dir, home)?;
+            let module = package.module(py);
+            let register = match module.getattr("register") {
+                Ok(r) if r.is_callable() => r,
+                Ok(_) => {
+                    return Err(load_error(
+                        "TypeError",
+                        "register in __init__.py is not callable",
+                    ))
+                }
+                Err(_) => return Err(load_error(
+                    "AttributeError",
+                    "no register() function (a Hermes plugin's __init__.py defines register(ctx))",
+                )),
+            };
+            let manifest = manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
+            let ctx = Py::new(py, HermesContext::new(key, dir, manifest.unbind()))
+                .map_err(|e| plugin_error(py, &e))?;
+            let outcome = register.call1((ctx.clone_ref(py),));
+            let (registrations, unused) = ctx.get().finish();
+            match outcome {
+                Err(e) => Err(plugin_error(py, &e)),
+                Ok(ret) if crate::runtime::bridge::is_awaitable(&ret) => {
+                    let _ = ret.call_method0("close");
+                    Err(load_error(
+                        "TypeError",
+                        "register(ctx) must be a plain function, not async",
+                    ))
+                }
+                Ok(_) => {
+                    if !unused.is_empty() {
+                        tracing::info!(
+                            "Hermes plugin '{key}' registered {} — registered, not used by this host",
+                            unused.join(", ")
+                        );
+                    }
+                    Ok(LoadedPlugin {
+                        registrations,
+                        package: Some(package),
+                    })
+                }
+            }
+        })
+    }
+
+    fn origin(&self) -> Option<String> {
+        crate::runtime::Runtime::get()?;
+        crate::runtime::try_attach(|py| {
+            INSTALLED.get(py)?;
+            constants_origin(py).ok()
+        })
+        .ok()
+        .flatten()
+    }
+
+    fn discover(&self, _home: &Path, lists: &PluginLists) -> Vec<Candidate> {
+        discover::discover(lists)
+    }
+}
+
+fn load_error(kind: &str, message: &str) -> PluginError {
+    PluginError {
+        kind: kind.into(),
+        message: message.into(),
+        ..Default::default()
+    }
+}
