@@ -483,3 +483,52 @@ fn broken_hermes_plugins_fail_alone_with_the_reason() {
     let (ok, text) = tool_call(&env, "half", "{}");
     assert!(!ok, "{text}");
 }
+
+#[test]
+fn a_guard_past_its_budget_blocks_with_hermes_message() {
+    let slow = "import asyncio\nasync def guard(tool_name, **kwargs):\n    await asyncio.sleep(30)\n\ndef register(ctx):\n    ctx.register_hook('pre_tool_call', guard)\n";
+    let (env, ws, script) = guarded_env(slow);
+    let out = env.run(&[
+        "run",
+        "go",
+        "--json",
+        "--model",
+        "scripted",
+        "--hook-timeout",
+        "0.3",
+        "--script",
+        script.to_str().unwrap(),
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let turn: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = &turn["tool_calls"][0];
+    assert_eq!(first["outcome"], "blocked", "{turn:#}");
+    assert!(first["result"]
+        .as_str()
+        .unwrap()
+        .contains("pre_tool_call plugin callback timed out or is still running"));
+    assert!(!turn.to_string().contains("TOPSECRET"));
+}
+
+#[test]
+fn a_real_hermes_constants_is_never_shadowed() {
+    let env = Env::new("plugins:\n  enabled: [toolkit]\n");
+    env.plugin("toolkit", "name: toolkit\n", TOOLKIT);
+    let real = tempfile::tempdir().unwrap();
+    std::fs::write(
+        real.path().join("hermes_constants.py"),
+        "from pathlib import Path\ndef get_hermes_home():\n    return Path('/the/real/hermes')\n",
+    )
+    .unwrap();
+    let mut cmd = env.command(&["tools", "call", "hermes_home", "--args", "{}"]);
+    cmd.env("PYTHONPATH", real.path());
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("/the/real/hermes"),
+        "{}",
+        stdout(&out)
+    );
+}
