@@ -40,7 +40,7 @@ pub struct PluginRecord {
     /// message, traceback, and the `file:line` to look at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<PluginError>,
-    /// The plugin API it was loaded through (`flowly`), once loaded.
+    /// The plugin API it is loaded through (`flowly`, `hermes`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dialect: Option<&'static str>,
     pub path: PathBuf,
@@ -452,7 +452,7 @@ fn load_candidate(
         loaded: false,
         error: c.skip_reason.clone(),
         failure: None,
-        dialect: None,
+        dialect: Some(c.dialect),
         path: c.dir.clone(),
         tools: Vec::new(),
         hooks: Vec::new(),
