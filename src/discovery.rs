@@ -223,7 +223,8 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
     if enabled {
         match &manifest {
             Err(e) => skip_reason = Some(e.clone()),
-            Ok(m) if m.kind != PluginKind::Standalone => {
+            // `backend` plugins (web providers) load like `standalone` ones.
+            Ok(m) if m.kind == PluginKind::Exclusive => {
                 skip_reason = Some(format!("kind={} is not supported yet", m.kind.as_str()))
             }
             Ok(m) => {

@@ -14,6 +14,15 @@ pub struct EnvCheck {
     pub set: bool,
 }
 
+/// A variable one of a plugin's tools requires (`register_tool(...,
+/// requires_env=[...])`): while it is unset the tool is unavailable.
+#[derive(Clone, Debug, Serialize)]
+pub struct ToolEnvCheck {
+    pub tool: String,
+    pub name: String,
+    pub set: bool,
+}
+
 /// A subscription that will not be called.
 #[derive(Clone, Debug, Serialize)]
 pub struct SilentHook {
@@ -50,6 +59,8 @@ pub struct PluginDiagnosis {
     pub commands: Vec<String>,
     pub skills: Vec<String>,
     pub requires_env: Vec<EnvCheck>,
+    /// Variables its tools require, each with whether it is set.
+    pub tool_requires_env: Vec<ToolEnvCheck>,
     pub silent_hooks: Vec<SilentHook>,
     /// Hook callbacks whose answers were not all used.
     pub hook_problems: Vec<HookCounts>,
@@ -98,7 +109,20 @@ impl Report {
                     .iter()
                     .map(|n| EnvCheck {
                         name: n.clone(),
-                        set: std::env::var_os(n).is_some_and(|v| !v.is_empty()),
+                        set: env_set(n),
+                    })
+                    .collect(),
+                tool_requires_env: host
+                    .registry()
+                    .tools()
+                    .into_iter()
+                    .filter(|t| t.spec.plugin == p.key && p.tools.contains(&t.spec.name))
+                    .flat_map(|t| {
+                        t.spec.requires_env.iter().map(|n| ToolEnvCheck {
+                            tool: t.spec.name.clone(),
+                            name: n.clone(),
+                            set: env_set(n),
+                        })
                     })
                     .collect(),
                 silent_hooks: p
@@ -206,6 +230,18 @@ impl Report {
                     if env.set { "set" } else { "NOT set (advisory)" }
                 ));
             }
+            for env in &p.tool_requires_env {
+                out.push(format!(
+                    "    tool {} requires_env {}: {}",
+                    env.tool,
+                    env.name,
+                    if env.set {
+                        "set"
+                    } else {
+                        "NOT set (the tool is unavailable until it is)"
+                    }
+                ));
+            }
             for h in &p.silent_hooks {
                 out.push(format!("    hook {}: {}", h.event, h.reason));
             }
@@ -250,6 +286,10 @@ impl Report {
         });
         out.join("\n")
     }
+}
+
+fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
 }
 
 fn contributions(p: &PluginDiagnosis) -> String {

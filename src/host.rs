@@ -50,6 +50,8 @@ pub struct PluginRecord {
     /// Qualified `plugin:name`.
     pub skills: Vec<String>,
     pub requires_env: Vec<String>,
+    /// The web search/extract backends its manifest declares (`kind: backend`).
+    pub provides_web_providers: Vec<String>,
 }
 
 impl PluginRecord {
@@ -75,6 +77,7 @@ impl PluginRecord {
             commands: Vec::new(),
             skills: Vec::new(),
             requires_env: Vec::new(),
+            provides_web_providers: Vec::new(),
         }
     }
 }
@@ -441,7 +444,7 @@ fn load_candidate(
                 PluginStatus::NotEnabled
             }
         } else if c.skip_reason.is_some() {
-            if matches!(&c.manifest, Ok(m) if m.kind != crate::manifest::PluginKind::Standalone) {
+            if matches!(&c.manifest, Ok(m) if m.kind == crate::manifest::PluginKind::Exclusive) {
                 PluginStatus::Skipped
             } else {
                 PluginStatus::Failed
@@ -460,6 +463,9 @@ fn load_candidate(
         skills: Vec::new(),
         requires_env: manifest
             .map(|m| m.requires_env.iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default(),
+        provides_web_providers: manifest
+            .map(|m| m.provides_web_providers.clone())
             .unwrap_or_default(),
     };
     if !c.enabled || c.skip_reason.is_some() {

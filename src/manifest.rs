@@ -11,7 +11,7 @@ pub const MANIFEST_FILES: [&str; 3] = ["plugin.yaml", "plugin.yml", "plugin.json
 /// The highest `manifest_version` this runtime understands.
 pub const MAX_MANIFEST_VERSION: i64 = 1;
 
-/// What a plugin is; only `standalone` loads in v1.
+/// What a plugin is; `standalone` and `backend` load, `exclusive` is skipped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PluginKind {
@@ -49,6 +49,9 @@ pub struct Manifest {
     pub requires_env: Vec<RequiredEnv>,
     pub provides_tools: Vec<String>,
     pub provides_hooks: Vec<String>,
+    /// Web search/extract backends a `kind: backend` plugin registers
+    /// (descriptive, as `provides_tools`).
+    pub provides_web_providers: Vec<String>,
     /// The file it was read from.
     pub path: PathBuf,
     /// Problems that did not stop loading (e.g. an unknown kind).
@@ -252,6 +255,7 @@ pub fn parse(text: &str, path: &Path, default_name: &str) -> Result<Manifest, Ma
         requires_env,
         provides_tools: list_field("provides_tools")?,
         provides_hooks: list_field("provides_hooks")?,
+        provides_web_providers: list_field("provides_web_providers")?,
         path: path.to_path_buf(),
         warnings,
     })

@@ -65,7 +65,7 @@ where
 }
 
 /// A tool as listed to users and offered to models.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct ToolSpec {
     pub name: String,
     pub description: String,
@@ -73,6 +73,11 @@ pub struct ToolSpec {
     pub parameters: Value,
     /// Key of the plugin that registered it (`native` for Rust tools).
     pub plugin: String,
+    /// The group the tool belongs to (Flowly's `toolset=`; "" for none).
+    pub toolset: String,
+    /// Environment variables the tool needs (Flowly's `requires_env=`): it
+    /// is unavailable while one is unset, and `plugins doctor` names it.
+    pub requires_env: Vec<String>,
 }
 
 /// A registered tool.
@@ -205,6 +210,7 @@ fn native_spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
         description: description.to_string(),
         parameters,
         plugin: NATIVE_OWNER.to_string(),
+        ..Default::default()
     }
 }
 

@@ -42,7 +42,7 @@ fn host(log: Arc<Mutex<Vec<String>>>) -> Host {
         }))
         .tool(Tool::from_fn("err", "", json!({}), |_| Err("bad input".into())))
         .tool(Tool::from_async_fn("later", "", json!({}), |_| Box::pin(async { Ok("async native".to_string()) })))
-        .tool(Tool::new(ToolSpec { name: "gated".into(), description: String::new(), parameters: json!({}), plugin: "native".into() }, Arc::new(Gated(false))))
+        .tool(Tool::new(ToolSpec { name: "gated".into(), description: String::new(), parameters: json!({}), plugin: "native".into(), ..Default::default() }, Arc::new(Gated(false))))
         .hook_with_priority(HookEvent::PreToolCall, 10, move |_e: HookEvent, p: HookPayload<'_>| {
             if let HookPayload::Tool(c) = p {
                 l1.lock().unwrap().push(format!("late:{}", c.tool_name));

@@ -225,7 +225,11 @@ fn skipped_kinds_and_bad_manifests_record_reasons() {
             .clone()
             .unwrap()
     };
-    assert_eq!(reason("be"), "kind=backend is not supported yet");
+    let backend = found.iter().find(|c| c.key == "be").unwrap();
+    assert!(
+        backend.enabled && backend.skip_reason.is_none(),
+        "kind: backend loads like standalone: {backend:?}"
+    );
     assert_eq!(reason("ex"), "kind=exclusive is not supported yet");
     assert!(reason("v2").contains("manifest_version 2"));
     assert!(reason("noinit").contains("no __init__.py"));

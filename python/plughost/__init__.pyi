@@ -9,7 +9,7 @@ extension module (`plughost._native`) by mypy's `stubtest`.
 """
 
 import os
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import (
@@ -109,7 +109,7 @@ class PluginInfo(TypedDict):
     source: Literal["bundled", "user", "project"]
     """Where the plugin was found."""
     kind: Literal["standalone", "backend", "exclusive"]
-    """The manifest kind; only `standalone` plugins load."""
+    """The manifest kind; `standalone` and `backend` plugins load."""
     enabled: bool
     """Selected by the enablement rules."""
     status: Literal["loaded", "failed", "skipped", "disabled", "not-enabled"]
@@ -135,6 +135,8 @@ class PluginInfo(TypedDict):
     """Qualified `plugin:name` names of the skills it registered."""
     requires_env: list[str]
     """Names of the environment variables its manifest declares it needs."""
+    provides_web_providers: list[str]
+    """The web search/extract backends its manifest declares (`kind: backend`)."""
 
 @type_check_only
 class ToolInfo(TypedDict):
@@ -150,6 +152,10 @@ class ToolInfo(TypedDict):
     """Key of the plugin that registered it: `python` for direct
     registrations on a Host, `builtin` for the built-in tools (`builtin_tools`),
     `native` for other Rust tools."""
+    toolset: str
+    """The tool's group (Flowly's `toolset=`); "" when none."""
+    requires_env: list[str]
+    """Environment variables the tool needs; unset, it is unavailable."""
 
 # ── Classes ──────────────────────────────────────────────────────
 
@@ -263,6 +269,10 @@ class PluginContext:
         *,
         check_fn: Callable[[], object] | None = None,
         description: str = "",
+        toolset: str | None = None,
+        requires_env: str | Iterable[str | Mapping[str, Any]] | None = None,
+        is_async: object = None,
+        emoji: object = None,
     ) -> None:
         """Register a tool.
 
@@ -278,11 +288,35 @@ class PluginContext:
                 unavailable.
             description: The description; "" (the default) takes the
                 schema's.
+            toolset: The tool's group (Flowly's keyword), shown by
+                `tools list --json`.
+            requires_env: Environment variables the tool needs; while one
+                is unset (or empty) the tool is unavailable and
+                `plugins doctor` names it.
+            is_async: Accepted and ignored, as by Flowly (awaitables are
+                detected).
+            emoji: Accepted and ignored, as by Flowly.
 
         Raises:
             TypeError: `name` is not a str; `handler` is missing or not
-                callable; `check_fn` is not callable.
+                callable; `check_fn` is not callable; `toolset` is not a
+                str; `requires_env` is not a list of names.
             ValueError: `name` is empty; `schema` is not JSON-like.
+            RuntimeError: Registration has closed.
+        """
+    @property
+    def manifest(self) -> Any:
+        """The plugin's parsed manifest as Flowly's `PluginManifest`
+        (`name`, `version`, `description`, `author`, `kind`,
+        `manifest_version`, `requires_env`, `provides_tools`,
+        `provides_hooks`, `provides_web_providers`, `source`, `path`, `key`)."""
+    def register_web_search_provider(self, provider: Any) -> None:
+        """Register a web search/extract backend (a
+        `flowly.agent.tools.web_providers.base.WebSearchProvider`); it joins
+        the provider registry when `register(ctx)` returns without error.
+
+        Raises:
+            TypeError: `provider` is not a `WebSearchProvider` with a name.
             RuntimeError: Registration has closed.
         """
     def register_hook(self, event_name: str, callback: _HookCallback) -> None:

@@ -55,6 +55,7 @@ fn spec(name: &str, description: &str, parameters: Value) -> ToolSpec {
         description: description.into(),
         parameters,
         plugin: BUILTIN_OWNER.into(),
+        ..Default::default()
     }
 }
 

@@ -14,6 +14,8 @@ use crate::runtime::{plugin_error, runtime, try_attach, Exiting};
 pub struct PyTool {
     handler: Py<PyAny>,
     check_fn: Option<Py<PyAny>>,
+    /// Variables that must be set (non-empty) for the tool to be available.
+    requires_env: Vec<String>,
     /// Keyword names the handler accepts; `None` when it takes `**kwargs`.
     accepted: Option<Py<PyFrozenSet>>,
 }
@@ -23,6 +25,7 @@ impl PyTool {
         py: Python<'_>,
         handler: Py<PyAny>,
         check_fn: Option<Py<PyAny>>,
+        requires_env: Vec<String>,
     ) -> PyResult<PyTool> {
         let accepted = runtime()
             .accepted_keywords
@@ -36,6 +39,7 @@ impl PyTool {
         Ok(PyTool {
             handler,
             check_fn,
+            requires_env,
             accepted,
         })
     }
@@ -90,6 +94,11 @@ pub fn result_text(py: Python<'_>, obj: &Bound<'_, PyAny>) -> Result<String, Plu
         .map_err(|e| plugin_error(py, &e))
 }
 
+/// Whether `name` is set to something non-empty (what `requires_env` asks).
+pub fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
 fn not_run(e: Exiting) -> PluginError {
     PluginError::native(e.to_string())
 }
@@ -100,6 +109,11 @@ impl ToolHandler for PyTool {
     }
 
     fn check(&self) -> Option<Result<bool, PluginError>> {
+        if let Some(missing) = self.requires_env.iter().find(|n| !env_set(n)) {
+            return Some(Err(PluginError::native(format!(
+                "the environment variable {missing} it requires (requires_env) is not set; set it to use the tool"
+            ))));
+        }
         let check = self.check_fn.as_ref()?;
         Some(
             try_attach(|py| {

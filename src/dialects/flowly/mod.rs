@@ -19,33 +19,70 @@ use crate::outcome::PluginError;
 use crate::runtime::loader::PluginPackage;
 use crate::runtime::{attach, module_from_source, plugin_error};
 
-/// The compat `flowly` package: (module, source, is a package).
-const COMPAT_MODULES: [(&str, &str, bool); 5] = [
-    (
-        "flowly",
-        include_str!("../../../python/plughost/_compat/flowly/__init__.py"),
-        true,
+/// One compat module: (module, source, is a package). Parents come before
+/// their children; a package's `__init__` must not import its submodules
+/// eagerly (they are installed after it), see `web_providers/__init__.py`.
+type CompatModule = (&'static str, &'static str, bool);
+
+macro_rules! compat {
+    ($name:literal, $file:literal, $package:literal) => {
+        (
+            $name,
+            include_str!(concat!("../../../python/plughost/_compat/flowly/", $file)),
+            $package,
+        )
+    };
+}
+
+/// The compat `flowly` package.
+const COMPAT_MODULES: &[CompatModule] = &[
+    compat!("flowly", "__init__.py", true),
+    compat!("flowly.agent", "agent/__init__.py", true),
+    compat!("flowly.agent.hooks", "agent/hooks.py", false),
+    compat!("flowly.agent.tools", "agent/tools/__init__.py", true),
+    compat!(
+        "flowly.agent.tools.web_providers",
+        "agent/tools/web_providers/__init__.py",
+        true
     ),
-    (
-        "flowly.agent",
-        include_str!("../../../python/plughost/_compat/flowly/agent/__init__.py"),
-        true,
+    compat!(
+        "flowly.agent.tools.web_providers.base",
+        "agent/tools/web_providers/base.py",
+        false
     ),
-    (
-        "flowly.agent.hooks",
-        include_str!("../../../python/plughost/_compat/flowly/agent/hooks.py"),
-        false,
+    compat!(
+        "flowly.agent.tools.web_providers._config",
+        "agent/tools/web_providers/_config.py",
+        false
     ),
-    (
-        "flowly.plugins",
-        include_str!("../../../python/plughost/_compat/flowly/plugins.py"),
-        false,
+    compat!(
+        "flowly.agent.tools.web_providers._http",
+        "agent/tools/web_providers/_http.py",
+        false
     ),
-    (
-        "flowly.profile",
-        include_str!("../../../python/plughost/_compat/flowly/profile.py"),
-        false,
+    compat!(
+        "flowly.agent.tools.web_providers.registry",
+        "agent/tools/web_providers/registry.py",
+        false
     ),
+    compat!(
+        "flowly.agent.tools.web_providers.searxng",
+        "agent/tools/web_providers/searxng.py",
+        false
+    ),
+    compat!(
+        "flowly.agent.tools.web_providers.brave",
+        "agent/tools/web_providers/brave.py",
+        false
+    ),
+    compat!(
+        "flowly.agent.tools.web_providers.tavily",
+        "agent/tools/web_providers/tavily.py",
+        false
+    ),
+    compat!("flowly.plugins", "plugins/__init__.py", true),
+    compat!("flowly.plugins.manifest", "plugins/manifest.py", false),
+    compat!("flowly.profile", "profile.py", false),
 ];
 
 /// The classes of `flowly.agent.hooks` (real or compat) contexts are built from.
@@ -86,7 +123,7 @@ fn install(py: Python<'_>) -> PyResult<FlowlyClasses> {
         Some(path) => path,
         None => {
             if !sys_modules.contains("flowly")? {
-                for (name, source, is_package) in COMPAT_MODULES {
+                for &(name, source, is_package) in COMPAT_MODULES {
                     let module = module_from_source(py, name, source, is_package)?;
                     if let Some((parent, child)) = name.rsplit_once('.') {
                         if let Some(parent) = sys_modules.get_item(parent)? {
@@ -162,10 +199,14 @@ impl Dialect for Flowly {
                     ))
                 }
             };
-            let ctx =
-                Py::new(py, PluginContext::new(key, dir)).map_err(|e| plugin_error(py, &e))?;
+            let mut context = PluginContext::new(key, dir);
+            if let Ok(manifest) = crate::manifest::load(dir) {
+                context = context.with_manifest(manifest, source_of(dir, home));
+            }
+            let ctx = Py::new(py, context).map_err(|e| plugin_error(py, &e))?;
             let outcome = register.call1((ctx.clone_ref(py),));
             let registrations = ctx.get().finish();
+            let providers = ctx.get().take_providers();
             match outcome {
                 Err(e) => Err(plugin_error(py, &e)),
                 Ok(ret) if crate::runtime::bridge::is_awaitable(&ret) => {
@@ -176,10 +217,13 @@ impl Dialect for Flowly {
                         "register(ctx) must be a plain function, not async",
                     ))
                 }
-                Ok(_) => Ok(LoadedPlugin {
-                    registrations,
-                    package: Some(package),
-                }),
+                Ok(_) => {
+                    register_providers(py, providers).map_err(|e| plugin_error(py, &e))?;
+                    Ok(LoadedPlugin {
+                        registrations,
+                        package: Some(package),
+                    })
+                }
             }
         })
     }
@@ -189,6 +233,37 @@ impl Dialect for Flowly {
         crate::runtime::try_attach(|py| classes(py).ok().map(|c| c.origin.clone()))
             .ok()
             .flatten()
+    }
+}
+
+/// Hand a loaded plugin's web providers to the provider registry (real
+/// Flowly's or compat), as Flowly's `register_web_search_provider` does.
+fn register_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult<()> {
+    if providers.is_empty() {
+        return Ok(());
+    }
+    let register = py
+        .import("flowly.agent.tools.web_providers.registry")?
+        .getattr("register_provider")?;
+    for provider in providers {
+        register.call1((provider,))?;
+    }
+    Ok(())
+}
+
+/// Where a plugin directory was found, in Flowly's words: `user` under the
+/// home's `plugins/`, `project` under a `.plughost/plugins/`, else
+/// `bundled` (the scan roots; see `HostBuilder::build`).
+fn source_of(dir: &Path, home: &Path) -> &'static str {
+    if dir.starts_with(home.join("plugins")) {
+        "user"
+    } else if dir
+        .parent()
+        .is_some_and(|p| p.ends_with(Path::new(".plughost").join("plugins")))
+    {
+        "project"
+    } else {
+        "bundled"
     }
 }
 

@@ -1,1 +1,1 @@
-"""Compat package: only ``flowly.agent.hooks`` is provided."""
+"""Compat package: ``flowly.agent.hooks`` and ``flowly.agent.tools.web_providers``."""

@@ -1,0 +1,1 @@
+"""Compat package: only ``flowly.agent.tools.web_providers`` is provided."""

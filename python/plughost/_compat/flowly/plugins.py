@@ -1,5 +1,0 @@
-"""``flowly.plugins`` compat: the ``PluginContext`` plugins receive."""
-
-from _plughost_flowly import PluginContext
-
-__all__ = ["PluginContext"]
