@@ -4,11 +4,7 @@
 //! against a loopback server answering like the real service.
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use common::{home_with, no_bundled, write_plugin};
 use plughost::doctor::Report;
