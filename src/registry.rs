@@ -94,8 +94,6 @@ pub struct Tool {
     /// Renders its failed outcomes, when its dialect has its own result
     /// strings (Hermes's JSON errors); else the registry's renderer.
     pub renderer: Option<Arc<dyn Renderer>>,
-    /// The toolset it belongs to, for [`Tool::shadows_only_own_toolset`].
-    pub toolset: Option<String>,
     /// Hermes's collision rule: the tool may not take the name of a tool of
     /// another toolset (it is refused, the earlier one stays). Off by
     /// default: the last writer wins.
@@ -145,7 +143,6 @@ impl Tool {
             handler,
             terminal: false,
             renderer: None,
-            toolset: None,
             shadows_only_own_toolset: false,
         }
     }
@@ -312,14 +309,21 @@ impl Registry {
     pub fn add_tool(&mut self, tool: Tool) -> Option<Tool> {
         if tool.shadows_only_own_toolset {
             if let Some(existing) = self.tools.get(&tool.spec.name) {
-                if existing.toolset != tool.toolset {
+                if existing.spec.toolset != tool.spec.toolset {
+                    let shown = |t: &str| {
+                        if t.is_empty() {
+                            "none".to_string()
+                        } else {
+                            t.to_string()
+                        }
+                    };
                     tracing::warn!(
                         "tool '{}' of '{}' (toolset {}) is not registered: '{}' already registered it (toolset {}); pass override=True to replace it",
                         tool.spec.name,
                         tool.spec.plugin,
-                        tool.toolset.as_deref().unwrap_or("none"),
+                        shown(&tool.spec.toolset),
                         existing.spec.plugin,
-                        existing.toolset.as_deref().unwrap_or("none"),
+                        shown(&existing.spec.toolset),
                     );
                     return None;
                 }

@@ -225,11 +225,12 @@ impl HermesContext {
                 description,
                 parameters,
                 plugin: self.key.clone(),
+                toolset,
+                ..Default::default()
             },
             Arc::new(handler),
         );
         tool.renderer = Some(Arc::new(HermesRenderer));
-        tool.toolset = Some(toolset);
         tool.shadows_only_own_toolset = !r#override;
         self.push(Registration::Tool(tool))
     }

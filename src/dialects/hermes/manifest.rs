@@ -138,6 +138,7 @@ pub fn load(path: &Path, dir: &Path) -> Result<HermesManifest, String> {
         requires_env: requires_env(map.get("requires_env")),
         provides_tools: strings(map.get("provides_tools")),
         provides_hooks: strings(map.get("provides_hooks")),
+        provides_web_providers: Vec::new(),
         path: path.to_path_buf(),
         warnings,
     };
