@@ -250,3 +250,111 @@ pub fn disable_plugin(home: &Path, name: &str) -> Result<PluginLists, ConfigErro
         }
     })
 }
+
+/// Which plugins run in their own worker process: `plugins.isolate` in
+/// `config.json` (`"all"`, `"none"`, or a list of plugin keys), the
+/// `--isolate` flag, or the builder. In-process is the default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Isolation {
+    #[default]
+    None,
+    All,
+    Only(Vec<String>),
+}
+
+impl Isolation {
+    /// Whether plugin `key` runs isolated.
+    pub fn covers(&self, key: &str) -> bool {
+        match self {
+            Isolation::None => false,
+            Isolation::All => true,
+            Isolation::Only(keys) => keys.iter().any(|k| k == key),
+        }
+    }
+
+    /// Parse `all`, `none`, or `KEY[,KEY…]` (the `--isolate` flag).
+    pub fn parse(text: &str) -> Result<Isolation, String> {
+        match text.trim() {
+            "all" => Ok(Isolation::All),
+            "none" => Ok(Isolation::None),
+            "" => Err("expected all, none, or plugin keys separated by commas".into()),
+            list => {
+                let keys: Vec<String> = list.split(',').map(|k| k.trim().to_string()).collect();
+                if keys.iter().any(|k| k.is_empty()) {
+                    return Err(format!(
+                        "'{list}' has an empty plugin key; write keys separated by commas, such as demo,weather"
+                    ));
+                }
+                Ok(Isolation::Only(keys))
+            }
+        }
+    }
+}
+
+/// `plugins.isolate` of `config.json` (none when absent).
+pub fn read_isolation(home: &Path) -> Result<Isolation, ConfigError> {
+    let path = config_path(home);
+    let doc = read_document(&path)?;
+    isolation_of(&doc, &path)
+}
+
+fn isolation_of(doc: &Map<String, Value>, path: &Path) -> Result<Isolation, ConfigError> {
+    let Some(Value::Object(plugins)) = doc.get("plugins") else {
+        return Ok(Isolation::None);
+    };
+    let expected = "\"all\", \"none\", or a list of plugin names such as [\"demo\"]";
+    let wrong = |key: String, found: &Value| ConfigError::WrongType {
+        path: path.to_path_buf(),
+        key,
+        expected,
+        found: json_type(found),
+    };
+    match plugins.get("isolate") {
+        None | Some(Value::Null) => Ok(Isolation::None),
+        Some(Value::String(s)) if s == "all" => Ok(Isolation::All),
+        Some(Value::String(s)) if s == "none" => Ok(Isolation::None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(wrong(format!("plugins.isolate[{i}]"), other)),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Isolation::Only),
+        Some(other) => Err(wrong("plugins.isolate".into(), other)),
+    }
+}
+
+#[cfg(test)]
+mod isolation_tests {
+    use super::*;
+
+    #[test]
+    fn isolate_is_read_from_config_and_parsed_from_the_flag() {
+        let path = Path::new("config.json");
+        let doc = |t: &str| parse_document(t, path).unwrap();
+        assert_eq!(isolation_of(&doc("{}"), path).unwrap(), Isolation::None);
+        assert_eq!(
+            isolation_of(&doc(r#"{"plugins": {"isolate": "all"}}"#), path).unwrap(),
+            Isolation::All
+        );
+        assert_eq!(
+            isolation_of(&doc(r#"{"plugins": {"isolate": ["a", "b"]}}"#), path).unwrap(),
+            Isolation::Only(vec!["a".into(), "b".into()])
+        );
+        let err = isolation_of(&doc(r#"{"plugins": {"isolate": "some"}}"#), path).unwrap_err();
+        assert!(err.to_string().contains("plugins.isolate"), "{err}");
+        let err = isolation_of(&doc(r#"{"plugins": {"isolate": [1]}}"#), path).unwrap_err();
+        assert!(err.to_string().contains("plugins.isolate[0]"), "{err}");
+        assert_eq!(Isolation::parse("all"), Ok(Isolation::All));
+        assert_eq!(Isolation::parse("none"), Ok(Isolation::None));
+        assert_eq!(
+            Isolation::parse("a, b"),
+            Ok(Isolation::Only(vec!["a".into(), "b".into()]))
+        );
+        assert!(Isolation::parse("a,,b").is_err());
+        assert!(Isolation::parse("").is_err());
+        assert!(Isolation::All.covers("x") && !Isolation::None.covers("x"));
+    }
+}

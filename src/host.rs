@@ -52,6 +52,8 @@ pub struct PluginRecord {
     pub requires_env: Vec<String>,
     /// The web search/extract backends its manifest declares (`kind: backend`).
     pub provides_web_providers: Vec<String>,
+    /// Runs in its own worker process (`plugins.isolate`, `--isolate`).
+    pub isolated: bool,
 }
 
 impl PluginRecord {
@@ -78,6 +80,7 @@ impl PluginRecord {
             skills: Vec::new(),
             requires_env: Vec::new(),
             provides_web_providers: Vec::new(),
+            isolated: false,
         }
     }
 }
@@ -171,6 +174,10 @@ pub struct HostBuilder {
     hook_timeout: Option<std::time::Duration>,
     direct: Vec<(String, Vec<Registration>)>,
     allow_missing_bundled: bool,
+    isolation: Option<crate::config::Isolation>,
+    worker_command: Option<crate::isolation::WorkerCommand>,
+    isolation_load_timeout: Option<std::time::Duration>,
+    breaker: Option<(u32, std::time::Duration)>,
 }
 
 impl HostBuilder {
@@ -257,6 +264,30 @@ impl HostBuilder {
         self.allow_missing_bundled = true;
         self
     }
+    /// Which plugins run in their own worker process; overrides
+    /// `plugins.isolate` of `config.json` (default: none).
+    pub fn isolate(mut self, isolation: crate::config::Isolation) -> Self {
+        self.isolation = Some(isolation);
+        self
+    }
+    /// How to start workers (default: this executable with the hidden
+    /// worker subcommand; see [`crate::isolation::serve_if_worker`]).
+    pub fn worker_command(mut self, command: crate::isolation::WorkerCommand) -> Self {
+        self.worker_command = Some(command);
+        self
+    }
+    /// How long an isolated plugin's `register()` may take (default 30 s);
+    /// past it the worker is killed and the plugin marked failed.
+    pub fn isolation_load_timeout(mut self, limit: std::time::Duration) -> Self {
+        self.isolation_load_timeout = Some(limit);
+        self
+    }
+    /// `crashes` worker crashes within `window` disable an isolated plugin
+    /// for the rest of the process (default 3 in 60 s).
+    pub fn isolation_breaker(mut self, crashes: u32, window: std::time::Duration) -> Self {
+        self.breaker = Some((crashes.max(1), window));
+        self
+    }
     /// Register a native slash command.
     pub fn command(mut self, command: Command) -> Self {
         self.commands.push(command);
@@ -317,9 +348,20 @@ impl HostBuilder {
             registry.add_hook(event, entry);
         }
 
+        let isolation = match self.isolation {
+            Some(i) => i,
+            None => config::read_isolation(&home)?,
+        };
+        let settings = isolation_settings(
+            &isolation,
+            self.worker_command,
+            self.isolation_load_timeout,
+            self.breaker,
+            self.python_log_level.unwrap_or(30),
+        );
         let needs_python = candidates
             .iter()
-            .any(|c| c.enabled && c.skip_reason.is_none());
+            .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
         if needs_python {
             crate::runtime::Runtime::start(self.python_log_level.unwrap_or(30))?;
             set_default_home(&home);
@@ -327,7 +369,17 @@ impl HostBuilder {
         let mut packages = Vec::new();
         let plugins = candidates
             .into_iter()
-            .map(|c| load_candidate(c, &home, &mut registry, &mut collisions, &mut packages))
+            .map(|c| {
+                let isolate = isolation.covers(&c.key).then_some(&settings);
+                load_candidate(
+                    c,
+                    &home,
+                    isolate,
+                    &mut registry,
+                    &mut collisions,
+                    &mut packages,
+                )
+            })
             .collect();
         for (owner, registrations) in self.direct {
             let mut record = PluginRecord::direct(&owner);
@@ -416,9 +468,40 @@ fn set_default_home(home: &Path) {
     });
 }
 
+/// How isolated plugins are run: the builder's choices over the defaults.
+/// A worker command that cannot be found is reported when a plugin loads.
+fn isolation_settings(
+    isolation: &crate::config::Isolation,
+    command: Option<crate::isolation::WorkerCommand>,
+    load_timeout: Option<std::time::Duration>,
+    breaker: Option<(u32, std::time::Duration)>,
+    python_log_level: u8,
+) -> Result<crate::isolation::Settings, String> {
+    use crate::isolation as iso;
+    if *isolation == crate::config::Isolation::None {
+        return Err("isolation is off".into());
+    }
+    let command = match command {
+        Some(c) => c,
+        None => iso::WorkerCommand::current_exe().map_err(|e| {
+            format!("cannot find this program to start workers from ({e}); name one with HostBuilder::worker_command")
+        })?,
+    };
+    let (breaker_crashes, breaker_window) =
+        breaker.unwrap_or((iso::DEFAULT_BREAKER_CRASHES, iso::DEFAULT_BREAKER_WINDOW));
+    Ok(iso::Settings {
+        command,
+        load_timeout: load_timeout.unwrap_or(iso::DEFAULT_LOAD_TIMEOUT),
+        breaker_crashes,
+        breaker_window,
+        python_log_level,
+    })
+}
+
 fn load_candidate(
     c: Candidate,
     home: &Path,
+    isolate: Option<&Result<crate::isolation::Settings, String>>,
     registry: &mut Registry,
     collisions: &mut Vec<ToolCollision>,
     packages: &mut Vec<PluginPackage>,
@@ -467,6 +550,7 @@ fn load_candidate(
         provides_web_providers: manifest
             .map(|m| m.provides_web_providers.clone())
             .unwrap_or_default(),
+        isolated: isolate.is_some(),
     };
     if !c.enabled || c.skip_reason.is_some() {
         if record.status == PluginStatus::Failed {
@@ -485,7 +569,25 @@ fn load_candidate(
         record.status = PluginStatus::Failed;
         return record;
     };
-    match dialect.load(&c.key, &c.dir, home) {
+    let loaded = match isolate {
+        None => dialect.load(&c.key, &c.dir, home),
+        Some(Err(problem)) => Err(PluginError::native(problem.clone())),
+        Some(Ok(settings)) => {
+            let spec = crate::isolation::LoadSpec {
+                key: c.key.clone(),
+                dir: c.dir.clone(),
+                home: home.to_path_buf(),
+                dialect: dialect.name().to_string(),
+            };
+            crate::isolation::load(spec, settings.clone()).map(|(registrations, _)| {
+                crate::dialects::LoadedPlugin {
+                    registrations,
+                    package: None,
+                }
+            })
+        }
+    };
+    match loaded {
         Err(failure) => {
             let at = failure
                 .location

@@ -75,6 +75,7 @@ pub mod doctor;
 pub mod hooks;
 pub mod host;
 pub mod install;
+pub mod isolation;
 pub mod logging;
 pub mod manifest;
 pub mod outcome;

@@ -7,10 +7,11 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A failure raised by plugin (or native) code, kept typed until rendered.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PluginError {
     /// The exception type (`ZeroDivisionError`); empty for native errors.
     #[serde(rename = "type")]
@@ -27,6 +28,81 @@ pub struct PluginError {
     /// `KeyboardInterrupt`): contained by plughost, shown with its type.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub base_exception: bool,
+    /// Set when the failure is not the plugin's code raising but its
+    /// isolated worker process failing (see `crate::isolation`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<PluginFault>,
+}
+
+/// How an isolated plugin's worker process failed a call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "snake_case")]
+pub enum PluginFault {
+    /// The worker died (a signal, an exit) with the call in flight.
+    Crashed { plugin: String, cause: ExitCause },
+    /// plughost stopped the worker (a call past its time limit) with the
+    /// call in flight.
+    Stopped { plugin: String, reason: String },
+    /// The worker did not answer within `after_ms` (a spinning
+    /// `register()` or `check_fn`); it was killed.
+    TimedOut { plugin: String, after_ms: u64 },
+    /// The worker crashed too often; the plugin is off for the rest of
+    /// the process.
+    Disabled {
+        plugin: String,
+        crashes: u32,
+        window_seconds: u64,
+    },
+    /// The worker could not be started or spoke out of protocol.
+    Unavailable { plugin: String, problem: String },
+}
+
+/// How a worker process ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum ExitCause {
+    /// Killed by a signal (`SIGSEGV`).
+    Signal { number: i32, name: String },
+    /// Exited with a status (`os._exit(3)`).
+    Exit { code: i32 },
+}
+
+impl std::fmt::Display for ExitCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExitCause::Signal { name, .. } => f.write_str(name),
+            ExitCause::Exit { code } => write!(f, "exit code {code}"),
+        }
+    }
+}
+
+impl std::fmt::Display for PluginFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PluginFault::Crashed { plugin, cause } => {
+                write!(f, "plugin '{plugin}' crashed ({cause})")
+            }
+            PluginFault::Stopped { plugin, reason } => {
+                write!(f, "plugin '{plugin}' was stopped ({reason})")
+            }
+            PluginFault::TimedOut { plugin, after_ms } => write!(
+                f,
+                "plugin '{plugin}' timed out after {} s",
+                seconds_text(Duration::from_millis(*after_ms))
+            ),
+            PluginFault::Disabled {
+                plugin,
+                crashes,
+                window_seconds,
+            } => write!(
+                f,
+                "plugin '{plugin}' is disabled: it crashed {crashes} times within {window_seconds} s (restart plughost to try it again)"
+            ),
+            PluginFault::Unavailable { plugin, problem } => {
+                write!(f, "plugin '{plugin}' is unavailable: {problem}")
+            }
+        }
+    }
 }
 
 impl PluginError {
@@ -56,6 +132,18 @@ impl PluginError {
             self.described()
         } else {
             self.message.clone()
+        }
+    }
+}
+
+impl PluginError {
+    /// The failure of an isolated plugin's worker; its message is the
+    /// fault's text, so every renderer shows it as it shows a raised error.
+    pub fn fault(fault: PluginFault) -> PluginError {
+        PluginError {
+            message: fault.to_string(),
+            fault: Some(fault),
+            ..Default::default()
         }
     }
 }

@@ -62,7 +62,7 @@ fn iterations(value: &str) -> Result<usize, String> {
 
 /// A flag given in seconds; clap names the flag and the value in its error
 /// and exits 2.
-fn seconds(value: &str) -> Result<Duration, String> {
+pub(super) fn seconds(value: &str) -> Result<Duration, String> {
     let number: f64 = value
         .trim()
         .parse()
@@ -73,6 +73,7 @@ fn seconds(value: &str) -> Result<Duration, String> {
 /// Build the host with the built-in tools, and the agent over it.
 pub(super) fn build_agent(
     home: Option<&PathBuf>,
+    isolation: Option<&crate::config::Isolation>,
     python_level: u8,
     args: &AgentArgs,
 ) -> Result<Agent, Failure> {
@@ -92,6 +93,9 @@ pub(super) fn build_agent(
         .home(&home_dir)
         .python_log_level(python_level)
         .hook_timeout(args.hook_timeout);
+    if let Some(isolation) = isolation {
+        builder = builder.isolate(isolation.clone());
+    }
     for tool in tools::builtin_tools(&workspace, &ToolLimits::default()) {
         builder = builder.tool(tool);
     }

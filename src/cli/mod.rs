@@ -32,6 +32,11 @@ pub struct Cli {
     /// The plughost home (overrides PLUGHOST_HOME; default ~/.plughost).
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
+    /// Run these plugins each in its own worker process, so a crash or a
+    /// spin in one cannot take plughost down: all, none, or KEY[,KEY…]
+    /// (overrides plugins.isolate of config.json).
+    #[arg(long, global = true, value_name = "WHICH", value_parser = isolation)]
+    isolate: Option<config::Isolation>,
     #[command(subcommand)]
     command: Command,
 }
@@ -64,6 +69,14 @@ enum Command {
         #[command(flatten)]
         agent: agent::AgentArgs,
     },
+    /// Serve one isolated plugin on stdin/stdout (started by plughost itself).
+    #[command(name = "__worker", hide = true)]
+    Worker,
+}
+
+/// `--isolate`: all, none, or plugin keys separated by commas.
+fn isolation(value: &str) -> Result<config::Isolation, String> {
+    config::Isolation::parse(value)
 }
 
 #[derive(Subcommand, Debug)]
@@ -120,6 +133,11 @@ enum ToolsCmd {
         /// Session id passed to hooks.
         #[arg(long, default_value = "")]
         session: String,
+        /// Give up on the call after SECS seconds (an isolated plugin's
+        /// worker is stopped; an in-process call is left behind and
+        /// plughost exits anyway).
+        #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = agent::seconds)]
+        timeout: Option<std::time::Duration>,
     },
 }
 
@@ -226,6 +244,9 @@ fn build_host(cli: &Cli, python_level: u8) -> Result<Host, Failure> {
     if let Some(home) = &cli.home {
         builder = builder.home(home);
     }
+    if let Some(isolation) = &cli.isolate {
+        builder = builder.isolate(isolation.clone());
+    }
     Ok(builder.build()?)
 }
 
@@ -250,13 +271,16 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             json,
             agent: args,
         } => {
-            let agent = agent::build_agent(cli.home.as_ref(), python_level, args)?;
+            let agent =
+                agent::build_agent(cli.home.as_ref(), cli.isolate.as_ref(), python_level, args)?;
             agent::run(agent, args, message, *json)
         }
         Command::Chat { agent: args } => {
-            let agent = agent::build_agent(cli.home.as_ref(), python_level, args)?;
+            let agent =
+                agent::build_agent(cli.home.as_ref(), cli.isolate.as_ref(), python_level, args)?;
             agent::chat(agent, args)
         }
+        Command::Worker => crate::isolation::worker_main(),
         Command::Plugins(PluginsCmd::Enable { name }) => set_enabled(&cli, name, true),
         Command::Plugins(PluginsCmd::Disable { name }) => set_enabled(&cli, name, false),
         Command::Plugins(PluginsCmd::Install {
@@ -310,10 +334,14 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             name,
             args,
             session,
+            timeout,
         }) => {
             let args = parse_args(args.as_deref())?;
             let host = build_host(&cli, python_level)?;
-            let result = runtime().block_on(host.call_tool(name, args, session));
+            let result = match timeout {
+                None => runtime().block_on(host.call_tool(name, args, session)),
+                Some(limit) => call_with_timeout(host, name, args, session, *limit),
+            };
             println!("{}", result.text);
             Ok(if result.is_ok() { 0 } else { 1 })
         }
@@ -370,6 +398,46 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             }
             Ok(0)
         }
+    }
+}
+
+/// `tools call --timeout`: the call runs on its own thread so the limit
+/// holds even for a synchronous in-process handler (which is left behind:
+/// the process exits when the command is done). An isolated plugin's
+/// call is dropped at the limit, which stops its worker.
+fn call_with_timeout(
+    host: Host,
+    name: &str,
+    args: Value,
+    session: &str,
+    limit: std::time::Duration,
+) -> crate::dispatch::ToolResult {
+    use crate::outcome::ToolOutcome;
+    let host = std::sync::Arc::new(host);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (calling, name_owned, session) = (host.clone(), name.to_string(), session.to_string());
+    let spawned = std::thread::Builder::new()
+        .name("plughost-tools-call".into())
+        .spawn(move || {
+            let call = calling.call_tool(&name_owned, args, &session);
+            let result = runtime().block_on(async { tokio::time::timeout(limit, call).await });
+            let _ = tx.send(result.ok());
+        });
+    let timed_out = || crate::dispatch::ToolResult {
+        text: host
+            .registry()
+            .renderer()
+            .render(name, &ToolOutcome::TimedOut { after: limit }),
+        outcome: ToolOutcome::TimedOut { after: limit },
+    };
+    if spawned.is_err() {
+        return timed_out();
+    }
+    // A little past the limit: the call's own timeout answers first when
+    // its thread is free to notice.
+    match rx.recv_timeout(limit + std::time::Duration::from_millis(500)) {
+        Ok(Some(result)) => result,
+        Ok(None) | Err(_) => timed_out(),
     }
 }
 

@@ -122,6 +122,7 @@ impl Runtime {
                 traceback: Some(traceback).filter(|t| !t.is_empty()),
                 location: Some(location).filter(|l| !l.is_empty()),
                 base_exception,
+                fault: None,
             },
             Err(_) => PluginError {
                 kind: type_name(py, err),
@@ -129,6 +130,7 @@ impl Runtime {
                 traceback: None,
                 location: None,
                 base_exception,
+                fault: None,
             },
         }
     }

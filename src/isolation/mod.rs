@@ -1,0 +1,114 @@
+//! Crash isolation: a plugin chosen by the user runs in its own worker
+//! process, so a segfault, an `os._exit`, an `abort()` or a spin in its
+//! code costs only the calls it had in flight, never plughost.
+//!
+//! The worker is the same program started again with the hidden
+//! [`WORKER_ARG`] subcommand (the wheel starts its interpreter with
+//! [`worker_main`] instead); it loads the plugin through its dialect
+//! exactly as plughost does in-process and serves a small typed protocol
+//! ([`protocol`]) on a socket that was its stdin/stdout. The parent side
+//! ([`supervisor`]) restarts a dead worker with backoff and gives up on a
+//! plugin that crashes too often; [`proxy`] makes the worker's tools, hooks
+//! and commands look like any other plugin's to the registry.
+//!
+//! A Rust program that embeds plughost and isolates plugins either calls
+//! [`serve_if_worker`] first thing in `main` (then its own executable is
+//! the worker), or names a plughost binary with
+//! [`HostBuilder::worker_command`](crate::host::HostBuilder::worker_command).
+
+pub mod protocol;
+pub mod proxy;
+pub mod supervisor;
+pub mod worker;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use supervisor::{LoadSpec, Supervisor};
+
+use crate::outcome::PluginError;
+use crate::registry::Registration;
+
+/// The hidden subcommand that makes the plughost binary a worker.
+pub const WORKER_ARG: &str = "__worker";
+
+/// How to start a worker process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+impl WorkerCommand {
+    /// This very executable with [`WORKER_ARG`] (the plughost binary, or a
+    /// program that calls [`serve_if_worker`]).
+    pub fn current_exe() -> std::io::Result<WorkerCommand> {
+        Ok(WorkerCommand {
+            program: std::env::current_exe()?,
+            args: vec![WORKER_ARG.into()],
+        })
+    }
+
+    /// A plughost binary at `program`.
+    pub fn binary(program: impl Into<PathBuf>) -> WorkerCommand {
+        WorkerCommand {
+            program: program.into(),
+            args: vec![WORKER_ARG.into()],
+        }
+    }
+
+    /// A Python interpreter with the plughost wheel installed.
+    pub fn python(executable: impl Into<PathBuf>) -> WorkerCommand {
+        WorkerCommand {
+            program: executable.into(),
+            args: vec![
+                "-c".into(),
+                "from plughost._native import Host; Host._worker_main()".into(),
+            ],
+        }
+    }
+}
+
+/// How isolated plugins are run.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub command: WorkerCommand,
+    /// How long loading (`register()`) may take in a worker.
+    pub load_timeout: Duration,
+    /// This many crashes within [`Settings::breaker_window`] disable the
+    /// plugin for the rest of the process.
+    pub breaker_crashes: u32,
+    pub breaker_window: Duration,
+    /// The worker's Python `logging` level.
+    pub python_log_level: u8,
+}
+
+/// Defaults: `register()` may take 30 s; 3 crashes in 60 s trip the breaker.
+pub const DEFAULT_LOAD_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_BREAKER_CRASHES: u32 = 3;
+pub const DEFAULT_BREAKER_WINDOW: Duration = Duration::from_secs(60);
+
+/// Load a plugin in a worker: its registrations (handled by the worker)
+/// and its supervisor, or why loading failed (raised, crashed, timed out).
+pub fn load(
+    spec: LoadSpec,
+    settings: Settings,
+) -> Result<(Vec<Registration>, Supervisor), PluginError> {
+    let (sup, contributions) = Supervisor::start(spec, settings)?;
+    Ok((proxy::registrations(&sup, contributions), sup))
+}
+
+/// When this process was started as a worker (its first argument is
+/// [`WORKER_ARG`]), serve and exit; otherwise return at once. Call it first
+/// thing in `main` of a program that embeds plughost and isolates plugins.
+pub fn serve_if_worker() {
+    if std::env::args_os().nth(1).is_some_and(|a| a == WORKER_ARG) {
+        worker::main();
+    }
+}
+
+/// Serve as a worker on this process's stdin/stdout (the wheel's entry).
+pub fn worker_main() -> ! {
+    worker::main()
+}

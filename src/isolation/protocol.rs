@@ -1,0 +1,495 @@
+//! The typed messages between plughost and a plugin's worker process, and
+//! their framing: a 4-byte big-endian length, then that many bytes of JSON.
+//!
+//! Only this module knows the wire shape; the core types (contexts,
+//! actions, errors) are mirrored here so they stay free of `Deserialize`
+//! obligations and the protocol can evolve on its own.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::hooks::{
+    GatewayContext, HookAction, HookError, HookEvent, HookPayload, InboundMessage, LlmCallContext,
+    SessionContext, SubagentStopContext, ToolCallContext,
+};
+use crate::outcome::PluginError;
+
+/// The largest frame either side accepts (a corrupt length must not make
+/// the reader allocate gigabytes).
+pub const MAX_FRAME: usize = 256 << 20;
+
+/// A request with the id its reply carries.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub id: u64,
+    pub body: T,
+}
+
+/// What plughost asks of a worker.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Load the plugin (always the first request, exactly once).
+    Load {
+        key: String,
+        dir: PathBuf,
+        home: PathBuf,
+        dialect: String,
+        python_log_level: u8,
+    },
+    /// Run a tool's `check_fn`.
+    Check { tool: String },
+    /// Run a tool with the call's context.
+    Tool { tool: String, call: ToolCallWire },
+    /// Run hook callback number `index` (in contribution order) for `event`.
+    Hook {
+        index: usize,
+        event: String,
+        payload: PayloadWire,
+    },
+    /// Run a slash command.
+    Command { name: String, args: String },
+}
+
+/// What a worker answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    Loaded {
+        contributions: Vec<Contribution>,
+    },
+    LoadFailed {
+        error: PluginError,
+    },
+    /// `None`: the tool has no `check_fn` (and never will).
+    Checked {
+        result: Option<Result<bool, PluginError>>,
+    },
+    Tool {
+        result: Result<String, PluginError>,
+    },
+    Hook {
+        answer: Result<ActionWire, HookErrorWire>,
+        /// The call's arguments as the hook left them, when it may have
+        /// edited them in place (tool events only).
+        params: Option<Map<String, Value>>,
+    },
+    Command {
+        result: Result<Option<String>, PluginError>,
+    },
+    /// A request the worker could not serve (unknown tool, bad event).
+    Refused {
+        problem: String,
+    },
+}
+
+/// One contribution of the loaded plugin, in registration order.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Contribution {
+    Tool {
+        name: String,
+        description: String,
+        parameters: Value,
+        terminal: bool,
+    },
+    Hook {
+        /// `None` for a name no event matches (accepted, never fired).
+        event: Option<String>,
+        name: String,
+        label: String,
+        priority: i32,
+        /// The index [`Request::Hook`] names it by.
+        index: usize,
+    },
+    Command {
+        name: String,
+        description: String,
+        args_hint: String,
+    },
+    Skill {
+        name: String,
+        description: String,
+        path: PathBuf,
+    },
+}
+
+/// [`HookAction`] on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ActionWire {
+    Continue,
+    Block(String),
+    Skip(String),
+    Rewrite(String),
+    Replace(String),
+    Inject(String),
+}
+
+impl From<HookAction> for ActionWire {
+    fn from(a: HookAction) -> ActionWire {
+        match a {
+            HookAction::Continue => ActionWire::Continue,
+            HookAction::Block(s) => ActionWire::Block(s),
+            HookAction::Skip(s) => ActionWire::Skip(s),
+            HookAction::Rewrite(s) => ActionWire::Rewrite(s),
+            HookAction::Replace(s) => ActionWire::Replace(s),
+            HookAction::Inject(s) => ActionWire::Inject(s),
+        }
+    }
+}
+
+impl From<ActionWire> for HookAction {
+    fn from(a: ActionWire) -> HookAction {
+        match a {
+            ActionWire::Continue => HookAction::Continue,
+            ActionWire::Block(s) => HookAction::Block(s),
+            ActionWire::Skip(s) => HookAction::Skip(s),
+            ActionWire::Rewrite(s) => HookAction::Rewrite(s),
+            ActionWire::Replace(s) => HookAction::Replace(s),
+            ActionWire::Inject(s) => HookAction::Inject(s),
+        }
+    }
+}
+
+/// [`HookError`] on the wire (timeouts are decided by plughost, not here).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum HookErrorWire {
+    Raised(PluginError),
+    WrongShape(String, String),
+    NotRun(String),
+}
+
+impl From<HookError> for HookErrorWire {
+    fn from(e: HookError) -> HookErrorWire {
+        match e {
+            HookError::Raised(p) => HookErrorWire::Raised(p),
+            HookError::WrongShape(shape, event) => {
+                HookErrorWire::WrongShape(shape, event.name().to_string())
+            }
+            other => HookErrorWire::NotRun(other.to_string()),
+        }
+    }
+}
+
+impl HookErrorWire {
+    /// Back to the core's error; `fallback` names the event being fired.
+    pub fn into_error(self, fallback: HookEvent) -> HookError {
+        match self {
+            HookErrorWire::Raised(p) => HookError::Raised(p),
+            HookErrorWire::WrongShape(shape, event) => {
+                HookError::WrongShape(shape, HookEvent::from_name(&event).unwrap_or(fallback))
+            }
+            HookErrorWire::NotRun(m) => HookError::NotRun(m),
+        }
+    }
+}
+
+/// The fields of a [`ToolCallContext`] a worker needs.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct ToolCallWire {
+    pub session_id: String,
+    pub task_id: String,
+    pub tool_name: String,
+    pub params: Map<String, Value>,
+    pub tool_call_id: String,
+    pub result: Option<String>,
+    pub duration_ms: f64,
+    pub success: Option<bool>,
+}
+
+impl ToolCallWire {
+    pub fn of(ctx: &ToolCallContext) -> ToolCallWire {
+        ToolCallWire {
+            session_id: ctx.session_id.clone(),
+            task_id: ctx.task_id.clone(),
+            tool_name: ctx.tool_name.clone(),
+            params: ctx.params.clone(),
+            tool_call_id: ctx.tool_call_id.clone(),
+            result: ctx.result.clone(),
+            duration_ms: ctx.duration_ms,
+            success: ctx.success,
+        }
+    }
+
+    pub fn into_context(self, stage: Option<HookEvent>) -> ToolCallContext {
+        ToolCallContext {
+            session_id: self.session_id,
+            task_id: self.task_id,
+            tool_name: self.tool_name,
+            params: self.params,
+            tool_call_id: self.tool_call_id,
+            result: self.result,
+            duration_ms: self.duration_ms,
+            success: self.success,
+            stage,
+            ..Default::default()
+        }
+    }
+}
+
+/// [`InboundMessage`] on the wire.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct InboundWire {
+    pub content: String,
+    pub channel: String,
+    pub sender_id: String,
+    pub session_key: String,
+    pub metadata: Map<String, Value>,
+}
+
+/// A hook's context on the wire, by event family.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum PayloadWire {
+    Tool(ToolCallWire),
+    Llm {
+        session_id: String,
+        task_id: String,
+        model: String,
+        messages: Vec<Value>,
+        tools: Vec<Value>,
+        system: String,
+        user_message: String,
+        response: Value,
+        assistant_message: String,
+        usage: Map<String, Value>,
+        truncated: bool,
+        interrupted: bool,
+    },
+    Session {
+        session_id: String,
+        task_id: String,
+        model: String,
+        platform: String,
+        completed: bool,
+        interrupted: bool,
+    },
+    Subagent {
+        session_id: String,
+        task_id: String,
+        subagent_id: String,
+        reason: String,
+    },
+    Gateway {
+        session_id: String,
+        task_id: String,
+        event: InboundWire,
+        gateway: String,
+    },
+}
+
+impl PayloadWire {
+    /// The wire form of a payload as plughost holds it.
+    pub fn of(payload: &HookPayload<'_>) -> PayloadWire {
+        match payload {
+            HookPayload::Tool(c) => PayloadWire::Tool(ToolCallWire::of(c)),
+            HookPayload::Llm(c) => PayloadWire::Llm {
+                session_id: c.session_id.clone(),
+                task_id: c.task_id.clone(),
+                model: c.model.clone(),
+                messages: c.messages.clone(),
+                tools: c.tools.clone(),
+                system: c.system.clone(),
+                user_message: c.user_message.clone(),
+                response: c.response.clone(),
+                assistant_message: c.assistant_message.clone(),
+                usage: c.usage.clone(),
+                truncated: c.truncated,
+                interrupted: c.interrupted,
+            },
+            HookPayload::Session(c) => PayloadWire::Session {
+                session_id: c.session_id.clone(),
+                task_id: c.task_id.clone(),
+                model: c.model.clone(),
+                platform: c.platform.clone(),
+                completed: c.completed,
+                interrupted: c.interrupted,
+            },
+            HookPayload::Subagent(c) => PayloadWire::Subagent {
+                session_id: c.session_id.clone(),
+                task_id: c.task_id.clone(),
+                subagent_id: c.subagent_id.clone(),
+                reason: c.reason.clone(),
+            },
+            HookPayload::Gateway(c) => PayloadWire::Gateway {
+                session_id: c.session_id.clone(),
+                task_id: c.task_id.clone(),
+                event: InboundWire {
+                    content: c.event.content.clone(),
+                    channel: c.event.channel.clone(),
+                    sender_id: c.event.sender_id.clone(),
+                    session_key: c.event.session_key.clone(),
+                    metadata: c.event.metadata.clone(),
+                },
+                gateway: c.gateway.clone(),
+            },
+        }
+    }
+}
+
+/// A payload rebuilt in the worker, owning its context.
+pub enum OwnedPayload {
+    Tool(ToolCallContext),
+    Llm(LlmCallContext),
+    Session(SessionContext),
+    Subagent(SubagentStopContext),
+    Gateway(GatewayContext),
+}
+
+impl OwnedPayload {
+    pub fn from_wire(wire: PayloadWire, stage: HookEvent) -> OwnedPayload {
+        let stage = Some(stage);
+        match wire {
+            PayloadWire::Tool(t) => OwnedPayload::Tool(t.into_context(stage)),
+            PayloadWire::Llm {
+                session_id,
+                task_id,
+                model,
+                messages,
+                tools,
+                system,
+                user_message,
+                response,
+                assistant_message,
+                usage,
+                truncated,
+                interrupted,
+            } => OwnedPayload::Llm(LlmCallContext {
+                session_id,
+                task_id,
+                model,
+                messages,
+                tools,
+                system,
+                user_message,
+                response,
+                assistant_message,
+                usage,
+                truncated,
+                interrupted,
+                stage,
+                ..Default::default()
+            }),
+            PayloadWire::Session {
+                session_id,
+                task_id,
+                model,
+                platform,
+                completed,
+                interrupted,
+            } => OwnedPayload::Session(SessionContext {
+                session_id,
+                task_id,
+                model,
+                platform,
+                completed,
+                interrupted,
+                stage,
+                ..Default::default()
+            }),
+            PayloadWire::Subagent {
+                session_id,
+                task_id,
+                subagent_id,
+                reason,
+            } => OwnedPayload::Subagent(SubagentStopContext {
+                session_id,
+                task_id,
+                subagent_id,
+                reason,
+                stage,
+                ..Default::default()
+            }),
+            PayloadWire::Gateway {
+                session_id,
+                task_id,
+                event,
+                gateway,
+            } => OwnedPayload::Gateway(GatewayContext {
+                session_id,
+                task_id,
+                event: InboundMessage {
+                    content: event.content,
+                    channel: event.channel,
+                    sender_id: event.sender_id,
+                    session_key: event.session_key,
+                    metadata: event.metadata,
+                },
+                gateway,
+                stage,
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// The borrowed payload a callback is called with.
+    pub fn as_payload(&mut self) -> HookPayload<'_> {
+        match self {
+            OwnedPayload::Tool(c) => HookPayload::Tool(c),
+            OwnedPayload::Llm(c) => HookPayload::Llm(c),
+            OwnedPayload::Session(c) => HookPayload::Session(c),
+            OwnedPayload::Subagent(c) => HookPayload::Subagent(c),
+            OwnedPayload::Gateway(c) => HookPayload::Gateway(c),
+        }
+    }
+}
+
+/// Write one frame.
+pub fn write_frame<W: Write, T: Serialize>(out: &mut W, message: &T) -> std::io::Result<()> {
+    let body = serde_json::to_vec(message).map_err(std::io::Error::other)?;
+    if body.len() > MAX_FRAME {
+        return Err(std::io::Error::other(format!(
+            "a message of {} bytes is larger than the protocol's {MAX_FRAME}",
+            body.len()
+        )));
+    }
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    out.write_all(&frame)?;
+    out.flush()
+}
+
+/// Read one frame; `Ok(None)` at a clean end of stream.
+pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(
+    input: &mut R,
+) -> std::io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match input.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other(format!(
+            "a frame of {len} bytes is larger than the protocol's {MAX_FRAME}: the stream is corrupt"
+        )));
+    }
+    let mut body = vec![0u8; len];
+    input.read_exact(&mut body)?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(std::io::Error::other)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_a_huge_length_is_refused() {
+        let mut buf = Vec::new();
+        let sent = Envelope {
+            id: 7,
+            body: Request::Check { tool: "t".into() },
+        };
+        write_frame(&mut buf, &sent).unwrap();
+        let got: Envelope<Request> = read_frame(&mut buf.as_slice()).unwrap().unwrap();
+        assert_eq!(got.id, 7);
+        assert!(matches!(got.body, Request::Check { tool } if tool == "t"));
+        let empty: Option<Envelope<Request>> = read_frame(&mut [].as_slice()).unwrap();
+        assert!(empty.is_none());
+        let huge = [0xffu8, 0xff, 0xff, 0xff];
+        assert!(read_frame::<_, Envelope<Request>>(&mut huge.as_slice()).is_err());
+    }
+}

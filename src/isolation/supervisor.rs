@@ -1,0 +1,543 @@
+//! The parent side of one isolated plugin: starting its worker, sending
+//! requests and routing replies, noticing the worker's death, restarting
+//! it with backoff, and the breaker that gives up on a plugin that keeps
+//! crashing.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use super::protocol::{read_frame, Contribution, Envelope, Reply, Request};
+use super::Settings;
+use crate::outcome::{ExitCause, PluginError, PluginFault};
+
+/// Where a reply goes: an awaiting future or a blocked thread.
+enum Waiter {
+    Async(tokio::sync::oneshot::Sender<Result<Reply, PluginFault>>),
+    Blocking(std::sync::mpsc::SyncSender<Result<Reply, PluginFault>>),
+}
+
+impl Waiter {
+    fn send(self, r: Result<Reply, PluginFault>) {
+        match self {
+            Waiter::Async(tx) => {
+                let _ = tx.send(r);
+            }
+            Waiter::Blocking(tx) => {
+                let _ = tx.try_send(r);
+            }
+        }
+    }
+}
+
+/// What loading the plugin in a worker needs.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    pub key: String,
+    pub dir: PathBuf,
+    pub home: PathBuf,
+    pub dialect: String,
+}
+
+/// One running worker process.
+struct Live {
+    key: String,
+    child: Mutex<Child>,
+    /// plughost's end of the socket; writes are whole frames under the lock.
+    stream: Mutex<UnixStream>,
+    pending: Mutex<Pending>,
+    next_id: AtomicU64,
+    /// Why plughost stopped it, when it did (not a crash).
+    stop_reason: Mutex<Option<String>>,
+}
+
+#[derive(Default)]
+struct Pending {
+    waiters: HashMap<u64, Waiter>,
+    /// Set once the worker is gone: every later request fails with it.
+    ended: Option<PluginFault>,
+}
+
+impl Live {
+    /// Queue `body` for the worker; its reply goes to `waiter`.
+    fn send(&self, body: Request, waiter: Waiter) -> Result<u64, PluginFault> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(fault) = &pending.ended {
+                return Err(fault.clone());
+            }
+            pending.waiters.insert(id, waiter);
+        }
+        let frame = frame_of(&Envelope { id, body }).map_err(|problem| {
+            self.forget(id);
+            PluginFault::Unavailable {
+                plugin: self.key.clone(),
+                problem,
+            }
+        })?;
+        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+        if send_all(&stream, &frame).is_err() {
+            // The worker is gone; its reader fails the waiter with the cause.
+            drop(stream);
+            self.kill(None);
+        }
+        Ok(id)
+    }
+
+    fn forget(&self, id: u64) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.waiters.remove(&id);
+    }
+
+    /// Kill the process (if it still runs); `reason` marks it as stopped by
+    /// plughost rather than crashed.
+    fn kill(&self, reason: Option<String>) {
+        if let Some(reason) = reason {
+            let mut slot = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert(reason);
+        }
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(child.try_wait(), Ok(None)) {
+            let _ = child.kill();
+        }
+    }
+
+    /// Reap the process after its stream ended: how it ended, killing it
+    /// if it lingers without its stream (it closed the descriptor itself).
+    fn reap(&self) -> Result<ExitCause, String> {
+        let deadline = Instant::now() + LINGER;
+        loop {
+            {
+                let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        return Ok(match (status.signal(), status.code()) {
+                            (Some(n), _) => ExitCause::Signal {
+                                number: n,
+                                name: signal_name(n),
+                            },
+                            (None, Some(code)) => ExitCause::Exit { code },
+                            (None, None) => ExitCause::Exit { code: -1 },
+                        });
+                    }
+                    Ok(None) if Instant::now() >= deadline => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err("it closed its protocol stream".into());
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(format!("its status is unknown: {e}")),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// How long a worker may live on after closing its stream.
+const LINGER: Duration = Duration::from_millis(500);
+
+fn frame_of<T: serde::Serialize>(message: &T) -> Result<Vec<u8>, String> {
+    let mut frame = Vec::new();
+    super::protocol::write_frame(&mut frame, message).map_err(|e| e.to_string())?;
+    Ok(frame)
+}
+
+/// Write all of `bytes` without raising SIGPIPE when the worker is gone
+/// (the CLI restores SIGPIPE's default action, which would end plughost).
+fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: the descriptor is open for as long as `stream` is borrowed,
+        // and the pointer and length describe the live slice `bytes`.
+        let n = unsafe {
+            libc::send(
+                stream.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+/// `SIGSEGV` for 11, `signal 64` for a number without a name.
+pub fn signal_name(n: i32) -> String {
+    let name = match n {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGALRM => "SIGALRM",
+        _ => return format!("signal {n}"),
+    };
+    name.to_string()
+}
+
+struct State {
+    live: Option<Arc<Live>>,
+    /// When recent crashes happened (within the breaker's window).
+    crashes: VecDeque<Instant>,
+    disabled: Option<PluginFault>,
+}
+
+struct Inner {
+    load: LoadSpec,
+    settings: Settings,
+    state: Mutex<State>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(live) = state.live.take() {
+            live.kill(Some("plughost is done with it".into()));
+        }
+    }
+}
+
+/// The supervisor of one isolated plugin (shared by its proxies).
+#[derive(Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+impl Supervisor {
+    /// Start the worker and load the plugin in it: its contributions, or
+    /// why it failed (a raised error, a crash, a timeout).
+    pub fn start(
+        load: LoadSpec,
+        settings: Settings,
+    ) -> Result<(Supervisor, Vec<Contribution>), PluginError> {
+        let sup = Supervisor {
+            inner: Arc::new(Inner {
+                load,
+                settings,
+                state: Mutex::new(State {
+                    live: None,
+                    crashes: VecDeque::new(),
+                    disabled: None,
+                }),
+            }),
+        };
+        let mut state = sup.lock();
+        let (live, contributions) = sup.spawn()?;
+        state.live = Some(live);
+        drop(state);
+        Ok((sup, contributions))
+    }
+
+    pub fn key(&self) -> &str {
+        &self.inner.load.key
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Why the plugin is off for the rest of the process, if the breaker tripped.
+    pub fn disabled(&self) -> Option<PluginFault> {
+        self.lock().disabled.clone()
+    }
+
+    /// Start a worker process and load the plugin in it.
+    fn spawn(&self) -> Result<(Arc<Live>, Vec<Contribution>), PluginError> {
+        let key = self.inner.load.key.clone();
+        let unavailable = |problem: String| {
+            PluginError::fault(PluginFault::Unavailable {
+                plugin: key.clone(),
+                problem,
+            })
+        };
+        let (ours, theirs) = UnixStream::pair()
+            .map_err(|e| unavailable(format!("cannot make the worker's socket: {e}")))?;
+        let theirs_out = theirs
+            .try_clone()
+            .map_err(|e| unavailable(format!("cannot make the worker's socket: {e}")))?;
+        let command = &self.inner.settings.command;
+        let child = std::process::Command::new(&command.program)
+            .args(&command.args)
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                unavailable(format!(
+                    "cannot start its worker {}: {e}",
+                    command.program.display()
+                ))
+            })?;
+        let reader = ours
+            .try_clone()
+            .map_err(|e| unavailable(format!("cannot read the worker's socket: {e}")))?;
+        let live = Arc::new(Live {
+            key: key.clone(),
+            child: Mutex::new(child),
+            stream: Mutex::new(ours),
+            pending: Mutex::new(Pending::default()),
+            next_id: AtomicU64::new(1),
+            stop_reason: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&self.inner);
+        let reading = live.clone();
+        std::thread::Builder::new()
+            .name(format!("plughost-isolated-{key}"))
+            .spawn(move || read_replies(reading, reader, weak))
+            .map_err(|e| unavailable(format!("cannot start its reader thread: {e}")))?;
+
+        let load = &self.inner.load;
+        let limit = self.inner.settings.load_timeout;
+        let request = Request::Load {
+            key: key.clone(),
+            dir: load.dir.clone(),
+            home: load.home.clone(),
+            dialect: load.dialect.clone(),
+            python_log_level: self.inner.settings.python_log_level,
+        };
+        match wait_blocking(&live, request, limit, "register()") {
+            Ok(Reply::Loaded { contributions }) => Ok((live, contributions)),
+            Ok(Reply::LoadFailed { error }) => {
+                live.kill(Some("its plugin failed to load".into()));
+                Err(error)
+            }
+            Ok(other) => {
+                live.kill(Some("it answered out of protocol".into()));
+                Err(unavailable(format!("it answered {other:?} to Load")))
+            }
+            Err(fault) => Err(PluginError::fault(fault)),
+        }
+    }
+
+    /// The running worker, started (after the backoff) when there is none.
+    fn live(&self) -> Result<Arc<Live>, PluginError> {
+        let mut state = self.lock();
+        if let Some(fault) = &state.disabled {
+            return Err(PluginError::fault(fault.clone()));
+        }
+        if let Some(live) = &state.live {
+            return Ok(live.clone());
+        }
+        if let Some(last) = state.crashes.back() {
+            let recent = state.crashes.len() as u32;
+            let wait = backoff(recent).saturating_sub(last.elapsed());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+        }
+        let (live, _) = self.spawn()?;
+        tracing::info!("restarted the worker of plugin '{}'", self.key());
+        state.live = Some(live.clone());
+        Ok(live)
+    }
+
+    /// Send `body` and await the reply. Dropping the future before the
+    /// reply comes (a time limit, a cancelled turn) kills the worker, which
+    /// is started again for the next call: a sync call cannot be stopped
+    /// any other way.
+    pub async fn request(&self, body: Request, what: String) -> Result<Reply, PluginError> {
+        let live = self.live()?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = live
+            .send(body, Waiter::Async(tx))
+            .map_err(PluginError::fault)?;
+        let mut guard = Abandon {
+            live: &live,
+            id,
+            what,
+            armed: true,
+        };
+        let reply = rx.await;
+        guard.armed = false;
+        match reply {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(fault)) => Err(PluginError::fault(fault)),
+            Err(_) => Err(PluginError::fault(PluginFault::Unavailable {
+                plugin: self.key().to_string(),
+                problem: "its worker dropped the call".into(),
+            })),
+        }
+    }
+
+    /// Send `body` and block for the reply, at most `limit`; past it the
+    /// worker is killed (and restarted for the next call).
+    pub fn request_blocking(
+        &self,
+        body: Request,
+        limit: Duration,
+        what: &str,
+    ) -> Result<Reply, PluginError> {
+        let live = self.live()?;
+        wait_blocking(&live, body, limit, what).map_err(PluginError::fault)
+    }
+}
+
+/// After `recent` crashes in the window, wait this long before the next start.
+fn backoff(recent: u32) -> Duration {
+    let ms = 50u64.saturating_mul(1 << recent.saturating_sub(1).min(6));
+    Duration::from_millis(ms.min(2000))
+}
+
+fn wait_blocking(
+    live: &Arc<Live>,
+    body: Request,
+    limit: Duration,
+    what: &str,
+) -> Result<Reply, PluginFault> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let id = live.send(body, Waiter::Blocking(tx))?;
+    match rx.recv_timeout(limit) {
+        Ok(r) => r,
+        Err(_) => {
+            live.forget(id);
+            live.kill(Some(format!(
+                "{what} ran past {} s",
+                crate::outcome::seconds_text(limit)
+            )));
+            Err(PluginFault::TimedOut {
+                plugin: live.key.clone(),
+                after_ms: limit.as_millis() as u64,
+            })
+        }
+    }
+}
+
+/// Kills the worker if the call is dropped before its reply.
+struct Abandon<'a> {
+    live: &'a Arc<Live>,
+    id: u64,
+    what: String,
+    armed: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.live.forget(self.id);
+            tracing::warn!(
+                "{} of plugin '{}' was abandoned (past its time limit, or cancelled); its worker is stopped and restarts for the next call",
+                self.what,
+                self.live.key
+            );
+            self.live.kill(Some(format!(
+                "{} was abandoned past its time limit",
+                self.what
+            )));
+        }
+    }
+}
+
+/// The reader thread of one worker: routes replies until the stream ends,
+/// then fails the calls in flight with the cause and tells the supervisor.
+fn read_replies(live: Arc<Live>, mut stream: UnixStream, supervisor: Weak<Inner>) {
+    loop {
+        match read_frame::<_, Envelope<Reply>>(&mut stream) {
+            Ok(Some(Envelope { id, body })) => {
+                let waiter = {
+                    let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
+                    pending.waiters.remove(&id)
+                };
+                if let Some(w) = waiter {
+                    w.send(Ok(body));
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(
+                    "the worker of plugin '{}' broke the protocol ({e}); it is stopped",
+                    live.key
+                );
+                live.kill(Some(format!("it broke the protocol: {e}")));
+                break;
+            }
+        }
+    }
+    drain_stream(&mut stream);
+    let ended = live.reap();
+    let stopped = live
+        .stop_reason
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let plugin = live.key.clone();
+    let (fault, crashed) = match (stopped, ended) {
+        (Some(reason), _) => (PluginFault::Stopped { plugin, reason }, false),
+        (None, Ok(cause)) => (PluginFault::Crashed { plugin, cause }, true),
+        (None, Err(problem)) => (PluginFault::Unavailable { plugin, problem }, true),
+    };
+    let waiters: Vec<Waiter> = {
+        let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.ended = Some(fault.clone());
+        pending.waiters.drain().map(|(_, w)| w).collect()
+    };
+    if crashed {
+        tracing::warn!("{fault}; its calls in flight fail, and it restarts for the next call");
+    }
+    for w in waiters {
+        w.send(Err(fault.clone()));
+    }
+    let Some(inner) = supervisor.upgrade() else {
+        return;
+    };
+    let mut state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+    if state.live.as_ref().is_some_and(|l| Arc::ptr_eq(l, &live)) {
+        state.live = None;
+    }
+    if crashed {
+        let now = Instant::now();
+        let window = inner.settings.breaker_window;
+        state.crashes.push_back(now);
+        while state
+            .crashes
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > window)
+        {
+            state.crashes.pop_front();
+        }
+        let count = state.crashes.len() as u32;
+        if count >= inner.settings.breaker_crashes && state.disabled.is_none() {
+            let fault = PluginFault::Disabled {
+                plugin: inner.load.key.clone(),
+                crashes: count,
+                window_seconds: window.as_secs(),
+            };
+            tracing::error!("{fault}");
+            state.disabled = Some(fault);
+        }
+    }
+}
+
+/// Read what is left so a worker blocked writing can finish dying.
+fn drain_stream(stream: &mut UnixStream) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = [0u8; 4096];
+    while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+}
