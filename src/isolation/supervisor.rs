@@ -92,6 +92,11 @@ impl Live {
         Ok(id)
     }
 
+    fn has_ended(&self) -> bool {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.ended.is_some()
+    }
+
     fn forget(&self, id: u64) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.waiters.remove(&id);
@@ -214,6 +219,10 @@ struct Inner {
     load: LoadSpec,
     settings: Settings,
     state: Mutex<State>,
+    /// Held while a worker starts, so one caller starts it and the others
+    /// wait; the state lock itself is never held across a start (the
+    /// reader thread of a worker dying while loading needs it).
+    starting: Mutex<()>,
 }
 
 impl Drop for Inner {
@@ -247,12 +256,11 @@ impl Supervisor {
                     crashes: VecDeque::new(),
                     disabled: None,
                 }),
+                starting: Mutex::new(()),
             }),
         };
-        let mut state = sup.lock();
         let (live, contributions) = sup.spawn()?;
-        state.live = Some(live);
-        drop(state);
+        sup.lock().live = Some(live);
         Ok((sup, contributions))
     }
 
@@ -339,23 +347,44 @@ impl Supervisor {
 
     /// The running worker, started (after the backoff) when there is none.
     fn live(&self) -> Result<Arc<Live>, PluginError> {
-        let mut state = self.lock();
-        if let Some(fault) = &state.disabled {
-            return Err(PluginError::fault(fault.clone()));
-        }
-        if let Some(live) = &state.live {
-            return Ok(live.clone());
-        }
-        if let Some(last) = state.crashes.back() {
-            let recent = state.crashes.len() as u32;
-            let wait = backoff(recent).saturating_sub(last.elapsed());
-            if !wait.is_zero() {
-                std::thread::sleep(wait);
+        let current = || -> Result<Option<Arc<Live>>, PluginError> {
+            let mut state = self.lock();
+            if let Some(fault) = &state.disabled {
+                return Err(PluginError::fault(fault.clone()));
             }
+            match &state.live {
+                Some(live) if !live.has_ended() => Ok(Some(live.clone())),
+                _ => {
+                    // Dead, and its reader may not have cleared it yet.
+                    state.live = None;
+                    Ok(None)
+                }
+            }
+        };
+        if let Some(live) = current()? {
+            return Ok(live);
+        }
+        let _starting = self
+            .inner
+            .starting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Another caller may have started one meanwhile.
+        if let Some(live) = current()? {
+            return Ok(live);
+        }
+        let wait = {
+            let state = self.lock();
+            state.crashes.back().map_or(Duration::ZERO, |last| {
+                backoff(state.crashes.len() as u32).saturating_sub(last.elapsed())
+            })
+        };
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
         }
         let (live, _) = self.spawn()?;
         tracing::info!("restarted the worker of plugin '{}'", self.key());
-        state.live = Some(live.clone());
+        self.lock().live = Some(live.clone());
         Ok(live)
     }
 
@@ -498,17 +527,23 @@ fn read_replies(live: Arc<Live>, mut stream: UnixStream, supervisor: Weak<Inner>
         pending.ended = Some(fault.clone());
         pending.waiters.drain().map(|(_, w)| w).collect()
     };
+    // The supervisor learns of the death before the callers do, so a
+    // caller's next call already starts a new worker.
+    if let Some(inner) = supervisor.upgrade() {
+        note_death(&inner, &live, crashed);
+    }
     if crashed {
         tracing::warn!("{fault}; its calls in flight fail, and it restarts for the next call");
     }
     for w in waiters {
         w.send(Err(fault.clone()));
     }
-    let Some(inner) = supervisor.upgrade() else {
-        return;
-    };
+}
+
+/// Forget a dead worker and count its crash towards the breaker.
+fn note_death(inner: &Inner, live: &Arc<Live>, crashed: bool) {
     let mut state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
-    if state.live.as_ref().is_some_and(|l| Arc::ptr_eq(l, &live)) {
+    if state.live.as_ref().is_some_and(|l| Arc::ptr_eq(l, live)) {
         state.live = None;
     }
     if crashed {

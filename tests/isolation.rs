@@ -1,0 +1,609 @@
+//! Crash isolation (issue 10): throwaway plugins that segfault, exit,
+//! abort, spin, or crash in `register()` or a hook, each run isolated
+//! through the Rust API and through `tools call`, every case under a
+//! wall-clock bound so a hang fails the test instead of hanging CI.
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{home_with, no_bundled, write_plugin};
+use plughost::config::Isolation;
+use plughost::isolation::WorkerCommand;
+use plughost::outcome::{PluginFault, ToolOutcome};
+use plughost::Host;
+use serde_json::json;
+
+/// Bound for one hostile case (starting workers and Python included).
+const BOUND: Duration = Duration::from_secs(60);
+
+/// Run `f` on its own thread and fail if it does not finish within `limit`.
+fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => v,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("the case did not finish within {limit:?}: it hangs")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the case failed (see above)"),
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+const HOSTILE: &str = r#"
+import ctypes, os, time
+def spin():
+    while True:
+        pass
+def first_only(marker):
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(9)
+    return "second time lucky"
+def register(ctx):
+    print("print() from register goes to stderr, not the protocol")
+    ctx.register_tool("echo", {"type": "object", "properties": {"text": {"type": "string"}}},
+                      lambda text="": print("noise on stdout") or ("echo:" + text))
+    ctx.register_tool("segv", {}, lambda: ctypes.string_at(0))
+    ctx.register_tool("exit3", {}, lambda: os._exit(3))
+    ctx.register_tool("abort", {}, lambda: os.abort())
+    ctx.register_tool("spin", {}, spin)
+    ctx.register_tool("first_only", {"type": "object", "properties": {"marker": {"type": "string"}}}, first_only)
+    ctx.register_tool("pid", {}, lambda: str(os.getpid()))
+"#;
+
+fn setup(plugins: &[(&str, &str)]) -> (tempfile::TempDir, tempfile::TempDir) {
+    let keys: Vec<&str> = plugins.iter().map(|(k, _)| *k).collect();
+    let home = home_with(&keys);
+    for (key, source) in plugins {
+        write_plugin(
+            &home.path().join("plugins"),
+            key,
+            &format!("name: {key}\nversion: 1.0\n"),
+            &[("__init__.py", source)],
+        );
+    }
+    (home, no_bundled())
+}
+
+fn builder(home: &Path, bundled: &Path) -> plughost::HostBuilder {
+    Host::builder()
+        .home(home)
+        .bundled_dir(bundled)
+        .worker_command(WorkerCommand::binary(env!("CARGO_BIN_EXE_plughost")))
+}
+
+fn isolated_host(plugins: &[(&str, &str)]) -> (tempfile::TempDir, tempfile::TempDir, Host) {
+    let (home, bundled) = setup(plugins);
+    let host = builder(home.path(), bundled.path())
+        .isolate(Isolation::All)
+        .build()
+        .unwrap();
+    (home, bundled, host)
+}
+
+#[test]
+fn a_worker_that_dies_fails_only_its_call_names_the_cause_and_restarts() {
+    bounded(BOUND, || {
+        let (home, bundled) = setup(&[("crashy", HOSTILE)]);
+        // Three crashes in a row here: keep the breaker out of the way.
+        let host = builder(home.path(), bundled.path())
+            .isolate(Isolation::All)
+            .isolation_breaker(10, Duration::from_secs(60))
+            .build()
+            .unwrap();
+        assert!(host.plugins()[0].isolated && host.plugins()[0].loaded);
+        let rt = rt();
+        let call = |name: &str| rt.block_on(host.call_tool(name, json!({}), "s"));
+        for (tool, cause) in [
+            ("segv", "SIGSEGV"),
+            ("exit3", "exit code 3"),
+            ("abort", "SIGABRT"),
+        ] {
+            let r = call(tool);
+            assert_eq!(
+                r.text,
+                format!("Error executing {tool}: plugin 'crashy' crashed ({cause})")
+            );
+            let fault = r.outcome.error().and_then(|e| e.fault.clone());
+            assert!(
+                matches!(fault, Some(PluginFault::Crashed { ref plugin, .. }) if plugin == "crashy"),
+                "{fault:?}"
+            );
+            // The next call gets a fresh worker.
+            assert_eq!(call("echo").text, "echo:");
+        }
+    });
+}
+
+#[test]
+fn print_in_a_plugin_never_corrupts_the_protocol() {
+    bounded(BOUND, || {
+        let (_h, _b, host) = isolated_host(&[("crashy", HOSTILE)]);
+        let rt = rt();
+        for i in 0..20 {
+            let r = rt.block_on(host.call_tool("echo", json!({"text": i.to_string()}), ""));
+            assert_eq!(r.text, format!("echo:{i}"));
+        }
+    });
+}
+
+#[test]
+fn a_spinning_call_past_its_limit_stops_the_worker_and_the_next_call_works() {
+    bounded(BOUND, || {
+        let (_h, _b, host) = isolated_host(&[("crashy", HOSTILE)]);
+        let rt = rt();
+        let pid_before = rt.block_on(host.call_tool("pid", json!({}), "")).text;
+        let started = Instant::now();
+        let spun = rt.block_on(async {
+            tokio::time::timeout(
+                Duration::from_millis(300),
+                host.call_tool("spin", json!({}), ""),
+            )
+            .await
+        });
+        assert!(spun.is_err(), "the spin cannot finish");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let pid_after = rt.block_on(host.call_tool("pid", json!({}), "")).text;
+        assert_ne!(pid_before, pid_after, "a new worker serves the next call");
+        // The stop is not a crash: the breaker does not count it.
+        for _ in 0..4 {
+            let _ = rt.block_on(async {
+                tokio::time::timeout(
+                    Duration::from_millis(100),
+                    host.call_tool("spin", json!({}), ""),
+                )
+                .await
+            });
+        }
+        assert_eq!(
+            rt.block_on(host.call_tool("echo", json!({}), "")).text,
+            "echo:"
+        );
+    });
+}
+
+#[test]
+fn a_plugin_crashing_on_its_first_call_only_recovers() {
+    bounded(BOUND, || {
+        let (home, _b, host) = isolated_host(&[("crashy", HOSTILE)]);
+        let marker = home.path().join("crashed-once");
+        let args = json!({"marker": marker.to_string_lossy()});
+        let rt = rt();
+        let first = rt.block_on(host.call_tool("first_only", args.clone(), ""));
+        assert_eq!(
+            first.text,
+            "Error executing first_only: plugin 'crashy' crashed (exit code 9)"
+        );
+        let crashed_at = Instant::now();
+        let second = rt.block_on(host.call_tool("first_only", args, ""));
+        let recovery = crashed_at.elapsed();
+        assert_eq!(second.text, "second time lucky");
+        assert!(recovery < Duration::from_secs(5), "{recovery:?}");
+    });
+}
+
+#[test]
+fn a_plugin_crashing_on_every_call_trips_the_breaker_and_then_fails_fast() {
+    bounded(BOUND, || {
+        let (home, bundled) = setup(&[("crashy", HOSTILE)]);
+        let host = builder(home.path(), bundled.path())
+            .isolate(Isolation::Only(vec!["crashy".into()]))
+            .isolation_breaker(2, Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let rt = rt();
+        let call = |name: &str| rt.block_on(host.call_tool(name, json!({}), ""));
+        assert!(call("segv").text.ends_with("crashed (SIGSEGV)"));
+        assert!(call("segv").text.ends_with("crashed (SIGSEGV)"));
+        let started = Instant::now();
+        let off = call("echo");
+        assert!(started.elapsed() < Duration::from_millis(200), "fails fast");
+        assert_eq!(
+            off.text,
+            "Error executing echo: plugin 'crashy' is disabled: it crashed 2 times within 60 s (restart plughost to try it again)"
+        );
+        assert!(matches!(
+            off.outcome.error().and_then(|e| e.fault.clone()),
+            Some(PluginFault::Disabled { crashes: 2, .. })
+        ));
+    });
+}
+
+const CRASH_IN_REGISTER: &str = r#"
+import ctypes
+def register(ctx):
+    ctx.register_tool("never", {}, lambda: "never")
+    ctypes.string_at(0)
+"#;
+
+const SPIN_IN_REGISTER: &str = r#"
+def register(ctx):
+    while True:
+        pass
+"#;
+
+const FINE: &str = r#"
+def register(ctx):
+    ctx.register_tool("fine", {}, lambda: "fine")
+"#;
+
+#[test]
+fn a_register_that_crashes_or_spins_marks_only_that_plugin_failed() {
+    bounded(BOUND, || {
+        let (home, bundled) = setup(&[
+            ("crash-reg", CRASH_IN_REGISTER),
+            ("spin-reg", SPIN_IN_REGISTER),
+            ("fine", FINE),
+        ]);
+        let started = Instant::now();
+        let host = builder(home.path(), bundled.path())
+            .isolate(Isolation::All)
+            .isolation_load_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(20));
+        let record = |k: &str| host.plugins().iter().find(|p| p.key == k).unwrap().clone();
+        let crashed = record("crash-reg");
+        assert!(!crashed.loaded);
+        assert_eq!(
+            crashed.error.as_deref(),
+            Some("plugin 'crash-reg' crashed (SIGSEGV)")
+        );
+        let spun = record("spin-reg");
+        assert!(!spun.loaded);
+        assert_eq!(
+            spun.error.as_deref(),
+            Some("plugin 'spin-reg' timed out after 1 s")
+        );
+        assert!(host.registry().tool("never").is_none());
+        assert!(record("fine").loaded);
+        let r = rt().block_on(host.call_tool("fine", json!({}), ""));
+        assert_eq!(r.text, "fine");
+    });
+}
+
+const CRASHING_HOOK: &str = r#"
+import ctypes
+def register(ctx):
+    ctx.register_tool("after", {}, lambda: "ran anyway")
+    ctx.register_hook("pre_tool_call", lambda c: ctypes.string_at(0))
+"#;
+
+#[test]
+fn a_crashing_hook_is_a_hook_failure_and_the_call_goes_on() {
+    bounded(BOUND, || {
+        let (_h, _b, host) = isolated_host(&[("hooky", CRASHING_HOOK)]);
+        let rt = rt();
+        let r = rt.block_on(host.call_tool("after", json!({}), ""));
+        assert_eq!(r.text, "ran anyway");
+        let entry = &host
+            .registry()
+            .hooks()
+            .entries(plughost::HookEvent::PreToolCall)[0];
+        assert_eq!(entry.stats.errors(), 1);
+        // And again, with a fresh worker.
+        let r = rt.block_on(host.call_tool("after", json!({}), ""));
+        assert_eq!(r.text, "ran anyway");
+        assert_eq!(entry.stats.errors(), 2);
+    });
+}
+
+const GUARDED: &str = r#"
+from flowly.agent.hooks import BlockAction
+def pre(ctx):
+    if ctx.tool_name == "danger":
+        return BlockAction(message="not here")
+    if ctx.tool_name == "echo":
+        ctx.params["text"] = ctx.params.get("text", "") + " (edited)"
+def post(ctx):
+    pass
+def transform(ctx):
+    if ctx.tool_name == "shout":
+        return ctx.result.upper()
+def boom():
+    raise ValueError("bad input")
+def register(ctx):
+    ctx.register_tool("echo", {"type": "object", "properties": {"text": {"type": "string"}}}, lambda text="": text)
+    ctx.register_tool("shout", {}, lambda: "quiet")
+    ctx.register_tool("danger", {}, lambda: "ran")
+    ctx.register_tool("boom", {}, boom)
+    ctx.register_tool("closed", {}, lambda: "x", check_fn=lambda: False)
+    ctx.register_tool("typed", {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, lambda n: str(n))
+    ctx.register_hook("pre_tool_call", pre)
+    ctx.register_hook("post_tool_call", post)
+    ctx.register_hook("transform_tool_result", transform)
+    ctx.register_command("hello", lambda raw: "hello " + raw)
+"#;
+
+#[test]
+fn the_pipeline_gives_the_same_results_isolated_and_in_process() {
+    bounded(BOUND, || {
+        let calls = [
+            ("echo", json!({"text": "hi"})),
+            ("danger", json!({})),
+            ("shout", json!({})),
+            ("boom", json!({})),
+            ("closed", json!({})),
+            ("typed", json!({"n": "x"})),
+            ("typed", json!({"n": 4})),
+            ("missing", json!({})),
+        ];
+        let run = |isolation: Isolation| {
+            let (home, bundled) = setup(&[("guarded", GUARDED)]);
+            let host = builder(home.path(), bundled.path())
+                .isolate(isolation)
+                .build()
+                .unwrap();
+            let rt = rt();
+            let results: Vec<(String, String)> = calls
+                .iter()
+                .map(|(name, args)| {
+                    let r = rt.block_on(host.call_tool(name, args.clone(), "s"));
+                    (r.text, r.outcome.kind().to_string())
+                })
+                .collect();
+            let command = rt.block_on(host.run_command("/hello world")).unwrap();
+            (results, command, host.plugins()[0].isolated)
+        };
+        let (inproc, cmd_in, iso_in) = run(Isolation::None);
+        let (isolated, cmd_iso, iso_iso) = run(Isolation::All);
+        assert!(!iso_in && iso_iso);
+        assert_eq!(inproc, isolated);
+        assert_eq!(cmd_in, cmd_iso);
+        assert_eq!(inproc[0].0, "hi (edited)");
+        assert_eq!(inproc[1].0, "[blocked: not here]");
+        assert_eq!(inproc[2].0, "QUIET");
+        assert_eq!(inproc[3].0, "Error executing boom: bad input");
+        assert_eq!(cmd_iso.as_deref(), Some("hello world"));
+    });
+}
+
+#[test]
+fn isolated_and_in_process_plugins_work_together() {
+    bounded(BOUND, || {
+        let (home, bundled) = setup(&[("crashy", HOSTILE), ("fine", FINE)]);
+        let host = builder(home.path(), bundled.path())
+            .isolate(Isolation::Only(vec!["crashy".into()]))
+            .build()
+            .unwrap();
+        let rec = |k: &str| host.plugins().iter().find(|p| p.key == k).unwrap().isolated;
+        assert!(rec("crashy") && !rec("fine"));
+        let rt = rt();
+        let my_pid = std::process::id().to_string();
+        assert_ne!(
+            rt.block_on(host.call_tool("pid", json!({}), "")).text,
+            my_pid
+        );
+        let segv = rt.block_on(host.call_tool("segv", json!({}), ""));
+        assert!(matches!(segv.outcome, ToolOutcome::Raised { .. }));
+        assert_eq!(
+            rt.block_on(host.call_tool("fine", json!({}), "")).text,
+            "fine"
+        );
+        assert_eq!(
+            rt.block_on(host.call_tool("echo", json!({}), "")).text,
+            "echo:"
+        );
+    });
+}
+
+/// Run the binary with a bound; (exit code, stdout, stderr).
+fn cli(home: &Path, bundled: &Path, args: &[&str], limit: Duration) -> (i32, String, String) {
+    let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(args)
+        .env("PLUGHOST_HOME", home)
+        .env("PLUGHOST_BUNDLED_DIR", bundled)
+        .env_remove("PLUGHOST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => {
+            let out = out.unwrap();
+            (
+                out.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        }
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("plughost {args:?} did not finish within {limit:?}");
+        }
+    }
+}
+
+#[test]
+fn tools_call_survives_each_crash_and_times_out_a_spin() {
+    let (home, bundled) = setup(&[("crashy", HOSTILE)]);
+    let (h, b) = (home.path(), bundled.path());
+    for (tool, cause) in [
+        ("segv", "SIGSEGV"),
+        ("exit3", "exit code 3"),
+        ("abort", "SIGABRT"),
+    ] {
+        let (code, out, _) = cli(h, b, &["--isolate", "crashy", "tools", "call", tool], BOUND);
+        assert_eq!(code, 1);
+        assert_eq!(
+            out.trim(),
+            format!("Error executing {tool}: plugin 'crashy' crashed ({cause})")
+        );
+    }
+    let started = Instant::now();
+    let (code, out, _) = cli(
+        h,
+        b,
+        &[
+            "--isolate",
+            "all",
+            "tools",
+            "call",
+            "spin",
+            "--timeout",
+            "1",
+        ],
+        BOUND,
+    );
+    assert_eq!(
+        (code, out.trim()),
+        (1, "Error executing spin: timed out after 1 s")
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let (code, out, err) = cli(
+        h,
+        b,
+        &[
+            "--isolate",
+            "all",
+            "tools",
+            "call",
+            "echo",
+            "--args",
+            r#"{"text": "x"}"#,
+        ],
+        BOUND,
+    );
+    assert_eq!((code, out.trim()), (0, "echo:x"), "{err}");
+    assert!(
+        err.contains("noise on stdout"),
+        "a plugin's print goes to stderr: {err}"
+    );
+}
+
+#[test]
+fn tools_call_timeout_also_ends_a_spinning_in_process_call() {
+    let (home, bundled) = setup(&[("crashy", HOSTILE)]);
+    let started = Instant::now();
+    let (code, out, _) = cli(
+        home.path(),
+        bundled.path(),
+        &["tools", "call", "spin", "--timeout", "1"],
+        BOUND,
+    );
+    // In-process, register()'s print() lands on stdout first.
+    let last = out.trim().lines().last().unwrap_or_default();
+    assert_eq!(
+        (code, last),
+        (1, "Error executing spin: timed out after 1 s")
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn isolation_is_chosen_by_flag_or_config_and_bad_values_are_refused() {
+    let (home, bundled) = setup(&[("crashy", CRASHING_HOOK), ("fine", FINE)]);
+    let (h, b) = (home.path(), bundled.path());
+    let listed = |args: &[&str]| {
+        let (code, out, err) = cli(h, b, args, BOUND);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p["key"].as_str().unwrap().to_string(),
+                    p["isolated"].as_bool().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(listed(&["plugins", "list", "--json"])
+        .iter()
+        .all(|(_, i)| !i));
+    let only = listed(&["--isolate", "fine", "plugins", "list", "--json"]);
+    assert!(only.contains(&("fine".into(), true)) && only.contains(&("crashy".into(), false)));
+    let config = json!({"plugins": {"enabled": ["crashy", "fine"], "isolate": "all"}});
+    std::fs::write(h.join("config.json"), config.to_string()).unwrap();
+    assert!(listed(&["plugins", "list", "--json"])
+        .iter()
+        .all(|(_, i)| *i));
+    assert!(listed(&["--isolate", "none", "plugins", "list", "--json"])
+        .iter()
+        .all(|(_, i)| !i));
+
+    let (code, _, err) = cli(h, b, &["--isolate", "a,,b", "plugins", "list"], BOUND);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("--isolate") && err.contains("empty plugin key"),
+        "{err}"
+    );
+    let config = json!({"plugins": {"enabled": ["crashy"], "isolate": 3}});
+    std::fs::write(h.join("config.json"), config.to_string()).unwrap();
+    let (code, _, err) = cli(h, b, &["plugins", "list"], BOUND);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("plugins.isolate") && err.contains("\"all\""),
+        "{err}"
+    );
+}
+
+/// Numbers for the README (run with `--nocapture`): the added latency of
+/// an isolated call, the worker's start-up, and crash → next success.
+#[test]
+fn measure_isolation_costs() {
+    bounded(Duration::from_secs(120), || {
+        let plugin = r#"
+import ctypes
+def register(ctx):
+    ctx.register_tool("noop", {}, lambda: "ok")
+    ctx.register_tool("segv", {}, lambda: ctypes.string_at(0))
+"#;
+        let rt = rt();
+        let per_call = |host: &Host| {
+            for _ in 0..50 {
+                rt.block_on(host.call_tool("noop", json!({}), ""));
+            }
+            let n = 1000;
+            let started = Instant::now();
+            for _ in 0..n {
+                rt.block_on(host.call_tool("noop", json!({}), ""));
+            }
+            started.elapsed() / n
+        };
+        let (home, bundled) = setup(&[("bench", plugin)]);
+        let inproc = builder(home.path(), bundled.path())
+            .isolate(Isolation::None)
+            .build()
+            .unwrap();
+        let in_process = per_call(&inproc);
+        let started = Instant::now();
+        let iso = builder(home.path(), bundled.path())
+            .isolate(Isolation::All)
+            .build()
+            .unwrap();
+        let startup = started.elapsed();
+        let isolated = per_call(&iso);
+        let mut recoveries = Vec::new();
+        for _ in 0..2 {
+            rt.block_on(iso.call_tool("segv", json!({}), ""));
+            let crashed = Instant::now();
+            let r = rt.block_on(iso.call_tool("noop", json!({}), ""));
+            assert_eq!(r.text, "ok");
+            recoveries.push(crashed.elapsed());
+        }
+        println!(
+            "isolation: in-process call {in_process:?}, isolated call {isolated:?} (+{:?}), worker start-up (build) {startup:?}, crash -> next success {recoveries:?}",
+            isolated.saturating_sub(in_process)
+        );
+    });
+}
