@@ -31,7 +31,7 @@ pub struct PluginError {
     /// Set when the failure is not the plugin's code raising but its
     /// isolated worker process failing (see `crate::isolation`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fault: Option<PluginFault>,
+    pub fault: Option<Box<PluginFault>>,
 }
 
 /// How an isolated plugin's worker process failed a call.
@@ -142,7 +142,7 @@ impl PluginError {
     pub fn fault(fault: PluginFault) -> PluginError {
         PluginError {
             message: fault.to_string(),
-            fault: Some(fault),
+            fault: Some(Box::new(fault)),
             ..Default::default()
         }
     }

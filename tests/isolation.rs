@@ -116,7 +116,7 @@ fn a_worker_that_dies_fails_only_its_call_names_the_cause_and_restarts() {
                 r.text,
                 format!("Error executing {tool}: plugin 'crashy' crashed ({cause})")
             );
-            let fault = r.outcome.error().and_then(|e| e.fault.clone());
+            let fault = r.outcome.error().and_then(|e| e.fault.as_deref().cloned());
             assert!(
                 matches!(fault, Some(PluginFault::Crashed { ref plugin, .. }) if plugin == "crashy"),
                 "{fault:?}"
@@ -215,7 +215,9 @@ fn a_plugin_crashing_on_every_call_trips_the_breaker_and_then_fails_fast() {
             "Error executing echo: plugin 'crashy' is disabled: it crashed 2 times within 60 s (restart plughost to try it again)"
         );
         assert!(matches!(
-            off.outcome.error().and_then(|e| e.fault.clone()),
+            off.outcome
+                .error()
+                .and_then(|e| e.fault.as_deref().cloned()),
             Some(PluginFault::Disabled { crashes: 2, .. })
         ));
     });

@@ -39,6 +39,26 @@ struct Options {
     disable: Vec<String>,
     builtin_tools: bool,
     workspace: Option<PathBuf>,
+    isolate: Option<crate::config::Isolation>,
+}
+
+/// `isolate=`: `"all"`, `"none"`, or a list of plugin keys.
+fn isolation_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::config::Isolation>> {
+    use crate::config::Isolation;
+    let Some(obj) = obj.filter(|o| !o.is_none()) else {
+        return Ok(None);
+    };
+    if let Ok(text) = obj.extract::<String>() {
+        return Isolation::parse(&text)
+            .map(Some)
+            .map_err(|e| ConfigError::new_err(format!("isolate: {e}")));
+    }
+    match obj.extract::<Vec<String>>() {
+        Ok(keys) => Ok(Some(Isolation::Only(keys))),
+        Err(_) => Err(ConfigError::new_err(
+            "isolate must be \"all\", \"none\", or a list of plugin keys such as [\"demo\"]",
+        )),
+    }
 }
 
 /// A plugin host: discovers and loads plugins on first use (once, even
@@ -68,6 +88,13 @@ impl PyHost {
             .disable(options.disable);
         let home = crate::config::resolve_home(options.home.as_deref());
         builder = builder.home(&home);
+        if let Some(isolation) = options.isolate {
+            builder = builder.isolate(isolation);
+        }
+        // Workers are this interpreter with the wheel (there is no
+        // plughost binary beside a wheel).
+        let executable: PathBuf = py.import("sys")?.getattr("executable")?.extract()?;
+        builder = builder.worker_command(crate::isolation::WorkerCommand::python(executable));
         if let Some(dir) = options.project_dir {
             builder = builder.project_dir(dir).enable_project_plugins(true);
         }
@@ -101,7 +128,8 @@ impl PyHost {
 #[pymethods]
 impl PyHost {
     #[new]
-    #[pyo3(signature = (home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=false, workspace=None))]
+    #[pyo3(signature = (home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=false, workspace=None, isolate=None))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments
     fn new(
         py: Python<'_>,
         home: Option<PathBuf>,
@@ -110,7 +138,9 @@ impl PyHost {
         disable: Option<Vec<String>>,
         builtin_tools: bool,
         workspace: Option<PathBuf>,
+        isolate: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let isolate = isolation_arg(isolate)?;
         Runtime::start(0).map_err(|e| PlughostError::new_err(e.to_string()))?;
         let context = Py::new(
             py,
@@ -124,11 +154,19 @@ impl PyHost {
                 disable: disable.unwrap_or_default(),
                 builtin_tools,
                 workspace,
+                isolate,
             },
             built: PyOnceLock::new(),
             context,
             slot: DelegateSlot::default(),
         })
+    }
+
+    /// Serve one isolated plugin on stdin/stdout: the entry of the worker
+    /// processes a Host with `isolate=` starts (not for direct use).
+    #[staticmethod]
+    fn _worker_main(py: Python<'_>) {
+        py.detach(|| crate::isolation::worker_main())
     }
 
     /// The plughost home in use.
