@@ -122,7 +122,8 @@ class PluginInfo(TypedDict):
     failure: NotRequired[PluginFailure]
     """Present when loading raised: the exception behind `error`."""
     dialect: NotRequired[str]
-    """Present once loaded: the plugin API it was loaded through (`flowly`)."""
+    """The plugin API it is loaded through (`flowly`, `hermes`); absent for
+    direct registrations."""
     path: str
     """The plugin's directory."""
     tools: list[str]
@@ -137,6 +138,8 @@ class PluginInfo(TypedDict):
     """Names of the environment variables its manifest declares it needs."""
     provides_web_providers: list[str]
     """The web search/extract backends its manifest declares (`kind: backend`)."""
+    isolated: bool
+    """Runs in a worker process of its own (`plugins.isolate`, `--isolate`)."""
 
 @type_check_only
 class ToolInfo(TypedDict):
@@ -388,6 +391,7 @@ class Host:
         *,
         builtin_tools: bool = False,
         workspace: _StrPath | None = None,
+        isolate: str | list[str] | tuple[str, ...] | None = None,
     ) -> Self:
         """Create a host; nothing is discovered or loaded yet.
 
@@ -401,10 +405,17 @@ class Host:
                 in `workspace`.
             workspace: The built-in tools' directory (implies
                 `builtin_tools`); None for `<home>/workspace`.
+            isolate: Plugins to run in worker processes of their own (a
+                crash, `os._exit` or a spin then fails only their calls):
+                `"all"`, `"none"`, or a list of plugin keys; None for
+                `plugins.isolate` in config.json.
 
         Raises:
             PlughostError: The embedded runtime could not start.
         """
+    @staticmethod
+    def _worker_main() -> None:
+        """The entry of an isolated plugin's worker process (not for direct use)."""
     @property
     def home(self) -> Path:
         """The plughost home in use (loads the host).

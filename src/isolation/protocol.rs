@@ -92,6 +92,11 @@ pub enum Contribution {
         description: String,
         parameters: Value,
         terminal: bool,
+        /// The tool's toolset and required variables, as listed.
+        #[serde(default)]
+        toolset: String,
+        #[serde(default)]
+        requires_env: Vec<String>,
     },
     Hook {
         /// `None` for a name no event matches (accepted, never fired).

@@ -32,6 +32,8 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 description,
                 parameters,
                 terminal,
+                toolset,
+                requires_env,
             } => {
                 let handler = ProxyTool {
                     sup: sup.clone(),
@@ -44,6 +46,8 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                         description,
                         parameters,
                         plugin: key.clone(),
+                        toolset,
+                        requires_env,
                     },
                     Arc::new(handler),
                 );

@@ -165,6 +165,8 @@ fn load(
                     description: t.spec.description.clone(),
                     parameters: t.spec.parameters.clone(),
                     terminal: t.terminal,
+                    toolset: t.spec.toolset.clone(),
+                    requires_env: t.spec.requires_env.clone(),
                 });
                 served.tools.insert(t.spec.name.clone(), t);
             }
