@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -594,3 +595,28 @@ def test_a_cyclic_schema_registered_directly_is_refused_at_registration(safety_h
     schema["properties"] = {"a": schema}
     with pytest.raises(ValueError, match="register_tool\\('loop'\\): schema is not JSON-like"):
         host.register_tool("loop", schema, lambda **kw: "x")
+
+
+# ── isolation from the Python API ────────────────────────────────
+
+
+def test_an_isolated_plugin_runs_in_a_worker_and_its_crash_fails_only_its_call(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    write_plugin(
+        home / "plugins",
+        "crashy",
+        """
+        import ctypes, os
+
+        def register(ctx):
+            ctx.register_tool("pid", {}, lambda: str(os.getpid()))
+            ctx.register_tool("segv", {}, lambda: ctypes.string_at(0))
+        """,
+    )
+    (home / "config.json").write_text(json.dumps({"plugins": {"enabled": ["crashy"]}}))
+    host = plughost.Host(home=home, disable=["command-guard", "disk-cleanup", "tool-audit"], isolate=["crashy"])
+    assert {p["key"]: p["isolated"] for p in host.plugins()}["crashy"] is True
+    worker = host.call_tool("pid")
+    assert worker.isdigit() and int(worker) != os.getpid(), "the tool ran in a worker process"
+    assert host.call_tool("segv") == "Error executing segv: plugin 'crashy' crashed (SIGSEGV)"
+    assert host.call_tool("pid").isdigit(), "the worker restarted for the next call"
