@@ -3,7 +3,8 @@
 //! Run: `cargo run --example rust_service`
 //!
 //! It builds a host over a throw-away home holding one user plugin written in
-//! Python, registers a native Rust tool and a native Rust hook, then calls
+//! Python (run isolated, in a worker process of its own), registers a native
+//! Rust tool and a native Rust hook, then calls
 //! tools (Python and Rust) through the full pipeline, runs a scripted agent
 //! turn, fires an event, runs a slash command and reads a skill.
 
@@ -36,8 +37,18 @@ def register(ctx):
     ctx.register_command("weather", lambda args: f"Try: forecast {args or '<city>'}", description="Weather help")
 "#;
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // This executable also serves isolated plugins: plughost starts it again
+    // as a worker process for each one (first thing in `main`, before any
+    // runtime starts).
+    plughost::isolation::serve_if_worker();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(run())
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let home = tempfile::tempdir()?;
     let plugin = home.path().join("plugins").join("weather");
     std::fs::create_dir_all(&plugin)?;
@@ -50,6 +61,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let host = Host::builder()
         .home(home.path())
         .enable(["weather"]) // user plugins are opt-in; this enables it for this host only
+        // Run it in a worker process of its own: a crash, `os._exit` or a
+        // spin in the plugin fails only its calls, never this service.
+        .isolate(plughost::config::Isolation::Only(vec!["weather".into()]))
         .tool(Tool::from_fn(
             "add",
             "Add two numbers",
