@@ -8,6 +8,7 @@
 
 pub mod flowly;
 pub mod hermes;
+pub mod shared;
 
 use std::path::Path;
 

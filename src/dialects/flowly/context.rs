@@ -454,18 +454,7 @@ impl PluginContext {
                 "skill name '{name}' is invalid: use only letters, digits, '_' and '-'"
             )));
         }
-        let fspath = path.py().import("os")?.getattr("fspath")?.call1((path,))?;
-        let given: PathBuf = fspath.extract::<String>().map(PathBuf::from).map_err(|_| {
-            PyTypeError::new_err("register_skill: path must be a str or os.PathLike")
-        })?;
-        let mut resolved = if given.is_absolute() {
-            given.clone()
-        } else {
-            self.dir.join(&given)
-        };
-        if resolved.is_dir() {
-            resolved = resolved.join("SKILL.md");
-        }
+        let resolved = crate::dialects::shared::skill_path(path, &self.dir)?;
         if !resolved.is_file() {
             return Err(PyFileNotFoundError::new_err(format!(
                 "skill '{name}' of plugin '{}': no such file: {}",

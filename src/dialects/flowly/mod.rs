@@ -15,6 +15,7 @@ use pyo3::types::{PyDict, PyModule};
 pub use context::{normalize_schema, PluginContext};
 
 use super::{Dialect, LoadedPlugin};
+use crate::dialects::shared::{register_function, registered};
 use crate::outcome::PluginError;
 use crate::runtime::loader::PluginPackage;
 use crate::runtime::{attach, module_from_source, plugin_error};
@@ -184,21 +185,10 @@ impl Dialect for Flowly {
             classes(py).map_err(|e| plugin_error(py, &e))?;
             let package = PluginPackage::import(key, dir, home)?;
             let module = package.module(py);
-            let register = match module.getattr("register") {
-                Ok(r) if r.is_callable() => r,
-                Ok(_) => {
-                    return Err(load_error(
-                        "TypeError",
-                        "register in __init__.py is not callable",
-                    ))
-                }
-                Err(_) => {
-                    return Err(load_error(
-                        "AttributeError",
-                        "the plugin's __init__.py defines no register(ctx) function",
-                    ))
-                }
-            };
+            let register = register_function(
+                &module,
+                "the plugin's __init__.py defines no register(ctx) function",
+            )?;
             let mut context = PluginContext::new(key, dir);
             if let Ok(manifest) = crate::manifest::load(dir) {
                 context = context.with_manifest(manifest, source_of(dir, home));
@@ -207,24 +197,12 @@ impl Dialect for Flowly {
             let outcome = register.call1((ctx.clone_ref(py),));
             let registrations = ctx.get().finish();
             let providers = ctx.get().take_providers();
-            match outcome {
-                Err(e) => Err(plugin_error(py, &e)),
-                Ok(ret) if crate::runtime::bridge::is_awaitable(&ret) => {
-                    // Close the coroutine so Python does not warn it was never awaited.
-                    let _ = ret.call_method0("close");
-                    Err(load_error(
-                        "TypeError",
-                        "register(ctx) must be a plain function, not async",
-                    ))
-                }
-                Ok(_) => {
-                    register_providers(py, providers).map_err(|e| plugin_error(py, &e))?;
-                    Ok(LoadedPlugin {
-                        registrations,
-                        package: Some(package),
-                    })
-                }
-            }
+            registered(py, outcome)?;
+            register_providers(py, providers).map_err(|e| plugin_error(py, &e))?;
+            Ok(LoadedPlugin {
+                registrations,
+                package: Some(package),
+            })
         })
     }
 
@@ -264,13 +242,5 @@ fn source_of(dir: &Path, home: &Path) -> &'static str {
         "project"
     } else {
         "bundled"
-    }
-}
-
-fn load_error(kind: &str, message: &str) -> PluginError {
-    PluginError {
-        kind: kind.into(),
-        message: message.into(),
-        ..Default::default()
     }
 }

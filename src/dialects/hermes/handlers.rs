@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyString};
 
 use crate::dialects::flowly::hooks::params_dict;
+use crate::dialects::shared::call_check_fn;
 use crate::hooks::ToolCallContext;
 use crate::outcome::PluginError;
 use crate::registry::{ToolHandler, ToolReturn};
@@ -101,17 +102,7 @@ impl ToolHandler for HermesTool {
         if missing_env {
             return Some(Ok(false));
         }
-        let check = self.check_fn.as_ref()?;
-        Some(
-            try_attach(|py| {
-                check
-                    .bind(py)
-                    .call0()
-                    .and_then(|r| r.is_truthy())
-                    .map_err(|e| plugin_error(py, &e))
-            })
-            .unwrap_or_else(|e| Err(not_run(e))),
-        )
+        self.check_fn.as_ref().map(call_check_fn)
     }
 
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {

@@ -21,6 +21,7 @@ pub use context::HermesContext;
 
 use super::{Dialect, LoadedPlugin};
 use crate::config::PluginLists;
+use crate::dialects::shared::{register_function, registered};
 use crate::discovery::Candidate;
 use crate::outcome::PluginError;
 use crate::runtime::loader::PluginPackage;
@@ -149,46 +150,26 @@ impl Dialect for Hermes {
             install(py).map_err(|e| plugin_error(py, &e))?;
             let package = PluginPackage::import(key, dir, home)?;
             let module = package.module(py);
-            let register = match module.getattr("register") {
-                Ok(r) if r.is_callable() => r,
-                Ok(_) => {
-                    return Err(load_error(
-                        "TypeError",
-                        "register in __init__.py is not callable",
-                    ))
-                }
-                Err(_) => return Err(load_error(
-                    "AttributeError",
-                    "no register() function (a Hermes plugin's __init__.py defines register(ctx))",
-                )),
-            };
+            let register = register_function(
+                &module,
+                "no register() function (a Hermes plugin's __init__.py defines register(ctx))",
+            )?;
             let manifest = manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
             let ctx = Py::new(py, HermesContext::new(key, dir, manifest.unbind()))
                 .map_err(|e| plugin_error(py, &e))?;
             let outcome = register.call1((ctx.clone_ref(py),));
             let (registrations, unused) = ctx.get().finish();
-            match outcome {
-                Err(e) => Err(plugin_error(py, &e)),
-                Ok(ret) if crate::runtime::bridge::is_awaitable(&ret) => {
-                    let _ = ret.call_method0("close");
-                    Err(load_error(
-                        "TypeError",
-                        "register(ctx) must be a plain function, not async",
-                    ))
-                }
-                Ok(_) => {
-                    if !unused.is_empty() {
-                        tracing::info!(
-                            "Hermes plugin '{key}' registered {} — registered, not used by this host",
-                            unused.join(", ")
-                        );
-                    }
-                    Ok(LoadedPlugin {
-                        registrations,
-                        package: Some(package),
-                    })
-                }
+            registered(py, outcome)?;
+            if !unused.is_empty() {
+                tracing::info!(
+                    "Hermes plugin '{key}' registered {} — registered, not used by this host",
+                    unused.join(", ")
+                );
             }
+            Ok(LoadedPlugin {
+                registrations,
+                package: Some(package),
+            })
         })
     }
 
@@ -204,13 +185,5 @@ impl Dialect for Hermes {
 
     fn discover(&self, _home: &Path, lists: &PluginLists) -> Vec<Candidate> {
         discover::discover(lists)
-    }
-}
-
-fn load_error(kind: &str, message: &str) -> PluginError {
-    PluginError {
-        kind: kind.into(),
-        message: message.into(),
-        ..Default::default()
     }
 }
