@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::hooks::{
     HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, Policy, ToolCallContext,
 };
-pub use crate::outcome::{ArgumentProblem, PluginError, ToolOutcome, ToolResult};
+pub use crate::outcome::{ArgumentProblem, PluginError, ToolOutcome, ToolResult, Unavailability};
 use crate::registry::{Registry, ToolReturn};
 
 /// Run the whole pipeline for one call of `name` with `args`.
@@ -100,9 +100,22 @@ pub async fn call_tool(
         }
     }
 
+    // A variable the tool requires (`requires_env`) is unset: unavailable,
+    // naming it, whatever the dialect's own check would say.
+    if let Some(variable) = tool.spec.requires_env.iter().find(|v| !env_set(v)) {
+        return finish(ToolOutcome::Unavailable {
+            reason: Unavailability::MissingEnv {
+                variable: variable.clone(),
+            },
+        });
+    }
     match tool.handler.check() {
         None | Some(Ok(true)) => {}
-        Some(Ok(false)) => return finish(ToolOutcome::Unavailable),
+        Some(Ok(false)) => {
+            return finish(ToolOutcome::Unavailable {
+                reason: tool.handler.unavailability(),
+            })
+        }
         Some(Err(error)) => return finish(ToolOutcome::CheckFailed { error }),
     }
 
@@ -167,6 +180,11 @@ pub async fn call_tool(
 
 /// A plugin failure keeps its traceback: one line at warning level, the
 /// traceback at `-v`.
+/// Whether `name` is set to something non-empty (what `requires_env` asks).
+fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
 fn log_tool_failure(tool: &str, plugin: &str, error: &PluginError) {
     tracing::warn!(
         "tool '{tool}' of plugin '{plugin}' raised {}",

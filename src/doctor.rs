@@ -84,6 +84,9 @@ pub struct Report {
     pub plugins: Vec<PluginDiagnosis>,
     pub tool_collisions: Vec<ToolCollision>,
     pub python: Option<PythonReport>,
+    /// Per capability, the web providers and which one is active (when a
+    /// plugin declares any).
+    pub web: Option<crate::agent::tools::WebReport>,
 }
 
 impl Report {
@@ -151,6 +154,7 @@ impl Report {
             })
             .collect();
         Report {
+            web: crate::agent::tools::WebReport::new(host),
             home: host.home().display().to_string(),
             config: crate::config::config_path(host.home())
                 .display()
@@ -267,6 +271,10 @@ impl Report {
                     c.tool, c.winner, c.overridden
                 ));
             }
+        }
+        if let Some(web) = &self.web {
+            out.push(String::new());
+            out.extend(web.lines());
         }
         let failed: Vec<&str> = self
             .plugins

@@ -85,6 +85,6 @@ pub mod wheel;
 
 pub use hooks::{HookAction, HookEvent, HookPayload};
 pub use host::{Host, HostBuilder, PluginRecord};
-pub use outcome::{PluginError, ToolOutcome, ToolResult};
+pub use outcome::{PluginError, ToolOutcome, ToolResult, Unavailability};
 pub use registry::Tool;
 pub use runtime::Runtime;

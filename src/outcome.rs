@@ -174,8 +174,9 @@ pub enum ToolOutcome {
     Ok,
     /// The handler raised.
     Raised { error: PluginError },
-    /// `check_fn` returned false.
-    Unavailable,
+    /// The tool cannot be used now; `reason` says why (its `check_fn`
+    /// said no, a variable it requires is unset, ...).
+    Unavailable { reason: Unavailability },
     /// `check_fn` raised.
     CheckFailed { error: PluginError },
     /// A `pre_tool_call` hook blocked the call.
@@ -188,6 +189,19 @@ pub enum ToolOutcome {
     TimedOut { after: Duration },
     /// The caller gave up on the call (a cancelled turn).
     Cancelled,
+}
+
+/// Why a tool is unavailable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Unavailability {
+    /// Its `check_fn` returned a falsy value.
+    CheckFn,
+    /// An environment variable it requires (`requires_env`) is unset or empty.
+    MissingEnv { variable: String },
+    /// What it depends on is missing, in the tool's own words (no web
+    /// search provider is available, ...).
+    Unmet { problem: String },
 }
 
 /// What is wrong with a call's arguments.
@@ -215,6 +229,7 @@ pub enum OutcomeDetails<'a> {
     Error(&'a PluginError),
     Blocked { message: &'a str },
     Arguments(&'a ArgumentProblem),
+    Unavailable(&'a Unavailability),
     TimedOut { after_seconds: f64 },
 }
 
@@ -224,7 +239,7 @@ impl ToolOutcome {
         match self {
             ToolOutcome::Ok => "ok",
             ToolOutcome::Raised { .. } => "raised",
-            ToolOutcome::Unavailable => "unavailable",
+            ToolOutcome::Unavailable { .. } => "unavailable",
             ToolOutcome::CheckFailed { .. } => "check_failed",
             ToolOutcome::Blocked { .. } => "blocked",
             ToolOutcome::InvalidArguments { .. } => "invalid_arguments",
@@ -250,6 +265,7 @@ impl ToolOutcome {
             }
             ToolOutcome::Blocked { message } => OutcomeDetails::Blocked { message },
             ToolOutcome::InvalidArguments { problem } => OutcomeDetails::Arguments(problem),
+            ToolOutcome::Unavailable { reason } => OutcomeDetails::Unavailable(reason),
             ToolOutcome::TimedOut { after } => OutcomeDetails::TimedOut {
                 after_seconds: after.as_secs_f64(),
             },
@@ -308,9 +324,17 @@ impl Renderer for StandardRenderer {
         match outcome {
             ToolOutcome::Ok => String::new(),
             ToolOutcome::Raised { error } => format!("Error executing {tool}: {}", error.shown()),
-            ToolOutcome::Unavailable => {
-                format!("Error: {tool} is unavailable (plugin check_fn returned False)")
-            }
+            ToolOutcome::Unavailable { reason } => match reason {
+                Unavailability::CheckFn => {
+                    format!("Error: {tool} is unavailable (plugin check_fn returned False)")
+                }
+                Unavailability::MissingEnv { variable } => format!(
+                    "Error: {tool} is unavailable: the environment variable {variable} it requires (requires_env) is not set; set it to use the tool"
+                ),
+                Unavailability::Unmet { problem } => {
+                    format!("Error: {tool} is unavailable: {problem}")
+                }
+            },
             ToolOutcome::CheckFailed { error } => {
                 format!("Error: {tool} availability check failed: {}", error.shown())
             }

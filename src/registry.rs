@@ -27,6 +27,11 @@ pub trait ToolHandler: Send + Sync + 'static {
     fn check(&self) -> Option<Result<bool, PluginError>> {
         None
     }
+    /// Why [`check`](Self::check) said no (`Ok(false)`): by default its
+    /// `check_fn`; a tool that depends on something else names it.
+    fn unavailability(&self) -> crate::outcome::Unavailability {
+        crate::outcome::Unavailability::CheckFn
+    }
     /// Run the tool with `ctx.params` as its arguments.
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn;
     /// Whether the handler reads the Rust `ctx.params` (native and built-in

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use common::{home_with, no_bundled, write_plugin};
 use plughost::doctor::Report;
-use plughost::{Host, ToolOutcome};
+use plughost::{Host, ToolOutcome, Unavailability};
 use serde_json::{json, Value};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -92,17 +92,26 @@ fn register_tool_takes_flowlys_keywords_and_ctx_manifest_has_flowlys_names() {
 
     // Unset: not callable, with the variable named.
     let r = call(&host, "gated", json!({}));
-    assert!(
-        matches!(r.outcome, ToolOutcome::CheckFailed { .. }),
+    assert_eq!(
+        r.outcome,
+        ToolOutcome::Unavailable {
+            reason: Unavailability::MissingEnv {
+                variable: "PLUGHOST_PARITY_SURELY_UNSET_VAR".into()
+            }
+        },
         "{r:?}"
     );
-    assert!(
-        r.text.contains("PLUGHOST_PARITY_SURELY_UNSET_VAR") && r.text.contains("not set"),
-        "{}",
-        r.text
+    assert_eq!(
+        r.text,
+        "Error: gated is unavailable: the environment variable PLUGHOST_PARITY_SURELY_UNSET_VAR it requires (requires_env) is not set; set it to use the tool"
+    );
+    let details = serde_json::to_value(r.outcome.details()).unwrap();
+    assert_eq!(
+        details,
+        json!({"reason": "missing_env", "variable": "PLUGHOST_PARITY_SURELY_UNSET_VAR"})
     );
     assert!(
-        matches!(gated.handler.check(), Some(Err(_))),
+        matches!(gated.handler.check(), Some(Ok(false))),
         "the agent offers only tools whose check passes"
     );
 

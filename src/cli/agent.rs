@@ -100,6 +100,9 @@ pub(super) fn build_agent(
         builder = builder.tool(tool);
     }
     builder = builder.tool(tools::delegate_tool(&slot));
+    for tool in tools::web_tools(&home_dir) {
+        builder = builder.tool(tool);
+    }
     let host = builder.build()?;
     let options = ProviderOptions {
         base_url: args.base_url.clone(),

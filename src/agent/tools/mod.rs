@@ -1,5 +1,6 @@
 //! Built-in tools: `read_file`, `write_file`, `edit_file`, `list_dir`,
-//! `exec` and `delegate`. Registered like plugin tools (owner `builtin`), so
+//! `exec` and `delegate`, and Flowly's `web_search` / `web_extract`
+//! ([`web_tools`], served by the web backend plugins). Registered like plugin tools (owner `builtin`), so
 //! a plugin may override one by name (with a warning).
 //!
 //! File tools are confined to a workspace directory by construction (see
@@ -12,6 +13,7 @@
 mod delegate;
 mod exec;
 mod files;
+mod web;
 mod workspace;
 
 use std::time::Duration;
@@ -21,6 +23,7 @@ use serde_json::{json, Map, Value};
 use crate::registry::{Tool, ToolSpec};
 
 pub use delegate::{delegate_tool, DelegateSlot, SubagentRunner};
+pub use web::{web_tools, WebReport};
 pub use workspace::Workspace;
 
 /// Owner name of the built-in tools.

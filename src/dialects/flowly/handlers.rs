@@ -110,10 +110,10 @@ impl ToolHandler for PyTool {
     }
 
     fn check(&self) -> Option<Result<bool, PluginError>> {
-        if let Some(missing) = self.requires_env.iter().find(|n| !env_set(n)) {
-            return Some(Err(PluginError::native(format!(
-                "the environment variable {missing} it requires (requires_env) is not set; set it to use the tool"
-            ))));
+        // Dispatch names the missing variable (`Unavailability::MissingEnv`);
+        // here it only keeps the tool from being offered.
+        if self.requires_env.iter().any(|n| !env_set(n)) {
+            return Some(Ok(false));
         }
         self.check_fn.as_ref().map(call_check_fn)
     }

@@ -81,10 +81,40 @@ const COMPAT_MODULES: &[CompatModule] = &[
         "agent/tools/web_providers/tavily.py",
         false
     ),
+    compat!(
+        "flowly.agent.tools.web_providers.exa",
+        "agent/tools/web_providers/exa.py",
+        false
+    ),
+    compat!(
+        "flowly.agent.tools.web_providers.firecrawl",
+        "agent/tools/web_providers/firecrawl.py",
+        false
+    ),
+    compat!(
+        "flowly.agent.tools.web_providers.parallel",
+        "agent/tools/web_providers/parallel.py",
+        false
+    ),
+    compat!(
+        "flowly.agent.tools.web_providers.local",
+        "agent/tools/web_providers/local.py",
+        false
+    ),
+    compat!(
+        "flowly.agent.tools.web_providers.ddgs",
+        "agent/tools/web_providers/ddgs.py",
+        false
+    ),
+    compat!("flowly.agent.tools.web", "agent/tools/web.py", false),
     compat!("flowly.plugins", "plugins/__init__.py", true),
     compat!("flowly.plugins.manifest", "plugins/manifest.py", false),
     compat!("flowly.profile", "profile.py", false),
 ];
+
+/// `_plughost_web`: the built-in `web_search` / `web_extract` tools' Python
+/// side, installed beside the `flowly` modules.
+const WEB_TOOLS_SOURCE: &str = include_str!("../../../python/plughost/_compat/plughost_web.py");
 
 /// The classes of `flowly.agent.hooks` (real or compat) contexts are built from.
 pub struct FlowlyClasses {
@@ -119,6 +149,11 @@ fn install(py: Python<'_>) -> PyResult<FlowlyClasses> {
         let native = PyModule::new(py, "_plughost_flowly")?;
         native.add_class::<PluginContext>()?;
         sys_modules.set_item("_plughost_flowly", native)?;
+    }
+    // The built-in web tools' module, real Flowly or not (see web.rs).
+    if !sys_modules.contains("_plughost_web")? {
+        let web = module_from_source(py, "_plughost_web", WEB_TOOLS_SOURCE, false)?;
+        sys_modules.set_item("_plughost_web", web)?;
     }
     let origin = match real_flowly(py)? {
         Some(path) => path,

@@ -35,7 +35,7 @@ impl Renderer for HermesRenderer {
             ToolOutcome::Raised { error } => {
                 error_json(format!("Tool execution failed: {}", error.described()))
             }
-            ToolOutcome::Unavailable => error_json(format!(
+            ToolOutcome::Unavailable { .. } => error_json(format!(
                 "Tool {tool} is unavailable (its check_fn returned False or a required environment variable is unset)"
             )),
             ToolOutcome::CheckFailed { error } => error_json(format!(

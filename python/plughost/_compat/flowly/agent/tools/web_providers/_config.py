@@ -42,10 +42,14 @@ class Section:
 
 
 def _home() -> Path:
+    import sys
+
     import _plughost_runtime
 
+    web = sys.modules.get("_plughost_web")
     home = (
-        _plughost_runtime.caller_home()
+        (web.HOME.get() if web is not None else None)
+        or _plughost_runtime.caller_home()
         or _plughost_runtime.HOME
         or os.environ.get("PLUGHOST_HOME")
         or os.path.expanduser("~/.plughost")

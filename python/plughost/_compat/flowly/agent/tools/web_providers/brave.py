@@ -50,6 +50,14 @@ class BraveWebSearchProvider(WebSearchProvider):
         enabled = getattr(web_search_config(), "enabled", True)
         return enabled is not False and bool(self._key())
 
+    def unavailable_reason(self) -> str:
+        """Why the provider is unavailable ("" when it is available)."""
+        if getattr(web_search_config(), "enabled", True) is False:
+            return "disabled (tools.web.search.enabled is false)"
+        if not self._key():
+            return "no API key (tools.web.search.apiKey or BRAVE_API_KEY)"
+        return ""
+
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         key = self._key()
         if not key:

@@ -40,6 +40,14 @@ class SearXNGWebSearchProvider(WebSearchProvider):
     def is_available(self) -> bool:
         return getattr(provider_section("searxng"), "enabled", False) is True and bool(_url())
 
+    def unavailable_reason(self) -> str:
+        """Why the provider is unavailable ("" when it is available)."""
+        if getattr(provider_section("searxng"), "enabled", False) is not True:
+            return "not enabled (set tools.web.search.searxng.enabled to true)"
+        if not _url():
+            return "no instance URL (tools.web.search.searxng.url or SEARXNG_URL)"
+        return ""
+
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         base = _url()
         if not base:

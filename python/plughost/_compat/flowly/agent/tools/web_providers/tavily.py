@@ -59,6 +59,14 @@ class TavilyWebSearchProvider(WebSearchProvider):
     def is_available(self) -> bool:
         return getattr(provider_section("tavily"), "enabled", False) is True and bool(_key())
 
+    def unavailable_reason(self) -> str:
+        """Why the provider is unavailable ("" when it is available)."""
+        if getattr(provider_section("tavily"), "enabled", False) is not True:
+            return "not enabled (set tools.web.search.tavily.enabled to true)"
+        if not _key():
+            return "no API key (tools.web.search.tavily.apiKey or TAVILY_API_KEY)"
+        return ""
+
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         try:
             data = _post(
