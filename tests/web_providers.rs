@@ -20,6 +20,8 @@ use serde_json::{json, Value};
 /// What the loopback service answers to the next request.
 enum Reply {
     Json(u16, String),
+    /// A status, a content type and a body.
+    Page(u16, &'static str, String),
     /// Accept, read the request, then say nothing for this long.
     Hang(Duration),
 }
@@ -120,6 +122,13 @@ fn answer(stream: TcpStream, replies: &Mutex<Vec<Reply>>, seen: &Mutex<Vec<Seen>
                 text.len()
             );
         }
+        Some(Reply::Page(status, kind, text)) => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+                text.len()
+            );
+        }
         Some(Reply::Hang(d)) => std::thread::sleep(d),
         None => {
             let _ = write!(stream, "HTTP/1.1 599 X\r\nContent-Length: 0\r\n\r\n");
@@ -130,27 +139,51 @@ fn answer(stream: TcpStream, replies: &Mutex<Vec<Reply>>, seen: &Mutex<Vec<Seen>
 // ── Providers through a plugin tool ──────────────────────────────
 
 const PROBE: &str = r#"
-import json
+import importlib, inspect, json, sys
 from flowly.agent.tools.web_providers.brave import BraveWebSearchProvider
+from flowly.agent.tools.web_providers.ddgs import DDGSWebSearchProvider
+from flowly.agent.tools.web_providers.exa import ExaWebSearchProvider
+from flowly.agent.tools.web_providers.firecrawl import FirecrawlWebSearchProvider
+from flowly.agent.tools.web_providers.local import LocalExtractProvider
+from flowly.agent.tools.web_providers.parallel import ParallelWebSearchProvider
 from flowly.agent.tools.web_providers.searxng import SearXNGWebSearchProvider
 from flowly.agent.tools.web_providers.tavily import TavilyWebSearchProvider
 
-PROVIDERS = {"brave": BraveWebSearchProvider, "searxng": SearXNGWebSearchProvider, "tavily": TavilyWebSearchProvider}
+PROVIDERS = {"brave": BraveWebSearchProvider, "searxng": SearXNGWebSearchProvider, "tavily": TavilyWebSearchProvider,
+             "exa": ExaWebSearchProvider, "firecrawl": FirecrawlWebSearchProvider, "parallel": ParallelWebSearchProvider,
+             "local": LocalExtractProvider, "ddgs": DDGSWebSearchProvider}
 
 def register(ctx):
-    def probe(provider: str, op: str, arg: str, limit: int = 5):
+    async def probe(provider: str, op: str, arg: str, limit: int = 5):
         p = PROVIDERS[provider]()
         if op == "available":
             return json.dumps(p.is_available())
+        if op == "why":
+            return json.dumps(p.unavailable_reason())
+        if op == "is_async":
+            return json.dumps([inspect.iscoroutinefunction(p.search), inspect.iscoroutinefunction(p.extract)])
+        if op == "syspath":
+            sys.path.insert(0, arg)
+            importlib.invalidate_caches()
+            return "null"
         if op == "search":
-            return json.dumps(p.search(arg, limit))
-        return json.dumps(p.extract(arg.split()))
+            r = p.search(arg, limit)
+        else:
+            r = p.extract(arg.split(), query="q", max_chars=limit or 50000)
+        if inspect.isawaitable(r):
+            r = await r
+        return json.dumps(r)
     ctx.register_tool(name="probe", schema={}, handler=probe)
 "#;
 
 fn host_for(search: Value) -> (tempfile::TempDir, tempfile::TempDir, Host) {
+    host_with_web(json!({ "search": search }))
+}
+
+/// A host whose `config.json` has `web` as its `tools.web` block.
+fn host_with_web(web: Value) -> (tempfile::TempDir, tempfile::TempDir, Host) {
     let home = tempfile::tempdir().unwrap();
-    let config = json!({"plugins": {"enabled": ["probe"]}, "tools": {"web": {"search": search}}});
+    let config = json!({"plugins": {"enabled": ["probe"]}, "tools": {"web": web}});
     std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
     write_plugin(
         &home.path().join("plugins"),
@@ -397,6 +430,400 @@ fn tavily_searches_and_extracts_with_a_bearer_key() {
     assert_eq!(
         got[0]["error"],
         "Tavily extract failed: Tavily returned HTTP 500"
+    );
+}
+
+fn json_body(seen: &Seen) -> Value {
+    serde_json::from_str(&seen.body).unwrap()
+}
+
+/// Each failure answer, through `op`, gives an error starting with `prefix`
+/// and saying what went wrong.
+fn assert_failures(host: &Host, service: &Service, provider: &str, prefix: &str) {
+    for (reply, says) in failures() {
+        service.reply(reply);
+        let error = error_of(&probe(host, provider, "search", "q", 5));
+        assert!(
+            error.starts_with(prefix) && error.contains(says),
+            "{error} / {says}"
+        );
+    }
+}
+
+#[test]
+fn exa_searches_and_extracts_with_its_key_header() {
+    let service = Service::start();
+    let (_h, _b, host) = host_for(
+        json!({"exa": {"enabled": true, "apiKey": "exa-key", "baseUrl": service.url, "timeout": 0.5}}),
+    );
+    assert_eq!(probe(&host, "exa", "available", "", 0), json!(true));
+    assert_eq!(probe(&host, "exa", "why", "", 0), json!(""));
+    // https://docs.exa.ai/reference/search — highlights become the description.
+    service.reply(Reply::Json(
+        200,
+        json!({"requestId": "r1", "resolvedSearchType": "neural", "results": [
+            {"id": "https://rust-lang.org", "url": "https://rust-lang.org", "title": "Rust", "score": 0.9,
+             "publishedDate": null, "author": null, "highlights": ["fast", "safe"], "highlightScores": [0.5, 0.4]},
+            {"id": "https://crates.io", "url": "https://crates.io", "title": "Crates", "highlights": []}
+        ], "costDollars": {"total": 0.005}})
+        .to_string(),
+    ));
+    let got = probe(&host, "exa", "search", "rust", 2);
+    assert_eq!(
+        got,
+        json!({"success": true, "data": {"web": [
+            {"url": "https://rust-lang.org", "title": "Rust", "description": "fast safe", "position": 1},
+            {"url": "https://crates.io", "title": "Crates", "description": "", "position": 2}
+        ]}})
+    );
+    let seen = service.last();
+    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("POST", "/search"));
+    assert_eq!(seen.header("x-api-key"), Some("exa-key"));
+    assert_eq!(
+        json_body(&seen),
+        json!({"query": "rust", "numResults": 2, "contents": {"highlights": true}})
+    );
+
+    // https://docs.exa.ai/reference/get-contents — failures come as statuses.
+    service.reply(Reply::Json(
+        200,
+        json!({"requestId": "r2", "results": [
+            {"id": "https://a.example", "url": "https://a.example", "title": "A", "text": "Page A"}
+        ], "statuses": [
+            {"id": "https://a.example", "status": "success"},
+            {"id": "https://b.example", "status": "error", "error": {"tag": "CRAWL_NOT_FOUND", "httpStatusCode": 404}}
+        ]})
+        .to_string(),
+    ));
+    let got = probe(&host, "exa", "extract", "https://a.example https://b.example", 0);
+    assert_eq!(
+        got,
+        json!([
+            {"url": "https://a.example", "title": "A", "content": "Page A", "raw_content": "Page A",
+             "metadata": {"sourceURL": "https://a.example", "title": "A"}},
+            {"url": "https://b.example", "title": "", "content": "", "error": "CRAWL_NOT_FOUND (HTTP 404)"}
+        ])
+    );
+    let seen = service.last();
+    assert_eq!(seen.target, "/contents");
+    assert_eq!(
+        json_body(&seen),
+        json!({"urls": ["https://a.example", "https://b.example"], "text": true})
+    );
+    assert_failures(&host, &service, "exa", "Exa search failed: Exa ");
+    service.reply(Reply::Json(200, json!({"nothing": 1}).to_string()));
+    assert_eq!(
+        error_of(&probe(&host, "exa", "search", "q", 5)),
+        "Exa search failed: Exa answered without a results list"
+    );
+    service.reply(Reply::Json(429, "{}".into()));
+    let got = probe(&host, "exa", "extract", "https://a.example", 0);
+    assert_eq!(
+        got[0]["error"],
+        "Exa extract failed: Exa rate limit reached (HTTP 429); try again later"
+    );
+}
+
+#[test]
+fn exa_parallel_and_firecrawl_say_what_they_lack() {
+    let (_h, _b, host) = host_for(json!({"exa": {"apiKey": "k"}, "parallel": {"enabled": true}}));
+    assert_eq!(probe(&host, "exa", "available", "", 0), json!(false));
+    assert_eq!(
+        probe(&host, "exa", "why", "", 0),
+        json!("not enabled (set tools.web.search.exa.enabled to true)")
+    );
+    if std::env::var_os("PARALLEL_API_KEY").is_none() {
+        assert_eq!(
+            probe(&host, "parallel", "why", "", 0),
+            json!("no API key (tools.web.search.parallel.apiKey or PARALLEL_API_KEY)")
+        );
+        assert_eq!(
+            error_of(&probe(&host, "parallel", "search", "q", 5)),
+            "PARALLEL_API_KEY is not set"
+        );
+    }
+    if std::env::var_os("FIRECRAWL_API_KEY").is_none() && std::env::var_os("FIRECRAWL_API_URL").is_none() {
+        assert_eq!(
+            error_of(&probe(&host, "firecrawl", "search", "q", 5)),
+            "FIRECRAWL_API_KEY (cloud) or FIRECRAWL_API_URL (self-hosted) is not set"
+        );
+        let got = probe(&host, "firecrawl", "extract", "https://a.example", 0);
+        assert_eq!(
+            got[0]["error"],
+            "FIRECRAWL_API_KEY (cloud) or FIRECRAWL_API_URL (self-hosted) is not set"
+        );
+    }
+    if std::env::var_os("EXA_API_KEY").is_none() {
+        let (_h, _b, host) = host_for(json!({"exa": {"enabled": true}}));
+        assert_eq!(error_of(&probe(&host, "exa", "search", "q", 5)), "EXA_API_KEY is not set");
+    }
+}
+
+#[test]
+fn firecrawl_searches_and_scrapes_asynchronously_and_rechecks_the_final_url() {
+    let service = Service::start();
+    let (_h, _b, host) = host_for(
+        json!({"firecrawl": {"enabled": true, "apiKey": "fc-key", "baseUrl": service.url, "timeout": 0.5}}),
+    );
+    assert_eq!(probe(&host, "firecrawl", "is_async", "", 0), json!([false, true]));
+    // https://docs.firecrawl.dev/api-reference/endpoint/search (v2)
+    service.reply(Reply::Json(
+        200,
+        json!({"success": true, "data": {"web": [
+            {"url": "https://rust-lang.org", "title": "Rust", "description": "A language", "position": 1},
+            {"url": "https://crates.io", "title": "Crates", "snippet": "Packages"}
+        ]}, "creditsUsed": 2})
+        .to_string(),
+    ));
+    let got = probe(&host, "firecrawl", "search", "rust", 2);
+    assert_eq!(
+        got,
+        json!({"success": true, "data": {"web": [
+            {"title": "Rust", "url": "https://rust-lang.org", "description": "A language", "position": 1},
+            {"title": "Crates", "url": "https://crates.io", "description": "Packages", "position": 2}
+        ]}})
+    );
+    let seen = service.last();
+    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("POST", "/v2/search"));
+    assert_eq!(seen.header("Authorization"), Some("Bearer fc-key"));
+    assert_eq!(json_body(&seen), json!({"query": "rust", "limit": 2}));
+
+    // https://docs.firecrawl.dev/api-reference/endpoint/scrape (v2)
+    service.reply(Reply::Json(
+        200,
+        json!({"success": true, "data": {"markdown": "# A\n\nText", "metadata": {
+            "title": "A", "sourceURL": "https://a.example/final", "statusCode": 200}}})
+        .to_string(),
+    ));
+    // Redirected to the cloud metadata address: refused after the fact.
+    service.reply(Reply::Json(
+        200,
+        json!({"success": true, "data": {"markdown": "secret", "metadata": {
+            "title": "", "sourceURL": "http://169.254.169.254/latest", "statusCode": 200}}})
+        .to_string(),
+    ));
+    service.reply(Reply::Json(402, r#"{"success": false, "error": "Payment required"}"#.into()));
+    let got = probe(
+        &host,
+        "firecrawl",
+        "extract",
+        "https://a.example https://b.example https://c.example",
+        0,
+    );
+    assert_eq!(
+        got,
+        json!([
+            {"url": "https://a.example/final", "title": "A", "content": "# A\n\nText", "raw_content": "# A\n\nText",
+             "metadata": {"title": "A", "sourceURL": "https://a.example/final", "statusCode": 200}},
+            {"url": "http://169.254.169.254/latest", "title": "", "content": "",
+             "error": "IP 169.254.169.254 is in blocked private range 169.254.0.0/16"},
+            {"url": "https://c.example", "title": "", "content": "", "error": "Firecrawl returned HTTP 402: Payment required"}
+        ])
+    );
+    let seen = service.last();
+    assert_eq!(seen.target, "/v2/scrape");
+    assert_eq!(
+        json_body(&seen),
+        json!({"url": "https://c.example", "formats": ["markdown", "html"]})
+    );
+    assert_failures(&host, &service, "firecrawl", "Firecrawl search failed: Firecrawl ");
+    service.reply(Reply::Json(200, r#"{"success": false, "error": "bad query"}"#.into()));
+    assert_eq!(
+        error_of(&probe(&host, "firecrawl", "search", "q", 5)),
+        "Firecrawl search failed: Firecrawl reported a failure: bad query"
+    );
+
+    // Self-hosted: the instance URL, no key, no Authorization header.
+    let (_h, _b, host) = host_for(json!({"firecrawl": {"enabled": true, "apiUrl": format!("{}/", service.url)}}));
+    if std::env::var_os("FIRECRAWL_API_KEY").is_none() {
+        assert_eq!(probe(&host, "firecrawl", "available", "", 0), json!(true));
+        service.reply(Reply::Json(200, json!({"success": true, "data": {"web": []}}).to_string()));
+        assert_eq!(
+            probe(&host, "firecrawl", "search", "q", 1),
+            json!({"success": true, "data": {"web": []}})
+        );
+        assert_eq!(service.last().header("Authorization"), None);
+    }
+}
+
+#[test]
+fn parallel_searches_and_extracts_with_its_key_and_beta_header() {
+    let service = Service::start();
+    let (_h, _b, host) = host_for(
+        json!({"parallel": {"enabled": true, "apiKey": "par-key", "baseUrl": service.url, "timeout": 0.5}}),
+    );
+    assert_eq!(probe(&host, "parallel", "available", "", 0), json!(true));
+    assert_eq!(probe(&host, "parallel", "is_async", "", 0), json!([false, true]));
+    // https://docs.parallel.ai/api-reference/search-beta/search
+    service.reply(Reply::Json(
+        200,
+        json!({"search_id": "s1", "results": [
+            {"url": "https://rust-lang.org", "title": "Rust", "excerpts": ["fast", "safe"]}
+        ]})
+        .to_string(),
+    ));
+    let got = probe(&host, "parallel", "search", "rust", 50);
+    assert_eq!(
+        got,
+        json!({"success": true, "data": {"web": [
+            {"url": "https://rust-lang.org", "title": "Rust", "description": "fast safe", "position": 1}
+        ]}})
+    );
+    let seen = service.last();
+    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("POST", "/v1beta/search"));
+    assert_eq!(seen.header("x-api-key"), Some("par-key"));
+    assert_eq!(seen.header("parallel-beta"), Some("search-extract-2025-10-10"));
+    let body = json_body(&seen);
+    assert_eq!(body["objective"], "rust");
+    assert_eq!(body["search_queries"], json!(["rust"]));
+    assert_eq!(body["max_results"], 20, "capped");
+    if std::env::var_os("PARALLEL_SEARCH_MODE").is_none() {
+        assert_eq!(body["mode"], "agentic");
+    }
+
+    // https://docs.parallel.ai/api-reference/search-beta/extract
+    service.reply(Reply::Json(
+        200,
+        json!({"extract_id": "e1", "results": [
+            {"url": "https://a.example", "title": "A", "full_content": "All of A", "excerpts": []},
+            {"url": "https://b.example", "title": "B", "full_content": null, "excerpts": ["one", "two"]}
+        ], "errors": [{"url": "https://c.example", "error_type": "fetch_error", "http_status_code": 404, "content": null}]})
+        .to_string(),
+    ));
+    let got = probe(&host, "parallel", "extract", "https://a.example https://b.example https://c.example", 0);
+    assert_eq!(
+        got,
+        json!([
+            {"url": "https://a.example", "title": "A", "content": "All of A", "raw_content": "All of A",
+             "metadata": {"sourceURL": "https://a.example", "title": "A"}},
+            {"url": "https://b.example", "title": "B", "content": "one\n\ntwo", "raw_content": "one\n\ntwo",
+             "metadata": {"sourceURL": "https://b.example", "title": "B"}},
+            {"url": "https://c.example", "title": "", "content": "", "error": "fetch_error"}
+        ])
+    );
+    let seen = service.last();
+    assert_eq!(seen.target, "/v1beta/extract");
+    assert_eq!(
+        json_body(&seen),
+        json!({"urls": ["https://a.example", "https://b.example", "https://c.example"], "full_content": true})
+    );
+    assert_failures(&host, &service, "parallel", "Parallel search failed: Parallel ");
+    service.reply(Reply::Hang(Duration::from_secs(3)));
+    let got = probe(&host, "parallel", "extract", "https://a.example", 0);
+    assert_eq!(
+        got[0]["error"],
+        "Parallel extract failed: Parallel did not answer within 0.5 s"
+    );
+}
+
+const PAGE: &str = "<!doctype html><html><head><title>The Page</title><style>p{}</style></head>\
+<body><nav>menu</nav><article><h1>Heading</h1><p>First paragraph with <a href=\"https://x.example\">a link</a>.</p>\
+<ul><li>one</li><li>two</li></ul><script>alert(1)</script></article></body></html>";
+
+#[test]
+fn local_extracts_readable_text_and_refuses_private_addresses_unless_allowed() {
+    let service = Service::start();
+    // Refused by Flowly's rule: loopback, localhost, link-local, other schemes.
+    let (_h, _b, host) = host_with_web(json!({}));
+    assert_eq!(probe(&host, "local", "is_async", "", 0), json!([false, true]));
+    let page = format!("{}/page", service.url);
+    let got = probe(
+        &host,
+        "local",
+        "extract",
+        &format!("{page} http://localhost:1/x http://[fe80::1]/ ftp://a.example/ http://10.1.2.3/"),
+        0,
+    );
+    let errors: Vec<&str> = got.as_array().unwrap().iter().map(|r| r["error"].as_str().unwrap()).collect();
+    assert_eq!(
+        errors,
+        [
+            "IP 127.0.0.1 is in blocked private range 127.0.0.0/8",
+            "Localhost access is blocked",
+            "IP fe80::1 is in blocked private range fe80::/10",
+            "Scheme 'ftp' not allowed (only http/https)",
+            "IP 10.1.2.3 is in blocked private range 10.0.0.0/8",
+        ]
+    );
+    assert!(service.seen.lock().unwrap().is_empty(), "nothing was fetched");
+
+    // Allowed by tools.web.allowPrivateUrls: fetched, reduced to readable text.
+    let (_h, _b, host) = host_with_web(json!({"allowPrivateUrls": true}));
+    service.reply(Reply::Page(200, "text/html; charset=utf-8", PAGE.into()));
+    let got = probe(&host, "local", "extract", &page, 0);
+    assert_eq!(got[0]["url"], page.as_str());
+    assert_eq!(got[0]["title"], "The Page");
+    assert_eq!(
+        got[0]["content"],
+        "# The Page\n\n# Heading\nFirst paragraph with [a link](https://x.example).\n\n- one\n- two"
+    );
+    assert_eq!(got[0]["metadata"]["sourceURL"], page.as_str());
+    let seen = service.last();
+    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("GET", "/page"));
+    // A failing page is that URL's error; metadata hosts stay refused.
+    service.reply(Reply::Page(404, "text/html", "gone".into()));
+    let got = probe(&host, "local", "extract", &format!("{page} http://metadata.google.internal/"), 0);
+    assert_eq!(got[0]["error"], format!("HTTP 404 fetching {page}"));
+    assert_eq!(
+        got[1]["error"],
+        "Host 'metadata.google.internal' is blocked (cloud metadata endpoint)"
+    );
+}
+
+const FAKE_DDGS: &str = r#"
+class DDGS:
+    def __init__(self, timeout=None):
+        self.timeout = timeout
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return False
+    def text(self, query, max_results=5):
+        if query == "boom":
+            raise RuntimeError("ratelimited")
+        for i in range(10):
+            yield {"title": f"{query} {i}", "href": f"https://{i}.example", "body": f"body {i}"}
+"#;
+
+#[test]
+fn ddgs_is_used_only_when_its_package_is_importable() {
+    let (_h, _b, host) = host_for(json!({"ddgs": {"enabled": true}}));
+    // Without the package (unless this interpreter really has it).
+    let why = probe(&host, "ddgs", "why", "", 0);
+    if why != json!("") {
+        assert_eq!(probe(&host, "ddgs", "available", "", 0), json!(false));
+        assert_eq!(
+            why,
+            json!("the ddgs package is not installed (pip install ddgs into plughost's Python)")
+        );
+        assert_eq!(
+            error_of(&probe(&host, "ddgs", "search", "q", 5)),
+            "ddgs package is not installed — run `pip install ddgs`"
+        );
+    }
+    // A ddgs package on the path: used, its hits mapped to Flowly's rows.
+    let fake = tempfile::tempdir().unwrap();
+    std::fs::create_dir(fake.path().join("ddgs")).unwrap();
+    std::fs::write(fake.path().join("ddgs/__init__.py"), FAKE_DDGS).unwrap();
+    probe(&host, "ddgs", "syspath", fake.path().to_str().unwrap(), 0);
+    assert_eq!(probe(&host, "ddgs", "available", "", 0), json!(true));
+    let got = probe(&host, "ddgs", "search", "rust", 2);
+    assert_eq!(
+        got,
+        json!({"success": true, "data": {"web": [
+            {"title": "rust 0", "url": "https://0.example", "description": "body 0", "position": 1},
+            {"title": "rust 1", "url": "https://1.example", "description": "body 1", "position": 2}
+        ]}})
+    );
+    assert_eq!(
+        error_of(&probe(&host, "ddgs", "search", "boom", 2)),
+        "DuckDuckGo search failed: ratelimited"
+    );
+    // Not enabled: unavailable whatever is installed.
+    let (_h, _b, host) = host_for(json!({}));
+    assert_eq!(
+        probe(&host, "ddgs", "why", "", 0),
+        json!("not enabled (set tools.web.search.ddgs.enabled to true)")
     );
 }
 

@@ -247,6 +247,11 @@ fn build_host(cli: &Cli, python_level: u8) -> Result<Host, Failure> {
     if let Some(isolation) = &cli.isolate {
         builder = builder.isolate(isolation.clone());
     }
+    // Flowly's web_search / web_extract, served by the web backend plugins.
+    let home = crate::config::resolve_home(cli.home.as_deref());
+    for tool in crate::agent::tools::web_tools(&home) {
+        builder = builder.tool(tool);
+    }
     Ok(builder.build()?)
 }
 
