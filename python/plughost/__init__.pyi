@@ -435,9 +435,16 @@ class Host:
         *,
         check_fn: Callable[[], object] | None = None,
         description: str = "",
+        toolset: str | None = None,
+        requires_env: str | Iterable[str | Mapping[str, Any]] | None = None,
+        is_async: object = None,
+        emoji: object = None,
     ) -> None:
         """`PluginContext.register_tool` on `context`: register a tool
-        directly on this host, before its first use.
+        directly on this host, before its first use. Flowly's keywords as
+        there: `toolset` is kept on the tool (`tools()` lists it), an unset
+        `requires_env` variable makes the tool unavailable (naming it),
+        `is_async` and `emoji` are accepted and ignored.
 
         Raises:
             PlughostError: The host has already loaded.

@@ -181,8 +181,12 @@ impl PyHost {
         self.context.clone_ref(py)
     }
 
-    /// Register a tool on this host, as `PluginContext.register_tool`.
-    #[pyo3(signature = (name, schema=None, handler=None, *, check_fn=None, description=""))]
+    /// Register a tool on this host, as `PluginContext.register_tool`
+    /// (Flowly's keywords included: `toolset` is kept on the tool, an unset
+    /// `requires_env` variable makes it unavailable, `is_async` and `emoji`
+    /// are accepted).
+    #[pyo3(signature = (name, schema=None, handler=None, *, check_fn=None, description="", toolset=None, requires_env=None, is_async=None, emoji=None))]
+    #[allow(clippy::too_many_arguments)]
     fn register_tool(
         &self,
         py: Python<'_>,
@@ -191,11 +195,24 @@ impl PyHost {
         handler: Option<&Bound<'_, PyAny>>,
         check_fn: Option<&Bound<'_, PyAny>>,
         description: &str,
+        toolset: Option<&Bound<'_, PyAny>>,
+        requires_env: Option<&Bound<'_, PyAny>>,
+        is_async: Option<&Bound<'_, PyAny>>,
+        emoji: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         self.still_open(py, "register_tool")?;
-        self.context
-            .get()
-            .register_tool(py, name, schema, handler, check_fn, description)
+        self.context.get().py_register_tool(
+            py,
+            name,
+            schema,
+            handler,
+            check_fn,
+            description,
+            toolset,
+            requires_env,
+            is_async,
+            emoji,
+        )
     }
 
     /// Register a hook on this host, as `PluginContext.register_hook`.

@@ -175,3 +175,40 @@ def test_the_console_script_is_on_path_and_runs_in_this_interpreter(home: Path) 
     doctor = subprocess.run([exe, "plugins", "doctor", "--json"], capture_output=True, text=True, env=env)
     reported = json.loads(doctor.stdout)["python"]["executable"]
     assert os.path.realpath(os.path.dirname(reported)) == os.path.realpath(os.path.dirname(sys.executable)), reported
+
+
+def test_host_register_tool_takes_flowlys_keywords(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PLUGHOST_API_SURELY_UNSET", raising=False)
+    host = plughost.Host(home=home)
+
+    async def lookup(q: str) -> str:
+        return f"found {q}"
+
+    host.register_tool(
+        "lookup", {"type": "object", "properties": {"q": {"type": "string"}}}, lookup,
+        description="Look up", toolset="research", requires_env=["PATH"], is_async=True, emoji="🔎",
+    )
+    host.register_tool(
+        name="gated", schema={}, handler=lambda: "ran", toolset="research",
+        requires_env="PLUGHOST_API_SURELY_UNSET", emoji="",
+    )
+    tools = {t["name"]: t for t in host.tools()}
+    assert tools["lookup"]["toolset"] == "research" and tools["lookup"]["requires_env"] == ["PATH"]
+    assert tools["gated"]["requires_env"] == ["PLUGHOST_API_SURELY_UNSET"]
+    assert host.call_tool("lookup", {"q": "x"}) == "found x"
+    assert host.call_tool("gated") == (
+        "Error: gated is unavailable: the environment variable PLUGHOST_API_SURELY_UNSET "
+        "it requires (requires_env) is not set; set it to use the tool"
+    )
+    monkeypatch.setenv("PLUGHOST_API_SURELY_UNSET", "1")
+    assert host.call_tool("gated") == "ran"
+
+
+def test_host_register_tool_rejects_bad_flowly_keywords(home: Path) -> None:
+    host = plughost.Host(home=home)
+    with pytest.raises(TypeError, match="toolset must be a string"):
+        host.register_tool("a", {}, lambda: "", toolset=3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="requires_env must be a list of environment variable names"):
+        host.register_tool("b", {}, lambda: "", requires_env=5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        host.register_tool("c", {}, lambda: "", colour="red")  # type: ignore[call-arg]

@@ -90,28 +90,6 @@ impl PluginContext {
         Ok(())
     }
 
-    /// `register_tool` as plughost's own callers (the Python API's
-    /// `Host.register_tool`) use it: no Flowly extras.
-    pub(crate) fn register_tool(
-        &self,
-        py: Python<'_>,
-        name: &Bound<'_, PyAny>,
-        schema: Option<&Bound<'_, PyAny>>,
-        handler: Option<&Bound<'_, PyAny>>,
-        check_fn: Option<&Bound<'_, PyAny>>,
-        description: &str,
-    ) -> PyResult<()> {
-        self.add_tool(
-            py,
-            name,
-            schema,
-            handler,
-            check_fn,
-            description,
-            ToolExtras::default(),
-        )
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn add_tool(
         &self,
@@ -276,7 +254,7 @@ impl PluginContext {
     /// are accepted and ignored, as Flowly does (awaitables are detected).
     #[pyo3(name = "register_tool", signature = (name, schema=None, handler=None, *, check_fn=None, description="", toolset=None, requires_env=None, is_async=None, emoji=None))]
     #[allow(clippy::too_many_arguments)]
-    fn py_register_tool(
+    pub(crate) fn py_register_tool(
         &self,
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
