@@ -477,7 +477,10 @@ fn exa_searches_and_extracts_with_its_key_header() {
         ]}})
     );
     let seen = service.last();
-    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("POST", "/search"));
+    assert_eq!(
+        (seen.method.as_str(), seen.target.as_str()),
+        ("POST", "/search")
+    );
     assert_eq!(seen.header("x-api-key"), Some("exa-key"));
     assert_eq!(
         json_body(&seen),
@@ -495,7 +498,13 @@ fn exa_searches_and_extracts_with_its_key_header() {
         ]})
         .to_string(),
     ));
-    let got = probe(&host, "exa", "extract", "https://a.example https://b.example", 0);
+    let got = probe(
+        &host,
+        "exa",
+        "extract",
+        "https://a.example https://b.example",
+        0,
+    );
     assert_eq!(
         got,
         json!([
@@ -542,7 +551,9 @@ fn exa_parallel_and_firecrawl_say_what_they_lack() {
             "PARALLEL_API_KEY is not set"
         );
     }
-    if std::env::var_os("FIRECRAWL_API_KEY").is_none() && std::env::var_os("FIRECRAWL_API_URL").is_none() {
+    if std::env::var_os("FIRECRAWL_API_KEY").is_none()
+        && std::env::var_os("FIRECRAWL_API_URL").is_none()
+    {
         assert_eq!(
             error_of(&probe(&host, "firecrawl", "search", "q", 5)),
             "FIRECRAWL_API_KEY (cloud) or FIRECRAWL_API_URL (self-hosted) is not set"
@@ -555,7 +566,10 @@ fn exa_parallel_and_firecrawl_say_what_they_lack() {
     }
     if std::env::var_os("EXA_API_KEY").is_none() {
         let (_h, _b, host) = host_for(json!({"exa": {"enabled": true}}));
-        assert_eq!(error_of(&probe(&host, "exa", "search", "q", 5)), "EXA_API_KEY is not set");
+        assert_eq!(
+            error_of(&probe(&host, "exa", "search", "q", 5)),
+            "EXA_API_KEY is not set"
+        );
     }
 }
 
@@ -565,7 +579,10 @@ fn firecrawl_searches_and_scrapes_asynchronously_and_rechecks_the_final_url() {
     let (_h, _b, host) = host_for(
         json!({"firecrawl": {"enabled": true, "apiKey": "fc-key", "baseUrl": service.url, "timeout": 0.5}}),
     );
-    assert_eq!(probe(&host, "firecrawl", "is_async", "", 0), json!([false, true]));
+    assert_eq!(
+        probe(&host, "firecrawl", "is_async", "", 0),
+        json!([false, true])
+    );
     // https://docs.firecrawl.dev/api-reference/endpoint/search (v2)
     service.reply(Reply::Json(
         200,
@@ -584,7 +601,10 @@ fn firecrawl_searches_and_scrapes_asynchronously_and_rechecks_the_final_url() {
         ]}})
     );
     let seen = service.last();
-    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("POST", "/v2/search"));
+    assert_eq!(
+        (seen.method.as_str(), seen.target.as_str()),
+        ("POST", "/v2/search")
+    );
     assert_eq!(seen.header("Authorization"), Some("Bearer fc-key"));
     assert_eq!(json_body(&seen), json!({"query": "rust", "limit": 2}));
 
@@ -602,7 +622,10 @@ fn firecrawl_searches_and_scrapes_asynchronously_and_rechecks_the_final_url() {
             "title": "", "sourceURL": "http://169.254.169.254/latest", "statusCode": 200}}})
         .to_string(),
     ));
-    service.reply(Reply::Json(402, r#"{"success": false, "error": "Payment required"}"#.into()));
+    service.reply(Reply::Json(
+        402,
+        r#"{"success": false, "error": "Payment required"}"#.into(),
+    ));
     let got = probe(
         &host,
         "firecrawl",
@@ -626,18 +649,30 @@ fn firecrawl_searches_and_scrapes_asynchronously_and_rechecks_the_final_url() {
         json_body(&seen),
         json!({"url": "https://c.example", "formats": ["markdown", "html"]})
     );
-    assert_failures(&host, &service, "firecrawl", "Firecrawl search failed: Firecrawl ");
-    service.reply(Reply::Json(200, r#"{"success": false, "error": "bad query"}"#.into()));
+    assert_failures(
+        &host,
+        &service,
+        "firecrawl",
+        "Firecrawl search failed: Firecrawl ",
+    );
+    service.reply(Reply::Json(
+        200,
+        r#"{"success": false, "error": "bad query"}"#.into(),
+    ));
     assert_eq!(
         error_of(&probe(&host, "firecrawl", "search", "q", 5)),
         "Firecrawl search failed: Firecrawl reported a failure: bad query"
     );
 
     // Self-hosted: the instance URL, no key, no Authorization header.
-    let (_h, _b, host) = host_for(json!({"firecrawl": {"enabled": true, "apiUrl": format!("{}/", service.url)}}));
+    let (_h, _b, host) =
+        host_for(json!({"firecrawl": {"enabled": true, "apiUrl": format!("{}/", service.url)}}));
     if std::env::var_os("FIRECRAWL_API_KEY").is_none() {
         assert_eq!(probe(&host, "firecrawl", "available", "", 0), json!(true));
-        service.reply(Reply::Json(200, json!({"success": true, "data": {"web": []}}).to_string()));
+        service.reply(Reply::Json(
+            200,
+            json!({"success": true, "data": {"web": []}}).to_string(),
+        ));
         assert_eq!(
             probe(&host, "firecrawl", "search", "q", 1),
             json!({"success": true, "data": {"web": []}})
@@ -653,7 +688,10 @@ fn parallel_searches_and_extracts_with_its_key_and_beta_header() {
         json!({"parallel": {"enabled": true, "apiKey": "par-key", "baseUrl": service.url, "timeout": 0.5}}),
     );
     assert_eq!(probe(&host, "parallel", "available", "", 0), json!(true));
-    assert_eq!(probe(&host, "parallel", "is_async", "", 0), json!([false, true]));
+    assert_eq!(
+        probe(&host, "parallel", "is_async", "", 0),
+        json!([false, true])
+    );
     // https://docs.parallel.ai/api-reference/search-beta/search
     service.reply(Reply::Json(
         200,
@@ -670,9 +708,15 @@ fn parallel_searches_and_extracts_with_its_key_and_beta_header() {
         ]}})
     );
     let seen = service.last();
-    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("POST", "/v1beta/search"));
+    assert_eq!(
+        (seen.method.as_str(), seen.target.as_str()),
+        ("POST", "/v1beta/search")
+    );
     assert_eq!(seen.header("x-api-key"), Some("par-key"));
-    assert_eq!(seen.header("parallel-beta"), Some("search-extract-2025-10-10"));
+    assert_eq!(
+        seen.header("parallel-beta"),
+        Some("search-extract-2025-10-10")
+    );
     let body = json_body(&seen);
     assert_eq!(body["objective"], "rust");
     assert_eq!(body["search_queries"], json!(["rust"]));
@@ -690,7 +734,13 @@ fn parallel_searches_and_extracts_with_its_key_and_beta_header() {
         ], "errors": [{"url": "https://c.example", "error_type": "fetch_error", "http_status_code": 404, "content": null}]})
         .to_string(),
     ));
-    let got = probe(&host, "parallel", "extract", "https://a.example https://b.example https://c.example", 0);
+    let got = probe(
+        &host,
+        "parallel",
+        "extract",
+        "https://a.example https://b.example https://c.example",
+        0,
+    );
     assert_eq!(
         got,
         json!([
@@ -707,7 +757,12 @@ fn parallel_searches_and_extracts_with_its_key_and_beta_header() {
         json_body(&seen),
         json!({"urls": ["https://a.example", "https://b.example", "https://c.example"], "full_content": true})
     );
-    assert_failures(&host, &service, "parallel", "Parallel search failed: Parallel ");
+    assert_failures(
+        &host,
+        &service,
+        "parallel",
+        "Parallel search failed: Parallel ",
+    );
     service.reply(Reply::Hang(Duration::from_secs(3)));
     let got = probe(&host, "parallel", "extract", "https://a.example", 0);
     assert_eq!(
@@ -725,7 +780,10 @@ fn local_extracts_readable_text_and_refuses_private_addresses_unless_allowed() {
     let service = Service::start();
     // Refused by Flowly's rule: loopback, localhost, link-local, other schemes.
     let (_h, _b, host) = host_with_web(json!({}));
-    assert_eq!(probe(&host, "local", "is_async", "", 0), json!([false, true]));
+    assert_eq!(
+        probe(&host, "local", "is_async", "", 0),
+        json!([false, true])
+    );
     let page = format!("{}/page", service.url);
     let got = probe(
         &host,
@@ -734,7 +792,12 @@ fn local_extracts_readable_text_and_refuses_private_addresses_unless_allowed() {
         &format!("{page} http://localhost:1/x http://[fe80::1]/ ftp://a.example/ http://10.1.2.3/"),
         0,
     );
-    let errors: Vec<&str> = got.as_array().unwrap().iter().map(|r| r["error"].as_str().unwrap()).collect();
+    let errors: Vec<&str> = got
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["error"].as_str().unwrap())
+        .collect();
     assert_eq!(
         errors,
         [
@@ -745,7 +808,10 @@ fn local_extracts_readable_text_and_refuses_private_addresses_unless_allowed() {
             "IP 10.1.2.3 is in blocked private range 10.0.0.0/8",
         ]
     );
-    assert!(service.seen.lock().unwrap().is_empty(), "nothing was fetched");
+    assert!(
+        service.seen.lock().unwrap().is_empty(),
+        "nothing was fetched"
+    );
 
     // Allowed by tools.web.allowPrivateUrls: fetched, reduced to readable text.
     let (_h, _b, host) = host_with_web(json!({"allowPrivateUrls": true}));
@@ -759,10 +825,19 @@ fn local_extracts_readable_text_and_refuses_private_addresses_unless_allowed() {
     );
     assert_eq!(got[0]["metadata"]["sourceURL"], page.as_str());
     let seen = service.last();
-    assert_eq!((seen.method.as_str(), seen.target.as_str()), ("GET", "/page"));
+    assert_eq!(
+        (seen.method.as_str(), seen.target.as_str()),
+        ("GET", "/page")
+    );
     // A failing page is that URL's error; metadata hosts stay refused.
     service.reply(Reply::Page(404, "text/html", "gone".into()));
-    let got = probe(&host, "local", "extract", &format!("{page} http://metadata.google.internal/"), 0);
+    let got = probe(
+        &host,
+        "local",
+        "extract",
+        &format!("{page} http://metadata.google.internal/"),
+        0,
+    );
     assert_eq!(got[0]["error"], format!("HTTP 404 fetching {page}"));
     assert_eq!(
         got[1]["error"],

@@ -15,11 +15,14 @@ use std::sync::{Arc, Mutex};
 use common::write_plugin;
 use serde_json::{json, Value};
 
+/// The queued answers: (status, content type, body).
+type Replies = Arc<Mutex<Vec<(u16, &'static str, String)>>>;
+
 /// A loopback service answering each request with the next queued
 /// (status, content type, body), recording the request targets.
 struct Service {
     url: String,
-    replies: Arc<Mutex<Vec<(u16, &'static str, String)>>>,
+    replies: Replies,
     targets: Arc<Mutex<Vec<String>>>,
 }
 
@@ -27,7 +30,7 @@ impl Service {
     fn start() -> Service {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let replies: Arc<Mutex<Vec<(u16, &'static str, String)>>> = Arc::default();
+        let replies: Replies = Arc::default();
         let targets: Arc<Mutex<Vec<String>>> = Arc::default();
         let (r, t) = (replies.clone(), targets.clone());
         std::thread::spawn(move || {
@@ -76,7 +79,10 @@ impl Service {
     }
 
     fn reply(&self, status: u16, kind: &'static str, body: impl Into<String>) {
-        self.replies.lock().unwrap().push((status, kind, body.into()));
+        self.replies
+            .lock()
+            .unwrap()
+            .push((status, kind, body.into()));
     }
 
     fn targets(&self) -> Vec<String> {
@@ -167,7 +173,10 @@ fn web_search_dispatches_to_the_configured_backend_and_formats_flowlys_way() {
     service.reply(200, "application/json", SEARXNG_ANSWER);
     let (ok, text) = call(h, b, "web_search", json!({"query": "rust", "count": 1}));
     assert!(ok, "{text}");
-    assert_eq!(text, "Results for: rust\n\n1. A\n   https://a.example\n   first");
+    assert_eq!(
+        text,
+        "Results for: rust\n\n1. A\n   https://a.example\n   first"
+    );
     assert_eq!(
         service.targets(),
         ["/search?q=rust&format=json&pageno=1"],
@@ -500,7 +509,10 @@ fn the_web_tools_are_offered_only_while_a_provider_is_available() {
         match &r.outcome {
             plughost::ToolOutcome::Unavailable {
                 reason: plughost::Unavailability::Unmet { problem },
-            } => assert!(problem.starts_with("no web search provider is available ("), "{problem}"),
+            } => assert!(
+                problem.starts_with("no web search provider is available ("),
+                "{problem}"
+            ),
             other => panic!("{other:?}"),
         }
         let details = serde_json::to_value(r.outcome.details()).unwrap();

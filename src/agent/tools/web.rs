@@ -303,7 +303,9 @@ impl WebReport {
     pub fn lines(&self) -> Vec<String> {
         let mut out = vec!["web providers:".to_string()];
         if let Some(problem) = &self.problem {
-            out.push(format!("    could not ask the provider registry: {problem}"));
+            out.push(format!(
+                "    could not ask the provider registry: {problem}"
+            ));
         }
         for (capability, state) in [("search", &self.search), ("extract", &self.extract)] {
             let active = match (&state.active, &state.configured) {
