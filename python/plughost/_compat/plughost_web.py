@@ -20,6 +20,7 @@ names stay refused).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import html
 import inspect
@@ -31,7 +32,7 @@ import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 from urllib.parse import urlparse
 
 #: The home of the host whose built-in web tool is running (the tools run
@@ -71,6 +72,22 @@ def _home() -> Path | None:
         found = None
     found = found or os.environ.get("PLUGHOST_HOME")
     return Path(found) if found else None
+
+
+@contextlib.contextmanager
+def pinned_home() -> Iterator[None]:
+    """Keep the calling host's home for work handed to other threads
+    (``asyncio.to_thread`` copies context variables; a worker thread has no
+    plugin frames for ``caller_home()`` to find)."""
+    home = _home()
+    if home is None:
+        yield
+        return
+    token = HOME.set(str(home))
+    try:
+        yield
+    finally:
+        HOME.reset(token)
 
 
 def _web_config() -> dict[str, Any]:
@@ -254,7 +271,8 @@ async def _fetch_readable(
     """Fetch *url* and return its readable content (Flowly's result keys),
     or ``{"error": ..., "url": ...}``.  The caller checks *url* first."""
     try:
-        final_url, status, ctype, body = await asyncio.to_thread(_fetch, url, timeout)
+        with pinned_home():
+            final_url, status, ctype, body = await asyncio.to_thread(_fetch, url, timeout)
     except urllib.error.HTTPError as exc:
         return {"error": f"HTTP {exc.code} fetching {url}", "url": url}
     except (socket.timeout, TimeoutError):

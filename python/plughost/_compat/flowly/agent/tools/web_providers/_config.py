@@ -57,6 +57,15 @@ def _home() -> Path:
     return Path(home)
 
 
+def pinned_home():
+    """A context manager keeping the calling host's home for work handed to
+    other threads (``asyncio.to_thread``): settings read there are the
+    calling host's."""
+    import _plughost_web
+
+    return _plughost_web.pinned_home()
+
+
 def web_search_config() -> Section | None:
     """The ``tools.web.search`` block, or None when absent or unreadable."""
     try:
@@ -99,4 +108,4 @@ def timeout(name: str, default: float) -> float:
     return default
 
 
-__all__ = ["web_search_config", "provider_section", "text_setting", "base_url", "timeout"]
+__all__ = ["pinned_home", "web_search_config", "provider_section", "text_setting", "base_url", "timeout"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from flowly.agent.tools.web_providers._config import base_url, provider_section, text_setting, timeout
+from flowly.agent.tools.web_providers._config import base_url, pinned_home, provider_section, text_setting, timeout
 from flowly.agent.tools.web_providers._http import ServiceError, request_json
 from flowly.agent.tools.web_providers.base import WebSearchProvider
 
@@ -126,7 +126,8 @@ class FirecrawlWebSearchProvider(WebSearchProvider):
         results: list[dict[str, Any]] = []
         for url in urls:
             try:
-                data = await asyncio.to_thread(_post, "scrape", {"url": url, "formats": formats}, 60.0)
+                with pinned_home():
+                    data = await asyncio.to_thread(_post, "scrape", {"url": url, "formats": formats}, 60.0)
             except (ValueError, ServiceError) as exc:
                 results.append({"url": url, "title": "", "content": "", "error": str(exc)})
                 continue

@@ -17,7 +17,7 @@ import asyncio
 import os
 from typing import Any
 
-from flowly.agent.tools.web_providers._config import base_url, provider_section, text_setting, timeout
+from flowly.agent.tools.web_providers._config import base_url, pinned_home, provider_section, text_setting, timeout
 from flowly.agent.tools.web_providers._http import ServiceError, request_json
 from flowly.agent.tools.web_providers.base import WebSearchProvider
 
@@ -115,7 +115,8 @@ class ParallelWebSearchProvider(WebSearchProvider):
             return [{"url": u, "title": "", "content": "", "error": message} for u in urls]
 
         try:
-            data = await asyncio.to_thread(_post, "extract", {"urls": list(urls), "full_content": True})
+            with pinned_home():
+                data = await asyncio.to_thread(_post, "extract", {"urls": list(urls), "full_content": True})
         except ValueError as exc:
             return failed(str(exc))
         except ServiceError as exc:
