@@ -66,55 +66,64 @@ const COMPAT_MODULES: &[CompatModule] = &[
         "agent/tools/web_providers/registry.py",
         false
     ),
-    compat!(
-        "flowly.agent.tools.web_providers.searxng",
-        "agent/tools/web_providers/searxng.py",
-        false
-    ),
-    compat!(
-        "flowly.agent.tools.web_providers.brave",
-        "agent/tools/web_providers/brave.py",
-        false
-    ),
-    compat!(
-        "flowly.agent.tools.web_providers.tavily",
-        "agent/tools/web_providers/tavily.py",
-        false
-    ),
-    compat!(
-        "flowly.agent.tools.web_providers.exa",
-        "agent/tools/web_providers/exa.py",
-        false
-    ),
-    compat!(
-        "flowly.agent.tools.web_providers.firecrawl",
-        "agent/tools/web_providers/firecrawl.py",
-        false
-    ),
-    compat!(
-        "flowly.agent.tools.web_providers.parallel",
-        "agent/tools/web_providers/parallel.py",
-        false
-    ),
-    compat!(
-        "flowly.agent.tools.web_providers.local",
-        "agent/tools/web_providers/local.py",
-        false
-    ),
-    compat!(
-        "flowly.agent.tools.web_providers.ddgs",
-        "agent/tools/web_providers/ddgs.py",
-        false
-    ),
-    compat!("flowly.agent.tools.web", "agent/tools/web.py", false),
     compat!("flowly.plugins", "plugins/__init__.py", true),
     compat!("flowly.plugins.manifest", "plugins/manifest.py", false),
     compat!("flowly.profile", "profile.py", false),
 ];
 
+/// The compat `flowly` leaf modules compiled on first import (the web
+/// providers and tools: most hosts never import them), as (module, source).
+const LAZY_COMPAT_MODULES: &[(&str, &str)] = &[
+    (
+        "flowly.agent.tools.web_providers.searxng",
+        include_str!(
+            "../../../python/plughost/_compat/flowly/agent/tools/web_providers/searxng.py"
+        ),
+    ),
+    (
+        "flowly.agent.tools.web_providers.brave",
+        include_str!("../../../python/plughost/_compat/flowly/agent/tools/web_providers/brave.py"),
+    ),
+    (
+        "flowly.agent.tools.web_providers.tavily",
+        include_str!("../../../python/plughost/_compat/flowly/agent/tools/web_providers/tavily.py"),
+    ),
+    (
+        "flowly.agent.tools.web_providers.exa",
+        include_str!("../../../python/plughost/_compat/flowly/agent/tools/web_providers/exa.py"),
+    ),
+    (
+        "flowly.agent.tools.web_providers.firecrawl",
+        include_str!(
+            "../../../python/plughost/_compat/flowly/agent/tools/web_providers/firecrawl.py"
+        ),
+    ),
+    (
+        "flowly.agent.tools.web_providers.parallel",
+        include_str!(
+            "../../../python/plughost/_compat/flowly/agent/tools/web_providers/parallel.py"
+        ),
+    ),
+    (
+        "flowly.agent.tools.web_providers.local",
+        include_str!("../../../python/plughost/_compat/flowly/agent/tools/web_providers/local.py"),
+    ),
+    (
+        "flowly.agent.tools.web_providers.ddgs",
+        include_str!("../../../python/plughost/_compat/flowly/agent/tools/web_providers/ddgs.py"),
+    ),
+    (
+        "flowly.agent.tools.web",
+        include_str!("../../../python/plughost/_compat/flowly/agent/tools/web.py"),
+    ),
+];
+
 /// `_plughost_web`: the built-in `web_search` / `web_extract` tools' Python
-/// side, installed beside the `flowly` modules.
+/// side, served (lazily) whether or not a real Flowly is installed.
 const WEB_TOOLS_SOURCE: &str = include_str!("../../../python/plughost/_compat/plughost_web.py");
+
+/// The finder serving lazy modules (`_plughost_flowly_lazy`).
+const LAZY_FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/flowly_lazy.py");
 
 /// The classes of `flowly.agent.hooks` (real or compat) contexts are built from.
 pub struct FlowlyClasses {
@@ -150,11 +159,15 @@ fn install(py: Python<'_>) -> PyResult<FlowlyClasses> {
         native.add_class::<PluginContext>()?;
         sys_modules.set_item("_plughost_flowly", native)?;
     }
+    let finder = match sys_modules.get_item("_plughost_flowly_lazy")? {
+        Some(m) => m,
+        None => {
+            module_from_source(py, "_plughost_flowly_lazy", LAZY_FINDER_SOURCE, false)?.into_any()
+        }
+    };
+    let lazy = PyDict::new(py);
     // The built-in web tools' module, real Flowly or not (see web.rs).
-    if !sys_modules.contains("_plughost_web")? {
-        let web = module_from_source(py, "_plughost_web", WEB_TOOLS_SOURCE, false)?;
-        sys_modules.set_item("_plughost_web", web)?;
-    }
+    lazy.set_item("_plughost_web", WEB_TOOLS_SOURCE)?;
     let origin = match real_flowly(py)? {
         Some(path) => path,
         None => {
@@ -167,10 +180,14 @@ fn install(py: Python<'_>) -> PyResult<FlowlyClasses> {
                         }
                     }
                 }
+                for &(name, source) in LAZY_COMPAT_MODULES {
+                    lazy.set_item(name, source)?;
+                }
             }
             "compat (plughost's own flowly modules)".into()
         }
     };
+    finder.getattr("install")?.call1((lazy,))?;
     let hooks = py.import("flowly.agent.hooks")?;
     let get = |name: &str| -> PyResult<Py<PyAny>> { Ok(hooks.getattr(name)?.unbind()) };
     Ok(FlowlyClasses {
