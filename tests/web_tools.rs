@@ -426,6 +426,24 @@ fn the_eight_bundled_backends_load_and_are_listed() {
         assert_eq!(p["kind"], "backend");
         assert_eq!(p["provides_web_providers"], json!([name]));
     }
+    // The table names each backend's provider.
+    let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["plugins", "list"])
+        .env("PLUGHOST_HOME", home.path())
+        .env("XDG_CACHE_HOME", cache.path())
+        .env_remove("PLUGHOST_BUNDLED_DIR")
+        .env_remove("PLUGHOST_LOG")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("web-searxng "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        row.contains("web: searxng") && row.contains("loaded"),
+        "{row}"
+    );
 }
 
 #[test]

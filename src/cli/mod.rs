@@ -552,7 +552,7 @@ fn print_plugins(host: &Host) {
             } else {
                 "off".to_string()
             };
-            let provides = [
+            let mut provides = [
                 (p.tools.len(), "tool"),
                 (p.hooks.len(), "hook"),
                 (p.commands.len(), "command"),
@@ -563,6 +563,15 @@ fn print_plugins(host: &Host) {
             .map(|(n, what)| format!("{n} {what}{}", if *n == 1 { "" } else { "s" }))
             .collect::<Vec<_>>()
             .join(", ");
+            // A backend plugin's web providers (its manifest's provides_web_providers).
+            if !p.provides_web_providers.is_empty() {
+                let web = format!("web: {}", p.provides_web_providers.join(", "));
+                provides = if provides.is_empty() {
+                    web
+                } else {
+                    format!("{provides}, {web}")
+                };
+            }
             vec![
                 p.key.clone(),
                 p.version.clone(),
