@@ -186,6 +186,18 @@ fn names_in(dir: &Path) -> Vec<String> {
 
 const BUNDLED: [&str; 3] = ["command-guard", "disk-cleanup", "tool-audit"];
 
+/// The bundled web backends (Flowly's `web-*`), bundled as well.
+const WEB_BACKENDS: [&str; 8] = [
+    "web-brave",
+    "web-ddgs",
+    "web-exa",
+    "web-firecrawl",
+    "web-local",
+    "web-parallel",
+    "web-searxng",
+    "web-tavily",
+];
+
 fn assert_bundled_loaded(list: &[Value]) {
     for name in BUNDLED {
         let found = entries(list, name);
@@ -311,7 +323,8 @@ fn nowhere_to_write_them_is_said_loudly_and_the_agent_refuses_to_start() {
         }
     }
     // A user who disabled every bundled plugin asked to go without them.
-    let config = serde_json::json!({"plugins": {"disabled": BUNDLED}});
+    let every: Vec<&str> = BUNDLED.iter().chain(&WEB_BACKENDS).copied().collect();
+    let config = serde_json::json!({"plugins": {"disabled": every}});
     env.write_config(&config.to_string());
     let o = bounded(with_bad(&["run", "hello"]), LOADS);
     assert!(!err(&o).contains("refusing to start"), "{}", err(&o));
