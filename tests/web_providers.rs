@@ -829,6 +829,15 @@ fn local_extracts_readable_text_and_refuses_private_addresses_unless_allowed() {
         (seen.method.as_str(), seen.target.as_str()),
         ("GET", "/page")
     );
+    // A page that never comes: that URL's error, within local.timeout.
+    let (_h, _b, slow) =
+        host_with_web(json!({"allowPrivateUrls": true, "search": {"local": {"timeout": 0.5}}}));
+    service.reply(Reply::Hang(Duration::from_secs(3)));
+    let got = probe(&slow, "local", "extract", &page, 0);
+    assert_eq!(
+        got[0]["error"],
+        format!("{page} did not answer within 0.5 s")
+    );
     // A failing page is that URL's error; metadata hosts stay refused.
     service.reply(Reply::Page(404, "text/html", "gone".into()));
     let got = probe(

@@ -4,13 +4,15 @@ fallback.
 Extract only, no key, always available: each URL is checked against the
 URL rule, fetched over plain HTTP(S) and reduced to its readable text
 (title, main content as light markdown; a ``query`` keeps the most
-relevant passages), by ``flowly.agent.tools.web._fetch_readable``.
+relevant passages), by ``flowly.agent.tools.web._fetch_readable``, within
+``tools.web.search.local.timeout`` seconds (30 by default).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from flowly.agent.tools.web_providers._config import timeout
 from flowly.agent.tools.web_providers.base import WebSearchProvider
 
 
@@ -40,13 +42,16 @@ class LocalExtractProvider(WebSearchProvider):
 
         query = kwargs.get("query")
         max_chars = int(kwargs.get("max_chars") or 50000)
+        wait = timeout("local", 30.0)  # tools.web.search.local.timeout, seconds
         results: list[dict[str, Any]] = []
         for url in urls:
             ok, reason = _validate_url(str(url))
             if not ok:
                 results.append({"url": url, "title": "", "content": "", "error": reason})
                 continue
-            r = await _fetch_readable(str(url), query=query, extract_mode="markdown", max_chars=max_chars)
+            r = await _fetch_readable(
+                str(url), query=query, extract_mode="markdown", max_chars=max_chars, timeout=wait
+            )
             if r.get("error"):
                 results.append({"url": url, "title": "", "content": "", "error": r["error"]})
                 continue
