@@ -328,6 +328,7 @@ impl HostBuilder {
         for candidate in crate::dialects::discover_all(&home, &lists) {
             discovery::admit(&mut candidates, candidate);
         }
+        crate::dialects::choose(&home, &mut candidates)?;
         if let Some(missing) = unavailable.and_then(|e| discovery::still_missing(e, &candidates)) {
             if !self.allow_missing_bundled {
                 return Err(HostError::Bundled(missing));

@@ -102,6 +102,10 @@ enum PluginsCmd {
         /// Replace an installed plugin of the same name.
         #[arg(long)]
         force: bool,
+        /// The plugin API it is written for (flowly, hermes); recorded as
+        /// plugins.dialects.<name> in config.json.
+        #[arg(long, value_name = "NAME")]
+        dialect: Option<String>,
     },
     /// Delete a user plugin and take it out of config.json.
     Remove {
@@ -287,8 +291,15 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             source,
             enable,
             force,
+            dialect,
             ..
-        }) => plugins::install(&home_of(&cli), source, *enable, *force),
+        }) => plugins::install(
+            &home_of(&cli),
+            source,
+            *enable,
+            *force,
+            dialect.as_deref(),
+        ),
         Command::Plugins(PluginsCmd::Remove { name, yes }) => {
             plugins::remove(&home_of(&cli), name, *yes)
         }
