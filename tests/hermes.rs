@@ -532,3 +532,238 @@ fn a_real_hermes_constants_is_never_shadowed() {
         stdout(&out)
     );
 }
+
+/// A plugin in the style of Hermes's bridge plugins: it keeps `ctx` and
+/// uses `dispatch_tool`, `llm` and `inject_message` from a tool handler.
+const BRIDGE: &str = r#"
+import json
+_CTX = None
+
+def relay(args, **kwargs):
+    ctx = _CTX
+    out = {"inner": ctx.dispatch_tool("lookup", {"q": args["q"]}, task_id=kwargs.get("task_id")),
+           "secret": ctx.dispatch_tool("read_file", {"path": "secret.txt"}),
+           "missing": ctx.dispatch_tool("no_such_tool", {})}
+    try:
+        r = ctx.llm.complete([{"role": "user", "content": "summarise " + args["q"]}], purpose="relay")
+        out["llm"] = {"text": r.text, "provider": r.provider, "model": r.model}
+    except RuntimeError as e:
+        out["llm_error"] = str(e)
+    try:
+        ctx.llm.complete([{"role": "user", "content": "x"}], model="other")
+    except PermissionError as e:
+        out["trust"] = str(e)
+    out["queued"] = ctx.inject_message("remember the relay")
+    return json.dumps(out)
+
+def register(ctx):
+    global _CTX
+    _CTX = ctx
+    ctx.register_tool("relay", "bridge", {"name": "relay", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}, relay)
+"#;
+
+#[test]
+fn dispatch_tool_llm_and_inject_message_reach_the_agent() {
+    let env = Env::new("plugins:\n  enabled: [bridge, toolkit, guard]\n");
+    env.plugin("bridge", "name: bridge\n", BRIDGE);
+    env.plugin("toolkit", "name: toolkit\n", TOOLKIT);
+    env.plugin("guard", "name: guard\n", GUARD);
+    let ws = env.plughost_home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("secret.txt"), "TOPSECRET").unwrap();
+    let script = env.plughost_home.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - say: \"model heard: {user_message}\"\n    tool_calls:\n      - name: relay\n        args: {q: abc}\n  - say: \"done\"\n",
+    )
+    .unwrap();
+    let turn = agent_turn(&env, &script, &ws);
+    let call = &turn["tool_calls"][0];
+    assert_eq!(call["outcome"], "ok", "{turn:#}");
+    let v: Value = serde_json::from_str(call["result"].as_str().unwrap()).unwrap();
+    // dispatch_tool runs the pipeline: the other plugin's transform hook
+    // upper-cases lookup's result, the guard blocks the secret read.
+    let inner: Value = serde_json::from_str(&v["inner"].as_str().unwrap().to_lowercase()).unwrap();
+    assert_eq!(inner["q"], "abc", "{v:#}");
+    assert_eq!(v["secret"], r#"{"error":"secrets stay secret"}"#, "{v:#}");
+    assert_eq!(v["missing"], r#"{"error":"Unknown tool: no_such_tool"}"#);
+    // ctx.llm: the agent's model (scripted), in a conversation of its own.
+    assert_eq!(v["llm"]["text"], "model heard: summarise abc", "{v:#}");
+    assert_eq!(v["llm"]["model"], "scripted", "{v:#}");
+    assert!(
+        v["trust"].as_str().unwrap().contains("cannot override the model"),
+        "{v:#}"
+    );
+    // inject_message: the message joins the conversation at the next iteration.
+    assert_eq!(v["queued"], true);
+    let messages = turn["messages"].as_array().unwrap();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "user" && m["content"] == "remember the relay"),
+        "{turn:#}"
+    );
+    assert!(!turn.to_string().contains("TOPSECRET"));
+
+    // Without an agent (tools call) they say so instead of pretending.
+    let (ok, text) = tool_call(&env, "relay", r#"{"q": "x"}"#);
+    assert!(ok, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert!(
+        v["inner"].as_str().unwrap().contains("no agent is running"),
+        "{v:#}"
+    );
+    assert!(
+        v["llm_error"].as_str().unwrap().contains("no agent is running"),
+        "{v:#}"
+    );
+    assert_eq!(v["queued"], false);
+}
+
+/// Gateway answers in the Hermes style: skip, rewrite, allow.
+const GATEWAY: &str = r#"
+def gate(event, **kwargs):
+    text = event.text
+    if text.startswith("spam"):
+        return {"action": "skip", "reason": "spam filtered"}
+    if text.startswith("hi"):
+        return {"action": "rewrite", "text": "rewritten: " + text}
+    if text.startswith("ok"):
+        return {"action": "allow"}
+    return None
+
+def register(ctx):
+    ctx.register_hook("pre_gateway_dispatch", gate)
+"#;
+
+#[test]
+fn gateway_answers_skip_rewrite_and_allow_in_an_agent_turn() {
+    let env = Env::new("plugins:\n  enabled: [gate]\n");
+    env.plugin("gate", "name: gate\n", GATEWAY);
+    let ws = env.plughost_home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let script = env.plughost_home.path().join("script.yaml");
+    std::fs::write(&script, "turns:\n  - say: \"heard: {user_message}\"\n").unwrap();
+    let turn_of = |text: &str| -> Value {
+        let out = env.run(&[
+            "run",
+            text,
+            "--json",
+            "--model",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--session",
+            text.split(' ').next().unwrap(),
+        ]);
+        serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)))
+    };
+    let skipped = turn_of("spam offer");
+    assert_eq!(skipped["skipped"], "spam filtered", "{skipped:#}");
+    assert!(skipped["iterations"] == 0 || skipped["messages"].as_array().unwrap().is_empty());
+    let rewritten = turn_of("hi there");
+    assert_eq!(rewritten["reply"], "heard: rewritten: hi there", "{rewritten:#}");
+    let allowed = turn_of("ok go");
+    assert_eq!(allowed["reply"], "heard: ok go", "{allowed:#}");
+}
+
+/// `pre_tool_call` answering `{"action": "allow"}` (or anything but block
+/// and modify) lets the call run unchanged.
+#[test]
+fn an_allow_answer_lets_the_call_run() {
+    let allow = "def guard(tool_name, args, **kwargs):\n    return {'action': 'allow'}\n\ndef register(ctx):\n    ctx.register_hook('pre_tool_call', guard)\n";
+    let (env, ws, script) = guarded_env(allow);
+    let turn = agent_turn(&env, &script, &ws);
+    let calls = turn["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["outcome"], "ok", "{turn:#}");
+    assert_eq!(calls[0]["result"], "TOPSECRET");
+    assert_eq!(calls[1]["result"], "decoy");
+}
+
+#[test]
+fn the_dialect_is_chosen_by_config_then_origin_then_imports() {
+    let env = Env::new("plugins:\n  enabled: []\n");
+    let plugins = env.plughost_home.path().join("plugins");
+    // In plughost's own directory: Hermes-style, told by its imports.
+    write_plugin(
+        &plugins,
+        "sniffed",
+        "name: sniffed\n",
+        &[("__init__.py", "import json\nfrom hermes_constants import get_hermes_home\n\ndef h(args, **kw):\n    return json.dumps({'got': args['x']})\n\ndef register(ctx):\n    ctx.register_tool('sniffed_tool', 'set', {'name': 'sniffed_tool'}, h)\n")],
+    );
+    // Hermes-style without a telling import: chosen by config.json.
+    write_plugin(
+        &plugins,
+        "told",
+        "name: told\n",
+        &[("__init__.py", "import json\n\ndef h(args, **kw):\n    return json.dumps({'told': args['x']})\n\ndef register(ctx):\n    ctx.register_tool('told_tool', 'set', {'name': 'told_tool'}, h)\n")],
+    );
+    // Flowly's own style stays flowly.
+    write_plugin(
+        &plugins,
+        "plain",
+        "name: plain\n",
+        &[("__init__.py", "def register(ctx):\n    ctx.register_tool('plain_tool', {'type': 'object', 'properties': {}}, lambda params: 'plain')\n")],
+    );
+    let config = serde_json::json!({"plugins": {
+        "enabled": ["sniffed", "told", "plain", "wrong"],
+        "dialects": {"told": "hermes", "wrong": "klingon"}}});
+    std::fs::write(
+        env.plughost_home.path().join("config.json"),
+        config.to_string(),
+    )
+    .unwrap();
+    write_plugin(&plugins, "wrong", "name: wrong\n", &[("__init__.py", "def register(ctx):\n    pass\n")]);
+    let list = env.list();
+    assert_eq!(record(&list, "sniffed")["dialect"], "hermes", "{list:#?}");
+    assert_eq!(record(&list, "told")["dialect"], "hermes");
+    assert_eq!(record(&list, "plain")["dialect"], "flowly");
+    let wrong = record(&list, "wrong");
+    assert_ne!(wrong["status"], "loaded");
+    assert!(
+        wrong["error"].as_str().unwrap().contains("plugins.dialects.wrong")
+            && wrong["error"].as_str().unwrap().contains("klingon"),
+        "{wrong:#}"
+    );
+    let (ok, text) = tool_call(&env, "told_tool", r#"{"x": 1}"#);
+    assert!(ok, "{text}");
+    assert_eq!(text, r#"{"told": 1}"#);
+    let (ok, text) = tool_call(&env, "sniffed_tool", r#"{"x": 2}"#);
+    assert!(ok, "{text}");
+
+    // plugins install --dialect records the choice; a bad name is refused first.
+    let src = tempfile::tempdir().unwrap();
+    write_plugin(
+        src.path(),
+        "fromgit",
+        "name: fromgit\n",
+        &[("__init__.py", "import json\n\ndef h(args, **kw):\n    return json.dumps(args)\n\ndef register(ctx):\n    ctx.register_tool('fromgit_tool', 'set', {'name': 'fromgit_tool'}, h)\n")],
+    );
+    let path = src.path().join("fromgit");
+    let out = env.run(&["plugins", "install", path.to_str().unwrap(), "--dialect", "klingon"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("use one of: flowly, hermes"), "{}", stderr(&out));
+    assert!(!plugins.join("fromgit").exists());
+    let out = env.run(&[
+        "plugins",
+        "install",
+        path.to_str().unwrap(),
+        "--dialect",
+        "hermes",
+        "--enable",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let config: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.plughost_home.path().join("config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(config["plugins"]["dialects"]["fromgit"], "hermes");
+    assert_eq!(config["plugins"]["dialects"]["told"], "hermes");
+    assert_eq!(record(&env.list(), "fromgit")["dialect"], "hermes");
+    let (ok, text) = tool_call(&env, "fromgit_tool", r#"{"y": 3}"#);
+    assert!(ok, "{text}");
+    assert_eq!(text, r#"{"y": 3}"#);
+}

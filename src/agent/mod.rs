@@ -198,6 +198,8 @@ impl Agent {
         delegate: Option<&DelegateSlot>,
     ) -> Agent {
         let sessions = SessionStore::new(host.home().join("sessions"));
+        // Hermes plugins reach the tools and model through their context.
+        crate::dialects::hermes::link::bind(&host, provider.clone());
         let inner = Arc::new(Inner {
             host,
             provider,
@@ -540,6 +542,14 @@ impl Inner {
 
         for iteration in 1..=self.config.max_iterations {
             report.iterations = iteration;
+            // Messages Hermes plugins injected (ctx.inject_message) join here.
+            for text in crate::dialects::hermes::link::take_injected() {
+                let injected = json!({"role": "user", "content": text});
+                session
+                    .append(injected.clone())
+                    .map_err(|e| format!("cannot write the transcript: {e}"))?;
+                report.messages.push(injected);
+            }
             let tools = self.tool_definitions(tool_filter);
             let mut messages = session.model_messages();
             let mut llm = LlmCallContext {

@@ -62,8 +62,33 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_cli_command",
 ];
 
-/// Parts of Hermes's context plughost does not offer yet.
-const NOT_YET: &[&str] = &["llm", "dispatch_tool", "inject_message"];
+/// `ctx.llm`'s backend: `messages` to the agent's model for `plugin`;
+/// `(text, "provider:model", usage)`. Raises `RuntimeError` when no agent
+/// runs or the model call fails.
+#[pyfunction]
+pub fn llm_complete(
+    py: Python<'_>,
+    plugin: String,
+    messages: &Bound<'_, PyAny>,
+) -> PyResult<(String, String, Py<PyAny>)> {
+    let messages = match crate::runtime::value::to_json(messages) {
+        Ok(Value::Array(m)) => m,
+        Ok(_) => {
+            return Err(PyTypeError::new_err(
+                "ctx.llm.complete: messages must be a list of {\"role\", \"content\"} dicts",
+            ))
+        }
+        Err(e) => {
+            return Err(PyValueError::new_err(format!(
+                "ctx.llm.complete: messages are not JSON-like: {e}"
+            )))
+        }
+    };
+    let done = py.detach(|| super::link::complete(&plugin, messages));
+    let c = done.map_err(PyRuntimeError::new_err)?;
+    let usage = pythonize::pythonize(py, &Value::Object(c.usage))?.unbind();
+    Ok((c.text, c.model, usage))
+}
 
 struct State {
     open: bool,
@@ -352,6 +377,53 @@ impl HermesContext {
         }))
     }
 
+    /// The host-owned LLM facade (`agent.plugin_llm.PluginLlm` in Hermes),
+    /// backed by the model of the agent running this host.
+    #[getter]
+    fn llm(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let class = py.import("_plughost_hermes")?.getattr("PluginLlm")?;
+        let kw = PyDict::new(py);
+        kw.set_item("plugin_id", &self.key)?;
+        Ok(class.call((), Some(&kw))?.unbind())
+    }
+
+    /// Call any registered tool through the host's pipeline (its
+    /// `pre_tool_call` guards included); its JSON string back.
+    #[pyo3(signature = (tool_name, args=None, **kwargs))]
+    fn dispatch_tool(
+        &self,
+        py: Python<'_>,
+        tool_name: &str,
+        args: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<String> {
+        let args = match args.filter(|a| !a.is_none()) {
+            None => Value::Object(Default::default()),
+            Some(a) => crate::runtime::value::to_json(a).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "dispatch_tool('{tool_name}'): args are not JSON-like: {e}"
+                ))
+            })?,
+        };
+        let task_id: String = match kwargs.and_then(|k| k.get_item("task_id").ok().flatten()) {
+            Some(t) if !t.is_none() => t.str()?.to_string(),
+            _ => String::new(),
+        };
+        Ok(py.detach(|| super::link::dispatch_tool(tool_name, args, &task_id)))
+    }
+
+    /// Queue a message into the conversation (see [`super::link`]);
+    /// `False` when no agent runs, as Hermes without its CLI.
+    #[pyo3(signature = (content, role="user", **_kwargs))]
+    fn inject_message(
+        &self,
+        content: &str,
+        role: &str,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> bool {
+        super::link::inject(content, role)
+    }
+
     /// Hermes's provider and host-specific registrars: accepted, recorded,
     /// not used. The parts of Hermes's context plughost lacks raise an
     /// `AttributeError` saying so.
@@ -378,12 +450,6 @@ impl HermesContext {
                 },
             )?;
             return Ok(recorder.into_any().unbind());
-        }
-        if NOT_YET.contains(&name) {
-            return Err(PyAttributeError::new_err(format!(
-                "ctx.{name} is not available under plughost yet (plugin '{}'); guard its use with hasattr(ctx, '{name}')",
-                self.key
-            )));
         }
         Err(PyAttributeError::new_err(format!(
             "'PluginContext' object has no attribute '{name}'"

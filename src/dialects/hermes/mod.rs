@@ -8,6 +8,7 @@ pub mod context;
 pub mod discover;
 pub mod handlers;
 pub mod hooks;
+pub mod link;
 pub mod manifest;
 pub mod render;
 
@@ -53,6 +54,7 @@ fn install(py: Python<'_>) -> PyResult<()> {
                 None => module_from_source(py, "_plughost_hermes", FINDER_SOURCE, false)?,
             };
             finder.add_class::<HermesContext>()?;
+            finder.add_function(pyo3::wrap_pyfunction!(context::llm_complete, &finder)?)?;
             let sources = PyDict::new(py);
             for (name, source, is_package) in COMPAT_MODULES {
                 sources.set_item(name, (source, is_package))?;

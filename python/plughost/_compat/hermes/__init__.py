@@ -50,3 +50,92 @@ def install(sources: "dict[str, tuple[str, bool]]", hermes_home: str) -> None:
     HERMES_HOME = hermes_home
     if not any(isinstance(f, HermesCompatFinder) for f in sys.meta_path):
         sys.meta_path.append(HermesCompatFinder())
+
+
+# ---------------------------------------------------------------------------
+# ctx.llm: Hermes's host-owned LLM facade (``agent.plugin_llm.PluginLlm``),
+# backed by the model of the agent running plughost (``llm_complete``, added
+# to this module by the dialect). plughost has no per-plugin trust config,
+# so every override is refused, as Hermes refuses one without trust.
+# ---------------------------------------------------------------------------
+
+import asyncio as _asyncio
+from dataclasses import dataclass as _dataclass, field as _field
+from typing import Any as _Any, Dict as _Dict, Optional as _Optional
+
+
+class PluginLlmTrustError(PermissionError):
+    """Raised when a plugin attempts an LLM override without trust."""
+
+
+@_dataclass
+class PluginLlmUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: _Optional[float] = None
+
+
+@_dataclass
+class PluginLlmCompleteResult:
+    text: str
+    provider: str
+    model: str
+    agent_id: str
+    usage: PluginLlmUsage = _field(default_factory=PluginLlmUsage)
+    audit: _Dict[str, _Any] = _field(default_factory=dict)
+
+
+def _usage(raw) -> PluginLlmUsage:
+    raw = raw if isinstance(raw, dict) else {}
+
+    def num(*keys):
+        for k in keys:
+            v = raw.get(k)
+            if isinstance(v, (int, float)):
+                return int(v)
+        return 0
+
+    inp = num("input_tokens", "prompt_tokens")
+    out = num("output_tokens", "completion_tokens")
+    return PluginLlmUsage(input_tokens=inp, output_tokens=out, total_tokens=num("total_tokens") or inp + out)
+
+
+class PluginLlm:
+    """``ctx.llm``: chat completions against the agent's model."""
+
+    def __init__(self, *, plugin_id: str) -> None:
+        self._plugin_id = plugin_id
+
+    def _refuse_overrides(self, provider, model, agent_id, profile) -> None:
+        pid = self._plugin_id
+        for what, value in (("provider", provider), ("model", model), ("auth profile", profile)):
+            if value:
+                raise PluginLlmTrustError(
+                    f"Plugin {pid!r} cannot override the {what} "
+                    f"(plughost offers plugins only the agent's own model)."
+                )
+        if agent_id:
+            raise PluginLlmTrustError(
+                f"Plugin {pid!r} cannot run completions against a non-default agent id "
+                f"(plughost offers plugins only the agent's own model)."
+            )
+
+    def complete(self, messages, *, provider=None, model=None, temperature=None, max_tokens=None,
+                 timeout=None, agent_id=None, profile=None, purpose=None) -> PluginLlmCompleteResult:
+        self._refuse_overrides(provider, model, agent_id, profile)
+        text, full_model, usage = llm_complete(self._plugin_id, list(messages))  # noqa: F821
+        prov, _, name = full_model.partition(":")
+        return PluginLlmCompleteResult(
+            text=text,
+            provider=prov if name else "auto",
+            model=name or full_model,
+            agent_id="default",
+            usage=_usage(usage),
+            audit={"plugin_id": self._plugin_id, "purpose": purpose or "", "profile": ""},
+        )
+
+    async def acomplete(self, messages, **kwargs) -> PluginLlmCompleteResult:
+        return await _asyncio.to_thread(self.complete, messages, **kwargs)
