@@ -767,3 +767,125 @@ fn the_dialect_is_chosen_by_config_then_origin_then_imports() {
     assert!(ok, "{text}");
     assert_eq!(text, r#"{"y": 3}"#);
 }
+
+/// Hermes-only hooks plughost's loop fires, logging what they were given.
+const OBSERVER: &str = r#"
+import json, os
+
+def _log(hook, **fields):
+    with open(os.environ["HERMES_TEST_LOG"], "a") as f:
+        f.write(json.dumps({"hook": hook, **fields}) + "\n")
+
+def shout(response_text, session_id, model, platform):   # narrow
+    _log("transform_llm_output", text=response_text, platform=platform)
+    return response_text.upper()
+
+def started(parent_session_id, child_goal, **kwargs):
+    _log("subagent_start", parent=parent_session_id, goal=child_goal)
+
+def stopped(**kwargs):
+    _log("subagent_stop", status=kwargs.get("child_status"))
+
+def reset(session_id, platform):
+    _log("on_session_reset", session=session_id)
+
+async def api_error(error, **kwargs):
+    _log("api_request_error", error=error)
+
+def never(**kwargs):
+    _log("pre_approval_request")
+
+def register(ctx):
+    ctx.register_hook("transform_llm_output", shout)
+    ctx.register_hook("subagent_start", started)
+    ctx.register_hook("subagent_stop", stopped)
+    ctx.register_hook("on_session_reset", reset)
+    ctx.register_hook("api_request_error", api_error)
+    ctx.register_hook("pre_approval_request", never)
+    ctx.register_image_gen_provider(object())
+"#;
+
+#[test]
+fn hermes_only_hooks_fire_where_the_loop_has_a_place_for_them() {
+    let env = Env::new("plugins:\n  enabled: [observer]\n");
+    env.plugin("observer", "name: observer\n", OBSERVER);
+    let log = env.plughost_home.path().join("hooks.log");
+    let ws = env.plughost_home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let script = env.plughost_home.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: delegate\n        args: {task: \"count to two\", tools: [\"list_dir\"]}\n  - say: \"all done\"\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = env.command(args);
+        cmd.env("HERMES_TEST_LOG", &log).env("OPENAI_API_KEY", "test");
+        run_bounded(cmd, Duration::from_secs(60))
+    };
+    let common = [
+        "--json",
+        "--script",
+        script.to_str().unwrap(),
+        "--workspace",
+        ws.to_str().unwrap(),
+    ];
+    let mut args = vec!["run", "delegate it", "--model", "scripted"];
+    args.extend(common);
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let turn: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(turn["reply"], "ALL DONE", "{turn:#}");
+    let mut args = vec!["run", "/new", "--model", "scripted"];
+    args.extend(common);
+    assert!(run(&args).status.success());
+    // A model that cannot be reached (a closed loopback port).
+    let mut args = vec![
+        "run",
+        "hello",
+        "--model",
+        "openai:m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    ];
+    args.extend(common);
+    let out = run(&args);
+    assert!(!out.status.success(), "{}", stdout(&out));
+
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |hook: &str| -> Vec<&Value> { lines.iter().filter(|l| l["hook"] == hook).collect() };
+    let start = of("subagent_start");
+    assert_eq!(start.len(), 1, "{lines:#?}");
+    assert_eq!(start[0]["goal"], "count to two");
+    assert_eq!(start[0]["parent"], "default");
+    assert_eq!(of("subagent_stop")[0]["status"], "completed");
+    // The sub-agent's reply and the parent's both went through the transform.
+    assert!(of("transform_llm_output")
+        .iter()
+        .any(|l| l["text"] == "all done" && l["platform"] == "cli"));
+    assert_eq!(of("on_session_reset")[0]["session"], "default");
+    let api = of("api_request_error");
+    assert_eq!(api.len(), 1, "{lines:#?}");
+    assert!(!api[0]["error"].as_str().unwrap().is_empty());
+    assert!(of("pre_approval_request").is_empty());
+
+    // doctor: the never-firing Hermes hook and the unused registrar are listed.
+    let out = env.run(&["plugins", "doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let diag = report["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "observer")
+        .unwrap();
+    assert_eq!(diag["not_used"], serde_json::json!(["register_image_gen_provider"]));
+    let silent = diag["silent_hooks"].as_array().unwrap();
+    assert_eq!(silent.len(), 1, "{diag:#}");
+    assert_eq!(silent[0]["event"], "pre_approval_request");
+    assert!(silent[0]["reason"].as_str().unwrap().contains("Hermes"));
+}

@@ -24,9 +24,6 @@ use crate::registry::{
 /// Hermes hook names plughost's loop never fires (v-mid `VALID_HOOKS` and
 /// v-new additions): accepted, listed, never called.
 const HERMES_ONLY_HOOKS: &[&str] = &[
-    "transform_llm_output",
-    "api_request_error",
-    "subagent_start",
     "pre_approval_request",
     "post_approval_response",
     "pre_response_delivery",
@@ -36,7 +33,21 @@ const HERMES_ONLY_HOOKS: &[&str] = &[
     "on_skill_lifecycle",
     "agent_loop_stopped",
     "pre_command",
+    "on_stream_start",
+    "on_stream_delta",
+    "on_stream_end",
+    "on_room_member_activity",
+    "pre_transcription",
+    "gateway_platform_event",
 ];
+
+/// Families of v-new Hermes hook names (`kanban_task_completed`, …).
+const HERMES_ONLY_PREFIXES: &[&str] = &["kanban_task_", "on_kanban_"];
+
+/// Whether `name` is a Hermes hook plughost accepts and never fires.
+pub fn never_fires(name: &str) -> bool {
+    HERMES_ONLY_HOOKS.contains(&name) || HERMES_ONLY_PREFIXES.iter().any(|p| name.starts_with(p))
+}
 
 /// Registrars Hermes offers that plughost accepts and does not use:
 /// provider and host-specific registrations.
@@ -272,7 +283,7 @@ impl HermesContext {
         require_callable(callback, "register_hook: callback")?;
         let event = HookEvent::from_name(&name);
         if event.is_none() {
-            if HERMES_ONLY_HOOKS.contains(&name.as_str()) {
+            if never_fires(&name) {
                 tracing::info!(
                     "Hermes plugin '{}' registers hook '{name}', which plughost never fires",
                     self.key

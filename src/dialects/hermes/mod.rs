@@ -139,6 +139,31 @@ fn manifest_object<'py>(py: Python<'py>, key: &str, dir: &Path) -> PyResult<Boun
         .call((), Some(&kw))
 }
 
+/// What each loaded Hermes plugin registered that this host does not use
+/// (plugin key → registrar names), for `plugins doctor`.
+static NOT_USED: std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn record_not_used(key: &str, unused: &[String]) {
+    let mut map = NOT_USED.lock().unwrap_or_else(|e| e.into_inner());
+    if unused.is_empty() {
+        map.remove(key);
+    } else {
+        map.insert(key.to_string(), unused.to_vec());
+    }
+}
+
+/// The registrars plugin `key` called that this host does not use
+/// (recorded when it loaded in this process).
+pub fn not_used(key: &str) -> Vec<String> {
+    NOT_USED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(key)
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// The Hermes dialect (see the module docs).
 pub struct Hermes;
 
@@ -162,6 +187,7 @@ impl Dialect for Hermes {
             let outcome = register.call1((ctx.clone_ref(py),));
             let (registrations, unused) = ctx.get().finish();
             registered(py, outcome)?;
+            record_not_used(key, &unused);
             if !unused.is_empty() {
                 tracing::info!(
                     "Hermes plugin '{key}' registered {} — registered, not used by this host",
