@@ -889,3 +889,82 @@ fn hermes_only_hooks_fire_where_the_loop_has_a_place_for_them() {
     assert_eq!(silent[0]["event"], "pre_approval_request");
     assert!(silent[0]["reason"].as_str().unwrap().contains("Hermes"));
 }
+
+/// A plugin importing the Hermes core modules real plugins import.
+const COMPAT: &str = r#"
+from hermes_cli.config import load_config, cfg_get
+from hermes_cli.plugins import VALID_HOOKS, PluginContext
+from tools.registry import registry, tool_error, tool_result
+from agent.memory_provider import MemoryProvider
+from gateway.platforms.base import BasePlatformAdapter
+
+class Memory(MemoryProvider):
+    name = "notes"
+
+class Adapter(BasePlatformAdapter):
+    pass
+
+def conf(args, **kwargs):
+    cfg = load_config()
+    return tool_result({"model": cfg_get(cfg, "model", "default"),
+                        "missing": cfg_get(cfg, "a", "b", default="d"),
+                        "valid": "pre_tool_call" in VALID_HOOKS})
+
+def failing(args, **kwargs):
+    return tool_error("nope", code=7)
+
+def via_registry(args, **kwargs):
+    return registry.dispatch("conf", {})
+
+def register(ctx):
+    assert isinstance(ctx, PluginContext)
+    registry.register(name="conf", toolset="compat", schema={"name": "conf"}, handler=conf)
+    ctx.register_tool("failing", "compat", {"name": "failing"}, failing)
+    ctx.register_tool("via_registry", "compat", {"name": "via_registry"}, via_registry)
+    ctx.register_memory_provider(Memory())
+    ctx.register_platform("irc", "IRC", lambda cfg: Adapter(cfg), lambda: True)
+"#;
+
+#[test]
+fn compat_modules_serve_what_hermes_plugins_import() {
+    let env = Env::new("model:\n  default: m1\nplugins:\n  enabled: [compat]\n");
+    // An explicit kind: Hermes would take a plugin mentioning MemoryProvider
+    // for an exclusive memory plugin.
+    env.plugin("compat", "name: compat\nkind: standalone\n", COMPAT);
+    let (ok, text) = tool_call(&env, "conf", "{}");
+    assert!(ok, "{text}");
+    assert_eq!(text, r#"{"model": "m1", "missing": "d", "valid": true}"#);
+    let (ok, text) = tool_call(&env, "failing", "{}");
+    assert!(ok, "{text}");
+    assert_eq!(text, r#"{"error": "nope", "code": 7}"#);
+    let (_, text) = tool_call(&env, "via_registry", "{}");
+    assert!(text.contains("no agent is running"), "{text}");
+
+    let out = env.run(&["plugins", "doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let diag = report["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "compat")
+        .unwrap();
+    assert_eq!(
+        diag["not_used"],
+        serde_json::json!(["register_memory_provider", "register_platform"])
+    );
+
+    // A project's own `agent` package wins, and ours never serves its submodules.
+    let real = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(real.path().join("agent")).unwrap();
+    std::fs::write(real.path().join("agent").join("__init__.py"), "REAL = True\n").unwrap();
+    let mut cmd = env.command(&["plugins", "list", "--json"]);
+    cmd.env("PYTHONPATH", real.path());
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let compat = record(&list, "compat");
+    assert_eq!(compat["status"], "failed", "{compat:#}");
+    assert!(
+        compat["error"].as_str().unwrap().contains("agent.memory_provider"),
+        "{compat:#}"
+    );
+}

@@ -73,6 +73,36 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_cli_command",
 ];
 
+/// `tools.registry.registry.dispatch`: as `ctx.dispatch_tool`.
+#[pyfunction]
+pub fn dispatch_tool(
+    py: Python<'_>,
+    name: String,
+    args: &Bound<'_, PyAny>,
+    task_id: String,
+) -> PyResult<String> {
+    let args = if args.is_none() {
+        Value::Object(Default::default())
+    } else {
+        crate::runtime::value::to_json(args).map_err(|e| {
+            PyValueError::new_err(format!("dispatch('{name}'): args are not JSON-like: {e}"))
+        })?
+    };
+    Ok(py.detach(|| super::link::dispatch_tool(&name, args, &task_id)))
+}
+
+/// `hermes_cli.config.load_config`'s parser: YAML `text` (of the file
+/// `path`, named in errors) as Python values.
+#[pyfunction]
+pub fn parse_yaml(py: Python<'_>, text: &str, path: &str) -> PyResult<Py<PyAny>> {
+    if text.trim().is_empty() {
+        return Ok(PyDict::new(py).into_any().unbind());
+    }
+    let value: Value = serde_saphyr::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("{path} is not valid YAML: {e}")))?;
+    Ok(pythonize::pythonize(py, &value)?.unbind())
+}
+
 /// `ctx.llm`'s backend: `messages` to the agent's model for `plugin`;
 /// `(text, "provider:model", usage)`. Raises `RuntimeError` when no agent
 /// runs or the model call fails.

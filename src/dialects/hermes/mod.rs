@@ -31,12 +31,34 @@ use crate::runtime::{attach, module_from_source, plugin_error};
 /// The finder serving the compat modules.
 const FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/hermes/__init__.py");
 
-/// The compat Hermes modules: (module, source, is a package).
-const COMPAT_MODULES: [(&str, &str, bool); 1] = [(
-    "hermes_constants",
-    include_str!("../../../python/plughost/_compat/hermes/hermes_constants.py"),
-    false,
-)];
+/// The compat Hermes modules: (module, source, is a package). Only what
+/// real plugins import: the Hermes home, config and plugin types, the tool
+/// registry and its JSON helpers, the provider and platform base classes.
+macro_rules! compat {
+    ($(($name:literal, $file:literal, $package:literal)),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../../python/plughost/_compat/hermes/", $file)), $package)),*]
+    };
+}
+const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
+    ("hermes_constants", "hermes_constants.py", false),
+    ("hermes_cli", "hermes_cli/__init__.py", true),
+    ("hermes_cli.config", "hermes_cli/config.py", false),
+    ("hermes_cli.plugins", "hermes_cli/plugins.py", false),
+    ("tools", "tools/__init__.py", true),
+    ("tools.registry", "tools/registry.py", false),
+    ("agent", "agent/__init__.py", true),
+    ("agent.context_engine", "agent/context_engine.py", false),
+    ("agent.memory_provider", "agent/memory_provider.py", false),
+    ("agent.image_gen_provider", "agent/image_gen_provider.py", false),
+    ("agent.video_gen_provider", "agent/video_gen_provider.py", false),
+    ("agent.web_search_provider", "agent/web_search_provider.py", false),
+    ("agent.browser_provider", "agent/browser_provider.py", false),
+    ("agent.tts_provider", "agent/tts_provider.py", false),
+    ("agent.transcription_provider", "agent/transcription_provider.py", false),
+    ("gateway", "gateway/__init__.py", true),
+    ("gateway.platforms", "gateway/platforms/__init__.py", true),
+    ("gateway.platforms.base", "gateway/platforms/base.py", false),
+];
 
 static INSTALLED: PyOnceLock<()> = PyOnceLock::new();
 
@@ -55,8 +77,10 @@ fn install(py: Python<'_>) -> PyResult<()> {
             };
             finder.add_class::<HermesContext>()?;
             finder.add_function(pyo3::wrap_pyfunction!(context::llm_complete, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(context::dispatch_tool, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(context::parse_yaml, &finder)?)?;
             let sources = PyDict::new(py);
-            for (name, source, is_package) in COMPAT_MODULES {
+            for &(name, source, is_package) in COMPAT_MODULES {
                 sources.set_item(name, (source, is_package))?;
             }
             let home = discover::hermes_home();
@@ -184,7 +208,15 @@ impl Dialect for Hermes {
             let manifest = manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
             let ctx = Py::new(py, HermesContext::new(key, dir, manifest.unbind()))
                 .map_err(|e| plugin_error(py, &e))?;
+            // tools.registry.register inside register(ctx) reaches this context.
+            let finder = py
+                .import("_plughost_hermes")
+                .map_err(|e| plugin_error(py, &e))?;
+            finder
+                .setattr("_CURRENT", ctx.clone_ref(py))
+                .map_err(|e| plugin_error(py, &e))?;
             let outcome = register.call1((ctx.clone_ref(py),));
+            let _ = finder.setattr("_CURRENT", py.None());
             let (registrations, unused) = ctx.get().finish();
             registered(py, outcome)?;
             record_not_used(key, &unused);

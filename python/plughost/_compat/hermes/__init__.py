@@ -26,8 +26,19 @@ class _Loader(importlib.abc.Loader):
         return None
 
     def exec_module(self, module) -> None:
-        code = compile(self._source, f"<plughost:{module.__name__}>", "exec")
+        origin = f"<plughost:{module.__name__}>"
+        module.__file__ = origin
+        code = compile(self._source, origin, "exec")
         exec(code, module.__dict__)
+
+
+#: The context of the plugin whose ``register(ctx)`` is running (for
+#: ``tools.registry.register``), else None.
+_CURRENT = None
+
+
+def current_context():
+    return _CURRENT
 
 
 class HermesCompatFinder(importlib.abc.MetaPathFinder):
@@ -37,6 +48,13 @@ class HermesCompatFinder(importlib.abc.MetaPathFinder):
         entry = SOURCES.get(fullname)
         if entry is None:
             return None
+        # A submodule only under a compat parent: a real package of the same
+        # name (a project's own ``agent`` or ``tools``) never gets ours.
+        parent, _, _ = fullname.rpartition(".")
+        if parent:
+            owner = sys.modules.get(parent)
+            if owner is None or not str(getattr(owner, "__file__", "")).startswith("<plughost:"):
+                return None
         source, is_package = entry
         return importlib.util.spec_from_loader(
             fullname, _Loader(source), origin=f"<plughost:{fullname}>", is_package=is_package
