@@ -591,7 +591,10 @@ fn dispatch_tool_llm_and_inject_message_reach_the_agent() {
     assert_eq!(v["llm"]["text"], "model heard: summarise abc", "{v:#}");
     assert_eq!(v["llm"]["model"], "scripted", "{v:#}");
     assert!(
-        v["trust"].as_str().unwrap().contains("cannot override the model"),
+        v["trust"]
+            .as_str()
+            .unwrap()
+            .contains("cannot override the model"),
         "{v:#}"
     );
     // inject_message: the message joins the conversation at the next iteration.
@@ -614,7 +617,10 @@ fn dispatch_tool_llm_and_inject_message_reach_the_agent() {
         "{v:#}"
     );
     assert!(
-        v["llm_error"].as_str().unwrap().contains("no agent is running"),
+        v["llm_error"]
+            .as_str()
+            .unwrap()
+            .contains("no agent is running"),
         "{v:#}"
     );
     assert_eq!(v["queued"], false);
@@ -665,7 +671,10 @@ fn gateway_answers_skip_rewrite_and_allow_in_an_agent_turn() {
     assert_eq!(skipped["skipped"], "spam filtered", "{skipped:#}");
     assert!(skipped["iterations"] == 0 || skipped["messages"].as_array().unwrap().is_empty());
     let rewritten = turn_of("hi there");
-    assert_eq!(rewritten["reply"], "heard: rewritten: hi there", "{rewritten:#}");
+    assert_eq!(
+        rewritten["reply"], "heard: rewritten: hi there",
+        "{rewritten:#}"
+    );
     let allowed = turn_of("ok go");
     assert_eq!(allowed["reply"], "heard: ok go", "{allowed:#}");
 }
@@ -716,7 +725,12 @@ fn the_dialect_is_chosen_by_config_then_origin_then_imports() {
         config.to_string(),
     )
     .unwrap();
-    write_plugin(&plugins, "wrong", "name: wrong\n", &[("__init__.py", "def register(ctx):\n    pass\n")]);
+    write_plugin(
+        &plugins,
+        "wrong",
+        "name: wrong\n",
+        &[("__init__.py", "def register(ctx):\n    pass\n")],
+    );
     let list = env.list();
     assert_eq!(record(&list, "sniffed")["dialect"], "hermes", "{list:#?}");
     assert_eq!(record(&list, "told")["dialect"], "hermes");
@@ -724,7 +738,10 @@ fn the_dialect_is_chosen_by_config_then_origin_then_imports() {
     let wrong = record(&list, "wrong");
     assert_ne!(wrong["status"], "loaded");
     assert!(
-        wrong["error"].as_str().unwrap().contains("plugins.dialects.wrong")
+        wrong["error"]
+            .as_str()
+            .unwrap()
+            .contains("plugins.dialects.wrong")
             && wrong["error"].as_str().unwrap().contains("klingon"),
         "{wrong:#}"
     );
@@ -743,9 +760,19 @@ fn the_dialect_is_chosen_by_config_then_origin_then_imports() {
         &[("__init__.py", "import json\n\ndef h(args, **kw):\n    return json.dumps(args)\n\ndef register(ctx):\n    ctx.register_tool('fromgit_tool', 'set', {'name': 'fromgit_tool'}, h)\n")],
     );
     let path = src.path().join("fromgit");
-    let out = env.run(&["plugins", "install", path.to_str().unwrap(), "--dialect", "klingon"]);
+    let out = env.run(&[
+        "plugins",
+        "install",
+        path.to_str().unwrap(),
+        "--dialect",
+        "klingon",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("use one of: flowly, hermes"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("use one of: flowly, hermes"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!plugins.join("fromgit").exists());
     let out = env.run(&[
         "plugins",
@@ -820,7 +847,8 @@ fn hermes_only_hooks_fire_where_the_loop_has_a_place_for_them() {
     .unwrap();
     let run = |args: &[&str]| {
         let mut cmd = env.command(args);
-        cmd.env("HERMES_TEST_LOG", &log).env("OPENAI_API_KEY", "test");
+        cmd.env("HERMES_TEST_LOG", &log)
+            .env("OPENAI_API_KEY", "test");
         run_bounded(cmd, Duration::from_secs(60))
     };
     let common = [
@@ -875,15 +903,18 @@ fn hermes_only_hooks_fire_where_the_loop_has_a_place_for_them() {
 
     // doctor: the never-firing Hermes hook and the unused registrar are listed.
     let out = env.run(&["plugins", "doctor", "--json"]);
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
     let diag = report["plugins"]
         .as_array()
         .unwrap()
         .iter()
         .find(|p| p["key"] == "observer")
         .unwrap();
-    assert_eq!(diag["not_used"], serde_json::json!(["register_image_gen_provider"]));
+    assert_eq!(
+        diag["not_used"],
+        serde_json::json!(["register_image_gen_provider"])
+    );
     let silent = diag["silent_hooks"].as_array().unwrap();
     assert_eq!(silent.len(), 1, "{diag:#}");
     assert_eq!(silent[0]["event"], "pre_approval_request");
@@ -956,7 +987,11 @@ fn compat_modules_serve_what_hermes_plugins_import() {
     // A project's own `agent` package wins, and ours never serves its submodules.
     let real = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(real.path().join("agent")).unwrap();
-    std::fs::write(real.path().join("agent").join("__init__.py"), "REAL = True\n").unwrap();
+    std::fs::write(
+        real.path().join("agent").join("__init__.py"),
+        "REAL = True\n",
+    )
+    .unwrap();
     let mut cmd = env.command(&["plugins", "list", "--json"]);
     cmd.env("PYTHONPATH", real.path());
     let out = run_bounded(cmd, Duration::from_secs(60));
@@ -964,7 +999,163 @@ fn compat_modules_serve_what_hermes_plugins_import() {
     let compat = record(&list, "compat");
     assert_eq!(compat["status"], "failed", "{compat:#}");
     assert!(
-        compat["error"].as_str().unwrap().contains("agent.memory_provider"),
+        compat["error"]
+            .as_str()
+            .unwrap()
+            .contains("agent.memory_provider"),
         "{compat:#}"
     );
+}
+
+/// The module of an entry-point distribution, in the Hermes style.
+const EP_MODULE: &str = r#"
+import json
+
+def greet(args, **kwargs):
+    return json.dumps({"hello": args.get("who", "world")})
+
+def register(ctx):
+    assert ctx.manifest.source == "entrypoint", ctx.manifest
+    ctx.register_tool("ep_greet", "ep", {"name": "ep_greet", "parameters": {"type": "object", "properties": {"who": {"type": "string"}}}}, greet)
+"#;
+
+#[test]
+fn entry_point_distributions_in_a_site_directory_are_found() {
+    let env = Env::new("plugins:\n  enabled: [epdemo, broken-ep]\n");
+    let site = tempfile::tempdir().unwrap();
+    write_plugin(
+        site.path(),
+        "hermes_ep_demo",
+        "",
+        &[("__init__.py", EP_MODULE)],
+    );
+    write_plugin(
+        site.path(),
+        "hermes_ep_demo-1.2.0.dist-info",
+        "",
+        &[
+            ("METADATA", "Metadata-Version: 2.1\nName: hermes-ep-demo\nVersion: 1.2.0\n"),
+            (
+                "entry_points.txt",
+                "[console_scripts]\nnot-ours = x:y\n\n[hermes_agent.plugins]\nepdemo = hermes_ep_demo\nbroken-ep = hermes_ep_demo.nowhere:plugin\nidle = hermes_ep_demo\n",
+            ),
+        ],
+    );
+    let list_with_path = || {
+        let mut cmd = env.command(&["plugins", "list", "--json"]);
+        cmd.env("PYTHONPATH", site.path());
+        let out = run_bounded(cmd, Duration::from_secs(60));
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+    };
+    let list = list_with_path();
+    let ep = record(&list, "epdemo");
+    assert_eq!(ep["source"], "entrypoint", "{ep:#}");
+    assert_eq!(ep["dialect"], "hermes");
+    assert_eq!(ep["status"], "loaded", "{ep:#}");
+    assert_eq!(ep["version"], "1.2.0");
+    assert_eq!(ep["tools"], serde_json::json!(["ep_greet"]));
+    let broken = record(&list, "broken-ep");
+    assert_eq!(broken["status"], "failed");
+    assert!(
+        broken["error"].as_str().unwrap().contains("nowhere"),
+        "{broken:#}"
+    );
+    assert_eq!(record(&list, "idle")["status"], "not-enabled");
+    assert!(list.iter().all(|p| p["key"] != "not-ours"));
+
+    let mut cmd = env.command(&[
+        "tools",
+        "call",
+        "ep_greet",
+        "--args",
+        r#"{"who": "hermes"}"#,
+    ]);
+    cmd.env("PYTHONPATH", site.path());
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), r#"{"hello": "hermes"}"#);
+
+    // disabled in Hermes's config.yaml wins over plughost's enabled list.
+    std::fs::write(
+        env.hermes_home.path().join("config.yaml"),
+        "plugins:\n  disabled: [epdemo]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        env.plughost_home.path().join("config.json"),
+        r#"{"plugins": {"enabled": ["epdemo"]}}"#,
+    )
+    .unwrap();
+    assert_eq!(record(&list_with_path(), "epdemo")["status"], "disabled");
+}
+
+/// Build `hermes_venv_demo-0.3.0-py3-none-any.whl` in `dir` (with Python's
+/// zipfile: this machine has no `wheel` package for setuptools to build with).
+const BUILD_WHEEL: &str = r#"
+import base64, hashlib, sys, zipfile
+out, module = sys.argv[1], sys.argv[2]
+files = {
+    "hermes_venv_demo/__init__.py": open(module).read(),
+    "hermes_venv_demo-0.3.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: hermes-venv-demo\nVersion: 0.3.0\n",
+    "hermes_venv_demo-0.3.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: plughost-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    "hermes_venv_demo-0.3.0.dist-info/entry_points.txt": "[hermes_agent.plugins]\nvenvdemo = hermes_venv_demo\n",
+}
+record = []
+with zipfile.ZipFile(out + "/hermes_venv_demo-0.3.0-py3-none-any.whl", "w") as z:
+    for name, text in files.items():
+        data = text.encode()
+        z.writestr(name, data)
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("hermes_venv_demo-0.3.0.dist-info/RECORD,,")
+    z.writestr("hermes_venv_demo-0.3.0.dist-info/RECORD", "\n".join(record) + "\n")
+"#;
+
+#[test]
+fn an_entry_point_distribution_pip_installed_into_a_venv_is_found() {
+    let work = tempfile::tempdir().unwrap();
+    let module = work.path().join("module.py");
+    std::fs::write(&module, EP_MODULE).unwrap();
+    let built = Command::new("python3")
+        .args(["-c", BUILD_WHEEL])
+        .arg(work.path())
+        .arg(&module)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
+    let venv = work.path().join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    // The system pip installs into the venv's interpreter (no network: a local wheel).
+    let pip = Command::new("python3")
+        .args(["-m", "pip", "--python"])
+        .arg(venv.join("bin").join("python"))
+        .args(["install", "-q", "--no-index"])
+        .arg(work.path().join("hermes_venv_demo-0.3.0-py3-none-any.whl"))
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1")
+        .output()
+        .unwrap();
+    assert!(pip.status.success(), "{}{}", stdout(&pip), stderr(&pip));
+    assert!(venv
+        .join("lib/python3.11/site-packages/hermes_venv_demo-0.3.0.dist-info/entry_points.txt")
+        .is_file());
+
+    let env = Env::new("plugins:\n  enabled: [venvdemo]\n");
+    let mut cmd = env.command(&["plugins", "list", "--json"]);
+    cmd.env("VIRTUAL_ENV", &venv);
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let ep = record(&list, "venvdemo");
+    assert_eq!(ep["source"], "entrypoint");
+    assert_eq!(ep["status"], "loaded", "{ep:#}");
+    assert_eq!(ep["version"], "0.3.0");
+    // Without the virtualenv it is not there.
+    let list = env.list();
+    assert!(list.iter().all(|p| p["key"] != "venvdemo"), "{list:#?}");
 }

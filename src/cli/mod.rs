@@ -293,13 +293,7 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             force,
             dialect,
             ..
-        }) => plugins::install(
-            &home_of(&cli),
-            source,
-            *enable,
-            *force,
-            dialect.as_deref(),
-        ),
+        }) => plugins::install(&home_of(&cli), source, *enable, *force, dialect.as_deref()),
         Command::Plugins(PluginsCmd::Remove { name, yes }) => {
             plugins::remove(&home_of(&cli), name, *yes)
         }

@@ -59,7 +59,10 @@ pub(super) fn install(
     println!("{verb} {}{version} in {}.", done.name, done.path.display());
     if let Some(d) = dialect {
         config::set_dialect(home, &done.name, d)?;
-        println!("Loads as a {d} plugin (plugins.dialects.{} in config.json).", done.name);
+        println!(
+            "Loads as a {d} plugin (plugins.dialects.{} in config.json).",
+            done.name
+        );
     }
     if enable {
         config::enable_plugin(home, &done.name)?;

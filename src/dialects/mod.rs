@@ -67,10 +67,7 @@ pub fn discover_all(home: &Path, lists: &PluginLists) -> Vec<Candidate> {
 /// own locations and entry points already tagged it); else what a plugin in
 /// plughost's own directories shows ([`sniff`]); else `flowly`. A name this
 /// build does not know leaves the plugin unloaded, saying which ones exist.
-pub fn choose(
-    home: &Path,
-    candidates: &mut [Candidate],
-) -> Result<(), crate::config::ConfigError> {
+pub fn choose(home: &Path, candidates: &mut [Candidate]) -> Result<(), crate::config::ConfigError> {
     let explicit = crate::config::read_dialects(home)?;
     for c in candidates.iter_mut() {
         if let Some(name) = explicit.get(&c.key) {
@@ -110,8 +107,9 @@ pub fn sniff(dir: &Path) -> Option<&'static str> {
                 line.strip_prefix("import ")
                     .or_else(|| line.strip_prefix("from "))
                     .is_some_and(|rest| {
-                        rest.strip_prefix(m)
-                            .is_some_and(|after| after.is_empty() || after.starts_with([' ', '.', ',']))
+                        rest.strip_prefix(m).is_some_and(|after| {
+                            after.is_empty() || after.starts_with([' ', '.', ','])
+                        })
                     })
             })
     });
@@ -141,9 +139,18 @@ mod tests {
             std::fs::write(dir.path().join("__init__.py"), text).unwrap();
             sniff(dir.path())
         };
-        assert_eq!(sniffed("from hermes_constants import get_hermes_home\n"), Some("hermes"));
-        assert_eq!(sniffed("import json\nfrom tools.registry import registry\n"), Some("hermes"));
-        assert_eq!(sniffed("    from hermes_cli.config import load_config\n"), Some("hermes"));
+        assert_eq!(
+            sniffed("from hermes_constants import get_hermes_home\n"),
+            Some("hermes")
+        );
+        assert_eq!(
+            sniffed("import json\nfrom tools.registry import registry\n"),
+            Some("hermes")
+        );
+        assert_eq!(
+            sniffed("    from hermes_cli.config import load_config\n"),
+            Some("hermes")
+        );
         assert_eq!(sniffed("import hermes_constantsx\n"), None);
         assert_eq!(sniffed("# hermes_constants\nimport json\n"), None);
         assert_eq!(sniffed("from flowly.plugins import PluginContext\n"), None);

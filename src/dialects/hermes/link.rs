@@ -114,9 +114,10 @@ pub fn dispatch_tool(tool: &str, args: Value, task_id: &str) -> String {
         ));
     };
     let (name, key) = (tool.to_string(), task_id.to_string());
-    let done = wait(async move {
-        crate::dispatch::call_tool(host.registry(), &name, args, &key, "").await
-    });
+    let done =
+        wait(
+            async move { crate::dispatch::call_tool(host.registry(), &name, args, &key, "").await },
+        );
     match done {
         Ok(result) if matches!(result.outcome, ToolOutcome::Ok) => result.text,
         Ok(result) => HermesRenderer.render(tool, &result.outcome),

@@ -6,6 +6,7 @@
 
 pub mod context;
 pub mod discover;
+pub mod entry_point;
 pub mod handlers;
 pub mod hooks;
 pub mod link;
@@ -49,12 +50,28 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("agent", "agent/__init__.py", true),
     ("agent.context_engine", "agent/context_engine.py", false),
     ("agent.memory_provider", "agent/memory_provider.py", false),
-    ("agent.image_gen_provider", "agent/image_gen_provider.py", false),
-    ("agent.video_gen_provider", "agent/video_gen_provider.py", false),
-    ("agent.web_search_provider", "agent/web_search_provider.py", false),
+    (
+        "agent.image_gen_provider",
+        "agent/image_gen_provider.py",
+        false
+    ),
+    (
+        "agent.video_gen_provider",
+        "agent/video_gen_provider.py",
+        false
+    ),
+    (
+        "agent.web_search_provider",
+        "agent/web_search_provider.py",
+        false
+    ),
     ("agent.browser_provider", "agent/browser_provider.py", false),
     ("agent.tts_provider", "agent/tts_provider.py", false),
-    ("agent.transcription_provider", "agent/transcription_provider.py", false),
+    (
+        "agent.transcription_provider",
+        "agent/transcription_provider.py",
+        false
+    ),
     ("gateway", "gateway/__init__.py", true),
     ("gateway.platforms", "gateway/platforms/__init__.py", true),
     ("gateway.platforms.base", "gateway/platforms/base.py", false),
@@ -199,13 +216,29 @@ impl Dialect for Hermes {
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
         attach(|py| {
             install(py).map_err(|e| plugin_error(py, &e))?;
-            let package = PluginPackage::import(key, dir, home)?;
-            let module = package.module(py);
-            let register = register_function(
-                &module,
-                "no register() function (a Hermes plugin's __init__.py defines register(ctx))",
-            )?;
-            let manifest = manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
+            // An installed distribution's entry point (its metadata
+            // directory stands for it), loaded as Hermes's `ep.load()`;
+            // else a plugin directory, imported as a package of its own.
+            let (register, package, manifest) = match entry_point::find(dir, key)? {
+                Some(ep) => {
+                    let target = entry_point::load(py, &ep)?;
+                    let register = entry_point::register_of(&target, &ep)?;
+                    let manifest =
+                        entry_point::manifest_object(py, &ep).map_err(|e| plugin_error(py, &e))?;
+                    (register, None, manifest)
+                }
+                None => {
+                    let package = PluginPackage::import(key, dir, home)?;
+                    let module = package.module(py);
+                    let register = register_function(
+                        &module,
+                        "no register() function (a Hermes plugin's __init__.py defines register(ctx))",
+                    )?;
+                    let manifest =
+                        manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
+                    (register, Some(package), manifest)
+                }
+            };
             let ctx = Py::new(py, HermesContext::new(key, dir, manifest.unbind()))
                 .map_err(|e| plugin_error(py, &e))?;
             // tools.registry.register inside register(ctx) reaches this context.
@@ -228,7 +261,7 @@ impl Dialect for Hermes {
             }
             Ok(LoadedPlugin {
                 registrations,
-                package: Some(package),
+                package,
             })
         })
     }
