@@ -1159,3 +1159,60 @@ fn an_entry_point_distribution_pip_installed_into_a_venv_is_found() {
     let list = env.list();
     assert!(list.iter().all(|p| p["key"] != "venvdemo"), "{list:#?}");
 }
+
+/// `register_cli_command` in the style of Hermes's plugins (`hermes honcho …`).
+const CLI_PLUGIN: &str = r#"
+import asyncio
+
+def setup(parser):
+    sub = parser.add_subparsers(dest="action")
+    status = sub.add_parser("status")
+    status.add_argument("--verbose", action="store_true")
+    sub.add_parser("explode")
+
+async def handle(args):
+    await asyncio.sleep(0)
+    if args.action == "explode":
+        raise RuntimeError("kaboom")
+    print(f"honk {args.action} verbose={args.verbose}")
+    return 0 if args.action == "status" else 3
+
+def register(ctx):
+    ctx.register_cli_command("honk", "Honk things", setup, handle, description="Honk, from a plugin")
+"#;
+
+#[test]
+fn register_cli_command_is_reachable_as_plughost_hermes() {
+    let env = Env::new("plugins:\n  enabled: [honker]\n");
+    env.plugin("honker", "name: honker\n", CLI_PLUGIN);
+    let out = env.run(&["hermes"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "honk  Honk things  (honker)");
+    let out = env.run(&["hermes", "honk", "status", "--verbose"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "honk status verbose=True");
+    // argparse refuses what the command's parser does not know.
+    let out = env.run(&["hermes", "honk", "bogus"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("plughost hermes honk"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["hermes", "honk", "explode"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out)
+            .contains("Hermes CLI command 'honk' of plugin 'honker' failed: RuntimeError: kaboom"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["hermes", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .contains("no Hermes plugin registered the CLI command 'nosuch' (registered: honk)"),
+        "{}",
+        stderr(&out)
+    );
+}

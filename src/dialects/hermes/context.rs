@@ -70,7 +70,6 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_system_prompt_section",
     "register_redaction_patterns",
     "register_approval_transport",
-    "register_cli_command",
 ];
 
 /// `tools.registry.registry.dispatch`: as `ctx.dispatch_tool`.
@@ -134,6 +133,8 @@ pub fn llm_complete(
 struct State {
     open: bool,
     pending: Vec<Registration>,
+    /// `register_cli_command` commands, committed when loading succeeds.
+    cli: Vec<(String, super::cli::CliCommand)>,
     /// What the plugin registered that this host does not use.
     unused: Vec<String>,
 }
@@ -181,9 +182,15 @@ impl HermesContext {
             state: Arc::new(Mutex::new(State {
                 open: true,
                 pending: Vec::new(),
+                cli: Vec::new(),
                 unused: Vec::new(),
             })),
         }
+    }
+
+    /// The CLI commands it registered (taken; call after [`Self::finish`]).
+    pub fn take_cli_commands(&self) -> Vec<(String, super::cli::CliCommand)> {
+        std::mem::take(&mut self.state.lock().expect("context lock").cli)
     }
 
     /// Close registration; take what was registered and what goes unused.
@@ -463,6 +470,56 @@ impl HermesContext {
         _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> bool {
         super::link::inject(content, role)
+    }
+
+    /// A terminal subcommand, run as `plughost hermes <name> …` (see
+    /// [`super::cli`]).
+    #[pyo3(signature = (name, help, setup_fn, handler_fn=None, description=""))]
+    fn register_cli_command(
+        &self,
+        name: &Bound<'_, PyAny>,
+        help: &Bound<'_, PyAny>,
+        setup_fn: &Bound<'_, PyAny>,
+        handler_fn: Option<&Bound<'_, PyAny>>,
+        description: &str,
+    ) -> PyResult<()> {
+        let name: String = name
+            .extract()
+            .map_err(|_| PyTypeError::new_err("register_cli_command: name must be a string"))?;
+        let name = name.trim().to_string();
+        if name.is_empty() || name.starts_with('-') || name.contains(char::is_whitespace) {
+            return Err(PyValueError::new_err(format!(
+                "register_cli_command: '{name}' is not a command name (one word, not starting with '-')"
+            )));
+        }
+        let help = if help.is_none() {
+            String::new()
+        } else {
+            help.str()?.to_string()
+        };
+        require_callable(setup_fn, "register_cli_command: setup_fn")?;
+        let handler_fn = handler_fn.filter(|h| !h.is_none());
+        if let Some(h) = handler_fn {
+            require_callable(h, "register_cli_command: handler_fn")?;
+        }
+        let mut state = self.state.lock().expect("context lock");
+        if !state.open {
+            return Err(PyRuntimeError::new_err(format!(
+                "plugin '{}' registered something after register(ctx) returned; register everything inside register(ctx)",
+                self.key
+            )));
+        }
+        state.cli.push((
+            name,
+            super::cli::CliCommand {
+                plugin: self.key.clone(),
+                help,
+                description: description.to_string(),
+                setup_fn: setup_fn.clone().unbind(),
+                handler_fn: handler_fn.map(|h| h.clone().unbind()),
+            },
+        ));
+        Ok(())
     }
 
     /// Hermes's provider and host-specific registrars: accepted, recorded,

@@ -4,6 +4,7 @@
 //! ([`hooks`]), and the compat `hermes_constants` module plugins import,
 //! served by a finder consulted last so a real Hermes always wins.
 
+pub mod cli;
 pub mod context;
 pub mod discover;
 pub mod entry_point;
@@ -251,7 +252,9 @@ impl Dialect for Hermes {
             let outcome = register.call1((ctx.clone_ref(py),));
             let _ = finder.setattr("_CURRENT", py.None());
             let (registrations, unused) = ctx.get().finish();
+            let cli_commands = ctx.get().take_cli_commands();
             registered(py, outcome)?;
+            cli::commit(key, cli_commands);
             record_not_used(key, &unused);
             if !unused.is_empty() {
                 tracing::info!(

@@ -157,3 +157,30 @@ class PluginLlm:
 
     async def acomplete(self, messages, **kwargs) -> PluginLlmCompleteResult:
         return await _asyncio.to_thread(self.complete, messages, **kwargs)
+
+
+def run_cli_command(name, help, description, setup_fn, handler_fn, argv) -> int:
+    """Run a plugin's ``register_cli_command`` command as Hermes's CLI does:
+    its own argparse parser, ``setup_fn(parser)``, ``func`` default, ``func(args)``."""
+    import argparse
+    import inspect
+
+    parser = argparse.ArgumentParser(prog=f"plughost hermes {name}", description=description or help)
+    setup_fn(parser)
+    if handler_fn is not None:
+        parser.set_defaults(func=handler_fn)
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as e:  # argparse's usage errors and --help
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 0
+    try:
+        result = func(args)
+        if inspect.isawaitable(result):
+            result = _asyncio.run(result)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
