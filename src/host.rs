@@ -528,7 +528,9 @@ fn load_candidate(
                 PluginStatus::NotEnabled
             }
         } else if c.skip_reason.is_some() {
-            if matches!(&c.manifest, Ok(m) if m.kind == crate::manifest::PluginKind::Exclusive) {
+            use crate::manifest::PluginKind;
+            if matches!(&c.manifest, Ok(m) if matches!(m.kind, PluginKind::Exclusive | PluginKind::Platform | PluginKind::ModelProvider))
+            {
                 PluginStatus::Skipped
             } else {
                 PluginStatus::Failed

@@ -212,9 +212,20 @@ fn discovery_and_config_yaml_enablement() {
     );
     // A category directory nested too deep is not scanned.
     env.plugin("a/b/c", "name: deep\n", "def register(ctx):\n    pass\n");
+    // Hermes's own kinds: a gateway platform and a model provider (sniffed).
+    env.plugin(
+        "irc",
+        "name: irc\nkind: platform\n",
+        "def register(ctx):\n    raise SystemExit('must not load')\n",
+    );
+    env.plugin(
+        "prov",
+        "name: prov\n",
+        "from providers import ProviderProfile\ndef register(ctx):\n    ctx.register_provider(ProviderProfile())\n",
+    );
     std::fs::write(
         env.plughost_home.path().join("config.json"),
-        r#"{"plugins": {"enabled": ["json-on", "memory-thing"], "disabled": ["off-json"]}}"#,
+        r#"{"plugins": {"enabled": ["json-on", "memory-thing", "irc", "prov"], "disabled": ["off-json"]}}"#,
     )
     .unwrap();
 
@@ -243,6 +254,12 @@ fn discovery_and_config_yaml_enablement() {
     let memory = record(&list, "memory-thing");
     assert_eq!(memory["status"], "skipped", "{memory:#}");
     assert!(memory["error"].as_str().unwrap().contains("exclusive"));
+    for (key, kind) in [("irc", "platform"), ("prov", "model-provider")] {
+        let p = record(&list, key);
+        assert_eq!(p["kind"], kind, "{p:#}");
+        assert_eq!(p["status"], "skipped", "{p:#}");
+        assert!(p["error"].as_str().unwrap().contains(kind), "{p:#}");
+    }
     assert!(!list
         .iter()
         .any(|p| p["key"] == "a/b/c" || p["name"] == "deep"));
