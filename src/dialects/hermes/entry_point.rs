@@ -79,7 +79,7 @@ pub fn discover(lists: &PluginLists, yaml: &PluginLists) -> Vec<Candidate> {
 
 fn candidate(ep: &EntryPoint, lists: &PluginLists, yaml: &PluginLists) -> Candidate {
     let key = ep.name.clone();
-    let listed = |names: &[String]| names.iter().any(|n| *n == key);
+    let listed = |names: &[String]| names.contains(&key);
     let (enabled, skip_reason) = if listed(&lists.disabled) || listed(&yaml.disabled) {
         (false, Some("disabled in config".to_string()))
     } else if listed(&lists.enabled) || listed(&yaml.enabled) {
