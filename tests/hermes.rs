@@ -58,7 +58,7 @@ def register(ctx):
     ctx.register_hook("transform_tool_result", shout)
     ctx.register_hook("post_tool_call", observe)
     ctx.register_hook("transform_llm_output", observe)   # Hermes-only: never fires
-    ctx.register_web_search_provider(object())            # accepted, not used
+    ctx.register_web_search_provider(object())            # not a WebSearchProvider: ignored, as Hermes does
     ctx.register_command("words", lambda raw: f"words: {raw}", description="Words", args_hint="[q]")
 "#;
 
@@ -1232,4 +1232,42 @@ fn register_cli_command_is_reachable_as_plughost_hermes() {
         "{}",
         stderr(&out)
     );
+}
+
+/// A Hermes web search backend, and a probe of the registry plughost's
+/// `web_search` tool resolves providers from.
+const WEB: &str = r#"
+import json
+from agent.web_search_provider import WebSearchProvider
+
+class Echo(WebSearchProvider):
+    name = "echo-search"
+    def is_available(self):
+        return True
+    def search(self, query, limit=5):
+        return {"success": True, "data": {"web": [{"title": query, "url": "https://example.invalid", "description": "", "position": 1}]}}
+
+def probe(args, **kwargs):
+    from flowly.agent.tools.web_providers.registry import get_provider
+    p = get_provider("echo-search")
+    return json.dumps({"found": p is not None, "search": p.search("hermes", 1) if p else None,
+                       "extract": p.supports_extract() if p else None})
+
+def register(ctx):
+    ctx.register_web_search_provider(Echo())
+    ctx.register_tool("probe_web", "web", {"name": "probe_web"}, probe)
+"#;
+
+#[test]
+fn a_hermes_web_search_provider_joins_the_web_provider_registry() {
+    let env = Env::new("plugins:\n  enabled: [web]\n");
+    env.plugin("web", "name: web\nkind: backend\n", WEB);
+    let (ok, text) = tool_call(&env, "probe_web", "{}");
+    assert!(ok, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["found"], true, "{v:#}");
+    assert_eq!(v["search"]["data"]["web"][0]["title"], "hermes");
+    assert_eq!(v["extract"], false);
+    let list = env.list();
+    assert_eq!(record(&list, "web")["status"], "loaded");
 }

@@ -52,7 +52,6 @@ pub fn never_fires(name: &str) -> bool {
 /// Registrars Hermes offers that plughost accepts and does not use:
 /// provider and host-specific registrations.
 pub const UNUSED_REGISTRARS: &[&str] = &[
-    "register_web_search_provider",
     "register_browser_provider",
     "register_memory_provider",
     "register_tts_provider",
@@ -135,6 +134,8 @@ struct State {
     pending: Vec<Registration>,
     /// `register_cli_command` commands, committed when loading succeeds.
     cli: Vec<(String, super::cli::CliCommand)>,
+    /// Web search/extract providers, handed to the registry on success.
+    web_providers: Vec<Py<PyAny>>,
     /// What the plugin registered that this host does not use.
     unused: Vec<String>,
 }
@@ -183,9 +184,15 @@ impl HermesContext {
                 open: true,
                 pending: Vec::new(),
                 cli: Vec::new(),
+                web_providers: Vec::new(),
                 unused: Vec::new(),
             })),
         }
+    }
+
+    /// The web providers it registered (taken; call after [`Self::finish`]).
+    pub fn take_web_providers(&self) -> Vec<Py<PyAny>> {
+        std::mem::take(&mut self.state.lock().expect("context lock").web_providers)
     }
 
     /// The CLI commands it registered (taken; call after [`Self::finish`]).
@@ -470,6 +477,38 @@ impl HermesContext {
         _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> bool {
         super::link::inject(content, role)
+    }
+
+    /// A web search/extract backend (`agent.web_search_provider.WebSearchProvider`,
+    /// Hermes's or compat); it serves plughost's `web_search`/`web_extract`
+    /// tools once the plugin has loaded. As in Hermes, anything else is
+    /// warned about and ignored.
+    fn register_web_search_provider(&self, provider: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = provider.py();
+        let base = py
+            .import("agent.web_search_provider")
+            .and_then(|m| m.getattr("WebSearchProvider"))?;
+        let name = provider
+            .getattr("name")
+            .ok()
+            .and_then(|n| n.extract::<String>().ok())
+            .filter(|n| !n.trim().is_empty());
+        if !provider.is_instance(&base)? || name.is_none() {
+            tracing::warn!(
+                "Plugin '{}' tried to register a web provider that does not inherit from WebSearchProvider (or has no name). Ignoring.",
+                self.key
+            );
+            return Ok(());
+        }
+        let mut state = self.state.lock().expect("context lock");
+        if !state.open {
+            return Err(PyRuntimeError::new_err(format!(
+                "plugin '{}' registered something after register(ctx) returned; register everything inside register(ctx)",
+                self.key
+            )));
+        }
+        state.web_providers.push(provider.clone().unbind());
+        Ok(())
     }
 
     /// A terminal subcommand, run as `plughost hermes <name> …` (see

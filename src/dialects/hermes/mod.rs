@@ -206,6 +206,22 @@ pub fn not_used(key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Hand a loaded plugin's web providers to the registry the `web_search`
+/// tool uses (the Flowly provider registry, its compat installed if needed).
+fn register_web_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult<()> {
+    if providers.is_empty() {
+        return Ok(());
+    }
+    crate::dialects::flowly::classes(py)?;
+    let register = py
+        .import("_plughost_hermes")?
+        .getattr("register_web_provider")?;
+    for provider in providers {
+        register.call1((provider,))?;
+    }
+    Ok(())
+}
+
 /// The Hermes dialect (see the module docs).
 pub struct Hermes;
 
@@ -253,7 +269,9 @@ impl Dialect for Hermes {
             let _ = finder.setattr("_CURRENT", py.None());
             let (registrations, unused) = ctx.get().finish();
             let cli_commands = ctx.get().take_cli_commands();
+            let web_providers = ctx.get().take_web_providers();
             registered(py, outcome)?;
+            register_web_providers(py, web_providers).map_err(|e| plugin_error(py, &e))?;
             cli::commit(key, cli_commands);
             record_not_used(key, &unused);
             if !unused.is_empty() {

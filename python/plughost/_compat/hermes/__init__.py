@@ -184,3 +184,46 @@ def run_cli_command(name, help, description, setup_fn, handler_fn, argv) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def register_web_provider(provider) -> None:
+    """Hand a Hermes ``WebSearchProvider`` to the web provider registry the
+    ``web_search`` / ``web_extract`` tools use (Flowly's, real or compat).
+    Both interfaces are the same contract (``name``, ``is_available``,
+    ``supports_search``/``supports_extract``, ``search``, ``extract``); a
+    Hermes provider is wrapped so the registry's type check accepts it."""
+    from flowly.agent.tools.web_providers.base import WebSearchProvider as _Base
+    from flowly.agent.tools.web_providers.registry import register_provider
+
+    if isinstance(provider, _Base):
+        register_provider(provider)
+        return
+
+    class HermesWebProvider(_Base):
+        def __init__(self, inner) -> None:
+            self._inner = inner
+
+        @property
+        def name(self) -> str:
+            return self._inner.name
+
+        @property
+        def display_name(self) -> str:
+            return getattr(self._inner, "display_name", None) or self._inner.name
+
+        def is_available(self) -> bool:
+            return bool(self._inner.is_available())
+
+        def supports_search(self) -> bool:
+            return bool(self._inner.supports_search())
+
+        def supports_extract(self) -> bool:
+            return bool(self._inner.supports_extract())
+
+        def search(self, query: str, limit: int = 5):
+            return self._inner.search(query, limit)
+
+        def extract(self, urls, **kwargs):
+            return self._inner.extract(urls, **kwargs)
+
+    register_provider(HermesWebProvider(provider))
