@@ -1271,3 +1271,172 @@ fn a_hermes_web_search_provider_joins_the_web_provider_registry() {
     let list = env.list();
     assert_eq!(record(&list, "web")["status"], "loaded");
 }
+
+/// In the layout and style of Hermes's own `plugins/disk-cleanup`
+/// (`__init__.py` + a library module imported relatively, hooks with
+/// keyword defaults and `**_`, `register_command(name, handler=…,
+/// description=…)`, `hermes_constants` with a fallback): it tracks test
+/// files `write_file` creates under the Hermes home and deletes them when
+/// the turn ends.
+const DG_INIT: &str = r#"
+from __future__ import annotations
+import threading
+from pathlib import Path
+from typing import Any, Dict, Optional, Set
+
+from . import disk_cleanup as dg
+
+_recent: Dict[str, Set[str]] = {}
+_preexisting: Dict[str, Set[str]] = {}
+_lock = threading.Lock()
+
+def _on_pre_tool_call(tool_name: str = "", args: Optional[Dict[str, Any]] = None,
+                      task_id: str = "", session_id: str = "", tool_call_id: str = "", **_: Any) -> None:
+    if tool_name == "write_file" and isinstance(args, dict):
+        p = dg.resolve(args.get("path", ""))
+        if p.exists():
+            with _lock:
+                _preexisting.setdefault(session_id, set()).add(str(p))
+    return None
+
+def _on_post_tool_call(tool_name: str = "", args: Optional[Dict[str, Any]] = None, result: Any = None,
+                       task_id: str = "", session_id: str = "", tool_call_id: str = "", **_: Any) -> None:
+    if tool_name != "write_file" or not isinstance(args, dict):
+        return
+    p = dg.resolve(args.get("path", ""))
+    with _lock:
+        if str(p) in _preexisting.get(session_id, set()):
+            return
+    if dg.guess_category(p) == "test" and dg.track(str(p), "test"):
+        with _lock:
+            _recent.setdefault(session_id, set()).add(str(p))
+
+def _on_session_end(session_id: str = "", completed: bool = True, interrupted: bool = False, **_: Any) -> None:
+    with _lock:
+        drained = _recent.pop(session_id, set())
+        _preexisting.pop(session_id, None)
+    if drained:
+        summary = dg.quick()
+        dg._log(f"AUTO_QUICK (session_end): deleted={summary['deleted']}")
+
+def _handle_slash(raw_args: str) -> Optional[str]:
+    argv = raw_args.strip().split()
+    if not argv or argv[0] in {"help", "-h", "--help"}:
+        return "/disk-cleanup — ephemeral-file cleanup"
+    if argv[0] == "status":
+        return f"{len(dg.load_tracked())} tracked"
+    return f"Unknown subcommand: {argv[0]}"
+
+def register(ctx) -> None:
+    ctx.register_hook("pre_tool_call", _on_pre_tool_call)
+    ctx.register_hook("post_tool_call", _on_post_tool_call)
+    ctx.register_hook("on_session_end", _on_session_end)
+    ctx.register_command("disk-cleanup", handler=_handle_slash,
+                         description="Track and clean up ephemeral Hermes session files.")
+"#;
+
+const DG_LIB: &str = r#"
+from __future__ import annotations
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+try:
+    from hermes_constants import get_hermes_home
+except Exception:  # pragma: no cover
+    import os
+    def get_hermes_home() -> Path:
+        val = (os.environ.get("HERMES_HOME") or "").strip()
+        return Path(val).resolve() if val else (Path.home() / ".hermes").resolve()
+
+def get_state_dir() -> Path:
+    return get_hermes_home() / "disk-cleanup"
+
+def resolve(path_str: str) -> Path:
+    p = Path(path_str).expanduser()
+    return (p if p.is_absolute() else get_hermes_home() / "work" / p).resolve()
+
+def _log(message: str) -> None:
+    d = get_state_dir(); d.mkdir(parents=True, exist_ok=True)
+    with open(d / "cleanup.log", "a", encoding="utf-8") as f:
+        f.write(f"[{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S}] {message}\n")
+
+def load_tracked():
+    f = get_state_dir() / "tracked.json"
+    return json.loads(f.read_text()) if f.exists() else []
+
+def save_tracked(items) -> None:
+    d = get_state_dir(); d.mkdir(parents=True, exist_ok=True)
+    (d / "tracked.json").write_text(json.dumps(items))
+
+def guess_category(p: Path):
+    return "test" if p.name.startswith("test_") else None
+
+def track(path_str: str, category: str, silent: bool = True) -> bool:
+    path = Path(path_str).resolve()
+    if not path.exists():
+        return False
+    try:
+        path.relative_to(get_hermes_home().resolve())
+    except ValueError:
+        _log(f"REJECT: {path} (outside HERMES_HOME)")
+        return False
+    items = load_tracked()
+    if any(i["path"] == str(path) for i in items):
+        return False
+    items.append({"path": str(path), "category": category})
+    save_tracked(items)
+    _log(f"TRACKED: {path} ({category})")
+    return True
+
+def quick():
+    deleted, keep = 0, []
+    for item in load_tracked():
+        p = Path(item["path"])
+        if item["category"] == "test" and p.exists():
+            p.unlink(); deleted += 1
+            _log(f"DELETED: {p}")
+        elif p.exists():
+            keep.append(item)
+    save_tracked(keep)
+    return {"deleted": deleted, "empty_dirs": 0, "freed": 0, "errors": []}
+"#;
+
+#[test]
+fn a_plugin_in_hermes_disk_cleanup_style_tracks_and_cleans_in_an_agent_turn() {
+    let env = Env::new("plugins:\n  enabled: [disk-cleanup]\n");
+    write_plugin(
+        &env.plugins(),
+        "disk-cleanup",
+        "name: disk-cleanup\nversion: 2.0.0\ndescription: Auto-track and clean up ephemeral files\nhooks:\n  - post_tool_call\n  - on_session_end\n",
+        &[("__init__.py", DG_INIT), ("disk_cleanup.py", DG_LIB)],
+    );
+    // The workspace is inside the Hermes home, as Hermes's sessions are.
+    let ws = env.hermes_home.path().join("work");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("test_old.py"), "kept: it existed before").unwrap();
+    let script = env.plughost_home.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: write_file\n        args: {path: \"test_tmp.py\", content: \"x = 1\"}\n      - name: write_file\n        args: {path: \"test_old.py\", content: \"edited\"}\n      - name: write_file\n        args: {path: \"notes.md\", content: \"durable\"}\n  - say: done\n",
+    )
+    .unwrap();
+    let turn = agent_turn(&env, &script, &ws);
+    for call in turn["tool_calls"].as_array().unwrap() {
+        assert_eq!(call["outcome"], "ok", "{turn:#}");
+    }
+    // on_session_end ran the cleanup: the new test file is gone, the edited
+    // one and the durable one stay.
+    assert!(!ws.join("test_tmp.py").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("test_old.py")).unwrap(),
+        "edited"
+    );
+    assert!(ws.join("notes.md").exists());
+    let log =
+        std::fs::read_to_string(env.hermes_home.path().join("disk-cleanup/cleanup.log")).unwrap();
+    assert!(log.contains("AUTO_QUICK (session_end): deleted=1"), "{log}");
+    let out = env.run(&["commands", "run", "/disk-cleanup status"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "0 tracked");
+}
