@@ -1440,3 +1440,44 @@ fn a_plugin_in_hermes_disk_cleanup_style_tracks_and_cleans_in_an_agent_turn() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "0 tracked");
 }
+
+#[test]
+fn isolated_hermes_plugins_keep_hermes_results_and_collision_rule() {
+    let env = Env::new("plugins:\n  enabled: [toolkit]\n");
+    env.plugin("toolkit", "name: toolkit\n", TOOLKIT);
+    let (ok, text) = {
+        let out = env.run(&["--isolate", "all", "tools", "call", "boom", "--args", "{}"]);
+        (out.status.success(), stdout(&out).trim_end().to_string())
+    };
+    assert!(!ok);
+    assert_eq!(
+        text,
+        r#"{"error":"Tool execution failed: ValueError: no such word"}"#
+    );
+    // read_file registered without override=True does not replace the built-in.
+    let script = env.plughost_home.path().join("read.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: read_file\n        args: {path: \"note.txt\"}\n  - say: done\n",
+    )
+    .unwrap();
+    let ws = env.plughost_home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(ws.join("note.txt"), "plain note").unwrap();
+    let out = env.run(&[
+        "--isolate",
+        "all",
+        "run",
+        "read it",
+        "--json",
+        "--model",
+        "scripted",
+        "--script",
+        script.to_str().unwrap(),
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let turn: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(turn["tool_calls"][0]["result"], "plain note", "{turn:#}");
+}

@@ -37,6 +37,11 @@ pub trait Dialect: Send + Sync + 'static {
     fn origin(&self) -> Option<String> {
         None
     }
+    /// How its tools' failed outcomes read, when not plughost's way (its
+    /// tools carry it in-process; isolated ones get it from here).
+    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::outcome::Renderer>> {
+        None
+    }
     /// Plugins this dialect finds outside plughost's plugin directories
     /// (its own users' locations, entry points), tagged with its name and
     /// with enablement decided against `lists`. None by default.

@@ -97,6 +97,9 @@ pub enum Contribution {
         toolset: String,
         #[serde(default)]
         requires_env: Vec<String>,
+        /// Hermes's collision rule (a tool registered without `override`).
+        #[serde(default)]
+        shadows_only_own_toolset: bool,
     },
     Hook {
         /// `None` for a name no event matches (accepted, never fired).

@@ -297,6 +297,10 @@ impl Dialect for Hermes {
         .flatten()
     }
 
+    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::outcome::Renderer>> {
+        Some(std::sync::Arc::new(render::HermesRenderer))
+    }
+
     fn discover(&self, _home: &Path, lists: &PluginLists) -> Vec<Candidate> {
         discover::discover(lists)
     }
