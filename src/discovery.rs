@@ -24,6 +24,8 @@ pub enum Source {
     Bundled,
     User,
     Project,
+    /// An installed distribution's entry point (a dialect's group).
+    Entrypoint,
 }
 
 impl Source {
@@ -32,6 +34,7 @@ impl Source {
             Source::Bundled => "bundled",
             Source::User => "user",
             Source::Project => "project",
+            Source::Entrypoint => "entrypoint",
         }
     }
 }

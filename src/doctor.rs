@@ -64,6 +64,9 @@ pub struct PluginDiagnosis {
     pub silent_hooks: Vec<SilentHook>,
     /// Hook callbacks whose answers were not all used.
     pub hook_problems: Vec<HookCounts>,
+    /// What its dialect accepted and this host does not use (Hermes's
+    /// provider registrars): "registered, not used by this host".
+    pub not_used: Vec<String>,
 }
 
 /// The interpreter in use, and where each plugin API's modules come from.
@@ -134,7 +137,12 @@ impl Report {
                     .filter(|h| HookEvent::from_name(h).is_none())
                     .map(|h| SilentHook {
                         event: h.clone(),
-                        reason: "not a known event: it never fires".into(),
+                        reason: if crate::dialects::hermes::context::never_fires(h) {
+                            "a Hermes event plughost's loop has no place for: it never fires"
+                        } else {
+                            "not a known event: it never fires"
+                        }
+                        .into(),
                     })
                     .collect(),
                 hook_problems: host
@@ -151,6 +159,7 @@ impl Report {
                         timeouts: h.stats.timeouts(),
                     })
                     .collect(),
+                not_used: crate::dialects::hermes::not_used(&p.key),
             })
             .collect();
         Report {
@@ -248,6 +257,9 @@ impl Report {
             }
             for h in &p.silent_hooks {
                 out.push(format!("    hook {}: {}", h.event, h.reason));
+            }
+            for r in &p.not_used {
+                out.push(format!("    {r}: registered, not used by this host"));
             }
             for h in &p.hook_problems {
                 out.push(format!(

@@ -21,7 +21,9 @@ use crate::outcome::PluginError;
 /// A boxed, sendable future: what a callback that must wait hands back.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// The fourteen lifecycle events of the hook bus.
+/// The lifecycle events of the hook bus: Flowly's fourteen, then the
+/// Hermes events plughost's loop can fire (`transform_llm_output`,
+/// `subagent_start`, `api_request_error`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HookEvent {
@@ -39,11 +41,14 @@ pub enum HookEvent {
     OnSessionReset,
     SubagentStop,
     PreGatewayDispatch,
+    TransformLlmOutput,
+    SubagentStart,
+    ApiRequestError,
 }
 
 impl HookEvent {
     /// Every event, in the order the seed lists them.
-    pub const ALL: [HookEvent; 14] = [
+    pub const ALL: [HookEvent; 17] = [
         HookEvent::PreToolCall,
         HookEvent::PostToolCall,
         HookEvent::TransformToolResult,
@@ -58,6 +63,9 @@ impl HookEvent {
         HookEvent::OnSessionReset,
         HookEvent::SubagentStop,
         HookEvent::PreGatewayDispatch,
+        HookEvent::TransformLlmOutput,
+        HookEvent::SubagentStart,
+        HookEvent::ApiRequestError,
     ];
 
     /// The wire name plugins use (`pre_tool_call`, ...).
@@ -77,6 +85,9 @@ impl HookEvent {
             HookEvent::OnSessionReset => "on_session_reset",
             HookEvent::SubagentStop => "subagent_stop",
             HookEvent::PreGatewayDispatch => "pre_gateway_dispatch",
+            HookEvent::TransformLlmOutput => "transform_llm_output",
+            HookEvent::SubagentStart => "subagent_start",
+            HookEvent::ApiRequestError => "api_request_error",
         }
     }
 
@@ -154,7 +165,7 @@ const fn spec(event: HookEvent, policy: Policy, accepts: &'static [ActionKind]) 
 }
 
 /// The specification of every event, in [`HookEvent::ALL`] order.
-pub const HOOK_SPECS: [HookSpec; 14] = [
+pub const HOOK_SPECS: [HookSpec; 17] = [
     spec(
         HookEvent::PreToolCall,
         Policy::FirstWins,
@@ -189,6 +200,13 @@ pub const HOOK_SPECS: [HookSpec; 14] = [
         Policy::FirstWins,
         &[ActionKind::Skip, ActionKind::Rewrite],
     ),
+    spec(
+        HookEvent::TransformLlmOutput,
+        Policy::FirstWins,
+        &[ActionKind::Replace],
+    ),
+    spec(HookEvent::SubagentStart, Policy::Observe, &[]),
+    spec(HookEvent::ApiRequestError, Policy::Observe, &[]),
 ];
 
 impl HookEvent {
@@ -297,13 +315,15 @@ pub struct SessionContext {
     pub dialect: DialectState,
 }
 
-/// Context of `subagent_stop`.
+/// Context of `subagent_start` and `subagent_stop`.
 #[derive(Debug, Default)]
 pub struct SubagentStopContext {
     pub session_id: String,
     pub task_id: String,
     pub subagent_id: String,
     pub reason: String,
+    /// The task the sub-agent was given.
+    pub goal: String,
     pub stage: Option<HookEvent>,
     pub dialect: DialectState,
 }
@@ -520,7 +540,7 @@ impl fmt::Debug for HookEntry {
 /// Subscriptions by event, ordered by (priority, registration order).
 #[derive(Debug, Default, Clone)]
 pub struct HookBus {
-    by_event: [Vec<HookEntry>; 14],
+    by_event: [Vec<HookEntry>; 17],
     /// Names no event matches: accepted (with a warning) and never fired.
     unknown: HashMap<String, Vec<HookEntry>>,
 }

@@ -328,6 +328,7 @@ impl HostBuilder {
         for candidate in crate::dialects::discover_all(&home, &lists) {
             discovery::admit(&mut candidates, candidate);
         }
+        crate::dialects::choose(&home, &mut candidates)?;
         if let Some(missing) = unavailable.and_then(|e| discovery::still_missing(e, &candidates)) {
             if !self.allow_missing_bundled {
                 return Err(HostError::Bundled(missing));
@@ -527,7 +528,9 @@ fn load_candidate(
                 PluginStatus::NotEnabled
             }
         } else if c.skip_reason.is_some() {
-            if matches!(&c.manifest, Ok(m) if m.kind == crate::manifest::PluginKind::Exclusive) {
+            use crate::manifest::PluginKind;
+            if matches!(&c.manifest, Ok(m) if matches!(m.kind, PluginKind::Exclusive | PluginKind::Platform | PluginKind::ModelProvider))
+            {
                 PluginStatus::Skipped
             } else {
                 PluginStatus::Failed

@@ -11,13 +11,18 @@ pub const MANIFEST_FILES: [&str; 3] = ["plugin.yaml", "plugin.yml", "plugin.json
 /// The highest `manifest_version` this runtime understands.
 pub const MAX_MANIFEST_VERSION: i64 = 1;
 
-/// What a plugin is; `standalone` and `backend` load, `exclusive` is skipped.
+/// What a plugin is; `standalone` and `backend` load, the others are
+/// skipped. `platform` (a gateway adapter) and `model-provider` are
+/// Hermes's kinds; Flowly manifests have only the first three.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PluginKind {
     Standalone,
     Backend,
     Exclusive,
+    Platform,
+    #[serde(rename = "model-provider")]
+    ModelProvider,
 }
 
 impl PluginKind {
@@ -26,6 +31,8 @@ impl PluginKind {
             PluginKind::Standalone => "standalone",
             PluginKind::Backend => "backend",
             PluginKind::Exclusive => "exclusive",
+            PluginKind::Platform => "platform",
+            PluginKind::ModelProvider => "model-provider",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The agent loop: inbound messages → hooks, slash commands, model
 //! iterations with concurrent tool calls, replies, sessions on disk.
 //!
-//! Where each of the 14 events fires:
+//! Where each of the 17 events fires:
 //! - `pre_gateway_dispatch` — once per inbound message, before anything else
 //!   (first skip drops it, first rewrite replaces its text).
 //! - `on_session_start` — on a session key's first message.
@@ -17,6 +17,10 @@
 //! - `on_session_reset` — `/new` and `/clear`.
 //! - `on_session_finalize` — once per session, at shutdown or idle eviction.
 //! - `subagent_stop` — when a `delegate` sub-agent finishes.
+//! - `subagent_start` — when a `delegate` sub-agent starts.
+//! - `transform_llm_output` — on the final reply of a turn (the first
+//!   replacement is what the user gets; the transcript keeps the original).
+//! - `api_request_error` — when a model call fails.
 
 pub mod provider;
 pub mod session;
@@ -198,6 +202,8 @@ impl Agent {
         delegate: Option<&DelegateSlot>,
     ) -> Agent {
         let sessions = SessionStore::new(host.home().join("sessions"));
+        // Hermes plugins reach the tools and model through their context.
+        crate::dialects::hermes::link::bind(&host, provider.clone());
         let inner = Arc::new(Inner {
             host,
             provider,
@@ -540,6 +546,14 @@ impl Inner {
 
         for iteration in 1..=self.config.max_iterations {
             report.iterations = iteration;
+            // Messages Hermes plugins injected (ctx.inject_message) join here.
+            for text in crate::dialects::hermes::link::take_injected() {
+                let injected = json!({"role": "user", "content": text});
+                session
+                    .append(injected.clone())
+                    .map_err(|e| format!("cannot write the transcript: {e}"))?;
+                report.messages.push(injected);
+            }
             let tools = self.tool_definitions(tool_filter);
             let mut messages = session.model_messages();
             let mut llm = LlmCallContext {
@@ -585,7 +599,22 @@ impl Inner {
             let response = self.provider.complete(request, delta_tx).await;
             drop(relay);
             report.timings.model_ms += ms(model_started.elapsed());
-            let response: ChatResponse = response.map_err(|e| format!("model call failed: {e}"))?;
+            let response: ChatResponse = match response {
+                Ok(r) => r,
+                Err(e) => {
+                    let mut failed = LlmCallContext {
+                        response: json!({"error": e.to_string()}),
+                        ..llm_base(&api)
+                    };
+                    dispatch::fire(
+                        registry,
+                        HookEvent::ApiRequestError,
+                        HookPayload::Llm(&mut failed),
+                    )
+                    .await;
+                    return Err(format!("model call failed: {e}"));
+                }
+            };
             for (k, v) in &response.usage {
                 let sum = report.usage.get(k).and_then(Value::as_f64).unwrap_or(0.0)
                     + v.as_f64().unwrap_or(0.0);
@@ -622,7 +651,24 @@ impl Inner {
             report.messages.push(assistant);
 
             if response.tool_calls.is_empty() {
-                report.reply = Some(response.text);
+                // transform_llm_output: the first replacement is what the
+                // user gets; the transcript keeps the model's own words.
+                let mut out = LlmCallContext {
+                    assistant_message: response.text.clone(),
+                    ..llm_base(&api)
+                };
+                let replaced = dispatch::fire(
+                    registry,
+                    HookEvent::TransformLlmOutput,
+                    HookPayload::Llm(&mut out),
+                )
+                .await
+                .into_iter()
+                .find_map(|a| match a {
+                    crate::hooks::HookAction::Replace(text) => Some(text),
+                    _ => None,
+                });
+                report.reply = Some(replaced.unwrap_or(response.text));
                 return Ok(());
             }
 
@@ -825,6 +871,19 @@ impl SubagentRunner for Inner {
                     ))
                 }
             };
+            let mut start = SubagentStopContext {
+                session_id: parent_session.clone(),
+                subagent_id: key.clone(),
+                goal: task.clone(),
+                ..Default::default()
+            };
+            dispatch::fire(
+                inner.host.registry(),
+                HookEvent::SubagentStart,
+                HookPayload::Subagent(&mut start),
+            )
+            .await;
+            let goal = task.clone();
             let inbound = Inbound {
                 content: task,
                 channel: "delegate".into(),
@@ -847,6 +906,7 @@ impl SubagentRunner for Inner {
                 session_id: parent_session,
                 subagent_id: key,
                 reason: reason.into(),
+                goal,
                 ..Default::default()
             };
             dispatch::fire(

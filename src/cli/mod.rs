@@ -69,6 +69,14 @@ enum Command {
         #[command(flatten)]
         agent: agent::AgentArgs,
     },
+    /// Run a terminal command a Hermes plugin registered (register_cli_command);
+    /// without NAME, list them.
+    Hermes {
+        name: Option<String>,
+        /// The command's own arguments (parsed by its argparse parser).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Serve one isolated plugin on stdin/stdout (started by plughost itself).
     #[command(name = "__worker", hide = true)]
     Worker,
@@ -102,6 +110,10 @@ enum PluginsCmd {
         /// Replace an installed plugin of the same name.
         #[arg(long)]
         force: bool,
+        /// The plugin API it is written for (flowly, hermes); recorded as
+        /// plugins.dialects.<name> in config.json.
+        #[arg(long, value_name = "NAME")]
+        dialect: Option<String>,
     },
     /// Delete a user plugin and take it out of config.json.
     Remove {
@@ -292,8 +304,9 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             source,
             enable,
             force,
+            dialect,
             ..
-        }) => plugins::install(&home_of(&cli), source, *enable, *force),
+        }) => plugins::install(&home_of(&cli), source, *enable, *force, dialect.as_deref()),
         Command::Plugins(PluginsCmd::Remove { name, yes }) => {
             plugins::remove(&home_of(&cli), name, *yes)
         }
@@ -391,6 +404,27 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
                 println!("{}", table::render(&["SKILL", "DESCRIPTION"], &rows));
             }
             Ok(0)
+        }
+        Command::Hermes { name, args } => {
+            let _host = build_host(&cli, python_level)?;
+            match name {
+                None => {
+                    let commands = crate::dialects::hermes::cli::list();
+                    if commands.is_empty() {
+                        println!("No Hermes plugin registers a CLI command.");
+                    }
+                    for (name, help, plugin) in commands {
+                        println!("{name}  {help}  ({plugin})");
+                    }
+                    Ok(0)
+                }
+                Some(name) => crate::dialects::hermes::cli::run(name, args).map_err(|e| match e {
+                    crate::dialects::hermes::cli::CliError::Unknown { .. } => {
+                        Failure::usage(e.to_string())
+                    }
+                    _ => Failure::failed(e.to_string()),
+                }),
+            }
         }
         Command::Skills(SkillsCmd::View { name }) => {
             let host = build_host(&cli, python_level)?;

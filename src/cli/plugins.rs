@@ -16,12 +16,34 @@ impl From<InstallError> for Failure {
     }
 }
 
-pub(super) fn install(home: &Path, source: &str, enable: bool, force: bool) -> Result<u8, Failure> {
+pub(super) fn install(
+    home: &Path,
+    source: &str,
+    enable: bool,
+    force: bool,
+    dialect: Option<&str>,
+) -> Result<u8, Failure> {
     let spec = install::parse_source(source).map_err(|e| Failure::usage(e.to_string()))?;
-    if enable {
+    let dialect = match dialect.map(str::trim) {
+        None => None,
+        Some(name) => match crate::dialects::by_name(name) {
+            Some(d) => Some(d.name()),
+            None => {
+                let known: Vec<&str> = crate::dialects::DIALECTS.iter().map(|d| d.name()).collect();
+                return Err(Failure::usage(format!(
+                    "--dialect '{name}' is not a dialect of this build; use one of: {}",
+                    known.join(", ")
+                )));
+            }
+        },
+    };
+    if enable || dialect.is_some() {
         // A config.json that cannot be edited is refused before anything is
         // installed, not after.
         config::read_plugin_lists(home)?;
+        if dialect.is_some() {
+            config::read_dialects(home)?;
+        }
     }
     let done = install::install(home, &spec, force)?;
     let version = if done.version.is_empty() {
@@ -35,6 +57,13 @@ pub(super) fn install(home: &Path, source: &str, enable: bool, force: bool) -> R
         "Installed"
     };
     println!("{verb} {}{version} in {}.", done.name, done.path.display());
+    if let Some(d) = dialect {
+        config::set_dialect(home, &done.name, d)?;
+        println!(
+            "Loads as a {d} plugin (plugins.dialects.{} in config.json).",
+            done.name
+        );
+    }
     if enable {
         config::enable_plugin(home, &done.name)?;
         println!("Enabled {}.", done.name);

@@ -37,6 +37,11 @@ pub trait Dialect: Send + Sync + 'static {
     fn origin(&self) -> Option<String> {
         None
     }
+    /// How its tools' failed outcomes read, when not plughost's way (its
+    /// tools carry it in-process; isolated ones get it from here).
+    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::outcome::Renderer>> {
+        None
+    }
     /// Plugins this dialect finds outside plughost's plugin directories
     /// (its own users' locations, entry points), tagged with its name and
     /// with enablement decided against `lists`. None by default.
@@ -62,6 +67,60 @@ pub fn discover_all(home: &Path, lists: &PluginLists) -> Vec<Candidate> {
         .collect()
 }
 
+/// Settle each candidate's dialect, in this order: an explicit
+/// `plugins.dialects.<key>` of `config.json`; else its origin (a dialect's
+/// own locations and entry points already tagged it); else what a plugin in
+/// plughost's own directories shows ([`sniff`]); else `flowly`. A name this
+/// build does not know leaves the plugin unloaded, saying which ones exist.
+pub fn choose(home: &Path, candidates: &mut [Candidate]) -> Result<(), crate::config::ConfigError> {
+    let explicit = crate::config::read_dialects(home)?;
+    for c in candidates.iter_mut() {
+        if let Some(name) = explicit.get(&c.key) {
+            match by_name(name) {
+                Some(d) => c.dialect = d.name(),
+                None => {
+                    let known: Vec<&str> = DIALECTS.iter().map(|d| d.name()).collect();
+                    c.skip_reason = Some(format!(
+                        "plugins.dialects.{} in config.json names the dialect '{name}', which this build does not have (known: {}); fix it",
+                        c.key,
+                        known.join(", ")
+                    ));
+                }
+            }
+        } else if c.dialect == crate::discovery::DIRECTORY_DIALECT {
+            if let Some(d) = sniff(&c.dir) {
+                tracing::debug!("plugin '{}' is a {d} plugin (its imports say so)", c.key);
+                c.dialect = d;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What a plugin's own files show: its `__init__.py` (first 64 KiB)
+/// importing a Hermes core module (`hermes_constants`, `hermes_cli`,
+/// `tools.registry`) makes it a `hermes` plugin. Nothing else is guessed.
+pub fn sniff(dir: &Path) -> Option<&'static str> {
+    use std::io::Read;
+    let mut text = String::new();
+    let file = std::fs::File::open(dir.join("__init__.py")).ok()?;
+    let _ = file.take(64 * 1024).read_to_string(&mut text);
+    let hermes = text.lines().map(str::trim_start).any(|line| {
+        ["hermes_constants", "hermes_cli", "tools.registry"]
+            .iter()
+            .any(|m| {
+                line.strip_prefix("import ")
+                    .or_else(|| line.strip_prefix("from "))
+                    .is_some_and(|rest| {
+                        rest.strip_prefix(m).is_some_and(|after| {
+                            after.is_empty() || after.starts_with([' ', '.', ','])
+                        })
+                    })
+            })
+    });
+    hermes.then_some(hermes::discover::DIALECT)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +135,29 @@ mod tests {
         }
         assert!(by_name(crate::discovery::DIRECTORY_DIALECT).is_some());
         assert!(by_name("no-such-api").is_none());
+    }
+
+    #[test]
+    fn a_plugin_importing_hermes_modules_is_hermes() {
+        let dir = tempfile::tempdir().unwrap();
+        let sniffed = |text: &str| {
+            std::fs::write(dir.path().join("__init__.py"), text).unwrap();
+            sniff(dir.path())
+        };
+        assert_eq!(
+            sniffed("from hermes_constants import get_hermes_home\n"),
+            Some("hermes")
+        );
+        assert_eq!(
+            sniffed("import json\nfrom tools.registry import registry\n"),
+            Some("hermes")
+        );
+        assert_eq!(
+            sniffed("    from hermes_cli.config import load_config\n"),
+            Some("hermes")
+        );
+        assert_eq!(sniffed("import hermes_constantsx\n"), None);
+        assert_eq!(sniffed("# hermes_constants\nimport json\n"), None);
+        assert_eq!(sniffed("from flowly.plugins import PluginContext\n"), None);
     }
 }

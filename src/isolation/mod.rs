@@ -95,8 +95,18 @@ pub fn load(
     spec: LoadSpec,
     settings: Settings,
 ) -> Result<(Vec<Registration>, Supervisor), PluginError> {
+    // A dialect with its own result strings renders its isolated tools too.
+    let renderer = crate::dialects::by_name(&spec.dialect).and_then(|d| d.renderer());
     let (sup, contributions) = Supervisor::start(spec, settings)?;
-    Ok((proxy::registrations(&sup, contributions), sup))
+    let mut registrations = proxy::registrations(&sup, contributions);
+    if let Some(renderer) = renderer {
+        for r in &mut registrations {
+            if let crate::registry::Registration::Tool(tool) = r {
+                tool.renderer = Some(renderer.clone());
+            }
+        }
+    }
+    Ok((registrations, sup))
 }
 
 /// When this process was started as a worker (its first argument is

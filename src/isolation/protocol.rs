@@ -97,6 +97,9 @@ pub enum Contribution {
         toolset: String,
         #[serde(default)]
         requires_env: Vec<String>,
+        /// Hermes's collision rule (a tool registered without `override`).
+        #[serde(default)]
+        shadows_only_own_toolset: bool,
     },
     Hook {
         /// `None` for a name no event matches (accepted, never fired).
@@ -273,6 +276,9 @@ pub enum PayloadWire {
         task_id: String,
         subagent_id: String,
         reason: String,
+        /// The sub-agent's task (`subagent_start`).
+        #[serde(default)]
+        goal: String,
     },
     Gateway {
         session_id: String,
@@ -314,6 +320,7 @@ impl PayloadWire {
                 task_id: c.task_id.clone(),
                 subagent_id: c.subagent_id.clone(),
                 reason: c.reason.clone(),
+                goal: c.goal.clone(),
             },
             HookPayload::Gateway(c) => PayloadWire::Gateway {
                 session_id: c.session_id.clone(),
@@ -396,11 +403,13 @@ impl OwnedPayload {
                 task_id,
                 subagent_id,
                 reason,
+                goal,
             } => OwnedPayload::Subagent(SubagentStopContext {
                 session_id,
                 task_id,
                 subagent_id,
                 reason,
+                goal,
                 stage,
                 ..Default::default()
             }),

@@ -34,6 +34,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 terminal,
                 toolset,
                 requires_env,
+                shadows_only_own_toolset,
             } => {
                 let handler = ProxyTool {
                     sup: sup.clone(),
@@ -52,6 +53,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                     Arc::new(handler),
                 );
                 tool.terminal = terminal;
+                tool.shadows_only_own_toolset = shadows_only_own_toolset;
                 Registration::Tool(tool)
             }
             Contribution::Hook {

@@ -167,6 +167,7 @@ fn load(
                     terminal: t.terminal,
                     toolset: t.spec.toolset.clone(),
                     requires_env: t.spec.requires_env.clone(),
+                    shadows_only_own_toolset: t.shadows_only_own_toolset,
                 });
                 served.tools.insert(t.spec.name.clone(), t);
             }

@@ -24,9 +24,6 @@ use crate::registry::{
 /// Hermes hook names plughost's loop never fires (v-mid `VALID_HOOKS` and
 /// v-new additions): accepted, listed, never called.
 const HERMES_ONLY_HOOKS: &[&str] = &[
-    "transform_llm_output",
-    "api_request_error",
-    "subagent_start",
     "pre_approval_request",
     "post_approval_response",
     "pre_response_delivery",
@@ -36,12 +33,25 @@ const HERMES_ONLY_HOOKS: &[&str] = &[
     "on_skill_lifecycle",
     "agent_loop_stopped",
     "pre_command",
+    "on_stream_start",
+    "on_stream_delta",
+    "on_stream_end",
+    "on_room_member_activity",
+    "pre_transcription",
+    "gateway_platform_event",
 ];
+
+/// Families of v-new Hermes hook names (`kanban_task_completed`, …).
+const HERMES_ONLY_PREFIXES: &[&str] = &["kanban_task_", "on_kanban_"];
+
+/// Whether `name` is a Hermes hook plughost accepts and never fires.
+pub fn never_fires(name: &str) -> bool {
+    HERMES_ONLY_HOOKS.contains(&name) || HERMES_ONLY_PREFIXES.iter().any(|p| name.starts_with(p))
+}
 
 /// Registrars Hermes offers that plughost accepts and does not use:
 /// provider and host-specific registrations.
 pub const UNUSED_REGISTRARS: &[&str] = &[
-    "register_web_search_provider",
     "register_browser_provider",
     "register_memory_provider",
     "register_tts_provider",
@@ -59,15 +69,73 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_system_prompt_section",
     "register_redaction_patterns",
     "register_approval_transport",
-    "register_cli_command",
 ];
 
-/// Parts of Hermes's context plughost does not offer yet.
-const NOT_YET: &[&str] = &["llm", "dispatch_tool", "inject_message"];
+/// `tools.registry.registry.dispatch`: as `ctx.dispatch_tool`.
+#[pyfunction]
+pub fn dispatch_tool(
+    py: Python<'_>,
+    name: String,
+    args: &Bound<'_, PyAny>,
+    task_id: String,
+) -> PyResult<String> {
+    let args = if args.is_none() {
+        Value::Object(Default::default())
+    } else {
+        crate::runtime::value::to_json(args).map_err(|e| {
+            PyValueError::new_err(format!("dispatch('{name}'): args are not JSON-like: {e}"))
+        })?
+    };
+    Ok(py.detach(|| super::link::dispatch_tool(&name, args, &task_id)))
+}
+
+/// `hermes_cli.config.load_config`'s parser: YAML `text` (of the file
+/// `path`, named in errors) as Python values.
+#[pyfunction]
+pub fn parse_yaml(py: Python<'_>, text: &str, path: &str) -> PyResult<Py<PyAny>> {
+    if text.trim().is_empty() {
+        return Ok(PyDict::new(py).into_any().unbind());
+    }
+    let value: Value = serde_saphyr::from_str(text)
+        .map_err(|e| PyValueError::new_err(format!("{path} is not valid YAML: {e}")))?;
+    Ok(pythonize::pythonize(py, &value)?.unbind())
+}
+
+/// `ctx.llm`'s backend: `messages` to the agent's model for `plugin`;
+/// `(text, "provider:model", usage)`. Raises `RuntimeError` when no agent
+/// runs or the model call fails.
+#[pyfunction]
+pub fn llm_complete(
+    py: Python<'_>,
+    plugin: String,
+    messages: &Bound<'_, PyAny>,
+) -> PyResult<(String, String, Py<PyAny>)> {
+    let messages = match crate::runtime::value::to_json(messages) {
+        Ok(Value::Array(m)) => m,
+        Ok(_) => {
+            return Err(PyTypeError::new_err(
+                "ctx.llm.complete: messages must be a list of {\"role\", \"content\"} dicts",
+            ))
+        }
+        Err(e) => {
+            return Err(PyValueError::new_err(format!(
+                "ctx.llm.complete: messages are not JSON-like: {e}"
+            )))
+        }
+    };
+    let done = py.detach(|| super::link::complete(&plugin, messages));
+    let c = done.map_err(PyRuntimeError::new_err)?;
+    let usage = pythonize::pythonize(py, &Value::Object(c.usage))?.unbind();
+    Ok((c.text, c.model, usage))
+}
 
 struct State {
     open: bool,
     pending: Vec<Registration>,
+    /// `register_cli_command` commands, committed when loading succeeds.
+    cli: Vec<(String, super::cli::CliCommand)>,
+    /// Web search/extract providers, handed to the registry on success.
+    web_providers: Vec<Py<PyAny>>,
     /// What the plugin registered that this host does not use.
     unused: Vec<String>,
 }
@@ -115,9 +183,21 @@ impl HermesContext {
             state: Arc::new(Mutex::new(State {
                 open: true,
                 pending: Vec::new(),
+                cli: Vec::new(),
+                web_providers: Vec::new(),
                 unused: Vec::new(),
             })),
         }
+    }
+
+    /// The web providers it registered (taken; call after [`Self::finish`]).
+    pub fn take_web_providers(&self) -> Vec<Py<PyAny>> {
+        std::mem::take(&mut self.state.lock().expect("context lock").web_providers)
+    }
+
+    /// The CLI commands it registered (taken; call after [`Self::finish`]).
+    pub fn take_cli_commands(&self) -> Vec<(String, super::cli::CliCommand)> {
+        std::mem::take(&mut self.state.lock().expect("context lock").cli)
     }
 
     /// Close registration; take what was registered and what goes unused.
@@ -247,7 +327,7 @@ impl HermesContext {
         require_callable(callback, "register_hook: callback")?;
         let event = HookEvent::from_name(&name);
         if event.is_none() {
-            if HERMES_ONLY_HOOKS.contains(&name.as_str()) {
+            if never_fires(&name) {
                 tracing::info!(
                     "Hermes plugin '{}' registers hook '{name}', which plughost never fires",
                     self.key
@@ -352,6 +432,135 @@ impl HermesContext {
         }))
     }
 
+    /// The host-owned LLM facade (`agent.plugin_llm.PluginLlm` in Hermes),
+    /// backed by the model of the agent running this host.
+    #[getter]
+    fn llm(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let class = py.import("_plughost_hermes")?.getattr("PluginLlm")?;
+        let kw = PyDict::new(py);
+        kw.set_item("plugin_id", &self.key)?;
+        Ok(class.call((), Some(&kw))?.unbind())
+    }
+
+    /// Call any registered tool through the host's pipeline (its
+    /// `pre_tool_call` guards included); its JSON string back.
+    #[pyo3(signature = (tool_name, args=None, **kwargs))]
+    fn dispatch_tool(
+        &self,
+        py: Python<'_>,
+        tool_name: &str,
+        args: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<String> {
+        let args = match args.filter(|a| !a.is_none()) {
+            None => Value::Object(Default::default()),
+            Some(a) => crate::runtime::value::to_json(a).map_err(|e| {
+                PyValueError::new_err(format!(
+                    "dispatch_tool('{tool_name}'): args are not JSON-like: {e}"
+                ))
+            })?,
+        };
+        let task_id: String = match kwargs.and_then(|k| k.get_item("task_id").ok().flatten()) {
+            Some(t) if !t.is_none() => t.str()?.to_string(),
+            _ => String::new(),
+        };
+        Ok(py.detach(|| super::link::dispatch_tool(tool_name, args, &task_id)))
+    }
+
+    /// Queue a message into the conversation (see [`super::link`]);
+    /// `False` when no agent runs, as Hermes without its CLI.
+    #[pyo3(signature = (content, role="user", **_kwargs))]
+    fn inject_message(
+        &self,
+        content: &str,
+        role: &str,
+        _kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> bool {
+        super::link::inject(content, role)
+    }
+
+    /// A web search/extract backend (`agent.web_search_provider.WebSearchProvider`,
+    /// Hermes's or compat); it serves plughost's `web_search`/`web_extract`
+    /// tools once the plugin has loaded. As in Hermes, anything else is
+    /// warned about and ignored.
+    fn register_web_search_provider(&self, provider: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = provider.py();
+        let base = py
+            .import("agent.web_search_provider")
+            .and_then(|m| m.getattr("WebSearchProvider"))?;
+        let name = provider
+            .getattr("name")
+            .ok()
+            .and_then(|n| n.extract::<String>().ok())
+            .filter(|n| !n.trim().is_empty());
+        if !provider.is_instance(&base)? || name.is_none() {
+            tracing::warn!(
+                "Plugin '{}' tried to register a web provider that does not inherit from WebSearchProvider (or has no name). Ignoring.",
+                self.key
+            );
+            return Ok(());
+        }
+        let mut state = self.state.lock().expect("context lock");
+        if !state.open {
+            return Err(PyRuntimeError::new_err(format!(
+                "plugin '{}' registered something after register(ctx) returned; register everything inside register(ctx)",
+                self.key
+            )));
+        }
+        state.web_providers.push(provider.clone().unbind());
+        Ok(())
+    }
+
+    /// A terminal subcommand, run as `plughost hermes <name> …` (see
+    /// [`super::cli`]).
+    #[pyo3(signature = (name, help, setup_fn, handler_fn=None, description=""))]
+    fn register_cli_command(
+        &self,
+        name: &Bound<'_, PyAny>,
+        help: &Bound<'_, PyAny>,
+        setup_fn: &Bound<'_, PyAny>,
+        handler_fn: Option<&Bound<'_, PyAny>>,
+        description: &str,
+    ) -> PyResult<()> {
+        let name: String = name
+            .extract()
+            .map_err(|_| PyTypeError::new_err("register_cli_command: name must be a string"))?;
+        let name = name.trim().to_string();
+        if name.is_empty() || name.starts_with('-') || name.contains(char::is_whitespace) {
+            return Err(PyValueError::new_err(format!(
+                "register_cli_command: '{name}' is not a command name (one word, not starting with '-')"
+            )));
+        }
+        let help = if help.is_none() {
+            String::new()
+        } else {
+            help.str()?.to_string()
+        };
+        require_callable(setup_fn, "register_cli_command: setup_fn")?;
+        let handler_fn = handler_fn.filter(|h| !h.is_none());
+        if let Some(h) = handler_fn {
+            require_callable(h, "register_cli_command: handler_fn")?;
+        }
+        let mut state = self.state.lock().expect("context lock");
+        if !state.open {
+            return Err(PyRuntimeError::new_err(format!(
+                "plugin '{}' registered something after register(ctx) returned; register everything inside register(ctx)",
+                self.key
+            )));
+        }
+        state.cli.push((
+            name,
+            super::cli::CliCommand {
+                plugin: self.key.clone(),
+                help,
+                description: description.to_string(),
+                setup_fn: setup_fn.clone().unbind(),
+                handler_fn: handler_fn.map(|h| h.clone().unbind()),
+            },
+        ));
+        Ok(())
+    }
+
     /// Hermes's provider and host-specific registrars: accepted, recorded,
     /// not used. The parts of Hermes's context plughost lacks raise an
     /// `AttributeError` saying so.
@@ -378,12 +587,6 @@ impl HermesContext {
                 },
             )?;
             return Ok(recorder.into_any().unbind());
-        }
-        if NOT_YET.contains(&name) {
-            return Err(PyAttributeError::new_err(format!(
-                "ctx.{name} is not available under plughost yet (plugin '{}'); guard its use with hasattr(ctx, '{name}')",
-                self.key
-            )));
         }
         Err(PyAttributeError::new_err(format!(
             "'PluginContext' object has no attribute '{name}'"

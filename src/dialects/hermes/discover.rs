@@ -8,7 +8,9 @@
 //! manifest, `<root>/<category>/<plugin>/plugin.yaml` (key
 //! `category/plugin`). A plugin loads when its key or manifest name is in
 //! `plugins.enabled` of Hermes's `config.yaml` or of plughost's
-//! `config.json`; `plugins.disabled` of either wins.
+//! `config.json`; `plugins.disabled` of either wins. Installed
+//! distributions exposing `hermes_agent.plugins` follow (see
+//! [`super::entry_point`]).
 
 use std::path::{Path, PathBuf};
 
@@ -139,6 +141,8 @@ pub fn discover(lists: &PluginLists) -> Vec<Candidate> {
             found.push(candidate);
         }
     }
+    // Entry points come last, as in Hermes (the host admits them by enablement).
+    found.extend(super::entry_point::discover(lists, &yaml));
     found
 }
 

@@ -4,7 +4,7 @@
 //! answers: `pre_tool_call` `{"action": "block", "message"}` (and
 //! `"modify"`, merged into the call's arguments), `pre_llm_call`
 //! `{"context"}` or a string, `pre_gateway_dispatch` skip/rewrite/allow,
-//! `transform_*` strings. Anything else is ignored, as Hermes ignores it.
+//! `transform_*` strings (`transform_llm_output` included). Anything else is ignored, as Hermes ignores it.
 //! A failing `pre_tool_call` callback blocks the call with Hermes's message
 //! (fail closed, [`HookCallback::fail_closed`]).
 
@@ -113,6 +113,13 @@ fn kwargs<'py>(
                 HookEvent::PostLlmCall => {
                     kw.set_item("assistant_response", &ctx.assistant_message)?;
                 }
+                HookEvent::TransformLlmOutput => {
+                    kw.set_item("response_text", &ctx.assistant_message)?;
+                }
+                HookEvent::ApiRequestError => {
+                    let error = ctx.response.get("error").and_then(|e| e.as_str());
+                    kw.set_item("error", error)?;
+                }
                 HookEvent::PostApiRequest => {
                     kw.set_item("response", to_py(&ctx.response)?)?;
                     let usage = serde_json::Value::Object(ctx.usage.clone());
@@ -136,6 +143,15 @@ fn kwargs<'py>(
                 kw.set_item("completed", ctx.completed)?;
                 kw.set_item("interrupted", ctx.interrupted)?;
             }
+        }
+        HookPayload::Subagent(ctx) if event == HookEvent::SubagentStart => {
+            kw.set_item("parent_session_id", opt(&ctx.session_id))?;
+            kw.set_item("parent_turn_id", py.None())?;
+            kw.set_item("parent_subagent_id", py.None())?;
+            kw.set_item("child_session_id", &ctx.subagent_id)?;
+            kw.set_item("child_subagent_id", &ctx.subagent_id)?;
+            kw.set_item("child_role", py.None())?;
+            kw.set_item("child_goal", &ctx.goal)?;
         }
         HookPayload::Subagent(ctx) => {
             kw.set_item("parent_session_id", opt(&ctx.session_id))?;
@@ -262,7 +278,9 @@ fn interpret(
             },
             _ => wrong(),
         },
-        HookEvent::TransformToolResult | HookEvent::TransformTerminalOutput => match string {
+        HookEvent::TransformToolResult
+        | HookEvent::TransformTerminalOutput
+        | HookEvent::TransformLlmOutput => match string {
             Some(s) => Ok(HookAction::Replace(s)),
             None => wrong(),
         },

@@ -131,9 +131,9 @@ pub fn load(path: &Path, dir: &Path) -> Result<HermesManifest, String> {
         kind: match kind {
             HermesKind::Backend => PluginKind::Backend,
             HermesKind::Exclusive => PluginKind::Exclusive,
-            // plughost's manifest has no platform or model-provider kind:
-            // the candidate carries Hermes's kind and the reason it is skipped.
-            _ => PluginKind::Standalone,
+            HermesKind::Platform => PluginKind::Platform,
+            HermesKind::ModelProvider => PluginKind::ModelProvider,
+            HermesKind::Standalone => PluginKind::Standalone,
         },
         requires_env: requires_env(map.get("requires_env")),
         provides_tools: strings(map.get("provides_tools")),

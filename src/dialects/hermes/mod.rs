@@ -4,10 +4,13 @@
 //! ([`hooks`]), and the compat `hermes_constants` module plugins import,
 //! served by a finder consulted last so a real Hermes always wins.
 
+pub mod cli;
 pub mod context;
 pub mod discover;
+pub mod entry_point;
 pub mod handlers;
 pub mod hooks;
+pub mod link;
 pub mod manifest;
 pub mod render;
 
@@ -30,12 +33,50 @@ use crate::runtime::{attach, module_from_source, plugin_error};
 /// The finder serving the compat modules.
 const FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/hermes/__init__.py");
 
-/// The compat Hermes modules: (module, source, is a package).
-const COMPAT_MODULES: [(&str, &str, bool); 1] = [(
-    "hermes_constants",
-    include_str!("../../../python/plughost/_compat/hermes/hermes_constants.py"),
-    false,
-)];
+/// The compat Hermes modules: (module, source, is a package). Only what
+/// real plugins import: the Hermes home, config and plugin types, the tool
+/// registry and its JSON helpers, the provider and platform base classes.
+macro_rules! compat {
+    ($(($name:literal, $file:literal, $package:literal)),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../../python/plughost/_compat/hermes/", $file)), $package)),*]
+    };
+}
+const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
+    ("hermes_constants", "hermes_constants.py", false),
+    ("hermes_cli", "hermes_cli/__init__.py", true),
+    ("hermes_cli.config", "hermes_cli/config.py", false),
+    ("hermes_cli.plugins", "hermes_cli/plugins.py", false),
+    ("tools", "tools/__init__.py", true),
+    ("tools.registry", "tools/registry.py", false),
+    ("agent", "agent/__init__.py", true),
+    ("agent.context_engine", "agent/context_engine.py", false),
+    ("agent.memory_provider", "agent/memory_provider.py", false),
+    (
+        "agent.image_gen_provider",
+        "agent/image_gen_provider.py",
+        false
+    ),
+    (
+        "agent.video_gen_provider",
+        "agent/video_gen_provider.py",
+        false
+    ),
+    (
+        "agent.web_search_provider",
+        "agent/web_search_provider.py",
+        false
+    ),
+    ("agent.browser_provider", "agent/browser_provider.py", false),
+    ("agent.tts_provider", "agent/tts_provider.py", false),
+    (
+        "agent.transcription_provider",
+        "agent/transcription_provider.py",
+        false
+    ),
+    ("gateway", "gateway/__init__.py", true),
+    ("gateway.platforms", "gateway/platforms/__init__.py", true),
+    ("gateway.platforms.base", "gateway/platforms/base.py", false),
+];
 
 static INSTALLED: PyOnceLock<()> = PyOnceLock::new();
 
@@ -53,8 +94,11 @@ fn install(py: Python<'_>) -> PyResult<()> {
                 None => module_from_source(py, "_plughost_hermes", FINDER_SOURCE, false)?,
             };
             finder.add_class::<HermesContext>()?;
+            finder.add_function(pyo3::wrap_pyfunction!(context::llm_complete, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(context::dispatch_tool, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(context::parse_yaml, &finder)?)?;
             let sources = PyDict::new(py);
-            for (name, source, is_package) in COMPAT_MODULES {
+            for &(name, source, is_package) in COMPAT_MODULES {
                 sources.set_item(name, (source, is_package))?;
             }
             let home = discover::hermes_home();
@@ -137,6 +181,47 @@ fn manifest_object<'py>(py: Python<'py>, key: &str, dir: &Path) -> PyResult<Boun
         .call((), Some(&kw))
 }
 
+/// What each loaded Hermes plugin registered that this host does not use
+/// (plugin key → registrar names), for `plugins doctor`.
+static NOT_USED: std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+fn record_not_used(key: &str, unused: &[String]) {
+    let mut map = NOT_USED.lock().unwrap_or_else(|e| e.into_inner());
+    if unused.is_empty() {
+        map.remove(key);
+    } else {
+        map.insert(key.to_string(), unused.to_vec());
+    }
+}
+
+/// The registrars plugin `key` called that this host does not use
+/// (recorded when it loaded in this process).
+pub fn not_used(key: &str) -> Vec<String> {
+    NOT_USED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(key)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Hand a loaded plugin's web providers to the registry the `web_search`
+/// tool uses (the Flowly provider registry, its compat installed if needed).
+fn register_web_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult<()> {
+    if providers.is_empty() {
+        return Ok(());
+    }
+    crate::dialects::flowly::classes(py)?;
+    let register = py
+        .import("_plughost_hermes")?
+        .getattr("register_web_provider")?;
+    for provider in providers {
+        register.call1((provider,))?;
+    }
+    Ok(())
+}
+
 /// The Hermes dialect (see the module docs).
 pub struct Hermes;
 
@@ -148,18 +233,47 @@ impl Dialect for Hermes {
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
         attach(|py| {
             install(py).map_err(|e| plugin_error(py, &e))?;
-            let package = PluginPackage::import(key, dir, home)?;
-            let module = package.module(py);
-            let register = register_function(
-                &module,
-                "no register() function (a Hermes plugin's __init__.py defines register(ctx))",
-            )?;
-            let manifest = manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
+            // An installed distribution's entry point (its metadata
+            // directory stands for it), loaded as Hermes's `ep.load()`;
+            // else a plugin directory, imported as a package of its own.
+            let (register, package, manifest) = match entry_point::find(dir, key)? {
+                Some(ep) => {
+                    let target = entry_point::load(py, &ep)?;
+                    let register = entry_point::register_of(&target, &ep)?;
+                    let manifest =
+                        entry_point::manifest_object(py, &ep).map_err(|e| plugin_error(py, &e))?;
+                    (register, None, manifest)
+                }
+                None => {
+                    let package = PluginPackage::import(key, dir, home)?;
+                    let module = package.module(py);
+                    let register = register_function(
+                        &module,
+                        "no register() function (a Hermes plugin's __init__.py defines register(ctx))",
+                    )?;
+                    let manifest =
+                        manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
+                    (register, Some(package), manifest)
+                }
+            };
             let ctx = Py::new(py, HermesContext::new(key, dir, manifest.unbind()))
                 .map_err(|e| plugin_error(py, &e))?;
+            // tools.registry.register inside register(ctx) reaches this context.
+            let finder = py
+                .import("_plughost_hermes")
+                .map_err(|e| plugin_error(py, &e))?;
+            finder
+                .setattr("_CURRENT", ctx.clone_ref(py))
+                .map_err(|e| plugin_error(py, &e))?;
             let outcome = register.call1((ctx.clone_ref(py),));
+            let _ = finder.setattr("_CURRENT", py.None());
             let (registrations, unused) = ctx.get().finish();
+            let cli_commands = ctx.get().take_cli_commands();
+            let web_providers = ctx.get().take_web_providers();
             registered(py, outcome)?;
+            register_web_providers(py, web_providers).map_err(|e| plugin_error(py, &e))?;
+            cli::commit(key, cli_commands);
+            record_not_used(key, &unused);
             if !unused.is_empty() {
                 tracing::info!(
                     "Hermes plugin '{key}' registered {} — registered, not used by this host",
@@ -168,7 +282,7 @@ impl Dialect for Hermes {
             }
             Ok(LoadedPlugin {
                 registrations,
-                package: Some(package),
+                package,
             })
         })
     }
@@ -181,6 +295,10 @@ impl Dialect for Hermes {
         })
         .ok()
         .flatten()
+    }
+
+    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::outcome::Renderer>> {
+        Some(std::sync::Arc::new(render::HermesRenderer))
     }
 
     fn discover(&self, _home: &Path, lists: &PluginLists) -> Vec<Candidate> {

@@ -1,0 +1,1 @@
+"""``gateway`` compat package (plughost): the platform base plugins subclass."""

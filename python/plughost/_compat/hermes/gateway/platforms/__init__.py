@@ -1,0 +1,1 @@
+"""``gateway.platforms`` compat package (plughost)."""

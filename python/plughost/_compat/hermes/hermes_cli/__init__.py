@@ -1,0 +1,1 @@
+"""``hermes_cli`` compat package (plughost): only the modules Hermes plugins import."""

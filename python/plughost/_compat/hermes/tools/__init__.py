@@ -1,0 +1,1 @@
+"""``tools`` compat package (plughost): only ``tools.registry``."""
