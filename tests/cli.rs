@@ -354,7 +354,7 @@ fn project_plugins_load_only_when_enabled_by_env_and_config() {
         "Error: Tool 'from_project' not found\n",
         "still opt-in"
     );
-    plughost(&env, &["plugins", "enable", "proj"]);
+    plughost(&env, &["plugins", "enable", "proj", "--force"]);
     assert_eq!(run(Some("yes")), "project tool\n");
     assert_eq!(run(Some("0")), "Error: Tool 'from_project' not found\n");
 }

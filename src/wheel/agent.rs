@@ -64,12 +64,13 @@ impl PyAgent {
                 .map_err(|e| ConfigError::new_err(format!("{name} {e}; got {value}")))
         };
         let tool_timeout = seconds("tool_timeout", tool_timeout)?;
+        let built = host.host(py)?;
         let options = ProviderOptions {
             base_url,
             script,
             model_timeout: Some(seconds("model_timeout", model_timeout)?),
+            home: Some(built.home().to_path_buf()),
         };
-        let built = host.host(py)?;
         let provider = provider::from_spec(model, &options)
             .map_err(|e| ConfigError::new_err(e.to_string()))?;
         let mut config = AgentConfig {
