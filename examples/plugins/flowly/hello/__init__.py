@@ -1,4 +1,3 @@
-# __init__.py
 from flowly.agent.hooks import BlockAction
 
 
