@@ -2,20 +2,30 @@
 //! names by edit distance, so a typo gets an answer instead of a bare
 //! "not found".
 
-/// Levenshtein distance over chars (names are short; O(n·m) is fine).
+/// Edit distance counting a swap of two neighbours as one edit (optimal
+/// string alignment), over chars: `pnig` is one edit from `ping`.
 fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(row[j + 1] + 1);
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
         }
     }
-    row[b.len()]
+    d[a.len()][b.len()]
 }
 
 /// The known names close to `typed`, closest first (at most three): within
@@ -80,5 +90,7 @@ mod tests {
             " (did you mean 'list_all' or 'list_dir'?)"
         );
         assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(distance("pnig", "ping"), 1);
+        assert_eq!(closest("/pnig", ["/ping", "/help"]), vec!["/ping"]);
     }
 }
