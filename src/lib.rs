@@ -73,6 +73,7 @@ pub mod discovery;
 pub mod dispatch;
 pub mod doctor;
 pub mod entry_points;
+pub mod event_reference;
 pub mod hooks;
 pub mod host;
 pub mod install;

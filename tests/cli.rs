@@ -354,7 +354,7 @@ fn project_plugins_load_only_when_enabled_by_env_and_config() {
         "Error: Tool 'from_project' not found\n",
         "still opt-in"
     );
-    plughost(&env, &["plugins", "enable", "proj"]);
+    plughost(&env, &["plugins", "enable", "proj", "--force"]);
     assert_eq!(run(Some("yes")), "project tool\n");
     assert_eq!(run(Some("0")), "Error: Tool 'from_project' not found\n");
 }
@@ -496,4 +496,362 @@ fn run_and_chat_drive_the_agent_loop_with_the_shipped_demo_script() {
         "",
     );
     assert_eq!(stdout(&custom), "scripted ping\n");
+}
+
+// --- newcomer experience: suggestions, stray entries, built-ins, output ---
+
+fn config_of(env: &Env) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(env.home.path().join("config.json")).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn enabling_a_name_not_installed_fails_with_a_suggestion_unless_forced() {
+    let env = env();
+    let typo = plughost(&env, &["plugins", "enable", "dem"]);
+    assert_eq!(typo.status.code(), Some(1), "{}", stderr(&typo));
+    assert!(
+        stderr(&typo).contains("no plugin named 'dem' is installed (did you mean 'demo'?)"),
+        "{}",
+        stderr(&typo)
+    );
+    assert!(stderr(&typo).contains("--force"), "{}", stderr(&typo));
+    assert_eq!(
+        config_of(&env)["plugins"]["enabled"],
+        serde_json::json!(["demo"]),
+        "nothing recorded"
+    );
+
+    let forced = plughost(&env, &["plugins", "enable", "dem", "--force"]);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    assert_eq!(
+        config_of(&env)["plugins"]["enabled"],
+        serde_json::json!(["demo", "dem"])
+    );
+    let list = plughost(&env, &["plugins", "list"]);
+    assert!(
+        stderr(&list).contains("config.json names plugins that are not installed: dem"),
+        "{}",
+        stderr(&list)
+    );
+
+    let absent = plughost(&env, &["plugins", "forget", "nothere"]);
+    assert_eq!(absent.status.code(), Some(1));
+    assert!(
+        stderr(&absent).contains("'nothere' is in neither plugins.enabled nor plugins.disabled"),
+        "{}",
+        stderr(&absent)
+    );
+    let nothing = plughost(&env, &["plugins", "forget"]);
+    assert_eq!(nothing.status.code(), Some(2));
+    let forgot = plughost(&env, &["plugins", "forget", "--stray"]);
+    assert!(forgot.status.success(), "{}", stderr(&forgot));
+    assert_eq!(
+        stdout(&forgot),
+        format!(
+            "Forgot dem.\n{}\n",
+            "Restart plughost for changes to apply."
+        )
+    );
+    assert_eq!(
+        config_of(&env)["plugins"]["enabled"],
+        serde_json::json!(["demo"]),
+        "demo kept"
+    );
+    assert_eq!(
+        stdout(&plughost(&env, &["plugins", "forget", "--stray"])),
+        "No stray entries in config.json.\n"
+    );
+}
+
+#[test]
+fn unknown_tools_commands_and_skills_get_the_closest_names() {
+    let env = env();
+    let tool = plughost(&env, &["tools", "call", "gret"]);
+    assert_eq!(
+        stdout(&tool),
+        "Error: Tool 'gret' not found\n",
+        "the result string is a contract"
+    );
+    assert_eq!(tool.status.code(), Some(1));
+    assert!(
+        stderr(&tool).contains("no tool named 'gret' (did you mean 'greet'?)"),
+        "{}",
+        stderr(&tool)
+    );
+    let command = plughost(&env, &["commands", "run", "/pnig"]);
+    assert_eq!(command.status.code(), Some(1));
+    assert!(
+        stderr(&command).contains("unknown command '/pnig' (did you mean '/ping'?)"),
+        "{}",
+        stderr(&command)
+    );
+    let skill = plughost(&env, &["skills", "view", "demo:howt"]);
+    assert_eq!(skill.status.code(), Some(1));
+    assert!(
+        stderr(&skill).contains("did you mean 'demo:howto'?"),
+        "{}",
+        stderr(&skill)
+    );
+    let stranger = plughost(&env, &["tools", "call", "zzzzzz"]);
+    assert!(
+        !stderr(&stranger).contains("did you mean"),
+        "{}",
+        stderr(&stranger)
+    );
+}
+
+#[test]
+fn a_failed_plugins_skill_and_install_enable_say_the_plugin_failed_and_why() {
+    let env = env();
+    let source = tempfile::tempdir().unwrap();
+    let broken = write_plugin(
+        source.path(),
+        "broken",
+        "name: broken\n",
+        &[
+            ("__init__.py", "def register(ctx):\n    ctx.register_skill('guide', 'SKILL.md')\n    raise RuntimeError('no config for broken')\n"),
+            ("SKILL.md", "# Guide\n"),
+        ],
+    );
+    let install = plughost(
+        &env,
+        &["plugins", "install", broken.to_str().unwrap(), "--enable"],
+    );
+    assert_eq!(install.status.code(), Some(1), "{}", stdout(&install));
+    let why = stderr(&install);
+    assert!(
+        why.contains(
+            "plugin 'broken' was installed but fails to load: RuntimeError: no config for broken"
+        ),
+        "{why}"
+    );
+    assert!(
+        why.contains("__init__.py:3") && why.contains("Traceback"),
+        "{why}"
+    );
+    assert!(
+        why.contains("It was not enabled; fix it, then run: plughost plugins enable broken"),
+        "{why}"
+    );
+    assert_eq!(
+        config_of(&env)["plugins"]["enabled"],
+        serde_json::json!(["demo"])
+    );
+    assert!(
+        env.home.path().join("plugins/broken/__init__.py").is_file(),
+        "left installed"
+    );
+
+    // Enabled anyway, its skill is unavailable, and says why.
+    assert!(plughost(&env, &["plugins", "enable", "broken"])
+        .status
+        .success());
+    let skill = plughost(&env, &["skills", "view", "broken:guide"]);
+    assert_eq!(skill.status.code(), Some(1));
+    assert!(
+        stderr(&skill).contains("skill 'broken:guide' is unavailable: its plugin 'broken' failed to load: RuntimeError: no config for broken"),
+        "{}",
+        stderr(&skill)
+    );
+    let dormant = plughost(&env, &["skills", "view", "dormant:x"]);
+    assert!(
+        stderr(&dormant).contains("its plugin 'dormant' is not loaded"),
+        "{}",
+        stderr(&dormant)
+    );
+}
+
+#[test]
+fn built_in_tools_are_listed_and_run_confined_to_the_workspace() {
+    let env = env();
+    let workspace = tempfile::tempdir().unwrap();
+    let ws = workspace.path().to_str().unwrap();
+    let list = plughost(&env, &["tools", "list", "--json", "--workspace", ws]);
+    let tools: Value = serde_json::from_str(&stdout(&list)).unwrap();
+    for name in ["read_file", "write_file", "edit_file", "list_dir", "exec"] {
+        let tool = tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed"));
+        assert_eq!(tool["plugin"], "builtin", "{tool}");
+    }
+    let table = stdout(&plughost(&env, &["tools", "list"]));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("read_file ") && l.contains(" builtin ")),
+        "{table}"
+    );
+    let write = plughost(
+        &env,
+        &[
+            "tools",
+            "call",
+            "write_file",
+            "--workspace",
+            ws,
+            "--args",
+            r#"{"path": "a.txt", "content": "hi"}"#,
+        ],
+    );
+    assert!(write.status.success(), "{}", stdout(&write));
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("a.txt")).unwrap(),
+        "hi"
+    );
+    let read = plughost(
+        &env,
+        &[
+            "tools",
+            "call",
+            "read_file",
+            "--workspace",
+            ws,
+            "--args",
+            r#"{"path": "a.txt"}"#,
+        ],
+    );
+    assert_eq!(stdout(&read), "hi\n");
+    let escape = plughost(
+        &env,
+        &[
+            "tools",
+            "call",
+            "read_file",
+            "--workspace",
+            ws,
+            "--args",
+            r#"{"path": "/etc/hostname"}"#,
+        ],
+    );
+    assert_eq!(escape.status.code(), Some(1));
+    assert!(
+        stdout(&escape).contains("is outside the workspace"),
+        "{}",
+        stdout(&escape)
+    );
+}
+
+#[test]
+fn run_shows_tool_calls_on_stderr_and_fills_placeholders_in_arguments() {
+    let env = env();
+    let workspace = tempfile::tempdir().unwrap();
+    let script = env.home.path().join("note.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: write_file\n        args: {path: \"{user_message}.txt\", content: \"for {user_message}\"}\n  - say: \"see {home}/notes\"\n",
+    )
+    .unwrap();
+    let args = [
+        "run",
+        "--script",
+        script.to_str().unwrap(),
+        "--workspace",
+        workspace.path().to_str().unwrap(),
+        "memo",
+    ];
+    let out = plughost(&env, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let home = env.home.path().display().to_string();
+    assert_eq!(
+        stdout(&out),
+        format!("see {home}/notes\n"),
+        "only the reply, real paths"
+    );
+    let shown = stderr(&out);
+    let started = shown
+        .find("⚙ write_file {\"path\":\"memo.txt\"")
+        .expect("the call is shown");
+    let finished = shown
+        .find("✓ write_file → Wrote")
+        .expect("its outcome is shown");
+    assert!(started < finished, "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("memo.txt")).unwrap(),
+        "for memo"
+    );
+
+    let mut json_args = args.to_vec();
+    json_args.insert(1, "--json");
+    json_args.push("--session");
+    json_args.push("other");
+    let json = plughost(&env, &json_args);
+    let report: Value =
+        serde_json::from_str(&stdout(&json)).expect("--json prints only the report");
+    assert_eq!(report["tool_calls"][0]["name"], "write_file");
+    assert!(!stderr(&json).contains('⚙'), "{}", stderr(&json));
+}
+
+#[test]
+fn chat_banner_names_the_script_file() {
+    let env = env();
+    let script = env.home.path().join("mine.yaml");
+    std::fs::write(&script, "turns:\n  - say: hi\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["chat", "--script", script.to_str().unwrap()])
+        .env("PLUGHOST_HOME", env.home.path())
+        .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains(&format!("model scripted:{}", script.display())),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn logs_have_no_colour_off_a_terminal_and_no_field_noise_unless_verbose() {
+    let env = env();
+    let quiet = plughost(&env, &["tools", "call", "shout_log"]);
+    let text = stderr(&quiet);
+    assert!(text.contains("from the plugin logger"), "{text}");
+    assert!(
+        !text.contains('\x1b'),
+        "no colour codes into a pipe: {text:?}"
+    );
+    assert!(!text.contains("logger="), "{text}");
+    let verbose = plughost(&env, &["-v", "tools", "call", "shout_log"]);
+    assert!(
+        stderr(&verbose).contains("logger=\"demo.plugin\""),
+        "{}",
+        stderr(&verbose)
+    );
+}
+
+#[test]
+fn a_failed_model_call_goes_to_stderr_with_its_cause() {
+    let env = env();
+    // A loopback port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = plughost(
+        &env,
+        &[
+            "run",
+            "--model",
+            "openai:x",
+            "--base-url",
+            &format!("http://127.0.0.1:{port}"),
+            "hi",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "", "errors are not replies");
+    let text = stderr(&out);
+    assert!(
+        text.contains("plughost: model call failed: network error talking to"),
+        "{text}"
+    );
+    assert!(
+        text.to_lowercase().contains("connection refused"),
+        "the cause is shown: {text}"
+    );
 }

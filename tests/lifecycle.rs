@@ -332,7 +332,7 @@ fn concurrent_enables_all_land_and_a_corrupt_config_is_never_overwritten() {
     let children: Vec<_> = (0..12)
         .map(|i| {
             Command::new(env!("CARGO_BIN_EXE_plughost"))
-                .args(["plugins", "enable", &format!("p{i}")])
+                .args(["plugins", "enable", &format!("p{i}"), "--force"])
                 .env("PLUGHOST_HOME", env.home.path())
                 .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
                 .stdout(Stdio::null())

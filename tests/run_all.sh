@@ -5,19 +5,31 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== cargo test"
+# Say what each long step is doing and how long it took, so minutes of
+# building never look like a hang.
+step() { echo; echo "== [$(date +%H:%M:%S)] $*"; }
+ticker=""
+trap '[ -n "$ticker" ] && kill "$ticker" 2>/dev/null; echo "== done in ${SECONDS}s"' EXIT
+
+step "cargo test (builds the tests first: minutes on a cold target/)"
 cargo test
 
-echo "== wheel: pip install . into a fresh virtualenv"
+step "wheel: a fresh virtualenv in .venv-test"
 venv=.venv-test
 rm -rf "$venv"
 python3 -m venv "$venv"
+step "wheel: installing pip, pytest, pytest-asyncio and mypy"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet pytest pytest-asyncio
+"$venv/bin/python" -m pip install --quiet pytest pytest-asyncio mypy
+step "wheel: pip install . (maturin compiles plughost in release mode; its pyo3 crates have their own artifacts in target/, the rest is shared with cargo)"
+# pip hides the build's output; a line every 30 s says it is still going.
+( while sleep 30; do echo "   … still building the wheel (${SECONDS}s so far)"; done ) &
+ticker=$!
 "$venv/bin/python" -m pip install --quiet .
-"$venv/bin/python" -m pip install --quiet mypy
+kill "$ticker" 2>/dev/null || true
+ticker=""
 
-echo "== stubtest: python/plughost/__init__.pyi against the installed wheel"
+step "stubtest: python/plughost/__init__.pyi against the installed wheel"
 # The private modules (_cli, _runtime, _compat, _native) are implementation,
 # not API: keep them out of the mypy build stubtest does (it type-checks every
 # submodule it finds and stops on any error).
@@ -29,7 +41,7 @@ INI
     --mypy-config-file "$venv/stubtest-mypy.ini" \
     --allowlist tests/python/stubtest_allowlist.txt
 
-echo "== pytest (against the installed wheel)"
+step "pytest (against the installed wheel)"
 cd tests/python
 # Run from tests/python so `import plughost` resolves to the installed wheel.
 "$OLDPWD/$venv/bin/python" -m pytest -q

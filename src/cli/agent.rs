@@ -108,6 +108,7 @@ pub(super) fn build_agent(
         base_url: args.base_url.clone(),
         script: args.script.clone(),
         model_timeout: Some(args.model_timeout),
+        home: Some(home_dir.clone()),
     };
     let provider =
         provider::from_spec(&args.model, &options).map_err(|e| Failure::usage(e.to_string()))?;
@@ -128,7 +129,9 @@ pub(super) fn multi_thread_runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-/// `plughost run MESSAGE`: one turn.
+/// `plughost run MESSAGE`: one turn. Tool calls and their outcomes are
+/// shown on stderr as they happen (as in chat); the reply goes to stdout,
+/// a failed turn's error to stderr. `--json` prints only the report.
 pub(super) fn run(
     agent: Agent,
     args: &AgentArgs,
@@ -137,12 +140,28 @@ pub(super) fn run(
 ) -> Result<u8, Failure> {
     let rt = multi_thread_runtime();
     let report = rt.block_on(async {
-        let report = agent.send(Inbound::new(&args.session, message), None).await;
+        let (events, display) = if json {
+            (None, None)
+        } else {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            (
+                Some(tx),
+                Some(show_events(rx, Box::new(std::io::stderr()), false)),
+            )
+        };
+        let report = agent
+            .send(Inbound::new(&args.session, message), events)
+            .await;
+        if let Some(display) = display {
+            let _ = display.await;
+        }
         agent.shutdown().await;
         report
     });
     if json {
         super::print_json(&report);
+    } else if let Some(error) = &report.error {
+        eprintln!("plughost: {error}");
     } else if let Some(reply) = &report.reply {
         println!("{reply}");
     } else if let Some(reason) = &report.skipped {
@@ -151,17 +170,23 @@ pub(super) fn run(
     Ok(if report.completed { 0 } else { 1 })
 }
 
+/// Show a turn's events on `out` as they arrive: tool calls and outcomes
+/// always, the reply's text as it streams when `text`.
 fn show_events(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<AgentEvent>,
+    mut out: Box<dyn Write + Send>,
+    text: bool,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut out = std::io::stdout();
         let mut mid_line = false;
         while let Some(event) = rx.recv().await {
             match event {
-                AgentEvent::TextDelta(text) => {
-                    let _ = write!(out, "{text}");
-                    mid_line = !text.ends_with('\n');
+                AgentEvent::TextDelta(delta) => {
+                    if !text {
+                        continue;
+                    }
+                    let _ = write!(out, "{delta}");
+                    mid_line = !delta.ends_with('\n');
                 }
                 AgentEvent::ToolStarted {
                     name, arguments, ..
@@ -197,6 +222,17 @@ fn show_events(
     })
 }
 
+/// The model as the banner names it: `--script FILE` replaces the demo
+/// script, so `scripted:FILE` rather than the default `scripted:demo`.
+fn model_shown(args: &AgentArgs) -> String {
+    match &args.script {
+        Some(file) if args.model.starts_with("scripted") => {
+            format!("scripted:{}", file.display())
+        }
+        _ => args.model.clone(),
+    }
+}
+
 /// `plughost chat`: an interactive loop; Ctrl-C cancels a running turn,
 /// Ctrl-D (or Ctrl-C at the prompt) ends the chat.
 pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
@@ -204,7 +240,8 @@ pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
     rt.block_on(async {
         println!(
             "plughost chat — model {}, session '{}'. /help lists commands; Ctrl-D quits.",
-            args.model, args.session
+            model_shown(args),
+            args.session
         );
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         loop {
@@ -219,7 +256,7 @@ pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
                 continue;
             }
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            let display = show_events(rx);
+            let display = show_events(rx, Box::new(std::io::stdout()), true);
             let cancel = async {
                 let _ = tokio::signal::ctrl_c().await;
             };

@@ -6,6 +6,7 @@
 
 mod agent;
 mod plugins;
+mod suggest;
 mod table;
 
 use std::path::PathBuf;
@@ -95,7 +96,12 @@ enum PluginsCmd {
         json: bool,
     },
     /// Add a plugin to plugins.enabled (and take it out of plugins.disabled).
-    Enable { name: String },
+    Enable {
+        name: String,
+        /// Record the name even though no such plugin is installed (yet).
+        #[arg(long)]
+        force: bool,
+    },
     /// Add a plugin to plugins.disabled (and take it out of plugins.enabled).
     Disable { name: String },
     /// Install a plugin from a git URL, owner/repo[/sub/path], URL#sub/path, or a local directory.
@@ -115,6 +121,15 @@ enum PluginsCmd {
         #[arg(long, value_name = "NAME")]
         dialect: Option<String>,
     },
+    /// Take names out of plugins.enabled and plugins.disabled of config.json
+    /// (the plugins' files are not touched): stray entries, typos.
+    Forget {
+        /// The names to take out.
+        names: Vec<String>,
+        /// Also every entry that names no installed plugin.
+        #[arg(long)]
+        stray: bool,
+    },
     /// Delete a user plugin and take it out of config.json.
     Remove {
         name: String,
@@ -131,10 +146,13 @@ enum PluginsCmd {
 
 #[derive(Subcommand, Debug)]
 enum ToolsCmd {
-    /// Every registered tool.
+    /// Every registered tool, the built-in ones (plugin `builtin`) included.
     List {
         #[arg(long)]
         json: bool,
+        /// Directory the built-in file tools and exec are confined to (default <home>/workspace).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
     },
     /// Call a tool through the full pipeline (hooks included) and print its result.
     Call {
@@ -150,6 +168,9 @@ enum ToolsCmd {
         /// plughost exits anyway).
         #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = agent::seconds)]
         timeout: Option<std::time::Duration>,
+        /// Directory the built-in file tools and exec are confined to (default <home>/workspace).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
     },
 }
 
@@ -298,15 +319,27 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             agent::chat(agent, args)
         }
         Command::Worker => crate::isolation::worker_main(),
-        Command::Plugins(PluginsCmd::Enable { name }) => set_enabled(&cli, name, true),
-        Command::Plugins(PluginsCmd::Disable { name }) => set_enabled(&cli, name, false),
+        Command::Plugins(PluginsCmd::Enable { name, force }) => {
+            set_enabled(&cli, name, true, *force)
+        }
+        Command::Plugins(PluginsCmd::Disable { name }) => set_enabled(&cli, name, false, true),
+        Command::Plugins(PluginsCmd::Forget { names, stray }) => {
+            plugins::forget(&home_of(&cli), names, *stray)
+        }
         Command::Plugins(PluginsCmd::Install {
             source,
             enable,
             force,
             dialect,
             ..
-        }) => plugins::install(&home_of(&cli), source, *enable, *force, dialect.as_deref()),
+        }) => plugins::install(
+            &home_of(&cli),
+            source,
+            *enable,
+            *force,
+            dialect.as_deref(),
+            || build_host(&cli, python_level),
+        ),
         Command::Plugins(PluginsCmd::Remove { name, yes }) => {
             plugins::remove(&home_of(&cli), name, *yes)
         }
@@ -321,11 +354,18 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
                 print_json(&host.plugins());
             } else {
                 print_plugins(&host);
+                let stray = stray_entries(&home_of(&cli));
+                if !stray.is_empty() {
+                    eprintln!(
+                        "note: config.json names plugins that are not installed: {}; remove them with: plughost plugins forget --stray",
+                        stray.join(", ")
+                    );
+                }
             }
             Ok(0)
         }
-        Command::Tools(ToolsCmd::List { json }) => {
-            let host = build_host(&cli, python_level)?;
+        Command::Tools(ToolsCmd::List { json, workspace }) => {
+            let host = build_host_with_builtins(&cli, python_level, workspace.as_ref())?;
             let tools: Vec<_> = host
                 .registry()
                 .tools()
@@ -353,14 +393,27 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             args,
             session,
             timeout,
+            workspace,
         }) => {
             let args = parse_args(args.as_deref())?;
-            let host = build_host(&cli, python_level)?;
+            let host = build_host_with_builtins(&cli, python_level, workspace.as_ref())?;
+            let known: Vec<String> = host
+                .registry()
+                .tools()
+                .iter()
+                .map(|t| t.spec.name.clone())
+                .collect();
             let result = match timeout {
                 None => runtime().block_on(host.call_tool(name, args, session)),
                 Some(limit) => call_with_timeout(host, name, args, session, *limit),
             };
             println!("{}", result.text);
+            if matches!(result.outcome, crate::outcome::ToolOutcome::NotFound) {
+                eprintln!(
+                    "plughost: no tool named '{name}'{}; see: plughost tools list",
+                    suggest::did_you_mean(name, known.iter().map(String::as_str))
+                );
+            }
             Ok(if result.is_ok() { 0 } else { 1 })
         }
         Command::Commands(CommandsCmd::List { json }) => {
@@ -386,6 +439,21 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
                     Ok(0)
                 }
                 Ok(None) => Ok(0),
+                Err(crate::host::CommandError::Unknown(typed)) => {
+                    let known = host.registry().commands();
+                    let names: Vec<String> = known
+                        .iter()
+                        .map(|c| format!("/{}", c.name))
+                        .chain(["/help".to_string()])
+                        .collect();
+                    Err(Failure::failed(format!(
+                        "unknown command '/{typed}'{}; type /help to list the commands",
+                        suggest::did_you_mean(
+                            &format!("/{typed}"),
+                            names.iter().map(String::as_str)
+                        )
+                    )))
+                }
                 Err(e) => Err(Failure::failed(e.to_string())),
             }
         }
@@ -430,7 +498,7 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             let host = build_host(&cli, python_level)?;
             let text = host
                 .skill(name)
-                .map_err(|e| Failure::failed(e.to_string()))?;
+                .map_err(|e| skill_failure(&host, name, e))?;
             print!("{text}");
             if !text.ends_with('\n') {
                 println!();
@@ -503,16 +571,31 @@ fn home_of(cli: &Cli) -> PathBuf {
     config::resolve_home(cli.home.as_deref())
 }
 
-fn set_enabled(cli: &Cli, name: &str, enable: bool) -> Result<u8, Failure> {
+/// `plugins enable` / `disable`. Enabling a name no installed plugin has
+/// is refused (a typo would otherwise sit in config.json doing nothing)
+/// unless `force`; disabling one only warns, as it cannot switch anything
+/// on.
+fn set_enabled(cli: &Cli, name: &str, enable: bool, force: bool) -> Result<u8, Failure> {
     if name.trim().is_empty() {
         return Err(Failure::usage(
             "NAME must be a plugin's key (it was empty); see: plughost plugins list",
         ));
     }
     let home = home_of(cli);
+    // An unusable config.json is reported first: it is the bigger problem.
+    config::read_plugin_lists(&home)?;
     let known = known_plugin_keys(&home);
     if !known.iter().any(|k| k == name) {
-        tracing::warn!("no plugin named '{name}' is installed; recording it in config.json anyway");
+        let hint = suggest::did_you_mean(name, known.iter().map(String::as_str));
+        if !force {
+            return Err(Failure::failed(format!(
+                "no plugin named '{name}' is installed{hint}; see: plughost plugins list \
+                 (to record the name anyway, pass --force)"
+            )));
+        }
+        tracing::warn!(
+            "no plugin named '{name}' is installed{hint}; recording it in config.json anyway"
+        );
     }
     if enable {
         config::enable_plugin(&home, name)?;
@@ -525,22 +608,105 @@ fn set_enabled(cli: &Cli, name: &str, enable: bool) -> Result<u8, Failure> {
     Ok(0)
 }
 
+/// The host for `tools list` / `tools call`: the plugins plus the agent's
+/// built-in tools, confined to `workspace` (default `<home>/workspace`),
+/// so what the agent can call can also be listed and tried by hand.
+fn build_host_with_builtins(
+    cli: &Cli,
+    python_level: u8,
+    workspace: Option<&PathBuf>,
+) -> Result<Host, Failure> {
+    use crate::agent::tools::{builtin_tools, ToolLimits, Workspace};
+    let dir = workspace
+        .cloned()
+        .unwrap_or_else(|| home_of(cli).join("workspace"));
+    let workspace = Workspace::new(&dir)
+        .map_err(|e| Failure::failed(format!("cannot use the workspace {}: {e}", dir.display())))?;
+    let mut builder = Host::builder()
+        .python_log_level(python_level)
+        .allow_missing_bundled();
+    if let Some(home) = &cli.home {
+        builder = builder.home(home);
+    }
+    if let Some(isolation) = &cli.isolate {
+        builder = builder.isolate(isolation.clone());
+    }
+    for tool in builtin_tools(&workspace, &ToolLimits::default()) {
+        builder = builder.tool(tool);
+    }
+    Ok(builder.build()?)
+}
+
+/// `skills view` of a name the registry lacks: say why when its plugin is
+/// known (failed to load, not enabled), else suggest close names.
+fn skill_failure(host: &Host, name: &str, error: crate::host::SkillError) -> Failure {
+    if !matches!(error, crate::host::SkillError::Unknown(_)) {
+        return Failure::failed(error.to_string());
+    }
+    let plugin = name.split_once(':').map(|(p, _)| p).unwrap_or(name);
+    if let Some(record) = host.plugins().iter().find(|p| p.key == plugin && !p.loaded) {
+        let why = record.error.as_deref().unwrap_or("it is not loaded");
+        let at = record
+            .failure
+            .as_ref()
+            .and_then(|f| f.location.as_deref())
+            .map(|l| format!(" (at {l})"))
+            .unwrap_or_default();
+        return Failure::failed(if record.enabled {
+            format!(
+                "skill '{name}' is unavailable: its plugin '{plugin}' failed to load: {why}{at}; see: plughost plugins doctor"
+            )
+        } else {
+            format!("skill '{name}' is unavailable: its plugin '{plugin}' is not loaded: {why}")
+        });
+    }
+    let skills = host.registry().skills();
+    let hint = suggest::did_you_mean(name, skills.iter().map(|s| s.name.as_str()));
+    Failure::failed(format!("{error}{hint}"))
+}
+
+/// Names in plugins.enabled / plugins.disabled that no installed plugin
+/// has (typos, removed plugins), for `plugins list` and `plugins forget --stray`.
+pub(crate) fn stray_entries(home: &std::path::Path) -> Vec<String> {
+    let Ok(lists) = config::read_plugin_lists(home) else {
+        return Vec::new();
+    };
+    let known = known_plugin_keys(home);
+    let mut stray: Vec<String> = lists
+        .enabled
+        .iter()
+        .chain(&lists.disabled)
+        .filter(|n| !known.contains(n))
+        .cloned()
+        .collect();
+    stray.sort();
+    stray.dedup();
+    stray
+}
+
 /// Keys of every plugin discovery can see (no Python needed).
 pub(crate) fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
     use crate::discovery::{discover, Source};
-    let mut roots = vec![(Source::User, home.join("plugins"))];
-    if std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
-        .map(|v| config::truthy(&v))
-        .unwrap_or(false)
-    {
-        roots.push((Source::Project, PathBuf::from(".plughost/plugins")));
-    }
+    // Project plugins count whether or not they are switched on yet
+    // (PLUGHOST_ENABLE_PROJECT_PLUGINS): enabling one first is legitimate.
+    let roots = vec![
+        (Source::User, home.join("plugins")),
+        (Source::Project, PathBuf::from(".plughost/plugins")),
+    ];
     let mut keys = bundled_keys(home);
     keys.extend(
         discover(&roots, &config::PluginLists::default())
             .into_iter()
             .map(|c| c.key),
     );
+    // Plugins of other APIs (Hermes's own directories): their keys and
+    // manifest names, either of which enables them.
+    for c in crate::dialects::discover_all(home, &config::PluginLists::default()) {
+        if let Ok(manifest) = &c.manifest {
+            keys.push(manifest.name.clone());
+        }
+        keys.push(c.key);
+    }
     keys
 }
 

@@ -16,12 +16,17 @@ impl From<InstallError> for Failure {
     }
 }
 
+/// `plugins install`. With `--enable` the plugin is loaded once right
+/// away: one that fails to import or register is reported with its error
+/// (exit 1) and left installed but not enabled, so no later command trips
+/// over it.
 pub(super) fn install(
     home: &Path,
     source: &str,
     enable: bool,
     force: bool,
     dialect: Option<&str>,
+    load: impl FnOnce() -> Result<Host, Failure>,
 ) -> Result<u8, Failure> {
     let spec = install::parse_source(source).map_err(|e| Failure::usage(e.to_string()))?;
     let dialect = match dialect.map(str::trim) {
@@ -37,14 +42,19 @@ pub(super) fn install(
             }
         },
     };
-    if enable || dialect.is_some() {
-        // A config.json that cannot be edited is refused before anything is
-        // installed, not after.
-        config::read_plugin_lists(home)?;
-        if dialect.is_some() {
-            config::read_dialects(home)?;
-        }
+    // A config.json that cannot be edited is refused before anything is
+    // installed, not after.
+    if dialect.is_some() {
+        config::read_dialects(home)?;
     }
+    let before = if enable {
+        Some(config::read_plugin_lists(home)?)
+    } else {
+        if dialect.is_some() {
+            config::read_plugin_lists(home)?;
+        }
+        None
+    };
     let done = install::install(home, &spec, force)?;
     let version = if done.version.is_empty() {
         String::new()
@@ -64,17 +74,127 @@ pub(super) fn install(
             done.name
         );
     }
-    if enable {
-        config::enable_plugin(home, &done.name)?;
-        println!("Enabled {}.", done.name);
-    } else {
+    let Some(before) = before else {
         println!(
             "It is not enabled; enable it with: plughost plugins enable {}",
             done.name
         );
+        println!("{RESTART}");
+        return Ok(0);
+    };
+    config::enable_plugin(home, &done.name)?;
+    let host = load()?;
+    let record = host
+        .plugins()
+        .iter()
+        .find(|p| p.key == done.name && p.path == done.path)
+        .or_else(|| host.plugins().iter().find(|p| p.key == done.name));
+    match record {
+        Some(p) if p.loaded => {
+            println!("Enabled {} (it loads: {}).", done.name, provides(p));
+            println!("{RESTART}");
+            Ok(0)
+        }
+        other => {
+            let was_enabled = before.enabled.contains(&done.name);
+            if !was_enabled {
+                config::update_plugin_lists(home, |l| l.enabled.retain(|n| *n != done.name))?;
+            }
+            let why = other
+                .and_then(|p| p.error.clone())
+                .unwrap_or_else(|| "it was not found after installing".into());
+            let mut message = format!(
+                "plugin '{}' was installed but fails to load: {why}",
+                done.name
+            );
+            if let Some(failure) = other.and_then(|p| p.failure.as_ref()) {
+                if let Some(at) = &failure.location {
+                    message.push_str(&format!("\n  at: {at}"));
+                }
+                if let Some(tb) = &failure.traceback {
+                    message.push('\n');
+                    message.push_str(tb.trim_end());
+                }
+            }
+            message.push_str(&format!(
+                "\n{}; fix it, then run: plughost plugins enable {}",
+                if was_enabled {
+                    "It stays in plugins.enabled"
+                } else {
+                    "It was not enabled"
+                },
+                done.name
+            ));
+            Err(Failure::failed(message))
+        }
     }
-    println!("{RESTART}");
-    Ok(0)
+}
+
+/// "2 tools, 1 hook", or "nothing registered".
+fn provides(p: &crate::host::PluginRecord) -> String {
+    let parts: Vec<String> = [
+        (p.tools.len(), "tool"),
+        (p.hooks.len(), "hook"),
+        (p.commands.len(), "command"),
+        (p.skills.len(), "skill"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}{}", if *n == 1 { "" } else { "s" }))
+    .collect();
+    if parts.is_empty() {
+        "nothing registered".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `plugins forget NAME… [--stray]`: take names out of config.json's
+/// plugin lists without touching any plugin's files.
+pub(super) fn forget(home: &Path, names: &[String], stray: bool) -> Result<u8, Failure> {
+    if names.is_empty() && !stray {
+        return Err(Failure::usage(
+            "name the entries to take out of config.json, or pass --stray for every entry that names no installed plugin",
+        ));
+    }
+    let mut drop: Vec<String> = names.to_vec();
+    if stray {
+        drop.extend(super::stray_entries(home));
+    }
+    let lists = config::read_plugin_lists(home)?;
+    let listed = |n: &String| lists.enabled.contains(n) || lists.disabled.contains(n);
+    let (present, absent): (Vec<String>, Vec<String>) = drop.into_iter().partition(listed);
+    if !present.is_empty() {
+        config::update_plugin_lists(home, |l| {
+            l.enabled.retain(|n| !present.contains(n));
+            l.disabled.retain(|n| !present.contains(n));
+        })?;
+    }
+    let mut present = present;
+    present.dedup();
+    for name in &present {
+        println!("Forgot {name}.");
+    }
+    let entries: Vec<&str> = lists
+        .enabled
+        .iter()
+        .chain(&lists.disabled)
+        .map(String::as_str)
+        .collect();
+    for name in &absent {
+        eprintln!(
+            "plughost: '{name}' is in neither plugins.enabled nor plugins.disabled{}",
+            super::suggest::did_you_mean(name, entries.iter().copied())
+        );
+    }
+    if present.is_empty() && stray && names.is_empty() {
+        println!("No stray entries in config.json.");
+        return Ok(0);
+    }
+    if !present.is_empty() {
+        println!("{RESTART}");
+    }
+    Ok(if absent.is_empty() { 0 } else { 1 })
 }
 
 pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<u8, Failure> {

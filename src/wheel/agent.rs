@@ -47,6 +47,9 @@ impl<T> Drop for AbortOnDrop<T> {
 impl PyAgent {
     #[new]
     #[pyo3(signature = (host, model="scripted:demo", *, script=None, base_url=None, system_prompt=None, max_iterations=25, tool_timeout=120.0, model_timeout=300.0))]
+    #[pyo3(
+        text_signature = "(host, model='scripted:demo', *, script=None, base_url=None, system_prompt=None, max_iterations=25, tool_timeout=120.0, model_timeout=300.0)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -64,12 +67,13 @@ impl PyAgent {
                 .map_err(|e| ConfigError::new_err(format!("{name} {e}; got {value}")))
         };
         let tool_timeout = seconds("tool_timeout", tool_timeout)?;
+        let built = host.host(py)?;
         let options = ProviderOptions {
             base_url,
             script,
             model_timeout: Some(seconds("model_timeout", model_timeout)?),
+            home: Some(built.home().to_path_buf()),
         };
-        let built = host.host(py)?;
         let provider = provider::from_spec(model, &options)
             .map_err(|e| ConfigError::new_err(e.to_string()))?;
         let mut config = AgentConfig {
@@ -91,6 +95,7 @@ impl PyAgent {
     /// dropped the message or a command gave no reply). A failed model call
     /// raises `ModelError`.
     #[pyo3(signature = (message, session_id="default"))]
+    #[pyo3(text_signature = "($self, message, session_id='default')")]
     fn send(&self, message: String, session_id: &str) -> PyCall {
         let agent = self.agent.clone();
         let session_id = session_id.to_string();

@@ -129,6 +129,9 @@ impl PyHost {
 impl PyHost {
     #[new]
     #[pyo3(signature = (home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=false, workspace=None, isolate=None))]
+    #[pyo3(
+        text_signature = "(home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=False, workspace=None, isolate=None)"
+    )]
     #[allow(clippy::too_many_arguments)] // Python keyword arguments
     fn new(
         py: Python<'_>,
@@ -186,6 +189,9 @@ impl PyHost {
     /// `requires_env` variable makes it unavailable, `is_async` and `emoji`
     /// are accepted).
     #[pyo3(signature = (name, schema=None, handler=None, *, check_fn=None, description="", toolset=None, requires_env=None, is_async=None, emoji=None))]
+    #[pyo3(
+        text_signature = "($self, name, schema=None, handler=None, *, check_fn=None, description='', toolset=None, requires_env=None, is_async=None, emoji=None)"
+    )]
     #[allow(clippy::too_many_arguments)]
     fn register_tool(
         &self,
@@ -228,6 +234,7 @@ impl PyHost {
 
     /// Register a slash command on this host, as `PluginContext.register_command`.
     #[pyo3(signature = (name, handler, description="", args_hint=""))]
+    #[pyo3(text_signature = "($self, name, handler, description='', args_hint='')")]
     fn register_command(
         &self,
         py: Python<'_>,
@@ -244,6 +251,7 @@ impl PyHost {
 
     /// Register a skill on this host, as `PluginContext.register_skill`.
     #[pyo3(signature = (name, path, description=""))]
+    #[pyo3(text_signature = "($self, name, path, description='')")]
     fn register_skill(
         &self,
         py: Python<'_>,
@@ -276,6 +284,7 @@ impl PyHost {
     /// Run a tool through the full pipeline; the result string (tool-level
     /// errors stay result strings, as in the CLI).
     #[pyo3(signature = (name, args=None, session_id=""))]
+    #[pyo3(text_signature = "($self, name, args=None, session_id='')")]
     fn call_tool(
         &self,
         py: Python<'_>,
@@ -307,6 +316,7 @@ impl PyHost {
 
     /// `call_tool` as an awaitable; nothing runs until it is awaited.
     #[pyo3(signature = (name, args=None, session_id=""))]
+    #[pyo3(text_signature = "($self, name, args=None, session_id='')")]
     fn acall_tool(
         &self,
         py: Python<'_>,

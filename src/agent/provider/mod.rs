@@ -89,6 +89,9 @@ pub struct ProviderOptions {
     /// response, no next chunk) before the call fails; `None` for
     /// [`openai::DEFAULT_MODEL_TIMEOUT`].
     pub model_timeout: Option<Duration>,
+    /// The host's home, for the scripted provider's `{home}` placeholder
+    /// (so a scripted reply names real paths).
+    pub home: Option<std::path::PathBuf>,
 }
 
 /// The longest timeout accepted anywhere a number of seconds is given: a
@@ -134,7 +137,9 @@ pub fn from_spec(
                 (None, "" | "demo") => scripted::Script::demo(),
                 (None, path) => scripted::Script::load(std::path::Path::new(path))?,
             };
-            Ok(Arc::new(scripted::Scripted::new(script)))
+            let mut scripted = scripted::Scripted::new(script);
+            scripted.home = options.home.clone();
+            Ok(Arc::new(scripted))
         }
         other => Err(ProviderError::Config(format!(
             "unknown model provider '{other}': use openai:MODEL or scripted[:SCRIPT]"

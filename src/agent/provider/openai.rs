@@ -214,7 +214,7 @@ impl Call {
             Ok(Err(e)) => {
                 let error = ProviderError::Network {
                     url: self.url.clone(),
-                    message: e.to_string(),
+                    message: cause_chain(&e),
                 };
                 // Refused, reset or closed before an answer: try again.
                 return Err(if e.is_connect() || e.is_timeout() || e.is_request() {
@@ -343,4 +343,21 @@ impl Call {
             Failure::Fatal(error)
         }
     }
+}
+
+/// An error and its causes, `outer: inner: innermost` (reqwest's own text
+/// stops at "error sending request", hiding "Connection refused"); a
+/// cause whose text the previous one already contains is skipped.
+fn cause_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
 }

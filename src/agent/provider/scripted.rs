@@ -9,7 +9,7 @@
 //!     tool_calls:              # optional
 //!       - name: list_dir
 //!         args: {path: "."}
-//!   - say: "Done: {tool_results}"   # placeholders: {tool_results}, {user_message}
+//!   - say: "Done: {tool_results}"   # placeholders: {tool_results}, {user_message}, {home}
 //! after_end: "(the script has no more turns)"   # optional reply once turns run out
 //! ```
 //!
@@ -83,6 +83,8 @@ impl Script {
 pub struct Scripted {
     script: Script,
     positions: Mutex<HashMap<String, usize>>,
+    /// What `{home}` stands for (left as is when unknown).
+    pub home: Option<std::path::PathBuf>,
 }
 
 impl Scripted {
@@ -90,6 +92,7 @@ impl Scripted {
         Scripted {
             script,
             positions: Mutex::new(HashMap::new()),
+            home: None,
         }
     }
 
@@ -121,6 +124,20 @@ fn last_tool_results(messages: &[Value]) -> String {
     results.join(" | ")
 }
 
+/// `value` with `fill` applied to every string in it (keys kept).
+fn fill_strings(value: &Value, fill: &dyn Fn(&str) -> String) -> Value {
+    match value {
+        Value::String(s) => Value::String(fill(s)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| fill_strings(v, fill)).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill_strings(v, fill)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 impl Provider for Scripted {
     fn model(&self) -> String {
         "scripted".into()
@@ -148,12 +165,22 @@ impl Provider for Scripted {
             *at += 1;
             index
         };
+        // Placeholders are filled in the text and in every string of the
+        // tool calls' arguments.
+        let user_message = last_of(&request.messages, "user");
+        let home = self.home.as_ref().map(|h| h.display().to_string());
+        let fill = |text: &str| {
+            let text = text
+                .replace("{tool_results}", &last_tool_results(&request.messages))
+                .replace("{user_message}", &user_message);
+            match &home {
+                Some(home) => text.replace("{home}", home),
+                None => text,
+            }
+        };
         let response = match self.script.turns.get(index) {
             Some(turn) => {
-                let text = turn
-                    .say
-                    .replace("{tool_results}", &last_tool_results(&request.messages))
-                    .replace("{user_message}", &last_of(&request.messages, "user"));
+                let text = fill(&turn.say);
                 let tool_calls = turn
                     .tool_calls
                     .iter()
@@ -164,7 +191,7 @@ impl Provider for Scripted {
                         arguments: if c.args.is_null() {
                             "{}".into()
                         } else {
-                            c.args.to_string()
+                            fill_strings(&c.args, &fill).to_string()
                         },
                     })
                     .collect::<Vec<_>>();

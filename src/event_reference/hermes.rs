@@ -1,0 +1,109 @@
+//! The Hermes part of the event reference: `callback(**kwargs)` with the
+//! keywords Hermes passes, dict answers.
+
+use super::DialectDoc;
+use crate::hooks::{ActionKind, HookEvent};
+
+pub static DOC: DialectDoc = DialectDoc {
+    name: "hermes",
+    title: "Hermes",
+    calling: "`ctx.register_hook(\"event_name\", callback)`. The callback is called with keyword arguments only — the fields below; a callback that declares only some of them gets only those, one taking `**kwargs` gets them all. It may be `async def`. Hook names only Hermes fires (`transform_llm_output`, `subagent_start`, …) are accepted and never fire.",
+    answer,
+    methods: &[
+        ("register_tool", "A tool in `toolset`. `schema` is the OpenAI function schema (`{\"name\", \"description\", \"parameters\": <JSON Schema>}`); `handler(args: dict, **kwargs)` (`task_id=` among them) returns a JSON string; a failure becomes `{\"error\": \"Tool execution failed: <Type>: <msg>\"}`. A name another toolset (the built-ins included) already has is refused unless `override=True`. `check_fn` and `requires_env` hide it while unavailable."),
+        ("register_hook", "A callback for one event (see *Events* below); names only Hermes fires are accepted and never fire."),
+        ("register_command", "A slash command `/name`; `handler(raw_args: str)` returns the reply text (`None`: no reply); it may be `async def`."),
+        ("register_skill", "A skill `<plugin>:<name>` read from `path` (a `SKILL.md`), listed by `skills list`."),
+    ],
+    fields: &[
+        ("session_id", "the session key; `None` for a direct `tools call` without `--session`"),
+        ("task_id", "the task (sub-agent) the call belongs to, or `None`"),
+        ("tool_name", "the tool's registered name"),
+        ("tool_call_id", "the model's id for this call, or `None`"),
+        ("args", "the call's arguments (the dict the handler gets)"),
+        ("arguments", "the call's arguments (as `args`)"),
+        ("result", "the handler's result string"),
+        ("duration_ms", "how long the handler took, in milliseconds (`None` for a sub-agent)"),
+        ("command", "the shell command `exec` ran"),
+        ("output", "`exec`'s output"),
+        ("exit_code", "always `None` in plughost (the exit status is in the output)"),
+        ("cwd", "always `None` in plughost"),
+        ("turn_id", "always `None` in plughost"),
+        ("api_request_id", "always `None` in plughost"),
+        ("middleware_trace", "always `[]` in plughost"),
+        ("model", "`provider:model` of the agent"),
+        ("platform", "where the session runs (`cli`)"),
+        ("user_message", "the latest user message"),
+        ("conversation_history", "the conversation sent to the model (OpenAI chat messages)"),
+        ("is_first_turn", "no assistant message yet in this session"),
+        ("assistant_response", "the assistant's text of this model call"),
+        ("response", "the provider's answer"),
+        ("usage", "token usage the provider reported"),
+        ("completed", "the turn finished without an error"),
+        ("interrupted", "the turn was cancelled (Ctrl-C)"),
+        ("parent_session_id", "the parent's session key"),
+        ("child_subagent_id", "the sub-agent's session key (`<parent>/sub-N`)"),
+        ("child_role", "always `None` in plughost"),
+        ("child_summary", "always `None` in plughost"),
+        ("child_status", "why the sub-agent stopped"),
+        ("tool_call_history", "always `[]` in plughost"),
+        ("event", "the inbound message (`.text`, `.content`, `.channel`, `.sender_id`, `.session_key`, `.metadata`)"),
+        ("gateway", "the channel the message came in on (`cli`)"),
+        ("session_store", "always `None` in plughost"),
+        ("telemetry_schema_version", "`hermes.observer.v1`, as Hermes passes it"),
+    ],
+    note,
+    recorder: &[
+        ("plugin.yaml", "name: recorder\nversion: 1.0.0\ndescription: records what every event shows\n"),
+        ("__init__.py", RECORDER),
+    ],
+    raiser: &[
+        ("plugin.yaml", "name: raiser\nversion: 1.0.0\n"),
+        ("__init__.py", "EVENTS = ['pre_tool_call', 'post_tool_call', 'transform_tool_result', 'transform_terminal_output', 'pre_llm_call', 'post_llm_call', 'pre_api_request', 'post_api_request', 'on_session_start', 'on_session_end', 'on_session_finalize', 'on_session_reset', 'subagent_stop', 'pre_gateway_dispatch']\n\ndef register(ctx):\n    def boom(**kwargs):\n        raise RuntimeError('raiser')\n    for event in EVENTS:\n        ctx.register_hook(event, boom)\n"),
+    ],
+};
+
+fn answer(event: HookEvent, kind: ActionKind) -> &'static str {
+    match kind {
+        ActionKind::Block => "`return {\"action\": \"block\", \"message\": \"why\"}` (`\"approve\"` blocks too: plughost has no approval gate)",
+        ActionKind::Skip => "`return {\"action\": \"skip\", \"reason\": \"why\"}`",
+        ActionKind::Rewrite => "`return {\"action\": \"rewrite\", \"text\": \"new text\"}`",
+        ActionKind::Replace if event == HookEvent::TransformTerminalOutput => {
+            "`return \"new output\"` (a `str`)"
+        }
+        ActionKind::Replace => "`return \"new result\"` (a `str`)",
+        ActionKind::Inject => "`return \"text\"` or `return {\"context\": \"text\"}`",
+    }
+}
+
+fn note(event: HookEvent) -> &'static str {
+    match event {
+        HookEvent::PreToolCall => "`return {\"action\": \"modify\", \"args\": {...}}` merges those arguments into the call's (the handler gets them). A callback that raises or times out blocks the call with Hermes's message.",
+        _ => "",
+    }
+}
+
+/// Records the context's surface and every event's keyword arguments.
+const RECORDER: &str = r#"import inspect, json
+
+EVENTS = ['pre_tool_call', 'post_tool_call', 'transform_tool_result', 'transform_terminal_output', 'pre_llm_call', 'post_llm_call', 'pre_api_request', 'post_api_request', 'on_session_start', 'on_session_end', 'on_session_finalize', 'on_session_reset', 'subagent_stop', 'pre_gateway_dispatch']
+RECORD = {"methods": [], "attributes": [], "events": {}}
+
+def register(ctx):
+    for name in dir(ctx):
+        if name.startswith("_"):
+            continue
+        value = getattr(ctx, name)
+        if callable(value):
+            try:
+                signature = str(inspect.signature(value))
+            except (TypeError, ValueError):
+                signature = "(...)"
+            doc = (inspect.getdoc(value) or "").split("\n\n")[0].replace("\n", " ")
+            RECORD["methods"].append([name, signature, doc])
+        else:
+            RECORD["attributes"].append([name, type(value).__name__])
+    for event in EVENTS:
+        ctx.register_hook(event, (lambda e: lambda **kw: RECORD["events"].__setitem__(e, [[k, type(v).__name__] for k, v in kw.items()]))(event))
+    ctx.register_tool("recorded", "recorder", {"name": "recorded", "parameters": {"type": "object", "properties": {}}}, lambda args, **kw: json.dumps(RECORD))
+"#;

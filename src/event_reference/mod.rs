@@ -1,0 +1,205 @@
+//! The event reference of each dialect's plugin author's guide
+//! (`docs/<dialect>-events.md`), rendered from [`HOOK_SPECS`] — the table
+//! the dispatcher fires by — and from what the dialect really shows its
+//! callbacks, captured by firing every event at a recording plugin
+//! (`tests/event_reference.rs`). So the reference cannot drift from the
+//! code: the test fails when `docs/` differs from a fresh rendering.
+//!
+//! A dialect's part is one file here (how its answers are spelled, what
+//! each field means, its recording plugin) plus one line in [`DIALECTS`].
+
+pub mod flowly;
+pub mod hermes;
+
+use std::fmt::Write;
+
+use crate::hooks::{ActionKind, FailMode, HookEvent, Policy, HOOK_SPECS};
+
+/// What the reference needs to know about one plugin API.
+pub struct DialectDoc {
+    /// The dialect's name (`flowly`), also the file name: `docs/<name>-events.md`.
+    pub name: &'static str,
+    /// How people write it (`Flowly`).
+    pub title: &'static str,
+    /// How a hook callback is called and registered, one paragraph.
+    pub calling: &'static str,
+    /// How an answer of `kind` is spelled in this API for `event`.
+    pub answer: fn(HookEvent, ActionKind) -> &'static str,
+    /// What each method of the registration context does (name, text).
+    /// Every captured method must be here: the rendering fails otherwise.
+    pub methods: &'static [(&'static str, &'static str)],
+    /// What each field a callback can see means (name, meaning). Every
+    /// captured field must be here: the rendering fails otherwise.
+    pub fields: &'static [(&'static str, &'static str)],
+    /// A note for one event beyond the table (`""` for none).
+    pub note: fn(HookEvent) -> &'static str,
+    /// The recording plugin: (file name, text) of a plugin directory. Its
+    /// `register` records the context's methods and attributes and hooks
+    /// every event; a tool `recorded` returns what it saw as JSON
+    /// (`{"methods": [[name, signature, doc]], "attributes": [[name, type]],
+    /// "events": {event: [[field, type]]}}`).
+    pub recorder: &'static [(&'static str, &'static str)],
+    /// A plugin whose callback on every event raises, to learn which
+    /// events fail closed.
+    pub raiser: &'static [(&'static str, &'static str)],
+}
+
+/// Every dialect with a guide.
+pub static DIALECTS: &[&DialectDoc] = &[&flowly::DOC, &hermes::DOC];
+
+/// What the recording plugins saw for one dialect.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Captured {
+    /// The registration context's methods: (name, signature, first paragraph of its doc).
+    pub methods: Vec<(String, String, String)>,
+    /// Its other attributes: (name, Python type).
+    #[serde(default)]
+    pub attributes: Vec<(String, String)>,
+    /// Per event name, the fields its callback saw: (name, Python type).
+    pub events: std::collections::BTreeMap<String, Vec<(String, String)>>,
+    /// Events where a raising callback turned into an answer (fail closed).
+    #[serde(default)]
+    pub fails_closed: Vec<String>,
+}
+
+/// When the agent loop fires `event` (the same in every dialect).
+pub fn fires(event: HookEvent) -> &'static str {
+    match event {
+        HookEvent::PreToolCall => "Before every tool call, after its arguments passed the schema check (also for `tools call` and `Host.call_tool`).",
+        HookEvent::PostToolCall => "After a tool's handler returned or raised (not for calls that were blocked, refused or not found).",
+        HookEvent::TransformToolResult => "After `post_tool_call`, before the result goes back to the model.",
+        HookEvent::TransformTerminalOutput => "When the built-in `exec` tool finished, before the post hooks.",
+        HookEvent::PreLlmCall => "Before each model call of a turn.",
+        HookEvent::PostLlmCall => "After each model call of a turn, with the assistant's answer.",
+        HookEvent::PreApiRequest => "Just before the provider request is sent.",
+        HookEvent::PostApiRequest => "Just after the provider answered.",
+        HookEvent::OnSessionStart => "On a session's first message (a new transcript).",
+        HookEvent::OnSessionEnd => "At the end of every turn (`run`, each chat message), also when it failed or was cancelled.",
+        HookEvent::OnSessionFinalize => "Once per session when the agent shuts down or evicts an idle session.",
+        HookEvent::OnSessionReset => "When `/new` or `/clear` starts the session over.",
+        HookEvent::SubagentStop => "When a `delegate` sub-agent finished.",
+        HookEvent::PreGatewayDispatch => "When a message arrives, before slash commands and the model.",
+    }
+}
+
+/// What an answer of `kind` does at `event`.
+pub fn effect(event: HookEvent, kind: ActionKind) -> &'static str {
+    match (event, kind) {
+        (_, ActionKind::Block) => "the call is not run; the result is `[blocked: <message>]` and the post hooks do not fire",
+        (_, ActionKind::Skip) => "the message is dropped: no command, no model call, no reply",
+        (_, ActionKind::Rewrite) => "the message's text is replaced before commands and the model see it",
+        (HookEvent::TransformTerminalOutput, ActionKind::Replace) => "replaces `exec`'s output before the post hooks see it",
+        (_, ActionKind::Replace) => "replaces the result the model (or the caller) gets",
+        (_, ActionKind::Inject) => "joined with the other answers and prepended to the latest user message as `<plugin_context>…</plugin_context>` (the stored transcript keeps the original)",
+    }
+}
+
+fn policy_text(policy: Policy) -> &'static str {
+    match policy {
+        Policy::Observe => "observe: answers are not used",
+        Policy::FirstWins => "first wins: every callback runs; the first accepted answer counts",
+        Policy::Chain => "chain: each replacement is what the next callback sees",
+        Policy::Collect => "collect: every accepted answer counts, in order",
+    }
+}
+
+/// The markdown of `docs/<dialect>-events.md`; an error names a captured
+/// field or event the dialect's notes do not cover.
+pub fn render(doc: &DialectDoc, captured: &Captured) -> Result<String, String> {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "<!-- GENERATED by `PLUGHOST_UPDATE_DOCS=1 cargo test --test event_reference` from\n     plughost::hooks::HOOK_SPECS and src/event_reference/{}.rs; do not edit. -->\n",
+        doc.name
+    );
+    let _ = writeln!(out, "# {} plugins: reference\n", doc.title);
+    let _ = writeln!(
+        out,
+        "What a {} plugin's `register(ctx)` can call, and every event it can hook: when it fires, what the callback sees, which answers count and what they do. Generated from the table the dispatcher fires by, and from what a recording plugin saw, so it matches this build. The guide is [{}.md]({}.md).\n",
+        doc.title, doc.name, doc.name
+    );
+    let _ = writeln!(out, "## The registration context\n");
+    let _ = writeln!(out, "| method | what it does |\n|---|---|");
+    for (name, signature, _) in &captured.methods {
+        let text = doc
+            .methods
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| {
+                format!(
+                    "{}: method `{name}` of the context is not described in src/event_reference/{}.rs",
+                    doc.name, doc.name
+                )
+            })?;
+        let _ = writeln!(out, "| `{name}{}` | {} |", cell(signature), cell(text));
+    }
+    if !captured.attributes.is_empty() {
+        let _ = writeln!(out, "\n| attribute | type |\n|---|---|");
+        for (name, ty) in &captured.attributes {
+            let _ = writeln!(out, "| `{name}` | `{ty}` |");
+        }
+    }
+    let _ = writeln!(out, "\n## Hook callbacks\n\n{}\n", doc.calling);
+    let _ = writeln!(out, "## Events\n");
+    for spec in HOOK_SPECS {
+        let event = spec.event;
+        let fields = captured
+            .events
+            .get(event.name())
+            .ok_or_else(|| format!("{}: the recording plugin never saw {event}", doc.name))?;
+        let _ = writeln!(out, "### `{event}`\n\n{}\n", fires(event));
+        let _ = writeln!(out, "| field | type | meaning |\n|---|---|---|");
+        for (name, ty) in fields {
+            let meaning = doc
+                .fields
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, m)| *m)
+                .ok_or_else(|| {
+                    format!(
+                        "{}: field `{name}` of {event} has no meaning in src/event_reference/{}.rs",
+                        doc.name, doc.name
+                    )
+                })?;
+            let ty = if ty == "NoneType" { "None" } else { ty };
+            let _ = writeln!(out, "| `{name}` | `{ty}` | {meaning} |");
+        }
+        let _ = writeln!(out, "\n- Answers: {}.", policy_text(spec.policy));
+        for kind in spec.accepts {
+            let _ = writeln!(
+                out,
+                "- {}: {}.",
+                (doc.answer)(event, *kind),
+                effect(event, *kind)
+            );
+        }
+        if spec.accepts.is_empty() {
+            let _ = writeln!(out, "- Return nothing (`None`); any other answer is ignored and counted (`plugins doctor`).");
+        } else {
+            let _ = writeln!(out, "- Anything else (`None` included) changes nothing; an answer of another shape is ignored and counted (`plugins doctor`).");
+        }
+        let closed = spec.on_error == FailMode::Closed
+            || captured.fails_closed.iter().any(|e| e == event.name());
+        let _ = writeln!(
+            out,
+            "- A callback that raises or runs past its budget: {}.",
+            if closed {
+                "**fails closed**, as if it had blocked (the call is not run)"
+            } else {
+                "logged with the plugin's name and counted; the event goes on"
+            }
+        );
+        let note = (doc.note)(event);
+        if !note.is_empty() {
+            let _ = writeln!(out, "\n{note}");
+        }
+        let _ = writeln!(out);
+    }
+    Ok(out.trim_end().to_string() + "\n")
+}
+
+/// Text safe inside a table cell.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
+}

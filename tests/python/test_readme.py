@@ -1,0 +1,79 @@
+"""The README's Python blocks run as written against the installed wheel.
+
+Each ```python block runs in a fresh interpreter with a fresh home, after
+the shell lines of the README that come before it (`plughost …`, run with
+the wheel's own CLI); every `print(...)  # → TEXT` line must print TEXT,
+in order. Shell blocks are tests/readme.rs's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import plughost
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def _blocks(markdown: str):
+    """(language, text) of each fenced block, in order."""
+    return re.findall(r"^```(\w*)[^\n]*\n(.*?)^```$", markdown, flags=re.M | re.S)
+
+
+def _command(line: str) -> str:
+    """The command part of a shell line (its `# comment` dropped)."""
+    return re.split(r"\s+#\s", line, maxsplit=1)[0].strip()
+
+
+def test_readme_python_blocks_run_with_the_output_they_show(tmp_path: Path) -> None:
+    env = dict(os.environ, PLUGHOST_HOME=str(tmp_path / "home"), HOME=str(tmp_path))
+    env.pop("PLUGHOST_BUNDLED_DIR", None)
+    ran = 0
+    setup: list[str] = []
+    for language, text in _blocks(README.read_text()):
+        if language == "sh":
+            # The README's own set-up lines for its Python examples.
+            setup += [
+                _command(line)
+                for line in text.splitlines()
+                if _command(line).startswith("plughost plugins install examples/")
+            ]
+            continue
+        if language != "python" or text.startswith("# examples/"):
+            continue  # a copy of an example plugin's file: tests/readme.rs checks those
+        for command in setup:
+            args = shlex.split(command)[1:]
+            subprocess.run(
+                [sys.executable, "-m", "plughost", *args],
+                cwd=ROOT, env=env, check=True, capture_output=True, text=True,
+            )
+        setup.clear()
+        done = subprocess.run(
+            [sys.executable, "-c", text], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        expected = [m.strip() for m in re.findall(r"^\s*print\(.*\)\s+# → (.*)$", text, flags=re.M)]
+        assert expected, "a Python block of the README shows no output"
+        assert done.stdout.splitlines() == expected, done.stdout
+        ran += 1
+    assert ran > 0
+
+
+def test_help_shows_real_defaults() -> None:
+    shown = [
+        inspect.signature(plughost.Host.call_tool),
+        inspect.signature(plughost.Host),
+        inspect.signature(plughost.Agent),
+        inspect.signature(plughost.Agent.send),
+    ]
+    for signature in shown:
+        assert "Ellipsis" not in str(signature), signature
+    assert "session_id=''" in str(shown[0])
+    assert "model='scripted:demo'" in str(shown[2])
