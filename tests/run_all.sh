@@ -13,7 +13,7 @@ venv=.venv-test
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet pytest pytest-asyncio
+"$venv/bin/python" -m pip install --quiet pytest pytest-asyncio mcp openai
 "$venv/bin/python" -m pip install --quiet .
 "$venv/bin/python" -m pip install --quiet mypy
 

@@ -6,6 +6,7 @@
 
 mod agent;
 mod plugins;
+mod serve;
 mod table;
 
 use std::path::PathBuf;
@@ -68,6 +69,16 @@ enum Command {
     Chat {
         #[command(flatten)]
         agent: agent::AgentArgs,
+    },
+    /// Serve the plugins' tools, skills and slash commands over MCP on stdin/stdout.
+    Mcp {
+        #[command(flatten)]
+        args: serve::McpArgs,
+    },
+    /// Serve MCP at /mcp and the agent loop as an OpenAI-compatible API over HTTP.
+    Serve {
+        #[command(flatten)]
+        args: serve::ServeArgs,
     },
     /// Serve one isolated plugin on stdin/stdout (started by plughost itself).
     #[command(name = "__worker", hide = true)]
@@ -281,6 +292,8 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             agent::chat(agent, args)
         }
         Command::Worker => crate::isolation::worker_main(),
+        Command::Mcp { args } => serve::mcp(&cli, python_level, args),
+        Command::Serve { args } => serve::serve(&cli, python_level, args),
         Command::Plugins(PluginsCmd::Enable { name }) => set_enabled(&cli, name, true),
         Command::Plugins(PluginsCmd::Disable { name }) => set_enabled(&cli, name, false),
         Command::Plugins(PluginsCmd::Install {
