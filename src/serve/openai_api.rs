@@ -202,9 +202,11 @@ fn parse_request(body: &[u8]) -> Result<Conversation, String> {
         let role = match role {
             "developer" => "system",
             "system" | "user" | "assistant" | "tool" => role,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "messages[{i}] has role '{other}': use system, developer, user, assistant or tool"
-            )),
+            ))
+            }
         };
         let mut entry = Map::new();
         entry.insert("role".into(), json!(role));
