@@ -111,9 +111,16 @@ fn start(env: &Env, extra: &[&str]) -> Server {
     ];
     args.extend_from_slice(extra);
     let mut child = command(env, &args).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
+    let stderr = child.stderr.take();
     let (tx, rx) = std::sync::mpsc::channel();
+    // Owned by the Server from here on: dropped, it kills and reaps the child.
+    let mut server = Server {
+        child,
+        url: String::new(),
+        stderr: rx,
+    };
     std::thread::spawn(move || {
+        let Some(stderr) = stderr else { return };
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
             if tx.send(line).is_err() {
@@ -122,20 +129,17 @@ fn start(env: &Env, extra: &[&str]) -> Server {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        let line = rx
-            .recv_timeout(deadline - Instant::now())
+    while server.url.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = server
+            .stderr
+            .recv_timeout(left)
             .expect("plughost serve printed its address");
         if let Some(rest) = line.split("listening on ").nth(1) {
-            let url = rest.split_whitespace().next().unwrap().to_string();
-            return Server {
-                child,
-                url,
-                stderr: rx,
-            };
+            server.url = rest.split_whitespace().next().unwrap().to_string();
         }
     }
-    panic!("plughost serve did not start");
+    server
 }
 
 fn client() -> reqwest::Client {

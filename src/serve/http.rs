@@ -221,6 +221,14 @@ pub async fn serve_until(
         turns_cancel.cancel();
     });
     let graceful = stopping.clone();
+    use axum::serve::ListenerExt;
+    // Small request/response exchanges: without TCP_NODELAY, Nagle's
+    // algorithm and delayed ACKs add tens of milliseconds to each.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { graceful.cancelled().await })
         .await?;

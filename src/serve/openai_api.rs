@@ -299,7 +299,7 @@ impl Turn {
         state: Arc<ChatState>,
         conversation: &Conversation,
         session: Option<String>,
-    ) -> Result<Turn, Response> {
+    ) -> Result<Turn, String> {
         let (key, ephemeral) = match session {
             Some(name) => (name, false),
             None => {
@@ -313,17 +313,12 @@ impl Turn {
         };
         if ephemeral && !conversation.history.is_empty() {
             let path = state.agent.sessions().path_of(&key);
-            if let Err(e) = write_transcript(&path, &conversation.history) {
-                return Err(error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "server_error",
-                    "transcript",
-                    format!(
-                        "cannot write the conversation's transcript {}: {e}",
-                        path.display()
-                    ),
-                ));
-            }
+            write_transcript(&path, &conversation.history).map_err(|e| {
+                format!(
+                    "cannot write the conversation's transcript {}: {e}",
+                    path.display()
+                )
+            })?;
         }
         let mut inbound = Inbound::new(&key, &conversation.input);
         inbound.channel = "openai".into();
@@ -415,7 +410,14 @@ pub async fn chat_completions(
     }
     let turn = match Turn::new(state.clone(), &conversation, session.clone()) {
         Ok(t) => t,
-        Err(response) => return response,
+        Err(message) => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "transcript",
+                message,
+            )
+        }
     };
     // The turn runs in its own task: a client that goes away cancels it
     // (through the guard), and it still ends properly (session hooks,
