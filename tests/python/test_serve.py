@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -206,6 +207,10 @@ def test_mcp_over_streamable_http(server: Server) -> None:
                     assert "exec" not in tools, "the agent's built-in tools are not served over MCP"
 
     asyncio.run(run())
+    request = urllib.request.Request(server.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
+    metrics = urllib.request.urlopen(request, timeout=30).read().decode()
+    for outcome, count in [("ok", 4), ("blocked", 1), ("raised", 1), ("invalid_arguments", 1), ("not_found", 1)]:
+        assert f'plughost_tool_calls_total{{via="mcp",outcome="{outcome}"}} {count}' in metrics, metrics
 
 
 def test_openai_client_non_streaming_with_a_tool_call(server: Server) -> None:
