@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -70,10 +69,13 @@ turns:
 
 
 def plughost_command() -> list[str]:
-    """The binary under test: PLUGHOST_BIN, else the wheel's console script."""
-    exe = os.environ.get("PLUGHOST_BIN") or shutil.which("plughost")
-    if exe:
-        return [exe]
+    """The binary under test: PLUGHOST_BIN, else the console script the
+    wheel installed beside this interpreter, else `python -m plughost`."""
+    if os.environ.get("PLUGHOST_BIN"):
+        return [os.environ["PLUGHOST_BIN"]]
+    script = Path(sys.executable).parent / "plughost"
+    if script.exists():
+        return [str(script)]
     return [sys.executable, "-m", "plughost"]
 
 
