@@ -83,6 +83,7 @@ pub mod manifest;
 pub mod outcome;
 pub mod registry;
 pub mod runtime;
+pub mod serve;
 pub mod wheel;
 
 pub use hooks::{HookAction, HookEvent, HookPayload};

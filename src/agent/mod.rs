@@ -278,6 +278,22 @@ impl Agent {
         evicted
     }
 
+    /// End session `key` now: `on_session_finalize` fires once (if the
+    /// session ever started) and it is unloaded. For callers that own a
+    /// session's lifetime, such as one HTTP request's conversation in
+    /// `plughost serve`.
+    pub async fn finalize_session(&self, key: &str) {
+        let session = self.inner.sessions.get(key);
+        let mut s = session.lock().await;
+        if s.started && !s.finalized {
+            self.inner
+                .fire_session(HookEvent::OnSessionFinalize, &s, true, false)
+                .await;
+            s.finalized = true;
+        }
+        self.inner.sessions.unload(key);
+    }
+
     /// Fire `on_session_finalize` once for every session still loaded.
     pub async fn shutdown(&self) {
         for session in self.inner.sessions.loaded() {

@@ -51,7 +51,7 @@ pub struct AgentArgs {
 const MAX_ITERATIONS: usize = 10_000;
 
 /// `--max-iterations`: a whole number from 1 to [`MAX_ITERATIONS`].
-fn iterations(value: &str) -> Result<usize, String> {
+pub(super) fn iterations(value: &str) -> Result<usize, String> {
     value
         .trim()
         .parse::<usize>()
@@ -76,6 +76,17 @@ pub(super) fn build_agent(
     isolation: Option<&crate::config::Isolation>,
     python_level: u8,
     args: &AgentArgs,
+) -> Result<Agent, Failure> {
+    build_agent_with(home, isolation, python_level, args, |p| p)
+}
+
+/// [`build_agent`], with the model provider passed through `wrap` first.
+pub(super) fn build_agent_with(
+    home: Option<&PathBuf>,
+    isolation: Option<&crate::config::Isolation>,
+    python_level: u8,
+    args: &AgentArgs,
+    wrap: impl FnOnce(Arc<dyn provider::Provider>) -> Arc<dyn provider::Provider>,
 ) -> Result<Agent, Failure> {
     let home_dir = crate::config::resolve_home(home.map(|p| p.as_path()));
     let workspace_dir = args
@@ -110,8 +121,9 @@ pub(super) fn build_agent(
         model_timeout: Some(args.model_timeout),
         home: Some(home_dir.clone()),
     };
-    let provider =
-        provider::from_spec(&args.model, &options).map_err(|e| Failure::usage(e.to_string()))?;
+    let provider = wrap(
+        provider::from_spec(&args.model, &options).map_err(|e| Failure::usage(e.to_string()))?,
+    );
     let config = AgentConfig {
         max_iterations: args.max_iterations,
         tool_timeout: args.tool_timeout,

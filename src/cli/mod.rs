@@ -7,6 +7,7 @@
 mod agent;
 mod plugins;
 mod suggest;
+mod serve;
 mod table;
 
 use std::path::PathBuf;
@@ -77,6 +78,16 @@ enum Command {
         /// The command's own arguments (parsed by its argparse parser).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Serve the plugins' tools, skills and slash commands over MCP on stdin/stdout.
+    Mcp {
+        #[command(flatten)]
+        args: serve::McpArgs,
+    },
+    /// Serve MCP at /mcp and the agent loop as an OpenAI-compatible API over HTTP.
+    Serve {
+        #[command(flatten)]
+        args: serve::ServeArgs,
     },
     /// Serve one isolated plugin on stdin/stdout (started by plughost itself).
     #[command(name = "__worker", hide = true)]
@@ -319,6 +330,8 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             agent::chat(agent, args)
         }
         Command::Worker => crate::isolation::worker_main(),
+        Command::Mcp { args } => serve::mcp(&cli, python_level, args),
+        Command::Serve { args } => serve::serve(&cli, python_level, args),
         Command::Plugins(PluginsCmd::Enable { name, force }) => {
             set_enabled(&cli, name, true, *force)
         }

@@ -79,6 +79,9 @@ pub fn fires(event: HookEvent) -> &'static str {
         HookEvent::OnSessionReset => "When `/new` or `/clear` starts the session over.",
         HookEvent::SubagentStop => "When a `delegate` sub-agent finished.",
         HookEvent::PreGatewayDispatch => "When a message arrives, before slash commands and the model.",
+        HookEvent::TransformLlmOutput => "On a turn's final reply, before the user gets it (the transcript keeps the model's own words).",
+        HookEvent::SubagentStart => "When a `delegate` sub-agent starts, with its goal.",
+        HookEvent::ApiRequestError => "When a model call failed, with the error.",
     }
 }
 

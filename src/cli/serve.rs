@@ -1,0 +1,204 @@
+//! `plughost mcp` and `plughost serve`: the plugins served to MCP clients
+//! and OpenAI-compatible ones (see [`crate::serve`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::agent::{iterations, seconds, AgentArgs};
+use super::{Cli, Failure};
+use crate::serve::http::{self, ServeOptions};
+use crate::serve::mcp::PluginServer;
+use crate::serve::metrics::Metrics;
+use crate::serve::openai_api::ChatState;
+
+/// `plughost mcp` options.
+#[derive(Args, Debug, Clone)]
+pub struct McpArgs {
+    /// Seconds a tool call may take.
+    #[arg(long, value_name = "SECS", default_value = "120", allow_negative_numbers = true, value_parser = seconds)]
+    pub tool_timeout: Duration,
+}
+
+/// `plughost serve` options.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on; anything but loopback needs an API key.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0: any free port; the address is printed).
+    #[arg(long, default_value = "8765")]
+    pub port: u16,
+    /// Key clients must send as Authorization: Bearer KEY (else PLUGHOST_API_KEY).
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// PROVIDER:MODEL behind /v1/chat/completions — openai:MODEL, or scripted[:SCRIPT].
+    #[arg(long, default_value = "scripted:demo")]
+    pub model: String,
+    /// Script file for the scripted provider (YAML or JSON).
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Base URL of an OpenAI-compatible API (else OPENAI_BASE_URL).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    /// Directory the file tools are confined to (default <home>/workspace).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Model iterations per turn before giving up (1 to 10000).
+    #[arg(long, value_name = "N", default_value = "25", allow_negative_numbers = true, value_parser = iterations)]
+    pub max_iterations: usize,
+    /// Seconds a tool call may take.
+    #[arg(long, value_name = "SECS", default_value = "120", allow_negative_numbers = true, value_parser = seconds)]
+    pub tool_timeout: Duration,
+    /// Seconds an async hook may take before it is skipped.
+    #[arg(long, value_name = "SECS", default_value = "30", allow_negative_numbers = true, value_parser = seconds)]
+    pub hook_timeout: Duration,
+    /// Seconds the model API may stay silent before the call fails.
+    #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
+    pub model_timeout: Duration,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value = "4194304", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
+    pub max_body_bytes: u64,
+    /// Seconds running turns may go on after SIGTERM or Ctrl-C before they are cancelled.
+    #[arg(long, value_name = "SECS", default_value = "10", allow_negative_numbers = true, value_parser = seconds)]
+    pub shutdown_grace: Duration,
+}
+
+/// The API key from `--api-key`, else `PLUGHOST_API_KEY`; empty is an error.
+fn api_key(args: &ServeArgs) -> Result<Option<String>, Failure> {
+    let (key, from) = match &args.api_key {
+        Some(k) => (Some(k.clone()), "--api-key"),
+        None => (std::env::var("PLUGHOST_API_KEY").ok(), "PLUGHOST_API_KEY"),
+    };
+    match key {
+        Some(k) if k.trim().is_empty() => Err(Failure::usage(format!(
+            "{from} is empty: give a key, or leave it out to serve on loopback without one"
+        ))),
+        Some(k) => Ok(Some(k.trim().to_string())),
+        None => Ok(None),
+    }
+}
+
+/// Point file descriptor 1 at standard error and hand back a descriptor of
+/// the real standard output: the MCP messages go there alone, and a
+/// plugin's `print` (or anything else writing to fd 1) cannot corrupt them.
+#[cfg(unix)]
+fn take_stdout() -> Result<std::fs::File, Failure> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: dup and dup2 on the process's standard descriptors, before
+    // any thread of ours writes to them; every return value is checked.
+    let protocol = unsafe {
+        let fd = libc::dup(1);
+        if fd < 0 {
+            return Err(Failure::failed(format!(
+                "cannot duplicate standard output: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        if libc::dup2(2, 1) < 0 {
+            return Err(Failure::failed(format!(
+                "cannot point standard output at standard error: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        fd
+    };
+    // SAFETY: `protocol` is a fresh descriptor from dup above, owned by no
+    // one else; the File takes sole ownership and closes it.
+    Ok(unsafe { std::fs::File::from_raw_fd(protocol) })
+}
+
+/// `plughost mcp`.
+pub(super) fn mcp(cli: &Cli, python_level: u8, args: &McpArgs) -> Result<u8, Failure> {
+    #[cfg(unix)]
+    let output = take_stdout()?;
+    let host = Arc::new(super::build_host(cli, python_level)?);
+    let server = PluginServer::new(host, args.tool_timeout);
+    let rt = super::agent::multi_thread_runtime();
+    rt.block_on(async move {
+        #[cfg(unix)]
+        let output = tokio::fs::File::from_std(output);
+        #[cfg(not(unix))]
+        let output = tokio::io::stdout();
+        crate::serve::mcp::serve_stdio(server, tokio::io::stdin(), output).await
+    })
+    .map_err(Failure::failed)?;
+    Ok(0)
+}
+
+/// `plughost serve`.
+pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8, Failure> {
+    let key = api_key(args)?;
+    let rt = super::agent::multi_thread_runtime();
+    let bind = rt
+        .block_on(http::resolve_bind(&args.host, args.port, key.as_deref()))
+        .map_err(Failure::usage)?;
+    let agent_args = AgentArgs {
+        model: args.model.clone(),
+        session: String::new(),
+        script: args.script.clone(),
+        base_url: args.base_url.clone(),
+        workspace: args.workspace.clone(),
+        max_iterations: args.max_iterations,
+        tool_timeout: args.tool_timeout,
+        hook_timeout: args.hook_timeout,
+        model_timeout: args.model_timeout,
+    };
+    let agent = super::agent::build_agent_with(
+        cli.home.as_ref(),
+        cli.isolate.as_ref(),
+        python_level,
+        &agent_args,
+        crate::serve::openai_api::IterationMarks::wrap,
+    )?;
+    let options = ServeOptions {
+        api_key: key,
+        max_body: args.max_body_bytes as usize,
+        shutdown_grace: args.shutdown_grace,
+    };
+    let metrics = Arc::new(Metrics::default());
+    let mcp = PluginServer::new(agent.host().clone(), args.tool_timeout)
+        .with_metrics(metrics.clone())
+        .hiding_owner(crate::agent::tools::BUILTIN_OWNER);
+    let chat = Arc::new(ChatState::new(
+        agent,
+        metrics,
+        format!("plughost:{}", args.model),
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .map_err(|e| Failure::failed(format!("cannot listen on {bind}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| Failure::failed(format!("cannot read the listening address: {e}")))?;
+        let mcp_cancel = tokio_util::sync::CancellationToken::new();
+        let app = http::router(
+            chat.clone(),
+            mcp,
+            &options,
+            mcp_cancel.clone(),
+            local.ip().is_loopback(),
+        );
+        eprintln!(
+            "plughost serve: listening on http://{local} (MCP at /mcp, OpenAI API at /v1; model {})",
+            args.model
+        );
+        http::serve_until(
+            listener,
+            app,
+            chat,
+            mcp_cancel,
+            options.shutdown_grace,
+            http::shutdown_signal(),
+        )
+        .await
+        .map_err(|e| Failure::failed(format!("the server failed: {e}")))?;
+        eprintln!("plughost serve: stopped");
+        Ok::<_, Failure>(())
+    })?;
+    Ok(0)
+}

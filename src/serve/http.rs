@@ -1,0 +1,265 @@
+//! `plughost serve`: one axum server with MCP over streamable HTTP at
+//! `/mcp`, the OpenAI-compatible chat endpoints, `/healthz` and `/metrics`.
+//!
+//! A key set (`--api-key` or `PLUGHOST_API_KEY`) is required as
+//! `Authorization: Bearer KEY` on everything but `/healthz`; without one
+//! the server only listens on loopback. Request bodies are bounded. On
+//! SIGTERM or Ctrl-C it stops accepting, lets running turns finish for a
+//! grace period, cancels those still running (their session hooks run),
+//! closes MCP sessions, and finalizes the agent's sessions.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::mcp::PluginServer;
+use super::metrics::Metrics;
+use super::openai_api::{self, ChatState};
+
+/// How the server is set up.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// The bearer key, if any.
+    pub api_key: Option<String>,
+    /// The largest request body accepted (bytes).
+    pub max_body: usize,
+    /// How long running turns may go on after a shutdown signal.
+    pub shutdown_grace: Duration,
+}
+
+/// Where to listen: every address `host:port` resolves to must be loopback
+/// unless a key is set.
+pub async fn resolve_bind(
+    host: &str,
+    port: u16,
+    api_key: Option<&str>,
+) -> Result<SocketAddr, String> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("cannot resolve --host {host}: {e}"))?
+        .collect();
+    let Some(first) = addrs.first().copied() else {
+        return Err(format!("--host {host} resolves to no address"));
+    };
+    if api_key.is_none() && addrs.iter().any(|a| !a.ip().is_loopback()) {
+        return Err(format!(
+            "refusing to listen on {host} ({}) without an API key: anyone who can reach it could call the plugins' tools and run the agent. Set one with --api-key KEY or PLUGHOST_API_KEY, or listen on loopback (--host 127.0.0.1)",
+            first.ip()
+        ));
+    }
+    Ok(first)
+}
+
+struct Shared {
+    chat: Arc<ChatState>,
+    metrics: Arc<Metrics>,
+    api_key: Option<String>,
+}
+
+/// Compare without an early exit on the first differing byte.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let Some(key) = &shared.api_key else {
+        return next.run(request).await;
+    };
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        Some(token) if same(token.trim().as_bytes(), key.as_bytes()) => next.run(request).await,
+        other => {
+            let message = if other.is_none() {
+                "missing API key: send the header Authorization: Bearer KEY (the key plughost serve was started with)"
+            } else {
+                "wrong API key: send the key plughost serve was started with (--api-key or PLUGHOST_API_KEY) as Authorization: Bearer KEY"
+            };
+            let mut response = openai_api::error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                "invalid_api_key",
+                message,
+            );
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+        }
+    }
+}
+
+/// The route label of a path, for metrics.
+fn route_of(path: &str) -> &'static str {
+    match path {
+        "/v1/chat/completions" => "/v1/chat/completions",
+        "/v1/models" => "/v1/models",
+        "/healthz" => "/healthz",
+        "/metrics" => "/metrics",
+        p if p == "/mcp" || p.starts_with("/mcp/") => "/mcp",
+        _ => "other",
+    }
+}
+
+async fn count(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    let route = route_of(request.uri().path());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    shared
+        .metrics
+        .request(route, response.status().as_u16(), started.elapsed());
+    response
+}
+
+async fn healthz() -> Response {
+    (StatusCode::OK, "ok\n").into_response()
+}
+
+async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
+    let text = shared.metrics.render(shared.chat.agent.host());
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    openai_api::error(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "not_found",
+        "no such endpoint: plughost serve answers POST /v1/chat/completions, GET /v1/models, /mcp, GET /healthz and GET /metrics",
+    )
+}
+
+/// The whole application. `mcp_cancel` ends every MCP session when
+/// cancelled; `loopback` keeps rmcp's Host-header check (DNS rebinding
+/// protection), which a server reachable by other names cannot keep.
+pub fn router(
+    chat: Arc<ChatState>,
+    mcp: PluginServer,
+    options: &ServeOptions,
+    mcp_cancel: CancellationToken,
+    loopback: bool,
+) -> Router {
+    let mut config = StreamableHttpServerConfig::default();
+    config.cancellation_token = mcp_cancel;
+    config.max_request_body_bytes = options.max_body;
+    if !loopback {
+        config = config.disable_allowed_hosts();
+    }
+    let mcp_service = StreamableHttpService::new(
+        move || Ok(mcp.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let shared = Arc::new(Shared {
+        metrics: chat.metrics.clone(),
+        chat: chat.clone(),
+        api_key: options.api_key.clone(),
+    });
+    let chat_routes = Router::new()
+        .route("/v1/chat/completions", post(openai_api::chat_completions))
+        .route("/v1/models", get(openai_api::models))
+        .with_state(chat);
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
+        .with_state(shared.clone())
+        .merge(chat_routes)
+        .nest_service("/mcp", mcp_service)
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(options.max_body))
+        .layer(middleware::from_fn_with_state(shared.clone(), auth))
+        .layer(middleware::from_fn_with_state(shared, count))
+}
+
+/// Serve `app` on `listener` until `signal` completes, then shut down:
+/// no new connections; running turns get `grace`, then `turns_cancel`
+/// cancels them; MCP sessions close; the agent's sessions are finalized.
+pub async fn serve_until(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    chat: Arc<ChatState>,
+    mcp_cancel: CancellationToken,
+    grace: Duration,
+    signal: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let stopping = CancellationToken::new();
+    let stop = stopping.clone();
+    let turns_cancel = chat.turns_cancel.clone();
+    tokio::spawn(async move {
+        signal.await;
+        tracing::warn!(
+            "shutting down: no new requests; running turns get {} s",
+            grace.as_secs_f64()
+        );
+        stop.cancel();
+        // Long-lived MCP streams would hold the shutdown open.
+        mcp_cancel.cancel();
+        tokio::time::sleep(grace).await;
+        turns_cancel.cancel();
+    });
+    let graceful = stopping.clone();
+    use axum::serve::ListenerExt;
+    // Small request/response exchanges: without TCP_NODELAY, Nagle's
+    // algorithm and delayed ACKs add tens of milliseconds to each.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { graceful.cancelled().await })
+        .await?;
+    // Connections are closed; turns spawned for them have ended or been
+    // cancelled (a disconnected client cancels its turn).
+    chat.turns_cancel.cancel();
+    chat.agent.shutdown().await;
+    Ok(())
+}
+
+/// SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!("cannot watch SIGTERM: {e}");
+                std::future::pending::<()>().await
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
