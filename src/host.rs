@@ -40,9 +40,13 @@ pub struct PluginRecord {
     /// message, traceback, and the `file:line` to look at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<PluginError>,
-    /// The plugin API it is loaded through (`flowly`, `hermes`).
+    /// The plugin API it is loaded through (`flowly`, `hermes`, `codumentor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dialect: Option<&'static str>,
+    /// What its API loads: `module:Class` (Codumentor); `null` for Flowly.
+    pub entry: Option<String>,
+    /// Keys of the plugins it loads after (Codumentor's `dependencies`).
+    pub dependencies: Vec<String>,
     pub path: PathBuf,
     pub tools: Vec<String>,
     pub hooks: Vec<String>,
@@ -73,6 +77,8 @@ impl PluginRecord {
             error: None,
             failure: None,
             dialect: None,
+            entry: None,
+            dependencies: Vec::new(),
             path: PathBuf::new(),
             tools: Vec::new(),
             hooks: Vec::new(),
@@ -367,20 +373,19 @@ impl HostBuilder {
             set_default_home(&home);
         }
         let mut packages = Vec::new();
-        let plugins = candidates
-            .into_iter()
-            .map(|c| {
-                let isolate = isolation.covers(&c.key).then_some(&settings);
-                load_candidate(
-                    c,
-                    &home,
-                    isolate,
-                    &mut registry,
-                    &mut collisions,
-                    &mut packages,
-                )
-            })
-            .collect();
+        let mut plugins: Vec<PluginRecord> = Vec::new();
+        for c in crate::dialects::codumentor::order::load_order(candidates) {
+            let c = crate::dialects::codumentor::order::check_dependencies(c, &plugins);
+            let isolate = isolation.covers(&c.key).then_some(&settings);
+            plugins.push(load_candidate(
+                c,
+                &home,
+                isolate,
+                &mut registry,
+                &mut collisions,
+                &mut packages,
+            ));
+        }
         for (owner, registrations) in self.direct {
             let mut record = PluginRecord::direct(&owner);
             apply_registrations(
@@ -539,6 +544,10 @@ fn load_candidate(
         error: c.skip_reason.clone(),
         failure: None,
         dialect: Some(c.dialect),
+        entry: manifest.and_then(|m| m.dialect.entry.clone()),
+        dependencies: manifest
+            .map(|m| m.dialect.dependencies.clone())
+            .unwrap_or_default(),
         path: c.dir.clone(),
         tools: Vec::new(),
         hooks: Vec::new(),

@@ -6,6 +6,7 @@
 //! `python/`) plus a row in [`DIALECTS`]: the core (registry, dispatch,
 //! hooks) and the host stay as they are.
 
+pub mod codumentor;
 pub mod flowly;
 pub mod hermes;
 pub mod shared;
@@ -47,7 +48,7 @@ pub trait Dialect: Send + Sync + 'static {
 }
 
 /// Every dialect this build knows, in the order they are asked.
-pub static DIALECTS: &[&dyn Dialect] = &[&flowly::Flowly, &hermes::Hermes];
+pub static DIALECTS: &[&dyn Dialect] = &[&flowly::Flowly, &hermes::Hermes, &codumentor::Codumentor];
 
 /// The dialect called `name` (a candidate's [`Candidate::dialect`]).
 pub fn by_name(name: &str) -> Option<&'static dyn Dialect> {

@@ -1,0 +1,607 @@
+//! Codumentor backend plugins, unmodified: classes with `async def
+//! register(self, bus)`, written the way the seed's authors write them,
+//! in `plugin.yaml` + `backend/` directories, loaded through the CLI.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::Value;
+
+struct Env {
+    home: tempfile::TempDir,
+    bundled: tempfile::TempDir,
+}
+
+impl Env {
+    fn new() -> Env {
+        let env = Env {
+            home: tempfile::tempdir().unwrap(),
+            bundled: tempfile::tempdir().unwrap(),
+        };
+        std::fs::create_dir_all(env.home.path().join("plugins")).unwrap();
+        env
+    }
+
+    fn log(&self) -> PathBuf {
+        self.home.path().join("events.log")
+    }
+
+    fn log_lines(&self) -> Vec<String> {
+        std::fs::read_to_string(self.log())
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Write `<home>/plugins/<key>/` with `manifest_extra` lines after the
+    /// name and dialect, and `files` under `backend/`.
+    fn plugin(&self, key: &str, manifest_extra: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dir = self.home.path().join("plugins").join(key);
+        std::fs::create_dir_all(dir.join("backend")).unwrap();
+        std::fs::write(
+            dir.join("plugin.yaml"),
+            format!("name: {key}\ndialect: codumentor\n{manifest_extra}"),
+        )
+        .unwrap();
+        for (name, text) in files {
+            let file = dir.join("backend").join(name);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, text).unwrap();
+        }
+        dir
+    }
+
+    fn config(&self, config: Value) {
+        std::fs::write(self.home.path().join("config.json"), config.to_string()).unwrap();
+    }
+
+    fn enable(&self, keys: &[&str]) {
+        self.config(serde_json::json!({"plugins": {"enabled": keys}}));
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+        cmd.args(args)
+            .env("PLUGHOST_HOME", self.home.path())
+            .env("PLUGHOST_BUNDLED_DIR", self.bundled.path())
+            .env("CODU_LOG", self.log())
+            .env("HERMES_HOME", self.home.path().join("no-hermes"))
+            .env_remove("PLUGHOST_LOG")
+            .env_remove("PLUGHOST_ENABLE_PROJECT_PLUGINS");
+        cmd
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        run_bounded(self.command(args), Duration::from_secs(60))
+    }
+
+    fn list(&self) -> Vec<Value> {
+        let out = self.run(&["plugins", "list", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            panic!("plughost did not finish within {limit:?}");
+        }
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn record<'a>(list: &'a [Value], key: &str) -> &'a Value {
+    list.iter()
+        .find(|p| p["key"] == key)
+        .unwrap_or_else(|| panic!("no plugin '{key}' in {list:#?}"))
+}
+
+/// A plugin class as the seed writes them: settings from `**kwargs`, an
+/// `async def register(self, bus)` subscribing with priorities, and a
+/// line in the shared log so the test sees the load order.
+fn logging_plugin(package: &str, class: &str, events: &str) -> String {
+    format!(
+        r#"
+import os
+from codumentor.agent.tools import Tool
+from codumentor.agent.types import ToolResult
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class {class}:
+    meta = {{"name": "{package}"}}
+
+    def __init__(self, config=None, **kwargs):
+        assert config is None
+        self.label = kwargs.get("label", "{package}")
+        self.kwargs = kwargs
+
+    def set_plugin_host(self, host):
+        self.host = host
+
+    async def register(self, bus):
+        log("register " + self.label + " " + repr(sorted(self.kwargs.items())))
+        for event in {events}:
+            bus.on(event, self.handle, priority=50)
+
+    async def handle(self, agent, ctx, payload):
+        return None
+"#
+    )
+}
+
+#[test]
+fn packaging_discovery_args_and_load_order() {
+    let env = Env::new();
+    // Discovery order is by directory name; priority and dependencies reorder.
+    env.plugin(
+        "a-late",
+        "entry: late_pkg.plugin:LatePlugin\nversion: '2.0'\ndescription: Late\n",
+        &[
+            ("late_pkg/__init__.py", ""),
+            (
+                "late_pkg/plugin.py",
+                &logging_plugin("a-late", "LatePlugin", r#"["onPromptAssemble"]"#),
+            ),
+        ],
+    );
+    env.plugin(
+        "b-app",
+        "entry: app_pkg.plugin:AppPlugin\ndependencies: [c-base]\npriority: 1\nargs:\n  label: app\n  depth: 3\n",
+        &[
+            ("app_pkg/__init__.py", ""),
+            (
+                "app_pkg/plugin.py",
+                &logging_plugin(
+                    "b-app",
+                    "AppPlugin",
+                    r#"["onToolInvokeStart", "onAtQuery", "onNoSuchEvent"]"#,
+                ),
+            ),
+        ],
+    );
+    env.plugin(
+        "c-base",
+        "entry: base_pkg:BasePlugin\npriority: 50\n",
+        &[(
+            "base_pkg/__init__.py",
+            &logging_plugin("c-base", "BasePlugin", r#"["onAfterLLM"]"#),
+        )],
+    );
+    env.plugin(
+        "d-early",
+        "entry: early_pkg:EarlyPlugin\npriority: 10\nargs: {label: early}\n",
+        &[(
+            "early_pkg/__init__.py",
+            &logging_plugin("d-early", "EarlyPlugin", "[]"),
+        )],
+    );
+    env.config(serde_json::json!({"plugins": {
+        "enabled": ["a-late", "b-app", "c-base", "d-early"],
+        "config": {"b-app": {"depth": 7, "extra": "from config"}}
+    }}));
+
+    let list = env.list();
+    let app = record(&list, "b-app");
+    assert_eq!(app["dialect"], "codumentor", "{app:#}");
+    assert_eq!(app["status"], "loaded", "{app:#}");
+    assert_eq!(app["entry"], "app_pkg.plugin:AppPlugin");
+    assert_eq!(app["dependencies"], serde_json::json!(["c-base"]));
+    assert_eq!(
+        app["hooks"],
+        serde_json::json!(["onToolInvokeStart", "onAtQuery", "onNoSuchEvent"])
+    );
+    let late = record(&list, "a-late");
+    assert_eq!(late["version"], "2.0");
+    assert_eq!(late["description"], "Late");
+    assert_eq!(late["dependencies"], serde_json::json!([]));
+    // Load order: priority 10, then 50, then b-app (priority 1, but after
+    // its dependency), then the default 100; `plugins list` shows that order.
+    assert_eq!(
+        env.log_lines(),
+        [
+            "register early [('label', 'early')]",
+            "register c-base []",
+            "register app [('depth', 7), ('extra', 'from config'), ('label', 'app')]",
+            "register a-late []",
+        ]
+    );
+    let keys: Vec<&str> = list.iter().map(|p| p["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["d-early", "c-base", "b-app", "a-late"]);
+
+    // doctor: the out-of-scope and unknown events never fire; the edges show.
+    let out = env.run(&["plugins", "doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}\n{}", stderr(&out));
+    assert!(text.contains("hook onAtQuery: a Codumentor server event a command-line host does not have: it never fires"), "{text}");
+    assert!(
+        text.contains("hook onNoSuchEvent: not a known Codumentor event: it never fires"),
+        "{text}"
+    );
+    assert!(!text.contains("hook onToolInvokeStart:"), "{text}");
+    assert!(text.contains("loads after: c-base"), "{text}");
+    assert!(text.contains("codumentor modules: compat"), "{text}");
+}
+
+#[test]
+fn every_way_a_codumentor_plugin_fails_to_load_is_named() {
+    let env = Env::new();
+    let ok = "class Ok:\n    def __init__(self, config=None, **kw):\n        pass\n    async def register(self, bus):\n        pass\n";
+    env.plugin(
+        "fine",
+        "entry: fine_pkg:Ok\n",
+        &[("fine_pkg/__init__.py", ok)],
+    );
+    env.plugin(
+        "orphan",
+        "entry: orphan_pkg:Ok\ndependencies: [missing-one]\n",
+        &[("orphan_pkg/__init__.py", ok)],
+    );
+    env.plugin(
+        "cyc-a",
+        "entry: cyca:Ok\ndependencies: [cyc-b]\n",
+        &[("cyca/__init__.py", ok)],
+    );
+    env.plugin(
+        "cyc-b",
+        "entry: cycb:Ok\ndependencies: [cyc-a]\n",
+        &[("cycb/__init__.py", ok)],
+    );
+    env.plugin(
+        "noclass",
+        "entry: noclass_pkg.mod:Nope\n",
+        &[("noclass_pkg/__init__.py", ""), ("noclass_pkg/mod.py", ok)],
+    );
+    env.plugin(
+        "importfail",
+        "entry: importfail_pkg:Ok\n",
+        &[(
+            "importfail_pkg/__init__.py",
+            "import no_such_module_anywhere\n",
+        )],
+    );
+    env.plugin(
+        "raiser",
+        "entry: raiser_pkg:Raiser\n",
+        &[(
+            "raiser_pkg/__init__.py",
+            "class Raiser:\n    def __init__(self, config=None, **kw):\n        pass\n    async def register(self, bus):\n        bus.on('onPromptAssemble', self.h)\n        raise RuntimeError('database unreachable')\n    async def h(self, agent, ctx, payload):\n        return None\n",
+        )],
+    );
+    env.plugin(
+        "after-raiser",
+        "entry: after_pkg:Ok\ndependencies: [raiser]\n",
+        &[("after_pkg/__init__.py", ok)],
+    );
+    env.plugin(
+        "after-off",
+        "entry: afteroff_pkg:Ok\ndependencies: [paused]\n",
+        &[("afteroff_pkg/__init__.py", ok)],
+    );
+    env.plugin(
+        "paused",
+        "entry: off_pkg:Ok\n",
+        &[("off_pkg/__init__.py", ok)],
+    );
+    // Same top-level package as `fine`: refused, naming the owner.
+    env.plugin(
+        "twin",
+        "entry: fine_pkg:Ok\n",
+        &[("fine_pkg/__init__.py", ok)],
+    );
+    env.plugin(
+        "late-sub",
+        "entry: latesub_pkg:Late\n",
+        &[(
+            "latesub_pkg/__init__.py",
+            "class Late:\n    def __init__(self, config=None, **kw):\n        pass\n    def register(self, bus):   # a sync register is accepted\n        self.bus = bus\n    def set_plugin_host(self, host):\n        pass\n",
+        )],
+    );
+    // A directory without backend/ and a manifest without entry.
+    let nobackend = env.home.path().join("plugins").join("nobackend");
+    std::fs::create_dir_all(&nobackend).unwrap();
+    std::fs::write(
+        nobackend.join("plugin.yaml"),
+        "name: nobackend\ndialect: codumentor\nentry: x:Y\n",
+    )
+    .unwrap();
+    env.plugin("noentry", "", &[]);
+    env.plugin("badentry", "entry: just_a_module\n", &[]);
+    let weird = env.home.path().join("plugins").join("weird");
+    std::fs::create_dir_all(&weird).unwrap();
+    std::fs::write(
+        weird.join("plugin.yaml"),
+        "name: weird\ndialect: felixish\n",
+    )
+    .unwrap();
+    env.config(serde_json::json!({"plugins": {
+        "enabled": ["fine", "orphan", "cyc-a", "cyc-b", "noclass", "importfail", "raiser",
+                    "after-raiser", "after-off", "twin", "late-sub", "nobackend", "noentry",
+                    "badentry", "weird"],
+        "disabled": ["paused"]
+    }}));
+
+    let list = env.list();
+    let error = |key: &str| {
+        let r = record(&list, key);
+        (
+            r["status"].as_str().unwrap().to_string(),
+            r["error"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(error("fine"), ("loaded".into(), String::new()));
+    assert_eq!(error("late-sub"), ("loaded".into(), String::new()));
+    assert_eq!(
+        error("orphan"),
+        (
+            "failed".into(),
+            "dependency 'missing-one' is not loaded (no plugin with that key was found)".into()
+        )
+    );
+    assert_eq!(error("cyc-a").1, "dependency cycle: cyc-a → cyc-b → cyc-a");
+    assert_eq!(error("cyc-b").1, "dependency cycle: cyc-b → cyc-a → cyc-b");
+    assert_eq!(
+        error("noclass").1,
+        "AttributeError: no class 'Nope' in module 'noclass_pkg.mod'"
+    );
+    assert_eq!(
+        error("importfail").1,
+        "ModuleNotFoundError: No module named 'no_such_module_anywhere'"
+    );
+    let raiser = record(&list, "raiser");
+    assert_eq!(raiser["error"], "RuntimeError: database unreachable");
+    assert_eq!(
+        raiser["hooks"],
+        serde_json::json!([]),
+        "rolled back: {raiser:#}"
+    );
+    assert!(raiser["failure"]["location"]
+        .as_str()
+        .unwrap()
+        .contains("raiser_pkg/__init__.py:6"));
+    assert_eq!(
+        error("after-raiser").1,
+        "dependency 'raiser' is not loaded (it failed: RuntimeError: database unreachable)"
+    );
+    assert_eq!(
+        error("after-off").1,
+        "dependency 'paused' is not loaded (disabled in config)"
+    );
+    assert_eq!(
+        error("twin").1,
+        "ImportError: package 'fine_pkg' is already provided by plugin 'fine'; two Codumentor plugins cannot share a top-level package name"
+    );
+    assert!(
+        error("nobackend").1.starts_with("no backend/ directory"),
+        "{:?}",
+        error("nobackend")
+    );
+    assert!(
+        error("noentry")
+            .1
+            .contains("field 'entry' is required for dialect: codumentor"),
+        "{:?}",
+        error("noentry")
+    );
+    assert!(
+        error("badentry")
+            .1
+            .contains("field 'entry' must be \"<module>:<Class>\""),
+        "{:?}",
+        error("badentry")
+    );
+    assert!(
+        error("weird")
+            .1
+            .contains("field 'dialect' names an unknown plugin API 'felixish'"),
+        "{:?}",
+        error("weird")
+    );
+    assert_eq!(record(&list, "nobackend")["dialect"], "codumentor");
+
+    // doctor exits 1 and names the failures.
+    let out = env.run(&["plugins", "doctor", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}
+
+/// Plugin-to-plugin events through `await bus.emit(...)`: the seed's
+/// seed-a-registry-and-patch-it-back pattern, and every chain convention.
+#[test]
+fn emit_chains_every_return_convention_and_fails_open() {
+    let env = Env::new();
+    let contributor = r#"
+import asyncio
+
+class Contributor:
+    def __init__(self, config=None, **kwargs):
+        self.mode = kwargs["mode"]
+
+    async def register(self, bus):
+        bus.on("onRegisterScmAdapters", self.contribute, priority=kwargs_priority(self.mode))
+
+    async def contribute(self, agent, ctx, payload):
+        await asyncio.sleep(0)
+        ctx.setdefault("seen", []).append(self.mode)
+        adapters = dict(payload.get("adapters", {}))
+        if self.mode == "patch":
+            adapters["svn"] = "SvnAdapter"
+            return {"type": "continue", "patch": {"adapters": adapters}}
+        if self.mode == "raise":
+            raise ValueError("adapter registry offline")
+        if self.mode == "bad-patch":
+            return {"type": "continue", "patch": ["not", "a", "dict"]}
+        if self.mode == "veto":          # honoured only on onToolInvokeStart: ignored here
+            return {"type": "veto_tool", "reason": "nope"}
+        if self.mode == "string":        # ignored, as the seed says
+            return "what?"
+        if self.mode == "retry":
+            return {"type": "retry", "delay_ms": 5}
+        if self.mode == "working-dict":  # a dict without "type": whole replacement
+            return {"adapters": {**adapters, "hg": "HgAdapter"}, "replaced": True}
+        if self.mode == "defer":
+            return {"type": "defer"}
+        if self.mode == "after-defer":
+            return {"type": "replace", "value": {"adapters": {}, "clobbered": True}}
+        return None
+
+
+def kwargs_priority(mode):
+    return {"patch": 10, "raise": 20, "bad-patch": 30, "veto": 40, "string": 50,
+            "retry": 60, "working-dict": 70, "defer": 80, "after-defer": 90}[mode]
+"#;
+    let modes = [
+        "patch",
+        "raise",
+        "bad-patch",
+        "veto",
+        "string",
+        "retry",
+        "working-dict",
+        "defer",
+        "after-defer",
+    ];
+    for mode in modes {
+        let package = format!("contrib_{}", mode.replace('-', "_"));
+        env.plugin(
+            &format!("contrib-{mode}"),
+            &format!("entry: {package}:Contributor\nargs: {{mode: {mode}}}\n"),
+            &[(&format!("{package}/__init__.py"), contributor)],
+        );
+    }
+    let emitter = r#"
+import json, os
+
+class BranchSwitching:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        ctx = {}
+        payload = await bus.emit("onRegisterScmAdapters", {"adapters": {"git": "GitScmAdapter"}}, ctx=ctx)
+        with open(os.environ["CODU_LOG"], "a") as f:
+            f.write(json.dumps({"payload": payload, "seen": ctx.get("seen")}, sort_keys=True) + "\n")
+"#;
+    let deps: Vec<String> = modes.iter().map(|m| format!("contrib-{m}")).collect();
+    env.plugin(
+        "branch_switching",
+        &format!(
+            "entry: branch_pkg:BranchSwitching\ndependencies: [{}]\n",
+            deps.join(", ")
+        ),
+        &[("branch_pkg/__init__.py", emitter)],
+    );
+    let mut enabled: Vec<&str> = deps.iter().map(String::as_str).collect();
+    enabled.push("branch_switching");
+    env.enable(&enabled);
+
+    let out = env.run(&["plugins", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        record(&list, "branch_switching")["status"],
+        "loaded",
+        "{list:#?}"
+    );
+    let lines = env.log_lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let got: Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(
+        got["payload"],
+        serde_json::json!({"adapters": {"git": "GitScmAdapter", "svn": "SvnAdapter", "hg": "HgAdapter"}, "replaced": true}),
+        "patch merged, the raiser and the bad patch failed open, the veto and the string ignored, the working dict replaced, defer stopped the chain"
+    );
+    assert_eq!(
+        got["seen"],
+        serde_json::json!([
+            "patch",
+            "raise",
+            "bad-patch",
+            "veto",
+            "string",
+            "retry",
+            "working-dict",
+            "defer"
+        ]),
+        "one ctx dict shared by the chain; nothing after defer ran"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("ValueError: adapter registry offline"),
+        "{err}"
+    );
+    assert!(err.contains("'patch' must be a dict"), "{err}");
+}
+
+#[test]
+fn plugins_install_accepts_a_codumentor_directory() {
+    let env = Env::new();
+    let src = tempfile::tempdir().unwrap();
+    let dir = src.path().join("my-codu");
+    std::fs::create_dir_all(dir.join("backend").join("codu_pkg")).unwrap();
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        "name: my-codu\ndialect: codumentor\nentry: codu_pkg:P\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("backend/codu_pkg/__init__.py"),
+        "class P:\n    def __init__(self, config=None, **kw):\n        pass\n    async def register(self, bus):\n        bus.on('onPromptAssemble', self.h, priority=10)\n    async def h(self, agent, ctx, payload):\n        return None\n",
+    )
+    .unwrap();
+    let out = env.run(&["plugins", "install", dir.to_str().unwrap(), "--enable"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(env
+        .home
+        .path()
+        .join("plugins/my-codu/backend/codu_pkg/__init__.py")
+        .is_file());
+    let list = env.list();
+    let r = record(&list, "my-codu");
+    assert_eq!(r["status"], "loaded", "{r:#}");
+    assert_eq!(r["hooks"], serde_json::json!(["onPromptAssemble"]));
+
+    // Without backend/: refused, nothing installed.
+    let bare = src.path().join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    std::fs::write(
+        bare.join("plugin.yaml"),
+        "name: bare\ndialect: codumentor\nentry: x:Y\n",
+    )
+    .unwrap();
+    let out = env.run(&["plugins", "install", bare.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("no backend/ directory"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!env.home.path().join("plugins/bare").exists());
+    let _ = Path::new("");
+}
