@@ -365,3 +365,123 @@ async def fire(entries, event, agent, ctx, payload, budget):
                 decision["plugin"] = entry.plugin
                 decisions.append(decision)
     return payload, decisions, failures
+
+
+# ── Per-turn objects: ctx, the agent facade, runtime tools ──────────────
+
+
+class BehaviorConfig:
+    """``agent.behavior_config``: plughost agents have no model role."""
+
+    model_role = None
+
+
+class ToolRegistry:
+    """``agent.tool_registry``: tools a plugin registers during turns (one per host)."""
+
+    def __init__(self) -> None:
+        self.tools: "dict[str, object]" = {}
+        self.owners: "dict[str, str]" = {}
+
+    def register_tool(self, tool) -> None:
+        name = getattr(tool, "name", None)
+        if not isinstance(name, str) or not name:
+            raise TypeError("tool_registry.register_tool: the tool needs a non-empty string .name")
+        if not callable(getattr(tool, "execute", None)) and not callable(getattr(tool, "call", None)):
+            raise TypeError(f"tool_registry.register_tool({name!r}): the tool has no execute(arguments)")
+        if name in self.tools and self.tools[name] is not tool:
+            import logging
+
+            logging.getLogger("plughost.codumentor").warning(
+                "tool '%s' registered through agent.tool_registry replaces an earlier one (last writer wins)", name
+            )
+        self.tools[name] = tool
+        self.owners[name] = _current_plugin()
+
+    def get_tool(self, name):
+        return self.tools.get(name)
+
+    def list_tools(self):
+        return list(self.tools.values())
+
+
+#: The plugin whose handler is running (for tool ownership).
+_RUNNING = [""]
+
+
+def _current_plugin() -> str:
+    return _RUNNING[-1]
+
+
+class Agent:
+    """The ``agent`` handlers receive."""
+
+    def __init__(self, kind, session_id, model, tool_registry) -> None:
+        self.kind = kind
+        self.session_id = session_id
+        self.model = model
+        self.tool_registry = tool_registry
+        self.behavior_config = BehaviorConfig()
+
+
+REGISTRIES: "dict[str, ToolRegistry]" = {}
+
+
+def registry_for(home: str) -> ToolRegistry:
+    registry = REGISTRIES.get(home)
+    if registry is None:
+        registry = REGISTRIES[home] = ToolRegistry()
+    return registry
+
+
+def new_turn(home, host, session_id, turn_id, user_id, channel, model, kind):
+    """``(agent, ctx, ui_events)`` for one turn: one ctx dict shared by every handler."""
+    ui_events = []
+
+    async def ui_event_emitter(event_type, data=None, status=None):
+        record = {"type": event_type, "data": data}
+        if status is not None:
+            record["status"] = status
+        ui_events.append(record)
+        import logging
+
+        logging.getLogger("plughost.codumentor").debug("ui event %s: %r", event_type, data)
+
+    ctx = {
+        "session_id": session_id,
+        "conversation_id": session_id,
+        "turn_id": turn_id,
+        "step": 0,
+        "user_id": user_id,
+        "channel": channel,
+        "plugin_host": host,
+        "ui_event_emitter": ui_event_emitter,
+        "deferred_revision_jobs": [],
+    }
+    agent = Agent(kind, session_id, model, registry_for(home))
+    return agent, ctx, ui_events
+
+
+def tool_definition(home: str, name: str):
+    """``(description, parameters, owner)`` of a runtime tool, or None."""
+    registry = REGISTRIES.get(home)
+    tool = registry.tools.get(name) if registry else None
+    if tool is None:
+        return None
+    schema = tool.get_parameters_schema() if hasattr(tool, "get_parameters_schema") else {"type": "object"}
+    return getattr(tool, "description", "") or "", schema, registry.owners.get(name, "")
+
+
+async def run_tool(home: str, name: str, arguments: dict):
+    """Run a runtime tool: ``(text, success)``; ``tool.call`` runs ``execute``."""
+    tool = REGISTRIES[home].tools[name]
+    runner = getattr(tool, "call", None) or tool.execute
+    result = await runner(arguments) if inspect.iscoroutinefunction(runner) else runner(arguments)
+    if inspect.isawaitable(result):
+        result = await result
+    if result is None:
+        return "", True
+    render = getattr(result, "llm_content", None)
+    if callable(render):
+        return str(render()), bool(getattr(result, "success", True))
+    return str(result), True

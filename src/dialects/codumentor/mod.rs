@@ -22,6 +22,7 @@
 //! agent loop executes.
 
 pub mod order;
+pub mod turn;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -1,0 +1,402 @@
+//! Firing Codumentor events from the agent loop: one `ctx` dict and one
+//! `agent` facade per turn (§2.5, §7 D7), the chain run in Python over the
+//! host's subscriptions, and the answers handed back as typed
+//! [`Decision`]s with the [`HandlerFailure`]s to report (fail open, D6).
+//! Also the tools plugins register during turns through
+//! `agent.tool_registry.register_tool` ([`runtime_tool`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use serde_json::{Map, Value};
+
+use super::{installed, per_home, Decision, FailureKind, Fired, HandlerFailure, INSTALLED};
+use crate::hooks::ToolCallContext;
+use crate::outcome::{PluginError, Renderer, StandardRenderer, ToolOutcome};
+use crate::registry::{Registry, Tool, ToolHandler, ToolReturn, ToolSpec};
+use crate::runtime::bridge::{self, Awaited};
+use crate::runtime::value::to_json;
+use crate::runtime::{plugin_error, try_attach};
+
+/// The per-turn Python objects handlers share.
+pub struct Turn {
+    home: PathBuf,
+    agent: Py<PyAny>,
+    ctx: Py<PyDict>,
+    ui_events: Py<PyList>,
+    budget: Option<Duration>,
+}
+
+/// Who a turn belongs to (the `ctx` keys and the agent facade).
+pub struct TurnInfo<'a> {
+    pub session_id: &'a str,
+    pub user_id: &'a str,
+    pub channel: &'a str,
+    pub model: &'a str,
+    /// `main`, or `subagent` for a delegate.
+    pub kind: &'a str,
+}
+
+/// Whether any Codumentor plugin subscribed in the host at `home`.
+pub fn active(home: &Path) -> bool {
+    crate::runtime::Runtime::get().is_some()
+        && try_attach(|py| {
+            INSTALLED.get(py).is_some()
+                && per_home(py, home)
+                    .and_then(|(table, _)| table.getattr("entries")?.len())
+                    .is_ok_and(|n| n > 0)
+        })
+        .unwrap_or(false)
+}
+
+impl Turn {
+    /// The objects of a new turn; `None` when no Codumentor plugin is loaded.
+    pub fn start(home: &Path, budget: Option<Duration>, info: TurnInfo<'_>) -> Option<Turn> {
+        if !active(home) {
+            return None;
+        }
+        static TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let turn_id = format!(
+            "turn-{}-{}",
+            std::process::id(),
+            TURNS.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        let made = try_attach(|py| -> PyResult<Turn> {
+            let module = installed(py)?.module.bind(py);
+            let (_, host) = per_home(py, home)?;
+            let made = module.getattr("new_turn")?.call1((
+                home.to_string_lossy().as_ref(),
+                host,
+                info.session_id,
+                turn_id.as_str(),
+                info.user_id,
+                info.channel,
+                info.model,
+                info.kind,
+            ))?;
+            let (agent, ctx, ui): (Bound<'_, PyAny>, Bound<'_, PyDict>, Bound<'_, PyList>) =
+                made.extract()?;
+            Ok(Turn {
+                home: home.to_path_buf(),
+                agent: agent.unbind(),
+                ctx: ctx.unbind(),
+                ui_events: ui.unbind(),
+                budget,
+            })
+        });
+        match made {
+            Ok(Ok(turn)) => Some(turn),
+            Ok(Err(e)) => {
+                tracing::warn!("could not set up the Codumentor turn objects: {e}");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// `ctx["step"]`: the current iteration, 1-based.
+    pub fn set_step(&self, step: u32) {
+        let _ = try_attach(|py| self.ctx.bind(py).set_item("step", step));
+    }
+
+    /// Fire `event` to every handler, chained, with this turn's agent and ctx.
+    pub async fn fire(&self, event: &str, payload: Map<String, Value>) -> Fired {
+        let (agent, ctx) =
+            match try_attach(|py| (self.agent.clone_ref(py), self.ctx.clone_ref(py).into_any())) {
+                Ok(pair) => pair,
+                Err(_) => return unfired(payload),
+            };
+        fire_with(&self.home, event, Some((agent, ctx)), payload, self.budget).await
+    }
+
+    /// The `{type, data}` records of `ctx["ui_event_emitter"]`, in order.
+    pub fn ui_events(&self) -> Vec<Value> {
+        try_attach(|py| match to_json(self.ui_events.bind(py).as_any()) {
+            Ok(Value::Array(items)) => items,
+            _ => Vec::new(),
+        })
+        .unwrap_or_default()
+    }
+
+    /// Log (once per turn) the `deferred_revision_jobs` handlers appended:
+    /// plughost has no background job queue (§2.5).
+    pub fn drop_deferred_jobs(&self) {
+        let _ = try_attach(|py| {
+            let jobs = self
+                .ctx
+                .bind(py)
+                .get_item("deferred_revision_jobs")
+                .ok()
+                .flatten();
+            if let Some(jobs) = jobs.filter(|j| j.len().is_ok_and(|n| n > 0)) {
+                tracing::warn!(
+                    "{} deferred revision job(s) were requested in ctx[\"deferred_revision_jobs\"]; plughost has no background job queue, so they are dropped",
+                    jobs.len().unwrap_or(0)
+                );
+                let _ = jobs.call_method0("clear");
+            }
+        });
+    }
+}
+
+/// Fire `event` outside a turn (`onServerReady`, `onSessionEvict`): agent
+/// `None`, ctx `{}`.
+pub async fn fire_detached(
+    home: &Path,
+    event: &str,
+    payload: Map<String, Value>,
+    budget: Option<Duration>,
+) -> Fired {
+    if !active(home) {
+        return unfired(payload);
+    }
+    fire_with(home, event, None, payload, budget).await
+}
+
+fn unfired(payload: Map<String, Value>) -> Fired {
+    Fired {
+        payload,
+        ..Default::default()
+    }
+}
+
+async fn fire_with(
+    home: &Path,
+    event: &str,
+    turn: Option<(Py<PyAny>, Py<PyAny>)>,
+    payload: Map<String, Value>,
+    budget: Option<Duration>,
+) -> Fired {
+    let started = try_attach(|py| -> PyResult<Option<Awaited>> {
+        let module = installed(py)?.module.bind(py);
+        let (table, _) = per_home(py, home)?;
+        let entries = table.call_method1("ordered", (event,))?;
+        if entries.len()? == 0 {
+            return Ok(None);
+        }
+        let (agent, ctx) = match &turn {
+            Some((a, c)) => (a.bind(py).clone(), c.bind(py).clone()),
+            None => (py.None().into_bound(py), PyDict::new(py).into_any()),
+        };
+        let coro = module.getattr("fire")?.call1((
+            entries,
+            event,
+            agent,
+            ctx,
+            pythonize::pythonize(py, &payload)?,
+            budget.map(|b| b.as_secs_f64()),
+        ))?;
+        Ok(Some(bridge::resolve(py, coro)))
+    });
+    let outcome = match started {
+        Ok(Ok(None)) | Err(_) => return unfired(payload),
+        Ok(Ok(Some(Awaited::Ready(r)))) => r,
+        Ok(Ok(Some(Awaited::Pending(task)))) => task.await,
+        Ok(Err(e)) => Err(e),
+    };
+    try_attach(|py| match outcome {
+        Ok(v) => read_fired(v.bind(py), payload.clone(), event),
+        Err(e) => {
+            tracing::warn!(
+                "the Codumentor chain for {event} failed: {}",
+                plugin_error(py, &e).described()
+            );
+            unfired(payload.clone())
+        }
+    })
+    .unwrap_or_else(|_| unfired(payload))
+}
+
+/// The `(payload, decisions, failures)` tuple of the Python chain.
+fn read_fired(v: &Bound<'_, PyAny>, before: Map<String, Value>, event: &str) -> Fired {
+    let Ok((payload, decisions, failures)) = v.extract::<(
+        Bound<'_, PyAny>,
+        Bound<'_, PyAny>,
+        Vec<(String, String, String, String)>,
+    )>() else {
+        return unfired(before);
+    };
+    let payload = match to_json(&payload) {
+        Ok(Value::Object(map)) => map,
+        Ok(_) | Err(_) => {
+            tracing::warn!("a {event} handler left a payload that is not a JSON object; the payload before the chain is used");
+            before
+        }
+    };
+    let decisions = match to_json(&decisions) {
+        Ok(Value::Array(items)) => items
+            .into_iter()
+            .filter_map(|d| match serde_json::from_value::<Decision>(d) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    tracing::warn!("a {event} decision could not be read ({e}); ignored");
+                    None
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let failures = failures
+        .into_iter()
+        .map(|(plugin, handler, kind, error)| {
+            let kind = serde_json::from_value(Value::String(kind)).unwrap_or(FailureKind::Raised);
+            tracing::warn!("hook {event} handler {handler} of plugin '{plugin}' failed: {error}");
+            HandlerFailure {
+                plugin,
+                handler,
+                kind,
+                error,
+            }
+        })
+        .collect();
+    Fired {
+        payload,
+        decisions,
+        failures,
+    }
+}
+
+/// Count a fired event on its subscriptions' counters (`plugins doctor`):
+/// one call each, and every failure by kind.
+pub fn account(registry: &Registry, event: &str, fired: &Fired) {
+    for (name, h) in registry.hooks().iter() {
+        if name != event {
+            continue;
+        }
+        h.stats.calls.fetch_add(1, Ordering::Relaxed);
+        for f in fired
+            .failures
+            .iter()
+            .filter(|f| f.plugin == h.owner && f.handler == h.label)
+        {
+            h.stats.errors.fetch_add(1, Ordering::Relaxed);
+            match f.kind {
+                FailureKind::WrongShape => {
+                    h.stats.wrong_shape.fetch_add(1, Ordering::Relaxed);
+                }
+                FailureKind::TimedOut | FailureKind::Overran => {
+                    h.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+                }
+                FailureKind::Raised => {}
+            }
+        }
+    }
+}
+
+/// The `PluginError` kind of a `ToolResult(success=False)`: its text is
+/// `llm_content()`, shown to the model as it is.
+const TOOL_RESULT_FAILED: &str = "codumentor.ToolResult";
+
+/// Renders a failed `ToolResult` as its own `llm_content()`; every other
+/// outcome in the standard strings.
+struct ToolResultRenderer;
+
+impl Renderer for ToolResultRenderer {
+    fn render(&self, tool: &str, outcome: &ToolOutcome) -> String {
+        match outcome {
+            ToolOutcome::Raised { error } if error.kind == TOOL_RESULT_FAILED => {
+                error.message.clone()
+            }
+            other => StandardRenderer.render(tool, other),
+        }
+    }
+}
+
+/// A tool registered through `agent.tool_registry` in the host at `home`,
+/// as a core tool: the dispatch pipeline (schema validation, every
+/// dialect's tool hooks) runs it like any other.
+pub fn runtime_tool(home: &Path, name: &str) -> Option<Tool> {
+    crate::runtime::Runtime::get()?;
+    let home_s = home.to_string_lossy().into_owned();
+    let definition = try_attach(|py| -> PyResult<Option<(String, Value, String)>> {
+        let Some(m) = INSTALLED.get(py) else {
+            return Ok(None);
+        };
+        let found = m
+            .module
+            .bind(py)
+            .getattr("tool_definition")?
+            .call1((&home_s, name))?;
+        if found.is_none() {
+            return Ok(None);
+        }
+        let (description, schema, owner): (String, Bound<'_, PyAny>, String) = found.extract()?;
+        Ok(Some((description, to_json(&schema)?, owner)))
+    });
+    let (description, parameters, owner) = match definition {
+        Ok(Ok(Some(d))) => d,
+        Ok(Err(e)) => {
+            tracing::warn!("tool '{name}' of agent.tool_registry cannot be described: {e}");
+            return None;
+        }
+        _ => return None,
+    };
+    let spec = ToolSpec {
+        name: name.to_string(),
+        description,
+        parameters,
+        plugin: owner,
+        ..Default::default()
+    };
+    let mut tool = Tool::new(
+        spec,
+        Arc::new(RuntimeTool {
+            home: home_s,
+            name: name.to_string(),
+        }),
+    );
+    tool.renderer = Some(Arc::new(ToolResultRenderer));
+    Some(tool)
+}
+
+struct RuntimeTool {
+    home: String,
+    name: String,
+}
+
+impl ToolHandler for RuntimeTool {
+    fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
+        // D17: the validated arguments plus the call's id.
+        let mut args = ctx.params.clone();
+        args.insert(
+            "tool_call_id".into(),
+            Value::String(ctx.tool_call_id.clone()),
+        );
+        let started = try_attach(|py| -> PyResult<Awaited> {
+            let m = installed(py)?.module.bind(py);
+            let coro = m.getattr("run_tool")?.call1((
+                &self.home,
+                &self.name,
+                pythonize::pythonize(py, &args)?,
+            ))?;
+            Ok(bridge::resolve(py, coro))
+        });
+        let finish = |r: PyResult<Py<PyAny>>| -> Result<String, PluginError> {
+            try_attach(|py| match r {
+                Ok(v) => match v.bind(py).extract::<(String, bool)>() {
+                    Ok((text, true)) => Ok(text),
+                    Ok((text, false)) => Err(PluginError {
+                        kind: TOOL_RESULT_FAILED.into(),
+                        message: text,
+                        ..Default::default()
+                    }),
+                    Err(e) => Err(plugin_error(py, &e)),
+                },
+                Err(e) => Err(plugin_error(py, &e)),
+            })
+            .unwrap_or_else(|e| Err(PluginError::native(e.to_string())))
+        };
+        match started {
+            Ok(Ok(Awaited::Ready(r))) => ToolReturn::Ready(finish(r)),
+            Ok(Ok(Awaited::Pending(task))) => {
+                ToolReturn::Pending(Box::pin(async move { finish(task.await) }))
+            }
+            Ok(Err(e)) => ToolReturn::Ready(finish(Err(e))),
+            Err(e) => ToolReturn::Ready(Err(PluginError::native(e.to_string()))),
+        }
+    }
+}
