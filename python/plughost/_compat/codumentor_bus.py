@@ -300,70 +300,87 @@ def _secs(budget) -> str:
     return str(int(budget)) if float(budget).is_integer() else str(budget)
 
 
-async def fire(entries, event, agent, ctx, payload, budget):
-    """Run ``entries`` for ``event`` as a chain.
+async def step(entry, event, agent, ctx, payload, budget):
+    """Run one handler of a chain.
 
-    Returns ``(payload, decisions, failures)``: the final payload, the
-    decisions of honoured answers in handler order (each a dict with its
-    ``type``, plus ``plugin``), and ``(plugin, handler, kind, message)`` for
-    every handler whose answer was not used.
+    Returns ``(payload, decision, failure, stop)``: the payload as the
+    handler leaves it, the decision of an honoured answer (a dict with its
+    ``type`` and ``plugin``) or None, ``(plugin, handler, kind, message)``
+    when its answer was not used, and whether the chain stops here.
     """
     import asyncio
 
+    _RUNNING.append(entry.plugin)
+    try:
+        answer, failure = await _call(entry, agent, ctx, payload, budget)
+    finally:
+        _RUNNING.pop()
+    if failure is not None:
+        return payload, None, (entry.plugin, entry.label, failure[0], failure[1]), False
+
+    def wrong(why):
+        return payload, None, (entry.plugin, entry.label, "wrong_shape", _wrong(answer, why)), False
+
+    if answer is None or not isinstance(answer, dict):
+        return payload, None, None, False  # None: no-op; anything but a dict is ignored (the seed)
+    if "type" not in answer:
+        return answer, None, None, False  # whole-payload replacement, silently (the seed)
+    kind = answer.get("type")
+    if kind == "continue":
+        patch = answer.get("patch")
+        if patch is None:
+            return payload, None, None, False
+        if not isinstance(patch, dict):
+            return wrong("'patch' must be a dict")
+        return {**payload, **patch}, None, None, False
+    if kind == "replace":
+        value = answer.get("value")
+        if not isinstance(value, dict):
+            return wrong("replace needs a dict 'value'")
+        return value, None, None, False
+    if kind == "jsonpatch":
+        ops = answer.get("ops")
+        if not isinstance(ops, list):
+            return wrong("jsonpatch needs a list 'ops'")
+        try:
+            return _jsonpatch(payload, ops), None, None, False
+        except Exception as exc:  # a failed op: the payload stays as it was
+            return wrong(_describe(exc))
+    if kind in ("abort", "defer"):
+        return payload, None, None, True
+    if kind == "retry":
+        delay = answer.get("delay_ms", 0)
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
+            return wrong("retry needs a non-negative 'delay_ms'")
+        seconds = delay / 1000.0
+        if budget is not None:
+            seconds = min(seconds, budget)
+        await asyncio.sleep(seconds)
+        return payload, None, None, False
+    decision, problem = _decision(event, answer)
+    if problem is not None:
+        return payload, None, (entry.plugin, entry.label, "wrong_shape", problem), False
+    if decision is not None:
+        decision["plugin"] = entry.plugin
+    return payload, decision, None, False
+
+
+async def fire(entries, event, agent, ctx, payload, budget):
+    """Run ``entries`` for ``event`` as a chain (:func:`step` each).
+
+    Returns ``(payload, decisions, failures)``: the final payload, the
+    decisions in handler order, and the failures.
+    """
     decisions = []
     failures = []
     for entry in entries:
-        answer, failure = await _call(entry, agent, ctx, payload, budget)
+        payload, decision, failure, stop = await step(entry, event, agent, ctx, payload, budget)
         if failure is not None:
-            failures.append((entry.plugin, entry.label, failure[0], failure[1]))
-            continue
-        if answer is None or not isinstance(answer, dict):
-            continue  # None: no-op; anything but a dict is ignored (the seed)
-        if "type" not in answer:
-            payload = answer  # whole-payload replacement, silently (the seed)
-            continue
-        kind = answer.get("type")
-        if kind == "continue":
-            patch = answer.get("patch")
-            if patch is None:
-                continue
-            if not isinstance(patch, dict):
-                failures.append((entry.plugin, entry.label, "wrong_shape", _wrong(answer, "'patch' must be a dict")))
-                continue
-            payload = {**payload, **patch}
-        elif kind == "replace":
-            value = answer.get("value")
-            if not isinstance(value, dict):
-                failures.append((entry.plugin, entry.label, "wrong_shape", _wrong(answer, "replace needs a dict 'value'")))
-                continue
-            payload = value
-        elif kind == "jsonpatch":
-            ops = answer.get("ops")
-            if not isinstance(ops, list):
-                failures.append((entry.plugin, entry.label, "wrong_shape", _wrong(answer, "jsonpatch needs a list 'ops'")))
-                continue
-            try:
-                payload = _jsonpatch(payload, ops)
-            except Exception as exc:  # a failed op: the payload stays as it was
-                failures.append((entry.plugin, entry.label, "wrong_shape", _wrong(answer, _describe(exc))))
-        elif kind in ("abort", "defer"):
+            failures.append(failure)
+        if decision is not None:
+            decisions.append(decision)
+        if stop:
             break
-        elif kind == "retry":
-            delay = answer.get("delay_ms", 0)
-            if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
-                failures.append((entry.plugin, entry.label, "wrong_shape", _wrong(answer, "retry needs a non-negative 'delay_ms'")))
-                continue
-            seconds = delay / 1000.0
-            if budget is not None:
-                seconds = min(seconds, budget)
-            await asyncio.sleep(seconds)
-        else:
-            decision, problem = _decision(event, answer)
-            if problem is not None:
-                failures.append((entry.plugin, entry.label, "wrong_shape", problem))
-            elif decision is not None:
-                decision["plugin"] = entry.plugin
-                decisions.append(decision)
     return payload, decisions, failures
 
 
