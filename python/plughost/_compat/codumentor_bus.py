@@ -286,13 +286,13 @@ async def _call(entry: Entry, agent, ctx, payload, budget):
                 try:
                     result = await asyncio.wait_for(result, budget)
                 except asyncio.TimeoutError:
-                    return None, ("timed_out", f"timed out after {_secs(budget)} s and was skipped")
+                    return None, ("timed_out", f"timed out after {_secs(budget)} s and was skipped", None)
         elif budget is not None and time.monotonic() - started > budget:
-            return None, ("overran", f"took longer than its {_secs(budget)} s budget; its answer is ignored")
+            return None, ("overran", f"took longer than its {_secs(budget)} s budget; its answer is ignored", None)
     except asyncio.CancelledError:
         raise
     except BaseException as exc:  # SystemExit/KeyboardInterrupt too: one handler's failure
-        return None, ("raised", _describe(exc))
+        return None, ("raised", _describe(exc), exc)
     return result, None
 
 
@@ -305,8 +305,9 @@ async def step(entry, event, agent, ctx, payload, budget):
 
     Returns ``(payload, decision, failure, stop)``: the payload as the
     handler leaves it, the decision of an honoured answer (a dict with its
-    ``type`` and ``plugin``) or None, ``(plugin, handler, kind, message)``
-    when its answer was not used, and whether the chain stops here.
+    ``type`` and ``plugin``) or None, ``(plugin, handler, kind, message,
+    exception or None)`` when its answer was not used, and whether the chain
+    stops here.
     """
     import asyncio
 
@@ -316,10 +317,10 @@ async def step(entry, event, agent, ctx, payload, budget):
     finally:
         _RUNNING.pop()
     if failure is not None:
-        return payload, None, (entry.plugin, entry.label, failure[0], failure[1]), False
+        return payload, None, (entry.plugin, entry.label, *failure), False
 
     def wrong(why):
-        return payload, None, (entry.plugin, entry.label, "wrong_shape", _wrong(answer, why)), False
+        return payload, None, (entry.plugin, entry.label, "wrong_shape", _wrong(answer, why), None), False
 
     if answer is None or not isinstance(answer, dict):
         return payload, None, None, False  # None: no-op; anything but a dict is ignored (the seed)
@@ -359,7 +360,7 @@ async def step(entry, event, agent, ctx, payload, budget):
         return payload, None, None, False
     decision, problem = _decision(event, answer)
     if problem is not None:
-        return payload, None, (entry.plugin, entry.label, "wrong_shape", problem), False
+        return payload, None, (entry.plugin, entry.label, "wrong_shape", problem, None), False
     if decision is not None:
         decision["plugin"] = entry.plugin
     return payload, decision, None, False
@@ -376,7 +377,7 @@ async def fire(entries, event, agent, ctx, payload, budget):
     for entry in entries:
         payload, decision, failure, stop = await step(entry, event, agent, ctx, payload, budget)
         if failure is not None:
-            failures.append(failure)
+            failures.append(failure[:4])
         if decision is not None:
             decisions.append(decision)
         if stop:
