@@ -306,7 +306,7 @@ mod tests {
             "unrelated-2.0.dist-info",
             "[console_scripts]\nu = u:main\n",
         );
-        let scan = scan(&[s.clone()], "felix.plugins");
+        let scan = scan(std::slice::from_ref(&s), "felix.plugins");
         assert!(scan.problems.is_empty(), "{:?}", scan.problems);
         assert_eq!(scan.entries.len(), 2);
         let e = &scan.entries[0];
