@@ -72,6 +72,7 @@ pub mod dialects;
 pub mod discovery;
 pub mod dispatch;
 pub mod doctor;
+pub mod entry_points;
 pub mod hooks;
 pub mod host;
 pub mod install;

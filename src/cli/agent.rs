@@ -134,6 +134,7 @@ pub(super) fn run(
 ) -> Result<u8, Failure> {
     let rt = multi_thread_runtime();
     let report = rt.block_on(async {
+        agent.start().await;
         let report = agent.send(Inbound::new(&args.session, message), None).await;
         agent.shutdown().await;
         report
@@ -199,6 +200,7 @@ fn show_events(
 pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
     let rt = multi_thread_runtime();
     rt.block_on(async {
+        agent.start().await;
         println!(
             "plughost chat — model {}, session '{}'. /help lists commands; Ctrl-D quits.",
             args.model, args.session
