@@ -82,7 +82,12 @@ async fn pipeline(
     turn: Option<(Arc<TurnScope>, bool)>,
     marks: &mut ToolMarks,
 ) -> ToolResult {
-    let Some(tool) = registry.tool(name) else {
+    let registered = registry.tool(name);
+    let runtime = registered
+        .is_none()
+        .then(|| registry.runtime_tool(name))
+        .flatten();
+    let Some(tool) = registered.or(runtime.as_ref()) else {
         return ToolResult {
             text: registry.renderer().render(name, &ToolOutcome::NotFound),
             outcome: ToolOutcome::NotFound,
@@ -450,6 +455,14 @@ pub async fn fire_entries(
             (HookReturn::Pending(fut), Some(limit)) => tokio::time::timeout(limit, fut)
                 .await
                 .unwrap_or(Err(HookError::TimedOut(limit))),
+        };
+        // An edit of a loop point's context takes effect at once, under any policy.
+        let answer = match (answer, &mut payload) {
+            (Ok(HookAction::Decide(LoopDecision::Edit(edit))), HookPayload::Loop(lc)) => {
+                (*edit).apply(lc);
+                continue;
+            }
+            (answer, _) => answer,
         };
         let answer = match answer {
             Ok(action) if action.kind().is_some_and(|k| !spec.accepts.contains(&k)) => {

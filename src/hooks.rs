@@ -557,6 +557,56 @@ pub enum LoopDecision {
     CancelCompaction,
     /// P2c: replace the dropped messages with this summary.
     Summary(String),
+    /// Any loop point: edit its context in place, at once (a dialect whose
+    /// callbacks answer asynchronously cannot hold the context; see
+    /// [`LoopEdit`]). Never collected as an answer.
+    Edit(Box<LoopEdit>),
+}
+
+/// Edits of a [`LoopContext`] a callback asks for (each field set replaces
+/// the context's; `params` is merged; `append` extends `messages`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, Serialize)]
+pub struct LoopEdit {
+    pub text: Option<String>,
+    pub messages: Option<Vec<Value>>,
+    pub append: Vec<Value>,
+    pub tools: Option<Vec<Value>>,
+    pub model: Option<String>,
+    pub params: Option<Map<String, Value>>,
+    pub reply: Option<Value>,
+    pub result: Option<String>,
+    pub arguments: Option<Value>,
+}
+
+impl LoopEdit {
+    /// Apply the edit to `lc`.
+    pub fn apply(self, lc: &mut LoopContext) {
+        if let Some(v) = self.text {
+            lc.text = v;
+        }
+        if let Some(v) = self.messages {
+            lc.messages = v;
+        }
+        lc.messages.extend(self.append);
+        if let Some(v) = self.tools {
+            lc.tools = v;
+        }
+        if let Some(v) = self.model {
+            lc.model = v;
+        }
+        if let Some(v) = self.params {
+            lc.params.extend(v);
+        }
+        if let Some(v) = self.reply {
+            lc.reply = v;
+        }
+        if let Some(v) = self.result {
+            lc.result = v;
+        }
+        if let Some(v) = self.arguments {
+            lc.tool_call.arguments = v;
+        }
+    }
 }
 
 /// The priority a dialect registers its loop-point callbacks at so that they

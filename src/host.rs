@@ -386,6 +386,12 @@ impl HostBuilder {
                 &mut packages,
             ));
         }
+        if plugins
+            .iter()
+            .any(|p| p.loaded && p.dialect == Some(crate::dialects::codumentor::DIALECT))
+        {
+            registry.set_runtime_tools(crate::dialects::codumentor::turn::runtime_tools(&home));
+        }
         for (owner, registrations) in self.direct {
             let mut record = PluginRecord::direct(&owner);
             apply_registrations(

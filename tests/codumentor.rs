@@ -605,3 +605,267 @@ fn plugins_install_accepts_a_codumentor_directory() {
     assert!(!env.home.path().join("plugins/bare").exists());
     let _ = Path::new("");
 }
+
+impl Env {
+    /// `plughost run --json` with a scripted model; the report.
+    fn turn(&self, script: &str, extra: &[&str], message: &str) -> (Output, Value) {
+        let path = self.home.path().join("script.yaml");
+        std::fs::write(&path, script).unwrap();
+        let mut args = vec![
+            "run",
+            "--json",
+            "--script",
+            path.to_str().unwrap(),
+            "--model",
+            "scripted",
+        ];
+        args.extend_from_slice(extra);
+        args.push(message);
+        let out = self.run(&args);
+        let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out, report)
+    }
+
+    fn transcript(&self, session: &str) -> Vec<Value> {
+        std::fs::read_to_string(
+            self.home
+                .path()
+                .join("sessions")
+                .join(format!("{session}.jsonl")),
+        )
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+    }
+}
+
+/// The seed's own tool plugin (register in onPromptAssemble, advertise by
+/// patching `tools`), a context note, routing, a guard, answer revision
+/// and UI events: every effect of a normal turn.
+const WORKBENCH: &str = r#"
+import os
+from codumentor.agent.tools import Tool
+from codumentor.agent.types import ToolResult
+from codumentor.agent.context_notes import add_context_note, content_freshness
+from codumentor.plugins.utils import should_register_tools_for_agent
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class GreetTool(Tool):
+    def __init__(self):
+        super().__init__(name="greet", description="Greet someone by name.")
+
+    def get_parameters_schema(self) -> dict:
+        return {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+    async def execute(self, arguments: dict) -> ToolResult:
+        log("greet tool_call_id=" + arguments.get("tool_call_id", ""))
+        if arguments["name"] == "nobody":
+            return ToolResult(tool_call_id=arguments.get("tool_call_id", ""), function_name=self.name,
+                              success=False, error="no_such_person", content="Nobody is not a person.")
+        return ToolResult(tool_call_id=arguments.get("tool_call_id", ""), function_name=self.name,
+                          content=f"Hello, {arguments['name']}!")
+
+
+class Workbench:
+    def __init__(self, config=None, **kwargs):
+        self._tools = [GreetTool()]
+        self.target_agents = kwargs.get("target_agents", "all")
+
+    async def register(self, bus):
+        bus.on("onInputReceived", self.on_input, priority=10)
+        bus.on("onContextReady", self.on_context)
+        bus.on("onPromptAssemble", self.on_prompt_assemble, priority=50)
+        bus.on("onAfterPromptAssemble", self.on_after_prompt)
+        bus.on("onLLMCallStart", self.on_call_start)
+        bus.on("onLLMCallEnd", self.observe("onLLMCallEnd"))
+        bus.on("onAfterLLM", self.observe("onAfterLLM"))
+        bus.on("onToolInvokeStart", self.on_tool_start)
+        bus.on("onToolExecuting", self.observe("onToolExecuting"))
+        bus.on("onToolInvokeEnd", self.on_tool_end)
+        bus.on("onAfterTool", self.observe("onAfterTool"))
+        bus.on("onBeforeSendResponse", self.on_before_send)
+        bus.on("onResponsePersist", self.on_persist)
+        bus.on("onSessionEvict", self.on_evict)
+        bus.on("onServerReady", self.on_ready)
+
+    def observe(self, name):
+        async def handler(agent, ctx, payload):
+            keys = ",".join(sorted(payload))
+            log(f"{name} step={ctx.get('step')} keys={keys} turn={ctx['turn_id'] == ctx.get('first_turn_id')}")
+            if name == "onToolExecuting":
+                log(f"executing {payload['tool']} {payload['tool_call_id']}")
+            return None
+        handler.__qualname__ = "Workbench." + name
+        return handler
+
+    async def on_ready(self, agent, ctx, payload):
+        log(f"ready agent={agent} ctx={ctx} payload={payload}")
+
+    async def on_evict(self, agent, ctx, payload):
+        log(f"evict {payload['session_id']} agent={agent} ctx={ctx}")
+
+    async def on_input(self, agent, ctx, payload):
+        ctx["first_turn_id"] = ctx["turn_id"]
+        return {"type": "continue", "patch": {"raw": payload["raw"].replace("please", "kindly")}}
+
+    async def on_context(self, agent, ctx, payload):
+        log(f"context {payload['session_id']} {payload['user_id']} {[m['content'] for m in payload['messages']]}")
+        return {"messages": []}  # a working dict: replaces the payload, feeds nothing back
+
+    async def on_prompt_assemble(self, agent, ctx, payload):
+        if not should_register_tools_for_agent(agent, self.target_agents):
+            return None
+        current = payload.get("tools", [])
+        known = {t.get("name") for t in current if isinstance(t, dict)}
+        added = []
+        for tool in self._tools:
+            if not agent.tool_registry.get_tool(tool.name):
+                agent.tool_registry.register_tool(tool)
+            if tool.name not in known:
+                added.append(tool.get_function_definition())
+        messages = payload.get("messages", [])
+        note = add_context_note(messages, marker="[Workbench]", render=lambda: "[Workbench] be brief", scope="prefix")
+        patch = {"tools": current + added}
+        if note is not None:
+            patch["messages"] = note
+        return {"type": "continue", "patch": patch}
+
+    async def on_after_prompt(self, agent, ctx, payload):
+        log("after_prompt " + ",".join(m["role"] for m in payload["messages"]))
+        return None
+
+    async def on_call_start(self, agent, ctx, payload):
+        return {"type": "param_patch", "model": "routed-model", "params": {"temperature": 0.2}}
+
+    async def on_tool_start(self, agent, ctx, payload):
+        if payload["tool"] == "exec":
+            return {"type": "veto_tool", "reason": "no shell here"}
+        return None
+
+    async def on_tool_end(self, agent, ctx, payload):
+        if payload["tool"] == "greet":
+            return {"type": "continue", "patch": {"result": payload["result"] + " (checked)"}}
+        return None
+
+    async def on_before_send(self, agent, ctx, payload):
+        await ctx["ui_event_emitter"]("plugin.workbench.completed", {"status": "success"}, None)
+        return {"type": "replace", "value": {"assistant_text": payload["assistant_text"].upper()}}
+
+    async def on_persist(self, agent, ctx, payload):
+        log("persist " + payload["assistant_text"])
+"#;
+
+const WORKBENCH_SCRIPT: &str = r#"
+turns:
+  - say: "Working."
+    tool_calls:
+      - name: greet
+        args: {name: "Ada"}
+      - name: greet
+        args: {name: "nobody"}
+      - name: exec
+        args: {command: "echo hi"}
+  - say: "done"
+"#;
+
+#[test]
+fn a_normal_turn_shows_every_effect() {
+    let env = Env::new();
+    env.plugin(
+        "workbench",
+        "entry: workbench_pkg:Workbench\n",
+        &[("workbench_pkg/__init__.py", WORKBENCH)],
+    );
+    env.enable(&["workbench"]);
+    let (out, report) = env.turn(WORKBENCH_SCRIPT, &["--session", "w1"], "please greet");
+    assert!(out.status.success(), "{}\n{report:#}", stderr(&out));
+    assert_eq!(report["ended_by"], "answer", "{report:#}");
+    assert_eq!(report["reply"], "DONE", "{report:#}");
+    assert_eq!(report["hook_errors"], serde_json::json!([]), "{report:#}");
+    assert_eq!(
+        report["ui_events"],
+        serde_json::json!([{"type": "plugin.workbench.completed", "data": {"status": "success"}}])
+    );
+    // Input rewritten and stored; the note reached the model, never the transcript.
+    let calls = report["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{report:#}");
+    let first = &calls[0];
+    assert_eq!(first["model"], "routed-model");
+    assert_eq!(first["params"], serde_json::json!({"temperature": 0.2}));
+    assert!(
+        first["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "greet"),
+        "{first:#}"
+    );
+    let msgs = first["messages"].as_array().unwrap();
+    assert_eq!(msgs[0]["role"], "system");
+    assert_eq!(msgs[1]["content"], "[Workbench] be brief", "{msgs:#?}");
+    assert!(
+        msgs[1].get("metadata").is_none(),
+        "the tag never reaches the model"
+    );
+    assert_eq!(msgs.last().unwrap()["content"], "kindly greet");
+    // The note is carried, not re-added, in the second call.
+    let second = calls[1]["messages"].as_array().unwrap();
+    assert_eq!(
+        second
+            .iter()
+            .filter(|m| m["content"] == "[Workbench] be brief")
+            .count(),
+        1
+    );
+    // Tool results: runtime tool with tool_call_id, ToolResult failure, veto, rewrite.
+    let tools = report["tool_calls"].as_array().unwrap();
+    assert_eq!(tools[0]["result"], "Hello, Ada! (checked)", "{tools:#?}");
+    assert_eq!(tools[0]["outcome"], "ok");
+    assert_eq!(
+        tools[1]["result"],
+        "Error (no_such_person): Nobody is not a person. (checked)"
+    );
+    assert_eq!(
+        tools[1]["outcome"], "raised",
+        "a failed ToolResult is a failed call"
+    );
+    assert_eq!(tools[2]["result"], "[blocked: no shell here]");
+    assert_eq!(tools[2]["outcome"], "blocked");
+    // The transcript: the rewritten input, the revised answer, no note.
+    let transcript = env.transcript("w1");
+    assert_eq!(transcript[0]["content"], "kindly greet");
+    assert_eq!(transcript.last().unwrap()["content"], "DONE");
+    assert!(!transcript
+        .iter()
+        .any(|m| m["content"] == "[Workbench] be brief"));
+    let log = env.log_lines();
+    let has = |p: &str| log.iter().any(|l| l.starts_with(p));
+    assert!(has("ready agent=None ctx={} payload={}"), "{log:#?}");
+    assert!(has("context w1 user ['kindly greet']"), "{log:#?}");
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("greet tool_call_id=") && l.len() > "greet tool_call_id=".len()),
+        "{log:#?}"
+    );
+    assert!(has("persist DONE"), "{log:#?}");
+    assert!(has("evict w1 agent=None ctx={}"), "{log:#?}");
+    assert!(
+        has("onAfterLLM step=1 keys=content_chunks,messages,tool_calls turn=True"),
+        "{log:#?}"
+    );
+    assert!(
+        has("onLLMCallEnd step=1 keys=content_chunks,tool_calls"),
+        "{log:#?}"
+    );
+    assert!(
+        has("onAfterTool step=1 keys=args,messages,ms,result,tool"),
+        "{log:#?}"
+    );
+    assert!(has("executing greet "), "{log:#?}");
+}

@@ -776,12 +776,14 @@ impl Inner {
 
         for iteration in 1..=self.config.max_iterations {
             report.iterations = iteration;
-            let tools = self.tool_definitions(tool_filter);
+            // What this call offers: rebuilt every iteration, edited at P5 (Codumentor's `tools`).
+            let offered = std::sync::Mutex::new(self.tool_definitions(tool_filter));
+            let tools = || offered.lock().unwrap_or_else(|e| e.into_inner()).clone();
             let point = |event: HookEvent, messages: Vec<Value>| {
                 let mut lc = self.loop_context(&session.key, delegate, turn);
                 lc.iteration = iteration;
                 lc.messages = messages;
-                lc.tools = tools.clone();
+                lc.tools = tools();
                 lc.stage = Some(event);
                 lc
             };
@@ -809,6 +811,7 @@ impl Inner {
                 )
                 .await;
                 inflight = lc.messages;
+                *offered.lock().unwrap_or_else(|e| e.into_inner()) = lc.tools;
             }
 
             // P6: this call's copy (Flowly's injection, then the edits of this call only).
@@ -818,7 +821,7 @@ impl Inner {
                 session_id: session.key.clone(),
                 model: self.model(),
                 messages: messages.clone(),
-                tools: tools.clone(),
+                tools: tools(),
                 system: system.clone(),
                 user_message: content.to_string(),
                 ..Default::default()
@@ -846,7 +849,7 @@ impl Inner {
                 model: self.model(),
                 system,
                 messages,
-                tools: tools.clone(),
+                tools: tools(),
                 session_key: session.key.clone(),
                 params: Map::new(),
             };

@@ -22,6 +22,7 @@
 //! agent loop executes.
 
 pub mod order;
+pub mod points;
 pub mod turn;
 
 use std::collections::HashMap;
@@ -323,6 +324,7 @@ fn per_home<'py>(py: Python<'py>, home: &Path) -> PyResult<(Bound<'py, PyAny>, B
 #[pyclass(module = "_plughost_codumentor", frozen)]
 struct Recorder {
     key: String,
+    home: PathBuf,
     table: Py<PyAny>,
     pending: Mutex<Vec<Registration>>,
 }
@@ -345,47 +347,72 @@ impl Recorder {
                 self.key
             );
         }
-        let callback = Subscription {
-            entry: entry.unbind(),
-            table: self.table.clone_ref(py),
-        };
-        let hook = HookEntry {
+        let label_entry = || HookEntry {
             owner: self.key.clone(),
-            label,
-            priority: priority.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
-            callback: Arc::new(callback),
+            label: label.clone(),
+            priority: priority.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
+            callback: Arc::new(Subscription {
+                handler: None,
+                entry: entry.clone().unbind(),
+                table: self.table.clone_ref(py),
+            }),
             stats: Arc::new(HookStats::default()),
         };
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Registration::Hook {
-                event: core_event(&event),
-                name: event,
-                entry: hook,
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let at = points::points(&event);
+        if at.is_empty() {
+            // Out of scope or unknown: listed, never fired.
+            pending.push(Registration::Hook {
+                event: None,
+                name: event.clone(),
+                entry: label_entry(),
             });
+        }
+        for &(core, rank) in at {
+            pending.push(Registration::Hook {
+                event: Some(core),
+                name: event.clone(),
+                entry: HookEntry {
+                    owner: self.key.clone(),
+                    label: label.clone(),
+                    priority: points::core_priority(rank, priority),
+                    callback: Arc::new(Subscription {
+                        handler: Some(points::Handler {
+                            home: self.home.clone(),
+                            event: event.clone(),
+                            entry: entry.clone().unbind(),
+                        }),
+                        entry: entry.clone().unbind(),
+                        table: self.table.clone_ref(py),
+                    }),
+                    stats: Arc::new(HookStats::default()),
+                },
+            });
+        }
         Ok(())
     }
 }
 
-/// The core loop point a Codumentor event is fired at, once the core has
-/// it; until then every subscription is listed and kept, and never fires.
-fn core_event(_event: &str) -> Option<HookEvent> {
-    None
-}
-
-/// One `bus.on` subscription as the core registry holds it. The chain runs
-/// in Python (from the host's table), so the registry entry is for
-/// listing and counting; dropping it (the host goes away, or the plugin's
-/// load is rolled back) takes the subscription out of the table.
+/// One `bus.on` subscription as the core registry holds it: on its loop
+/// point ([`points`]) when plughost fires the event, else listed only.
+/// Dropping it (the host goes away, or the plugin's load is rolled back)
+/// takes the subscription out of the host's table (`bus.emit`'s).
 struct Subscription {
+    handler: Option<points::Handler>,
     entry: Py<PyAny>,
     table: Py<PyAny>,
 }
 
 impl HookCallback for Subscription {
-    fn call(&self, _event: HookEvent, _payload: HookPayload<'_>) -> HookReturn {
-        HookReturn::Ready(Ok(HookAction::Continue))
+    fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
+        match &self.handler {
+            Some(h) => h.call(event, payload),
+            None => HookReturn::Ready(Ok(HookAction::Continue)),
+        }
+    }
+
+    fn event_name(&self, _event: HookEvent) -> Option<String> {
+        self.handler.as_ref().map(|h| h.event.clone())
     }
 }
 
@@ -616,6 +643,7 @@ fn load_in(
         py,
         Recorder {
             key: key.to_string(),
+            home: home.to_path_buf(),
             table: table.clone().unbind(),
             pending: Mutex::new(Vec::new()),
         },

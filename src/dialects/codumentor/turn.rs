@@ -98,6 +98,16 @@ impl Turn {
         }
     }
 
+    /// The turn's `agent` facade and `ctx` dict.
+    pub fn objects(&self) -> Option<(Py<PyAny>, Py<PyAny>)> {
+        try_attach(|py| (self.agent.clone_ref(py), self.ctx.clone_ref(py).into_any())).ok()
+    }
+
+    /// The list `ctx["ui_event_emitter"]` appends to.
+    pub fn ui_list<'py>(&self, py: Python<'py>) -> Bound<'py, PyList> {
+        self.ui_events.bind(py).clone()
+    }
+
     /// `ctx["step"]`: the current iteration, 1-based.
     pub fn set_step(&self, step: u32) {
         let _ = try_attach(|py| self.ctx.bind(py).set_item("step", step));
@@ -351,6 +361,17 @@ pub fn runtime_tool(home: &Path, name: &str) -> Option<Tool> {
     );
     tool.renderer = Some(Arc::new(ToolResultRenderer));
     Some(tool)
+}
+
+/// The tools of `agent.tool_registry` of the host at `home`, for the core registry.
+pub fn runtime_tools(home: &Path) -> Arc<dyn crate::registry::RuntimeTools> {
+    struct Source(PathBuf);
+    impl crate::registry::RuntimeTools for Source {
+        fn tool(&self, name: &str) -> Option<Tool> {
+            runtime_tool(&self.0, name)
+        }
+    }
+    Arc::new(Source(home.to_path_buf()))
 }
 
 struct RuntimeTool {
