@@ -869,3 +869,193 @@ fn a_normal_turn_shows_every_effect() {
     );
     assert!(has("executing greet "), "{log:#?}");
 }
+
+/// Handlers for the turn endings and the failure paths, chosen by `mode`.
+const CONTROL: &str = r#"
+import asyncio, os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class Control:
+    def __init__(self, config=None, **kwargs):
+        self.mode = kwargs["mode"]
+
+    async def register(self, bus):
+        bus.on("onAfterInput", self.after_input)
+        bus.on("onAfterLLM", self.after_llm)
+        bus.on("onToolInvokeStart", self.veto, priority=10)
+        bus.on("onToolInvokeStart", self.abort, priority=20)
+        bus.on("onToolInvokeStart", self.veto_again, priority=30)
+        bus.on("onBeforeSendResponse", self.before_send)
+        bus.on("onTurnAborted", self.aborted)
+        bus.on("onPromptAssemble", self.raiser, priority=1)
+        bus.on("onPromptAssemble", self.hanger, priority=2)
+        bus.on("onPromptAssemble", self.wrong_shape, priority=3)
+        bus.on("onPromptAssemble", self.defer, priority=4)
+        bus.on("onPromptAssemble", self.after_defer, priority=5)
+
+    async def after_input(self, agent, ctx, payload):
+        if self.mode == "input":
+            return {"type": "short_circuit", "assistant_text": "answered early"}
+
+    async def after_llm(self, agent, ctx, payload):
+        if self.mode == "llm":
+            log(f"after_llm saw {payload['tool_calls'][0]['name']}")
+            return {"type": "short_circuit", "assistant_text": "cut short"}
+
+    async def veto(self, agent, ctx, payload):
+        if self.mode == "abort":
+            return {"type": "veto_tool", "reason": "first veto"}
+
+    async def abort(self, agent, ctx, payload):
+        if self.mode == "abort":
+            return {"type": "abort_turn", "reason": "budget exhausted", "assistant_text": "Stopping here."}
+
+    async def veto_again(self, agent, ctx, payload):
+        if self.mode == "abort":
+            log("later handler still ran")
+            return {"type": "veto_tool", "reason": "second veto"}
+
+    async def before_send(self, agent, ctx, payload):
+        log("before_send " + payload["assistant_text"])
+        return {"type": "continue", "patch": {"assistant_text": payload["assistant_text"] + "!"}}
+
+    async def aborted(self, agent, ctx, payload):
+        log(f"aborted {payload['reason']} / {payload['assistant_text']}")
+
+    async def raiser(self, agent, ctx, payload):
+        if self.mode == "faults":
+            raise KeyError("missing index")
+
+    async def hanger(self, agent, ctx, payload):
+        if self.mode == "faults":
+            await asyncio.sleep(30)
+
+    async def wrong_shape(self, agent, ctx, payload):
+        if self.mode == "faults":
+            return {"type": "continue", "patch": "not a dict"}
+
+    async def defer(self, agent, ctx, payload):
+        if self.mode == "faults":
+            return {"type": "defer"}
+
+    async def after_defer(self, agent, ctx, payload):
+        if self.mode == "faults":
+            log("after defer ran")
+"#;
+
+const ONE_TOOL: &str = r#"
+turns:
+  - say: "Listing."
+    tool_calls:
+      - name: list_dir
+        args: {path: "."}
+  - say: "listed"
+"#;
+
+fn control(mode: &str) -> Env {
+    let env = Env::new();
+    env.plugin(
+        "control",
+        &format!("entry: control_pkg:Control\nargs: {{mode: {mode}}}\n"),
+        &[("control_pkg/__init__.py", CONTROL)],
+    );
+    env.enable(&["control"]);
+    env
+}
+
+#[test]
+fn short_circuit_from_after_input_makes_no_model_call_and_runs_the_response_hooks() {
+    let env = control("input");
+    let (out, report) = env.turn(ONE_TOOL, &["--session", "c1"], "hi");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["ended_by"], "short_circuit", "{report:#}");
+    assert_eq!(report["model_calls"], serde_json::json!([]));
+    assert_eq!(report["reply"], "answered early!");
+    assert_eq!(env.transcript("c1").last().unwrap()["content"], "answered early!");
+    assert!(env.log_lines().contains(&"before_send answered early".to_string()));
+}
+
+#[test]
+fn short_circuit_from_after_llm_discards_the_reply_and_its_tool_calls() {
+    let env = control("llm");
+    let (out, report) = env.turn(ONE_TOOL, &["--session", "c2"], "hi");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["ended_by"], "short_circuit", "{report:#}");
+    assert_eq!(report["reply"], "cut short!");
+    assert_eq!(report["model_calls"].as_array().unwrap().len(), 1);
+    assert_eq!(report["tool_calls"], serde_json::json!([]), "its tool calls never ran");
+    let transcript = env.transcript("c2");
+    assert!(
+        !transcript.iter().any(|m| m.get("tool_calls").is_some()),
+        "{transcript:#?}"
+    );
+    assert!(env.log_lines().contains(&"after_llm saw list_dir".to_string()));
+}
+
+#[test]
+fn abort_turn_outranks_a_veto_and_completes_the_turn() {
+    let env = control("abort");
+    let (out, report) = env.turn(ONE_TOOL, &["--session", "c3"], "hi");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(report["completed"], true, "{report:#}");
+    assert_eq!(report["ended_by"], "aborted");
+    assert_eq!(report["aborted"], "budget exhausted");
+    assert_eq!(report["reply"], "Stopping here.", "no response hooks on an abort");
+    assert_eq!(report["model_calls"].as_array().unwrap().len(), 1);
+    assert_eq!(report["tool_calls"][0]["result"], "[blocked: budget exhausted]");
+    assert_eq!(report["tool_calls"][0]["outcome"], "blocked");
+    let log = env.log_lines();
+    assert!(log.contains(&"later handler still ran".to_string()), "{log:?}");
+    assert!(log.contains(&"aborted budget exhausted / Stopping here.".to_string()), "{log:?}");
+    assert!(!log.iter().any(|l| l.starts_with("before_send")), "{log:?}");
+    assert_eq!(env.transcript("c3").last().unwrap()["content"], "Stopping here.");
+}
+
+#[test]
+fn raising_hanging_and_wrong_shape_handlers_fail_open_and_are_reported() {
+    let env = control("faults");
+    let (out, report) = env.turn(
+        ONE_TOOL,
+        &["--session", "c4", "--hook-timeout", "0.5"],
+        "hi",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["completed"], true, "{report:#}");
+    assert_eq!(report["ended_by"], "answer");
+    let errors = report["hook_errors"].as_array().unwrap();
+    let of = |handler: &str| -> Vec<&Value> {
+        errors
+            .iter()
+            .filter(|e| e["handler"] == format!("control_pkg.Control.{handler}"))
+            .collect()
+    };
+    // Two iterations: each failing handler is reported per call.
+    let raised = of("raiser");
+    assert_eq!(raised.len(), 2, "{errors:#?}");
+    assert_eq!(raised[0]["plugin"], "control");
+    assert_eq!(raised[0]["dialect"], "codumentor");
+    assert_eq!(raised[0]["event"], "onPromptAssemble");
+    assert_eq!(raised[0]["error"], "KeyError: 'missing index'");
+    let hung = of("hanger");
+    assert_eq!(hung.len(), 2, "{errors:#?}");
+    assert_eq!(hung[0]["error"], "timed out after 0.5 s and was skipped");
+    let wrong = of("wrong_shape");
+    assert_eq!(wrong.len(), 2, "{errors:#?}");
+    assert!(
+        wrong[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("'patch' must be a dict"),
+        "{wrong:#?}"
+    );
+    assert!(
+        !env.log_lines().contains(&"after defer ran".to_string()),
+        "defer stops the event's chain"
+    );
+    assert_eq!(report["reply"], "listed!");
+}
