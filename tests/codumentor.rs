@@ -976,8 +976,13 @@ fn short_circuit_from_after_input_makes_no_model_call_and_runs_the_response_hook
     assert_eq!(report["ended_by"], "short_circuit", "{report:#}");
     assert_eq!(report["model_calls"], serde_json::json!([]));
     assert_eq!(report["reply"], "answered early!");
-    assert_eq!(env.transcript("c1").last().unwrap()["content"], "answered early!");
-    assert!(env.log_lines().contains(&"before_send answered early".to_string()));
+    assert_eq!(
+        env.transcript("c1").last().unwrap()["content"],
+        "answered early!"
+    );
+    assert!(env
+        .log_lines()
+        .contains(&"before_send answered early".to_string()));
 }
 
 #[test]
@@ -988,13 +993,19 @@ fn short_circuit_from_after_llm_discards_the_reply_and_its_tool_calls() {
     assert_eq!(report["ended_by"], "short_circuit", "{report:#}");
     assert_eq!(report["reply"], "cut short!");
     assert_eq!(report["model_calls"].as_array().unwrap().len(), 1);
-    assert_eq!(report["tool_calls"], serde_json::json!([]), "its tool calls never ran");
+    assert_eq!(
+        report["tool_calls"],
+        serde_json::json!([]),
+        "its tool calls never ran"
+    );
     let transcript = env.transcript("c2");
     assert!(
         !transcript.iter().any(|m| m.get("tool_calls").is_some()),
         "{transcript:#?}"
     );
-    assert!(env.log_lines().contains(&"after_llm saw list_dir".to_string()));
+    assert!(env
+        .log_lines()
+        .contains(&"after_llm saw list_dir".to_string()));
 }
 
 #[test]
@@ -1005,15 +1016,30 @@ fn abort_turn_outranks_a_veto_and_completes_the_turn() {
     assert_eq!(report["completed"], true, "{report:#}");
     assert_eq!(report["ended_by"], "aborted");
     assert_eq!(report["aborted"], "budget exhausted");
-    assert_eq!(report["reply"], "Stopping here.", "no response hooks on an abort");
+    assert_eq!(
+        report["reply"], "Stopping here.",
+        "no response hooks on an abort"
+    );
     assert_eq!(report["model_calls"].as_array().unwrap().len(), 1);
-    assert_eq!(report["tool_calls"][0]["result"], "[blocked: budget exhausted]");
+    assert_eq!(
+        report["tool_calls"][0]["result"],
+        "[blocked: budget exhausted]"
+    );
     assert_eq!(report["tool_calls"][0]["outcome"], "blocked");
     let log = env.log_lines();
-    assert!(log.contains(&"later handler still ran".to_string()), "{log:?}");
-    assert!(log.contains(&"aborted budget exhausted / Stopping here.".to_string()), "{log:?}");
+    assert!(
+        log.contains(&"later handler still ran".to_string()),
+        "{log:?}"
+    );
+    assert!(
+        log.contains(&"aborted budget exhausted / Stopping here.".to_string()),
+        "{log:?}"
+    );
     assert!(!log.iter().any(|l| l.starts_with("before_send")), "{log:?}");
-    assert_eq!(env.transcript("c3").last().unwrap()["content"], "Stopping here.");
+    assert_eq!(
+        env.transcript("c3").last().unwrap()["content"],
+        "Stopping here."
+    );
 }
 
 #[test]
@@ -1058,4 +1084,133 @@ fn raising_hanging_and_wrong_shape_handlers_fail_open_and_are_reported() {
         "defer stops the event's chain"
     );
     assert_eq!(report["reply"], "listed!");
+}
+
+#[test]
+fn llm_retry_retries_a_failed_call_once_then_on_error_fires() {
+    let env = Env::new();
+    env.plugin(
+        "recovery",
+        "entry: recovery_pkg:Recovery\n",
+        &[(
+            "recovery_pkg/__init__.py",
+            r#"
+import os
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+class Recovery:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onLLMError", self.on_llm_error)
+        bus.on("onError", self.on_error)
+        bus.on("onBeforeSendResponse", self.on_send)
+
+    async def on_llm_error(self, agent, ctx, payload):
+        log(f"llm_error model={payload['model']} keys={','.join(sorted(payload))}")
+        return {"type": "llm_retry"}
+
+    async def on_error(self, agent, ctx, payload):
+        log(f"on_error where={payload['context']['where']} session={payload['context']['session_id']} has_text={'model call failed' in payload['error']}")
+
+    async def on_send(self, agent, ctx, payload):
+        log("send")
+"#,
+        )],
+    );
+    env.enable(&["recovery"]);
+    // Nothing listens on this loopback port: every provider call fails.
+    let mut cmd = env.command(&[
+        "run",
+        "--json",
+        "--model",
+        "openai:test-model",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--session",
+        "r1",
+        "hi",
+    ]);
+    cmd.env("OPENAI_API_KEY", "test");
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["completed"], false, "{report:#}");
+    assert_eq!(report["ended_by"], "error");
+    let log = env.log_lines();
+    assert_eq!(
+        log.iter()
+            .filter(|l| l.starts_with(
+                "llm_error model=openai:test-model keys=error,messages,model,params,tools"
+            ))
+            .count(),
+        2,
+        "one retry, then the error propagates: {log:#?}"
+    );
+    assert!(
+        log.contains(&"on_error where=agent_loop session=r1 has_text=True".to_string()),
+        "{log:#?}"
+    );
+    assert!(
+        !log.contains(&"send".to_string()),
+        "no response hooks on a failed turn"
+    );
+}
+
+#[test]
+fn flowly_and_codumentor_plugins_share_one_turn_in_order() {
+    let env = Env::new();
+    common::write_plugin(
+        &env.home.path().join("plugins"),
+        "flowly-side",
+        "name: flowly-side\n",
+        &[(
+            "__init__.py",
+            "def register(ctx):\n    ctx.register_hook('pre_llm_call', lambda c: 'flowly context')\n    ctx.register_hook('transform_tool_result', lambda c: c.result + ' [flowly]')\n",
+        )],
+    );
+    env.plugin(
+        "codu-side",
+        "entry: codu_side:Side\n",
+        &[(
+            "codu_side/__init__.py",
+            r#"
+import os
+
+class Side:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onAfterPromptAssemble", self.final)
+        bus.on("onToolInvokeEnd", self.tool_end)
+
+    async def final(self, agent, ctx, payload):
+        last = [m for m in payload["messages"] if m["role"] == "user"][-1]["content"]
+        with open(os.environ["CODU_LOG"], "a") as f:
+            f.write("final sees flowly: " + str("flowly context" in last) + "\n")
+
+    async def tool_end(self, agent, ctx, payload):
+        return {"type": "continue", "patch": {"result": payload["result"] + " [codumentor]"}}
+"#,
+        )],
+    );
+    env.enable(&["flowly-side", "codu-side"]);
+    let (out, report) = env.turn(ONE_TOOL, &["--session", "x1"], "hi");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["hook_errors"], serde_json::json!([]), "{report:#}");
+    assert!(env
+        .log_lines()
+        .contains(&"final sees flowly: True".to_string()));
+    let result = report["tool_calls"][0]["result"].as_str().unwrap();
+    assert!(
+        result.ends_with("[flowly] [codumentor]") || result.ends_with("[codumentor] [flowly]"),
+        "{result}"
+    );
+    let list = env.list();
+    assert_eq!(record(&list, "flowly-side")["dialect"], "flowly");
+    assert_eq!(record(&list, "codu-side")["dialect"], "codumentor");
 }

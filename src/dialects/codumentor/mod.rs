@@ -144,8 +144,10 @@ pub const IN_SCOPE: &[&str] = &[
 /// Why a Codumentor subscription will never be called, if it will not:
 /// `None` for an event plughost fires.
 pub fn never_fires(event: &str) -> Option<&'static str> {
-    if IN_SCOPE.contains(&event) {
+    if IN_SCOPE.contains(&event) && !points::points(event).is_empty() {
         None
+    } else if event == "onLLMStream" {
+        Some("plughost does not stream model deltas to hooks (run and chat alike): it never fires")
     } else if OUT_OF_SCOPE.contains(&event) {
         Some("a Codumentor server event a command-line host does not have: it never fires")
     } else {

@@ -96,7 +96,7 @@ impl CallState for Chain {
 }
 
 /// The per-turn Python objects, in the turn's scope.
-struct TurnSlot(Option<Turn>);
+struct TurnSlot(Option<Turn>, Mutex<std::collections::HashSet<usize>>);
 
 fn turn_objects(
     home: &std::path::Path,
@@ -104,17 +104,20 @@ fn turn_objects(
 ) -> Option<(Py<PyAny>, Py<PyAny>, Arc<TurnScope>)> {
     let scope = lc.turn.clone()?;
     let slot = scope.slot(super::DIALECT, || {
-        TurnSlot(Turn::start(
-            home,
-            None,
-            TurnInfo {
-                session_id: &lc.session_id,
-                user_id: "user",
-                channel: if lc.delegate { "delegate" } else { "cli" },
-                model: &lc.model,
-                kind: if lc.delegate { "subagent" } else { "main" },
-            },
-        ))
+        TurnSlot(
+            Turn::start(
+                home,
+                None,
+                TurnInfo {
+                    session_id: &lc.session_id,
+                    user_id: "user",
+                    channel: if lc.delegate { "delegate" } else { "cli" },
+                    model: &lc.model,
+                    kind: if lc.delegate { "subagent" } else { "main" },
+                },
+            ),
+            Mutex::default(),
+        )
     })?;
     let turn = slot.0.as_ref()?;
     if lc.iteration > 0 {
@@ -315,6 +318,7 @@ impl Handler {
             turn_objects(&self.home, lc)
         };
         let reply = lc.reply.clone();
+        let iteration = lc.iteration;
         let event = self.event.clone();
         let started = try_attach(|py| -> PyResult<Awaited> {
             let module = installed(py)?.module.bind(py);
@@ -335,7 +339,15 @@ impl Handler {
         let scope = objects.map(|(_, _, s)| s);
         let finish = move |r: PyResult<Py<PyAny>>| -> Result<HookAction, HookError> {
             try_attach(|py| match r {
-                Ok(v) => answer(py, v.bind(py), &event, &chain, &reply, scope.as_deref()),
+                Ok(v) => answer(
+                    py,
+                    v.bind(py),
+                    &event,
+                    &chain,
+                    &reply,
+                    scope.as_deref(),
+                    iteration,
+                ),
                 Err(e) => Err(HookError::Raised(plugin_error(py, &e))),
             })
             .unwrap_or_else(|e| Err(HookError::NotRun(e.to_string())))
@@ -370,7 +382,7 @@ impl Handler {
         });
         let finish = move |r: PyResult<Py<PyAny>>| -> Result<HookAction, HookError> {
             try_attach(|py| match r {
-                Ok(v) => answer(py, v.bind(py), &event, &chain, &Value::Null, None)
+                Ok(v) => answer(py, v.bind(py), &event, &chain, &Value::Null, None, 0)
                     .map(|_| HookAction::Continue),
                 Err(e) => Err(HookError::Raised(plugin_error(py, &e))),
             })
@@ -403,6 +415,7 @@ fn answer(
     chain: &Chain,
     reply: &Value,
     scope: Option<&TurnScope>,
+    iteration: usize,
 ) -> Result<HookAction, HookError> {
     if let Some(scope) = scope {
         drain_ui_events(py, scope);
@@ -483,7 +496,20 @@ fn answer(
                 })))
             }
             Decision::LlmRetry { .. } => {
-                HookAction::Decide(LoopDecision::RetryModelCall { delay_ms: 0 })
+                // "Request a single retry of the failed LLM call": once per call.
+                let first = scope
+                    .and_then(|s| s.slot(super::DIALECT, || TurnSlot(None, Mutex::default())))
+                    .is_some_and(|slot| {
+                        slot.1
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(iteration)
+                    });
+                if first {
+                    HookAction::Decide(LoopDecision::RetryModelCall { delay_ms: 0 })
+                } else {
+                    HookAction::Continue
+                }
             }
             Decision::RequeueTool { .. }
             | Decision::RetryWith { .. }
@@ -500,7 +526,7 @@ fn answer(
 }
 
 fn drain_ui_events(py: Python<'_>, scope: &TurnScope) {
-    let Some(slot) = scope.slot(super::DIALECT, || TurnSlot(None)) else {
+    let Some(slot) = scope.slot(super::DIALECT, || TurnSlot(None, Mutex::default())) else {
         return;
     };
     let Some(turn) = slot.0.as_ref() else { return };
