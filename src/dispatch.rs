@@ -459,6 +459,14 @@ pub async fn fire_entries(
         };
         let action = match answer {
             Ok(HookAction::Continue) => continue,
+            // An edit of a loop point's context: applied now, so the next
+            // callback sees it; not an answer under the policy.
+            Ok(HookAction::Decide(crate::hooks::LoopDecision::Edit(edit))) => {
+                if let HookPayload::Loop(ctx) = &mut payload {
+                    edit.apply(ctx);
+                }
+                continue;
+            }
             Ok(action) => action,
             Err(err) => {
                 report_hook_error(entry, event, &err);

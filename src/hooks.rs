@@ -299,14 +299,14 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
         &[ActionKind::Skip, ActionKind::Rewrite],
     ),
     spec(HookEvent::HostStart, Policy::Observe, &[]),
-    spec(HookEvent::InputReceived, Policy::Chain, &[]),
+    spec(HookEvent::InputReceived, Policy::Chain, DECIDE),
     spec(HookEvent::CompactBefore, Policy::StopAtFirst, DECIDE),
     spec(HookEvent::CompactFailed, Policy::Observe, &[]),
     spec(HookEvent::HistoryReady, Policy::FirstWins, DECIDE),
     spec(HookEvent::IterationStart, Policy::Collect, DECIDE),
-    spec(HookEvent::PromptAssemble, Policy::Chain, &[]),
-    spec(HookEvent::PromptFinal, Policy::Chain, &[]),
-    spec(HookEvent::ModelCallStart, Policy::Chain, &[]),
+    spec(HookEvent::PromptAssemble, Policy::Chain, DECIDE),
+    spec(HookEvent::PromptFinal, Policy::Chain, DECIDE),
+    spec(HookEvent::ModelCallStart, Policy::Chain, DECIDE),
     spec(HookEvent::ModelCallError, Policy::FirstWins, DECIDE),
     spec(HookEvent::ModelReplied, Policy::FirstWins, DECIDE),
     spec(HookEvent::ToolBefore, Policy::StopAtFirst, DECIDE),
@@ -314,7 +314,7 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
     spec(HookEvent::ToolExecuting, Policy::Observe, &[]),
     spec(HookEvent::ToolAfter, Policy::Merge, DECIDE),
     spec(HookEvent::ToolAfterChain, Policy::FirstWins, DECIDE),
-    spec(HookEvent::ResponseBeforeSend, Policy::Chain, &[]),
+    spec(HookEvent::ResponseBeforeSend, Policy::Chain, DECIDE),
     spec(HookEvent::ResponsePersisted, Policy::Observe, &[]),
     spec(HookEvent::TurnEnded, Policy::Observe, &[]),
 ];
@@ -526,6 +526,11 @@ pub struct LoopContext {
 /// cannot act on it).
 #[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
 pub enum LoopDecision {
+    /// An edit of the point's context, applied before the next callback
+    /// runs (so later callbacks see it: chaining), at any point whose
+    /// context has that field. Edits are not answers: the point's policy
+    /// counts only the other decisions.
+    Edit(LoopEdit),
     /// P5 (`iteration_start`): append these messages to the in-flight list.
     Append(Vec<Value>),
     /// P9: refuse the call; `text` is the result the model sees, `reason`
@@ -564,6 +569,37 @@ pub enum LoopDecision {
 /// cross-dialect order: Felix, then Codumentor); equal priorities keep
 /// registration order.
 pub const FIRST_LANE_PRIORITY: i32 = i32::MIN;
+
+/// An edit of a [`LoopContext`] field (see [`LoopDecision::Edit`]).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
+pub enum LoopEdit {
+    /// Replace [`LoopContext::messages`].
+    Messages(Vec<Value>),
+    /// Replace [`LoopContext::text`].
+    Text(String),
+    /// Replace [`LoopContext::result`].
+    Result(String),
+    /// Replace [`LoopContext::reply`].
+    Reply(Value),
+    /// Replace [`LoopContext::model`].
+    Model(String),
+    /// Merge into [`LoopContext::params`].
+    Params(Map<String, Value>),
+}
+
+impl LoopEdit {
+    /// Apply the edit to `ctx`.
+    pub fn apply(self, ctx: &mut LoopContext) {
+        match self {
+            LoopEdit::Messages(m) => ctx.messages = m,
+            LoopEdit::Text(t) => ctx.text = t,
+            LoopEdit::Result(r) => ctx.result = r,
+            LoopEdit::Reply(r) => ctx.reply = r,
+            LoopEdit::Model(m) => ctx.model = m,
+            LoopEdit::Params(p) => ctx.params.extend(p),
+        }
+    }
+}
 
 /// How often one model call is retried on [`LoopDecision::RetryModelCall`].
 pub const MAX_MODEL_RETRIES: usize = 3;
