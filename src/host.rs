@@ -54,6 +54,11 @@ pub struct PluginRecord {
     pub provides_web_providers: Vec<String>,
     /// Runs in its own worker process (`plugins.isolate`, `--isolate`).
     pub isolated: bool,
+    /// What its dialect loads (`module:register` for Felix); null when the
+    /// dialect has no such notion (Flowly's `__init__.py`).
+    pub entry: Option<String>,
+    /// Plugins it loads after (Codumentor); empty for the others.
+    pub dependencies: Vec<String>,
 }
 
 impl PluginRecord {
@@ -81,6 +86,8 @@ impl PluginRecord {
             requires_env: Vec::new(),
             provides_web_providers: Vec::new(),
             isolated: false,
+            entry: None,
+            dependencies: Vec::new(),
         }
     }
 }
@@ -551,6 +558,10 @@ fn load_candidate(
             .map(|m| m.provides_web_providers.clone())
             .unwrap_or_default(),
         isolated: isolate.is_some(),
+        entry: crate::dialects::by_name(c.dialect).and_then(|d| d.entry(&c.key, &c.dir)),
+        dependencies: crate::dialects::by_name(c.dialect)
+            .map(|d| d.dependencies(&c.key, &c.dir))
+            .unwrap_or_default(),
     };
     if !c.enabled || c.skip_reason.is_some() {
         if record.status == PluginStatus::Failed {
