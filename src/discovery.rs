@@ -24,6 +24,8 @@ use crate::manifest::{self, Manifest, PluginKind};
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     Bundled,
+    /// An installed distribution's entry point (Felix's `felix.plugins`).
+    Entrypoint,
     User,
     Project,
 }
@@ -32,6 +34,7 @@ impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Bundled => "bundled",
+            Source::Entrypoint => "entrypoint",
             Source::User => "user",
             Source::Project => "project",
         }

@@ -456,14 +456,6 @@ pub async fn fire_entries(
                 .await
                 .unwrap_or(Err(HookError::TimedOut(limit))),
         };
-        // An edit of a loop point's context takes effect at once, under any policy.
-        let answer = match (answer, &mut payload) {
-            (Ok(HookAction::Decide(LoopDecision::Edit(edit))), HookPayload::Loop(lc)) => {
-                (*edit).apply(lc);
-                continue;
-            }
-            (answer, _) => answer,
-        };
         let answer = match answer {
             Ok(action) if action.kind().is_some_and(|k| !spec.accepts.contains(&k)) => {
                 Err(HookError::WrongShape(format!("{action:?}"), event))
@@ -472,6 +464,14 @@ pub async fn fire_entries(
         };
         let action = match answer {
             Ok(HookAction::Continue) => continue,
+            // An edit of a loop point's context: applied now, so the next
+            // callback sees it; not an answer under the policy.
+            Ok(HookAction::Decide(crate::hooks::LoopDecision::Edit(edit))) => {
+                if let HookPayload::Loop(ctx) = &mut payload {
+                    edit.apply(ctx);
+                }
+                continue;
+            }
             Ok(action) => action,
             Err(err) => {
                 report_hook_error(entry, event, &err);

@@ -299,14 +299,14 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
         &[ActionKind::Skip, ActionKind::Rewrite],
     ),
     spec(HookEvent::HostStart, Policy::Observe, &[]),
-    spec(HookEvent::InputReceived, Policy::Chain, &[]),
+    spec(HookEvent::InputReceived, Policy::Chain, DECIDE),
     spec(HookEvent::CompactBefore, Policy::StopAtFirst, DECIDE),
     spec(HookEvent::CompactFailed, Policy::Observe, &[]),
     spec(HookEvent::HistoryReady, Policy::FirstWins, DECIDE),
     spec(HookEvent::IterationStart, Policy::Collect, DECIDE),
-    spec(HookEvent::PromptAssemble, Policy::Chain, &[]),
-    spec(HookEvent::PromptFinal, Policy::Chain, &[]),
-    spec(HookEvent::ModelCallStart, Policy::Chain, &[]),
+    spec(HookEvent::PromptAssemble, Policy::Chain, DECIDE),
+    spec(HookEvent::PromptFinal, Policy::Chain, DECIDE),
+    spec(HookEvent::ModelCallStart, Policy::Chain, DECIDE),
     spec(HookEvent::ModelCallError, Policy::FirstWins, DECIDE),
     spec(HookEvent::ModelReplied, Policy::FirstWins, DECIDE),
     spec(HookEvent::ToolBefore, Policy::StopAtFirst, DECIDE),
@@ -314,7 +314,7 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
     spec(HookEvent::ToolExecuting, Policy::Observe, &[]),
     spec(HookEvent::ToolAfter, Policy::Merge, DECIDE),
     spec(HookEvent::ToolAfterChain, Policy::FirstWins, DECIDE),
-    spec(HookEvent::ResponseBeforeSend, Policy::Chain, &[]),
+    spec(HookEvent::ResponseBeforeSend, Policy::Chain, DECIDE),
     spec(HookEvent::ResponsePersisted, Policy::Observe, &[]),
     spec(HookEvent::TurnEnded, Policy::Observe, &[]),
 ];
@@ -526,6 +526,11 @@ pub struct LoopContext {
 /// cannot act on it).
 #[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
 pub enum LoopDecision {
+    /// An edit of the point's context, applied before the next callback
+    /// runs (so later callbacks see it: chaining), at any point whose
+    /// context has that field. Edits are not answers: the point's policy
+    /// counts only the other decisions.
+    Edit(LoopEdit),
     /// P5 (`iteration_start`): append these messages to the in-flight list.
     Append(Vec<Value>),
     /// P9: refuse the call; `text` is the result the model sees, `reason`
@@ -557,56 +562,6 @@ pub enum LoopDecision {
     CancelCompaction,
     /// P2c: replace the dropped messages with this summary.
     Summary(String),
-    /// Any loop point: edit its context in place, at once (a dialect whose
-    /// callbacks answer asynchronously cannot hold the context; see
-    /// [`LoopEdit`]). Never collected as an answer.
-    Edit(Box<LoopEdit>),
-}
-
-/// Edits of a [`LoopContext`] a callback asks for (each field set replaces
-/// the context's; `params` is merged; `append` extends `messages`).
-#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, Serialize)]
-pub struct LoopEdit {
-    pub text: Option<String>,
-    pub messages: Option<Vec<Value>>,
-    pub append: Vec<Value>,
-    pub tools: Option<Vec<Value>>,
-    pub model: Option<String>,
-    pub params: Option<Map<String, Value>>,
-    pub reply: Option<Value>,
-    pub result: Option<String>,
-    pub arguments: Option<Value>,
-}
-
-impl LoopEdit {
-    /// Apply the edit to `lc`.
-    pub fn apply(self, lc: &mut LoopContext) {
-        if let Some(v) = self.text {
-            lc.text = v;
-        }
-        if let Some(v) = self.messages {
-            lc.messages = v;
-        }
-        lc.messages.extend(self.append);
-        if let Some(v) = self.tools {
-            lc.tools = v;
-        }
-        if let Some(v) = self.model {
-            lc.model = v;
-        }
-        if let Some(v) = self.params {
-            lc.params.extend(v);
-        }
-        if let Some(v) = self.reply {
-            lc.reply = v;
-        }
-        if let Some(v) = self.result {
-            lc.result = v;
-        }
-        if let Some(v) = self.arguments {
-            lc.tool_call.arguments = v;
-        }
-    }
 }
 
 /// The priority a dialect registers its loop-point callbacks at so that they
@@ -614,6 +569,50 @@ impl LoopEdit {
 /// cross-dialect order: Felix, then Codumentor); equal priorities keep
 /// registration order.
 pub const FIRST_LANE_PRIORITY: i32 = i32::MIN;
+
+/// An edit of a [`LoopContext`] field (see [`LoopDecision::Edit`]).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
+pub enum LoopEdit {
+    /// Replace [`LoopContext::messages`].
+    Messages(Vec<Value>),
+    /// Replace [`LoopContext::text`].
+    Text(String),
+    /// Replace [`LoopContext::result`].
+    Result(String),
+    /// Replace [`LoopContext::reply`].
+    Reply(Value),
+    /// Replace [`LoopContext::model`].
+    Model(String),
+    /// Merge into [`LoopContext::params`].
+    Params(Map<String, Value>),
+    /// Replace [`LoopContext::tools`] (what this call offers).
+    Tools(Vec<Value>),
+    /// Append to [`LoopContext::messages`].
+    Append(Vec<Value>),
+    /// Several edits, in order (one answer that changes several fields).
+    All(Vec<LoopEdit>),
+}
+
+impl LoopEdit {
+    /// Apply the edit to `ctx`.
+    pub fn apply(self, ctx: &mut LoopContext) {
+        match self {
+            LoopEdit::Messages(m) => ctx.messages = m,
+            LoopEdit::Text(t) => ctx.text = t,
+            LoopEdit::Result(r) => ctx.result = r,
+            LoopEdit::Reply(r) => ctx.reply = r,
+            LoopEdit::Model(m) => ctx.model = m,
+            LoopEdit::Params(p) => ctx.params.extend(p),
+            LoopEdit::Tools(t) => ctx.tools = t,
+            LoopEdit::Append(m) => ctx.messages.extend(m),
+            LoopEdit::All(edits) => {
+                for edit in edits {
+                    edit.apply(ctx);
+                }
+            }
+        }
+    }
+}
 
 /// How often one model call is retried on [`LoopDecision::RetryModelCall`].
 pub const MAX_MODEL_RETRIES: usize = 3;

@@ -43,10 +43,6 @@ pub struct PluginRecord {
     /// The plugin API it is loaded through (`flowly`, `hermes`, `codumentor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dialect: Option<&'static str>,
-    /// What its API loads: `module:Class` (Codumentor); `null` for Flowly.
-    pub entry: Option<String>,
-    /// Keys of the plugins it loads after (Codumentor's `dependencies`).
-    pub dependencies: Vec<String>,
     pub path: PathBuf,
     pub tools: Vec<String>,
     pub hooks: Vec<String>,
@@ -58,6 +54,11 @@ pub struct PluginRecord {
     pub provides_web_providers: Vec<String>,
     /// Runs in its own worker process (`plugins.isolate`, `--isolate`).
     pub isolated: bool,
+    /// What its dialect loads (`module:register` for Felix); null when the
+    /// dialect has no such notion (Flowly's `__init__.py`).
+    pub entry: Option<String>,
+    /// Plugins it loads after (Codumentor); empty for the others.
+    pub dependencies: Vec<String>,
 }
 
 impl PluginRecord {
@@ -77,8 +78,6 @@ impl PluginRecord {
             error: None,
             failure: None,
             dialect: None,
-            entry: None,
-            dependencies: Vec::new(),
             path: PathBuf::new(),
             tools: Vec::new(),
             hooks: Vec::new(),
@@ -87,6 +86,8 @@ impl PluginRecord {
             requires_env: Vec::new(),
             provides_web_providers: Vec::new(),
             isolated: false,
+            entry: None,
+            dependencies: Vec::new(),
         }
     }
 }
@@ -550,10 +551,6 @@ fn load_candidate(
         error: c.skip_reason.clone(),
         failure: None,
         dialect: Some(c.dialect),
-        entry: manifest.and_then(|m| m.dialect.entry.clone()),
-        dependencies: manifest
-            .map(|m| m.dialect.dependencies.clone())
-            .unwrap_or_default(),
         path: c.dir.clone(),
         tools: Vec::new(),
         hooks: Vec::new(),
@@ -566,6 +563,10 @@ fn load_candidate(
             .map(|m| m.provides_web_providers.clone())
             .unwrap_or_default(),
         isolated: isolate.is_some(),
+        entry: crate::dialects::by_name(c.dialect).and_then(|d| d.entry(&c.key, &c.dir)),
+        dependencies: crate::dialects::by_name(c.dialect)
+            .map(|d| d.dependencies(&c.key, &c.dir))
+            .unwrap_or_default(),
     };
     if !c.enabled || c.skip_reason.is_some() {
         if record.status == PluginStatus::Failed {

@@ -520,6 +520,16 @@ impl Dialect for Codumentor {
         }
     }
 
+    fn entry(&self, _key: &str, dir: &Path) -> Option<String> {
+        crate::manifest::load(dir).ok()?.dialect.entry
+    }
+
+    fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
+        crate::manifest::load(dir)
+            .map(|m| m.dialect.dependencies)
+            .unwrap_or_default()
+    }
+
     fn origin(&self) -> Option<String> {
         crate::runtime::Runtime::get()?;
         try_attach(|py| {

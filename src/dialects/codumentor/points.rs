@@ -263,21 +263,24 @@ fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Value>> {
 }
 
 /// What the chain's payload feeds back into the point's context.
-fn edit_of(event: &str, payload: &Map<String, Value>, lc_reply: &Value) -> Option<LoopEdit> {
+fn edit_of(event: &str, payload: &Map<String, Value>) -> Option<LoopEdit> {
     let text = |k: &str| payload.get(k).and_then(Value::as_str).map(str::to_string);
-    let mut edit = LoopEdit::default();
     match event {
-        "onInputReceived" => edit.text = text("raw"),
+        "onInputReceived" => text("raw").map(LoopEdit::Text),
         "onPromptAssemble" => {
-            edit.messages = payload.get("messages").and_then(Value::as_array).cloned();
-            edit.tools = payload.get("tools").and_then(openai_tools);
+            let mut edits = Vec::new();
+            if let Some(m) = payload.get("messages").and_then(Value::as_array) {
+                edits.push(LoopEdit::Messages(m.clone()));
+            }
+            if let Some(t) = payload.get("tools").and_then(openai_tools) {
+                edits.push(LoopEdit::Tools(t));
+            }
+            Some(LoopEdit::All(edits))
         }
-        "onToolInvokeEnd" => edit.result = text("result"),
-        "onBeforeSendResponse" => edit.text = text("assistant_text"),
-        _ => return None,
+        "onToolInvokeEnd" => text("result").map(LoopEdit::Result),
+        "onBeforeSendResponse" => text("assistant_text").map(LoopEdit::Text),
+        _ => None,
     }
-    let _ = lc_reply;
-    Some(edit)
 }
 
 impl Handler {
@@ -467,17 +470,12 @@ fn answer(
                 assistant_text,
             }),
             Decision::ParamPatch { model, params, .. } => {
-                HookAction::Decide(LoopDecision::Edit(Box::new(LoopEdit {
-                    model,
-                    params: Some(params),
-                    ..Default::default()
-                })))
+                let mut edits = vec![LoopEdit::Params(params)];
+                edits.extend(model.map(LoopEdit::Model));
+                HookAction::Decide(LoopDecision::Edit(LoopEdit::All(edits)))
             }
             Decision::InsertStep { messages, .. } => {
-                HookAction::Decide(LoopDecision::Edit(Box::new(LoopEdit {
-                    append: messages,
-                    ..Default::default()
-                })))
+                HookAction::Decide(LoopDecision::Edit(LoopEdit::Append(messages)))
             }
             Decision::EnqueueTool { tool, args, .. } => {
                 static ENQUEUED: std::sync::atomic::AtomicU64 =
@@ -490,10 +488,7 @@ fn answer(
                     Some(calls) => calls.push(call),
                     None => reply["tool_calls"] = json!([call]),
                 }
-                HookAction::Decide(LoopDecision::Edit(Box::new(LoopEdit {
-                    reply: Some(reply),
-                    ..Default::default()
-                })))
+                HookAction::Decide(LoopDecision::Edit(LoopEdit::Reply(reply)))
             }
             Decision::LlmRetry { .. } => {
                 // "Request a single retry of the failed LLM call": once per call.
@@ -519,8 +514,8 @@ fn answer(
             }
         });
     }
-    Ok(match edit_of(event, &payload, reply) {
-        Some(edit) => HookAction::Decide(LoopDecision::Edit(Box::new(edit))),
+    Ok(match edit_of(event, &payload) {
+        Some(edit) => HookAction::Decide(LoopDecision::Edit(edit)),
         None => HookAction::Continue,
     })
 }
