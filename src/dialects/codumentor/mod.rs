@@ -223,37 +223,6 @@ pub enum Decision {
     },
 }
 
-/// How a handler's answer went unused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    Raised,
-    TimedOut,
-    Overran,
-    WrongShape,
-}
-
-/// One handler whose answer was not used (reported, never propagated).
-#[derive(Clone, Debug, PartialEq)]
-pub struct HandlerFailure {
-    pub plugin: String,
-    /// `module.qualname` of the handler.
-    pub handler: String,
-    pub kind: FailureKind,
-    /// `<ExceptionType>: <message>`, `timed out after N s and was
-    /// skipped`, or a sentence naming the wrong-shape answer.
-    pub error: String,
-}
-
-/// What firing one event gave: the payload as the chain left it, the
-/// decisions in handler order, and the failures.
-#[derive(Clone, Debug, Default)]
-pub struct Fired {
-    pub payload: Map<String, Value>,
-    pub decisions: Vec<Decision>,
-    pub failures: Vec<HandlerFailure>,
-}
-
 /// The Python half, installed once per process.
 struct Installed {
     module: Py<PyModule>,

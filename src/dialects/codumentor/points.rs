@@ -107,7 +107,6 @@ fn turn_objects(
         TurnSlot(
             Turn::start(
                 home,
-                None,
                 TurnInfo {
                     session_id: &lc.session_id,
                     user_id: "user",

@@ -1,34 +1,29 @@
-//! Firing Codumentor events from the agent loop: one `ctx` dict and one
-//! `agent` facade per turn (§2.5, §7 D7), the chain run in Python over the
-//! host's subscriptions, and the answers handed back as typed
-//! [`Decision`]s with the [`HandlerFailure`]s to report (fail open, D6).
-//! Also the tools plugins register during turns through
+//! The per-turn objects Codumentor handlers share: one `ctx` dict and one
+//! `agent` facade per turn (§2.5, §7 D7; see `points` for where they are
+//! made), and the tools plugins register during turns through
 //! `agent.tool_registry.register_tool` ([`runtime_tool`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{installed, per_home, Decision, FailureKind, Fired, HandlerFailure, INSTALLED};
+use super::{installed, per_home, INSTALLED};
 use crate::hooks::ToolCallContext;
 use crate::outcome::{PluginError, Renderer, StandardRenderer, ToolOutcome};
-use crate::registry::{Registry, Tool, ToolHandler, ToolReturn, ToolSpec};
+use crate::registry::{Tool, ToolHandler, ToolReturn, ToolSpec};
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::value::to_json;
 use crate::runtime::{plugin_error, try_attach};
 
 /// The per-turn Python objects handlers share.
 pub struct Turn {
-    home: PathBuf,
     agent: Py<PyAny>,
     ctx: Py<PyDict>,
     ui_events: Py<PyList>,
-    budget: Option<Duration>,
 }
 
 /// Who a turn belongs to (the `ctx` keys and the agent facade).
@@ -55,7 +50,7 @@ pub fn active(home: &Path) -> bool {
 
 impl Turn {
     /// The objects of a new turn; `None` when no Codumentor plugin is loaded.
-    pub fn start(home: &Path, budget: Option<Duration>, info: TurnInfo<'_>) -> Option<Turn> {
+    pub fn start(home: &Path, info: TurnInfo<'_>) -> Option<Turn> {
         if !active(home) {
             return None;
         }
@@ -81,11 +76,9 @@ impl Turn {
             let (agent, ctx, ui): (Bound<'_, PyAny>, Bound<'_, PyDict>, Bound<'_, PyList>) =
                 made.extract()?;
             Ok(Turn {
-                home: home.to_path_buf(),
                 agent: agent.unbind(),
                 ctx: ctx.unbind(),
                 ui_events: ui.unbind(),
-                budget,
             })
         });
         match made {
@@ -111,189 +104,6 @@ impl Turn {
     /// `ctx["step"]`: the current iteration, 1-based.
     pub fn set_step(&self, step: u32) {
         let _ = try_attach(|py| self.ctx.bind(py).set_item("step", step));
-    }
-
-    /// Fire `event` to every handler, chained, with this turn's agent and ctx.
-    pub async fn fire(&self, event: &str, payload: Map<String, Value>) -> Fired {
-        let (agent, ctx) =
-            match try_attach(|py| (self.agent.clone_ref(py), self.ctx.clone_ref(py).into_any())) {
-                Ok(pair) => pair,
-                Err(_) => return unfired(payload),
-            };
-        fire_with(&self.home, event, Some((agent, ctx)), payload, self.budget).await
-    }
-
-    /// The `{type, data}` records of `ctx["ui_event_emitter"]`, in order.
-    pub fn ui_events(&self) -> Vec<Value> {
-        try_attach(|py| match to_json(self.ui_events.bind(py).as_any()) {
-            Ok(Value::Array(items)) => items,
-            _ => Vec::new(),
-        })
-        .unwrap_or_default()
-    }
-
-    /// Log (once per turn) the `deferred_revision_jobs` handlers appended:
-    /// plughost has no background job queue (§2.5).
-    pub fn drop_deferred_jobs(&self) {
-        let _ = try_attach(|py| {
-            let jobs = self
-                .ctx
-                .bind(py)
-                .get_item("deferred_revision_jobs")
-                .ok()
-                .flatten();
-            if let Some(jobs) = jobs.filter(|j| j.len().is_ok_and(|n| n > 0)) {
-                tracing::warn!(
-                    "{} deferred revision job(s) were requested in ctx[\"deferred_revision_jobs\"]; plughost has no background job queue, so they are dropped",
-                    jobs.len().unwrap_or(0)
-                );
-                let _ = jobs.call_method0("clear");
-            }
-        });
-    }
-}
-
-/// Fire `event` outside a turn (`onServerReady`, `onSessionEvict`): agent
-/// `None`, ctx `{}`.
-pub async fn fire_detached(
-    home: &Path,
-    event: &str,
-    payload: Map<String, Value>,
-    budget: Option<Duration>,
-) -> Fired {
-    if !active(home) {
-        return unfired(payload);
-    }
-    fire_with(home, event, None, payload, budget).await
-}
-
-fn unfired(payload: Map<String, Value>) -> Fired {
-    Fired {
-        payload,
-        ..Default::default()
-    }
-}
-
-async fn fire_with(
-    home: &Path,
-    event: &str,
-    turn: Option<(Py<PyAny>, Py<PyAny>)>,
-    payload: Map<String, Value>,
-    budget: Option<Duration>,
-) -> Fired {
-    let started = try_attach(|py| -> PyResult<Option<Awaited>> {
-        let module = installed(py)?.module.bind(py);
-        let (table, _) = per_home(py, home)?;
-        let entries = table.call_method1("ordered", (event,))?;
-        if entries.len()? == 0 {
-            return Ok(None);
-        }
-        let (agent, ctx) = match &turn {
-            Some((a, c)) => (a.bind(py).clone(), c.bind(py).clone()),
-            None => (py.None().into_bound(py), PyDict::new(py).into_any()),
-        };
-        let coro = module.getattr("fire")?.call1((
-            entries,
-            event,
-            agent,
-            ctx,
-            pythonize::pythonize(py, &payload)?,
-            budget.map(|b| b.as_secs_f64()),
-        ))?;
-        Ok(Some(bridge::resolve(py, coro)))
-    });
-    let outcome = match started {
-        Ok(Ok(None)) | Err(_) => return unfired(payload),
-        Ok(Ok(Some(Awaited::Ready(r)))) => r,
-        Ok(Ok(Some(Awaited::Pending(task)))) => task.await,
-        Ok(Err(e)) => Err(e),
-    };
-    try_attach(|py| match outcome {
-        Ok(v) => read_fired(v.bind(py), payload.clone(), event),
-        Err(e) => {
-            tracing::warn!(
-                "the Codumentor chain for {event} failed: {}",
-                plugin_error(py, &e).described()
-            );
-            unfired(payload.clone())
-        }
-    })
-    .unwrap_or_else(|_| unfired(payload))
-}
-
-/// The `(payload, decisions, failures)` tuple of the Python chain.
-fn read_fired(v: &Bound<'_, PyAny>, before: Map<String, Value>, event: &str) -> Fired {
-    let Ok((payload, decisions, failures)) = v.extract::<(
-        Bound<'_, PyAny>,
-        Bound<'_, PyAny>,
-        Vec<(String, String, String, String)>,
-    )>() else {
-        return unfired(before);
-    };
-    let payload = match to_json(&payload) {
-        Ok(Value::Object(map)) => map,
-        Ok(_) | Err(_) => {
-            tracing::warn!("a {event} handler left a payload that is not a JSON object; the payload before the chain is used");
-            before
-        }
-    };
-    let decisions = match to_json(&decisions) {
-        Ok(Value::Array(items)) => items
-            .into_iter()
-            .filter_map(|d| match serde_json::from_value::<Decision>(d) {
-                Ok(d) => Some(d),
-                Err(e) => {
-                    tracing::warn!("a {event} decision could not be read ({e}); ignored");
-                    None
-                }
-            })
-            .collect(),
-        _ => Vec::new(),
-    };
-    let failures = failures
-        .into_iter()
-        .map(|(plugin, handler, kind, error)| {
-            let kind = serde_json::from_value(Value::String(kind)).unwrap_or(FailureKind::Raised);
-            tracing::warn!("hook {event} handler {handler} of plugin '{plugin}' failed: {error}");
-            HandlerFailure {
-                plugin,
-                handler,
-                kind,
-                error,
-            }
-        })
-        .collect();
-    Fired {
-        payload,
-        decisions,
-        failures,
-    }
-}
-
-/// Count a fired event on its subscriptions' counters (`plugins doctor`):
-/// one call each, and every failure by kind.
-pub fn account(registry: &Registry, event: &str, fired: &Fired) {
-    for (name, h) in registry.hooks().iter() {
-        if name != event {
-            continue;
-        }
-        h.stats.calls.fetch_add(1, Ordering::Relaxed);
-        for f in fired
-            .failures
-            .iter()
-            .filter(|f| f.plugin == h.owner && f.handler == h.label)
-        {
-            h.stats.errors.fetch_add(1, Ordering::Relaxed);
-            match f.kind {
-                FailureKind::WrongShape => {
-                    h.stats.wrong_shape.fetch_add(1, Ordering::Relaxed);
-                }
-                FailureKind::TimedOut | FailureKind::Overran => {
-                    h.stats.timeouts.fetch_add(1, Ordering::Relaxed);
-                }
-                FailureKind::Raised => {}
-            }
-        }
     }
 }
 
