@@ -521,7 +521,7 @@ fn claim(top: &str, key: &str, backend: &Path) -> Result<(), PluginError> {
     let packages = packages.get_or_insert_with(HashMap::new);
     match packages.get(top) {
         Some((owner, _)) if owner != key => Err(load_error(
-            "ImportError",
+            "",
             &format!(
                 "package '{top}' is already provided by plugin '{owner}'; two Codumentor plugins cannot share a top-level package name"
             ),
@@ -594,7 +594,7 @@ fn load_in(
         Ok(c) if c.is_callable() => c,
         _ => {
             return Err(load_error(
-                "AttributeError",
+                "",
                 &format!("no class '{class_name}' in module '{module_name}'"),
             ))
         }
