@@ -1,7 +1,9 @@
 //! Finding plugins: bundled, user and project sources, and who is enabled.
 //!
 //! Depth-1 scan of each source root (dot-directories skipped), sources in
-//! order bundled → user → project. Enablement follows the Flowly rules:
+//! order bundled → user → project. A directory whose manifest says
+//! `dialect: codumentor` is a Codumentor plugin (code under `backend/`, no
+//! `__init__.py`); any other is a Flowly one. Enablement follows the Flowly rules:
 //! bundled plugins load unless disabled, user and project plugins only when
 //! listed in `plugins.enabled`, and `plugins.disabled` overrides everything.
 //! On a key collision enablement is decided first: a later plugin takes an
@@ -22,6 +24,8 @@ use crate::manifest::{self, Manifest, PluginKind};
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     Bundled,
+    /// An installed distribution's entry point (Felix's `felix.plugins`).
+    Entrypoint,
     User,
     Project,
     /// An installed distribution's entry point (a dialect's group).
@@ -32,6 +36,7 @@ impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Bundled => "bundled",
+            Source::Entrypoint => "entrypoint",
             Source::User => "user",
             Source::Project => "project",
             Source::Entrypoint => "entrypoint",
@@ -234,7 +239,9 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
                 for w in &m.warnings {
                     tracing::warn!("plugin '{key}': {w}");
                 }
-                if !dir.join("__init__.py").is_file() {
+                if let Some(problem) = crate::dialects::codumentor::layout_problem(m, dir) {
+                    skip_reason = Some(problem);
+                } else if !is_codumentor(m) && !dir.join("__init__.py").is_file() {
                     skip_reason = Some(
                         "no __init__.py (a plugin needs one that defines register(ctx))".into(),
                     );
@@ -242,6 +249,10 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
             }
         }
     }
+    let dialect = match &manifest {
+        Ok(m) if is_codumentor(m) => crate::dialects::codumentor::DIALECT,
+        _ => DIRECTORY_DIALECT,
+    };
     Candidate {
         key,
         source,
@@ -250,6 +261,11 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
         enabled,
         skip_reason,
         missing: false,
-        dialect: DIRECTORY_DIALECT,
+        dialect,
     }
+}
+
+/// A manifest saying `dialect: codumentor` (a Codumentor plugin directory).
+fn is_codumentor(m: &Manifest) -> bool {
+    m.dialect.name.as_deref() == Some(crate::dialects::codumentor::DIALECT)
 }

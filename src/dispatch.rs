@@ -6,12 +6,14 @@
 //! Every callback of an event runs, each isolated: a failing one is logged
 //! and counted, never propagated.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
 use crate::hooks::{
-    HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, Policy, ToolCallContext,
+    HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
+    LoopDecision, LoopToolCall, Policy, ToolCallContext, TurnScope,
 };
 pub use crate::outcome::{ArgumentProblem, PluginError, ToolOutcome, ToolResult, Unavailability};
 use crate::registry::{Registry, ToolReturn};
@@ -24,7 +26,68 @@ pub async fn call_tool(
     session_id: &str,
     tool_call_id: &str,
 ) -> ToolResult {
-    let Some(tool) = registry.tool(name) else {
+    call_tool_in_turn(registry, name, args, session_id, tool_call_id, None)
+        .await
+        .result
+}
+
+/// What the loop points of one tool call asked of the turn, beyond its result.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolMarks {
+    /// The call asks to end the turn after its batch (when every call does).
+    pub terminate: bool,
+    /// `(reason, assistant_text)`: end the turn after this batch.
+    pub abort: Option<(String, String)>,
+    /// End the loop with this answer after this batch.
+    pub short_circuit: Option<String>,
+}
+
+/// A tool call's result and its [`ToolMarks`].
+#[derive(Clone, Debug)]
+pub struct TurnToolResult {
+    pub result: ToolResult,
+    pub marks: ToolMarks,
+}
+
+/// [`call_tool`] within a turn: the tool loop points (P9, P9x, P10) see
+/// `turn`, and their decisions come back as [`ToolMarks`].
+pub async fn call_tool_in_turn(
+    registry: &Registry,
+    name: &str,
+    args: Value,
+    session_id: &str,
+    tool_call_id: &str,
+    turn: Option<(Arc<TurnScope>, bool)>,
+) -> TurnToolResult {
+    let mut marks = ToolMarks::default();
+    let result = pipeline(
+        registry,
+        name,
+        args,
+        session_id,
+        tool_call_id,
+        turn,
+        &mut marks,
+    )
+    .await;
+    TurnToolResult { result, marks }
+}
+
+async fn pipeline(
+    registry: &Registry,
+    name: &str,
+    args: Value,
+    session_id: &str,
+    tool_call_id: &str,
+    turn: Option<(Arc<TurnScope>, bool)>,
+    marks: &mut ToolMarks,
+) -> ToolResult {
+    let registered = registry.tool(name);
+    let runtime = registered
+        .is_none()
+        .then(|| registry.runtime_tool(name))
+        .flatten();
+    let Some(tool) = registered.or(runtime.as_ref()) else {
         return ToolResult {
             text: registry.renderer().render(name, &ToolOutcome::NotFound),
             outcome: ToolOutcome::NotFound,
@@ -100,6 +163,76 @@ pub async fn call_tool(
         }
     }
 
+    // P9: the loop points before the call (first lane stops at its first
+    // refusal; second lane runs every callback, an abort outranking a refusal).
+    let arguments = Value::Object(ctx.params.clone());
+    let point = |event| {
+        let (turn, delegate) = turn.clone().unzip();
+        LoopContext {
+            session_id: session_id.to_string(),
+            delegate: delegate.unwrap_or(false),
+            tool_call: LoopToolCall {
+                id: tool_call_id.to_string(),
+                name: name.to_string(),
+                arguments: arguments.clone(),
+            },
+            turn,
+            stage: Some(event),
+            ..Default::default()
+        }
+    };
+    if !hooks.entries(HookEvent::ToolBefore).is_empty() {
+        let mut lc = point(HookEvent::ToolBefore);
+        let answers = fire(registry, HookEvent::ToolBefore, HookPayload::Loop(&mut lc)).await;
+        for decision in decisions(answers, HookEvent::ToolBefore) {
+            if let LoopDecision::Refuse {
+                text,
+                reason,
+                terminate,
+            } = decision
+            {
+                marks.terminate = terminate;
+                return ToolResult {
+                    text,
+                    outcome: ToolOutcome::Blocked { message: reason },
+                };
+            }
+        }
+    }
+    if !hooks.entries(HookEvent::ToolVet).is_empty() {
+        let mut lc = point(HookEvent::ToolVet);
+        let answers = fire(registry, HookEvent::ToolVet, HookPayload::Loop(&mut lc)).await;
+        let mut refusal = None;
+        for decision in decisions(answers, HookEvent::ToolVet) {
+            match decision {
+                LoopDecision::AbortTurn {
+                    reason,
+                    assistant_text,
+                    text,
+                } => {
+                    marks.abort = Some((reason.clone(), assistant_text));
+                    return ToolResult {
+                        text,
+                        outcome: ToolOutcome::Blocked { message: reason },
+                    };
+                }
+                LoopDecision::Refuse {
+                    text,
+                    reason,
+                    terminate,
+                } if refusal.is_none() => refusal = Some((text, reason, terminate)),
+                _ => {}
+            }
+        }
+        if let Some((text, reason, terminate)) = refusal {
+            marks.terminate = terminate;
+            return ToolResult {
+                text,
+                outcome: ToolOutcome::Blocked { message: reason },
+            };
+        }
+    }
+
     // A variable the tool requires (`requires_env`) is unset: unavailable,
     // naming it, whatever the dialect's own check would say.
     if let Some(variable) = tool.spec.requires_env.iter().find(|v| !env_set(v)) {
@@ -117,6 +250,16 @@ pub async fn call_tool(
             })
         }
         Some(Err(error)) => return finish(ToolOutcome::CheckFailed { error }),
+    }
+
+    if !hooks.entries(HookEvent::ToolExecuting).is_empty() {
+        let mut lc = point(HookEvent::ToolExecuting);
+        fire(
+            registry,
+            HookEvent::ToolExecuting,
+            HookPayload::Loop(&mut lc),
+        )
+        .await;
     }
 
     let started = Instant::now();
@@ -175,7 +318,107 @@ pub async fn call_tool(
             .await;
         }
     }
+
+    // P10: after the call ran (first lane merges answers over the tool's
+    // own result; second lane chains edits of the result).
+    let after = hooks.entries(HookEvent::ToolAfter);
+    let after_chain = hooks.entries(HookEvent::ToolAfterChain);
+    if !after.is_empty() || !after_chain.is_empty() {
+        let mut lc = point(HookEvent::ToolAfter);
+        lc.result = text;
+        lc.is_error = !outcome.is_ok();
+        lc.duration_ms = duration_ms;
+        if !after.is_empty() {
+            let answers = fire_entries(
+                after,
+                HookEvent::ToolAfter,
+                HookPayload::Loop(&mut lc),
+                budget,
+            )
+            .await;
+            let mut merged = Map::new();
+            for decision in decisions(answers, HookEvent::ToolAfter) {
+                if let LoopDecision::Merge(map) = decision {
+                    merged.extend(map);
+                }
+            }
+            if let Some(content) = merged.get("content").and_then(Value::as_str) {
+                lc.result = keep_failure_tag(&lc.result, content);
+            }
+            if merged.get("terminate").is_some_and(truthy) {
+                marks.terminate = true;
+            }
+        }
+        if !after_chain.is_empty() {
+            let answers = fire_entries(
+                after_chain,
+                HookEvent::ToolAfterChain,
+                HookPayload::Loop(&mut lc),
+                budget,
+            )
+            .await;
+            for decision in decisions(answers, HookEvent::ToolAfterChain) {
+                match decision {
+                    LoopDecision::ShortCircuit(text) => marks.short_circuit = Some(text),
+                    LoopDecision::Terminate => marks.terminate = true,
+                    LoopDecision::AbortTurn {
+                        reason,
+                        assistant_text,
+                        ..
+                    } => marks.abort = Some((reason, assistant_text)),
+                    _ => {}
+                }
+            }
+        }
+        text = lc.result;
+    }
     ToolResult { text, outcome }
+}
+
+/// The [`LoopDecision`]s among `answers`; a decision the point cannot act
+/// on is logged and dropped by the caller's match.
+pub fn decisions(answers: Vec<HookAction>, event: HookEvent) -> Vec<LoopDecision> {
+    answers
+        .into_iter()
+        .filter_map(|a| match a {
+            HookAction::Decide(d) => Some(d),
+            other => {
+                tracing::warn!("{event}: ignored an answer it cannot act on: {other:?}");
+                None
+            }
+        })
+        .collect()
+}
+
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// The failure or refusal tag a result starts with (`[error/timeout]`,
+/// `[tool error/…]`, `[policy …]`, `[fatal/…]`), if any.
+pub fn failure_tag(text: &str) -> Option<&str> {
+    let end = text.find(']')?;
+    let inner = text.strip_prefix('[')?.get(..end - 1)?;
+    ["error/", "tool error/", "policy ", "fatal/"]
+        .iter()
+        .any(|p| inner.starts_with(p))
+        .then(|| &text[..=end])
+}
+
+/// A replacement of a tagged failure keeps the tag in front (Felix's rule:
+/// the call still counts as a failure for the model and for eval).
+pub fn keep_failure_tag(original: &str, replacement: &str) -> String {
+    match failure_tag(original) {
+        Some(tag) if failure_tag(replacement).is_none() => format!("{tag} {replacement}"),
+        _ => replacement.to_string(),
+    }
 }
 
 /// A plugin failure keeps its traceback: one line at warning level, the
@@ -239,9 +482,18 @@ pub async fn fire_entries(
         };
         let action = match answer {
             Ok(HookAction::Continue) => continue,
+            // An edit of a loop point's context: applied now, so the next
+            // callback sees it; not an answer under the policy.
+            Ok(HookAction::Decide(crate::hooks::LoopDecision::Edit(edit))) => {
+                if let HookPayload::Loop(ctx) = &mut payload {
+                    edit.apply(ctx);
+                }
+                continue;
+            }
             Ok(action) => action,
             Err(err) => {
                 report_hook_error(entry, event, &err);
+                record_turn_error(entry, event, &err);
                 // A fail-closed event (or callback) takes any failure
                 // (raised, wrong shape, timed out, not run) as a refusal.
                 if answers.is_empty() {
@@ -264,7 +516,11 @@ pub async fn fire_entries(
                     answers.push(action);
                 }
             }
-            Policy::Collect => answers.push(action),
+            Policy::Collect | Policy::Merge => answers.push(action),
+            Policy::StopAtFirst => {
+                answers.push(action);
+                break;
+            }
             Policy::Chain => {
                 if let (HookAction::Replace(text), HookPayload::Tool(ctx)) = (&action, &mut payload)
                 {
@@ -292,6 +548,32 @@ fn fail_closed_answer(event: HookEvent, entry: &HookEntry, err: &HookError) -> O
         ))),
         _ => None,
     }
+}
+
+/// Add a failed hook call to the current turn's `hook_errors` (when a turn
+/// is running: see [`crate::hooks::CURRENT_TURN`]).
+fn record_turn_error(entry: &HookEntry, event: HookEvent, err: &HookError) {
+    let Some(turn) = crate::hooks::current_turn() else {
+        return;
+    };
+    let error = match err {
+        HookError::Raised(p) => p.described(),
+        other => other.to_string(),
+    };
+    let record = crate::hooks::HookErrorRecord {
+        plugin: entry.owner.clone(),
+        dialect: String::new(),
+        event: entry
+            .callback
+            .event_name(event)
+            .unwrap_or_else(|| event.name().to_string()),
+        handler: entry.label.clone(),
+        error,
+    };
+    turn.hook_errors
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(record);
 }
 
 fn report_hook_error(entry: &HookEntry, event: HookEvent, err: &HookError) {
@@ -330,6 +612,20 @@ pub async fn fire(
         return Vec::new();
     }
     fire_entries(entries, event, payload, registry.hook_timeout).await
+}
+
+/// Fire P0 (`host_start`): the host starts serving. Call it once per
+/// process, from the commands that serve (`run`, `chat`, `tools call`,
+/// `commands run`).
+pub async fn fire_host_start(registry: &Registry) {
+    if registry.hooks().entries(HookEvent::HostStart).is_empty() {
+        return;
+    }
+    let mut lc = LoopContext {
+        stage: Some(HookEvent::HostStart),
+        ..Default::default()
+    };
+    fire(registry, HookEvent::HostStart, HookPayload::Loop(&mut lc)).await;
 }
 
 /// What `pre_gateway_dispatch` decided: the first skip or rewrite wins.

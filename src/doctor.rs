@@ -62,6 +62,8 @@ pub struct PluginDiagnosis {
     /// Variables its tools require, each with whether it is set.
     pub tool_requires_env: Vec<ToolEnvCheck>,
     pub silent_hooks: Vec<SilentHook>,
+    /// Plugins it loads after (Codumentor `dependencies`): the load order's edges.
+    pub dependencies: Vec<String>,
     /// Hook callbacks whose answers were not all used.
     pub hook_problems: Vec<HookCounts>,
     /// What its dialect accepted and this host does not use (Hermes's
@@ -76,6 +78,8 @@ pub struct PythonReport {
     pub interpreter: crate::runtime::InterpreterReport,
     /// `compat` (plughost's modules) or the path of a real installation.
     pub flowly: String,
+    /// The same for `codumentor`.
+    pub codumentor: String,
 }
 
 /// The whole report.
@@ -134,17 +138,23 @@ impl Report {
                 silent_hooks: p
                     .hooks
                     .iter()
-                    .filter(|h| HookEvent::from_name(h).is_none())
-                    .map(|h| SilentHook {
-                        event: h.clone(),
-                        reason: if crate::dialects::hermes::context::never_fires(h) {
+                    .filter_map(|h| {
+                        let reason = if p.dialect == Some(crate::dialects::codumentor::DIALECT) {
+                            crate::dialects::codumentor::never_fires(h)?
+                        } else if HookEvent::from_name(h).is_some() {
+                            return None;
+                        } else if crate::dialects::hermes::context::never_fires(h) {
                             "a Hermes event plughost's loop has no place for: it never fires"
                         } else {
                             "not a known event: it never fires"
-                        }
-                        .into(),
+                        };
+                        Some(SilentHook {
+                            event: h.clone(),
+                            reason: reason.into(),
+                        })
                     })
                     .collect(),
+                dependencies: p.dependencies.clone(),
                 hook_problems: host
                     .registry()
                     .hooks()
@@ -180,6 +190,9 @@ impl Report {
                 flowly: crate::dialects::flowly::Flowly
                     .origin()
                     .unwrap_or_else(|| "not loaded".into()),
+                codumentor: crate::dialects::codumentor::Codumentor
+                    .origin()
+                    .unwrap_or_else(|| "not loaded".into()),
             }),
         }
     }
@@ -209,6 +222,7 @@ impl Report {
                 ));
                 out.push(format!("python prefix: {}", py.interpreter.prefix));
                 out.push(format!("flowly modules: {}", py.flowly));
+                out.push(format!("codumentor modules: {}", py.codumentor));
                 out.push(format!("sys.path: {}", py.interpreter.path.join(":")));
             }
             None => out.push("python: not started".into()),
@@ -231,6 +245,9 @@ impl Report {
             if let Some(tb) = &p.traceback {
                 out.push("    traceback:".into());
                 out.extend(tb.trim_end().lines().map(|l| format!("      {l}")));
+            }
+            if !p.dependencies.is_empty() {
+                out.push(format!("    loads after: {}", p.dependencies.join(", ")));
             }
             let what = contributions(p);
             if !what.is_empty() {

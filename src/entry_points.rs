@@ -137,26 +137,36 @@ pub fn scan(dirs: &[PathBuf], group: &str) -> Scan {
     scan
 }
 
-/// The running interpreter's `sys.path` directories, read once per process
-/// (empty when the runtime has not been started).
+/// The embedded interpreter's `sys.path` directories, read once per
+/// process. Discovery runs before plughost's runtime is installed, so this
+/// only initialises the interpreter (which the runtime does first anyway)
+/// and reads `sys.path`: no plughost module, no import of site-packages.
 pub fn sys_path() -> &'static [PathBuf] {
     static PATH: OnceLock<Vec<PathBuf>> = OnceLock::new();
     PATH.get_or_init(|| {
-        crate::runtime::interpreter_report()
-            .map(|r| {
-                r.path
-                    .into_iter()
-                    .map(|p| {
-                        if p.is_empty() {
-                            // "" is the current directory, as Python reads it.
-                            std::env::current_dir().unwrap_or_default()
-                        } else {
-                            PathBuf::from(p)
-                        }
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        pyo3::Python::initialize();
+        let path: Option<Vec<String>> = crate::runtime::try_attach(|py| {
+            use pyo3::types::PyAnyMethods;
+            py.import("sys")
+                .and_then(|sys| sys.getattr("path"))
+                .and_then(|p| p.extract())
+                .ok()
+        })
+        .ok()
+        .flatten();
+        path.map(|path| {
+            path.into_iter()
+                .map(|p| {
+                    if p.is_empty() {
+                        // "" is the current directory, as Python reads it.
+                        std::env::current_dir().unwrap_or_default()
+                    } else {
+                        PathBuf::from(p)
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default()
     })
 }
 
@@ -306,7 +316,7 @@ mod tests {
             "unrelated-2.0.dist-info",
             "[console_scripts]\nu = u:main\n",
         );
-        let scan = scan(&[s.clone()], "felix.plugins");
+        let scan = scan(std::slice::from_ref(&s), "felix.plugins");
         assert!(scan.problems.is_empty(), "{:?}", scan.problems);
         assert_eq!(scan.entries.len(), 2);
         let e = &scan.entries[0];

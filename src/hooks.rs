@@ -21,9 +21,14 @@ use crate::outcome::PluginError;
 /// A boxed, sendable future: what a callback that must wait hands back.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// The lifecycle events of the hook bus: Flowly's fourteen, then the
-/// Hermes events plughost's loop can fire (`transform_llm_output`,
-/// `subagent_start`, `api_request_error`).
+/// The events of the hook bus: the fourteen lifecycle events of the seed
+/// API (the names Flowly and Hermes plugins subscribe to) and the Hermes
+/// events plughost's loop can fire (`transform_llm_output`,
+/// `subagent_start`, `api_request_error`), then the loop
+/// points ([`HookEvent::LOOP_POINTS`]) other dialects map their own events
+/// onto. A loop point with two lanes (two firing policies at one place of
+/// the loop, as Felix's and Codumentor's differ) is two events, fired in
+/// lane order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HookEvent {
@@ -44,6 +49,52 @@ pub enum HookEvent {
     TransformLlmOutput,
     SubagentStart,
     ApiRequestError,
+    /// P0: the host starts serving (`run`, `chat`, `tools call`, `commands run`).
+    HostStart,
+    /// P1: an inbound message, after `pre_gateway_dispatch`; callbacks edit
+    /// [`LoopContext::text`] in place (chain).
+    InputReceived,
+    /// P2c: `/compact`, before the transcript is rewritten: the first
+    /// [`LoopDecision::CancelCompaction`] or [`LoopDecision::Summary`] stops it.
+    CompactBefore,
+    /// P2c: rewriting the transcript failed ([`LoopContext::error`]).
+    CompactFailed,
+    /// P4: the turn's history is assembled (once per turn); callbacks edit
+    /// [`LoopContext::messages`] (the in-flight list) in place (chain).
+    HistoryReady,
+    /// P5, first lane: before every model call; every callback sees the same
+    /// in-flight list and each [`LoopDecision::Append`] is appended after all ran.
+    IterationStart,
+    /// P5, second lane: before every model call; edits to the in-flight list
+    /// are carried to later iterations (chain).
+    PromptAssemble,
+    /// P6: this call's message list only (chain): edits are never carried.
+    PromptFinal,
+    /// P7: immediately before the provider call; `model` and `params` may be edited.
+    ModelCallStart,
+    /// P7e: the provider call failed; [`LoopDecision::RetryModelCall`] retries it.
+    ModelCallError,
+    /// P8: the provider answered; [`LoopContext::reply`] may be replaced (chain).
+    ModelReplied,
+    /// P9, first lane: before a tool call; stops at the first refusal.
+    ToolBefore,
+    /// P9, second lane: before a tool call; every callback runs, the first
+    /// refusal wins and an abort outranks a refusal.
+    ToolVet,
+    /// P9x: immediately before the handler (after `check_fn`).
+    ToolExecuting,
+    /// P10, first lane: after the call ran; every callback sees the tool's own
+    /// result, answers ([`LoopDecision::Merge`]) are merged, a later key winning.
+    ToolAfter,
+    /// P10, second lane: after the call ran; callbacks edit
+    /// [`LoopContext::result`] in place (chain).
+    ToolAfterChain,
+    /// P11: the final answer before it is stored; [`LoopContext::text`] may be edited (chain).
+    ResponseBeforeSend,
+    /// P12: the final answer was stored.
+    ResponsePersisted,
+    /// P13/P13a/P13i/P13e: the turn ended ([`LoopContext::ended_by`] says how).
+    TurnEnded,
 }
 
 impl HookEvent {
@@ -68,7 +119,35 @@ impl HookEvent {
         HookEvent::ApiRequestError,
     ];
 
-    /// The wire name plugins use (`pre_tool_call`, ...).
+    /// The loop points after the seed's events, in firing order within a turn.
+    pub const LOOP_POINTS: [HookEvent; 19] = [
+        HookEvent::HostStart,
+        HookEvent::InputReceived,
+        HookEvent::CompactBefore,
+        HookEvent::CompactFailed,
+        HookEvent::HistoryReady,
+        HookEvent::IterationStart,
+        HookEvent::PromptAssemble,
+        HookEvent::PromptFinal,
+        HookEvent::ModelCallStart,
+        HookEvent::ModelCallError,
+        HookEvent::ModelReplied,
+        HookEvent::ToolBefore,
+        HookEvent::ToolVet,
+        HookEvent::ToolExecuting,
+        HookEvent::ToolAfter,
+        HookEvent::ToolAfterChain,
+        HookEvent::ResponseBeforeSend,
+        HookEvent::ResponsePersisted,
+        HookEvent::TurnEnded,
+    ];
+
+    /// How many events the bus has (seed events and loop points).
+    pub const COUNT: usize = 17 + 19;
+
+    /// The wire name plugins use (`pre_tool_call`, ...); loop points have
+    /// plughost's names (`tool_before`), which no plugin API subscribes to
+    /// directly: dialects map their own names onto them.
     pub fn name(self) -> &'static str {
         match self {
             HookEvent::PreToolCall => "pre_tool_call",
@@ -88,10 +167,30 @@ impl HookEvent {
             HookEvent::TransformLlmOutput => "transform_llm_output",
             HookEvent::SubagentStart => "subagent_start",
             HookEvent::ApiRequestError => "api_request_error",
+            HookEvent::HostStart => "host_start",
+            HookEvent::InputReceived => "input_received",
+            HookEvent::CompactBefore => "compact_before",
+            HookEvent::CompactFailed => "compact_failed",
+            HookEvent::HistoryReady => "history_ready",
+            HookEvent::IterationStart => "iteration_start",
+            HookEvent::PromptAssemble => "prompt_assemble",
+            HookEvent::PromptFinal => "prompt_final",
+            HookEvent::ModelCallStart => "model_call_start",
+            HookEvent::ModelCallError => "model_call_error",
+            HookEvent::ModelReplied => "model_replied",
+            HookEvent::ToolBefore => "tool_before",
+            HookEvent::ToolVet => "tool_vet",
+            HookEvent::ToolExecuting => "tool_executing",
+            HookEvent::ToolAfter => "tool_after",
+            HookEvent::ToolAfterChain => "tool_after_chain",
+            HookEvent::ResponseBeforeSend => "response_before_send",
+            HookEvent::ResponsePersisted => "response_persisted",
+            HookEvent::TurnEnded => "turn_ended",
         }
     }
 
-    /// Parse a wire name; `None` for names the bus does not know.
+    /// Parse a seed event's wire name; `None` for names the seed API does
+    /// not know (loop points are not subscribed to by name).
     pub fn from_name(name: &str) -> Option<HookEvent> {
         HookEvent::ALL.into_iter().find(|e| e.name() == name)
     }
@@ -121,6 +220,11 @@ pub enum Policy {
     Chain,
     /// Every accepted answer is kept, in order.
     Collect,
+    /// Every callback sees the original value; their answers (maps) are
+    /// merged in order, a later key winning.
+    Merge,
+    /// The first accepted answer wins and no later callback runs.
+    StopAtFirst,
 }
 
 /// The kinds of [`HookAction`], for the accepted-answers table.
@@ -132,6 +236,8 @@ pub enum ActionKind {
     Rewrite,
     Replace,
     Inject,
+    /// A [`LoopDecision`] (loop points only).
+    Decide,
 }
 
 /// What a callback that fails does to the event.
@@ -164,8 +270,11 @@ const fn spec(event: HookEvent, policy: Policy, accepts: &'static [ActionKind]) 
     }
 }
 
-/// The specification of every event, in [`HookEvent::ALL`] order.
-pub const HOOK_SPECS: [HookSpec; 17] = [
+/// The specification of every event: [`HookEvent::ALL`], then
+/// [`HookEvent::LOOP_POINTS`]. Every loop point fails open (a hook is not a
+/// security control); what each [`LoopDecision`] does at each point is
+/// documented on the decision.
+pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
     spec(
         HookEvent::PreToolCall,
         Policy::FirstWins,
@@ -207,7 +316,28 @@ pub const HOOK_SPECS: [HookSpec; 17] = [
     ),
     spec(HookEvent::SubagentStart, Policy::Observe, &[]),
     spec(HookEvent::ApiRequestError, Policy::Observe, &[]),
+    spec(HookEvent::HostStart, Policy::Observe, &[]),
+    spec(HookEvent::InputReceived, Policy::Chain, DECIDE),
+    spec(HookEvent::CompactBefore, Policy::StopAtFirst, DECIDE),
+    spec(HookEvent::CompactFailed, Policy::Observe, &[]),
+    spec(HookEvent::HistoryReady, Policy::FirstWins, DECIDE),
+    spec(HookEvent::IterationStart, Policy::Collect, DECIDE),
+    spec(HookEvent::PromptAssemble, Policy::Chain, DECIDE),
+    spec(HookEvent::PromptFinal, Policy::Chain, DECIDE),
+    spec(HookEvent::ModelCallStart, Policy::Chain, DECIDE),
+    spec(HookEvent::ModelCallError, Policy::FirstWins, DECIDE),
+    spec(HookEvent::ModelReplied, Policy::FirstWins, DECIDE),
+    spec(HookEvent::ToolBefore, Policy::StopAtFirst, DECIDE),
+    spec(HookEvent::ToolVet, Policy::Collect, DECIDE),
+    spec(HookEvent::ToolExecuting, Policy::Observe, &[]),
+    spec(HookEvent::ToolAfter, Policy::Merge, DECIDE),
+    spec(HookEvent::ToolAfterChain, Policy::FirstWins, DECIDE),
+    spec(HookEvent::ResponseBeforeSend, Policy::Chain, DECIDE),
+    spec(HookEvent::ResponsePersisted, Policy::Observe, &[]),
+    spec(HookEvent::TurnEnded, Policy::Observe, &[]),
 ];
+
+const DECIDE: &[ActionKind] = &[ActionKind::Decide];
 
 impl HookEvent {
     /// This event's row of [`HOOK_SPECS`].
@@ -350,6 +480,216 @@ pub struct GatewayContext {
     pub dialect: DialectState,
 }
 
+/// A tool call as the loop points show it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LoopToolCall {
+    pub id: String,
+    pub name: String,
+    /// The parsed arguments (an object).
+    pub arguments: Value,
+}
+
+/// Context of every loop point ([`HookEvent::LOOP_POINTS`]). Which fields
+/// are filled depends on the point (each field says where); chain points
+/// take callbacks' edits of the fields they name, in place.
+#[derive(Debug, Default)]
+pub struct LoopContext {
+    pub session_id: String,
+    /// The turn runs in a `delegate` sub-agent.
+    pub delegate: bool,
+    /// The model iteration (1-based) of model and tool points; 0 before the first.
+    pub iteration: usize,
+    /// The model the provider call uses (P5–P8); editable at P7.
+    pub model: String,
+    /// Extra request parameters of this call (P7); editable at P7.
+    pub params: Map<String, Value>,
+    /// OpenAI-format messages, system prompt first: the in-flight list at
+    /// P4/P5 (editable, carried), this call's list at P6 (editable, this
+    /// call only) and P7–P8, the dropped messages at P2c.
+    pub messages: Vec<Value>,
+    /// P2c: the messages compaction keeps.
+    pub kept: Vec<Value>,
+    /// The tool definitions offered (P5–P7), OpenAI format.
+    pub tools: Vec<Value>,
+    /// P1: the inbound text (editable); P11: the answer (editable); P12,
+    /// P13a: the answer stored.
+    pub text: String,
+    /// P8: the assistant message (OpenAI format, editable: what the loop
+    /// records and acts on, tool calls included); P11/P12: the final one.
+    pub reply: Value,
+    /// P8: `stop`, `tool_calls`, `length` or `unknown` (the provider's finish reason).
+    pub stop_reason: String,
+    /// P8: this call's usage.
+    pub usage: Map<String, Value>,
+    /// P9–P10: the call.
+    pub tool_call: LoopToolCall,
+    /// P10: the result text the model would see (editable on the chain lane).
+    pub result: String,
+    /// P10: the call failed (raised, refused, timed out).
+    pub is_error: bool,
+    /// P10: how long the handler ran.
+    pub duration_ms: f64,
+    /// P2c/P7e/P13e: what failed.
+    pub error: Option<String>,
+    /// P13: the report's `ended_by`.
+    pub ended_by: String,
+    /// P13a: the abort reason.
+    pub reason: Option<String>,
+    /// The turn this point fires in (absent for a tool called outside a turn).
+    pub turn: Option<Arc<TurnScope>>,
+    pub stage: Option<HookEvent>,
+    pub dialect: DialectState,
+}
+
+/// What a loop-point callback asks of the loop. Each point honours only the
+/// decisions listed on it; any other is ignored with a warning (the point
+/// cannot act on it).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
+pub enum LoopDecision {
+    /// An edit of the point's context, applied before the next callback
+    /// runs (so later callbacks see it: chaining), at any point whose
+    /// context has that field. Edits are not answers: the point's policy
+    /// counts only the other decisions.
+    Edit(LoopEdit),
+    /// P5 (`iteration_start`): append these messages to the in-flight list.
+    Append(Vec<Value>),
+    /// P9: refuse the call; `text` is the result the model sees, `reason`
+    /// the block message; `terminate` marks the call (see [`LoopDecision::Terminate`]).
+    Refuse {
+        text: String,
+        reason: String,
+        terminate: bool,
+    },
+    /// P9 (`tool_vet`): end the turn after this batch with `assistant_text`
+    /// as the answer; outranks a refusal. The call itself is refused with `text`.
+    AbortTurn {
+        reason: String,
+        assistant_text: String,
+        text: String,
+    },
+    /// P4, P8, P10: end the loop with this text as the answer.
+    ShortCircuit(String),
+    /// P10 (`tool_after`): keys merged over earlier answers: `content`
+    /// replaces the result (a failure keeps its tag), `terminate` marks the call.
+    Merge(Map<String, Value>),
+    /// P10 (`tool_after_chain`): mark the call; when every call of a batch
+    /// is marked, the turn ends after it with the reply that carried them.
+    Terminate,
+    /// P7e: call the provider again after `delay_ms` (at most
+    /// [`MAX_MODEL_RETRIES`] times per call).
+    RetryModelCall { delay_ms: u64 },
+    /// P2c: leave the transcript as it is.
+    CancelCompaction,
+    /// P2c: replace the dropped messages with this summary.
+    Summary(String),
+}
+
+/// The priority a dialect registers its loop-point callbacks at so that they
+/// run before every prioritised dialect's at the same point (the spec's
+/// cross-dialect order: Felix, then Codumentor); equal priorities keep
+/// registration order.
+pub const FIRST_LANE_PRIORITY: i32 = i32::MIN;
+
+/// An edit of a [`LoopContext`] field (see [`LoopDecision::Edit`]).
+#[derive(Clone, Debug, PartialEq, serde::Deserialize, Serialize)]
+pub enum LoopEdit {
+    /// Replace [`LoopContext::messages`].
+    Messages(Vec<Value>),
+    /// Replace [`LoopContext::text`].
+    Text(String),
+    /// Replace [`LoopContext::result`].
+    Result(String),
+    /// Replace [`LoopContext::reply`].
+    Reply(Value),
+    /// Replace [`LoopContext::model`].
+    Model(String),
+    /// Merge into [`LoopContext::params`].
+    Params(Map<String, Value>),
+    /// Replace [`LoopContext::tools`] (what this call offers).
+    Tools(Vec<Value>),
+    /// Append to [`LoopContext::messages`].
+    Append(Vec<Value>),
+    /// Several edits, in order (one answer that changes several fields).
+    All(Vec<LoopEdit>),
+}
+
+impl LoopEdit {
+    /// Apply the edit to `ctx`.
+    pub fn apply(self, ctx: &mut LoopContext) {
+        match self {
+            LoopEdit::Messages(m) => ctx.messages = m,
+            LoopEdit::Text(t) => ctx.text = t,
+            LoopEdit::Result(r) => ctx.result = r,
+            LoopEdit::Reply(r) => ctx.reply = r,
+            LoopEdit::Model(m) => ctx.model = m,
+            LoopEdit::Params(p) => ctx.params.extend(p),
+            LoopEdit::Tools(t) => ctx.tools = t,
+            LoopEdit::Append(m) => ctx.messages.extend(m),
+            LoopEdit::All(edits) => {
+                for edit in edits {
+                    edit.apply(ctx);
+                }
+            }
+        }
+    }
+}
+
+/// How often one model call is retried on [`LoopDecision::RetryModelCall`].
+pub const MAX_MODEL_RETRIES: usize = 3;
+
+/// A hook call of this turn that failed, as `run --json` reports it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HookErrorRecord {
+    pub plugin: String,
+    /// The plugin's dialect (filled from the host's records when the turn ends).
+    pub dialect: String,
+    /// The dialect's own name of the event (`before_tool`).
+    pub event: String,
+    /// `module.qualname` of the callback.
+    pub handler: String,
+    /// `<ExceptionType>: <message>`, the timeout text, or a wrong-shape sentence.
+    pub error: String,
+}
+
+/// What one turn shares across its points and the dialects' callbacks:
+/// the hook errors it collects, Codumentor's UI events, and one slot per
+/// dialect for per-turn state (a dialect's shared `ctx`).
+#[derive(Default)]
+pub struct TurnScope {
+    pub hook_errors: std::sync::Mutex<Vec<HookErrorRecord>>,
+    pub ui_events: std::sync::Mutex<Vec<Value>>,
+    slots: std::sync::Mutex<HashMap<&'static str, Arc<dyn std::any::Any + Send + Sync>>>,
+}
+
+impl fmt::Debug for TurnScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TurnScope")
+    }
+}
+
+impl TurnScope {
+    /// The per-turn state of dialect `name`, made by `init` the first time.
+    pub fn slot<T: std::any::Any + Send + Sync>(
+        &self,
+        name: &'static str,
+        init: impl FnOnce() -> T,
+    ) -> Option<Arc<T>> {
+        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = slots.entry(name).or_insert_with(|| Arc::new(init()));
+        entry.clone().downcast::<T>().ok()
+    }
+}
+
+tokio::task_local! {
+    /// The turn the current task works for (hook errors land in it).
+    pub static CURRENT_TURN: Arc<TurnScope>;
+}
+
+/// The turn the current task works for, if any.
+pub fn current_turn() -> Option<Arc<TurnScope>> {
+    CURRENT_TURN.try_with(|t| t.clone()).ok()
+}
+
 /// The context handed to a callback, by event family.
 #[derive(Debug)]
 pub enum HookPayload<'a> {
@@ -358,6 +698,8 @@ pub enum HookPayload<'a> {
     Session(&'a mut SessionContext),
     Subagent(&'a mut SubagentStopContext),
     Gateway(&'a mut GatewayContext),
+    /// A loop point.
+    Loop(&'a mut LoopContext),
 }
 
 impl HookPayload<'_> {
@@ -369,6 +711,7 @@ impl HookPayload<'_> {
             HookPayload::Session(c) => HookPayload::Session(c),
             HookPayload::Subagent(c) => HookPayload::Subagent(c),
             HookPayload::Gateway(c) => HookPayload::Gateway(c),
+            HookPayload::Loop(c) => HookPayload::Loop(c),
         }
     }
 
@@ -380,6 +723,7 @@ impl HookPayload<'_> {
             HookPayload::Session(c) => &mut c.stage,
             HookPayload::Subagent(c) => &mut c.stage,
             HookPayload::Gateway(c) => &mut c.stage,
+            HookPayload::Loop(c) => &mut c.stage,
         };
         *stage = Some(event);
     }
@@ -388,7 +732,7 @@ impl HookPayload<'_> {
 /// What a callback asks of the runtime; each event honours only its own kinds
 /// (its row of [`HOOK_SPECS`]); any other answer is counted as a wrong
 /// shape and ignored.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum HookAction {
     /// Nothing to do (observe only).
     Continue,
@@ -402,6 +746,8 @@ pub enum HookAction {
     Replace(String),
     /// `pre_llm_call`: inject this context into the user message.
     Inject(String),
+    /// A loop point's decision.
+    Decide(LoopDecision),
 }
 
 impl HookAction {
@@ -414,6 +760,7 @@ impl HookAction {
             HookAction::Rewrite(_) => ActionKind::Rewrite,
             HookAction::Replace(_) => ActionKind::Replace,
             HookAction::Inject(_) => ActionKind::Inject,
+            HookAction::Decide(_) => ActionKind::Decide,
         })
     }
 }
@@ -461,6 +808,12 @@ pub trait HookCallback: Send + Sync + 'static {
     /// message). `None`: the event's rule applies.
     fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
         let _ = (event, error);
+        None
+    }
+    /// The dialect's own name of `event` for this callback (`before_tool`),
+    /// as `hook_errors` reports it; `None`: the bus's name.
+    fn event_name(&self, event: HookEvent) -> Option<String> {
+        let _ = event;
         None
     }
 }
@@ -538,11 +891,20 @@ impl fmt::Debug for HookEntry {
 }
 
 /// Subscriptions by event, ordered by (priority, registration order).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct HookBus {
-    by_event: [Vec<HookEntry>; 17],
+    by_event: [Vec<HookEntry>; HookEvent::COUNT],
     /// Names no event matches: accepted (with a warning) and never fired.
     unknown: HashMap<String, Vec<HookEntry>>,
+}
+
+impl Default for HookBus {
+    fn default() -> Self {
+        HookBus {
+            by_event: std::array::from_fn(|_| Vec::new()),
+            unknown: HashMap::new(),
+        }
+    }
 }
 
 impl HookBus {
@@ -576,6 +938,7 @@ impl HookBus {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &HookEntry)> {
         HookEvent::ALL
             .iter()
+            .chain(HookEvent::LOOP_POINTS.iter())
             .flat_map(move |e| self.entries(*e).iter().map(move |h| (e.name(), h)))
             .chain(
                 self.unknown

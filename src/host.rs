@@ -40,7 +40,7 @@ pub struct PluginRecord {
     /// message, traceback, and the `file:line` to look at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<PluginError>,
-    /// The plugin API it is loaded through (`flowly`, `hermes`).
+    /// The plugin API it is loaded through (`flowly`, `hermes`, `codumentor`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dialect: Option<&'static str>,
     pub path: PathBuf,
@@ -54,6 +54,11 @@ pub struct PluginRecord {
     pub provides_web_providers: Vec<String>,
     /// Runs in its own worker process (`plugins.isolate`, `--isolate`).
     pub isolated: bool,
+    /// What its dialect loads (`module:register` for Felix); null when the
+    /// dialect has no such notion (Flowly's `__init__.py`).
+    pub entry: Option<String>,
+    /// Plugins it loads after (Codumentor); empty for the others.
+    pub dependencies: Vec<String>,
 }
 
 impl PluginRecord {
@@ -81,6 +86,8 @@ impl PluginRecord {
             requires_env: Vec::new(),
             provides_web_providers: Vec::new(),
             isolated: false,
+            entry: None,
+            dependencies: Vec::new(),
         }
     }
 }
@@ -368,20 +375,25 @@ impl HostBuilder {
             set_default_home(&home);
         }
         let mut packages = Vec::new();
-        let plugins = candidates
-            .into_iter()
-            .map(|c| {
-                let isolate = isolation.covers(&c.key).then_some(&settings);
-                load_candidate(
-                    c,
-                    &home,
-                    isolate,
-                    &mut registry,
-                    &mut collisions,
-                    &mut packages,
-                )
-            })
-            .collect();
+        let mut plugins: Vec<PluginRecord> = Vec::new();
+        for c in crate::dialects::codumentor::order::load_order(candidates) {
+            let c = crate::dialects::codumentor::order::check_dependencies(c, &plugins);
+            let isolate = isolation.covers(&c.key).then_some(&settings);
+            plugins.push(load_candidate(
+                c,
+                &home,
+                isolate,
+                &mut registry,
+                &mut collisions,
+                &mut packages,
+            ));
+        }
+        if plugins
+            .iter()
+            .any(|p| p.loaded && p.dialect == Some(crate::dialects::codumentor::DIALECT))
+        {
+            registry.set_runtime_tools(crate::dialects::codumentor::turn::runtime_tools(&home));
+        }
         for (owner, registrations) in self.direct {
             let mut record = PluginRecord::direct(&owner);
             apply_registrations(
@@ -554,6 +566,10 @@ fn load_candidate(
             .map(|m| m.provides_web_providers.clone())
             .unwrap_or_default(),
         isolated: isolate.is_some(),
+        entry: crate::dialects::by_name(c.dialect).and_then(|d| d.entry(&c.key, &c.dir)),
+        dependencies: crate::dialects::by_name(c.dialect)
+            .map(|d| d.dependencies(&c.key, &c.dir))
+            .unwrap_or_default(),
     };
     if !c.enabled || c.skip_reason.is_some() {
         if record.status == PluginStatus::Failed {

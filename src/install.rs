@@ -312,7 +312,11 @@ pub fn install(home: &Path, source: &PluginSource, force: bool) -> Result<Instal
         Ok(m) => m,
         Err(e) => return Err(InstallError::NotAPlugin(plugin_dir, e.to_string())),
     };
-    if !plugin_dir.join("__init__.py").is_file() {
+    if let Some(problem) = crate::dialects::codumentor::layout_problem(&manifest, &plugin_dir) {
+        return Err(InstallError::NotAPlugin(plugin_dir, problem));
+    }
+    let codumentor = manifest.dialect.name.as_deref() == Some(crate::dialects::codumentor::DIALECT);
+    if !codumentor && !plugin_dir.join("__init__.py").is_file() {
         return Err(InstallError::NotAPlugin(
             plugin_dir,
             "no __init__.py (a plugin needs one that defines register(ctx))".into(),

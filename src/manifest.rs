@@ -59,12 +59,34 @@ pub struct Manifest {
     /// Web search/extract backends a `kind: backend` plugin registers
     /// (descriptive, as `provides_tools`).
     pub provides_web_providers: Vec<String>,
+    /// The plugin API and its own fields (`dialect: codumentor`, `entry`,
+    /// `dependencies`, `priority`, `args`); all unset for a Flowly manifest.
+    pub dialect: DialectFields,
     /// The file it was read from.
     pub path: PathBuf,
     /// Problems that did not stop loading (e.g. an unknown kind).
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
+
+/// The manifest fields that select a plugin API other than Flowly's and
+/// describe how that API loads the plugin (see `crate::dialects::codumentor`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DialectFields {
+    /// `dialect:` as written (`None`: Flowly, the directory default).
+    pub name: Option<String>,
+    /// `entry: "<module>:<Class>"`.
+    pub entry: Option<String>,
+    /// Keys of plugins that must load first.
+    pub dependencies: Vec<String>,
+    /// Load order among plugins whose dependencies are met (lower first).
+    pub priority: Option<i64>,
+    /// Constructor keyword arguments.
+    pub args: serde_json::Map<String, Value>,
+}
+
+/// The `dialect:` values a plugin directory's manifest may name.
+pub const MANIFEST_DIALECTS: [&str; 2] = ["flowly", "codumentor"];
 
 /// Why a manifest could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -249,6 +271,7 @@ pub fn parse(text: &str, path: &Path, default_name: &str) -> Result<Manifest, Ma
         Some(_) => return Err(bad("requires_env", "must be a list of variable names")),
     };
 
+    let dialect = dialect_fields(&map, &bad, &list_field)?;
     let name = text_field("name")?
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
@@ -263,8 +286,97 @@ pub fn parse(text: &str, path: &Path, default_name: &str) -> Result<Manifest, Ma
         provides_tools: list_field("provides_tools")?,
         provides_hooks: list_field("provides_hooks")?,
         provides_web_providers: list_field("provides_web_providers")?,
+        dialect,
         path: path.to_path_buf(),
         warnings,
+    })
+}
+
+/// `dialect`, and for `dialect: codumentor` its `entry` (required,
+/// `module:Class`), `dependencies`, `priority` and `args`.
+fn dialect_fields(
+    map: &serde_json::Map<String, Value>,
+    bad: &dyn Fn(&'static str, &str) -> ManifestError,
+    list_field: &dyn Fn(&'static str) -> Result<Vec<String>, ManifestError>,
+) -> Result<DialectFields, ManifestError> {
+    let name = match map.get("dialect") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if MANIFEST_DIALECTS.contains(&s.trim()) => {
+            Some(s.trim().to_string())
+        }
+        Some(Value::String(s)) => {
+            return Err(bad(
+                "dialect",
+                &format!(
+                    "names an unknown plugin API '{s}' (one of: {})",
+                    MANIFEST_DIALECTS.join(", ")
+                ),
+            ))
+        }
+        Some(_) => return Err(bad("dialect", "must be a string")),
+    };
+    if name.as_deref() != Some("codumentor") {
+        return Ok(DialectFields {
+            name,
+            ..Default::default()
+        });
+    }
+    let entry = match map.get("entry") {
+        Some(Value::String(s)) => {
+            let s = s.trim();
+            match s.split_once(':') {
+                Some((module, class))
+                    if !module.trim().is_empty()
+                        && !class.trim().is_empty()
+                        && !class.contains(':') =>
+                {
+                    format!("{}:{}", module.trim(), class.trim())
+                }
+                _ => {
+                    return Err(bad(
+                        "entry",
+                        &format!("must be \"<module>:<Class>\" (e.g. \"my_plugin.plugin:MyPlugin\"), found '{s}'"),
+                    ))
+                }
+            }
+        }
+        None | Some(Value::Null) => {
+            return Err(bad(
+                "entry",
+                "is required for dialect: codumentor (\"<module>:<Class>\", the plugin class under backend/)",
+            ))
+        }
+        Some(_) => return Err(bad("entry", "must be a string \"<module>:<Class>\"")),
+    };
+    let priority = match map.get("priority") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(
+            n.as_i64()
+                .ok_or_else(|| bad("priority", "must be a whole number"))?,
+        ),
+        Some(_) => {
+            return Err(bad(
+                "priority",
+                "must be a whole number (lower loads first)",
+            ))
+        }
+    };
+    let args = match map.get("args") {
+        None | Some(Value::Null) => serde_json::Map::new(),
+        Some(Value::Object(o)) => o.clone(),
+        Some(_) => {
+            return Err(bad(
+                "args",
+                "must be a mapping of constructor keyword arguments",
+            ))
+        }
+    };
+    Ok(DialectFields {
+        name,
+        entry: Some(entry),
+        dependencies: list_field("dependencies")?,
+        priority,
+        args,
     })
 }
 

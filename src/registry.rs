@@ -290,6 +290,13 @@ pub fn normalize_command_name(name: &str) -> String {
 /// Command names owned by the core loop.
 pub const RESERVED_COMMANDS: [&str; 4] = ["new", "clear", "compact", "help"];
 
+/// Tools registered while the host runs (Codumentor's
+/// `agent.tool_registry.register_tool` during turns): asked for a name the
+/// registry itself does not hold, so they go through the same pipeline.
+pub trait RuntimeTools: Send + Sync + 'static {
+    fn tool(&self, name: &str) -> Option<Tool>;
+}
+
 /// Every contribution, keyed for O(1) lookup.
 #[derive(Clone, Default)]
 pub struct Registry {
@@ -301,6 +308,8 @@ pub struct Registry {
     pub(crate) hook_timeout: Option<std::time::Duration>,
     /// Renders outcomes as result strings; the standard (Flowly) strings when unset.
     pub(crate) renderer: Option<Arc<dyn Renderer>>,
+    /// Tools registered while the host runs, if a dialect has such.
+    pub(crate) runtime_tools: Option<Arc<dyn RuntimeTools>>,
 }
 
 impl Registry {
@@ -375,6 +384,16 @@ impl Registry {
     #[inline]
     pub fn tool(&self, name: &str) -> Option<&Tool> {
         self.tools.get(name)
+    }
+
+    /// A tool registered while the host runs (see [`RuntimeTools`]).
+    pub fn runtime_tool(&self, name: &str) -> Option<Tool> {
+        self.runtime_tools.as_ref()?.tool(name)
+    }
+
+    /// Ask `source` for tools the registry does not hold.
+    pub fn set_runtime_tools(&mut self, source: Arc<dyn RuntimeTools>) {
+        self.runtime_tools = Some(source);
     }
 
     /// Tools sorted by name.

@@ -21,6 +21,29 @@
 //! - `transform_llm_output` — on the final reply of a turn (the first
 //!   replacement is what the user gets; the transcript keeps the original).
 //! - `api_request_error` — when a model call fails.
+//!
+//! The loop points other dialects map onto ([`HookEvent::LOOP_POINTS`]),
+//! each fired after the seed events of the same place:
+//! - P1 `input_received` — after `pre_gateway_dispatch`, before commands.
+//! - P2c `compact_before` / `compact_failed` — `/compact`.
+//! - P4 `history_ready` — once per turn, on the turn's in-flight list
+//!   (system prompt first, then the transcript and the new user message):
+//!   edits shape every model call of the turn, never the transcript.
+//! - P5 `iteration_start` (appends) then `prompt_assemble` (edits) — before
+//!   every model call, on the in-flight list (carried across iterations).
+//! - P6 `prompt_final` — after `pre_llm_call`'s injection, on this call's copy.
+//! - P7 `model_call_start` — after `pre_api_request`: model and params.
+//! - P7e `model_call_error` — the provider failed (retry).
+//! - P8 `model_replied` — after `post_llm_call`: the reply the loop acts on.
+//! - P9 `tool_before`, `tool_vet`, P9x `tool_executing`, P10 `tool_after`,
+//!   `tool_after_chain` — in the tool pipeline (see [`crate::dispatch`]).
+//! - P11 `response_before_send` / P12 `response_persisted` — the final answer
+//!   is buffered until P11 has had its say, then stored.
+//! - P13 `turn_ended` — beside `on_session_end`, with `ended_by`.
+//!
+//! Every turn runs inside a [`TurnScope`] (the task-local
+//! [`crate::hooks::CURRENT_TURN`]) that collects its hook errors and UI
+//! events for the report.
 
 pub mod provider;
 pub mod session;
@@ -34,10 +57,11 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::dispatch::{self, GatewayDecision};
+use crate::dispatch::{self, GatewayDecision, ToolMarks};
 use crate::hooks::{
-    BoxFuture, GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext,
-    SessionContext, SubagentStopContext,
+    BoxFuture, GatewayContext, HookErrorRecord, HookEvent, HookPayload, InboundMessage,
+    LlmCallContext, LoopContext, LoopDecision, SessionContext, SubagentStopContext, TurnScope,
+    CURRENT_TURN, MAX_MODEL_RETRIES,
 };
 use crate::host::Host;
 use crate::outcome::{ArgumentProblem, ToolOutcome, ToolResult};
@@ -154,6 +178,20 @@ pub struct TurnReport {
     /// The turn ended at the iteration cap without a final answer.
     pub hit_iteration_cap: bool,
     pub error: Option<String>,
+    /// What each provider call was sent, after every hook, in order:
+    /// `{iteration, model, params, messages, tools}` (OpenAI messages,
+    /// system prompt first; tool names).
+    pub model_calls: Vec<Value>,
+    /// Every hook call of this turn that failed.
+    pub hook_errors: Vec<HookErrorRecord>,
+    /// The `abort_turn` reason, when a plugin aborted the turn.
+    pub aborted: Option<String>,
+    /// How the turn ended: `answer`, `short_circuit`, `aborted`,
+    /// `tool_terminate`, `iteration_cap`, `skipped`, `command`, `error`,
+    /// `interrupted`.
+    pub ended_by: String,
+    /// UI events plugins emitted (Codumentor's `ui_event_emitter`).
+    pub ui_events: Vec<Value>,
 }
 
 /// An inbound message.
@@ -260,6 +298,12 @@ impl Agent {
             .await
     }
 
+    /// P0: the host starts serving. Call once, before the first turn, from
+    /// a process that serves (`run`, `chat`).
+    pub async fn start(&self) {
+        dispatch::fire_host_start(self.inner.host.registry()).await;
+    }
+
     /// Fire `on_session_finalize` for sessions idle longer than `idle` and
     /// unload them.
     pub async fn evict_idle(&self, idle: Duration) -> usize {
@@ -348,7 +392,39 @@ impl Inner {
         tool_filter: Option<Vec<String>>,
         cancel: impl Future<Output = ()> + Send,
     ) -> TurnReport {
+        let turn = Arc::new(TurnScope::default());
+        let mut report = CURRENT_TURN
+            .scope(
+                turn.clone(),
+                self.clone()
+                    .handle_in_turn(inbound, events, tool_filter, cancel, turn.clone()),
+            )
+            .await;
+        report.hook_errors =
+            std::mem::take(&mut *turn.hook_errors.lock().unwrap_or_else(|e| e.into_inner()));
+        if !report.hook_errors.is_empty() {
+            let plugins = self.host.plugins();
+            for record in &mut report.hook_errors {
+                if let Some(p) = plugins.iter().find(|p| p.key == record.plugin) {
+                    record.dialect = p.dialect.unwrap_or_default().to_string();
+                }
+            }
+        }
+        report.ui_events =
+            std::mem::take(&mut *turn.ui_events.lock().unwrap_or_else(|e| e.into_inner()));
+        report
+    }
+
+    async fn handle_in_turn(
+        self: Arc<Self>,
+        inbound: Inbound,
+        events: Option<UnboundedSender<AgentEvent>>,
+        tool_filter: Option<Vec<String>>,
+        cancel: impl Future<Output = ()> + Send,
+        turn: Arc<TurnScope>,
+    ) -> TurnReport {
         let started = Instant::now();
+        let delegate = inbound.channel == "delegate";
         let mut cancel = std::pin::pin!(cancel);
         let mut report = TurnReport {
             session_key: inbound.session_key.clone(),
@@ -363,6 +439,7 @@ impl Inner {
         let cancelled = |mut report: TurnReport| {
             report.reply = Some("(turn cancelled)".into());
             report.interrupted = true;
+            report.ended_by = "interrupted".into();
             finish(report)
         };
 
@@ -388,10 +465,25 @@ impl Inner {
             GatewayDecision::Skip(reason) => {
                 report.skipped = Some(reason);
                 report.completed = true;
+                report.ended_by = "skipped".into();
                 return finish(report);
             }
             GatewayDecision::Rewrite(text) => content = text,
             GatewayDecision::Deliver => {}
+        }
+        // P1: the inbound text, edited in place by the callbacks in turn.
+        if !registry
+            .hooks()
+            .entries(HookEvent::InputReceived)
+            .is_empty()
+        {
+            let mut lc = self.loop_context(&inbound.session_key, delegate, &turn);
+            lc.text = content.clone();
+            tokio::select! {
+                _ = dispatch::fire(registry, HookEvent::InputReceived, HookPayload::Loop(&mut lc)) => {}
+                _ = &mut cancel => return cancelled(report),
+            }
+            content = lc.text;
         }
 
         // The session: this process's turns on it one at a time (its
@@ -405,6 +497,7 @@ impl Inner {
                     let e = e.to_string();
                     report.reply = Some(format!("Error: {e}"));
                     report.error = Some(e);
+                    report.ended_by = "error".into();
                     return finish(report);
                 }
             },
@@ -418,6 +511,7 @@ impl Inner {
                 _ = &mut cancel => return cancelled(report),
             }
             report.completed = true;
+            report.ended_by = "command".into();
             return finish(report);
         }
 
@@ -433,6 +527,7 @@ impl Inner {
                 &mut report,
                 events.as_ref(),
                 tool_filter.as_deref(),
+                (&turn, delegate),
             )
             .await
         };
@@ -447,8 +542,11 @@ impl Inner {
                 if let Err(e) = outcome {
                     report.reply = Some(format!("Error: {e}"));
                     report.error = Some(e);
+                    report.ended_by = "error".into();
                 }
                 self.fire_session(HookEvent::OnSessionEnd, &session, report.completed, false)
+                    .await;
+                self.fire_turn_ended(&session.key, delegate, &turn, &report)
                     .await;
                 finish(report)
             }
@@ -465,6 +563,11 @@ impl Inner {
                     );
                 }
                 self.fire_session_end_interrupted(&session).await;
+                report.ended_by = "interrupted".into();
+                let bounded = self.fire_turn_ended(&session.key, delegate, &turn, &report);
+                if tokio::time::timeout(END_HOOK_BOUND, bounded).await.is_err() {
+                    tracing::warn!("session '{}': turn_ended after a cancelled turn did not finish within {} s; stopped waiting", session.key, END_HOOK_BOUND.as_secs());
+                }
                 cancelled(report)
             }
         }
@@ -511,11 +614,7 @@ impl Inner {
                 self.fire_session(HookEvent::OnSessionReset, session, true, false).await;
                 Some("Started a new session.".into())
             }
-            "compact" => match session.compact(self.config.compact_keep) {
-                Ok(0) => Some("Nothing to compact.".into()),
-                Ok(n) => Some(format!("Compacted the session: dropped {n} older message(s), kept {}.", session.messages.len())),
-                Err(e) => Some(format!("Error: could not compact the transcript: {e}")),
-            },
+            "compact" => self.compact(session).await,
             "help" => Some(format!(
                 "{}\n  /new, /clear — start a new session\n  /compact — keep only the recent messages",
                 self.host.help_text()
@@ -545,6 +644,111 @@ impl Inner {
             .collect()
     }
 
+    /// A loop point's context for this turn.
+    fn loop_context(&self, session_id: &str, delegate: bool, turn: &Arc<TurnScope>) -> LoopContext {
+        LoopContext {
+            session_id: session_id.to_string(),
+            delegate,
+            model: self.model(),
+            turn: Some(turn.clone()),
+            ..Default::default()
+        }
+    }
+
+    /// P13: the turn ended (its report says how).
+    async fn fire_turn_ended(
+        &self,
+        session_id: &str,
+        delegate: bool,
+        turn: &Arc<TurnScope>,
+        report: &TurnReport,
+    ) {
+        let registry = self.host.registry();
+        if registry.hooks().entries(HookEvent::TurnEnded).is_empty() {
+            return;
+        }
+        let mut lc = self.loop_context(session_id, delegate, turn);
+        lc.ended_by = report.ended_by.clone();
+        lc.reason = report.aborted.clone();
+        lc.error = report.error.clone();
+        lc.text = report.reply.clone().unwrap_or_default();
+        lc.iteration = report.iterations;
+        dispatch::fire(registry, HookEvent::TurnEnded, HookPayload::Loop(&mut lc)).await;
+    }
+
+    /// `/compact`: P2c may cancel it or supply a summary of what is dropped.
+    async fn compact(&self, session: &mut Session) -> Option<String> {
+        let keep = self.config.compact_keep;
+        let registry = self.host.registry();
+        let Some(cut) = session.compaction_cut(keep) else {
+            return Some("Nothing to compact.".into());
+        };
+        let mut summary = None;
+        let hooked = !registry
+            .hooks()
+            .entries(HookEvent::CompactBefore)
+            .is_empty();
+        if hooked {
+            let model_messages = session.model_messages();
+            let mut lc = LoopContext {
+                session_id: session.key.clone(),
+                model: self.model(),
+                messages: model_messages[..cut].to_vec(),
+                kept: model_messages[cut..].to_vec(),
+                turn: crate::hooks::current_turn(),
+                ..Default::default()
+            };
+            let answers = dispatch::fire(
+                registry,
+                HookEvent::CompactBefore,
+                HookPayload::Loop(&mut lc),
+            )
+            .await;
+            for decision in dispatch::decisions(answers, HookEvent::CompactBefore) {
+                match decision {
+                    LoopDecision::CancelCompaction => {
+                        return Some("Compaction cancelled by a plugin.".into())
+                    }
+                    LoopDecision::Summary(text) => {
+                        summary = Some(
+                            json!({"role": "user", "content": format!("[Summary of the earlier conversation]\n{text}")}),
+                        );
+                        break;
+                    }
+                    other => tracing::warn!("compact_before: ignored {other:?}"),
+                }
+            }
+        }
+        match session.compact_with(keep, summary) {
+            Ok(0) => Some("Nothing to compact.".into()),
+            Ok(n) => Some(format!(
+                "Compacted the session: dropped {n} older message(s), kept {}.",
+                session.messages.len()
+            )),
+            Err(e) => {
+                if !registry
+                    .hooks()
+                    .entries(HookEvent::CompactFailed)
+                    .is_empty()
+                {
+                    let mut lc = LoopContext {
+                        session_id: session.key.clone(),
+                        error: Some(e.to_string()),
+                        turn: crate::hooks::current_turn(),
+                        ..Default::default()
+                    };
+                    dispatch::fire(
+                        registry,
+                        HookEvent::CompactFailed,
+                        HookPayload::Loop(&mut lc),
+                    )
+                    .await;
+                }
+                Some(format!("Error: could not compact the transcript: {e}"))
+            }
+        }
+    }
+
     async fn run_turn(
         self: &Arc<Self>,
         session: &mut Session,
@@ -552,13 +756,45 @@ impl Inner {
         report: &mut TurnReport,
         events: Option<&UnboundedSender<AgentEvent>>,
         tool_filter: Option<&[String]>,
+        (turn, delegate): (&Arc<TurnScope>, bool),
     ) -> Result<(), String> {
         let registry = self.host.registry();
+        let hooks = registry.hooks();
         let user = json!({"role": "user", "content": content});
         session
             .append(user.clone())
             .map_err(|e| format!("cannot write the transcript: {e}"))?;
         report.messages.push(user);
+
+        // P4: the turn's in-flight list, system prompt first. Edits shape
+        // every call of this turn; the transcript keeps the originals.
+        let mut inflight = vec![json!({"role": "system", "content": self.config.system_prompt})];
+        inflight.extend(session.model_messages());
+        if !hooks.entries(HookEvent::HistoryReady).is_empty() {
+            let mut lc = self.loop_context(&session.key, delegate, turn);
+            lc.messages = std::mem::take(&mut inflight);
+            let answers = dispatch::fire(
+                registry,
+                HookEvent::HistoryReady,
+                HookPayload::Loop(&mut lc),
+            )
+            .await;
+            inflight = lc.messages;
+            for decision in dispatch::decisions(answers, HookEvent::HistoryReady) {
+                if let LoopDecision::ShortCircuit(text) = decision {
+                    return self
+                        .final_answer(
+                            session,
+                            report,
+                            (turn, delegate),
+                            text,
+                            Value::Null,
+                            "short_circuit",
+                        )
+                        .await;
+                }
+            }
+        }
 
         for iteration in 1..=self.config.max_iterations {
             report.iterations = iteration;
@@ -568,16 +804,56 @@ impl Inner {
                 session
                     .append(injected.clone())
                     .map_err(|e| format!("cannot write the transcript: {e}"))?;
-                report.messages.push(injected);
+                report.messages.push(injected.clone());
+                inflight.push(injected);
             }
-            let tools = self.tool_definitions(tool_filter);
-            let mut messages = session.model_messages();
+            // What this call offers: rebuilt every iteration, edited at P5 (Codumentor's `tools`).
+            let offered = std::sync::Mutex::new(self.tool_definitions(tool_filter));
+            let tools = || offered.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let point = |event: HookEvent, messages: Vec<Value>| {
+                let mut lc = self.loop_context(&session.key, delegate, turn);
+                lc.iteration = iteration;
+                lc.messages = messages;
+                lc.tools = tools();
+                lc.stage = Some(event);
+                lc
+            };
+            // P5: appends (every callback sees the same list), then edits; both carried.
+            if !hooks.entries(HookEvent::IterationStart).is_empty() {
+                let mut lc = point(HookEvent::IterationStart, inflight.clone());
+                let answers = dispatch::fire(
+                    registry,
+                    HookEvent::IterationStart,
+                    HookPayload::Loop(&mut lc),
+                )
+                .await;
+                for decision in dispatch::decisions(answers, HookEvent::IterationStart) {
+                    if let LoopDecision::Append(messages) = decision {
+                        inflight.extend(messages);
+                    }
+                }
+            }
+            if !hooks.entries(HookEvent::PromptAssemble).is_empty() {
+                let mut lc = point(HookEvent::PromptAssemble, std::mem::take(&mut inflight));
+                dispatch::fire(
+                    registry,
+                    HookEvent::PromptAssemble,
+                    HookPayload::Loop(&mut lc),
+                )
+                .await;
+                inflight = lc.messages;
+                *offered.lock().unwrap_or_else(|e| e.into_inner()) = lc.tools;
+            }
+
+            // P6: this call's copy (Flowly's injection, then the edits of this call only).
+            let mut call_messages = inflight.clone();
+            let (system, mut messages) = split_system(&call_messages);
             let mut llm = LlmCallContext {
                 session_id: session.key.clone(),
                 model: self.model(),
                 messages: messages.clone(),
-                tools: tools.clone(),
-                system: self.config.system_prompt.clone(),
+                tools: tools(),
+                system: system.clone(),
                 user_message: content.to_string(),
                 ..Default::default()
             };
@@ -591,13 +867,22 @@ impl Inner {
                     last_user["content"] =
                         Value::String(dispatch::inject_context(&original, &injected));
                 }
+                call_messages = join_system(&system, messages);
             }
-            let request = ChatRequest {
+            if !hooks.entries(HookEvent::PromptFinal).is_empty() {
+                let mut lc = point(HookEvent::PromptFinal, call_messages);
+                dispatch::fire(registry, HookEvent::PromptFinal, HookPayload::Loop(&mut lc)).await;
+                call_messages = lc.messages;
+            }
+            let call_messages: Vec<Value> = call_messages.iter().map(wire_message).collect();
+            let (system, messages) = split_system(&call_messages);
+            let mut request = ChatRequest {
                 model: self.model(),
-                system: self.config.system_prompt.clone(),
+                system,
                 messages,
-                tools,
+                tools: tools(),
                 session_key: session.key.clone(),
+                params: Map::new(),
             };
             let mut api = LlmCallContext {
                 messages: request.messages.clone(),
@@ -609,17 +894,74 @@ impl Inner {
                 HookPayload::Llm(&mut api),
             )
             .await;
+            // P7: the model and parameters of this call.
+            let mut params = Map::new();
+            if !hooks.entries(HookEvent::ModelCallStart).is_empty() {
+                let mut lc = point(HookEvent::ModelCallStart, call_messages.clone());
+                dispatch::fire(
+                    registry,
+                    HookEvent::ModelCallStart,
+                    HookPayload::Loop(&mut lc),
+                )
+                .await;
+                if !lc.model.is_empty() {
+                    request.model = lc.model;
+                }
+                params = lc.params;
+                request.params = params.clone();
+            }
+            report.model_calls.push(json!({
+                "iteration": iteration,
+                "model": request.model,
+                "params": params,
+                "messages": call_messages,
+                "tools": request.tools.iter().map(|t| t["function"]["name"].clone()).collect::<Vec<_>>(),
+            }));
 
-            let (delta_tx, relay) = relay_deltas(events.cloned());
             let model_started = Instant::now();
-            let response = self.provider.complete(request, delta_tx).await;
-            drop(relay);
+            let mut retries = 0;
+            let response = loop {
+                let (delta_tx, relay) = relay_deltas(events.cloned());
+                let response = self.provider.complete(request.clone(), delta_tx).await;
+                drop(relay);
+                let error = match response {
+                    Ok(r) => break Ok(r),
+                    Err(e) => e.to_string(),
+                };
+                // P7e: a callback may ask for the call again (bounded).
+                if retries >= MAX_MODEL_RETRIES
+                    || hooks.entries(HookEvent::ModelCallError).is_empty()
+                {
+                    break Err(error);
+                }
+                let mut lc = point(HookEvent::ModelCallError, call_messages.clone());
+                lc.model = request.model.clone();
+                lc.params = params.clone();
+                lc.error = Some(error.clone());
+                let answers = dispatch::fire(
+                    registry,
+                    HookEvent::ModelCallError,
+                    HookPayload::Loop(&mut lc),
+                )
+                .await;
+                let retry = dispatch::decisions(answers, HookEvent::ModelCallError)
+                    .into_iter()
+                    .find_map(|d| match d {
+                        LoopDecision::RetryModelCall { delay_ms } => Some(delay_ms),
+                        _ => None,
+                    });
+                let Some(delay_ms) = retry else {
+                    break Err(error);
+                };
+                retries += 1;
+                tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            };
             report.timings.model_ms += ms(model_started.elapsed());
-            let response: ChatResponse = match response {
+            let mut response: ChatResponse = match response {
                 Ok(r) => r,
                 Err(e) => {
                     let mut failed = LlmCallContext {
-                        response: json!({"error": e.to_string()}),
+                        response: json!({"error": e}),
                         ..llm_base(&api)
                     };
                     dispatch::fire(
@@ -661,54 +1003,205 @@ impl Inner {
                     .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
                     .collect();
             }
+            // P8: the reply the loop records and acts on, tool calls included.
+            if !hooks.entries(HookEvent::ModelReplied).is_empty() {
+                let mut lc = point(HookEvent::ModelReplied, call_messages.clone());
+                lc.model = request.model.clone();
+                lc.reply = assistant.clone();
+                lc.stop_reason = if response.truncated {
+                    "length"
+                } else if response.tool_calls.is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                }
+                .into();
+                lc.usage = response.usage.clone();
+                let answers = dispatch::fire(
+                    registry,
+                    HookEvent::ModelReplied,
+                    HookPayload::Loop(&mut lc),
+                )
+                .await;
+                for decision in dispatch::decisions(answers, HookEvent::ModelReplied) {
+                    if let LoopDecision::ShortCircuit(text) = decision {
+                        // The model's reply is discarded, its tool calls too.
+                        return self
+                            .final_answer(
+                                session,
+                                report,
+                                (turn, delegate),
+                                text,
+                                Value::Null,
+                                "short_circuit",
+                            )
+                            .await;
+                    }
+                }
+                if lc.reply != assistant {
+                    response = reply_as_response(&lc.reply, response);
+                    assistant = wire_message(&lc.reply);
+                    assistant["role"] = json!("assistant");
+                }
+            }
+
+            if response.tool_calls.is_empty() {
+                self.final_answer(
+                    session,
+                    report,
+                    (turn, delegate),
+                    response.text,
+                    assistant,
+                    "answer",
+                )
+                .await?;
+                // transform_llm_output (Hermes): the first replacement is
+                // what the user gets; the transcript keeps what was stored.
+                if let Some(reply) = report.reply.clone() {
+                    let mut out = LlmCallContext {
+                        assistant_message: reply,
+                        ..llm_base(&api)
+                    };
+                    let replaced = dispatch::fire(
+                        registry,
+                        HookEvent::TransformLlmOutput,
+                        HookPayload::Llm(&mut out),
+                    )
+                    .await
+                    .into_iter()
+                    .find_map(|a| match a {
+                        crate::hooks::HookAction::Replace(text) => Some(text),
+                        _ => None,
+                    });
+                    if let Some(text) = replaced {
+                        report.reply = Some(text);
+                    }
+                }
+                return Ok(());
+            }
             session
                 .append(assistant.clone())
                 .map_err(|e| format!("cannot write the transcript: {e}"))?;
-            report.messages.push(assistant);
-
-            if response.tool_calls.is_empty() {
-                // transform_llm_output: the first replacement is what the
-                // user gets; the transcript keeps the model's own words.
-                let mut out = LlmCallContext {
-                    assistant_message: response.text.clone(),
-                    ..llm_base(&api)
-                };
-                let replaced = dispatch::fire(
-                    registry,
-                    HookEvent::TransformLlmOutput,
-                    HookPayload::Llm(&mut out),
-                )
-                .await
-                .into_iter()
-                .find_map(|a| match a {
-                    crate::hooks::HookAction::Replace(text) => Some(text),
-                    _ => None,
-                });
-                report.reply = Some(replaced.unwrap_or(response.text));
-                return Ok(());
-            }
+            report.messages.push(assistant.clone());
+            inflight.push(assistant);
 
             let tools_started = Instant::now();
-            let calls = response
-                .tool_calls
-                .iter()
-                .map(|call| self.run_tool(call, &session.key, events, tool_filter));
+            let calls = response.tool_calls.iter().map(|call| {
+                self.run_tool(call, &session.key, events, tool_filter, (turn, delegate))
+            });
             let results = futures_util::future::join_all(calls).await;
             report.timings.tools_ms += ms(tools_started.elapsed());
-            for (call, record) in response.tool_calls.iter().zip(results) {
+            let mut all_terminate = true;
+            let mut abort = None;
+            let mut short_circuit = None;
+            for (call, (record, marks)) in response.tool_calls.iter().zip(results) {
                 let message = json!({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": record.result});
                 session
                     .append(message.clone())
                     .map_err(|e| format!("cannot write the transcript: {e}"))?;
-                report.messages.push(message);
+                report.messages.push(message.clone());
+                inflight.push(message);
                 report.tool_calls.push(record);
+                all_terminate &= marks.terminate;
+                if abort.is_none() {
+                    abort = marks.abort;
+                }
+                if short_circuit.is_none() {
+                    short_circuit = marks.short_circuit;
+                }
+            }
+            if let Some((reason, text)) = abort {
+                // The abort's answer is stored, so the transcript shows how the turn ended.
+                let message = json!({"role": "assistant", "content": text});
+                session
+                    .append(message.clone())
+                    .map_err(|e| format!("cannot write the transcript: {e}"))?;
+                report.messages.push(message);
+                report.reply = Some(text);
+                report.aborted = Some(reason);
+                report.ended_by = "aborted".into();
+                return Ok(());
+            }
+            if let Some(text) = short_circuit {
+                return self
+                    .final_answer(
+                        session,
+                        report,
+                        (turn, delegate),
+                        text,
+                        Value::Null,
+                        "short_circuit",
+                    )
+                    .await;
+            }
+            if all_terminate {
+                report.reply = Some(response.text);
+                report.ended_by = "tool_terminate".into();
+                return Ok(());
             }
         }
         let cap = self.config.max_iterations;
         report.hit_iteration_cap = true;
+        report.ended_by = "iteration_cap".into();
         report.reply = Some(format!(
             "Stopped after {cap} model iterations without a final answer (the iteration cap; raise it with --max-iterations)."
         ));
+        Ok(())
+    }
+
+    /// The final answer: P11 may revise it, then it is stored (a revision
+    /// included) and P12 sees what was stored.
+    async fn final_answer(
+        &self,
+        session: &mut Session,
+        report: &mut TurnReport,
+        (turn, delegate): (&Arc<TurnScope>, bool),
+        text: String,
+        reply: Value,
+        ended_by: &str,
+    ) -> Result<(), String> {
+        let registry = self.host.registry();
+        let hooks = registry.hooks();
+        let mut message = if reply.is_null() {
+            json!({"role": "assistant", "content": text})
+        } else {
+            reply
+        };
+        let mut text = text;
+        if !hooks.entries(HookEvent::ResponseBeforeSend).is_empty() {
+            let mut lc = self.loop_context(&session.key, delegate, turn);
+            lc.iteration = report.iterations;
+            lc.text = text.clone();
+            lc.reply = message.clone();
+            dispatch::fire(
+                registry,
+                HookEvent::ResponseBeforeSend,
+                HookPayload::Loop(&mut lc),
+            )
+            .await;
+            if lc.text != text {
+                text = lc.text;
+                message["content"] = json!(text);
+            }
+        }
+        session
+            .append(message.clone())
+            .map_err(|e| format!("cannot write the transcript: {e}"))?;
+        report.messages.push(message.clone());
+        if !hooks.entries(HookEvent::ResponsePersisted).is_empty() {
+            let mut lc = self.loop_context(&session.key, delegate, turn);
+            lc.iteration = report.iterations;
+            lc.text = text.clone();
+            lc.reply = message;
+            dispatch::fire(
+                registry,
+                HookEvent::ResponsePersisted,
+                HookPayload::Loop(&mut lc),
+            )
+            .await;
+        }
+        report.reply = Some(text);
+        report.ended_by = ended_by.into();
         Ok(())
     }
 
@@ -720,7 +1213,8 @@ impl Inner {
         session_key: &str,
         events: Option<&UnboundedSender<AgentEvent>>,
         filter: Option<&[String]>,
-    ) -> ToolCallRecord {
+        (turn, delegate): (&Arc<TurnScope>, bool),
+    ) -> (ToolCallRecord, ToolMarks) {
         if let Some(tx) = events {
             let _ = tx.send(AgentEvent::ToolStarted {
                 id: call.id.clone(),
@@ -735,6 +1229,7 @@ impl Inner {
             serde_json::from_str::<Value>(&call.arguments)
         };
         let arguments = parsed.as_ref().cloned().unwrap_or(Value::Null);
+        let mut marks = ToolMarks::default();
         let result = if parsed.is_err() {
             self.refused(
                 &call.name,
@@ -745,8 +1240,11 @@ impl Inner {
         } else if filter.is_some_and(|f| !f.contains(&call.name)) {
             self.refused(&call.name, ToolOutcome::NotFound)
         } else {
-            self.dispatch_with_timeout(call, arguments.clone(), session_key)
-                .await
+            let (result, m) = self
+                .dispatch_with_timeout(call, arguments.clone(), session_key, (turn, delegate))
+                .await;
+            marks = m;
+            result
         };
         if let Some(tx) = events {
             let _ = tx.send(AgentEvent::ToolFinished {
@@ -756,14 +1254,15 @@ impl Inner {
                 outcome: result.outcome.clone(),
             });
         }
-        ToolCallRecord {
+        let record = ToolCallRecord {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments,
             result: result.text,
             outcome: result.outcome,
             duration_ms: ms(started.elapsed()),
-        }
+        };
+        (record, marks)
     }
 
     async fn dispatch_with_timeout(
@@ -771,26 +1270,34 @@ impl Inner {
         call: &ToolCallRequest,
         arguments: Value,
         session_key: &str,
-    ) -> ToolResult {
+        (turn, delegate): (&Arc<TurnScope>, bool),
+    ) -> (ToolResult, ToolMarks) {
         let host = self.host.clone();
+        let turn = turn.clone();
         let (name, id, key) = (call.name.clone(), call.id.clone(), session_key.to_string());
         let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<()>();
         let runtime = tokio::runtime::Handle::current();
         let job = tokio::task::spawn_blocking(move || {
-            runtime.block_on(async move {
+            runtime.block_on(CURRENT_TURN.scope(turn.clone(), async move {
                 tokio::select! {
-                    r = dispatch::call_tool(host.registry(), &name, arguments, &key, &id) => Some(r),
+                    r = dispatch::call_tool_in_turn(host.registry(), &name, arguments, &key, &id, Some((turn, delegate))) => Some(r),
                     _ = cancel_rx => None,
                 }
-            })
+            }))
         });
         let limit = self.config.tool_timeout;
         match tokio::time::timeout(limit, job).await {
-            Ok(Ok(Some(result))) => result,
-            Ok(_) => self.refused(&call.name, ToolOutcome::Cancelled),
+            Ok(Ok(Some(r))) => (r.result, r.marks),
+            Ok(_) => (
+                self.refused(&call.name, ToolOutcome::Cancelled),
+                ToolMarks::default(),
+            ),
             Err(_) => {
                 drop(cancel_tx); // cancels an async handler; a sync one is abandoned
-                self.refused(&call.name, ToolOutcome::TimedOut { after: limit })
+                (
+                    self.refused(&call.name, ToolOutcome::TimedOut { after: limit }),
+                    ToolMarks::default(),
+                )
             }
         }
     }
@@ -803,6 +1310,67 @@ impl Inner {
             outcome,
         }
     }
+}
+
+/// The system prompt (a leading `system` message's content; empty when a
+/// hook removed it) and the rest of a message list.
+fn split_system(messages: &[Value]) -> (String, Vec<Value>) {
+    match messages.first() {
+        Some(first) if first["role"] == "system" => (
+            first["content"].as_str().unwrap_or_default().to_string(),
+            messages[1..].to_vec(),
+        ),
+        _ => (String::new(), messages.to_vec()),
+    }
+}
+
+fn join_system(system: &str, messages: Vec<Value>) -> Vec<Value> {
+    let mut all = vec![json!({"role": "system", "content": system})];
+    all.extend(messages);
+    all
+}
+
+/// A message as the provider is sent it: OpenAI fields only (no `ts`,
+/// `metadata` or other fields a hook or the transcript added).
+fn wire_message(message: &Value) -> Value {
+    const FIELDS: [&str; 5] = ["role", "content", "tool_calls", "tool_call_id", "name"];
+    match message.as_object() {
+        Some(map) => Value::Object(
+            map.iter()
+                .filter(|(k, v)| {
+                    FIELDS.contains(&k.as_str()) && !(k.as_str() == "tool_calls" && v.is_null())
+                })
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        None => message.clone(),
+    }
+}
+
+/// The provider's response as a P8 replacement of the reply left it.
+fn reply_as_response(reply: &Value, mut response: ChatResponse) -> ChatResponse {
+    response.text = reply["content"].as_str().unwrap_or_default().to_string();
+    response.tool_calls = reply["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| ToolCallRequest {
+                    id: c["id"].as_str().unwrap_or_default().to_string(),
+                    name: c["function"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    arguments: match &c["function"]["arguments"] {
+                        Value::String(s) => s.clone(),
+                        Value::Null => String::new(),
+                        other => other.to_string(),
+                    },
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    response
 }
 
 fn llm_base(c: &LlmCallContext) -> LlmCallContext {

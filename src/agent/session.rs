@@ -442,20 +442,35 @@ impl Session {
     /// Keep only the last `keep` messages (never starting on a tool result),
     /// rewriting the transcript atomically. Returns how many were dropped.
     pub fn compact(&mut self, keep: usize) -> std::io::Result<usize> {
+        self.compact_with(keep, None)
+    }
+
+    /// Where [`compact`](Self::compact) would cut: the index of the first
+    /// message kept; `None` when nothing would be dropped.
+    pub fn compaction_cut(&self, keep: usize) -> Option<usize> {
         let cut = self.messages.len().saturating_sub(keep);
         // Start on a user message at or before the cut, so no tool result
         // loses the assistant message that asked for it.
-        let Some(start) = (0..=cut.min(self.messages.len().saturating_sub(1)))
+        let start = (0..=cut.min(self.messages.len().saturating_sub(1)))
             .rev()
-            .find(|&i| self.messages[i]["role"] == "user")
-        else {
+            .find(|&i| self.messages[i]["role"] == "user")?;
+        (start != 0).then_some(start)
+    }
+
+    /// [`compact`](Self::compact), with `summary` (a message) put in place
+    /// of the dropped ones when given.
+    pub fn compact_with(&mut self, keep: usize, summary: Option<Value>) -> std::io::Result<usize> {
+        let Some(start) = self.compaction_cut(keep) else {
             return Ok(0);
         };
-        if start == 0 {
-            return Ok(0);
-        }
-        let kept: Vec<Value> = self.messages.split_off(start);
+        let mut kept: Vec<Value> = self.messages.split_off(start);
         let dropped = self.messages.len();
+        if let Some(mut summary) = summary {
+            if summary.get("ts").is_none() {
+                summary["ts"] = Value::from(now_ts());
+            }
+            kept.insert(0, summary);
+        }
         self.messages = kept;
         let tmp = self.write_beside()?;
         self.file = None;

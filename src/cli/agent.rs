@@ -161,6 +161,7 @@ pub(super) fn run(
                 Some(show_events(rx, Box::new(std::io::stderr()), false)),
             )
         };
+        agent.start().await;
         let report = agent
             .send(Inbound::new(&args.session, message), events)
             .await;
@@ -250,6 +251,7 @@ fn model_shown(args: &AgentArgs) -> String {
 pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
     let rt = multi_thread_runtime();
     rt.block_on(async {
+        agent.start().await;
         println!(
             "plughost chat — model {}, session '{}'. /help lists commands; Ctrl-D quits.",
             model_shown(args),

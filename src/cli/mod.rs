@@ -416,6 +416,7 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
                 .iter()
                 .map(|t| t.spec.name.clone())
                 .collect();
+            runtime().block_on(crate::dispatch::fire_host_start(host.registry()));
             let result = match timeout {
                 None => runtime().block_on(host.call_tool(name, args, session)),
                 Some(limit) => call_with_timeout(host, name, args, session, *limit),
@@ -446,6 +447,7 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
         }
         Command::Commands(CommandsCmd::Run { line }) => {
             let host = build_host(&cli, python_level)?;
+            runtime().block_on(crate::dispatch::fire_host_start(host.registry()));
             match runtime().block_on(host.run_command(line)) {
                 Ok(Some(reply)) => {
                     println!("{reply}");

@@ -6,6 +6,8 @@
 //! `python/`) plus a row in [`DIALECTS`]: the core (registry, dispatch,
 //! hooks) and the host stay as they are.
 
+pub mod codumentor;
+pub mod felix;
 pub mod flowly;
 pub mod hermes;
 pub mod shared;
@@ -49,10 +51,26 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = (home, lists);
         Vec::new()
     }
+    /// What loading the plugin `key` at `dir` imports (`module:register`),
+    /// for `plugins list`; `None` when the dialect has no such notion.
+    fn entry(&self, key: &str, dir: &Path) -> Option<String> {
+        let _ = (key, dir);
+        None
+    }
+    /// The plugins `key` loads after, for `plugins list`. None by default.
+    fn dependencies(&self, key: &str, dir: &Path) -> Vec<String> {
+        let _ = (key, dir);
+        Vec::new()
+    }
 }
 
 /// Every dialect this build knows, in the order they are asked.
-pub static DIALECTS: &[&dyn Dialect] = &[&flowly::Flowly, &hermes::Hermes];
+pub static DIALECTS: &[&dyn Dialect] = &[
+    &flowly::Flowly,
+    &hermes::Hermes,
+    &felix::Felix,
+    &codumentor::Codumentor,
+];
 
 /// The dialect called `name` (a candidate's [`Candidate::dialect`]).
 pub fn by_name(name: &str) -> Option<&'static dyn Dialect> {

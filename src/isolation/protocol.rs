@@ -131,6 +131,7 @@ pub enum ActionWire {
     Rewrite(String),
     Replace(String),
     Inject(String),
+    Decide(crate::hooks::LoopDecision),
 }
 
 impl From<HookAction> for ActionWire {
@@ -142,6 +143,7 @@ impl From<HookAction> for ActionWire {
             HookAction::Rewrite(s) => ActionWire::Rewrite(s),
             HookAction::Replace(s) => ActionWire::Replace(s),
             HookAction::Inject(s) => ActionWire::Inject(s),
+            HookAction::Decide(d) => ActionWire::Decide(d),
         }
     }
 }
@@ -155,6 +157,7 @@ impl From<ActionWire> for HookAction {
             ActionWire::Rewrite(s) => HookAction::Rewrite(s),
             ActionWire::Replace(s) => HookAction::Replace(s),
             ActionWire::Inject(s) => HookAction::Inject(s),
+            ActionWire::Decide(d) => HookAction::Decide(d),
         }
     }
 }
@@ -289,9 +292,10 @@ pub enum PayloadWire {
 }
 
 impl PayloadWire {
-    /// The wire form of a payload as plughost holds it.
-    pub fn of(payload: &HookPayload<'_>) -> PayloadWire {
-        match payload {
+    /// The wire form of a payload as plughost holds it; `None` for a loop
+    /// point, which isolated (Flowly, Hermes) plugins never subscribe to.
+    pub fn of(payload: &HookPayload<'_>) -> Option<PayloadWire> {
+        Some(match payload {
             HookPayload::Tool(c) => PayloadWire::Tool(ToolCallWire::of(c)),
             HookPayload::Llm(c) => PayloadWire::Llm {
                 session_id: c.session_id.clone(),
@@ -334,7 +338,8 @@ impl PayloadWire {
                 },
                 gateway: c.gateway.clone(),
             },
-        }
+            HookPayload::Loop(_) => return None,
+        })
     }
 }
 

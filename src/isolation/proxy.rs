@@ -224,7 +224,14 @@ impl HookCallback for ProxyHook {
                 }
                 PayloadWire::Tool(wire)
             }
-            other => PayloadWire::of(other),
+            other => match PayloadWire::of(other) {
+                Some(wire) => wire,
+                None => {
+                    return HookReturn::Ready(Err(HookError::NotRun(format!(
+                        "{event} is not forwarded to an isolated plugin"
+                    ))))
+                }
+            },
         };
         let request = Request::Hook {
             index: self.index,

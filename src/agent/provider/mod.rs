@@ -23,6 +23,9 @@ pub struct ChatRequest {
     pub tools: Vec<Value>,
     /// The session the request belongs to (scripted replies are per session).
     pub session_key: String,
+    /// Extra request parameters a loop point set (`temperature`, …),
+    /// merged into the request body.
+    pub params: serde_json::Map<String, Value>,
 }
 
 /// A tool call the model asked for.

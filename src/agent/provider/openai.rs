@@ -90,14 +90,25 @@ impl OpenAi {
             messages.push(json!({"role": "system", "content": request.system}));
         }
         messages.extend(request.messages.iter().cloned());
+        // A loop point may route this call to another model of the provider.
+        let model = request
+            .model
+            .strip_prefix("openai:")
+            .unwrap_or(&request.model);
+        let model = if model.is_empty() { &self.model } else { model };
         let mut body = json!({
-            "model": self.model,
+            "model": model,
             "messages": messages,
             "stream": true,
             "stream_options": {"include_usage": true},
         });
         if !request.tools.is_empty() {
             body["tools"] = Value::Array(request.tools.clone());
+        }
+        for (k, v) in &request.params {
+            if !matches!(k.as_str(), "model" | "messages" | "tools" | "stream") {
+                body[k] = v.clone();
+            }
         }
         body
     }

@@ -230,6 +230,10 @@ fn context_object<'py>(py: Python<'py>, payload: HookPayload<'_>) -> PyResult<Bo
                 classes.gateway_ctx.bind(py).call((), Some(&kwargs))?,
             )
         }
+        // Flowly names only the seed's events; loop points never reach it.
+        HookPayload::Loop(_) => Err(pyo3::exceptions::PyTypeError::new_err(
+            "a Flowly hook is never subscribed to a loop point",
+        )),
     }
 }
 

@@ -176,6 +176,12 @@ fn kwargs<'py>(
             kw.set_item("gateway", &ctx.gateway)?;
             kw.set_item("session_store", py.None())?;
         }
+        // Hermes names only the seed's events; loop points never reach it.
+        HookPayload::Loop(_) => {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "a Hermes hook is never subscribed to a loop point",
+            ))
+        }
     }
     kw.set_item(
         intern!(py, "telemetry_schema_version"),

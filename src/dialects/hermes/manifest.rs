@@ -139,6 +139,7 @@ pub fn load(path: &Path, dir: &Path) -> Result<HermesManifest, String> {
         provides_tools: strings(map.get("provides_tools")),
         provides_hooks: strings(map.get("provides_hooks")),
         provides_web_providers: Vec::new(),
+        dialect: Default::default(),
         path: path.to_path_buf(),
         warnings,
     };

@@ -1,0 +1,1 @@
+"""Compat ``codumentor.agent`` (see the package docs)."""

@@ -1,0 +1,1 @@
+"""Compat ``codumentor.plugins`` (see the package docs)."""

@@ -1,0 +1,427 @@
+"""plughost's Felix dialect, Python half: the fallback finder for the
+``felix`` / ``felix_ai`` modules plugins import, and the loader and hook
+adapters the Rust dialect calls.
+
+The finder is appended to the end of ``sys.meta_path``: consulted only after
+every other finder, so a real Felix installation always wins and these
+modules never shadow it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import inspect
+import sys
+import types
+
+#: module name -> (source, is a package)
+SOURCES: "dict[str, tuple[str, bool]]" = {}
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, source: str) -> None:
+        self._source = source
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        code = compile(self._source, f"<plughost:{module.__name__}>", "exec")
+        exec(code, module.__dict__)
+
+
+class FelixCompatFinder(importlib.abc.MetaPathFinder):
+    """Serves :data:`SOURCES` for names no other finder found."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        entry = SOURCES.get(fullname)
+        if entry is None:
+            return None
+        source, is_package = entry
+        return importlib.util.spec_from_loader(
+            fullname, _Loader(source), origin=f"<plughost:{fullname}>", is_package=is_package
+        )
+
+
+def install(sources: "dict[str, tuple[str, bool]]") -> None:
+    """Register the compat sources and put the finder last on ``sys.meta_path`` (once)."""
+    SOURCES.update(sources)
+    if not any(isinstance(f, FelixCompatFinder) for f in sys.meta_path):
+        sys.meta_path.append(FelixCompatFinder())
+
+
+# --- the registry passed to register(registry) -------------------------------
+
+HOOK_KINDS = (
+    "before_turn",
+    "filter_history",
+    "before_compact",
+    "before_model",
+    "after_model",
+    "before_tool",
+    "after_tool",
+    "compact_failed",
+)
+
+
+class PluginRegistry:
+    """The object Felix passes to ``register(registry)``.
+
+    Registrations are recorded for the host; after ``register`` returned,
+    any further registration raises ``RuntimeError`` naming the plugin.
+    """
+
+    def __init__(self, key: str = "") -> None:
+        self._key = key
+        self._closed = False
+        self.plugins: list = []
+        self.hooks: list = []  # (kind, fn)
+        self.startup_hooks: list = []
+        self.run_finished: list = []
+        self.unused: list = []  # names of accepted, never-used registrations
+
+    def _check(self, what: str) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"Felix plugin '{self._key}' called registry.{what} after its register(registry) "
+                "returned; register everything inside register()"
+            )
+
+    def register_plugin(self, plugin) -> None:
+        self._check("register_plugin")
+        self.plugins.append(plugin)
+
+    def register_startup_hook(self, hook) -> None:
+        self._check("register_startup_hook")
+        self.startup_hooks.append(hook)
+
+    def register_run_finished(self, hook, origin=None) -> None:
+        self._check("register_run_finished")
+        self.run_finished.append((hook, origin))
+        self.unused.append("register_run_finished")
+
+    def _unused(self, name):
+        def accept(*args, **kwargs) -> None:
+            self._check(name)
+            self.unused.append(name)
+
+        return accept
+
+    def __getattr__(self, name: str):
+        if name.startswith("register_"):
+            kind = name[len("register_") :]
+            if kind in HOOK_KINDS:
+
+                def add(hook, _kind=kind) -> None:
+                    self._check(name)
+                    if not callable(hook):
+                        raise TypeError(f"{name}() needs a callable, got {type(hook).__name__}")
+                    self.hooks.append((_kind, hook))
+
+                return add
+            if kind in (
+                "authenticator",
+                "audit_sink",
+                "usage_sink",
+                "model_provider",
+                "decision_provider",
+            ):
+                return self._unused(name)
+        raise AttributeError(f"'PluginRegistry' object has no attribute '{name}'")
+
+
+def _resolve(module_name: str, attr: str):
+    target = importlib.import_module(module_name)
+    for part in [p for p in attr.split(".") if p]:
+        target = getattr(target, part)
+    return target
+
+
+def _label(fn) -> str:
+    module = getattr(fn, "__module__", None) or type(fn).__module__
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__qualname__
+    return f"{module}.{qual}"
+
+
+def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
+    """Import the entry point, call ``register(registry)`` and collect what it registered.
+
+    Returns ``(tools, hooks, startup_hooks, unused)``: tools as
+    ``(name, description, parameters, tool)``, hooks as ``(kind, fn, label)``.
+    """
+    if source_dir and source_dir not in sys.path:
+        sys.path.insert(0, source_dir)
+    target = _resolve(module_name, attr or "register")
+    if not callable(target):
+        raise TypeError(
+            f"entry point '{module_name}:{attr}' is a {type(target).__name__}, not a callable register(registry)"
+        )
+    registry = PluginRegistry(key)
+    try:
+        returned = target(registry)
+        if inspect.isawaitable(returned):
+            if inspect.iscoroutine(returned):
+                returned.close()
+            raise TypeError(
+                "register(registry) returned an awaitable; Felix calls register synchronously (make it a plain def)"
+            )
+    finally:
+        registry._closed = True
+    from felix.tools.types import Tool  # compat or real
+
+    tools = []
+    for plugin in registry.plugins:
+        register_tools = getattr(plugin, "register_tools", None)
+        if not callable(register_tools):
+            continue
+
+        def add(name, factory, _plugin=plugin):
+            try:
+                tool = factory()
+            except Exception as exc:  # a factory that raises skips its tool
+                import logging
+
+                logging.getLogger("plughost.felix").warning(
+                    "Felix plugin '%s': the factory of tool '%s' raised %s: %s; the tool is skipped",
+                    key, name, type(exc).__name__, exc,
+                )
+                return
+            tool_name = getattr(tool, "name", None)
+            if not isinstance(tool, Tool) and not hasattr(tool, "executor"):
+                import logging
+
+                logging.getLogger("plughost.felix").warning(
+                    "Felix plugin '%s': the factory of tool '%s' returned a %s, not a Tool; the tool is skipped",
+                    key, name, type(tool).__name__,
+                )
+                return
+            if tool_name != name:
+                import logging
+
+                logging.getLogger("plughost.felix").warning(
+                    "Felix plugin '%s': tool registered as '%s' is named '%s'; the tool is skipped",
+                    key, name, tool_name,
+                )
+                return
+            tools.append((name, getattr(tool, "description", "") or "", _parameters(tool), tool))
+
+        register_tools(add)
+    hooks = [(kind, fn, _label(fn)) for kind, fn in registry.hooks]
+    startup = [(fn, _label(fn)) for fn in registry.startup_hooks]
+    unused = sorted(set(registry.unused))
+    for plugin in registry.plugins:
+        for attr_name in ("routes", "cron_tasks", "rate_limit_key", "body_limit_bytes", "self_authenticating_mounts"):
+            if getattr(plugin, attr_name, None) is not None:
+                unused.append(attr_name)
+    return tools, hooks, startup, unused
+
+
+def _parameters(tool) -> dict:
+    schema = getattr(tool, "raw_input_schema", None) or getattr(tool, "args_schema", None)
+    if schema is None:
+        return {"type": "object", "properties": {}}
+    if isinstance(schema, dict):
+        return schema
+    if hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    return {"type": "object", "properties": {}}
+
+
+# --- values ------------------------------------------------------------------
+
+
+def to_messages(items):
+    from felix_ai.types import ChatMessage, ToolCall
+
+    out = []
+    for m in items or []:
+        calls = None
+        if m.get("tool_calls"):
+            calls = []
+            for c in m["tool_calls"]:
+                fn = c.get("function") or {}
+                args = fn.get("arguments")
+                if isinstance(args, str):
+                    import json
+
+                    try:
+                        args = json.loads(args) if args.strip() else {}
+                    except ValueError:
+                        args = {"_raw": args}
+                calls.append(ToolCall(id=c.get("id", ""), name=fn.get("name", ""), args=args or {}))
+        content = m.get("content")
+        out.append(
+            ChatMessage(
+                role=m.get("role", "user"),
+                content="" if content is None else content,
+                tool_call_id=m.get("tool_call_id"),
+                name=m.get("name"),
+                tool_calls=calls,
+            )
+        )
+    return out
+
+
+class Mistake(Exception):
+    """A hook answer of the wrong shape: reported, then ignored (fail open)."""
+
+
+def from_message(m) -> dict:
+    from felix_ai.types import ChatMessage
+
+    if not isinstance(m, ChatMessage) and type(m).__name__ != "ChatMessage":
+        raise Mistake(f"returned something other than a ChatMessage ({type(m).__name__})")
+    import json
+
+    out = {"role": m.role, "content": m.content if m.content is not None else ""}
+    if getattr(m, "tool_calls", None):
+        out["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.args or {})},
+            }
+            for c in m.tool_calls
+        ]
+    if getattr(m, "tool_call_id", None):
+        out["tool_call_id"] = m.tool_call_id
+    if getattr(m, "name", None):
+        out["name"] = m.name
+    return out
+
+
+STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
+
+
+def args_for(kind: str, payload: dict, ctx: dict) -> tuple:
+    """The positional arguments of a ``kind`` hook."""
+    if kind in ("filter_history", "before_turn"):
+        return (to_messages(payload["messages"]), ctx)
+    if kind == "before_model":
+        return ({"messages": to_messages(payload["messages"]), "tools": list(payload["tools"])}, ctx)
+    if kind == "after_model":
+        [message] = to_messages([payload["reply"]])
+        return ({"message": message, "stop_reason": STOP_REASONS.get(payload["stop_reason"], "unknown")}, ctx)
+    if kind == "before_tool":
+        return (dict(payload["tool_call"]), ctx)
+    if kind == "after_tool":
+        return (dict(payload["tool_call"]), payload["result"], payload["is_error"], ctx)
+    if kind == "before_compact":
+        return ({"messages": to_messages(payload["messages"]), "kept": to_messages(payload["kept"])}, ctx)
+    if kind == "compact_failed":
+        return ({"error": payload["error"]}, ctx)
+    raise ValueError(f"unknown Felix hook kind {kind!r}")
+
+
+def _shape(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def interpret(kind: str, ret):
+    """A hook's answer as ``(what, value)`` for the Rust side; raises
+    :class:`Mistake` for a wrong shape."""
+    if ret is None:
+        return ("none", None)
+    if kind == "filter_history":
+        if not isinstance(ret, (list, tuple)):
+            raise Mistake(f"answered {_shape(ret)}, not a list of ChatMessage; the history is kept")
+        return ("messages", [from_message(m) for m in ret])
+    if kind == "before_turn":
+        if not isinstance(ret, (list, tuple)):
+            raise Mistake(f"answered {_shape(ret)}, not a list of ChatMessage to append; nothing appended")
+        return ("append", [from_message(m) for m in ret])
+    if kind == "before_model":
+        if not isinstance(ret, dict) or "messages" not in ret:
+            raise Mistake(f"answered {_shape(ret)} without a 'messages' key; the call is sent as it was")
+        if not isinstance(ret["messages"], (list, tuple)):
+            raise Mistake("answered a 'messages' value that is not a list; the call is sent as it was")
+        return ("messages", [from_message(m) for m in ret["messages"]])
+    if kind == "after_model":
+        if not isinstance(ret, dict) or "message" not in ret:
+            raise Mistake(f"answered {_shape(ret)} without a 'message' key; the reply is kept")
+        message = from_message(ret["message"])
+        if message["role"] != "assistant":
+            raise Mistake(f"returned a '{message['role']}' message, not an assistant's; the reply is kept")
+        return ("reply", message)
+    if kind == "before_tool":
+        if not isinstance(ret, dict):
+            raise Mistake(f"answered {_shape(ret)}, not a dict; treated as allow")
+        if "block" not in ret:
+            raise Mistake(f"answered {_shape(ret)} without a 'block' key; treated as allow")
+        if not ret["block"]:
+            return ("none", None)
+        reason = ret.get("reason") or "blocked by before_tool hook"
+        return ("block", {"reason": str(reason), "terminate": bool(ret.get("terminate"))})
+    if kind == "after_tool":
+        if not isinstance(ret, dict):
+            raise Mistake(f"answered {_shape(ret)}, not a dict; the result is kept")
+        out = {}
+        if "content" in ret and ret["content"] is not None:
+            content = ret["content"]
+            if not isinstance(content, str):
+                from felix.tools.types import tool_output_content
+
+                content = tool_output_content(content)
+            out["content"] = content
+        if ret.get("terminate"):
+            out["terminate"] = True
+        return ("merge", out)
+    if kind == "before_compact":
+        if not isinstance(ret, dict):
+            raise Mistake(f"answered {_shape(ret)}, not a dict; compaction goes on")
+        if ret.get("cancel"):
+            return ("cancel", None)
+        if ret.get("summary") is not None:
+            return ("summary", str(ret["summary"]))
+        return ("none", None)
+    return ("none", None)
+
+
+# --- tools ---------------------------------------------------------------------
+
+
+def call_tool(tool, arguments: dict, thread_id: str, tool_call_id: str, delegate: bool):
+    """Run a Felix tool as Felix's tool runner does: its executor's
+    ``execute(args, ctx)`` (``define_tool``'s validates, then calls
+    ``handler(parsed, ctx)`` or ``handler(parsed)``). Returns an awaitable."""
+    from felix.tools.types import ToolInvocationCtx
+
+    ctx = ToolInvocationCtx(
+        manifest_id="delegate" if delegate else "main",
+        tool_call_id=tool_call_id,
+        thread_id=thread_id,
+        signal=None,
+    )
+    return tool.executor.execute(arguments, ctx)
+
+
+def tool_text(ret) -> "tuple[str, bool]":
+    """A handler's return as ``(text, is_error)``."""
+    from felix.tools.types import tool_output_content
+
+    text = tool_output_content(ret)
+    meta = ret.get("metadata") if isinstance(ret, dict) else getattr(ret, "metadata", None)
+    error = isinstance(meta, dict) and bool(meta.get("is_error") or meta.get("error_code"))
+    # Felix's failure tags mark a failed call whatever carried them.
+    error = error or text.startswith(("[error/", "[tool error/", "[fatal/"))
+    return text, error
+
+
+def error_text(tool, exc) -> str:
+    """``[error/<code>] <exc>`` (or ``[fatal/<code>]`` for a fatal tool)."""
+    from felix.tools.errors import infer_error_code
+
+    code = infer_error_code(exc)
+    code = getattr(code, "value", code)
+    tag = "fatal" if getattr(tool, "fatal", False) else "error"
+    return f"[{tag}/{code}] {exc}"
+
+
+class App:
+    """The stand-in ``app`` startup hooks get (``felix_api.app`` awaits ``hook(app)``)."""
+
+    def __init__(self, plugins, tools) -> None:
+        self.state = types.SimpleNamespace(settings=types.SimpleNamespace(), plugins=list(plugins), tools=list(tools))

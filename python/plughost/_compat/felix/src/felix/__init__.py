@@ -1,0 +1,2 @@
+"""plughost's compat ``felix`` package: the surface Felix plugins import
+(a real Felix installation always wins over it)."""

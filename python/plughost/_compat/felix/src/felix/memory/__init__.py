@@ -1,0 +1,1 @@
+"""plughost compat package."""

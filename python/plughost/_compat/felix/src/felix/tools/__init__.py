@@ -1,0 +1,1 @@
+"""plughost's compat ``felix.tools``."""

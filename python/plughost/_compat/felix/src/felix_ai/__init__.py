@@ -1,0 +1,1 @@
+"""plughost's compat ``felix_ai`` package (a real installation wins)."""

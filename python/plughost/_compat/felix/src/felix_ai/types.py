@@ -1,0 +1,64 @@
+"""Chat message types, as ``felix_ai.types`` defines them."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    args: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ImageAttachment:
+    media_type: str = ""
+    data: str = ""
+
+
+@dataclass(slots=True)
+class ChatMessage:
+    role: str
+    content: Any = ""
+    tool_call_id: "str | None" = None
+    name: "str | None" = None
+    tool_calls: "list[ToolCall] | None" = None
+
+    @classmethod
+    def model_validate(cls, value: Any) -> "ChatMessage":
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            raise TypeError(f"ChatMessage.model_validate needs a dict, got {type(value).__name__}")
+        calls = value.get("tool_calls")
+        if calls is not None:
+            calls = [c if isinstance(c, ToolCall) else ToolCall(**c) for c in calls]
+        return cls(
+            role=value["role"],
+            content=value.get("content", ""),
+            tool_call_id=value.get("tool_call_id"),
+            name=value.get("name"),
+            tool_calls=calls,
+        )
+
+    def model_dump(self, **_: Any) -> dict:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+@dataclass(slots=True)
+class ModelChatResult:
+    message: ChatMessage
+    stop_reason: str = "end_turn"
+    usage: TokenUsage = field(default_factory=TokenUsage)
+
+
+__all__ = ["ChatMessage", "ToolCall", "TokenUsage", "ModelChatResult", "ImageAttachment"]

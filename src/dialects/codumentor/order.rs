@@ -1,0 +1,243 @@
+//! Codumentor load order: `dependencies` first (topologically), then
+//! `priority` (lower first, default 100), then discovery order.
+//!
+//! Codumentor plugins load after the other dialects' plugins, so a
+//! dependency on any plugin key (of any dialect) is settled by the time a
+//! Codumentor plugin's turn comes. A plugin in a dependency cycle is kept
+//! out with `dependency cycle: a → b → a`; one whose dependency is missing,
+//! disabled or failed with `dependency '<key>' is not loaded (…)`.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::discovery::Candidate;
+use crate::host::{PluginRecord, PluginStatus};
+
+use super::DIALECT;
+
+/// The default `priority` (§7 D1: lower runs first; the seed's example
+/// values, 10 and 50, mean "early").
+pub const DEFAULT_PRIORITY: i64 = 100;
+
+/// A candidate's declared dependencies (none for other dialects).
+pub fn dependencies(c: &Candidate) -> &[String] {
+    match &c.manifest {
+        Ok(m) if c.dialect == DIALECT => &m.dialect.dependencies,
+        _ => &[],
+    }
+}
+
+fn priority(c: &Candidate) -> i64 {
+    match &c.manifest {
+        Ok(m) => m.dialect.priority.unwrap_or(DEFAULT_PRIORITY),
+        Err(_) => DEFAULT_PRIORITY,
+    }
+}
+
+/// Reorder `candidates` for loading: every non-Codumentor candidate keeps
+/// its place, then the Codumentor ones follow in dependency, priority and
+/// discovery order. Candidates in a cycle get the cycle as their reason.
+pub fn load_order(candidates: Vec<Candidate>) -> Vec<Candidate> {
+    let (mut ordered, ours): (Vec<Candidate>, Vec<Candidate>) =
+        candidates.into_iter().partition(|c| c.dialect != DIALECT);
+    let index: HashMap<String, usize> = ours
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.key.clone(), i))
+        .collect();
+    // Edges to Codumentor plugins only: the others load first anyway.
+    let edges: Vec<Vec<usize>> = ours
+        .iter()
+        .map(|c| {
+            dependencies(c)
+                .iter()
+                .filter_map(|d| index.get(d).copied())
+                .collect()
+        })
+        .collect();
+    let cycles = find_cycles(&ours, &edges);
+    let mut ours: Vec<Option<Candidate>> = ours.into_iter().map(Some).collect();
+    for (i, cycle) in &cycles {
+        if let Some(c) = ours[*i].as_mut() {
+            if c.enabled && c.skip_reason.is_none() {
+                c.skip_reason = Some(format!("dependency cycle: {cycle}"));
+            }
+        }
+    }
+    // Kahn's algorithm, always taking the ready node of lowest
+    // (priority, discovery index); nodes in cycles come last, in order.
+    let mut remaining: Vec<usize> = edges.iter().map(Vec::len).collect();
+    let mut placed = vec![false; ours.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); ours.len()];
+    for (i, deps) in edges.iter().enumerate() {
+        for &d in deps {
+            dependents[d].push(i);
+        }
+    }
+    let prio: Vec<i64> = ours
+        .iter()
+        .map(|c| c.as_ref().map(priority).unwrap_or(DEFAULT_PRIORITY))
+        .collect();
+    loop {
+        let next = (0..ours.len())
+            .filter(|&i| !placed[i] && remaining[i] == 0)
+            .min_by_key(|&i| (prio[i], i));
+        let Some(i) = next else { break };
+        placed[i] = true;
+        for &d in &dependents[i] {
+            remaining[d] = remaining[d].saturating_sub(1);
+        }
+        ordered.extend(ours[i].take());
+    }
+    ordered.extend(ours.into_iter().flatten());
+    ordered
+}
+
+/// For every candidate on a dependency cycle, the cycle as text
+/// (`a → b → a`, starting at that candidate).
+fn find_cycles(ours: &[Candidate], edges: &[Vec<usize>]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for start in 0..ours.len() {
+        if let Some(path) = path_back(start, edges) {
+            let names: Vec<&str> = path.iter().map(|&i| ours[i].key.as_str()).collect();
+            found.push((start, names.join(" → ")));
+        }
+    }
+    found
+}
+
+/// A shortest path `start → … → start`, if there is one (breadth first).
+fn path_back(start: usize, edges: &[Vec<usize>]) -> Option<Vec<usize>> {
+    let mut previous: HashMap<usize, usize> = HashMap::new();
+    let mut seen = HashSet::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(node) = queue.pop_front() {
+        for &next in &edges[node] {
+            if next == start {
+                let mut path = vec![start];
+                let mut at = node;
+                while at != start {
+                    path.push(at);
+                    at = previous[&at];
+                }
+                path.push(start);
+                let last = path.len() - 1;
+                path[1..last].reverse();
+                return Some(path);
+            }
+            if seen.insert(next) {
+                previous.insert(next, node);
+                queue.push_back(next);
+            }
+        }
+    }
+    None
+}
+
+/// Keep `c` out when one of its dependencies did not load: `loaded` holds
+/// the records of the plugins handled before it (the load order puts
+/// dependencies first), `all` every candidate key that was discovered.
+pub fn check_dependencies(mut c: Candidate, loaded: &[PluginRecord]) -> Candidate {
+    if c.dialect != DIALECT || !c.enabled || c.skip_reason.is_some() {
+        return c;
+    }
+    for dep in dependencies(&c) {
+        let why = match loaded.iter().rev().find(|r| &r.key == dep) {
+            Some(r) if r.loaded => continue,
+            Some(r) => match r.status {
+                PluginStatus::Disabled => "disabled in config".to_string(),
+                PluginStatus::NotEnabled => {
+                    format!("not enabled; run: plughost plugins enable {dep}")
+                }
+                _ => format!(
+                    "it failed: {}",
+                    r.error.as_deref().unwrap_or("it did not load")
+                ),
+            },
+            None => "no plugin with that key was found".to_string(),
+        };
+        c.skip_reason = Some(format!("dependency '{dep}' is not loaded ({why})"));
+        break;
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::Source;
+    use crate::manifest::{DialectFields, Manifest, PluginKind};
+
+    fn cand(key: &str, deps: &[&str], priority: Option<i64>) -> Candidate {
+        Candidate {
+            key: key.into(),
+            source: Source::User,
+            dir: key.into(),
+            manifest: Ok(Manifest {
+                name: key.into(),
+                version: String::new(),
+                manifest_version: 1,
+                description: String::new(),
+                author: String::new(),
+                kind: PluginKind::Standalone,
+                requires_env: vec![],
+                provides_tools: vec![],
+                provides_hooks: vec![],
+                provides_web_providers: vec![],
+                dialect: DialectFields {
+                    name: Some(DIALECT.into()),
+                    entry: Some("m:C".into()),
+                    dependencies: deps.iter().map(|d| d.to_string()).collect(),
+                    priority,
+                    args: Default::default(),
+                },
+                path: "plugin.yaml".into(),
+                warnings: vec![],
+            }),
+            enabled: true,
+            skip_reason: None,
+            missing: false,
+            dialect: DIALECT,
+        }
+    }
+
+    fn keys(v: &[Candidate]) -> Vec<&str> {
+        v.iter().map(|c| c.key.as_str()).collect()
+    }
+
+    #[test]
+    fn dependencies_then_priority_then_discovery() {
+        let order = load_order(vec![
+            cand("app", &["base"], Some(1)),
+            cand("late", &[], None),
+            cand("base", &[], Some(50)),
+            cand("early", &[], Some(10)),
+        ]);
+        assert_eq!(keys(&order), ["early", "base", "app", "late"]);
+    }
+
+    #[test]
+    fn cycles_are_named_from_each_member() {
+        let order = load_order(vec![
+            cand("a", &["b"], None),
+            cand("b", &["a"], None),
+            cand("c", &["a"], None),
+            cand("d", &["d"], None),
+        ]);
+        let reason = |k: &str| {
+            order
+                .iter()
+                .find(|c| c.key == k)
+                .unwrap()
+                .skip_reason
+                .clone()
+        };
+        assert_eq!(reason("a").as_deref(), Some("dependency cycle: a → b → a"));
+        assert_eq!(reason("b").as_deref(), Some("dependency cycle: b → a → b"));
+        assert_eq!(reason("d").as_deref(), Some("dependency cycle: d → d"));
+        assert_eq!(
+            reason("c"),
+            None,
+            "c is not on the cycle; its dependency fails it"
+        );
+    }
+}

@@ -1,0 +1,539 @@
+//! Where each Codumentor event fires: its loop point (spec §1.2), the
+//! payload the seed names built from the point's context, and the
+//! handler's answer turned into what the point executes (an edit of the
+//! context, or a [`LoopDecision`]).
+//!
+//! Every `bus.on` subscription is its own callback on its point, so the
+//! core runs them in `(priority, registration order)` with the hook budget
+//! and reports their failures. Events sharing a point keep the seed's
+//! order (`onContextReady` before `onAfterInput`, `onLLMCallEnd`,
+//! `onUsageTracked`, `onAfterLLM`; `onToolInvokeEnd` before
+//! `onAfterTool`): their priorities are offset by the event's rank. The
+//! chain of one event at one point shares a state on the context (the
+//! payload as the previous handler left it, extra keys included, and
+//! whether `abort`/`defer` stopped it).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use serde_json::{json, Map, Value};
+
+use super::turn::{Turn, TurnInfo};
+use super::{installed, Decision};
+use crate::hooks::{
+    CallState, HookAction, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
+    LoopDecision, LoopEdit, TurnScope,
+};
+use crate::outcome::PluginError;
+use crate::runtime::bridge::{self, Awaited};
+use crate::runtime::value::to_json;
+use crate::runtime::{plugin_error, try_attach};
+
+/// The loop point(s) of an in-scope event, and its rank at the point.
+pub fn points(event: &str) -> &'static [(HookEvent, i32)] {
+    match event {
+        "onServerReady" => &[(HookEvent::HostStart, 0)],
+        "onInputReceived" => &[(HookEvent::InputReceived, 0)],
+        "onContextReady" => &[(HookEvent::HistoryReady, 0)],
+        "onAfterInput" => &[(HookEvent::HistoryReady, 1)],
+        "onPromptAssemble" => &[(HookEvent::PromptAssemble, 0)],
+        "onAfterPromptAssemble" => &[(HookEvent::PromptFinal, 0)],
+        "onLLMCallStart" => &[(HookEvent::ModelCallStart, 0)],
+        "onLLMError" => &[(HookEvent::ModelCallError, 0)],
+        "onLLMCallEnd" => &[(HookEvent::ModelReplied, 0)],
+        "onUsageTracked" => &[(HookEvent::ModelReplied, 1)],
+        "onAfterLLM" => &[(HookEvent::ModelReplied, 2)],
+        "onToolInvokeStart" => &[(HookEvent::ToolVet, 0)],
+        "onToolExecuting" => &[(HookEvent::ToolExecuting, 0)],
+        "onToolInvokeEnd" => &[(HookEvent::ToolAfterChain, 0)],
+        "onAfterTool" => &[(HookEvent::ToolAfterChain, 1)],
+        "onBeforeSendResponse" => &[(HookEvent::ResponseBeforeSend, 0)],
+        "onResponsePersist" => &[(HookEvent::ResponsePersisted, 0)],
+        "onTurnAborted" | "onTurnInterrupted" | "onError" => &[(HookEvent::TurnEnded, 0)],
+        // P2 (`/new`, `/clear`: explicit removal) and P14 (unloaded).
+        "onSessionEvict" => &[
+            (HookEvent::OnSessionReset, 0),
+            (HookEvent::OnSessionFinalize, 0),
+        ],
+        _ => &[],
+    }
+}
+
+/// The core priority of a subscription: after every other dialect's
+/// callbacks at the point, the event's rank first, then its own priority
+/// (lower first, D1).
+pub fn core_priority(rank: i32, priority: i64) -> i32 {
+    const SPAN: i64 = 1 << 24;
+    let own = priority.clamp(-(SPAN / 2) + 1, SPAN / 2 - 1);
+    (i64::from(i32::MAX) - (3 - i64::from(rank)) * SPAN + own) as i32
+}
+
+/// One handler of one event on one point.
+pub struct Handler {
+    pub home: PathBuf,
+    pub event: String,
+    /// The Python `Entry` (handler, plugin, label, priority).
+    pub entry: Py<PyAny>,
+}
+
+/// The chain of one event at one point (on the point's context).
+#[derive(Clone, Default)]
+struct Chain(Arc<Mutex<ChainState>>);
+
+#[derive(Default)]
+struct ChainState {
+    event: String,
+    payload: Option<Map<String, Value>>,
+    stopped: bool,
+}
+
+impl CallState for Chain {
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+/// The per-turn Python objects, in the turn's scope.
+struct TurnSlot(Option<Turn>, Mutex<std::collections::HashSet<usize>>);
+
+fn turn_objects(
+    home: &std::path::Path,
+    lc: &LoopContext,
+) -> Option<(Py<PyAny>, Py<PyAny>, Arc<TurnScope>)> {
+    let scope = lc.turn.clone()?;
+    let slot = scope.slot(super::DIALECT, || {
+        TurnSlot(
+            Turn::start(
+                home,
+                TurnInfo {
+                    session_id: &lc.session_id,
+                    user_id: "user",
+                    channel: if lc.delegate { "delegate" } else { "cli" },
+                    model: &lc.model,
+                    kind: if lc.delegate { "subagent" } else { "main" },
+                },
+            ),
+            Mutex::default(),
+        )
+    })?;
+    let turn = slot.0.as_ref()?;
+    if lc.iteration > 0 {
+        turn.set_step(lc.iteration as u32);
+    }
+    let (agent, ctx) = turn.objects()?;
+    Some((agent, ctx, scope))
+}
+
+fn flat_tools(tools: &[Value]) -> Value {
+    Value::Array(
+        tools
+            .iter()
+            .map(|t| {
+                let f = t.get("function").unwrap_or(t);
+                json!({
+                    "name": f.get("name").cloned().unwrap_or(Value::Null),
+                    "description": f.get("description").cloned().unwrap_or(json!("")),
+                    "parameters": f.get("parameters").cloned().unwrap_or(json!({"type": "object"})),
+                })
+            })
+            .collect(),
+    )
+}
+
+fn openai_tools(flat: &Value) -> Option<Vec<Value>> {
+    let items = flat.as_array()?;
+    Some(
+        items
+            .iter()
+            .filter_map(|t| {
+                let t = t.as_object()?;
+                if t.get("type").and_then(Value::as_str) == Some("function") {
+                    return Some(Value::Object(t.clone()));
+                }
+                let name = t.get("name")?.as_str()?;
+                Some(json!({"type": "function", "function": {
+                    "name": name,
+                    "description": t.get("description").cloned().unwrap_or(json!("")),
+                    "parameters": t.get("parameters").cloned().unwrap_or(json!({"type": "object"})),
+                }}))
+            })
+            .collect(),
+    )
+}
+
+/// `[{id, name, args}]` of an assistant message's tool calls.
+fn reply_tool_calls(reply: &Value) -> Value {
+    Value::Array(
+        reply
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .map(|calls| {
+                calls
+                    .iter()
+                    .map(|c| {
+                        let f = &c["function"];
+                        let args = match &f["arguments"] {
+                            Value::String(s) => serde_json::from_str(s).unwrap_or(json!({})),
+                            other => other.clone(),
+                        };
+                        json!({"id": c["id"], "name": f["name"], "args": args})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    )
+}
+
+fn content_chunks(reply: &Value) -> Value {
+    match reply.get("content").and_then(Value::as_str) {
+        Some(s) if !s.is_empty() => json!([s]),
+        _ => json!([]),
+    }
+}
+
+fn without_system(messages: &[Value]) -> Value {
+    Value::Array(
+        messages
+            .iter()
+            .skip_while(|m| m["role"] == "system")
+            .cloned()
+            .collect(),
+    )
+}
+
+/// The seed's payload of `event` from the point's context; `None` when the
+/// event does not fire here (a `TurnEnded` of another kind).
+fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Value>> {
+    let p = match event {
+        "onServerReady" | "onTurnInterrupted"
+            if event == "onServerReady" || lc.ended_by == "interrupted" =>
+        {
+            json!({})
+        }
+        "onInputReceived" => json!({"raw": lc.text}),
+        "onContextReady" => {
+            json!({"session_id": lc.session_id, "user_id": "user", "messages": without_system(&lc.messages)})
+        }
+        "onAfterInput" => json!({"messages": without_system(&lc.messages)}),
+        "onPromptAssemble" | "onAfterPromptAssemble" => {
+            json!({"messages": lc.messages, "tools": flat_tools(&lc.tools)})
+        }
+        "onLLMCallStart" => {
+            json!({"model": lc.model, "messages": lc.messages, "tools": flat_tools(&lc.tools), "params": lc.params})
+        }
+        "onLLMError" => {
+            json!({"model": lc.model, "messages": lc.messages, "tools": flat_tools(&lc.tools), "params": lc.params, "error": lc.error})
+        }
+        "onLLMCallEnd" => {
+            json!({"content_chunks": content_chunks(&lc.reply), "tool_calls": reply_tool_calls(&lc.reply)})
+        }
+        "onUsageTracked" if !lc.usage.is_empty() => {
+            json!({"iteration_usage": lc.usage, "session_totals": lc.usage})
+        }
+        "onAfterLLM" => {
+            json!({"content_chunks": content_chunks(&lc.reply), "tool_calls": reply_tool_calls(&lc.reply), "messages": lc.messages})
+        }
+        "onToolInvokeStart" => {
+            json!({"tool": lc.tool_call.name, "args": lc.tool_call.arguments, "session_id": lc.session_id})
+        }
+        "onToolExecuting" => json!({"tool": lc.tool_call.name, "tool_call_id": lc.tool_call.id}),
+        "onToolInvokeEnd" => {
+            json!({"tool": lc.tool_call.name, "args": lc.tool_call.arguments, "result": lc.result, "ms": lc.duration_ms})
+        }
+        "onAfterTool" => {
+            json!({"tool": lc.tool_call.name, "args": lc.tool_call.arguments, "result": lc.result, "ms": lc.duration_ms, "messages": lc.messages})
+        }
+        "onBeforeSendResponse" => json!({"assistant_text": lc.text, "tool_calls": []}),
+        "onResponsePersist" => json!({"assistant_text": lc.text, "final_message": lc.reply}),
+        "onTurnAborted" if lc.ended_by == "aborted" => {
+            json!({"reason": lc.reason, "assistant_text": lc.text})
+        }
+        "onError" if lc.ended_by == "error" => {
+            json!({"error": lc.error, "context": {"where": "agent_loop", "session_id": lc.session_id}})
+        }
+        _ => return None,
+    };
+    match p {
+        Value::Object(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// What the chain's payload feeds back into the point's context.
+fn edit_of(event: &str, payload: &Map<String, Value>) -> Option<LoopEdit> {
+    let text = |k: &str| payload.get(k).and_then(Value::as_str).map(str::to_string);
+    match event {
+        "onInputReceived" => text("raw").map(LoopEdit::Text),
+        "onPromptAssemble" => {
+            let mut edits = Vec::new();
+            if let Some(m) = payload.get("messages").and_then(Value::as_array) {
+                edits.push(LoopEdit::Messages(m.clone()));
+            }
+            if let Some(t) = payload.get("tools").and_then(openai_tools) {
+                edits.push(LoopEdit::Tools(t));
+            }
+            Some(LoopEdit::All(edits))
+        }
+        "onToolInvokeEnd" => text("result").map(LoopEdit::Result),
+        "onBeforeSendResponse" => text("assistant_text").map(LoopEdit::Text),
+        _ => None,
+    }
+}
+
+impl Handler {
+    /// Fire this handler on `core` with the point's context.
+    pub fn call(&self, core: HookEvent, payload: HookPayload<'_>) -> HookReturn {
+        let lc = match payload {
+            HookPayload::Loop(lc) => lc,
+            HookPayload::Session(sc) => return self.evict(&sc.session_id),
+            _ => return HookReturn::Ready(Ok(HookAction::Continue)),
+        };
+        let _ = core;
+        // The chain of this event on this context.
+        let chain = match lc.dialect.get_mut::<Chain>() {
+            Some(c) if c.0.lock().unwrap_or_else(|e| e.into_inner()).event == self.event => {
+                c.clone()
+            }
+            _ => {
+                let c = Chain::default();
+                c.0.lock().unwrap_or_else(|e| e.into_inner()).event = self.event.clone();
+                lc.dialect.set(c.clone());
+                c
+            }
+        };
+        let payload = {
+            let state = chain.0.lock().unwrap_or_else(|e| e.into_inner());
+            if state.stopped {
+                return HookReturn::Ready(Ok(HookAction::Continue));
+            }
+            state.payload.clone()
+        };
+        let Some(payload) = payload.or_else(|| payload_of(&self.event, lc)) else {
+            return HookReturn::Ready(Ok(HookAction::Continue));
+        };
+        let detached = matches!(self.event.as_str(), "onServerReady");
+        let objects = if detached {
+            None
+        } else {
+            turn_objects(&self.home, lc)
+        };
+        let reply = lc.reply.clone();
+        let iteration = lc.iteration;
+        let event = self.event.clone();
+        let started = try_attach(|py| -> PyResult<Awaited> {
+            let module = installed(py)?.module.bind(py);
+            let (agent, ctx) = match &objects {
+                Some((a, c, _)) => (a.bind(py).clone(), c.bind(py).clone()),
+                None => (py.None().into_bound(py), PyDict::new(py).into_any()),
+            };
+            let coro = module.getattr("step")?.call1((
+                self.entry.bind(py),
+                &event,
+                agent,
+                ctx,
+                pythonize::pythonize(py, &payload)?,
+                py.None(),
+            ))?;
+            Ok(bridge::resolve(py, coro))
+        });
+        let scope = objects.map(|(_, _, s)| s);
+        let finish = move |r: PyResult<Py<PyAny>>| -> Result<HookAction, HookError> {
+            try_attach(|py| match r {
+                Ok(v) => answer(
+                    py,
+                    v.bind(py),
+                    &event,
+                    &chain,
+                    &reply,
+                    scope.as_deref(),
+                    iteration,
+                ),
+                Err(e) => Err(HookError::Raised(plugin_error(py, &e))),
+            })
+            .unwrap_or_else(|e| Err(HookError::NotRun(e.to_string())))
+        };
+        match started {
+            Ok(Ok(Awaited::Ready(r))) => HookReturn::Ready(finish(r)),
+            Ok(Ok(Awaited::Pending(task))) => {
+                HookReturn::Pending(Box::pin(async move { finish(task.await) }))
+            }
+            Ok(Err(e)) => HookReturn::Ready(finish(Err(e))),
+            Err(e) => HookReturn::Ready(Err(HookError::NotRun(e.to_string()))),
+        }
+    }
+
+    /// `onSessionEvict {session_id}`: agent `None`, ctx `{}`.
+    fn evict(&self, session_id: &str) -> HookReturn {
+        let mut payload = Map::new();
+        payload.insert("session_id".into(), json!(session_id));
+        let event = self.event.clone();
+        let chain = Chain::default();
+        let started = try_attach(|py| -> PyResult<Awaited> {
+            let module = installed(py)?.module.bind(py);
+            let coro = module.getattr("step")?.call1((
+                self.entry.bind(py),
+                &event,
+                py.None(),
+                PyDict::new(py),
+                pythonize::pythonize(py, &payload)?,
+                py.None(),
+            ))?;
+            Ok(bridge::resolve(py, coro))
+        });
+        let finish = move |r: PyResult<Py<PyAny>>| -> Result<HookAction, HookError> {
+            try_attach(|py| match r {
+                Ok(v) => answer(py, v.bind(py), &event, &chain, &Value::Null, None, 0)
+                    .map(|_| HookAction::Continue),
+                Err(e) => Err(HookError::Raised(plugin_error(py, &e))),
+            })
+            .unwrap_or_else(|e| Err(HookError::NotRun(e.to_string())))
+        };
+        match started {
+            Ok(Ok(Awaited::Ready(r))) => HookReturn::Ready(finish(r)),
+            Ok(Ok(Awaited::Pending(task))) => {
+                HookReturn::Pending(Box::pin(async move { finish(task.await) }))
+            }
+            Ok(Err(e)) => HookReturn::Ready(finish(Err(e))),
+            Err(e) => HookReturn::Ready(Err(HookError::NotRun(e.to_string()))),
+        }
+    }
+}
+
+/// What the Python `step` hands back: `(payload, decision, failure, stop)`.
+type Stepped<'py> = (
+    Bound<'py, PyAny>,
+    Bound<'py, PyAny>,
+    Option<(String, String, String, String, Bound<'py, PyAny>)>,
+    bool,
+);
+
+/// A step's `(payload, decision, failure, stop)` as the point's answer.
+fn answer(
+    py: Python<'_>,
+    v: &Bound<'_, PyAny>,
+    event: &str,
+    chain: &Chain,
+    reply: &Value,
+    scope: Option<&TurnScope>,
+    iteration: usize,
+) -> Result<HookAction, HookError> {
+    if let Some(scope) = scope {
+        drain_ui_events(py, scope);
+    }
+    let (payload, decision, failure, stop): Stepped<'_> = v
+        .extract()
+        .map_err(|e| HookError::Raised(plugin_error(py, &e)))?;
+    let payload = match to_json(&payload) {
+        Ok(Value::Object(m)) => m,
+        _ => {
+            return Err(HookError::Raised(PluginError::native(
+                "the handler left a payload that is not a JSON object; the answer is ignored",
+            )))
+        }
+    };
+    {
+        let mut state = chain.0.lock().unwrap_or_else(|e| e.into_inner());
+        state.payload = Some(payload.clone());
+        state.stopped |= stop;
+    }
+    if let Some((_, _, kind, message, exc)) = failure {
+        return Err(if kind == "raised" && !exc.is_none() {
+            HookError::Raised(plugin_error(py, &PyErr::from_value(exc)))
+        } else {
+            HookError::Raised(PluginError::native(message))
+        });
+    }
+    if !decision.is_none() {
+        let decision: Decision = to_json(&decision)
+            .ok()
+            .and_then(|d| serde_json::from_value(d).ok())
+            .ok_or_else(|| HookError::raised("an unreadable decision"))?;
+        return Ok(match decision {
+            Decision::ShortCircuit { assistant_text, .. } => {
+                HookAction::Decide(LoopDecision::ShortCircuit(assistant_text))
+            }
+            Decision::VetoTool { reason, .. } => HookAction::Decide(LoopDecision::Refuse {
+                text: format!("[blocked: {reason}]"),
+                reason,
+                terminate: false,
+            }),
+            Decision::AbortTurn {
+                reason,
+                assistant_text,
+                ..
+            } => HookAction::Decide(LoopDecision::AbortTurn {
+                text: format!("[blocked: {reason}]"),
+                reason,
+                assistant_text,
+            }),
+            Decision::ParamPatch { model, params, .. } => {
+                let mut edits = vec![LoopEdit::Params(params)];
+                edits.extend(model.map(LoopEdit::Model));
+                HookAction::Decide(LoopDecision::Edit(LoopEdit::All(edits)))
+            }
+            Decision::InsertStep { messages, .. } => {
+                HookAction::Decide(LoopDecision::Edit(LoopEdit::Append(messages)))
+            }
+            Decision::EnqueueTool { tool, args, .. } => {
+                static ENQUEUED: std::sync::atomic::AtomicU64 =
+                    std::sync::atomic::AtomicU64::new(0);
+                let n = ENQUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                let mut reply = reply.clone();
+                let call = json!({"id": format!("enq_{n}"), "type": "function",
+                    "function": {"name": tool, "arguments": Value::Object(args).to_string()}});
+                match reply.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                    Some(calls) => calls.push(call),
+                    None => reply["tool_calls"] = json!([call]),
+                }
+                HookAction::Decide(LoopDecision::Edit(LoopEdit::Reply(reply)))
+            }
+            Decision::LlmRetry { .. } => {
+                // "Request a single retry of the failed LLM call": once per call.
+                let first = scope
+                    .and_then(|s| s.slot(super::DIALECT, || TurnSlot(None, Mutex::default())))
+                    .is_some_and(|slot| {
+                        slot.1
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(iteration)
+                    });
+                if first {
+                    HookAction::Decide(LoopDecision::RetryModelCall { delay_ms: 0 })
+                } else {
+                    HookAction::Continue
+                }
+            }
+            Decision::RequeueTool { .. }
+            | Decision::RetryWith { .. }
+            | Decision::StreamControl { .. } => {
+                tracing::warn!("{event}: {decision:?} is not supported by plughost yet; ignored");
+                HookAction::Continue
+            }
+        });
+    }
+    Ok(match edit_of(event, &payload) {
+        Some(edit) => HookAction::Decide(LoopDecision::Edit(edit)),
+        None => HookAction::Continue,
+    })
+}
+
+fn drain_ui_events(py: Python<'_>, scope: &TurnScope) {
+    let Some(slot) = scope.slot(super::DIALECT, || TurnSlot(None, Mutex::default())) else {
+        return;
+    };
+    let Some(turn) = slot.0.as_ref() else { return };
+    let list = turn.ui_list(py);
+    if let Ok(Value::Array(items)) = to_json(list.as_any()) {
+        if !items.is_empty() {
+            let _ = list.call_method0("clear");
+            scope
+                .ui_events
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(items);
+        }
+    }
+    let _: Option<Bound<'_, PyList>> = None;
+}

@@ -1,0 +1,210 @@
+//! The Felix plugin API: discovery of installed `felix.plugins` entry
+//! points and Felix source trees ([`discover`]), `register(registry)` with
+//! plughost's `PluginRegistry`, tools from `define_tool`, and the eight
+//! agent-loop hooks plus startup hooks mapped onto the core's loop points
+//! ([`hooks`]). The compat `felix` / `felix_ai` modules are served by a
+//! finder consulted last, so a real Felix installation always wins.
+//!
+//! Felix's combination policies map onto the loop points' lanes:
+//! `filter_history` → `history_ready` (chain), `before_turn` →
+//! `iteration_start` (collect, appended), `before_model` → `prompt_final`
+//! (chain, this call only), `after_model` → `model_replied` (chain),
+//! `before_tool` → `tool_before` (stops at the first block), `after_tool` →
+//! `tool_after` (merged, tag restored), `before_compact` → `compact_before`
+//! (stops at the first cancel or summary), `compact_failed` →
+//! `compact_failed`, startup hooks → `host_start`. Every Felix callback
+//! registers at [`FIRST_LANE_PRIORITY`], so at a shared point Felix's run
+//! before Codumentor's, in registration order.
+
+pub mod discover;
+pub mod hooks;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyModule, PyTuple};
+
+use super::{Dialect, LoadedPlugin};
+use crate::config::PluginLists;
+use crate::discovery::Candidate;
+use crate::hooks::{HookEntry, HookEvent, FIRST_LANE_PRIORITY};
+use crate::outcome::PluginError;
+use crate::registry::{Registration, Tool, ToolSpec};
+use crate::runtime::{attach, module_from_source, plugin_error};
+
+/// The finder, loader and adapters (`_plughost_felix`).
+const FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/felix/__init__.py");
+
+include!("compat_modules.rs");
+
+static MODULE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// `_plughost_felix`, with the compat finder installed (once): appended to
+/// `sys.meta_path`, so a `felix` anywhere on `sys.path` is found first.
+pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    MODULE
+        .get_or_try_init(py, || {
+            let sys_modules = py
+                .import("sys")?
+                .getattr("modules")?
+                .cast_into::<PyDict>()?;
+            let module = match sys_modules.get_item("_plughost_felix")? {
+                Some(m) => m.cast_into::<PyModule>()?,
+                None => module_from_source(py, "_plughost_felix", FINDER_SOURCE, false)?,
+            };
+            let sources = PyDict::new(py);
+            for (name, source, is_package) in COMPAT_MODULES {
+                sources.set_item(name, (source, is_package))?;
+            }
+            module.getattr("install")?.call1((sources,))?;
+            Ok(module.unbind())
+        })
+        .map(|m| m.bind(py).clone())
+}
+
+/// The loop point a Felix hook kind fires at.
+pub fn point_of(kind: &str) -> Option<HookEvent> {
+    Some(match kind {
+        "filter_history" => HookEvent::HistoryReady,
+        "before_turn" => HookEvent::IterationStart,
+        "before_model" => HookEvent::PromptFinal,
+        "after_model" => HookEvent::ModelReplied,
+        "before_tool" => HookEvent::ToolBefore,
+        "after_tool" => HookEvent::ToolAfter,
+        "before_compact" => HookEvent::CompactBefore,
+        "compact_failed" => HookEvent::CompactFailed,
+        "startup_hook" => HookEvent::HostStart,
+        _ => return None,
+    })
+}
+
+/// The Felix dialect (see the module docs).
+pub struct Felix;
+
+impl Dialect for Felix {
+    fn name(&self) -> &'static str {
+        discover::DIALECT
+    }
+
+    fn load(&self, key: &str, dir: &Path, _home: &Path) -> Result<LoadedPlugin, PluginError> {
+        let entry = discover::entry_for(key, dir).map_err(|m| PluginError {
+            kind: "LookupError".into(),
+            message: m,
+            ..Default::default()
+        })?;
+        let (module_name, attr) = match entry.value.split_once(':') {
+            Some((m, a)) => (m.trim().to_string(), a.trim().to_string()),
+            None => (entry.value.trim().to_string(), String::new()),
+        };
+        attach(|py| {
+            let felix = module(py).map_err(|e| plugin_error(py, &e))?;
+            let source_dir = entry
+                .source_dir
+                .as_ref()
+                .map(|d| d.to_string_lossy().into_owned());
+            let loaded = felix
+                .getattr("load")
+                .and_then(|f| f.call1((key, &module_name, &attr, source_dir)))
+                .map_err(|e| plugin_error(py, &e))?;
+            collect(py, key, &felix, &loaded).map_err(|e| plugin_error(py, &e))
+        })
+    }
+
+    fn origin(&self) -> Option<String> {
+        crate::runtime::Runtime::get()?;
+        crate::runtime::try_attach(|py| {
+            MODULE.get(py)?;
+            let module = py.import("felix").ok()?;
+            let file: Option<String> = module
+                .getattr("__file__")
+                .ok()
+                .and_then(|f| f.extract().ok());
+            Some(match file {
+                Some(f) if !f.starts_with("<plughost:") => f,
+                _ => "compat (plughost's own felix, felix_ai)".into(),
+            })
+        })
+        .ok()
+        .flatten()
+    }
+
+    fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
+        discover::discover(home, lists)
+    }
+
+    fn entry(&self, key: &str, dir: &Path) -> Option<String> {
+        discover::entry_for(key, dir).ok().map(|e| e.value)
+    }
+}
+
+/// Registrations from what `_plughost_felix.load` returned:
+/// `(tools, hooks, startup_hooks, unused)`.
+fn collect(
+    py: Python<'_>,
+    key: &str,
+    felix: &Bound<'_, PyModule>,
+    loaded: &Bound<'_, PyAny>,
+) -> PyResult<LoadedPlugin> {
+    let loaded = loaded.cast::<PyTuple>()?;
+    let mut registrations = Vec::new();
+    let felix_module: Py<PyModule> = felix.clone().unbind();
+    for item in loaded.get_item(0)?.try_iter()? {
+        let (name, description, parameters, tool): (String, String, Bound<'_, PyAny>, Py<PyAny>) =
+            item?.extract()?;
+        let parameters: serde_json::Value = pythonize::depythonize(&parameters)?;
+        let spec = ToolSpec {
+            name: name.clone(),
+            description,
+            parameters,
+            plugin: key.to_string(),
+            toolset: String::new(),
+            requires_env: Vec::new(),
+        };
+        let handler = hooks::FelixTool {
+            tool,
+            felix: felix_module.clone_ref(py),
+        };
+        let mut t = Tool::new(spec, Arc::new(handler));
+        t.renderer = Some(Arc::new(hooks::FelixRenderer));
+        registrations.push(Registration::Tool(t));
+    }
+    let mut add_hook = |kind: String, callback: Py<PyAny>, label: String| {
+        let event = point_of(&kind);
+        registrations.push(Registration::Hook {
+            event,
+            name: kind.clone(),
+            entry: HookEntry {
+                owner: key.to_string(),
+                label,
+                priority: FIRST_LANE_PRIORITY,
+                callback: Arc::new(hooks::FelixHook {
+                    kind,
+                    callback,
+                    felix: felix_module.clone_ref(py),
+                }),
+                stats: Default::default(),
+            },
+        });
+    };
+    for item in loaded.get_item(1)?.try_iter()? {
+        let (kind, callback, label): (String, Py<PyAny>, String) = item?.extract()?;
+        add_hook(kind, callback, label);
+    }
+    for item in loaded.get_item(2)?.try_iter()? {
+        let (callback, label): (Py<PyAny>, String) = item?.extract()?;
+        add_hook("startup_hook".into(), callback, label);
+    }
+    let unused: Vec<String> = loaded.get_item(3)?.extract()?;
+    if !unused.is_empty() {
+        tracing::info!(
+            "Felix plugin '{key}' uses {} — accepted, never used by a command-line host",
+            unused.join(", ")
+        );
+    }
+    Ok(LoadedPlugin {
+        registrations,
+        package: None,
+    })
+}
