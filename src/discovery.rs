@@ -24,12 +24,11 @@ use crate::manifest::{self, Manifest, PluginKind};
 #[serde(rename_all = "lowercase")]
 pub enum Source {
     Bundled,
-    /// An installed distribution's entry point (Felix's `felix.plugins`).
+    /// An installed distribution's entry point (a dialect's group:
+    /// `felix.plugins`, `hermes_agent.plugins`).
     Entrypoint,
     User,
     Project,
-    /// An installed distribution's entry point (a dialect's group).
-    Entrypoint,
 }
 
 impl Source {
@@ -39,7 +38,6 @@ impl Source {
             Source::Entrypoint => "entrypoint",
             Source::User => "user",
             Source::Project => "project",
-            Source::Entrypoint => "entrypoint",
         }
     }
 }

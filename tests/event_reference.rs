@@ -33,8 +33,9 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::hooks::HookAction>
             };
             host.fire(event, HookPayload::Tool(&mut ctx)).await
         }
-        PreLlmCall | PostLlmCall | PreApiRequest | PostApiRequest => {
-            let after = matches!(event, PostLlmCall | PostApiRequest);
+        PreLlmCall | PostLlmCall | PreApiRequest | PostApiRequest | TransformLlmOutput
+        | ApiRequestError => {
+            let after = matches!(event, PostLlmCall | PostApiRequest | TransformLlmOutput);
             let mut ctx = LlmCallContext {
                 session_id: "s1".into(),
                 model: "scripted".into(),
@@ -43,6 +44,8 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::hooks::HookAction>
                 user_message: "hi".into(),
                 response: if after {
                     json!({"content": "hello"})
+                } else if event == ApiRequestError {
+                    json!({"error": "connection refused"})
                 } else {
                     json!(null)
                 },
@@ -61,7 +64,7 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::hooks::HookAction>
             };
             host.fire(event, HookPayload::Session(&mut ctx)).await
         }
-        SubagentStop => {
+        SubagentStop | SubagentStart => {
             let mut ctx = SubagentStopContext {
                 session_id: "s1".into(),
                 subagent_id: "s1/sub-1".into(),
@@ -69,6 +72,12 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::hooks::HookAction>
                 ..Default::default()
             };
             host.fire(event, HookPayload::Subagent(&mut ctx)).await
+        }
+        HostStart | InputReceived | CompactBefore | CompactFailed | HistoryReady
+        | IterationStart | PromptAssemble | PromptFinal | ModelCallStart | ModelCallError
+        | ModelReplied | ToolBefore | ToolVet | ToolExecuting | ToolAfter | ToolAfterChain
+        | ResponseBeforeSend | ResponsePersisted | TurnEnded => {
+            unreachable!("{event} is a loop point, not in HookEvent::ALL")
         }
         PreGatewayDispatch => {
             let mut ctx = GatewayContext {

@@ -56,6 +56,7 @@ pub static DOC: DialectDoc = DialectDoc {
 
 fn answer(event: HookEvent, kind: ActionKind) -> &'static str {
     match kind {
+        ActionKind::Decide => "a loop-point decision (not offered to this dialect)",
         ActionKind::Block => "`return BlockAction(\"why\")`",
         ActionKind::Skip => "`return SkipAction(\"why\")`",
         ActionKind::Rewrite => "`return RewriteAction(\"new text\")`",

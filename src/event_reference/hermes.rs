@@ -65,6 +65,7 @@ pub static DOC: DialectDoc = DialectDoc {
 
 fn answer(event: HookEvent, kind: ActionKind) -> &'static str {
     match kind {
+        ActionKind::Decide => "a loop-point decision (not offered to this dialect)",
         ActionKind::Block => "`return {\"action\": \"block\", \"message\": \"why\"}` (`\"approve\"` blocks too: plughost has no approval gate)",
         ActionKind::Skip => "`return {\"action\": \"skip\", \"reason\": \"why\"}`",
         ActionKind::Rewrite => "`return {\"action\": \"rewrite\", \"text\": \"new text\"}`",

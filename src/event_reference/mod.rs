@@ -82,6 +82,25 @@ pub fn fires(event: HookEvent) -> &'static str {
         HookEvent::TransformLlmOutput => "On a turn's final reply, before the user gets it (the transcript keeps the model's own words).",
         HookEvent::SubagentStart => "When a `delegate` sub-agent starts, with its goal.",
         HookEvent::ApiRequestError => "When a model call failed, with the error.",
+        HookEvent::HostStart => "P0: when the host starts serving (`run`, `chat`, `tools call`, `commands run`; not when listing).",
+        HookEvent::InputReceived => "P1: an inbound message, after `pre_gateway_dispatch`, before slash commands.",
+        HookEvent::CompactBefore => "P2c: `/compact`, before the transcript is rewritten.",
+        HookEvent::CompactFailed => "P2c: rewriting the transcript for `/compact` failed.",
+        HookEvent::HistoryReady => "P4: once per turn, when the turn's history (system prompt first, then the transcript and the new user message) is assembled.",
+        HookEvent::IterationStart => "P5, first lane: before every model call; appended messages are carried to later calls, never stored.",
+        HookEvent::PromptAssemble => "P5, second lane: before every model call; edits of the in-flight list are carried, never stored.",
+        HookEvent::PromptFinal => "P6: this model call's message list only; edits are not carried.",
+        HookEvent::ModelCallStart => "P7: immediately before the provider call; the model and its parameters may be changed.",
+        HookEvent::ModelCallError => "P7e: the provider call failed; a callback may ask for it again.",
+        HookEvent::ModelReplied => "P8: the provider answered; the reply the loop acts on may be replaced.",
+        HookEvent::ToolBefore => "P9, first lane: before a tool call; the first refusal stops the call.",
+        HookEvent::ToolVet => "P9, second lane: before a tool call; every callback runs, the first refusal wins, an abort outranks it.",
+        HookEvent::ToolExecuting => "P9x: immediately before the tool's handler runs (after its availability check).",
+        HookEvent::ToolAfter => "P10, first lane: after the call ran; answers are merged, a later key winning.",
+        HookEvent::ToolAfterChain => "P10, second lane: after the call ran; each edit of the result is what the next callback sees.",
+        HookEvent::ResponseBeforeSend => "P11: the final answer, before it is stored and returned.",
+        HookEvent::ResponsePersisted => "P12: the final answer was stored.",
+        HookEvent::TurnEnded => "P13: the turn ended (answer, short circuit, abort, error, interruption …).",
     }
 }
 
@@ -93,6 +112,7 @@ pub fn effect(event: HookEvent, kind: ActionKind) -> &'static str {
         (_, ActionKind::Rewrite) => "the message's text is replaced before commands and the model see it",
         (HookEvent::TransformTerminalOutput, ActionKind::Replace) => "replaces `exec`'s output before the post hooks see it",
         (_, ActionKind::Replace) => "replaces the result the model (or the caller) gets",
+        (_, ActionKind::Decide) => "a typed decision of the dialect's own answer conventions (its guide lists them)",
         (_, ActionKind::Inject) => "joined with the other answers and prepended to the latest user message as `<plugin_context>…</plugin_context>` (the stored transcript keeps the original)",
     }
 }
@@ -103,6 +123,8 @@ fn policy_text(policy: Policy) -> &'static str {
         Policy::FirstWins => "first wins: every callback runs; the first accepted answer counts",
         Policy::Chain => "chain: each replacement is what the next callback sees",
         Policy::Collect => "collect: every accepted answer counts, in order",
+        Policy::Merge => "merge: every callback sees the same input; the answers are merged, a later key winning",
+        Policy::StopAtFirst => "stop at first: the first accepted answer counts and the callbacks after it do not run",
     }
 }
 
@@ -145,7 +167,12 @@ pub fn render(doc: &DialectDoc, captured: &Captured) -> Result<String, String> {
     }
     let _ = writeln!(out, "\n## Hook callbacks\n\n{}\n", doc.calling);
     let _ = writeln!(out, "## Events\n");
-    for spec in HOOK_SPECS {
+    // The loop points are for dialects that map their own names onto them;
+    // a dialect whose plugins subscribe to the seed events lists those.
+    for spec in HOOK_SPECS
+        .iter()
+        .filter(|s| !HookEvent::LOOP_POINTS.contains(&s.event))
+    {
         let event = spec.event;
         let fields = captured
             .events

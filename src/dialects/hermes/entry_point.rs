@@ -112,6 +112,7 @@ fn candidate(ep: &EntryPoint, lists: &PluginLists, yaml: &PluginLists) -> Candid
             provides_web_providers: Vec::new(),
             path: ep.metadata_dir.join("entry_points.txt"),
             warnings: Vec::new(),
+            dialect: Default::default(),
         }),
         enabled,
         skip_reason,

@@ -147,6 +147,7 @@ pub fn complete(plugin: &str, messages: Vec<Value>) -> Result<Completion, String
         tools: Vec::new(),
         // Its own conversation: never advances or reads an agent session.
         session_key: format!("plugin-llm:{plugin}"),
+        params: Default::default(),
     };
     let response = wait(async move { provider.complete(request, None).await })?
         .map_err(|e| format!("model call failed: {e}"))?;
