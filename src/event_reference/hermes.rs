@@ -14,6 +14,10 @@ pub static DOC: DialectDoc = DialectDoc {
         ("register_hook", "A callback for one event (see *Events* below); names only Hermes fires are accepted and never fire."),
         ("register_command", "A slash command `/name`; `handler(raw_args: str)` returns the reply text (`None`: no reply); it may be `async def`."),
         ("register_skill", "A skill `<plugin>:<name>` read from `path` (a `SKILL.md`), listed by `skills list`."),
+        ("dispatch_tool", "Call any registered tool through the host's whole pipeline (its `pre_tool_call` guards included); its JSON string back, a failure as Hermes's error JSON. Needs a running agent or host."),
+        ("inject_message", "Queue a user message into the running conversation; the agent adds it at its next model call. `False` when no agent runs."),
+        ("register_web_search_provider", "A web search/extract backend (an `agent.web_search_provider.WebSearchProvider`) for the built-in `web_search` and `web_extract` tools; `plugins doctor` lists it under *web*."),
+        ("register_cli_command", "A terminal command run as `plughost hermes <name> [ARGS…]` through its own argparse parser (`setup_fn(parser)`, `handler_fn(args)`); `plughost hermes` lists them."),
     ],
     fields: &[
         ("session_id", "the session key; `None` for a direct `tools call` without `--session`"),
