@@ -449,9 +449,11 @@ fn run_against_a_stalled_server_fails_at_the_model_timeout() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Errors go to stderr, with their cause.
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stdout.contains("no answer from the model API") && stdout.contains("for 1 s"),
-        "{stdout}"
+        stderr.contains("no answer from the model API") && stderr.contains("for 1 s"),
+        "{stderr}"
     );
     assert!(started.elapsed() < Duration::from_secs(15));
 }

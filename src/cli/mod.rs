@@ -6,8 +6,8 @@
 
 mod agent;
 mod plugins;
-mod suggest;
 mod serve;
+mod suggest;
 mod table;
 
 use std::path::PathBuf;
@@ -282,6 +282,12 @@ where
 /// plugins do not stop them (they are listed as failed, with an error
 /// naming them); the agent loop builds its own host, which refuses.
 fn build_host(cli: &Cli, python_level: u8) -> Result<Host, Failure> {
+    Ok(host_builder(cli, python_level).build()?)
+}
+
+/// What every listing/calling host starts from: the CLI's home, isolation
+/// and Python log level, plus Flowly's web tools.
+fn host_builder(cli: &Cli, python_level: u8) -> crate::host::HostBuilder {
     let mut builder = Host::builder()
         .python_log_level(python_level)
         .allow_missing_bundled();
@@ -296,7 +302,7 @@ fn build_host(cli: &Cli, python_level: u8) -> Result<Host, Failure> {
     for tool in crate::agent::tools::web_tools(&home) {
         builder = builder.tool(tool);
     }
-    Ok(builder.build()?)
+    builder
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -637,15 +643,7 @@ fn build_host_with_builtins(
         .unwrap_or_else(|| home_of(cli).join("workspace"));
     let workspace = Workspace::new(&dir)
         .map_err(|e| Failure::failed(format!("cannot use the workspace {}: {e}", dir.display())))?;
-    let mut builder = Host::builder()
-        .python_log_level(python_level)
-        .allow_missing_bundled();
-    if let Some(home) = &cli.home {
-        builder = builder.home(home);
-    }
-    if let Some(isolation) = &cli.isolate {
-        builder = builder.isolate(isolation.clone());
-    }
+    let mut builder = host_builder(cli, python_level);
     for tool in builtin_tools(&workspace, &ToolLimits::default()) {
         builder = builder.tool(tool);
     }

@@ -123,8 +123,12 @@ fn policy_text(policy: Policy) -> &'static str {
         Policy::FirstWins => "first wins: every callback runs; the first accepted answer counts",
         Policy::Chain => "chain: each replacement is what the next callback sees",
         Policy::Collect => "collect: every accepted answer counts, in order",
-        Policy::Merge => "merge: every callback sees the same input; the answers are merged, a later key winning",
-        Policy::StopAtFirst => "stop at first: the first accepted answer counts and the callbacks after it do not run",
+        Policy::Merge => {
+            "merge: every callback sees the same input; the answers are merged, a later key winning"
+        }
+        Policy::StopAtFirst => {
+            "stop at first: the first accepted answer counts and the callbacks after it do not run"
+        }
     }
 }
 
