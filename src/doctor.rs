@@ -128,7 +128,16 @@ impl Report {
                 silent_hooks: p
                     .hooks
                     .iter()
-                    .filter(|h| HookEvent::from_name(h).is_none())
+                    // Names the plugin's dialect did not map onto any event.
+                    .filter(|h| {
+                        HookEvent::from_name(h).is_none()
+                            && host
+                                .registry()
+                                .hooks()
+                                .unknown()
+                                .get(h.as_str())
+                                .is_some_and(|v| v.iter().any(|e| e.owner == p.key))
+                    })
                     .map(|h| SilentHook {
                         event: h.clone(),
                         reason: "not a known event: it never fires".into(),

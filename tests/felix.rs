@@ -389,7 +389,7 @@ import asyncio
 def register(registry):
     async def on_start(app):
         await asyncio.sleep(0)
-        open({mark:?}, "a").write(f"started {{type(app.state.plugins).__name__}}\n")
+        open({mark:?}, "a").write(f"started {{'starter' in app.state.plugins}} {{'felix_echo' in app.state.tools}}\n")
     registry.register_startup_hook(on_start)
     def summarize(prep, ctx):
         if any("keep everything" in (m.content or "") for m in prep["messages"] + prep["kept"]):
@@ -504,7 +504,10 @@ def register(registry):
         ),
         "{late_error:#}"
     );
-    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "started list\n");
+    assert_eq!(
+        std::fs::read_to_string(&mark).unwrap(),
+        "started True True\n"
+    );
 
     // /compact: a summary replaces what is dropped; a cancel leaves the transcript alone.
     for i in 0..6 {
