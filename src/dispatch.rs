@@ -621,7 +621,20 @@ pub async fn fire_host_start(registry: &Registry) {
     if registry.hooks().entries(HookEvent::HostStart).is_empty() {
         return;
     }
+    let tools = registry.tools();
+    let mut plugins: Vec<String> = tools
+        .iter()
+        .map(|t| t.spec.plugin.clone())
+        .chain(registry.hooks().iter().map(|(_, h)| h.owner.clone()))
+        .collect();
+    plugins.sort();
+    plugins.dedup();
     let mut lc = LoopContext {
+        plugins,
+        tools: tools
+            .iter()
+            .map(|t| serde_json::json!({"type": "function", "function": {"name": t.spec.name}}))
+            .collect(),
         stage: Some(HookEvent::HostStart),
         ..Default::default()
     };

@@ -143,6 +143,19 @@ impl Report {
                             crate::dialects::codumentor::never_fires(h)?
                         } else if HookEvent::from_name(h).is_some() {
                             return None;
+                        } else if p.dialect == Some(crate::dialects::felix::discover::DIALECT) {
+                            // Felix's names map onto loop points: only a name
+                            // no event took never fires.
+                            let unmapped = host
+                                .registry()
+                                .hooks()
+                                .unknown()
+                                .get(h.as_str())
+                                .is_some_and(|v| v.iter().any(|e| e.owner == p.key));
+                            if !unmapped {
+                                return None;
+                            }
+                            "not a known event: it never fires"
                         } else if crate::dialects::hermes::context::never_fires(h) {
                             "a Hermes event plughost's loop has no place for: it never fires"
                         } else {

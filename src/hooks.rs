@@ -535,6 +535,8 @@ pub struct LoopContext {
     pub ended_by: String,
     /// P13a: the abort reason.
     pub reason: Option<String>,
+    /// P0: the keys of the plugins that contributed tools or hooks.
+    pub plugins: Vec<String>,
     /// The turn this point fires in (absent for a tool called outside a turn).
     pub turn: Option<Arc<TurnScope>>,
     pub stage: Option<HookEvent>,

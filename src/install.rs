@@ -308,21 +308,38 @@ pub fn install(home: &Path, source: &PluginSource, force: bool) -> Result<Instal
         }
     };
     refuse_special_files(&plugin_dir)?;
-    let manifest = match manifest::load(&plugin_dir) {
-        Ok(m) => m,
+    let (name, version) = match manifest::load(&plugin_dir) {
+        Ok(m) => {
+            if let Some(problem) = crate::dialects::codumentor::layout_problem(&m, &plugin_dir) {
+                return Err(InstallError::NotAPlugin(plugin_dir, problem));
+            }
+            // A Codumentor plugin's code is its `backend/` package, not an
+            // `__init__.py` beside the manifest.
+            let codumentor = m.dialect.name.as_deref() == Some(crate::dialects::codumentor::DIALECT);
+            if !codumentor && !plugin_dir.join("__init__.py").is_file() {
+                return Err(InstallError::NotAPlugin(
+                    plugin_dir,
+                    "no __init__.py (a plugin needs one that defines register(ctx))".into(),
+                ));
+            }
+            (m.name, m.version)
+        }
+        // A Felix source tree: no manifest, a pyproject declaring
+        // felix.plugins entry points; installed under its (first) key.
+        Err(manifest::ManifestError::Missing) if plugin_dir.join("pyproject.toml").is_file() => {
+            match crate::dialects::felix::discover::read_pyproject(&plugin_dir) {
+                Ok(p) => match p.entries.first() {
+                    Some((key, _)) => (key.clone(), p.version.clone()),
+                    None => return Err(InstallError::NotAPlugin(
+                        plugin_dir,
+                        "no manifest (plugin.yaml, plugin.yml or plugin.json), and its pyproject.toml declares no [project.entry-points.\"felix.plugins\"]".into(),
+                    )),
+                },
+                Err(problem) => return Err(InstallError::NotAPlugin(plugin_dir, problem)),
+            }
+        }
         Err(e) => return Err(InstallError::NotAPlugin(plugin_dir, e.to_string())),
     };
-    if let Some(problem) = crate::dialects::codumentor::layout_problem(&manifest, &plugin_dir) {
-        return Err(InstallError::NotAPlugin(plugin_dir, problem));
-    }
-    let codumentor = manifest.dialect.name.as_deref() == Some(crate::dialects::codumentor::DIALECT);
-    if !codumentor && !plugin_dir.join("__init__.py").is_file() {
-        return Err(InstallError::NotAPlugin(
-            plugin_dir,
-            "no __init__.py (a plugin needs one that defines register(ctx))".into(),
-        ));
-    }
-    let name = manifest.name.clone();
     if name.starts_with('.') || name.contains(['/', '\\']) || name.trim().is_empty() {
         return Err(InstallError::NotAPlugin(
             plugin_dir,
@@ -356,7 +373,7 @@ pub fn install(home: &Path, source: &PluginSource, force: bool) -> Result<Instal
     drop(scratch);
     Ok(Installed {
         name,
-        version: manifest.version,
+        version,
         path: target,
         replaced: exists,
     })

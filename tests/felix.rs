@@ -389,7 +389,7 @@ import asyncio
 def register(registry):
     async def on_start(app):
         await asyncio.sleep(0)
-        open({mark:?}, "a").write(f"started {{type(app.state.plugins).__name__}}\n")
+        open({mark:?}, "a").write(f"started {{'starter' in app.state.plugins}} {{'felix_echo' in app.state.tools}}\n")
     registry.register_startup_hook(on_start)
     def summarize(prep, ctx):
         if any("keep everything" in (m.content or "") for m in prep["messages"] + prep["kept"]):
@@ -504,7 +504,10 @@ def register(registry):
         ),
         "{late_error:#}"
     );
-    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "started list\n");
+    assert_eq!(
+        std::fs::read_to_string(&mark).unwrap(),
+        "started True True\n"
+    );
 
     // /compact: a summary replaces what is dropped; a cancel leaves the transcript alone.
     for i in 0..6 {
@@ -615,4 +618,41 @@ fn an_installed_distribution_is_found_by_its_entry_point() {
     let list = env.list();
     let installed = list.iter().find(|p| p["key"] == "installed").unwrap();
     assert_eq!(installed["status"], "disabled");
+}
+
+#[test]
+fn plugins_install_accepts_a_felix_source_tree() {
+    let env = Env::new(&[]);
+    let src = tempfile::tempdir().unwrap();
+    let tree = felix_tree(
+        src.path(),
+        "my-felix-plugin",
+        &[("mine", "mine_pkg:register")],
+        "mine_pkg",
+        "def register(registry):\n    pass\n",
+    );
+    let out = env.run(&["plugins", "install", tree.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Installed under its key, not its directory name; listed, not yet enabled.
+    assert!(env.plugins().join("mine/pyproject.toml").is_file());
+    let list = env.list();
+    let mine = list.iter().find(|p| p["key"] == "mine").unwrap();
+    assert_eq!(mine["dialect"], "felix");
+    assert_eq!(mine["status"], "not-enabled");
+    assert!(mine["path"].as_str().unwrap().ends_with("plugins/mine"));
+
+    let other = src.path().join("not-felix");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("pyproject.toml"), "[project]\nname = \"x\"\n").unwrap();
+    let refused = env.run(&["plugins", "install", other.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("declares no [project.entry-points.\"felix.plugins\"]"),
+        "{err}"
+    );
 }

@@ -143,10 +143,14 @@ impl HookCallback for FelixHook {
         let called = try_attach(|py| {
             let felix = self.felix.bind(py);
             let args = if kind == "startup_hook" {
-                let tools: Vec<String> = Vec::new();
+                let tools: Vec<String> = ctx
+                    .tools
+                    .iter()
+                    .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                    .collect();
                 felix
                     .getattr("App")
-                    .and_then(|app| app.call1((Vec::<String>::new(), tools)))
+                    .and_then(|app| app.call1((ctx.plugins.clone(), tools)))
                     .map(|app| pyo3::types::PyTuple::new(py, [app]))
                     .and_then(|t| t)
                     .map(|t| t.into_any())
