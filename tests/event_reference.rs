@@ -8,8 +8,8 @@ use std::path::Path;
 
 use plughost::event_reference::{render, Captured, DialectDoc, DIALECTS};
 use plughost::hooks::{
-    GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext, SessionContext,
-    SubagentStopContext, ToolCallContext,
+    GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext, LoopContext,
+    LoopToolCall, SessionContext, SubagentStopContext, ToolCallContext, TurnScope,
 };
 use plughost::Host;
 use serde_json::json;
@@ -97,6 +97,41 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::hooks::HookAction>
     }
 }
 
+/// Fire loop point `point` on `host` with a context filled as the agent
+/// loop fills it (every field a point may show), the turn ended by `ended_by`.
+async fn fire_loop(host: &Host, point: HookEvent, ended_by: &str) {
+    let object = |v: serde_json::Value| v.as_object().unwrap().clone();
+    let mut ctx = LoopContext {
+        session_id: "s1".into(),
+        model: "scripted:demo".into(),
+        params: object(json!({"temperature": 0.2})),
+        messages: vec![
+            json!({"role": "system", "content": "You are helpful."}),
+            json!({"role": "user", "content": "hi"}),
+        ],
+        kept: vec![json!({"role": "user", "content": "hi"})],
+        tools: vec![json!({"type": "function", "function": {"name": "exec", "description": "Run a command", "parameters": {"type": "object"}}})],
+        text: "hi".into(),
+        reply: json!({"role": "assistant", "content": "hello", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "exec", "arguments": "{\"command\": \"ls\"}"}}]}),
+        stop_reason: "tool_calls".into(),
+        usage: object(json!({"prompt_tokens": 3, "completion_tokens": 2})),
+        tool_call: LoopToolCall {
+            id: "call_1".into(),
+            name: "exec".into(),
+            arguments: json!({"command": "ls"}),
+        },
+        result: "out".into(),
+        duration_ms: 1.5,
+        error: Some("connection refused".into()),
+        ended_by: ended_by.into(),
+        reason: Some("why".into()),
+        plugins: vec!["recorder".into()],
+        turn: Some(std::sync::Arc::new(TurnScope::default())),
+        ..Default::default()
+    };
+    host.fire(point, HookPayload::Loop(&mut ctx)).await;
+}
+
 /// Where a dialect's plugins go: plughost's own plugin directory, or the
 /// dialect's (Hermes: `$HERMES_HOME/plugins`).
 fn plugin_root(doc: &DialectDoc, home: &Path, hermes_home: &Path) -> std::path::PathBuf {
@@ -145,9 +180,27 @@ fn capture(doc: &DialectDoc, rt: &tokio::runtime::Runtime) -> Captured {
     for event in HookEvent::ALL {
         rt.block_on(fire(&recording, event));
     }
-    let text = rt
-        .block_on(recording.call_tool("recorded", json!({}), ""))
-        .text;
+    if doc.own_events.is_some() {
+        for point in HookEvent::LOOP_POINTS {
+            if point == HookEvent::TurnEnded {
+                for ended_by in ["aborted", "interrupted", "error"] {
+                    rt.block_on(fire_loop(&recording, point, ended_by));
+                }
+            } else {
+                rt.block_on(fire_loop(&recording, point, "answer"));
+            }
+        }
+    }
+    // A Codumentor plugin has no tool at load time: its recorder writes a file.
+    let text = match doc.name {
+        "codumentor" => {
+            std::fs::read_to_string(root.join("recorder/record.json")).unwrap_or_default()
+        }
+        _ => {
+            rt.block_on(recording.call_tool("recorded", json!({}), ""))
+                .text
+        }
+    };
     let mut captured: Captured = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{}: the recorder answered {text:?}: {e}", doc.name));
     drop(recording);

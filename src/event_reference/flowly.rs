@@ -52,6 +52,7 @@ pub static DOC: DialectDoc = DialectDoc {
         ("plugin.yaml", "name: raiser\nversion: 1.0.0\n"),
         ("__init__.py", "from flowly.agent.hooks import VALID_EVENTS\n\ndef register(ctx):\n    def boom(c):\n        raise RuntimeError('raiser')\n    for event in VALID_EVENTS:\n        ctx.register_hook(event, boom)\n"),
     ],
+    own_events: None,
 };
 
 fn answer(event: HookEvent, kind: ActionKind) -> &'static str {

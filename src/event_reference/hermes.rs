@@ -65,6 +65,7 @@ pub static DOC: DialectDoc = DialectDoc {
         ("plugin.yaml", "name: raiser\nversion: 1.0.0\n"),
         ("__init__.py", "EVENTS = ['pre_tool_call', 'post_tool_call', 'transform_tool_result', 'transform_terminal_output', 'pre_llm_call', 'post_llm_call', 'pre_api_request', 'post_api_request', 'on_session_start', 'on_session_end', 'on_session_finalize', 'on_session_reset', 'subagent_stop', 'pre_gateway_dispatch']\n\ndef register(ctx):\n    def boom(**kwargs):\n        raise RuntimeError('raiser')\n    for event in EVENTS:\n        ctx.register_hook(event, boom)\n"),
     ],
+    own_events: None,
 };
 
 fn answer(event: HookEvent, kind: ActionKind) -> &'static str {

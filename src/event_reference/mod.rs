@@ -8,6 +8,8 @@
 //! A dialect's part is one file here (how its answers are spelled, what
 //! each field means, its recording plugin) plus one line in [`DIALECTS`].
 
+pub mod codumentor;
+pub mod felix;
 pub mod flowly;
 pub mod hermes;
 
@@ -42,10 +44,39 @@ pub struct DialectDoc {
     /// A plugin whose callback on every event raises, to learn which
     /// events fail closed.
     pub raiser: &'static [(&'static str, &'static str)],
+    /// For a dialect whose plugins hook events of their own names mapped
+    /// onto loop points (Felix, Codumentor): that mapping; `None` for one
+    /// whose plugins hook the seed's events (Flowly, Hermes).
+    pub own_events: Option<&'static OwnEvents>,
+}
+
+/// A dialect's own event names and where they fire: the reference lists
+/// them instead of the seed's events, each with its loop points' row of
+/// [`HOOK_SPECS`].
+pub struct OwnEvents {
+    /// How a plugin's registration is spelled (`register(registry)`).
+    pub register: &'static str,
+    /// Event names the dialect's Rust side knows (Codumentor's in-scope
+    /// list); the recording plugin adds those its Python side knows.
+    pub known: &'static [&'static str],
+    /// The loop points an event fires at: the dialect's own mapping table,
+    /// the one loading uses (empty: it never fires here).
+    pub points: fn(&str) -> Vec<HookEvent>,
+    /// What the answers of an event do; `None` for an event the dialect's
+    /// notes do not cover (the rendering fails then).
+    pub answers: fn(&str) -> Option<&'static str>,
+    /// Objects the callbacks get beside the payload (captured key, heading,
+    /// one paragraph), each a table of the fields the recorder saw.
+    pub objects: &'static [(&'static str, &'static str, &'static str)],
 }
 
 /// Every dialect with a guide.
-pub static DIALECTS: &[&DialectDoc] = &[&flowly::DOC, &hermes::DOC];
+pub static DIALECTS: &[&DialectDoc] = &[
+    &flowly::DOC,
+    &hermes::DOC,
+    &felix::DOC,
+    &codumentor::DOC,
+];
 
 /// What the recording plugins saw for one dialect.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -60,6 +91,12 @@ pub struct Captured {
     /// Events where a raising callback turned into an answer (fail closed).
     #[serde(default)]
     pub fails_closed: Vec<String>,
+    /// Event names the dialect's Python side knows (Felix's hook kinds).
+    #[serde(default)]
+    pub kinds: Vec<String>,
+    /// Objects beside the payload (Codumentor's `ctx`, `agent`): their fields.
+    #[serde(default)]
+    pub objects: std::collections::BTreeMap<String, Vec<(String, String)>>,
 }
 
 /// When the agent loop fires `event` (the same in every dialect).
@@ -144,8 +181,11 @@ pub fn render(doc: &DialectDoc, captured: &Captured) -> Result<String, String> {
     let _ = writeln!(out, "# {} plugins: reference\n", doc.title);
     let _ = writeln!(
         out,
-        "What a {} plugin's `register(ctx)` can call, and every event it can hook: when it fires, what the callback sees, which answers count and what they do. Generated from the table the dispatcher fires by, and from what a recording plugin saw, so it matches this build. The guide is [{}.md]({}.md).\n",
-        doc.title, doc.name, doc.name
+        "What a {} plugin's `{}` can call, and every event it can hook: when it fires, what the callback sees, which answers count and what they do. Generated from the table the dispatcher fires by, and from what a recording plugin saw, so it matches this build. The guide is [{}.md]({}.md).\n",
+        doc.title,
+        doc.own_events.map_or("register(ctx)", |o| o.register),
+        doc.name,
+        doc.name
     );
     let _ = writeln!(out, "## The registration context\n");
     let _ = writeln!(out, "| method | what it does |\n|---|---|");
@@ -170,6 +210,10 @@ pub fn render(doc: &DialectDoc, captured: &Captured) -> Result<String, String> {
         }
     }
     let _ = writeln!(out, "\n## Hook callbacks\n\n{}\n", doc.calling);
+    if let Some(own) = doc.own_events {
+        render_own(doc, own, captured, &mut out)?;
+        return Ok(out.trim_end().to_string() + "\n");
+    }
     let _ = writeln!(out, "## Events\n");
     // The loop points are for dialects that map their own names onto them;
     // a dialect whose plugins subscribe to the seed events lists those.
@@ -240,6 +284,100 @@ pub fn render(doc: &DialectDoc, captured: &Captured) -> Result<String, String> {
         let _ = writeln!(out);
     }
     Ok(out.trim_end().to_string() + "\n")
+}
+
+/// The meaning of a captured field, or an error naming it.
+fn meaning(doc: &DialectDoc, name: &str, of: &str) -> Result<&'static str, String> {
+    doc.fields
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, m)| *m)
+        .ok_or_else(|| {
+            format!(
+                "{}: field `{name}` of {of} has no meaning in src/event_reference/{}.rs",
+                doc.name, doc.name
+            )
+        })
+}
+
+fn fields_table(
+    doc: &DialectDoc,
+    fields: &[(String, String)],
+    of: &str,
+    out: &mut String,
+) -> Result<(), String> {
+    if fields.is_empty() {
+        let _ = writeln!(out, "No fields: the payload is empty (`{{}}`).");
+        return Ok(());
+    }
+    let _ = writeln!(out, "| field | type | meaning |\n|---|---|---|");
+    for (name, ty) in fields {
+        let ty = if ty == "NoneType" { "None" } else { ty };
+        let _ = writeln!(out, "| `{name}` | `{ty}` | {} |", cell(meaning(doc, name, of)?));
+    }
+    Ok(())
+}
+
+/// The events of a dialect with its own names: each with the loop points
+/// it fires at (from the dialect's table), their policies (from
+/// [`HOOK_SPECS`]), the payload the recorder saw and what answers do.
+fn render_own(
+    doc: &DialectDoc,
+    own: &OwnEvents,
+    captured: &Captured,
+    out: &mut String,
+) -> Result<(), String> {
+    for (key, heading, text) in own.objects {
+        let fields = captured.objects.get(*key).ok_or_else(|| {
+            format!("{}: the recording plugin never saw `{key}`", doc.name)
+        })?;
+        let _ = writeln!(out, "## {heading}\n\n{text}\n");
+        fields_table(doc, fields, key, out)?;
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "## Events\n");
+    let _ = writeln!(out, "Each event fires at one or more loop points of plughost's agent loop. At every loop point an edit of the context (replaced messages, reply, result, text) is applied at once, so the next callback sees it, whatever the point's policy; the policy decides among the other answers (a block, a short circuit, an abort).\n");
+    let mut names: Vec<&str> = own.known.to_vec();
+    for kind in &captured.kinds {
+        if !names.contains(&kind.as_str()) {
+            names.push(kind);
+        }
+    }
+    for name in names {
+        let answers = (own.answers)(name).ok_or_else(|| {
+            format!(
+                "{}: event `{name}` has no answers described in src/event_reference/{}.rs",
+                doc.name, doc.name
+            )
+        })?;
+        let _ = writeln!(out, "### `{name}`\n");
+        let points = (own.points)(name);
+        if points.is_empty() {
+            let _ = writeln!(out, "Never fires in plughost. {answers}\n");
+            continue;
+        }
+        for point in &points {
+            let spec = point.spec();
+            let _ = writeln!(
+                out,
+                "- Fires at loop point `{point}`: {} Policy there: {}; a callback that raises or runs past its budget {}.",
+                fires(*point),
+                policy_text(spec.policy),
+                if spec.on_error == FailMode::Closed {
+                    "**fails closed**"
+                } else {
+                    "is reported in `hook_errors` and skipped (fails open)"
+                }
+            );
+        }
+        let fields = captured.events.get(name).ok_or_else(|| {
+            format!("{}: the recording plugin never saw {name}", doc.name)
+        })?;
+        let _ = writeln!(out);
+        fields_table(doc, fields, name, out)?;
+        let _ = writeln!(out, "\nAnswers: {answers}\n");
+    }
+    Ok(())
 }
 
 /// Text safe inside a table cell.
