@@ -182,3 +182,119 @@ fn hermes_notes_runs_from_the_hermes_home() {
     let list = env.ok(&["plugins", "list", "--json"]);
     assert!(list.contains("\"dialect\": \"hermes\""), "{list}");
 }
+
+/// A scripted model's script, written into the test's home.
+fn script(env: &Env, text: &str) -> String {
+    let path = env.home.path().join("script.yaml");
+    std::fs::write(&path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+/// `run --json` of `message` with the scripted model `script`.
+fn report(env: &Env, script: &str, message: &str) -> serde_json::Value {
+    let out = env.ok(&["run", "--json", "--script", script, message]);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+#[test]
+fn felix_wordcount_tool_guard_mark_and_note() {
+    let env = Env::new();
+    let installed = env.run(&[
+        "plugins",
+        "install",
+        example("felix/wordcount").to_str().unwrap(),
+        "--enable",
+    ]);
+    assert!(installed.status.success(), "{}", text(&installed.stderr));
+    let list: serde_json::Value =
+        serde_json::from_str(&env.ok(&["plugins", "list", "--json"])).unwrap();
+    let record = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "wordcount")
+        .unwrap_or_else(|| panic!("{list:#}"));
+    assert_eq!(record["dialect"], "felix", "{record:#}");
+    assert_eq!(record["status"], "loaded", "{record:#}");
+    // tools call runs the tool itself; after_tool is a loop point of the agent.
+    assert!(env
+        .ok(&["tools", "call", "count_words", "--args", r#"{"text": "one two three"}"#])
+        .starts_with("3 words"));
+    let script = script(
+        &env,
+        r#"
+turns:
+  - say: "Counting."
+    tool_calls:
+      - name: count_words
+        args: {text: "one two three"}
+      - name: count_words
+        args: {text: "my password is x"}
+  - say: "Done."
+"#,
+    );
+    let report = report(&env, &script, "count");
+    assert_eq!(report["reply"], "Done.", "{report:#}");
+    let calls = report["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["result"], "3 words (counted by wordcount)");
+    assert_eq!(
+        calls[1]["result"],
+        "[error/blocked] no passwords in tool calls"
+    );
+    assert_eq!(calls[1]["outcome"], "blocked");
+    let first = report["model_calls"][0]["messages"].to_string();
+    assert!(first.contains("Answer in one sentence."), "{first}");
+    assert_eq!(report["hook_errors"], serde_json::json!([]));
+}
+
+#[test]
+fn codumentor_guard_vetoes_patches_and_short_circuits() {
+    let env = Env::new();
+    let installed = env.run(&[
+        "plugins",
+        "install",
+        example("codumentor/guard").to_str().unwrap(),
+        "--enable",
+    ]);
+    assert!(installed.status.success(), "{}", text(&installed.stderr));
+    let list: serde_json::Value =
+        serde_json::from_str(&env.ok(&["plugins", "list", "--json"])).unwrap();
+    let record = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "guard")
+        .unwrap_or_else(|| panic!("{list:#}"));
+    assert_eq!(record["dialect"], "codumentor", "{record:#}");
+    assert_eq!(record["status"], "loaded", "{record:#}");
+    assert_eq!(
+        record["hooks"],
+        serde_json::json!(["onAfterInput", "onPromptAssemble", "onToolInvokeStart"])
+    );
+    let script = script(
+        &env,
+        r#"
+turns:
+  - say: "Listing."
+    tool_calls:
+      - name: exec
+        args: {command: "ls"}
+  - say: "Done."
+"#,
+    );
+    let report = report(&env, &script, "list the files");
+    assert_eq!(report["reply"], "Done.", "{report:#}");
+    let calls = report["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["result"], "[blocked: exec is not allowed here]");
+    assert_eq!(calls[0]["outcome"], "blocked");
+    let sent = report["model_calls"][0]["messages"].to_string();
+    assert!(sent.contains("Be brief."), "{sent}");
+    let ping = report_of_ping(&env, &script);
+    assert_eq!(ping["reply"], "pong", "{ping:#}");
+    assert_eq!(ping["model_calls"], serde_json::json!([]));
+    assert_eq!(ping["hook_errors"], serde_json::json!([]));
+}
+
+fn report_of_ping(env: &Env, script: &str) -> serde_json::Value {
+    report(env, script, "ping")
+}

@@ -221,6 +221,16 @@ fn hermes_guide_blocks_run_as_written() {
 }
 
 #[test]
+fn felix_guide_blocks_run_as_written() {
+    check_document("docs/felix.md");
+}
+
+#[test]
+fn codumentor_guide_blocks_run_as_written() {
+    check_document("docs/codumentor.md");
+}
+
+#[test]
 fn comments_split_outside_quotes_only() {
     assert_eq!(split_comment("a '#x' # c"), ("a '#x'", "c"));
     assert_eq!(split_comment("a"), ("a", ""));
