@@ -110,7 +110,9 @@ async fn fire_loop(host: &Host, point: HookEvent, ended_by: &str) {
             json!({"role": "user", "content": "hi"}),
         ],
         kept: vec![json!({"role": "user", "content": "hi"})],
-        tools: vec![json!({"type": "function", "function": {"name": "exec", "description": "Run a command", "parameters": {"type": "object"}}})],
+        tools: vec![
+            json!({"type": "function", "function": {"name": "exec", "description": "Run a command", "parameters": {"type": "object"}}}),
+        ],
         text: "hi".into(),
         reply: json!({"role": "assistant", "content": "hello", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "exec", "arguments": "{\"command\": \"ls\"}"}}]}),
         stop_reason: "tool_calls".into(),

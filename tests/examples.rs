@@ -191,7 +191,7 @@ fn script(env: &Env, text: &str) -> String {
 }
 
 /// `run --json` of `message` with the scripted model `script`.
-fn report(env: &Env, script: &str, message: &str) -> serde_json::Value {
+fn run_json(env: &Env, script: &str, message: &str) -> serde_json::Value {
     let out = env.ok(&["run", "--json", "--script", script, message]);
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
@@ -216,10 +216,29 @@ fn felix_wordcount_tool_guard_mark_and_note() {
         .unwrap_or_else(|| panic!("{list:#}"));
     assert_eq!(record["dialect"], "felix", "{record:#}");
     assert_eq!(record["status"], "loaded", "{record:#}");
-    // tools call runs the tool itself; after_tool is a loop point of the agent.
-    assert!(env
-        .ok(&["tools", "call", "count_words", "--args", r#"{"text": "one two three"}"#])
-        .starts_with("3 words"));
+    // tools call runs before_tool and after_tool too.
+    assert_eq!(
+        env.ok(&[
+            "tools",
+            "call",
+            "count_words",
+            "--args",
+            r#"{"text": "one two three"}"#
+        ]),
+        "3 words (counted by wordcount)\n"
+    );
+    let blocked = env.run(&[
+        "tools",
+        "call",
+        "count_words",
+        "--args",
+        r#"{"text": "my password"}"#,
+    ]);
+    assert_eq!(
+        text(&blocked.stdout),
+        "[error/blocked] no passwords in tool calls\n"
+    );
+    assert_eq!(blocked.status.code(), Some(1));
     let script = script(
         &env,
         r#"
@@ -233,7 +252,7 @@ turns:
   - say: "Done."
 "#,
     );
-    let report = report(&env, &script, "count");
+    let report = run_json(&env, &script, "count");
     assert_eq!(report["reply"], "Done.", "{report:#}");
     let calls = report["tool_calls"].as_array().unwrap();
     assert_eq!(calls[0]["result"], "3 words (counted by wordcount)");
@@ -282,19 +301,23 @@ turns:
   - say: "Done."
 "#,
     );
-    let report = report(&env, &script, "list the files");
+    let report = run_json(&env, &script, "list the files");
     assert_eq!(report["reply"], "Done.", "{report:#}");
     let calls = report["tool_calls"].as_array().unwrap();
     assert_eq!(calls[0]["result"], "[blocked: exec is not allowed here]");
     assert_eq!(calls[0]["outcome"], "blocked");
     let sent = report["model_calls"][0]["messages"].to_string();
     assert!(sent.contains("Be brief."), "{sent}");
-    let ping = report_of_ping(&env, &script);
+    assert_eq!(
+        report["ui_events"],
+        serde_json::json!([{"type": "tool_vetoed", "data": {"tool": "exec"}}])
+    );
+    assert_eq!(report["ended_by"], "answer");
+    assert_eq!(report["aborted"], serde_json::Value::Null);
+    // onAfterInput's short_circuit: no model call at all.
+    let ping = run_json(&env, &script, "ping");
     assert_eq!(ping["reply"], "pong", "{ping:#}");
+    assert_eq!(ping["ended_by"], "short_circuit");
     assert_eq!(ping["model_calls"], serde_json::json!([]));
     assert_eq!(ping["hook_errors"], serde_json::json!([]));
-}
-
-fn report_of_ping(env: &Env, script: &str) -> serde_json::Value {
-    report(env, script, "ping")
 }

@@ -71,12 +71,7 @@ pub struct OwnEvents {
 }
 
 /// Every dialect with a guide.
-pub static DIALECTS: &[&DialectDoc] = &[
-    &flowly::DOC,
-    &hermes::DOC,
-    &felix::DOC,
-    &codumentor::DOC,
-];
+pub static DIALECTS: &[&DialectDoc] = &[&flowly::DOC, &hermes::DOC, &felix::DOC, &codumentor::DOC];
 
 /// What the recording plugins saw for one dialect.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -313,7 +308,11 @@ fn fields_table(
     let _ = writeln!(out, "| field | type | meaning |\n|---|---|---|");
     for (name, ty) in fields {
         let ty = if ty == "NoneType" { "None" } else { ty };
-        let _ = writeln!(out, "| `{name}` | `{ty}` | {} |", cell(meaning(doc, name, of)?));
+        let _ = writeln!(
+            out,
+            "| `{name}` | `{ty}` | {} |",
+            cell(meaning(doc, name, of)?)
+        );
     }
     Ok(())
 }
@@ -328,9 +327,10 @@ fn render_own(
     out: &mut String,
 ) -> Result<(), String> {
     for (key, heading, text) in own.objects {
-        let fields = captured.objects.get(*key).ok_or_else(|| {
-            format!("{}: the recording plugin never saw `{key}`", doc.name)
-        })?;
+        let fields = captured
+            .objects
+            .get(*key)
+            .ok_or_else(|| format!("{}: the recording plugin never saw `{key}`", doc.name))?;
         let _ = writeln!(out, "## {heading}\n\n{text}\n");
         fields_table(doc, fields, key, out)?;
         let _ = writeln!(out);
@@ -370,9 +370,10 @@ fn render_own(
                 }
             );
         }
-        let fields = captured.events.get(name).ok_or_else(|| {
-            format!("{}: the recording plugin never saw {name}", doc.name)
-        })?;
+        let fields = captured
+            .events
+            .get(name)
+            .ok_or_else(|| format!("{}: the recording plugin never saw {name}", doc.name))?;
         let _ = writeln!(out);
         fields_table(doc, fields, name, out)?;
         let _ = writeln!(out, "\nAnswers: {answers}\n");

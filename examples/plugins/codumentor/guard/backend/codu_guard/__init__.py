@@ -31,5 +31,7 @@ class Guard:
     async def vet(self, agent, ctx, payload):
         # veto_tool: the call is not run; the model gets [blocked: <reason>].
         if payload["tool"] in self.banned:
+            # UI events are collected in `run --json`'s ui_events.
+            await ctx["ui_event_emitter"]("tool_vetoed", {"tool": payload["tool"]})
             return {"type": "veto_tool", "reason": f"{payload['tool']} is not allowed here"}
         return None
