@@ -744,3 +744,20 @@ fn a_tool_inside_a_delegate_sub_agent_sees_manifest_id_delegate() {
     assert!(sub.contains("manifest=delegate"), "{sub}");
     assert!(!sub.contains("manifest=main"), "{sub}");
 }
+
+#[test]
+fn doctor_names_where_the_felix_modules_come_from() {
+    let env = env_with_fatal_plugin();
+    let out = env.run(&["plugins", "doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let felix = report["python"]["felix"].as_str().unwrap();
+    assert!(felix.starts_with("compat"), "{report:#}");
+    let text = env.run(&["plugins", "doctor"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("felix modules: compat (plughost's own felix, felix_ai)"),
+        "{text}"
+    );
+}

@@ -264,9 +264,10 @@ fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Value>> {
 /// Per session: the usage of its calls in this process, summed, and the
 /// call counted last (a chain builds its payload again when its first
 /// handler failed; the call is counted once).
-static TOTALS: Mutex<
-    Option<std::collections::HashMap<String, (Map<String, Value>, (usize, usize))>>,
-> = Mutex::new(None);
+static TOTALS: Mutex<Option<std::collections::HashMap<String, Totals>>> = Mutex::new(None);
+
+/// A session's summed usage and the `(turn, iteration)` of the call counted last.
+type Totals = (Map<String, Value>, (usize, usize));
 
 /// The session's totals with this call's usage (`lc.usage`) counted in.
 fn session_totals(lc: &LoopContext) -> Map<String, Value> {
