@@ -40,6 +40,12 @@ pub struct ToolMarks {
     pub abort: Option<(String, String)>,
     /// End the loop with this answer after this batch.
     pub short_circuit: Option<String>,
+    /// Messages for the in-flight list after this batch's results (never stored).
+    pub insert: Vec<Value>,
+    /// A fatal tool failed: the turn ends after this batch (Felix's `had_fatal`).
+    pub fatal: bool,
+    /// P10 asked for a re-run: `(arguments, delay_ms)`.
+    rerun: Option<(Map<String, Value>, u64)>,
 }
 
 /// A tool call's result and its [`ToolMarks`].
@@ -60,19 +66,41 @@ pub async fn call_tool_in_turn(
     turn: Option<(Arc<TurnScope>, bool)>,
 ) -> TurnToolResult {
     let mut marks = ToolMarks::default();
-    let result = pipeline(
+    let mut result = pipeline(
         registry,
         name,
         args,
         session_id,
         tool_call_id,
-        turn,
+        turn.clone(),
         &mut marks,
+        false,
     )
     .await;
+    // A re-run (Codumentor's `retry_with`, `requeue_tool`): its result, and
+    // what its hooks decide, replace the first run's.
+    if let Some((arguments, delay_ms)) = marks.rerun.take() {
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        let mut again = ToolMarks::default();
+        result = pipeline(
+            registry,
+            name,
+            Value::Object(arguments),
+            session_id,
+            tool_call_id,
+            turn,
+            &mut again,
+            true,
+        )
+        .await;
+        again.insert.splice(0..0, std::mem::take(&mut marks.insert));
+        marks = again;
+    }
     TurnToolResult { result, marks }
 }
 
+// `rerun`: this is a P10 re-run, which is never re-run again.
+#[allow(clippy::too_many_arguments)]
 async fn pipeline(
     registry: &Registry,
     name: &str,
@@ -81,6 +109,7 @@ async fn pipeline(
     tool_call_id: &str,
     turn: Option<(Arc<TurnScope>, bool)>,
     marks: &mut ToolMarks,
+    rerun: bool,
 ) -> ToolResult {
     let registered = registry.tool(name);
     let runtime = registered
@@ -137,6 +166,7 @@ async fn pipeline(
         tool_name: name.to_string(),
         params,
         tool_call_id: tool_call_id.to_string(),
+        delegate: turn.as_ref().is_some_and(|(_, delegate)| *delegate),
         ..Default::default()
     };
     let hooks = registry.hooks();
@@ -231,6 +261,26 @@ async fn pipeline(
                 outcome: ToolOutcome::Blocked { message: reason },
             };
         }
+        // Edited arguments: the call runs with them, validated again.
+        if lc.tool_call.arguments != arguments {
+            let edited = lc.tool_call.arguments;
+            let Value::Object(params) = edited else {
+                return finish(ToolOutcome::InvalidArguments {
+                    problem: ArgumentProblem::NotAnObject {
+                        got: json_type_name(&edited),
+                    },
+                });
+            };
+            if let Some(validator) = &tool.validator {
+                let instance = Value::Object(params.clone());
+                if let Some(problem) = schema_problem(validator, &instance) {
+                    return finish(ToolOutcome::InvalidArguments {
+                        problem: ArgumentProblem::Schema { problem },
+                    });
+                }
+            }
+            ctx.params = params;
+        }
     }
 
     // A variable the tool requires (`requires_env`) is unset: unavailable,
@@ -272,6 +322,7 @@ async fn pipeline(
         Ok(text) => (text, ToolOutcome::Ok),
         Err(error) => {
             log_tool_failure(name, &tool.spec.plugin, &error);
+            marks.fatal = tool.handler.fatal(&error);
             let outcome = ToolOutcome::Raised { error };
             (renderer.render(name, &outcome), outcome)
         }
@@ -357,17 +408,35 @@ async fn pipeline(
                 budget,
             )
             .await;
+            let mut again = None;
             for decision in decisions(answers, HookEvent::ToolAfterChain) {
                 match decision {
-                    LoopDecision::ShortCircuit(text) => marks.short_circuit = Some(text),
+                    LoopDecision::ShortCircuit(text) if marks.short_circuit.is_none() => {
+                        marks.short_circuit = Some(text)
+                    }
                     LoopDecision::Terminate => marks.terminate = true,
                     LoopDecision::AbortTurn {
                         reason,
                         assistant_text,
                         ..
-                    } => marks.abort = Some((reason, assistant_text)),
+                    } if marks.abort.is_none() => marks.abort = Some((reason, assistant_text)),
+                    LoopDecision::Append(messages) => marks.insert.extend(messages),
+                    LoopDecision::RerunTool {
+                        arguments,
+                        delay_ms,
+                    } if again.is_none() => again = Some((arguments, delay_ms)),
                     _ => {}
                 }
+            }
+            match again {
+                Some(_) if rerun => {
+                    tracing::warn!("{name}: a re-run asked to run again; its result stands")
+                }
+                Some((arguments, delay_ms)) => {
+                    let arguments = arguments.unwrap_or_else(|| ctx.params.clone());
+                    marks.rerun = Some((arguments, delay_ms));
+                }
+                None => {}
             }
         }
         text = lc.result;

@@ -80,6 +80,8 @@ pub struct PythonReport {
     pub flowly: String,
     /// The same for `codumentor`.
     pub codumentor: String,
+    /// The same for `felix` and `felix_ai`.
+    pub felix: String,
 }
 
 /// The whole report.
@@ -206,6 +208,9 @@ impl Report {
                 codumentor: crate::dialects::codumentor::Codumentor
                     .origin()
                     .unwrap_or_else(|| "not loaded".into()),
+                felix: crate::dialects::felix::Felix
+                    .origin()
+                    .unwrap_or_else(|| "not loaded".into()),
             }),
         }
     }
@@ -236,6 +241,7 @@ impl Report {
                 out.push(format!("python prefix: {}", py.interpreter.prefix));
                 out.push(format!("flowly modules: {}", py.flowly));
                 out.push(format!("codumentor modules: {}", py.codumentor));
+                out.push(format!("felix modules: {}", py.felix));
                 out.push(format!("sys.path: {}", py.interpreter.path.join(":")));
             }
             None => out.push("python: not started".into()),

@@ -323,7 +323,8 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
     spec(HookEvent::HistoryReady, Policy::FirstWins, DECIDE),
     spec(HookEvent::IterationStart, Policy::Collect, DECIDE),
     spec(HookEvent::PromptAssemble, Policy::Chain, DECIDE),
-    spec(HookEvent::PromptFinal, Policy::Chain, DECIDE),
+    // Edits chain; every append is kept (Codumentor's `insert_step`).
+    spec(HookEvent::PromptFinal, Policy::Collect, DECIDE),
     spec(HookEvent::ModelCallStart, Policy::Chain, DECIDE),
     spec(HookEvent::ModelCallError, Policy::FirstWins, DECIDE),
     spec(HookEvent::ModelReplied, Policy::FirstWins, DECIDE),
@@ -331,7 +332,8 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
     spec(HookEvent::ToolVet, Policy::Collect, DECIDE),
     spec(HookEvent::ToolExecuting, Policy::Observe, &[]),
     spec(HookEvent::ToolAfter, Policy::Merge, DECIDE),
-    spec(HookEvent::ToolAfterChain, Policy::FirstWins, DECIDE),
+    // The point keeps the first of each kind (a short-circuit, a re-run) and every append.
+    spec(HookEvent::ToolAfterChain, Policy::Collect, DECIDE),
     spec(HookEvent::ResponseBeforeSend, Policy::Chain, DECIDE),
     spec(HookEvent::ResponsePersisted, Policy::Observe, &[]),
     spec(HookEvent::TurnEnded, Policy::Observe, &[]),
@@ -410,6 +412,8 @@ pub struct ToolCallContext {
     /// a stage (a chained transform), so dialects refresh what they show.
     pub revision: u64,
     pub dialect: DialectState,
+    /// The call runs inside a `delegate` sub-agent (Felix's `manifest_id`).
+    pub delegate: bool,
 }
 
 /// Context of the model events (`pre_llm_call`, `post_llm_call`,
@@ -553,7 +557,8 @@ pub enum LoopDecision {
     /// context has that field. Edits are not answers: the point's policy
     /// counts only the other decisions.
     Edit(LoopEdit),
-    /// P5 (`iteration_start`): append these messages to the in-flight list.
+    /// P5 (`iteration_start`), P6 and P10 (`tool_after_chain`): append these
+    /// messages to the in-flight list (carried to later iterations, never stored).
     Append(Vec<Value>),
     /// P9: refuse the call; `text` is the result the model sees, `reason`
     /// the block message; `terminate` marks the call (see [`LoopDecision::Terminate`]).
@@ -584,6 +589,13 @@ pub enum LoopDecision {
     CancelCompaction,
     /// P2c: replace the dropped messages with this summary.
     Summary(String),
+    /// P10 (`tool_after_chain`): after `delay_ms`, run the call once more
+    /// through the whole pipeline with `arguments` (`None`: the same ones);
+    /// its result replaces this one. A re-run is never re-run again.
+    RerunTool {
+        arguments: Option<Map<String, Value>>,
+        delay_ms: u64,
+    },
 }
 
 /// The priority a dialect registers its loop-point callbacks at so that they
@@ -611,6 +623,9 @@ pub enum LoopEdit {
     Tools(Vec<Value>),
     /// Append to [`LoopContext::messages`].
     Append(Vec<Value>),
+    /// Replace [`LoopContext::tool_call`]'s arguments (P9: the call runs
+    /// with them, validated again).
+    Arguments(Value),
     /// Several edits, in order (one answer that changes several fields).
     All(Vec<LoopEdit>),
 }
@@ -627,6 +642,7 @@ impl LoopEdit {
             LoopEdit::Params(p) => ctx.params.extend(p),
             LoopEdit::Tools(t) => ctx.tools = t,
             LoopEdit::Append(m) => ctx.messages.extend(m),
+            LoopEdit::Arguments(a) => ctx.tool_call.arguments = a,
             LoopEdit::All(edits) => {
                 for edit in edits {
                     edit.apply(ctx);

@@ -40,6 +40,11 @@ pub trait ToolHandler: Send + Sync + 'static {
     fn reads_rust_params(&self) -> bool {
         true
     }
+    /// Whether this failure of the tool ends the turn after its batch
+    /// (Felix's `fatal=True` tool raising).
+    fn fatal(&self, _error: &PluginError) -> bool {
+        false
+    }
 }
 
 /// A native Rust tool from a synchronous closure.

@@ -1214,3 +1214,344 @@ class Side:
     assert_eq!(record(&list, "flowly-side")["dialect"], "flowly");
     assert_eq!(record(&list, "codu-side")["dialect"], "codumentor");
 }
+
+/// Handlers for the tool answers (`retry_with`, `requeue_tool`,
+/// `insert_step`, an `args` patch), chosen by `mode`.
+const TOOL_ANSWERS: &str = r#"
+import os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class ToolAnswers:
+    def __init__(self, config=None, **kwargs):
+        self.mode = kwargs["mode"]
+        self.requeued = 0
+
+    async def register(self, bus):
+        bus.on("onToolInvokeStart", self.start)
+        bus.on("onToolInvokeEnd", self.end)
+        bus.on("onAfterTool", self.after_tool)
+        bus.on("onAfterPromptAssemble", self.after_prompt)
+
+    async def start(self, agent, ctx, payload):
+        log(f"start {payload['args']}")
+        if self.mode == "args":
+            return {"type": "continue", "patch": {"args": {"path": "sub"}}}
+        if self.mode == "bad_args":
+            return {"type": "continue", "patch": {"args": "sub"}}
+
+    async def end(self, agent, ctx, payload):
+        if self.mode == "retry" and payload["args"].get("path") == "missing":
+            return {"type": "retry_with", "patched_args": {"path": "sub"}, "backoff_ms": 5}
+
+    async def after_tool(self, agent, ctx, payload):
+        if self.mode == "requeue":
+            self.requeued += 1
+            log(f"after_tool {self.requeued} {payload['result'][:40]!r}")
+            return {"type": "requeue_tool"}
+        if self.mode == "insert":
+            return {"type": "insert_step", "messages": [{"role": "user", "content": "note after tool"}]}
+
+    async def after_prompt(self, agent, ctx, payload):
+        if self.mode == "insert" and not any(m.get("content") == "prompt note" for m in payload["messages"]):
+            return {"type": "insert_step", "messages": [{"role": "user", "content": "prompt note"}]}
+"#;
+
+fn tool_answers(mode: &str) -> Env {
+    let env = Env::new();
+    env.plugin(
+        "toolans",
+        &format!("entry: toolans_pkg:ToolAnswers\nargs: {{mode: {mode}}}\n"),
+        &[("toolans_pkg/__init__.py", TOOL_ANSWERS)],
+    );
+    env.enable(&["toolans"]);
+    env
+}
+
+/// A workspace with `sub/inner.txt`, the turn running in it.
+fn tool_turn(env: &Env, path: &str, session: &str) -> (Output, Value) {
+    let work = env.home.path().join("work");
+    std::fs::create_dir_all(work.join("sub")).unwrap();
+    std::fs::write(work.join("sub").join("inner.txt"), "x").unwrap();
+    let script = format!(
+        "turns:\n  - say: \"Listing.\"\n    tool_calls:\n      - name: list_dir\n        args: {{path: \"{path}\"}}\n  - say: \"listed\"\n"
+    );
+    let work = work.to_str().unwrap();
+    env.turn(&script, &["--session", session, "--workspace", work], "hi")
+}
+
+fn count(log: &[String], prefix: &str) -> usize {
+    log.iter().filter(|l| l.starts_with(prefix)).count()
+}
+
+#[test]
+fn an_args_patch_from_tool_invoke_start_is_what_the_tool_runs_with() {
+    let env = tool_answers("args");
+    let (out, report) = tool_turn(&env, ".", "t1");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let result = report["tool_calls"][0]["result"].as_str().unwrap();
+    assert!(result.contains("inner.txt"), "{report:#}");
+
+    let env = tool_answers("bad_args");
+    let (out, report) = tool_turn(&env, ".", "t2");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        report["tool_calls"][0]["outcome"], "invalid_arguments",
+        "{report:#}"
+    );
+}
+
+#[test]
+fn retry_with_reruns_the_tool_once_with_the_patched_args() {
+    let env = tool_answers("retry");
+    let (out, report) = tool_turn(&env, "missing", "t3");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["tool_calls"].as_array().unwrap().len(), 1);
+    let result = report["tool_calls"][0]["result"].as_str().unwrap();
+    assert!(
+        result.contains("inner.txt"),
+        "the new result replaces the old: {report:#}"
+    );
+    let log = env.log_lines();
+    assert_eq!(count(&log, "start "), 2, "{log:?}");
+    assert!(log[1].contains("'sub'"), "{log:?}");
+    let tool_messages: Vec<_> = env
+        .transcript("t3")
+        .into_iter()
+        .filter(|m| m["role"] == "tool")
+        .collect();
+    assert_eq!(tool_messages.len(), 1, "{tool_messages:#?}");
+    assert_eq!(tool_messages[0]["content"], result);
+}
+
+#[test]
+fn requeue_tool_reruns_the_completed_tool_once() {
+    let env = tool_answers("requeue");
+    let (out, report) = tool_turn(&env, "sub", "t4");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = env.log_lines();
+    assert_eq!(
+        count(&log, "start "),
+        2,
+        "re-run once, never again: {log:?}"
+    );
+    assert_eq!(report["tool_calls"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        count(&log, "after_tool "),
+        2,
+        "the re-run's hooks ran: {log:?}"
+    );
+    assert_eq!(report["completed"], true, "{report:#}");
+}
+
+#[test]
+fn insert_step_reaches_the_model_and_is_carried_but_never_stored() {
+    let env = tool_answers("insert");
+    let (out, report) = tool_turn(&env, "sub", "t5");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let calls = report["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{report:#}");
+    let contents = |i: usize| -> Vec<String> {
+        calls[i]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let first = contents(0);
+    assert_eq!(
+        first.last().unwrap(),
+        "prompt note",
+        "this call sees it: {first:?}"
+    );
+    let second = contents(1);
+    assert_eq!(
+        second.iter().filter(|c| *c == "prompt note").count(),
+        1,
+        "carried once: {second:?}"
+    );
+    assert_eq!(second.last().unwrap(), "note after tool", "{second:?}");
+    let roles: Vec<_> = calls[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap().to_string())
+        .collect();
+    let tool_at = roles.iter().position(|r| r == "tool").unwrap();
+    assert!(
+        tool_at < roles.len() - 1,
+        "after the tool result: {roles:?}"
+    );
+    let stored = env.transcript("t5");
+    assert!(
+        !stored
+            .iter()
+            .any(|m| m["content"] == "note after tool" || m["content"] == "prompt note"),
+        "{stored:#?}"
+    );
+}
+
+/// A loopback OpenAI-compatible stub serving `responses` (SSE bodies) in
+/// order, one per connection.
+fn stub(responses: Vec<String>) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for response in responses {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            let _ = reader.read_exact(&mut body);
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    url
+}
+
+fn sse(events: &[Value]) -> String {
+    let mut body = String::new();
+    for e in events {
+        body.push_str(&format!("data: {e}\n\n"));
+    }
+    body.push_str("data: [DONE]\n\n");
+    format!("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n{body}")
+}
+
+const USAGE: &str = r#"
+import os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class Usage:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onUsageTracked", self.usage)
+
+    async def usage(self, agent, ctx, payload):
+        log(f"usage {payload['iteration_usage']['total_tokens']} {payload['session_totals']['total_tokens']}")
+"#;
+
+#[test]
+fn usage_tracked_sums_the_sessions_calls_in_this_process() {
+    use serde_json::json;
+    let env = Env::new();
+    env.plugin(
+        "usage",
+        "entry: usage_pkg:Usage\n",
+        &[("usage_pkg/__init__.py", USAGE)],
+    );
+    env.enable(&["usage"]);
+    let work = env.home.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let usage = |n: u64| json!({"choices": [], "usage": {"prompt_tokens": n, "completion_tokens": 1, "total_tokens": n + 1}});
+    let url = stub(vec![
+        sse(&[
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "list_dir", "arguments": "{}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            usage(10),
+        ]),
+        sse(&[
+            json!({"choices": [{"index": 0, "delta": {"content": "done"}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            usage(20),
+        ]),
+    ]);
+    let mut cmd = env.command(&[
+        "run",
+        "--model",
+        "openai:m",
+        "--base-url",
+        &url,
+        "--session",
+        "u1",
+        "--workspace",
+        work.to_str().unwrap(),
+        "hi",
+    ]);
+    cmd.env("OPENAI_API_KEY", "test");
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        env.log_lines(),
+        vec!["usage 11 11", "usage 21 32"],
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+}
+
+const EVICT: &str = r#"
+import os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class Evict:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onSessionEvict", self.evict)
+
+    async def evict(self, agent, ctx, payload):
+        log(f"evict {payload['session_id']} agent={agent} ctx={ctx}")
+"#;
+
+#[test]
+fn new_and_clear_evict_the_session() {
+    let env = Env::new();
+    env.plugin(
+        "evict",
+        "entry: evict_pkg:Evict\n",
+        &[("evict_pkg/__init__.py", EVICT)],
+    );
+    env.enable(&["evict"]);
+    let script = "turns:\n  - say: \"hello\"\n";
+    let evicted = || {
+        env.log_lines()
+            .iter()
+            .filter(|l| *l == "evict e1 agent=None ctx={}")
+            .count()
+    };
+    // A plain turn: what eviction one process brings by itself (P14).
+    let (out, report) = env.turn(script, &["--session", "e1"], "hi");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(report["ended_by"], "answer");
+    let per_process = evicted();
+    // `/new` and `/clear` evict it once more each (P2).
+    let mut expected = per_process;
+    for command in ["/new", "/clear"] {
+        let (out, report) = env.turn(script, &["--session", "e1"], command);
+        assert!(out.status.success(), "{command}: {}", stderr(&out));
+        assert_eq!(report["ended_by"], "command", "{report:#}");
+        expected += per_process + 1;
+        assert_eq!(evicted(), expected, "{command}: {:?}", env.log_lines());
+    }
+}

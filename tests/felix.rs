@@ -656,3 +656,108 @@ fn plugins_install_accepts_a_felix_source_tree() {
         "{err}"
     );
 }
+
+const FATAL_PLUGIN: &str = r#"
+from felix.tools.types import define_tool
+from felix.tools.errors import tool_error_output
+
+class Plugin:
+    def register_tools(self, register):
+        def explode(a):
+            raise RuntimeError("the disk is gone")
+        register("felix_fatal", lambda: define_tool(
+            name="felix_fatal", description="Fails fatally", handler=explode, fatal=True))
+        register("felix_fatal_soft", lambda: define_tool(
+            name="felix_fatal_soft", description="Returns an error", fatal=True,
+            handler=lambda a: tool_error_output("not_found", "[error/not_found] nothing there")))
+        register("felix_plain_fail", lambda: define_tool(
+            name="felix_plain_fail", description="Fails", handler=explode))
+        register("felix_where", lambda: define_tool(
+            name="felix_where", description="Where am I",
+            handler=lambda a, ctx: f"manifest={ctx.manifest_id}"))
+
+def register(registry):
+    registry.register_plugin(Plugin())
+"#;
+
+fn env_with_fatal_plugin() -> Env {
+    let env = Env::new(&["fatal"]);
+    felix_tree(
+        &env.plugins(),
+        "felix-fatal",
+        &[("fatal", "felix_fatal:register")],
+        "felix_fatal",
+        FATAL_PLUGIN,
+    );
+    env
+}
+
+#[test]
+fn a_fatal_tool_failure_ends_the_turn_after_its_batch() {
+    let env = env_with_fatal_plugin();
+    let report = env.turn(
+        "turns:\n  - say: \"Trying both.\"\n    tool_calls:\n      - name: felix_fatal\n        args: {}\n      - name: felix_where\n        args: {}\n  - say: never\n",
+        "fatal",
+        "go",
+    );
+    assert_eq!(report["ended_by"], "tool_terminate", "{report:#}");
+    assert_eq!(report["reply"], "Trying both.");
+    assert_eq!(report["model_calls"].as_array().unwrap().len(), 1);
+    let result = report["tool_calls"][0]["result"].as_str().unwrap();
+    assert!(
+        result.starts_with("[fatal/internal] the disk is gone"),
+        "{result}"
+    );
+    assert_eq!(report["tool_calls"][1]["result"], "manifest=main");
+
+    // Neither a returned error of a fatal tool nor a non-fatal tool raising ends it.
+    for tool in ["felix_fatal_soft", "felix_plain_fail"] {
+        let report = env.turn(
+            &format!("turns:\n  - say: \"Trying.\"\n    tool_calls:\n      - name: {tool}\n        args: {{}}\n  - say: carried on\n"),
+            tool,
+            "go",
+        );
+        assert_eq!(report["ended_by"], "answer", "{tool}: {report:#}");
+        assert_eq!(report["reply"], "carried on");
+        assert!(report["tool_calls"][0]["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("[error/"));
+    }
+}
+
+#[test]
+fn a_tool_inside_a_delegate_sub_agent_sees_manifest_id_delegate() {
+    let env = env_with_fatal_plugin();
+    // The sub-agent replays the script from the top: its `delegate` call is
+    // refused (not in its tools), its `felix_where` runs as the delegate.
+    let report = env.turn(
+        "turns:\n  - tool_calls:\n      - name: delegate\n        args: {task: \"where\", tools: [\"felix_where\"]}\n      - name: felix_where\n        args: {}\n  - say: \"results: {tool_results}\"\n",
+        "deleg",
+        "go",
+    );
+    let calls = report["tool_calls"].as_array().unwrap();
+    let delegate = calls.iter().find(|c| c["name"] == "delegate").unwrap();
+    let main = calls.iter().find(|c| c["name"] == "felix_where").unwrap();
+    assert_eq!(main["result"], "manifest=main", "{report:#}");
+    let sub = delegate["result"].as_str().unwrap();
+    assert!(sub.contains("manifest=delegate"), "{sub}");
+    assert!(!sub.contains("manifest=main"), "{sub}");
+}
+
+#[test]
+fn doctor_names_where_the_felix_modules_come_from() {
+    let env = env_with_fatal_plugin();
+    let out = env.run(&["plugins", "doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let felix = report["python"]["felix"].as_str().unwrap();
+    assert!(felix.starts_with("compat"), "{report:#}");
+    let text = env.run(&["plugins", "doctor"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("felix modules: compat (plughost's own felix, felix_ai)"),
+        "{text}"
+    );
+}

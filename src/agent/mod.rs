@@ -871,8 +871,17 @@ impl Inner {
             }
             if !hooks.entries(HookEvent::PromptFinal).is_empty() {
                 let mut lc = point(HookEvent::PromptFinal, call_messages);
-                dispatch::fire(registry, HookEvent::PromptFinal, HookPayload::Loop(&mut lc)).await;
+                let answers =
+                    dispatch::fire(registry, HookEvent::PromptFinal, HookPayload::Loop(&mut lc))
+                        .await;
                 call_messages = lc.messages;
+                // Appends reach this call and are carried to later iterations.
+                for decision in dispatch::decisions(answers, HookEvent::PromptFinal) {
+                    if let LoopDecision::Append(messages) = decision {
+                        call_messages.extend(messages.iter().cloned());
+                        inflight.extend(messages);
+                    }
+                }
             }
             let call_messages: Vec<Value> = call_messages.iter().map(wire_message).collect();
             let (system, messages) = split_system(&call_messages);
@@ -1094,6 +1103,8 @@ impl Inner {
             let mut all_terminate = true;
             let mut abort = None;
             let mut short_circuit = None;
+            let mut inserted = Vec::new();
+            let mut fatal = false;
             for (call, (record, marks)) in response.tool_calls.iter().zip(results) {
                 let message = json!({"role": "tool", "tool_call_id": call.id, "name": call.name, "content": record.result});
                 session
@@ -1109,7 +1120,11 @@ impl Inner {
                 if short_circuit.is_none() {
                     short_circuit = marks.short_circuit;
                 }
+                inserted.extend(marks.insert);
+                fatal |= marks.fatal;
             }
+            // After every result of the batch (a tool message must follow its call).
+            inflight.extend(inserted);
             if let Some((reason, text)) = abort {
                 // The abort's answer is stored, so the transcript shows how the turn ended.
                 let message = json!({"role": "assistant", "content": text});
@@ -1134,7 +1149,9 @@ impl Inner {
                     )
                     .await;
             }
-            if all_terminate {
+            // A fatal failure ends the turn as every call terminating does
+            // (Felix's react loop: `had_fatal`, then `all_terminate`).
+            if all_terminate || fatal {
                 report.reply = Some(response.text);
                 report.ended_by = "tool_terminate".into();
                 return Ok(());

@@ -230,7 +230,7 @@ fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Value>> {
             json!({"content_chunks": content_chunks(&lc.reply), "tool_calls": reply_tool_calls(&lc.reply)})
         }
         "onUsageTracked" if !lc.usage.is_empty() => {
-            json!({"iteration_usage": lc.usage, "session_totals": lc.usage})
+            json!({"iteration_usage": lc.usage, "session_totals": session_totals(lc)})
         }
         "onAfterLLM" => {
             json!({"content_chunks": content_chunks(&lc.reply), "tool_calls": reply_tool_calls(&lc.reply), "messages": lc.messages})
@@ -261,6 +261,54 @@ fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Value>> {
     }
 }
 
+/// Per session: the usage of its calls in this process, summed, and the
+/// call counted last (a chain builds its payload again when its first
+/// handler failed; the call is counted once).
+static TOTALS: Mutex<Option<std::collections::HashMap<String, Totals>>> = Mutex::new(None);
+
+/// A session's summed usage and the `(turn, iteration)` of the call counted last.
+type Totals = (Map<String, Value>, (usize, usize));
+
+/// The session's totals with this call's usage (`lc.usage`) counted in.
+fn session_totals(lc: &LoopContext) -> Map<String, Value> {
+    let call = (
+        lc.turn.as_ref().map_or(0, |t| Arc::as_ptr(t) as usize),
+        lc.iteration,
+    );
+    let mut totals = TOTALS.lock().unwrap_or_else(|e| e.into_inner());
+    let (sum, last) = totals
+        .get_or_insert_with(Default::default)
+        .entry(lc.session_id.clone())
+        .or_insert_with(|| (Map::new(), (usize::MAX, usize::MAX)));
+    if *last != call {
+        *last = call;
+        add_usage(sum, &lc.usage);
+    }
+    sum.clone()
+}
+
+/// Add `usage`'s numbers into `sum` (nested objects too; other values are
+/// the latest seen).
+fn add_usage(sum: &mut Map<String, Value>, usage: &Map<String, Value>) {
+    for (key, value) in usage {
+        match (sum.get_mut(key), value) {
+            (Some(Value::Number(a)), Value::Number(b)) => {
+                *a = match (a.as_i64(), b.as_i64()) {
+                    (Some(x), Some(y)) => x.saturating_add(y).into(),
+                    _ => serde_json::Number::from_f64(
+                        a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0),
+                    )
+                    .unwrap_or_else(|| a.clone()),
+                }
+            }
+            (Some(Value::Object(a)), Value::Object(b)) => add_usage(a, b),
+            _ => {
+                sum.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
 /// What the chain's payload feeds back into the point's context.
 fn edit_of(event: &str, payload: &Map<String, Value>) -> Option<LoopEdit> {
     let text = |k: &str| payload.get(k).and_then(Value::as_str).map(str::to_string);
@@ -276,6 +324,8 @@ fn edit_of(event: &str, payload: &Map<String, Value>) -> Option<LoopEdit> {
             }
             Some(LoopEdit::All(edits))
         }
+        // "A patch of args changes the arguments the handler receives".
+        "onToolInvokeStart" => payload.get("args").cloned().map(LoopEdit::Arguments),
         "onToolInvokeEnd" => text("result").map(LoopEdit::Result),
         "onBeforeSendResponse" => text("assistant_text").map(LoopEdit::Text),
         _ => None,
@@ -473,8 +523,9 @@ fn answer(
                 edits.extend(model.map(LoopEdit::Model));
                 HookAction::Decide(LoopDecision::Edit(LoopEdit::All(edits)))
             }
+            // Onto the in-flight list: this call's (P6) and every later one.
             Decision::InsertStep { messages, .. } => {
-                HookAction::Decide(LoopDecision::Edit(LoopEdit::Append(messages)))
+                HookAction::Decide(LoopDecision::Append(messages))
             }
             Decision::EnqueueTool { tool, args, .. } => {
                 static ENQUEUED: std::sync::atomic::AtomicU64 =
@@ -505,9 +556,20 @@ fn answer(
                     HookAction::Continue
                 }
             }
-            Decision::RequeueTool { .. }
-            | Decision::RetryWith { .. }
-            | Decision::StreamControl { .. } => {
+            Decision::RequeueTool { .. } => HookAction::Decide(LoopDecision::RerunTool {
+                arguments: None,
+                delay_ms: 0,
+            }),
+            Decision::RetryWith {
+                patched_args,
+                backoff_ms,
+                ..
+            } => HookAction::Decide(LoopDecision::RerunTool {
+                arguments: Some(patched_args),
+                delay_ms: backoff_ms,
+            }),
+            // `run` does not stream: onLLMStream never fires there.
+            Decision::StreamControl { .. } => {
                 tracing::warn!("{event}: {decision:?} is not supported by plughost yet; ignored");
                 HookAction::Continue
             }

@@ -207,6 +207,8 @@ impl HookCallback for FelixHook {
 pub struct FelixTool {
     pub tool: Py<PyAny>,
     pub felix: Py<PyModule>,
+    /// `define_tool(fatal=True)`: a failure ends the turn (Felix's react loop).
+    pub fatal: bool,
 }
 
 /// The result of a finished Felix tool call.
@@ -249,6 +251,12 @@ fn finished(
 }
 
 impl ToolHandler for FelixTool {
+    /// Felix's tool runner: only a raised exception (caught with its
+    /// traceback) is fatal, never a returned `tool_error_output`.
+    fn fatal(&self, error: &PluginError) -> bool {
+        self.fatal && error.traceback.is_some()
+    }
+
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
         let params = Value::Object(ctx.params.clone());
         let called = try_attach(|py| {
@@ -258,7 +266,7 @@ impl ToolHandler for FelixTool {
                 .map_err(PyErr::from)
                 .and_then(|args| {
                     felix.getattr("call_tool").and_then(|f| {
-                        f.call1((tool, args, &ctx.session_id, &ctx.tool_call_id, false))
+                        f.call1((tool, args, &ctx.session_id, &ctx.tool_call_id, ctx.delegate))
                     })
                 });
             let awaitable = match awaitable {

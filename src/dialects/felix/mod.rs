@@ -162,9 +162,15 @@ fn collect(
             toolset: String::new(),
             requires_env: Vec::new(),
         };
+        let fatal = tool
+            .bind(py)
+            .getattr("fatal")
+            .and_then(|f| f.is_truthy())
+            .unwrap_or(false);
         let handler = hooks::FelixTool {
             tool,
             felix: felix_module.clone_ref(py),
+            fatal,
         };
         let mut t = Tool::new(spec, Arc::new(handler));
         t.renderer = Some(Arc::new(hooks::FelixRenderer));
