@@ -183,6 +183,8 @@ pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8,
             mcp_cancel.clone(),
             local.ip().is_loopback(),
         );
+        // Before the address is announced: a client may signal right after.
+        let signal = http::shutdown_signal();
         eprintln!(
             "plughost serve: listening on http://{local} (MCP at /mcp, OpenAI API at /v1; model {})",
             args.model
@@ -193,7 +195,7 @@ pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8,
             chat,
             mcp_cancel,
             options.shutdown_grace,
-            http::shutdown_signal(),
+            signal,
         )
         .await
         .map_err(|e| Failure::failed(format!("the server failed: {e}")))?;

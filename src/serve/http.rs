@@ -239,27 +239,43 @@ pub async fn serve_until(
     Ok(())
 }
 
-/// SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGTERM or Ctrl-C. The handlers are installed when this is called, not
+/// when the future is first polled: called before the listening address is
+/// announced, a signal sent right after the announcement is never the
+/// default action (which would kill the process without a shutdown).
+/// Must be called inside the tokio runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::warn!("cannot watch SIGTERM: {e}");
-                std::future::pending::<()>().await
+    let watch = |kind: tokio::signal::unix::SignalKind, name: &'static str| {
+        let stream = tokio::signal::unix::signal(kind);
+        async move {
+            match stream {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(e) => {
+                    tracing::warn!("cannot watch {name}: {e}");
+                    std::future::pending::<()>().await
+                }
             }
         }
     };
+    #[cfg(unix)]
+    let (interrupt, term) = (
+        watch(tokio::signal::unix::SignalKind::interrupt(), "SIGINT"),
+        watch(tokio::signal::unix::SignalKind::terminate(), "SIGTERM"),
+    );
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    let (interrupt, term) = (
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        },
+        std::future::pending::<()>(),
+    );
+    async move {
+        tokio::select! {
+            _ = interrupt => {},
+            _ = term => {},
+        }
     }
 }
