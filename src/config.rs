@@ -459,7 +459,9 @@ mod isolation_tests {
         let doc = |t: &str| parse_document(t, path).unwrap();
         assert_eq!(limits_of(&doc("{}"), path).unwrap(), LimitTable::default());
         let table = limits_of(
-            &doc(r#"{"plugins": {"limits": {"*": {"memory_mb": 512}, "hog": {"cpu_seconds": 2}}}}"#),
+            &doc(
+                r#"{"plugins": {"limits": {"*": {"memory_mb": 512}, "hog": {"cpu_seconds": 2}}}}"#,
+            ),
             path,
         )
         .unwrap();
@@ -470,9 +472,18 @@ mod isolation_tests {
         for (bad, named) in [
             (r#"{"plugins": {"limits": 3}}"#, "plugins.limits"),
             (r#"{"plugins": {"limits": {"a": 3}}}"#, "plugins.limits.a"),
-            (r#"{"plugins": {"limits": {"a": {"memory_mb": 0}}}}"#, "plugins.limits.a.memory_mb"),
-            (r#"{"plugins": {"limits": {"a": {"cpu_seconds": 1.5}}}}"#, "plugins.limits.a.cpu_seconds"),
-            (r#"{"plugins": {"limits": {"a": {"memory": 5}}}}"#, "plugins.limits.a.memory"),
+            (
+                r#"{"plugins": {"limits": {"a": {"memory_mb": 0}}}}"#,
+                "plugins.limits.a.memory_mb",
+            ),
+            (
+                r#"{"plugins": {"limits": {"a": {"cpu_seconds": 1.5}}}}"#,
+                "plugins.limits.a.cpu_seconds",
+            ),
+            (
+                r#"{"plugins": {"limits": {"a": {"memory": 5}}}}"#,
+                "plugins.limits.a.memory",
+            ),
         ] {
             let err = limits_of(&doc(bad), path).unwrap_err().to_string();
             assert!(err.contains(&format!("`{named}`")), "{bad}: {err}");

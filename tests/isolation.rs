@@ -641,9 +641,14 @@ fn a_plugin_past_its_memory_or_cpu_limit_fails_only_that_call_naming_the_limit()
         let host = builder(home.path(), bundled.path()).build().unwrap();
         let rt = rt();
         let call = |name: &str, args| rt.block_on(host.call_tool(name, args, ""));
-        let fault = |r: &plughost::ToolResult| r.outcome.error().and_then(|e| e.fault.as_deref().cloned());
+        let fault =
+            |r: &plughost::ToolResult| r.outcome.error().and_then(|e| e.fault.as_deref().cloned());
 
-        assert_eq!(call("hog", json!({"mib": 16})).text, "16777216", "under the limit");
+        assert_eq!(
+            call("hog", json!({"mib": 16})).text,
+            "16777216",
+            "under the limit"
+        );
         let hog = call("hog", json!({"mib": 1024}));
         assert_eq!(
             hog.text,
@@ -691,12 +696,23 @@ fn limits_reach_tools_call_and_bad_limits_are_refused_naming_the_key() {
     let (code, out, err) = cli(
         h,
         b,
-        &["--isolate", "all", "tools", "call", "hog", "--args", r#"{"mib": 800}"#],
+        &[
+            "--isolate",
+            "all",
+            "tools",
+            "call",
+            "hog",
+            "--args",
+            r#"{"mib": 800}"#,
+        ],
         BOUND,
     );
     assert_eq!(
         (code, out.trim()),
-        (1, "Error executing hog: plugin 'greedy' exceeded its memory limit (200 MiB)"),
+        (
+            1,
+            "Error executing hog: plugin 'greedy' exceeded its memory limit (200 MiB)"
+        ),
         "{err}"
     );
     // In-process, the limit cannot be enforced: a warning says so.
@@ -706,7 +722,10 @@ fn limits_reach_tools_call_and_bad_limits_are_refused_naming_the_key() {
     );
     let (code, out, err) = cli(h, b, &["tools", "call", "ok"], BOUND);
     assert_eq!((code, out.trim()), (0, "ok"));
-    assert!(err.contains("plugins.limits.greedy is not enforced"), "{err}");
+    assert!(
+        err.contains("plugins.limits.greedy is not enforced"),
+        "{err}"
+    );
     write_config(
         h,
         json!({"plugins": {"enabled": ["greedy"], "limits": {"greedy": {"memory": 200}}}}),
@@ -729,7 +748,10 @@ fn the_worker_state_is_known_through_the_host_and_plugins_doctor() {
             .isolation_breaker(2, Duration::from_secs(60))
             .build()
             .unwrap();
-        assert!(host.worker_status("fine").is_none(), "in-process: no worker");
+        assert!(
+            host.worker_status("fine").is_none(),
+            "in-process: no worker"
+        );
         let running = host.worker_status("crashy").unwrap();
         assert_eq!(running.state, WorkerState::Running);
         let pid = rt().block_on(host.call_tool("pid", json!({}), "")).text;
@@ -742,13 +764,26 @@ fn the_worker_state_is_known_through_the_host_and_plugins_doctor() {
         assert_eq!(restarting.state, WorkerState::Restarting);
         assert_eq!((restarting.crashes, restarting.recent_crashes), (1, 1));
         assert!(restarting.pid.is_none() && restarting.next_start_in_ms.is_some());
-        assert_eq!(rt.block_on(host.call_tool("echo", json!({}), "")).text, "echo:");
-        assert_eq!(host.worker_status("crashy").unwrap().state, WorkerState::Running);
+        assert_eq!(
+            rt.block_on(host.call_tool("echo", json!({}), "")).text,
+            "echo:"
+        );
+        assert_eq!(
+            host.worker_status("crashy").unwrap().state,
+            WorkerState::Running
+        );
 
         rt.block_on(host.call_tool("segv", json!({}), ""));
         let disabled = host.worker_status("crashy").unwrap();
         assert_eq!(disabled.state, WorkerState::Disabled);
-        assert_eq!((disabled.crashes, disabled.recent_crashes, disabled.breaker_crashes), (2, 2, 2));
+        assert_eq!(
+            (
+                disabled.crashes,
+                disabled.recent_crashes,
+                disabled.breaker_crashes
+            ),
+            (2, 2, 2)
+        );
 
         let report = plughost::doctor::Report::new(&host);
         let text = report.text();
@@ -966,7 +1001,10 @@ fn an_isolated_hermes_plugin_keeps_hermes_result_strings() {
     }
     let (_, boom) = call("words", "boom", "{}");
     let shown: serde_json::Value = serde_json::from_str(boom.trim()).unwrap();
-    assert!(shown["error"].as_str().unwrap().contains("no such word"), "{boom}");
+    assert!(
+        shown["error"].as_str().unwrap().contains("no such word"),
+        "{boom}"
+    );
     // A crash shows in Hermes's shape too.
     let (code, segv) = call("words", "segv", "{}");
     assert_eq!(code, Some(1));

@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::config::ResourceLimits;
 use crate::hooks::{
     GatewayContext, HookAction, HookError, HookEvent, HookPayload, InboundMessage, LlmCallContext,
     SessionContext, SubagentStopContext, ToolCallContext,
 };
-use crate::config::ResourceLimits;
 use crate::outcome::{PluginError, ResourceLimit};
 
 /// The largest frame either side accepts (a corrupt length must not make

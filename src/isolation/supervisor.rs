@@ -381,11 +381,7 @@ impl Supervisor {
             let wait = state.crashes.back().map_or(Duration::ZERO, |last| {
                 backoff(state.crashes.len() as u32).saturating_sub(last.elapsed())
             });
-            (
-                WorkerState::Restarting,
-                None,
-                Some(wait.as_millis() as u64),
-            )
+            (WorkerState::Restarting, None, Some(wait.as_millis() as u64))
         };
         WorkerStatus {
             state: worker_state,

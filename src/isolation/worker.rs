@@ -214,7 +214,15 @@ impl Shared {
                     limit: ResourceLimit::Memory { mib },
                 };
                 let mut output = self.output.lock().unwrap_or_else(|e| e.into_inner());
-                if encode_frame(buf, &Envelope { id: 0, body: notice }).is_ok() {
+                if encode_frame(
+                    buf,
+                    &Envelope {
+                        id: 0,
+                        body: notice,
+                    },
+                )
+                .is_ok()
+                {
                     let _ = output.write_all(buf);
                 }
                 end(1)
@@ -382,11 +390,11 @@ fn answer(served: &Served, request: Request) -> Answer {
             };
             match c.handler.call(&args) {
                 CommandReturn::Ready(result) => Answer::Now(Reply::Command { result }),
-                CommandReturn::Pending(fut) => Answer::Later(Box::pin(async move {
-                    Reply::Command {
-                        result: fut.await,
-                    }
-                })),
+                CommandReturn::Pending(fut) => {
+                    Answer::Later(Box::pin(
+                        async move { Reply::Command { result: fut.await } },
+                    ))
+                }
             }
         }
     }

@@ -35,8 +35,8 @@ pub fn params_dict<'py>(
     }
     // Another state (an isolated plugin's hooks) may hold edited arguments.
     let edited = ctx.dialect.edited_params();
-    let dict = pythonize::pythonize(py, edited.as_ref().unwrap_or(&ctx.params))?
-        .cast_into::<PyDict>()?;
+    let dict =
+        pythonize::pythonize(py, edited.as_ref().unwrap_or(&ctx.params))?.cast_into::<PyDict>()?;
     ctx.dialect.set(ToolState {
         params: dict.clone().unbind(),
         context: None,
