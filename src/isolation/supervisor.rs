@@ -605,7 +605,9 @@ impl Drop for Abandon<'_> {
 
 /// The reader thread of one worker: routes replies until the stream ends,
 /// then fails the calls in flight with the cause and tells the supervisor.
-fn read_replies(live: Arc<Live>, mut stream: UnixStream, supervisor: Weak<Inner>) {
+fn read_replies(live: Arc<Live>, stream: UnixStream, supervisor: Weak<Inner>) {
+    // Buffered: a frame's length and body come in one read.
+    let mut stream = std::io::BufReader::new(stream);
     let mut buf = Vec::new();
     loop {
         match read_frame_with::<_, Envelope<Reply>>(&mut stream, &mut buf) {
@@ -635,7 +637,7 @@ fn read_replies(live: Arc<Live>, mut stream: UnixStream, supervisor: Weak<Inner>
             }
         }
     }
-    drain_stream(&mut stream);
+    drain_stream(stream.get_mut());
     let ended = live.reap();
     let stopped = live
         .stop_reason

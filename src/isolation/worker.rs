@@ -5,10 +5,16 @@
 //! made). Before anything else runs they are moved to private descriptors,
 //! fd 0 becomes `/dev/null` and fd 1 becomes stderr, so a plugin's
 //! `print()` or `input()` can never touch the protocol.
+//!
+//! Requests are served where they are read: the thread that reads one runs
+//! a sync handler itself and writes its reply, while another thread takes
+//! over reading (so a slow call never holds up the next). No request
+//! changes threads on its way, which is most of what an isolated call
+//! costs; an async handler's future runs on the runtime's tokio threads.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -90,7 +96,7 @@ struct Shared {
     /// The request stream; whichever thread holds it reads the next request
     /// (leader/followers: the reader runs what it read itself, and a waiting
     /// thread takes over reading meanwhile, so no request changes threads).
-    input: Mutex<File>,
+    input: Mutex<BufReader<File>>,
     /// The reply stream; each reply is written whole, by the thread that
     /// produced it.
     output: Mutex<File>,
@@ -128,7 +134,7 @@ fn serve(mut input: File, mut output: File) -> ! {
         ),
     };
     let shared = Arc::new(Shared {
-        input: Mutex::new(input),
+        input: Mutex::new(BufReader::new(input)),
         output: Mutex::new(output.try_clone().unwrap_or_else(|_| end(70))),
         served: served.unwrap_or_default(),
         limits,
