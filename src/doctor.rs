@@ -69,6 +69,10 @@ pub struct PluginDiagnosis {
     /// What its dialect accepted and this host does not use (Hermes's
     /// provider registrars): "registered, not used by this host".
     pub not_used: Vec<String>,
+    /// An isolated plugin's worker: running, restarting or disabled by its
+    /// breaker, with its crash counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker: Option<crate::isolation::WorkerStatus>,
 }
 
 /// The interpreter in use, and where each plugin API's modules come from.
@@ -185,6 +189,7 @@ impl Report {
                     })
                     .collect(),
                 not_used: crate::dialects::hermes::not_used(&p.key),
+                worker: host.worker_status(&p.key),
             })
             .collect();
         Report {
@@ -297,6 +302,9 @@ impl Report {
             for r in &p.not_used {
                 out.push(format!("    {r}: registered, not used by this host"));
             }
+            if let Some(w) = &p.worker {
+                out.push(format!("    worker: {}", worker_text(w)));
+            }
             for h in &p.hook_problems {
                 out.push(format!(
                     "    hook {} {}: {} of {} answers not used ({} raised, {} wrong shape, {} timed out)",
@@ -330,9 +338,30 @@ impl Report {
             .filter(|p| p.status == PluginStatus::Failed)
             .map(|p| p.key.as_str())
             .collect();
+        let off: Vec<&str> = self
+            .plugins
+            .iter()
+            .filter(|p| {
+                p.worker
+                    .as_ref()
+                    .is_some_and(|w| w.state == crate::isolation::WorkerState::Disabled)
+            })
+            .map(|p| p.key.as_str())
+            .collect();
         out.push(String::new());
+        if !off.is_empty() {
+            out.push(format!(
+                "{} isolated plugin(s) disabled by their crash breaker: {}",
+                off.len(),
+                off.join(", ")
+            ));
+        }
         out.push(if failed.is_empty() {
-            "No problems found.".into()
+            if off.is_empty() {
+                "No problems found.".into()
+            } else {
+                "No other problems found.".into()
+            }
         } else {
             format!(
                 "{} enabled plugin(s) failed to load: {}",
@@ -341,6 +370,32 @@ impl Report {
             )
         });
         out.join("\n")
+    }
+}
+
+/// `running (pid 4242), 0 crashes`, `restarting (next start in 0.2 s), …`,
+/// `disabled by its breaker (3 crashes within 60 s; no retry until plughost restarts)`.
+fn worker_text(w: &crate::isolation::WorkerStatus) -> String {
+    use crate::isolation::WorkerState;
+    let crashes = format!(
+        "{} crash(es), {} within the last {} s (the breaker opens at {})",
+        w.crashes, w.recent_crashes, w.breaker_window_seconds, w.breaker_crashes
+    );
+    match w.state {
+        WorkerState::Running => match w.pid {
+            Some(pid) => format!("running (pid {pid}), {crashes}"),
+            None => format!("running, {crashes}"),
+        },
+        WorkerState::Restarting => format!(
+            "restarting (the next call starts it, in {} s at the earliest), {crashes}",
+            crate::outcome::seconds_text(std::time::Duration::from_millis(
+                w.next_start_in_ms.unwrap_or(0)
+            ))
+        ),
+        WorkerState::Disabled => format!(
+            "disabled by its breaker after {} crashes within {} s (calls fail at once; no retry until plughost restarts), {} crash(es) in all",
+            w.recent_crashes, w.breaker_window_seconds, w.crashes
+        ),
     }
 }
 

@@ -185,6 +185,7 @@ pub struct HostBuilder {
     worker_command: Option<crate::isolation::WorkerCommand>,
     isolation_load_timeout: Option<std::time::Duration>,
     breaker: Option<(u32, std::time::Duration)>,
+    limits: Option<crate::config::LimitTable>,
 }
 
 impl HostBuilder {
@@ -291,6 +292,12 @@ impl HostBuilder {
     }
     /// `crashes` worker crashes within `window` disable an isolated plugin
     /// for the rest of the process (default 3 in 60 s).
+    /// OS resource limits of isolated plugins, by key (`"*"` for all);
+    /// default: `plugins.limits` of `config.json`.
+    pub fn isolation_limits(mut self, limits: crate::config::LimitTable) -> Self {
+        self.limits = Some(limits);
+        self
+    }
     pub fn isolation_breaker(mut self, crashes: u32, window: std::time::Duration) -> Self {
         self.breaker = Some((crashes.max(1), window));
         self
@@ -367,6 +374,17 @@ impl HostBuilder {
             self.breaker,
             self.python_log_level.unwrap_or(30),
         );
+        let limits = match self.limits {
+            Some(l) => l,
+            None => config::read_limits(&home)?,
+        };
+        for key in limits.0.keys() {
+            if key != "*" && !isolation.covers(key) {
+                tracing::warn!(
+                    "plugins.limits.{key} is not enforced: plugin '{key}' runs in-process (limits apply to isolated plugins; add it to plugins.isolate)"
+                );
+            }
+        }
         let needs_python = candidates
             .iter()
             .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
@@ -375,10 +393,13 @@ impl HostBuilder {
             set_default_home(&home);
         }
         let mut packages = Vec::new();
+        let mut workers = Vec::new();
         let mut plugins: Vec<PluginRecord> = Vec::new();
         for c in crate::dialects::codumentor::order::load_order(candidates) {
             let c = crate::dialects::codumentor::order::check_dependencies(c, &plugins);
-            let isolate = isolation.covers(&c.key).then_some(&settings);
+            let isolate = isolation
+                .covers(&c.key)
+                .then(|| (&settings, limits.for_plugin(&c.key)));
             plugins.push(load_candidate(
                 c,
                 &home,
@@ -386,6 +407,7 @@ impl HostBuilder {
                 &mut registry,
                 &mut collisions,
                 &mut packages,
+                &mut workers,
             ));
         }
         if plugins
@@ -413,6 +435,7 @@ impl HostBuilder {
             roots,
             _packages: packages,
             _bundled: bundled_copy,
+            workers,
         })
     }
 }
@@ -514,10 +537,14 @@ fn isolation_settings(
 fn load_candidate(
     c: Candidate,
     home: &Path,
-    isolate: Option<&Result<crate::isolation::Settings, String>>,
+    isolate: Option<(
+        &Result<crate::isolation::Settings, String>,
+        crate::config::ResourceLimits,
+    )>,
     registry: &mut Registry,
     collisions: &mut Vec<ToolCollision>,
     packages: &mut Vec<PluginPackage>,
+    workers: &mut Vec<crate::isolation::Supervisor>,
 ) -> PluginRecord {
     let manifest = c.manifest.as_ref().ok();
     let mut record = PluginRecord {
@@ -590,15 +617,17 @@ fn load_candidate(
     };
     let loaded = match isolate {
         None => dialect.load(&c.key, &c.dir, home),
-        Some(Err(problem)) => Err(PluginError::native(problem.clone())),
-        Some(Ok(settings)) => {
+        Some((Err(problem), _)) => Err(PluginError::native(problem.clone())),
+        Some((Ok(settings), limits)) => {
             let spec = crate::isolation::LoadSpec {
                 key: c.key.clone(),
                 dir: c.dir.clone(),
                 home: home.to_path_buf(),
                 dialect: dialect.name().to_string(),
+                limits,
             };
-            crate::isolation::load(spec, settings.clone()).map(|(registrations, _)| {
+            crate::isolation::load(spec, settings.clone()).map(|(registrations, worker)| {
+                workers.push(worker);
                 crate::dialects::LoadedPlugin {
                     registrations,
                     package: None,
@@ -656,6 +685,8 @@ pub struct Host {
     /// Keeps a temporary copy of the bundled plugins (used when the cache
     /// cannot be written) on disk while the host lives.
     _bundled: Option<crate::bundled::Located>,
+    /// The supervisors of the isolated plugins that loaded.
+    workers: Vec<crate::isolation::Supervisor>,
 }
 
 /// Commands the host answers itself, before plugin commands.
@@ -674,6 +705,16 @@ impl Host {
     /// The `plugins.enabled` / `plugins.disabled` lists in force.
     pub fn plugin_lists(&self) -> &PluginLists {
         &self.lists
+    }
+
+    /// The worker state of isolated plugin `key` (running, restarting,
+    /// disabled by its breaker) and its crash counts; `None` when it is not
+    /// an isolated plugin that loaded.
+    pub fn worker_status(&self, key: &str) -> Option<crate::isolation::WorkerStatus> {
+        self.workers
+            .iter()
+            .find(|w| w.key() == key)
+            .map(|w| w.status())
     }
 
     /// Every discovered plugin, in load order.

@@ -55,6 +55,31 @@ pub enum PluginFault {
     },
     /// The worker could not be started or spoke out of protocol.
     Unavailable { plugin: String, problem: String },
+    /// The worker went past one of its resource limits (`plugins.limits`):
+    /// the OS stopped it, or its memory cap made an allocation fail.
+    LimitExceeded {
+        plugin: String,
+        limit: ResourceLimit,
+    },
+}
+
+/// An OS resource limit of an isolated plugin's worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "limit", rename_all = "snake_case")]
+pub enum ResourceLimit {
+    /// Its heap (data segment) may not grow past `mib` MiB.
+    Memory { mib: u64 },
+    /// One call may use `seconds` of CPU time.
+    CpuTime { seconds: u64 },
+}
+
+impl std::fmt::Display for ResourceLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResourceLimit::Memory { mib } => write!(f, "memory limit ({mib} MiB)"),
+            ResourceLimit::CpuTime { seconds } => write!(f, "CPU time limit ({seconds} s)"),
+        }
+    }
 }
 
 /// How a worker process ended.
@@ -100,6 +125,9 @@ impl std::fmt::Display for PluginFault {
             ),
             PluginFault::Unavailable { plugin, problem } => {
                 write!(f, "plugin '{plugin}' is unavailable: {problem}")
+            }
+            PluginFault::LimitExceeded { plugin, limit } => {
+                write!(f, "plugin '{plugin}' exceeded its {limit}")
             }
         }
     }

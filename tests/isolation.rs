@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{home_with, no_bundled, write_plugin};
 use plughost::config::Isolation;
-use plughost::isolation::WorkerCommand;
-use plughost::outcome::{PluginFault, ToolOutcome};
+use plughost::isolation::{WorkerCommand, WorkerState};
+use plughost::outcome::{PluginFault, ResourceLimit, ToolOutcome};
 use plughost::Host;
 use serde_json::json;
 
@@ -250,12 +250,13 @@ fn a_register_that_crashes_or_spins_marks_only_that_plugin_failed() {
             ("fine", FINE),
         ]);
         let started = Instant::now();
+        // Long enough for a worker to start on a loaded machine.
         let host = builder(home.path(), bundled.path())
             .isolate(Isolation::All)
-            .isolation_load_timeout(Duration::from_secs(1))
+            .isolation_load_timeout(Duration::from_secs(5))
             .build()
             .unwrap();
-        assert!(started.elapsed() < Duration::from_secs(20));
+        assert!(started.elapsed() < Duration::from_secs(30));
         let record = |k: &str| host.plugins().iter().find(|p| p.key == k).unwrap().clone();
         let crashed = record("crash-reg");
         assert!(!crashed.loaded);
@@ -267,7 +268,7 @@ fn a_register_that_crashes_or_spins_marks_only_that_plugin_failed() {
         assert!(!spun.loaded);
         assert_eq!(
             spun.error.as_deref(),
-            Some("plugin 'spin-reg' timed out after 1 s")
+            Some("plugin 'spin-reg' timed out after 5 s")
         );
         assert!(host.registry().tool("never").is_none());
         assert!(record("fine").loaded);
@@ -608,4 +609,411 @@ def register(ctx):
             isolated.saturating_sub(in_process)
         );
     });
+}
+
+/// Write `config.json` (keeps the test's plugins enabled).
+fn write_config(home: &Path, config: serde_json::Value) {
+    std::fs::write(home.join("config.json"), config.to_string()).unwrap();
+}
+
+const GREEDY: &str = r#"
+def hog(mib):
+    data = bytearray(mib * 1024 * 1024)
+    return str(len(data))
+def spin():
+    while True:
+        pass
+def register(ctx):
+    ctx.register_tool("hog", {"type": "object", "properties": {"mib": {"type": "integer"}}}, hog)
+    ctx.register_tool("spin", {}, spin)
+    ctx.register_tool("ok", {}, lambda: "ok")
+"#;
+
+#[test]
+fn a_plugin_past_its_memory_or_cpu_limit_fails_only_that_call_naming_the_limit() {
+    bounded(BOUND, || {
+        let (home, bundled) = setup(&[("greedy", GREEDY)]);
+        write_config(
+            home.path(),
+            json!({"plugins": {"enabled": ["greedy"], "isolate": ["greedy"],
+                   "limits": {"greedy": {"memory_mb": 256, "cpu_seconds": 1}}}}),
+        );
+        let host = builder(home.path(), bundled.path()).build().unwrap();
+        let rt = rt();
+        let call = |name: &str, args| rt.block_on(host.call_tool(name, args, ""));
+        let fault =
+            |r: &plughost::ToolResult| r.outcome.error().and_then(|e| e.fault.as_deref().cloned());
+
+        assert_eq!(
+            call("hog", json!({"mib": 16})).text,
+            "16777216",
+            "under the limit"
+        );
+        let hog = call("hog", json!({"mib": 1024}));
+        assert_eq!(
+            hog.text,
+            "Error executing hog: plugin 'greedy' exceeded its memory limit (256 MiB)"
+        );
+        assert_eq!(
+            fault(&hog),
+            Some(PluginFault::LimitExceeded {
+                plugin: "greedy".into(),
+                limit: ResourceLimit::Memory { mib: 256 }
+            })
+        );
+        assert_eq!(call("ok", json!({})).text, "ok", "a new worker serves");
+
+        let spin = call("spin", json!({}));
+        assert_eq!(
+            spin.text,
+            "Error executing spin: plugin 'greedy' exceeded its CPU time limit (1 s)"
+        );
+        assert_eq!(
+            fault(&spin),
+            Some(PluginFault::LimitExceeded {
+                plugin: "greedy".into(),
+                limit: ResourceLimit::CpuTime { seconds: 1 }
+            })
+        );
+        assert_eq!(call("ok", json!({})).text, "ok");
+        // The CPU limit is per call: calls after it are not charged for it.
+        for _ in 0..3 {
+            assert_eq!(call("ok", json!({})).text, "ok");
+        }
+        let status = host.worker_status("greedy").unwrap();
+        assert_eq!((status.state, status.crashes), (WorkerState::Running, 2));
+    });
+}
+
+#[test]
+fn limits_reach_tools_call_and_bad_limits_are_refused_naming_the_key() {
+    let (home, bundled) = setup(&[("greedy", GREEDY)]);
+    let (h, b) = (home.path(), bundled.path());
+    write_config(
+        h,
+        json!({"plugins": {"enabled": ["greedy"], "limits": {"*": {"memory_mb": 200}}}}),
+    );
+    let (code, out, err) = cli(
+        h,
+        b,
+        &[
+            "--isolate",
+            "all",
+            "tools",
+            "call",
+            "hog",
+            "--args",
+            r#"{"mib": 800}"#,
+        ],
+        BOUND,
+    );
+    assert_eq!(
+        (code, out.trim()),
+        (
+            1,
+            "Error executing hog: plugin 'greedy' exceeded its memory limit (200 MiB)"
+        ),
+        "{err}"
+    );
+    // In-process, the limit cannot be enforced: a warning says so.
+    write_config(
+        h,
+        json!({"plugins": {"enabled": ["greedy"], "limits": {"greedy": {"memory_mb": 200}}}}),
+    );
+    let (code, out, err) = cli(h, b, &["tools", "call", "ok"], BOUND);
+    assert_eq!((code, out.trim()), (0, "ok"));
+    assert!(
+        err.contains("plugins.limits.greedy is not enforced"),
+        "{err}"
+    );
+    write_config(
+        h,
+        json!({"plugins": {"enabled": ["greedy"], "limits": {"greedy": {"memory": 200}}}}),
+    );
+    let (code, _, err) = cli(h, b, &["--isolate", "all", "tools", "call", "ok"], BOUND);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("`plugins.limits.greedy.memory` is not a setting")
+            && err.contains("memory_mb or cpu_seconds"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_worker_state_is_known_through_the_host_and_plugins_doctor() {
+    bounded(BOUND, || {
+        let (home, bundled) = setup(&[("crashy", HOSTILE), ("fine", FINE)]);
+        let host = builder(home.path(), bundled.path())
+            .isolate(Isolation::Only(vec!["crashy".into()]))
+            .isolation_breaker(2, Duration::from_secs(60))
+            .build()
+            .unwrap();
+        assert!(
+            host.worker_status("fine").is_none(),
+            "in-process: no worker"
+        );
+        let running = host.worker_status("crashy").unwrap();
+        assert_eq!(running.state, WorkerState::Running);
+        let pid = rt().block_on(host.call_tool("pid", json!({}), "")).text;
+        assert_eq!(running.pid.map(|p| p.to_string()), Some(pid));
+        assert_eq!((running.crashes, running.recent_crashes), (0, 0));
+
+        let rt = rt();
+        rt.block_on(host.call_tool("segv", json!({}), ""));
+        let restarting = host.worker_status("crashy").unwrap();
+        assert_eq!(restarting.state, WorkerState::Restarting);
+        assert_eq!((restarting.crashes, restarting.recent_crashes), (1, 1));
+        assert!(restarting.pid.is_none() && restarting.next_start_in_ms.is_some());
+        assert_eq!(
+            rt.block_on(host.call_tool("echo", json!({}), "")).text,
+            "echo:"
+        );
+        assert_eq!(
+            host.worker_status("crashy").unwrap().state,
+            WorkerState::Running
+        );
+
+        rt.block_on(host.call_tool("segv", json!({}), ""));
+        let disabled = host.worker_status("crashy").unwrap();
+        assert_eq!(disabled.state, WorkerState::Disabled);
+        assert_eq!(
+            (
+                disabled.crashes,
+                disabled.recent_crashes,
+                disabled.breaker_crashes
+            ),
+            (2, 2, 2)
+        );
+
+        let report = plughost::doctor::Report::new(&host);
+        let text = report.text();
+        assert!(
+            text.contains("    worker: disabled by its breaker after 2 crashes within 60 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 isolated plugin(s) disabled by their crash breaker: crashy"),
+            "{text}"
+        );
+    });
+    // Through the CLI: text and JSON.
+    let (home, bundled) = setup(&[("crashy", HOSTILE), ("fine", FINE)]);
+    let (h, b) = (home.path(), bundled.path());
+    let (code, out, err) = cli(h, b, &["--isolate", "crashy", "plugins", "doctor"], BOUND);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("    worker: running (pid "), "{out}");
+    assert!(out.contains("No problems found."), "{out}");
+    let (code, out, err) = cli(
+        h,
+        b,
+        &["--isolate", "crashy", "plugins", "doctor", "--json"],
+        BOUND,
+    );
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let plugin = |k: &str| {
+        report["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["key"] == k)
+            .unwrap()
+            .clone()
+    };
+    let worker = &plugin("crashy")["worker"];
+    assert_eq!(worker["state"], "running");
+    assert!(worker["pid"].as_u64().is_some(), "{worker}");
+    assert_eq!(worker["crashes"], 0);
+    assert_eq!(worker["breaker_crashes"], 3);
+    assert!(plugin("fine").get("worker").is_none());
+}
+
+#[test]
+fn an_agent_turn_with_a_hanging_isolated_tool_goes_on_and_the_process_exits() {
+    let hanging = r#"
+import time
+def hang():
+    time.sleep(3600)
+def register(ctx):
+    ctx.register_tool("hang", {}, hang)
+    ctx.register_tool("echo", {"type": "object", "properties": {"text": {"type": "string"}}}, lambda text="": "echo:" + text)
+"#;
+    let (home, bundled) = setup(&[("sleepy", hanging)]);
+    let (h, b) = (home.path(), bundled.path());
+    let script = h.join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: hang\n        args: {}\n      - name: echo\n        args: {text: hi}\n  - say: \"after: {tool_results}\"\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, out, err) = cli(
+        h,
+        b,
+        &[
+            "--isolate",
+            "sleepy",
+            "run",
+            "--json",
+            "--tool-timeout",
+            "1",
+            "--session",
+            "t",
+            "--script",
+            script.to_str().unwrap(),
+            "go",
+        ],
+        BOUND,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let calls = report["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{report}");
+    assert_eq!(calls[0]["outcome"], "timed_out", "{report}");
+    assert_eq!(calls[1]["outcome"], "ok", "{report}");
+    let reply = report["reply"].as_str().unwrap_or_default();
+    assert!(
+        reply.contains("Error executing hang: timed out after 1 s") && reply.contains("echo:hi"),
+        "{report}"
+    );
+    // The transcript answers every tool call the model made.
+    let transcript = std::fs::read_to_string(h.join("sessions/t.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = transcript
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let asked: Vec<String> = lines
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect();
+    let answered: Vec<String> = lines
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["tool_call_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(asked.len(), 2, "{transcript}");
+    assert_eq!(asked, answered, "{transcript}");
+    assert_eq!(lines.last().unwrap()["role"], "assistant", "{transcript}");
+}
+
+const EDIT_IN_PROCESS: &str = r#"
+import json
+def pre(ctx):
+    if ctx.tool_name.startswith("show"):
+        ctx.params["in_process"] = "edited"
+def register(ctx):
+    ctx.register_tool("show_here", {"type": "object"}, lambda **kw: json.dumps(kw, sort_keys=True))
+    ctx.register_hook("pre_tool_call", pre)
+"#;
+
+const EDIT_ISOLATED: &str = r#"
+import json
+def pre(ctx):
+    if ctx.tool_name.startswith("show"):
+        ctx.params["isolated"] = "edited"
+def register(ctx):
+    ctx.register_tool("show_there", {"type": "object"}, lambda **kw: json.dumps(kw, sort_keys=True))
+    ctx.register_hook("pre_tool_call", pre)
+"#;
+
+#[test]
+fn in_process_and_isolated_hooks_editing_params_both_reach_the_tool() {
+    bounded(BOUND, || {
+        // Both load orders: the in-process hook first, then the isolated one first.
+        for (first, second) in [("a-inproc", "b-iso"), ("b-inproc", "a-iso")] {
+            let (inproc, iso) = if first.ends_with("inproc") {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            let (home, bundled) = setup(&[(inproc, EDIT_IN_PROCESS), (iso, EDIT_ISOLATED)]);
+            let host = builder(home.path(), bundled.path())
+                .isolate(Isolation::Only(vec![iso.into()]))
+                .build()
+                .unwrap();
+            let rt = rt();
+            let want = r#"{"in_process": "edited", "isolated": "edited", "x": 1}"#;
+            for tool in ["show_here", "show_there"] {
+                let r = rt.block_on(host.call_tool(tool, json!({"x": 1}), ""));
+                assert_eq!(r.text, want, "{tool} with {inproc} and {iso} isolated");
+            }
+        }
+    });
+}
+
+const HERMES_TOOLS: &str = r#"
+import ctypes, json
+def lookup(args, **kwargs):
+    return json.dumps({"q": args["q"]})
+def boom(args, **kwargs):
+    raise ValueError("no such word")
+def untyped(args, **kwargs):
+    return {"not": "a string"}
+def register(ctx):
+    ctx.register_tool("lookup", "words", {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}, lookup)
+    ctx.register_tool("boom", "words", {"name": "boom"}, boom)
+    ctx.register_tool("untyped", "words", {"name": "untyped"}, untyped)
+    ctx.register_tool("segv", "words", {"name": "segv"}, lambda args, **kw: ctypes.string_at(0))
+"#;
+
+#[test]
+fn an_isolated_hermes_plugin_keeps_hermes_result_strings() {
+    let plughost_home = tempfile::tempdir().unwrap();
+    let hermes_home = tempfile::tempdir().unwrap();
+    let bundled = no_bundled();
+    std::fs::write(
+        hermes_home.path().join("config.yaml"),
+        "plugins:\n  enabled: [words]\n",
+    )
+    .unwrap();
+    write_plugin(
+        &hermes_home.path().join("plugins"),
+        "words",
+        "name: words\n",
+        &[("__init__.py", HERMES_TOOLS)],
+    );
+    let call = |isolate: &str, tool: &str, args: &str| {
+        let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+            .args(["--isolate", isolate, "tools", "call", tool, "--args", args])
+            .env("PLUGHOST_HOME", plughost_home.path())
+            .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+            .env("HERMES_HOME", hermes_home.path())
+            .env_remove("PLUGHOST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            child.status.code(),
+            String::from_utf8_lossy(&child.stdout).into_owned(),
+        )
+    };
+    for (tool, args) in [
+        ("lookup", r#"{"q": "abc"}"#),
+        ("lookup", r#"{}"#),
+        ("boom", "{}"),
+        ("untyped", "{}"),
+    ] {
+        let in_process = call("none", tool, args);
+        let isolated = call("words", tool, args);
+        assert_eq!(in_process, isolated, "{tool} {args}");
+    }
+    let (_, boom) = call("words", "boom", "{}");
+    let shown: serde_json::Value = serde_json::from_str(boom.trim()).unwrap();
+    assert!(
+        shown["error"].as_str().unwrap().contains("no such word"),
+        "{boom}"
+    );
+    // A crash shows in Hermes's shape too.
+    let (code, segv) = call("words", "segv", "{}");
+    assert_eq!(code, Some(1));
+    let shown: serde_json::Value = serde_json::from_str(segv.trim()).unwrap();
+    assert!(
+        shown["error"]
+            .as_str()
+            .unwrap()
+            .contains("plugin 'words' crashed (SIGSEGV)"),
+        "{segv}"
+    );
 }

@@ -16,6 +16,7 @@
 //! the worker), or names a plughost binary with
 //! [`HostBuilder::worker_command`](crate::host::HostBuilder::worker_command).
 
+pub mod limits;
 pub mod protocol;
 pub mod proxy;
 pub mod supervisor;
@@ -25,7 +26,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use supervisor::{LoadSpec, Supervisor};
+pub use supervisor::{LoadSpec, Supervisor, WorkerState, WorkerStatus};
 
 use crate::outcome::PluginError;
 use crate::registry::Registration;

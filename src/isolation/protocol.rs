@@ -11,11 +11,12 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::config::ResourceLimits;
 use crate::hooks::{
     GatewayContext, HookAction, HookError, HookEvent, HookPayload, InboundMessage, LlmCallContext,
     SessionContext, SubagentStopContext, ToolCallContext,
 };
-use crate::outcome::PluginError;
+use crate::outcome::{PluginError, ResourceLimit};
 
 /// The largest frame either side accepts (a corrupt length must not make
 /// the reader allocate gigabytes).
@@ -38,6 +39,9 @@ pub enum Request {
         home: PathBuf,
         dialect: String,
         python_log_level: u8,
+        /// The OS limits the worker puts on itself before loading.
+        #[serde(default)]
+        limits: ResourceLimits,
     },
     /// Run a tool's `check_fn`.
     Check { tool: String },
@@ -82,6 +86,11 @@ pub enum Reply {
     Refused {
         problem: String,
     },
+    /// Sent (with id 0) just before the worker ends itself because it went
+    /// past `limit`: its calls in flight fail naming the limit.
+    Exceeded {
+        limit: ResourceLimit,
+    },
 }
 
 /// One contribution of the loaded plugin, in registration order.
@@ -100,6 +109,10 @@ pub enum Contribution {
         /// Hermes's collision rule (a tool registered without `override`).
         #[serde(default)]
         shadows_only_own_toolset: bool,
+        /// The tool renders its outcomes in its dialect's own strings
+        /// (Hermes's JSON errors), not the standard ones.
+        #[serde(default)]
+        own_renderer: bool,
     },
     Hook {
         /// `None` for a name no event matches (accepted, never fired).
@@ -452,18 +465,26 @@ impl OwnedPayload {
     }
 }
 
-/// Write one frame.
-pub fn write_frame<W: Write, T: Serialize>(out: &mut W, message: &T) -> std::io::Result<()> {
-    let body = serde_json::to_vec(message).map_err(std::io::Error::other)?;
-    if body.len() > MAX_FRAME {
+/// Encode one frame into `buf` (cleared first; reused across calls so a
+/// call costs no allocation once the buffer has grown).
+pub fn encode_frame<T: Serialize>(buf: &mut Vec<u8>, message: &T) -> std::io::Result<()> {
+    buf.clear();
+    buf.extend_from_slice(&[0; 4]);
+    serde_json::to_writer(&mut *buf, message).map_err(std::io::Error::other)?;
+    let len = buf.len() - 4;
+    if len > MAX_FRAME {
         return Err(std::io::Error::other(format!(
-            "a message of {} bytes is larger than the protocol's {MAX_FRAME}",
-            body.len()
+            "a message of {len} bytes is larger than the protocol's {MAX_FRAME}"
         )));
     }
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    frame.extend_from_slice(&body);
+    buf[..4].copy_from_slice(&(len as u32).to_be_bytes());
+    Ok(())
+}
+
+/// Write one frame.
+pub fn write_frame<W: Write, T: Serialize>(out: &mut W, message: &T) -> std::io::Result<()> {
+    let mut frame = Vec::new();
+    encode_frame(&mut frame, message)?;
     out.write_all(&frame)?;
     out.flush()
 }
@@ -471,6 +492,14 @@ pub fn write_frame<W: Write, T: Serialize>(out: &mut W, message: &T) -> std::io:
 /// Read one frame; `Ok(None)` at a clean end of stream.
 pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(
     input: &mut R,
+) -> std::io::Result<Option<T>> {
+    read_frame_with(input, &mut Vec::new())
+}
+
+/// [`read_frame`] with the body read into `buf` (reused across calls).
+pub fn read_frame_with<R: Read, T: for<'de> Deserialize<'de>>(
+    input: &mut R,
+    buf: &mut Vec<u8>,
 ) -> std::io::Result<Option<T>> {
     let mut len = [0u8; 4];
     match input.read_exact(&mut len) {
@@ -484,9 +513,10 @@ pub fn read_frame<R: Read, T: for<'de> Deserialize<'de>>(
             "a frame of {len} bytes is larger than the protocol's {MAX_FRAME}: the stream is corrupt"
         )));
     }
-    let mut body = vec![0u8; len];
-    input.read_exact(&mut body)?;
-    serde_json::from_slice(&body)
+    buf.clear();
+    buf.resize(len, 0);
+    input.read_exact(buf)?;
+    serde_json::from_slice(buf)
         .map(Some)
         .map_err(std::io::Error::other)
 }

@@ -9,12 +9,12 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::protocol::{Contribution, PayloadWire, Reply, Request, ToolCallWire};
-use super::supervisor::Supervisor;
+use super::supervisor::{Subject, Supervisor};
 use crate::hooks::{
     CallState, HookCallback, HookEntry, HookError, HookEvent, HookPayload, HookReturn, HookStats,
     ToolCallContext,
 };
-use crate::outcome::{PluginError, PluginFault};
+use crate::outcome::{PluginError, PluginFault, Renderer};
 use crate::registry::{
     Command, CommandHandler, CommandReturn, Registration, Skill, Tool, ToolHandler, ToolReturn,
     ToolSpec,
@@ -24,6 +24,7 @@ use crate::registry::{
 /// handlers reach it through `sup`.
 pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<Registration> {
     let key = sup.key().to_string();
+    let renderer = dialect_renderer(sup.dialect());
     contributions
         .into_iter()
         .map(|c| match c {
@@ -35,10 +36,11 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 toolset,
                 requires_env,
                 shadows_only_own_toolset,
+                own_renderer,
             } => {
                 let handler = ProxyTool {
                     sup: sup.clone(),
-                    name: name.clone(),
+                    name: name.as_str().into(),
                     check: AtomicU8::new(CHECK_UNKNOWN),
                 };
                 let mut tool = Tool::new(
@@ -54,6 +56,16 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 );
                 tool.terminal = terminal;
                 tool.shadows_only_own_toolset = shadows_only_own_toolset;
+                if own_renderer {
+                    match &renderer {
+                        Some(r) => tool.renderer = Some(r.clone()),
+                        None => tracing::warn!(
+                            "tool '{}' of isolated plugin '{key}' renders its own results, but this build has no renderer for dialect '{}'; it shows the standard ones",
+                            tool.spec.name,
+                            sup.dialect()
+                        ),
+                    }
+                }
                 Registration::Tool(tool)
             }
             Contribution::Hook {
@@ -87,7 +99,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 plugin: key.clone(),
                 handler: Arc::new(ProxyCommand {
                     sup: sup.clone(),
-                    name,
+                    name: name.as_str().into(),
                 }),
             }),
             Contribution::Skill {
@@ -102,6 +114,16 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
             }),
         })
         .collect()
+}
+
+/// The renderer of a dialect whose tools render their own results (the
+/// renderer is Rust code: it cannot cross from the worker, so the tool
+/// says it has one and plughost uses its dialect's here).
+fn dialect_renderer(dialect: &str) -> Option<Arc<dyn Renderer>> {
+    match dialect {
+        "hermes" => Some(Arc::new(crate::dialects::hermes::render::HermesRenderer)),
+        _ => None,
+    }
 }
 
 fn out_of_protocol(sup: &Supervisor, reply: &Reply) -> PluginError {
@@ -126,7 +148,7 @@ pub const CHECK_LIMIT: Duration = Duration::from_secs(10);
 /// A tool of an isolated plugin.
 struct ProxyTool {
     sup: Supervisor,
-    name: String,
+    name: Arc<str>,
     /// Whether the tool has a `check_fn`: learnt on the first call (a
     /// tool's check is fixed when it registers), so later calls without
     /// one skip the round trip.
@@ -139,7 +161,7 @@ impl ToolHandler for ProxyTool {
             return None;
         }
         let request = Request::Check {
-            tool: self.name.clone(),
+            tool: self.name.to_string(),
         };
         let what = format!("the check_fn of tool '{}'", self.name);
         match self.sup.request_blocking(request, CHECK_LIMIT, &what) {
@@ -164,11 +186,11 @@ impl ToolHandler for ProxyTool {
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
         let call = ToolCallWire::of(ctx);
         let request = Request::Tool {
-            tool: self.name.clone(),
+            tool: self.name.to_string(),
             call,
         };
         let sup = self.sup.clone();
-        let what = format!("tool '{}'", self.name);
+        let what = Subject::Tool(self.name.clone());
         ToolReturn::Pending(Box::pin(async move {
             match sup.request(request, what).await? {
                 Reply::Tool { result } => result,
@@ -205,23 +227,24 @@ impl HookCallback for ProxyHook {
         let mut edits = None;
         let wire = match &mut payload {
             HookPayload::Tool(ctx) => {
-                let current = ctx.dialect.edited_params();
                 let slot = match ctx.dialect.get_mut::<IsolatedParams>() {
-                    Some(state) => Some(state.0.clone()),
-                    None if current.is_none() => {
-                        let slot = Arc::new(Mutex::new(None));
+                    Some(state) => state.0.clone(),
+                    None => {
+                        // An in-process plugin's hook may hold the call's
+                        // state, with its edits: they carry over into ours
+                        // (and an in-process hook after this one starts from
+                        // ours), so no edit is lost either way round.
+                        let slot = Arc::new(Mutex::new(ctx.dialect.edited_params()));
                         ctx.dialect.set(IsolatedParams(slot.clone()));
-                        Some(slot)
+                        slot
                     }
-                    // An in-process plugin's hook holds the call's state:
-                    // its view of the arguments is the one to send.
-                    None => None,
                 };
-                edits = slot;
+                let current = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
                 let mut wire = ToolCallWire::of(ctx);
                 if let Some(params) = current {
                     wire.params = params;
                 }
+                edits = Some(slot);
                 PayloadWire::Tool(wire)
             }
             other => match PayloadWire::of(other) {
@@ -239,7 +262,7 @@ impl HookCallback for ProxyHook {
             payload: wire,
         };
         let sup = self.sup.clone();
-        let what = format!("a {event} hook");
+        let what = Subject::Hook(event);
         HookReturn::Pending(Box::pin(async move {
             match sup.request(request, what).await {
                 Ok(Reply::Hook { answer, params }) => {
@@ -258,17 +281,17 @@ impl HookCallback for ProxyHook {
 /// A slash command of an isolated plugin.
 struct ProxyCommand {
     sup: Supervisor,
-    name: String,
+    name: Arc<str>,
 }
 
 impl CommandHandler for ProxyCommand {
     fn call(&self, raw_args: &str) -> CommandReturn {
         let request = Request::Command {
-            name: self.name.clone(),
+            name: self.name.to_string(),
             args: raw_args.to_string(),
         };
         let sup = self.sup.clone();
-        let what = format!("command '/{}'", self.name);
+        let what = Subject::Command(self.name.clone());
         CommandReturn::Pending(Box::pin(async move {
             match sup.request(request, what).await? {
                 Reply::Command { result } => result,

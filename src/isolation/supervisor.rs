@@ -14,9 +14,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use super::protocol::{read_frame, Contribution, Envelope, Reply, Request};
+use serde::Serialize;
+
+use super::protocol::{encode_frame, read_frame_with, Contribution, Envelope, Reply, Request};
 use super::Settings;
-use crate::outcome::{ExitCause, PluginError, PluginFault};
+use crate::config::ResourceLimits;
+use crate::hooks::HookEvent;
+use crate::outcome::{ExitCause, PluginError, PluginFault, ResourceLimit};
 
 /// Where a reply goes: an awaiting future or a blocked thread.
 enum Waiter {
@@ -44,6 +48,27 @@ pub struct LoadSpec {
     pub dir: PathBuf,
     pub home: PathBuf,
     pub dialect: String,
+    /// The OS limits its worker runs under.
+    pub limits: ResourceLimits,
+}
+
+/// What a call is, for the log and the reason a worker was stopped
+/// (formatted only then: a call costs no allocation for it).
+#[derive(Clone, Debug)]
+pub enum Subject {
+    Tool(Arc<str>),
+    Hook(HookEvent),
+    Command(Arc<str>),
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::Tool(name) => write!(f, "tool '{name}'"),
+            Subject::Hook(event) => write!(f, "a {event} hook"),
+            Subject::Command(name) => write!(f, "command '/{name}'"),
+        }
+    }
 }
 
 /// One running worker process.
@@ -56,6 +81,8 @@ struct Live {
     next_id: AtomicU64,
     /// Why plughost stopped it, when it did (not a crash).
     stop_reason: Mutex<Option<String>>,
+    /// The limit it said it went past before ending itself.
+    exceeded: Mutex<Option<ResourceLimit>>,
 }
 
 #[derive(Default)]
@@ -76,20 +103,23 @@ impl Live {
             }
             pending.waiters.insert(id, waiter);
         }
-        let frame = frame_of(&Envelope { id, body }).map_err(|problem| {
-            self.forget(id);
-            PluginFault::Unavailable {
-                plugin: self.key.clone(),
-                problem,
+        SEND_BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            encode_frame(&mut buf, &Envelope { id, body }).map_err(|e| {
+                self.forget(id);
+                PluginFault::Unavailable {
+                    plugin: self.key.clone(),
+                    problem: e.to_string(),
+                }
+            })?;
+            let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+            if send_all(&stream, &buf).is_err() {
+                // The worker is gone; its reader fails the waiter with the cause.
+                drop(stream);
+                self.kill(None);
             }
-        })?;
-        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
-        if send_all(&stream, &frame).is_err() {
-            // The worker is gone; its reader fails the waiter with the cause.
-            drop(stream);
-            self.kill(None);
-        }
-        Ok(id)
+            Ok(id)
+        })
     }
 
     fn has_ended(&self) -> bool {
@@ -150,10 +180,10 @@ impl Live {
 /// How long a worker may live on after closing its stream.
 const LINGER: Duration = Duration::from_millis(500);
 
-fn frame_of<T: serde::Serialize>(message: &T) -> Result<Vec<u8>, String> {
-    let mut frame = Vec::new();
-    super::protocol::write_frame(&mut frame, message).map_err(|e| e.to_string())?;
-    Ok(frame)
+thread_local! {
+    /// Where a request is encoded (per thread, so sending allocates nothing
+    /// once it has grown and encoding holds no lock).
+    static SEND_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Write all of `bytes` without raising SIGPIPE when the worker is gone
@@ -212,7 +242,51 @@ struct State {
     live: Option<Arc<Live>>,
     /// When recent crashes happened (within the breaker's window).
     crashes: VecDeque<Instant>,
+    /// Every crash since the plugin loaded.
+    total_crashes: u64,
     disabled: Option<PluginFault>,
+}
+
+/// What the supervisor of an isolated plugin knows (`plugins doctor`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerStatus {
+    pub state: WorkerState,
+    /// The running worker's process id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Crashes since the plugin loaded.
+    pub crashes: u64,
+    /// Crashes within the breaker's window: `breaker_crashes` of them
+    /// disable the plugin.
+    pub recent_crashes: u32,
+    pub breaker_crashes: u32,
+    pub breaker_window_seconds: u64,
+    /// While restarting: how long the backoff holds the next start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_start_in_ms: Option<u64>,
+}
+
+/// The state of an isolated plugin's worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerState {
+    /// A worker serves its calls.
+    Running,
+    /// Its worker ended; the next call starts one (after the backoff).
+    Restarting,
+    /// The breaker is open: it crashed too often and stays off until
+    /// plughost restarts (calls fail at once).
+    Disabled,
+}
+
+impl WorkerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkerState::Running => "running",
+            WorkerState::Restarting => "restarting",
+            WorkerState::Disabled => "disabled",
+        }
+    }
 }
 
 struct Inner {
@@ -254,6 +328,7 @@ impl Supervisor {
                 state: Mutex::new(State {
                     live: None,
                     crashes: VecDeque::new(),
+                    total_crashes: 0,
                     disabled: None,
                 }),
                 starting: Mutex::new(()),
@@ -268,6 +343,11 @@ impl Supervisor {
         &self.inner.load.key
     }
 
+    /// The plugin API the plugin is loaded through.
+    pub fn dialect(&self) -> &str {
+        &self.inner.load.dialect
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -275,6 +355,43 @@ impl Supervisor {
     /// Why the plugin is off for the rest of the process, if the breaker tripped.
     pub fn disabled(&self) -> Option<PluginFault> {
         self.lock().disabled.clone()
+    }
+
+    /// Its worker's state, crash counts and breaker, as of now.
+    pub fn status(&self) -> WorkerStatus {
+        let settings = &self.inner.settings;
+        let state = self.lock();
+        let window = settings.breaker_window;
+        let recent = match &state.disabled {
+            // The crashes that opened the breaker.
+            Some(PluginFault::Disabled { crashes, .. }) => *crashes,
+            _ => state
+                .crashes
+                .iter()
+                .filter(|t| t.elapsed() <= window)
+                .count() as u32,
+        };
+        let live = state.live.as_ref().filter(|l| !l.has_ended());
+        let (worker_state, pid, next_start) = if state.disabled.is_some() {
+            (WorkerState::Disabled, None, None)
+        } else if let Some(live) = live {
+            let pid = live.child.lock().unwrap_or_else(|e| e.into_inner()).id();
+            (WorkerState::Running, Some(pid), None)
+        } else {
+            let wait = state.crashes.back().map_or(Duration::ZERO, |last| {
+                backoff(state.crashes.len() as u32).saturating_sub(last.elapsed())
+            });
+            (WorkerState::Restarting, None, Some(wait.as_millis() as u64))
+        };
+        WorkerStatus {
+            state: worker_state,
+            pid,
+            crashes: state.total_crashes,
+            recent_crashes: recent,
+            breaker_crashes: settings.breaker_crashes,
+            breaker_window_seconds: window.as_secs(),
+            next_start_in_ms: next_start,
+        }
     }
 
     /// Start a worker process and load the plugin in it.
@@ -314,6 +431,7 @@ impl Supervisor {
             pending: Mutex::new(Pending::default()),
             next_id: AtomicU64::new(1),
             stop_reason: Mutex::new(None),
+            exceeded: Mutex::new(None),
         });
         let weak = Arc::downgrade(&self.inner);
         let reading = live.clone();
@@ -330,6 +448,7 @@ impl Supervisor {
             home: load.home.clone(),
             dialect: load.dialect.clone(),
             python_log_level: self.inner.settings.python_log_level,
+            limits: load.limits,
         };
         match wait_blocking(&live, request, limit, "register()") {
             Ok(Reply::Loaded { contributions }) => Ok((live, contributions)),
@@ -392,7 +511,7 @@ impl Supervisor {
     /// reply comes (a time limit, a cancelled turn) kills the worker, which
     /// is started again for the next call: a sync call cannot be stopped
     /// any other way.
-    pub async fn request(&self, body: Request, what: String) -> Result<Reply, PluginError> {
+    pub async fn request(&self, body: Request, what: Subject) -> Result<Reply, PluginError> {
         let live = self.live()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let id = live
@@ -463,7 +582,7 @@ fn wait_blocking(
 struct Abandon<'a> {
     live: &'a Arc<Live>,
     id: u64,
-    what: String,
+    what: Subject,
     armed: bool,
 }
 
@@ -486,9 +605,18 @@ impl Drop for Abandon<'_> {
 
 /// The reader thread of one worker: routes replies until the stream ends,
 /// then fails the calls in flight with the cause and tells the supervisor.
-fn read_replies(live: Arc<Live>, mut stream: UnixStream, supervisor: Weak<Inner>) {
+fn read_replies(live: Arc<Live>, stream: UnixStream, supervisor: Weak<Inner>) {
+    // Buffered: a frame's length and body come in one read.
+    let mut stream = std::io::BufReader::new(stream);
+    let mut buf = Vec::new();
     loop {
-        match read_frame::<_, Envelope<Reply>>(&mut stream) {
+        match read_frame_with::<_, Envelope<Reply>>(&mut stream, &mut buf) {
+            Ok(Some(Envelope {
+                body: Reply::Exceeded { limit },
+                ..
+            })) => {
+                *live.exceeded.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+            }
             Ok(Some(Envelope { id, body })) => {
                 let waiter = {
                     let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -509,7 +637,7 @@ fn read_replies(live: Arc<Live>, mut stream: UnixStream, supervisor: Weak<Inner>
             }
         }
     }
-    drain_stream(&mut stream);
+    drain_stream(stream.get_mut());
     let ended = live.reap();
     let stopped = live
         .stop_reason
@@ -517,10 +645,27 @@ fn read_replies(live: Arc<Live>, mut stream: UnixStream, supervisor: Weak<Inner>
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     let plugin = live.key.clone();
-    let (fault, crashed) = match (stopped, ended) {
-        (Some(reason), _) => (PluginFault::Stopped { plugin, reason }, false),
-        (None, Ok(cause)) => (PluginFault::Crashed { plugin, cause }, true),
-        (None, Err(problem)) => (PluginFault::Unavailable { plugin, problem }, true),
+    let exceeded = live
+        .exceeded
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .or_else(|| match (&ended, supervisor.upgrade()) {
+            // The kernel ends a process past its CPU limit with SIGXCPU.
+            (Ok(ExitCause::Signal { number, .. }), Some(inner)) if *number == libc::SIGXCPU => {
+                inner
+                    .load
+                    .limits
+                    .cpu_seconds
+                    .map(|seconds| ResourceLimit::CpuTime { seconds })
+            }
+            _ => None,
+        });
+    let (fault, crashed) = match (stopped, exceeded, ended) {
+        (Some(reason), _, _) => (PluginFault::Stopped { plugin, reason }, false),
+        (None, Some(limit), _) => (PluginFault::LimitExceeded { plugin, limit }, true),
+        (None, None, Ok(cause)) => (PluginFault::Crashed { plugin, cause }, true),
+        (None, None, Err(problem)) => (PluginFault::Unavailable { plugin, problem }, true),
     };
     let waiters: Vec<Waiter> = {
         let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
@@ -549,6 +694,7 @@ fn note_death(inner: &Inner, live: &Arc<Live>, crashed: bool) {
     if crashed {
         let now = Instant::now();
         let window = inner.settings.breaker_window;
+        state.total_crashes += 1;
         state.crashes.push_back(now);
         while state
             .crashes

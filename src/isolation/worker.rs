@@ -5,17 +5,27 @@
 //! made). Before anything else runs they are moved to private descriptors,
 //! fd 0 becomes `/dev/null` and fd 1 becomes stderr, so a plugin's
 //! `print()` or `input()` can never touch the protocol.
+//!
+//! Requests are served where they are read: the thread that reads one runs
+//! a sync handler itself and writes its reply, while another thread takes
+//! over reading (so a slow call never holds up the next). No request
+//! changes threads on its way, which is most of what an isolated call
+//! costs; an async handler's future runs on the runtime's tokio threads.
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::io::{BufReader, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::protocol::{
-    read_frame, write_frame, ActionWire, Contribution, Envelope, OwnedPayload, Reply, Request,
+    encode_frame, read_frame, read_frame_with, ActionWire, Contribution, Envelope, HookErrorWire,
+    OwnedPayload, Reply, Request,
 };
-use crate::hooks::{HookEntry, HookEvent, HookPayload, HookReturn};
-use crate::outcome::PluginError;
+use crate::config::ResourceLimits;
+use crate::hooks::{HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn};
+use crate::outcome::{PluginError, ResourceLimit};
 use crate::registry::{Command, CommandReturn, Registration, Tool, ToolReturn};
 
 /// The plugin's contributions, as the requests name them.
@@ -77,7 +87,26 @@ fn end(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
-fn serve(mut input: File, output: File) -> ! {
+/// Serving threads kept ready to read the next request beyond those
+/// running one; more than [`MAX_IDLE`] idle ones end.
+const MAX_IDLE: usize = 4;
+
+/// What every serving thread shares.
+struct Shared {
+    /// The request stream; whichever thread holds it reads the next request
+    /// (leader/followers: the reader runs what it read itself, and a waiting
+    /// thread takes over reading meanwhile, so no request changes threads).
+    input: Mutex<BufReader<File>>,
+    /// The reply stream; each reply is written whole, by the thread that
+    /// produced it.
+    output: Mutex<File>,
+    served: Served,
+    limits: ResourceLimits,
+    /// Threads not running a request (reading, or waiting to read).
+    idle: AtomicUsize,
+}
+
+fn serve(mut input: File, mut output: File) -> ! {
     let first: Option<Envelope<Request>> = read_frame(&mut input).unwrap_or(None);
     let Some(Envelope {
         id,
@@ -88,47 +117,152 @@ fn serve(mut input: File, output: File) -> ! {
                 home,
                 dialect,
                 python_log_level,
+                limits,
             },
     }) = first
     else {
         eprintln!("plughost worker: the first request must be Load");
         end(70)
     };
-    let (tx, rx) = std::sync::mpsc::channel::<Envelope<Reply>>();
-    std::thread::spawn(move || {
-        let mut output = output;
-        for reply in rx {
-            if write_frame(&mut output, &reply).is_err() {
-                end(0);
+    let (served, reply) = match super::limits::apply(&limits) {
+        Ok(()) => load(&key, &dir, &home, &dialect, python_log_level),
+        Err(problem) => (
+            None,
+            Reply::LoadFailed {
+                error: PluginError::native(problem),
+            },
+        ),
+    };
+    let shared = Arc::new(Shared {
+        input: Mutex::new(BufReader::new(input)),
+        output: Mutex::new(output.try_clone().unwrap_or_else(|_| end(70))),
+        served: served.unwrap_or_default(),
+        limits,
+        idle: AtomicUsize::new(2),
+    });
+    let loaded = matches!(reply, Reply::Loaded { .. });
+    shared.reply(id, reply, &mut Vec::new());
+    if !loaded {
+        // Nothing to serve; the failure is sent.
+        let _ = output.flush();
+        end(0)
+    }
+    drop(output);
+    spawn_server(&shared);
+    serve_requests(&shared);
+    // Enough threads serve: this one waits for the stream to end.
+    loop {
+        std::thread::park();
+    }
+}
+
+fn spawn_server(shared: &Arc<Shared>) {
+    let shared = shared.clone();
+    let started = std::thread::Builder::new()
+        .name("plughost-serve".into())
+        .spawn(move || serve_requests(&shared));
+    if let Err(e) = started {
+        tracing::warn!("cannot start another serving thread ({e}); requests wait their turn");
+    }
+}
+
+/// Read requests and run each on this thread, until the stream ends (then
+/// the process ends) or enough other threads are idle.
+fn serve_requests(shared: &Arc<Shared>) {
+    crate::runtime::thread_started();
+    let (mut read_buf, mut write_buf) = (Vec::new(), Vec::new());
+    loop {
+        let next = {
+            let mut input = shared.input.lock().unwrap_or_else(|e| e.into_inner());
+            read_frame_with::<_, Envelope<Request>>(&mut *input, &mut read_buf)
+        };
+        // plughost closed the stream (or it broke): nothing more to do.
+        let Ok(Some(Envelope { id, body })) = next else {
+            end(0)
+        };
+        if shared.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Nobody is left to read the next request while this one runs.
+            shared.idle.fetch_add(1, Ordering::AcqRel);
+            spawn_server(shared);
+        }
+        if let Some(seconds) = shared.limits.cpu_seconds {
+            if let Err(problem) = super::limits::rearm_cpu(seconds) {
+                tracing::warn!("{problem}");
             }
         }
-    });
-    let (served, reply) = load(&key, &dir, &home, &dialect, python_log_level);
-    let _ = tx.send(Envelope { id, body: reply });
-    let Some(served) = served else {
-        // Let the writer send the failure, then end: nothing to serve.
-        drop(tx);
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        end(0)
-    };
-    let served = Arc::new(served);
-    let rt = match crate::runtime::Runtime::get() {
-        Some(rt) => rt.tokio(),
-        None => end(70),
-    };
-    loop {
-        match read_frame::<_, Envelope<Request>>(&mut input) {
-            Ok(Some(Envelope { id, body })) => {
-                let served = served.clone();
-                let tx = tx.clone();
-                rt.spawn(async move {
-                    let body = answer(&served, body).await;
-                    let _ = tx.send(Envelope { id, body });
+        match answer(&shared.served, body) {
+            Answer::Now(reply) => shared.reply(id, reply, &mut write_buf),
+            Answer::Later(fut) => {
+                let Some(rt) = crate::runtime::Runtime::get() else {
+                    end(70)
+                };
+                let shared = shared.clone();
+                rt.tokio().spawn(async move {
+                    let reply = fut.await;
+                    shared.reply(id, reply, &mut Vec::new());
                 });
             }
-            // plughost closed the stream (or it broke): nothing more to do.
-            Ok(None) | Err(_) => end(0),
         }
+        if shared.idle.fetch_add(1, Ordering::AcqRel) >= MAX_IDLE {
+            shared.idle.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+    }
+}
+
+impl Shared {
+    /// Send the reply to request `id`, unless it shows the memory limit
+    /// was hit: then say so and end (the worker's state is suspect).
+    fn reply(&self, id: u64, reply: Reply, buf: &mut Vec<u8>) {
+        if let (Some(mib), Some(error)) = (self.limits.memory_mb, failure_of(&reply)) {
+            if super::limits::is_out_of_memory(error) {
+                let notice = Reply::Exceeded {
+                    limit: ResourceLimit::Memory { mib },
+                };
+                let mut output = self.output.lock().unwrap_or_else(|e| e.into_inner());
+                if encode_frame(
+                    buf,
+                    &Envelope {
+                        id: 0,
+                        body: notice,
+                    },
+                )
+                .is_ok()
+                {
+                    let _ = output.write_all(buf);
+                }
+                end(1)
+            }
+        }
+        if let Err(e) = encode_frame(buf, &Envelope { id, body: reply }) {
+            let refusal = Reply::Refused {
+                problem: format!("its answer cannot be sent: {e}"),
+            };
+            if encode_frame(buf, &Envelope { id, body: refusal }).is_err() {
+                end(70)
+            }
+        }
+        let mut output = self.output.lock().unwrap_or_else(|e| e.into_inner());
+        if output.write_all(buf).is_err() {
+            end(0)
+        }
+    }
+}
+
+/// The plugin failure a reply carries, if any.
+fn failure_of(reply: &Reply) -> Option<&PluginError> {
+    match reply {
+        Reply::Tool { result: Err(e) }
+        | Reply::Command { result: Err(e) }
+        | Reply::Checked {
+            result: Some(Err(e)),
+        }
+        | Reply::LoadFailed { error: e }
+        | Reply::Hook {
+            answer: Err(HookErrorWire::Raised(e)),
+            ..
+        } => Some(e),
+        _ => None,
     }
 }
 
@@ -168,6 +302,7 @@ fn load(
                     toolset: t.spec.toolset.clone(),
                     requires_env: t.spec.requires_env.clone(),
                     shadows_only_own_toolset: t.shadows_only_own_toolset,
+                    own_renderer: t.renderer.is_some(),
                 });
                 served.tools.insert(t.spec.name.clone(), t);
             }
@@ -203,41 +338,38 @@ fn refused(problem: String) -> Reply {
     Reply::Refused { problem }
 }
 
-/// Serve one request. Synchronous plugin code runs on a blocking thread,
-/// so a slow call does not hold up the others.
-async fn answer(served: &Served, request: Request) -> Reply {
+/// A reply now, or (for an async handler) when its future completes.
+enum Answer {
+    Now(Reply),
+    Later(BoxFuture<Reply>),
+}
+
+type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// Serve one request on the calling thread: a sync handler runs here and
+/// its reply is ready; an async one gives a future to await.
+fn answer(served: &Served, request: Request) -> Answer {
     match request {
-        Request::Load { .. } => refused("the plugin is already loaded".into()),
-        Request::Check { tool } => {
-            let Some(handler) = served.tools.get(&tool).map(|t| t.handler.clone()) else {
-                return refused(format!("no tool '{tool}' in this worker"));
-            };
-            let checked = tokio::task::spawn_blocking(move || handler.check()).await;
-            match checked {
-                Ok(result) => Reply::Checked { result },
-                Err(e) => refused(format!("the check did not finish: {e}")),
-            }
-        }
+        Request::Load { .. } => Answer::Now(refused("the plugin is already loaded".into())),
+        Request::Check { tool } => match served.tools.get(&tool) {
+            Some(t) => Answer::Now(Reply::Checked {
+                result: t.handler.check(),
+            }),
+            None => Answer::Now(refused(format!("no tool '{tool}' in this worker"))),
+        },
         Request::Tool { tool, call } => {
-            let Some(handler) = served.tools.get(&tool).map(|t| t.handler.clone()) else {
-                return refused(format!("no tool '{tool}' in this worker"));
+            let Some(t) = served.tools.get(&tool) else {
+                return Answer::Now(refused(format!("no tool '{tool}' in this worker")));
             };
-            let started = tokio::task::spawn_blocking(move || {
-                let mut ctx = call.into_context(None);
-                let returned = handler.call(&mut ctx);
-                (returned, ctx)
-            })
-            .await;
-            let (returned, ctx) = match started {
-                Ok(r) => r,
-                Err(e) => return refused(format!("the tool did not finish: {e}")),
-            };
-            let result = match returned {
-                ToolReturn::Ready(r) => r,
-                ToolReturn::Pending(fut) => fut.await,
-            };
-            drop(ctx);
-            Reply::Tool { result }
+            let mut ctx = call.into_context(None);
+            match t.handler.call(&mut ctx) {
+                ToolReturn::Ready(result) => Answer::Now(Reply::Tool { result }),
+                ToolReturn::Pending(fut) => Answer::Later(Box::pin(async move {
+                    let result = fut.await;
+                    drop(ctx);
+                    Reply::Tool { result }
+                })),
+            }
         }
         Request::Hook {
             index,
@@ -245,46 +377,44 @@ async fn answer(served: &Served, request: Request) -> Reply {
             payload,
         } => {
             let Some(entry) = served.hooks.get(index) else {
-                return refused(format!("no hook number {index} in this worker"));
+                return Answer::Now(refused(format!("no hook number {index} in this worker")));
             };
             let Some(event) = HookEvent::from_name(&event) else {
-                return refused(format!("no event '{event}'"));
+                return Answer::Now(refused(format!("no event '{event}'")));
             };
-            let callback = entry.callback.clone();
-            let started = tokio::task::spawn_blocking(move || {
-                let mut owned = OwnedPayload::from_wire(payload, event);
-                let returned = callback.call(event, owned.as_payload());
-                (returned, owned)
-            })
-            .await;
-            let (returned, mut owned) = match started {
-                Ok(r) => r,
-                Err(e) => return refused(format!("the hook did not finish: {e}")),
-            };
-            let answer = match returned {
-                HookReturn::Ready(r) => r,
-                HookReturn::Pending(fut) => fut.await,
-            };
-            let params = match owned.as_payload() {
-                HookPayload::Tool(ctx) => ctx.dialect.edited_params(),
-                _ => None,
-            };
-            Reply::Hook {
-                answer: answer.map(ActionWire::from).map_err(Into::into),
-                params,
+            let mut owned = OwnedPayload::from_wire(payload, event);
+            match entry.callback.call(event, owned.as_payload()) {
+                HookReturn::Ready(answer) => Answer::Now(hook_reply(answer, &mut owned)),
+                HookReturn::Pending(fut) => Answer::Later(Box::pin(async move {
+                    let answer = fut.await;
+                    hook_reply(answer, &mut owned)
+                })),
             }
         }
         Request::Command { name, args } => {
-            let Some(handler) = served.commands.get(&name).map(|c| c.handler.clone()) else {
-                return refused(format!("no command '/{name}' in this worker"));
+            let Some(c) = served.commands.get(&name) else {
+                return Answer::Now(refused(format!("no command '/{name}' in this worker")));
             };
-            let started = tokio::task::spawn_blocking(move || handler.call(&args)).await;
-            let result = match started {
-                Ok(CommandReturn::Ready(r)) => r,
-                Ok(CommandReturn::Pending(fut)) => fut.await,
-                Err(e) => return refused(format!("the command did not finish: {e}")),
-            };
-            Reply::Command { result }
+            match c.handler.call(&args) {
+                CommandReturn::Ready(result) => Answer::Now(Reply::Command { result }),
+                CommandReturn::Pending(fut) => {
+                    Answer::Later(Box::pin(
+                        async move { Reply::Command { result: fut.await } },
+                    ))
+                }
+            }
         }
+    }
+}
+
+/// A hook's reply: its answer, and the arguments as it left them.
+fn hook_reply(answer: Result<HookAction, HookError>, owned: &mut OwnedPayload) -> Reply {
+    let params = match owned.as_payload() {
+        HookPayload::Tool(ctx) => ctx.dialect.edited_params(),
+        _ => None,
+    };
+    Reply::Hook {
+        answer: answer.map(ActionWire::from).map_err(Into::into),
+        params,
     }
 }

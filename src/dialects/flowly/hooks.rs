@@ -33,7 +33,10 @@ pub fn params_dict<'py>(
     if let Some(state) = ctx.dialect.get_mut::<ToolState>() {
         return Ok(state.params.bind(py).clone());
     }
-    let dict = pythonize::pythonize(py, &ctx.params)?.cast_into::<PyDict>()?;
+    // Another state (an isolated plugin's hooks) may hold edited arguments.
+    let edited = ctx.dialect.edited_params();
+    let dict =
+        pythonize::pythonize(py, edited.as_ref().unwrap_or(&ctx.params))?.cast_into::<PyDict>()?;
     ctx.dialect.set(ToolState {
         params: dict.clone().unbind(),
         context: None,
