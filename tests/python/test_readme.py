@@ -23,8 +23,10 @@ README = ROOT / "README.md"
 
 
 def _blocks(markdown: str):
-    """(language, text) of each fenced block, in order."""
-    return re.findall(r"^```(\w*)[^\n]*\n(.*?)^```$", markdown, flags=re.M | re.S)
+    """(language, text) of each fenced block, in order; a block whose fence
+    says `(untested: …)` is left out, as the README explains."""
+    found = re.findall(r"^```(\w*)([^\n]*)\n(.*?)^```$", markdown, flags=re.M | re.S)
+    return [(language, text) for language, info, text in found if "(untested:" not in info]
 
 
 def _command(line: str) -> str:
