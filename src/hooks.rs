@@ -485,7 +485,7 @@ pub struct GatewayContext {
 }
 
 /// A tool call as the loop points show it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct LoopToolCall {
     pub id: String,
     pub name: String,

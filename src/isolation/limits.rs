@@ -5,11 +5,13 @@
 //!   memory a plugin allocates; shared libraries and reserved address
 //!   space do not count). An allocation past it fails, Python raises
 //!   `MemoryError`, and the worker ends itself ([`is_out_of_memory`]).
-//! - CPU time: `RLIMIT_CPU`, counted by the kernel for the whole process,
-//!   so it is re-armed at the start of every request ([`rearm_cpu`]): a
-//!   call may use `cpu_seconds` beyond what the worker had used when it
-//!   (or a later concurrent call) began. Past it the kernel sends
-//!   `SIGXCPU`, which ends the worker.
+//! - CPU time: `RLIMIT_CPU`, counted by the kernel for the whole process
+//!   (all its threads), so it is re-armed as each request starts
+//!   ([`rearm_cpu`]): the limit becomes the CPU time used so far plus
+//!   `cpu_seconds`. It is one limit for the process, not one per call:
+//!   the setting made when the latest request started is the one in
+//!   force, and calls running at the same time draw on it together. Past
+//!   it the kernel sends `SIGXCPU`, which ends the worker.
 
 use nix::sys::resource::{getrlimit, getrusage, setrlimit, Resource, UsageWho};
 

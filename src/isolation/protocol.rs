@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::config::ResourceLimits;
+use crate::dialects::codumentor::points::ChainWire;
 use crate::hooks::{
     GatewayContext, HookAction, HookError, HookEvent, HookPayload, InboundMessage, LlmCallContext,
-    SessionContext, SubagentStopContext, ToolCallContext,
+    LoopContext, LoopToolCall, SessionContext, SubagentStopContext, ToolCallContext,
 };
 use crate::outcome::{PluginError, ResourceLimit};
 
@@ -55,6 +56,8 @@ pub enum Request {
     },
     /// Run a slash command.
     Command { name: String, args: String },
+    /// Turn number `turn` ended: drop the per-turn state kept for it.
+    ForgetTurn { turn: u64 },
 }
 
 /// What a worker answers.
@@ -78,7 +81,18 @@ pub enum Reply {
         /// The call's arguments as the hook left them, when it may have
         /// edited them in place (tool events only).
         params: Option<Map<String, Value>>,
+        /// What a loop-point hook left besides its answer.
+        #[serde(default)]
+        after: Option<Box<LoopAfter>>,
     },
+    /// A tool failed; whether its handler counts that failure as fatal
+    /// (Felix's `fatal=True` tool raising ends the turn after its batch).
+    ToolFailed {
+        error: PluginError,
+        fatal: bool,
+    },
+    /// [`Request::ForgetTurn`] is done.
+    Forgotten,
     Command {
         result: Result<Option<String>, PluginError>,
     },
@@ -118,6 +132,10 @@ pub enum Contribution {
         /// `None` for a name no event matches (accepted, never fired).
         event: Option<String>,
         name: String,
+        /// The dialect's own name of the event (`before_tool`), as
+        /// `hook_errors` reports it.
+        #[serde(default)]
+        event_name: Option<String>,
         label: String,
         priority: i32,
         /// The index [`Request::Hook`] names it by.
@@ -261,9 +279,121 @@ pub struct InboundWire {
     pub metadata: Map<String, Value>,
 }
 
+/// Any event of the bus by its name (`pre_tool_call`, and the loop
+/// points' `tool_before`, which isolated Felix and Codumentor hooks are on).
+pub fn event_named(name: &str) -> Option<HookEvent> {
+    HookEvent::from_name(name).or_else(|| {
+        HookEvent::LOOP_POINTS
+            .into_iter()
+            .find(|e| e.name() == name)
+    })
+}
+
+/// The fields of a [`LoopContext`] a worker needs: every plain one. What
+/// cannot cross as it is travels as data: the turn is its number (the
+/// worker keeps its own per-turn state for it, Codumentor's `ctx` dict
+/// among it), and Codumentor's chain of the event being fired goes there
+/// and back ([`ChainWire`]).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct LoopWire {
+    pub session_id: String,
+    pub delegate: bool,
+    pub iteration: usize,
+    pub model: String,
+    pub params: Map<String, Value>,
+    pub messages: Vec<Value>,
+    pub kept: Vec<Value>,
+    pub tools: Vec<Value>,
+    pub text: String,
+    pub reply: Value,
+    pub stop_reason: String,
+    pub usage: Map<String, Value>,
+    pub tool_call: LoopToolCall,
+    pub result: String,
+    pub is_error: bool,
+    pub duration_ms: f64,
+    pub error: Option<String>,
+    pub ended_by: String,
+    pub reason: Option<String>,
+    pub plugins: Vec<String>,
+    /// plughost's number of the turn; `None` outside a turn.
+    pub turn: Option<u64>,
+    /// Codumentor's chain at this point, when one was started.
+    pub chain: Option<ChainWire>,
+}
+
+impl LoopWire {
+    /// The plain fields of `lc` (turn and chain are the proxy's to fill).
+    pub fn of(lc: &LoopContext) -> LoopWire {
+        LoopWire {
+            session_id: lc.session_id.clone(),
+            delegate: lc.delegate,
+            iteration: lc.iteration,
+            model: lc.model.clone(),
+            params: lc.params.clone(),
+            messages: lc.messages.clone(),
+            kept: lc.kept.clone(),
+            tools: lc.tools.clone(),
+            text: lc.text.clone(),
+            reply: lc.reply.clone(),
+            stop_reason: lc.stop_reason.clone(),
+            usage: lc.usage.clone(),
+            tool_call: lc.tool_call.clone(),
+            result: lc.result.clone(),
+            is_error: lc.is_error,
+            duration_ms: lc.duration_ms,
+            error: lc.error.clone(),
+            ended_by: lc.ended_by.clone(),
+            reason: lc.reason.clone(),
+            plugins: lc.plugins.clone(),
+            turn: None,
+            chain: None,
+        }
+    }
+
+    /// The context rebuilt in the worker (without turn and chain, which
+    /// the worker attaches from its own state).
+    pub fn into_context(self, stage: Option<HookEvent>) -> LoopContext {
+        LoopContext {
+            session_id: self.session_id,
+            delegate: self.delegate,
+            iteration: self.iteration,
+            model: self.model,
+            params: self.params,
+            messages: self.messages,
+            kept: self.kept,
+            tools: self.tools,
+            text: self.text,
+            reply: self.reply,
+            stop_reason: self.stop_reason,
+            usage: self.usage,
+            tool_call: self.tool_call,
+            result: self.result,
+            is_error: self.is_error,
+            duration_ms: self.duration_ms,
+            error: self.error,
+            ended_by: self.ended_by,
+            reason: self.reason,
+            plugins: self.plugins,
+            stage,
+            ..Default::default()
+        }
+    }
+}
+
+/// What a loop-point hook in a worker leaves besides its answer.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct LoopAfter {
+    /// Codumentor's chain as the handler left it.
+    pub chain: Option<ChainWire>,
+    /// UI events it emitted (`ctx["ui_event_emitter"]`), for the turn's report.
+    pub ui_events: Vec<Value>,
+}
+
 /// A hook's context on the wire, by event family.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum PayloadWire {
+    Loop(Box<LoopWire>),
     Tool(ToolCallWire),
     Llm {
         session_id: String,
@@ -305,10 +435,10 @@ pub enum PayloadWire {
 }
 
 impl PayloadWire {
-    /// The wire form of a payload as plughost holds it; `None` for a loop
-    /// point, which isolated (Flowly, Hermes) plugins never subscribe to.
-    pub fn of(payload: &HookPayload<'_>) -> Option<PayloadWire> {
-        Some(match payload {
+    /// The wire form of a payload as plughost holds it (a loop point's
+    /// without its turn and chain, see [`LoopWire`]).
+    pub fn of(payload: &HookPayload<'_>) -> PayloadWire {
+        match payload {
             HookPayload::Tool(c) => PayloadWire::Tool(ToolCallWire::of(c)),
             HookPayload::Llm(c) => PayloadWire::Llm {
                 session_id: c.session_id.clone(),
@@ -351,13 +481,14 @@ impl PayloadWire {
                 },
                 gateway: c.gateway.clone(),
             },
-            HookPayload::Loop(_) => return None,
-        })
+            HookPayload::Loop(lc) => PayloadWire::Loop(Box::new(LoopWire::of(lc))),
+        }
     }
 }
 
 /// A payload rebuilt in the worker, owning its context.
 pub enum OwnedPayload {
+    Loop(Box<LoopContext>),
     Tool(ToolCallContext),
     Llm(LlmCallContext),
     Session(SessionContext),
@@ -369,6 +500,7 @@ impl OwnedPayload {
     pub fn from_wire(wire: PayloadWire, stage: HookEvent) -> OwnedPayload {
         let stage = Some(stage);
         match wire {
+            PayloadWire::Loop(l) => OwnedPayload::Loop(Box::new(l.into_context(stage))),
             PayloadWire::Tool(t) => OwnedPayload::Tool(t.into_context(stage)),
             PayloadWire::Llm {
                 session_id,
@@ -456,6 +588,7 @@ impl OwnedPayload {
     /// The borrowed payload a callback is called with.
     pub fn as_payload(&mut self) -> HookPayload<'_> {
         match self {
+            OwnedPayload::Loop(c) => HookPayload::Loop(c),
             OwnedPayload::Tool(c) => HookPayload::Tool(c),
             OwnedPayload::Llm(c) => HookPayload::Llm(c),
             OwnedPayload::Session(c) => HookPayload::Session(c),

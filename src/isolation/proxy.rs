@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::protocol::{Contribution, PayloadWire, Reply, Request, ToolCallWire};
+use super::protocol::{event_named, Contribution, PayloadWire, Reply, Request, ToolCallWire};
 use super::supervisor::{Subject, Supervisor};
+use crate::dialects::codumentor::points as codumentor;
 use crate::hooks::{
     CallState, HookCallback, HookEntry, HookError, HookEvent, HookPayload, HookReturn, HookStats,
-    ToolCallContext,
+    ToolCallContext, TurnScope,
 };
 use crate::outcome::{PluginError, PluginFault, Renderer};
 use crate::registry::{
@@ -42,6 +43,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                     sup: sup.clone(),
                     name: name.as_str().into(),
                     check: AtomicU8::new(CHECK_UNKNOWN),
+                    fatal: Arc::default(),
                 };
                 let mut tool = Tool::new(
                     ToolSpec {
@@ -71,11 +73,12 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
             Contribution::Hook {
                 event,
                 name,
+                event_name,
                 label,
                 priority,
                 index,
             } => Registration::Hook {
-                event: event.as_deref().and_then(HookEvent::from_name),
+                event: event.as_deref().and_then(event_named),
                 name,
                 entry: HookEntry {
                     owner: key.clone(),
@@ -84,6 +87,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                     callback: Arc::new(ProxyHook {
                         sup: sup.clone(),
                         index,
+                        event_name,
                     }),
                     stats: Arc::new(HookStats::default()),
                 },
@@ -122,6 +126,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
 fn dialect_renderer(dialect: &str) -> Option<Arc<dyn Renderer>> {
     match dialect {
         "hermes" => Some(Arc::new(crate::dialects::hermes::render::HermesRenderer)),
+        "felix" => Some(Arc::new(crate::dialects::felix::hooks::FelixRenderer)),
         _ => None,
     }
 }
@@ -153,7 +158,15 @@ struct ProxyTool {
     /// tool's check is fixed when it registers), so later calls without
     /// one skip the round trip.
     check: AtomicU8,
+    /// Failures the worker's handler called fatal, until dispatch asks
+    /// ([`ToolHandler::fatal`] right after the call returns them). The
+    /// verdict is a function of the failure, so an equal one is as fatal.
+    fatal: Arc<Mutex<Vec<PluginError>>>,
 }
+
+/// At most this many fatal failures wait for dispatch to ask about them
+/// (more only when calls were dropped after failing, before being asked).
+const FATAL_KEPT: usize = 64;
 
 impl ToolHandler for ProxyTool {
     fn check(&self) -> Option<Result<bool, PluginError>> {
@@ -191,12 +204,36 @@ impl ToolHandler for ProxyTool {
         };
         let sup = self.sup.clone();
         let what = Subject::Tool(self.name.clone());
+        let fatal = self.fatal.clone();
         ToolReturn::Pending(Box::pin(async move {
             match sup.request(request, what).await? {
                 Reply::Tool { result } => result,
+                Reply::ToolFailed { error, fatal: true } => {
+                    let mut list = fatal.lock().unwrap_or_else(|e| e.into_inner());
+                    if list.len() >= FATAL_KEPT {
+                        list.remove(0);
+                    }
+                    list.push(error.clone());
+                    Err(error)
+                }
+                Reply::ToolFailed { error, .. } => Err(error),
                 other => Err(out_of_protocol(&sup, &other)),
             }
         }))
+    }
+
+    /// The worker's handler's verdict on this failure; a failure of the
+    /// worker itself (a crash, a limit) has none and is not fatal: the
+    /// turn goes on, as after any tool failure that is not the tool's own.
+    fn fatal(&self, error: &PluginError) -> bool {
+        let mut list = self.fatal.lock().unwrap_or_else(|e| e.into_inner());
+        match list.iter().position(|e| e == error) {
+            Some(at) => {
+                list.remove(at);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -218,13 +255,51 @@ impl CallState for IsolatedParams {
 struct ProxyHook {
     sup: Supervisor,
     index: usize,
+    /// The dialect's name of its event, for `hook_errors`.
+    event_name: Option<String>,
+}
+
+/// The number an isolated plugin's worker knows a turn by, kept in the
+/// turn's scope; when the turn ends (its scope is dropped) every worker
+/// that served it drops its state of the turn.
+struct IsolatedTurn {
+    number: u64,
+    workers: Mutex<Vec<Supervisor>>,
+}
+
+impl IsolatedTurn {
+    /// The number of the turn of `scope`, noting that `sup` serves it.
+    fn of(scope: &TurnScope, sup: &Supervisor) -> Option<u64> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let turn = scope.slot("isolation", || IsolatedTurn {
+            number: NEXT.fetch_add(1, Ordering::Relaxed),
+            workers: Mutex::default(),
+        })?;
+        let mut workers = turn.workers.lock().unwrap_or_else(|e| e.into_inner());
+        if !workers.iter().any(|w| w.same(sup)) {
+            workers.push(sup.clone());
+        }
+        Some(turn.number)
+    }
+}
+
+impl Drop for IsolatedTurn {
+    fn drop(&mut self) {
+        let workers = self.workers.get_mut().unwrap_or_else(|e| e.into_inner());
+        for sup in workers.drain(..) {
+            sup.forget_turn(self.number);
+        }
+    }
 }
 
 impl HookCallback for ProxyHook {
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
         let mut payload = payload;
-        // Where edits to the arguments go back to, for tool events.
+        // Where edits to the arguments go back to, for tool events; the
+        // turn and the chain a loop-point hook's leftovers go back to.
         let mut edits = None;
+        let mut turn: Option<Arc<TurnScope>> = None;
+        let mut chain = None;
         let wire = match &mut payload {
             HookPayload::Tool(ctx) => {
                 let slot = match ctx.dialect.get_mut::<IsolatedParams>() {
@@ -247,14 +322,21 @@ impl HookCallback for ProxyHook {
                 edits = Some(slot);
                 PayloadWire::Tool(wire)
             }
-            other => match PayloadWire::of(other) {
-                Some(wire) => wire,
-                None => {
-                    return HookReturn::Ready(Err(HookError::NotRun(format!(
-                        "{event} is not forwarded to an isolated plugin"
-                    ))))
+            HookPayload::Loop(lc) => {
+                let mut wire = super::protocol::LoopWire::of(lc);
+                if let Some(scope) = &lc.turn {
+                    wire.turn = IsolatedTurn::of(scope, &self.sup);
+                    turn = Some(scope.clone());
                 }
-            },
+                // Codumentor's handlers of one event form one chain across processes.
+                if self.sup.dialect() == crate::dialects::codumentor::DIALECT {
+                    let (state, back) = codumentor::carried_chain(lc);
+                    wire.chain = state;
+                    chain = Some(back);
+                }
+                PayloadWire::Loop(Box::new(wire))
+            }
+            other => PayloadWire::of(other),
         };
         let request = Request::Hook {
             index: self.index,
@@ -265,9 +347,24 @@ impl HookCallback for ProxyHook {
         let what = Subject::Hook(event);
         HookReturn::Pending(Box::pin(async move {
             match sup.request(request, what).await {
-                Ok(Reply::Hook { answer, params }) => {
+                Ok(Reply::Hook {
+                    answer,
+                    params,
+                    after,
+                }) => {
                     if let (Some(params), Some(slot)) = (params, edits) {
                         *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(params);
+                    }
+                    if let Some(after) = after {
+                        if let (Some(state), Some(chain)) = (after.chain, &chain) {
+                            chain.store(state);
+                        }
+                        if let (false, Some(turn)) = (after.ui_events.is_empty(), &turn) {
+                            turn.ui_events
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .extend(after.ui_events);
+                        }
                     }
                     answer.map(Into::into).map_err(|e| e.into_error(event))
                 }
@@ -275,6 +372,10 @@ impl HookCallback for ProxyHook {
                 Err(e) => Err(HookError::Raised(e)),
             }
         }))
+    }
+
+    fn event_name(&self, _event: HookEvent) -> Option<String> {
+        self.event_name.clone()
     }
 }
 

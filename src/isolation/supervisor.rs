@@ -535,6 +535,22 @@ impl Supervisor {
         }
     }
 
+    /// Whether `other` supervises the same plugin process slot.
+    pub fn same(&self, other: &Supervisor) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Tell the running worker (if any: a worker started since knows
+    /// nothing of the turn) to drop its state of turn `number`; the reply
+    /// is not awaited.
+    pub fn forget_turn(&self, number: u64) {
+        let live = self.lock().live.clone();
+        if let Some(live) = live.filter(|l| !l.has_ended()) {
+            let (tx, _ignored) = tokio::sync::oneshot::channel();
+            let _ = live.send(Request::ForgetTurn { turn: number }, Waiter::Async(tx));
+        }
+    }
+
     /// Send `body` and block for the reply, at most `limit`; past it the
     /// worker is killed (and restarted for the next call).
     pub fn request_blocking(

@@ -20,11 +20,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::protocol::{
-    encode_frame, read_frame, read_frame_with, ActionWire, Contribution, Envelope, HookErrorWire,
-    OwnedPayload, Reply, Request,
+    encode_frame, event_named, read_frame, read_frame_with, ActionWire, Contribution, Envelope,
+    HookErrorWire, LoopAfter, OwnedPayload, PayloadWire, Reply, Request,
 };
 use crate::config::ResourceLimits;
-use crate::hooks::{HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn};
+use crate::dialects::codumentor::points as codumentor;
+use crate::hooks::{HookAction, HookEntry, HookError, HookPayload, HookReturn, TurnScope};
 use crate::outcome::{PluginError, ResourceLimit};
 use crate::registry::{Command, CommandReturn, Registration, Tool, ToolReturn};
 
@@ -34,6 +35,18 @@ struct Served {
     tools: HashMap<String, Tool>,
     hooks: Vec<HookEntry>,
     commands: HashMap<String, Command>,
+    /// The per-turn state of the turns plughost is running, by its number
+    /// (see [`super::protocol::LoopWire`]): the plugin's handlers of one
+    /// turn share it (Codumentor's `ctx` dict), until plughost says the
+    /// turn ended ([`Request::ForgetTurn`]).
+    turns: Mutex<HashMap<u64, Arc<TurnScope>>>,
+}
+
+impl Served {
+    fn turn(&self, number: u64) -> Arc<TurnScope> {
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        turns.entry(number).or_default().clone()
+    }
 }
 
 /// Run as a worker: serve until plughost closes the stream, then exit.
@@ -253,6 +266,7 @@ impl Shared {
 fn failure_of(reply: &Reply) -> Option<&PluginError> {
     match reply {
         Reply::Tool { result: Err(e) }
+        | Reply::ToolFailed { error: e, .. }
         | Reply::Command { result: Err(e) }
         | Reply::Checked {
             result: Some(Err(e)),
@@ -309,6 +323,7 @@ fn load(
             Registration::Hook { event, name, entry } => {
                 contributions.push(Contribution::Hook {
                     event: event.map(|e| e.name().to_string()),
+                    event_name: event.and_then(|e| entry.callback.event_name(e)),
                     name,
                     label: entry.label.clone(),
                     priority: entry.priority,
@@ -362,12 +377,21 @@ fn answer(served: &Served, request: Request) -> Answer {
                 return Answer::Now(refused(format!("no tool '{tool}' in this worker")));
             };
             let mut ctx = call.into_context(None);
+            // A failure is sent with the handler's own verdict on it.
+            let handler = t.handler.clone();
+            let reply = move |result: Result<String, PluginError>| match result {
+                Err(error) => Reply::ToolFailed {
+                    fatal: handler.fatal(&error),
+                    error,
+                },
+                ok => Reply::Tool { result: ok },
+            };
             match t.handler.call(&mut ctx) {
-                ToolReturn::Ready(result) => Answer::Now(Reply::Tool { result }),
+                ToolReturn::Ready(result) => Answer::Now(reply(result)),
                 ToolReturn::Pending(fut) => Answer::Later(Box::pin(async move {
                     let result = fut.await;
                     drop(ctx);
-                    Reply::Tool { result }
+                    reply(result)
                 })),
             }
         }
@@ -379,10 +403,21 @@ fn answer(served: &Served, request: Request) -> Answer {
             let Some(entry) = served.hooks.get(index) else {
                 return Answer::Now(refused(format!("no hook number {index} in this worker")));
             };
-            let Some(event) = HookEvent::from_name(&event) else {
+            let Some(event) = event_named(&event) else {
                 return Answer::Now(refused(format!("no event '{event}'")));
             };
-            let mut owned = OwnedPayload::from_wire(payload, event);
+            let mut owned = match payload {
+                PayloadWire::Loop(mut wire) => {
+                    let (turn, chain) = (wire.turn.take(), wire.chain.take());
+                    let mut lc = wire.into_context(Some(event));
+                    lc.turn = turn.map(|n| served.turn(n));
+                    if let Some(chain) = chain {
+                        codumentor::restore_chain(&mut lc, chain);
+                    }
+                    OwnedPayload::Loop(Box::new(lc))
+                }
+                other => OwnedPayload::from_wire(other, event),
+            };
             match entry.callback.call(event, owned.as_payload()) {
                 HookReturn::Ready(answer) => Answer::Now(hook_reply(answer, &mut owned)),
                 HookReturn::Pending(fut) => Answer::Later(Box::pin(async move {
@@ -404,17 +439,40 @@ fn answer(served: &Served, request: Request) -> Answer {
                 }
             }
         }
+        Request::ForgetTurn { turn } => {
+            let gone = served
+                .turns
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&turn);
+            // Its Python objects (the `ctx` dict) go with the GIL held.
+            if let Some(scope) = gone {
+                let _ = crate::runtime::try_attach(|_| drop(scope));
+            }
+            Answer::Now(Reply::Forgotten)
+        }
     }
 }
 
 /// A hook's reply: its answer, and the arguments as it left them.
 fn hook_reply(answer: Result<HookAction, HookError>, owned: &mut OwnedPayload) -> Reply {
-    let params = match owned.as_payload() {
-        HookPayload::Tool(ctx) => ctx.dialect.edited_params(),
-        _ => None,
+    let (params, after) = match owned.as_payload() {
+        HookPayload::Tool(ctx) => (ctx.dialect.edited_params(), None),
+        HookPayload::Loop(lc) => {
+            let ui_events = lc.turn.as_ref().map_or_else(Vec::new, |scope| {
+                std::mem::take(&mut *scope.ui_events.lock().unwrap_or_else(|e| e.into_inner()))
+            });
+            let after = LoopAfter {
+                chain: codumentor::chain_left(lc),
+                ui_events,
+            };
+            (None, Some(Box::new(after)))
+        }
+        _ => (None, None),
     };
     Reply::Hook {
         answer: answer.map(ActionWire::from).map_err(Into::into),
         params,
+        after,
     }
 }

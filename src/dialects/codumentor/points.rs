@@ -95,6 +95,71 @@ impl CallState for Chain {
     }
 }
 
+/// The chain of one event at one point as plain data: what crosses to an
+/// isolated plugin's worker and back, so its handlers and in-process ones
+/// form one chain (each sees the payload the previous left, and `abort` /
+/// `defer` stops the rest), whichever process they run in.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ChainWire {
+    pub event: String,
+    pub payload: Option<Map<String, Value>>,
+    pub stopped: bool,
+}
+
+/// Where an isolated handler's chain goes back to: the chain on the
+/// point's context, shared with the in-process handlers that follow.
+pub struct CarriedChain(Chain);
+
+impl CarriedChain {
+    /// Take over the chain as the isolated handler left it.
+    pub fn store(&self, wire: ChainWire) {
+        let mut state = self.0 .0.lock().unwrap_or_else(|e| e.into_inner());
+        state.event = wire.event;
+        state.payload = wire.payload;
+        state.stopped = wire.stopped;
+    }
+}
+
+/// The chain on `lc` as data (`None` when no handler started one), and the
+/// handle its update goes back through (the context gets an empty chain
+/// when it had none, so in-process handlers after this one share it).
+pub fn carried_chain(lc: &mut LoopContext) -> (Option<ChainWire>, CarriedChain) {
+    if let Some(chain) = lc.dialect.get_mut::<Chain>() {
+        let wire = {
+            let state = chain.0.lock().unwrap_or_else(|e| e.into_inner());
+            ChainWire {
+                event: state.event.clone(),
+                payload: state.payload.clone(),
+                stopped: state.stopped,
+            }
+        };
+        return (Some(wire), CarriedChain(chain.clone()));
+    }
+    let chain = Chain::default();
+    lc.dialect.set(chain.clone());
+    (None, CarriedChain(chain))
+}
+
+/// In a worker: put the chain plughost sent on the rebuilt context.
+pub fn restore_chain(lc: &mut LoopContext, wire: ChainWire) {
+    lc.dialect.set(Chain(Arc::new(Mutex::new(ChainState {
+        event: wire.event,
+        payload: wire.payload,
+        stopped: wire.stopped,
+    }))));
+}
+
+/// In a worker: the chain as the handler left it, for plughost.
+pub fn chain_left(lc: &mut LoopContext) -> Option<ChainWire> {
+    let chain = lc.dialect.get_mut::<Chain>()?;
+    let state = chain.0.lock().unwrap_or_else(|e| e.into_inner());
+    Some(ChainWire {
+        event: state.event.clone(),
+        payload: state.payload.clone(),
+        stopped: state.stopped,
+    })
+}
+
 /// The per-turn Python objects, in the turn's scope.
 struct TurnSlot(Option<Turn>, Mutex<std::collections::HashSet<usize>>);
 
