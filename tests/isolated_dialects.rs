@@ -804,3 +804,195 @@ fn a_worker_crash_in_a_loop_point_hook_fails_open_and_the_worker_restarts() {
     assert!(felix[0].contains("crashed"), "{felix:?}");
     assert_eq!(errors.len(), 2, "{errors:#?}");
 }
+
+/// Handlers that fail every way a hook can: raising, outliving
+/// `--hook-timeout`, answering a wrong shape; and a `defer` after them.
+const FAULTS: &str = r#"
+import asyncio, os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class Faults:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onPromptAssemble", self.raiser, priority=1)
+        bus.on("onPromptAssemble", self.hanger, priority=2)
+        bus.on("onPromptAssemble", self.wrong_shape, priority=3)
+        bus.on("onPromptAssemble", self.defer, priority=4)
+        bus.on("onPromptAssemble", self.after_defer, priority=5)
+        bus.on("onBeforeSendResponse", self.before_send)
+
+    async def raiser(self, agent, ctx, payload):
+        raise KeyError("missing index")
+
+    async def hanger(self, agent, ctx, payload):
+        await asyncio.sleep(30)
+
+    async def wrong_shape(self, agent, ctx, payload):
+        return {"type": "continue", "patch": "not a dict"}
+
+    async def defer(self, agent, ctx, payload):
+        return {"type": "defer"}
+
+    async def after_defer(self, agent, ctx, payload):
+        log("after defer ran")
+
+    async def before_send(self, agent, ctx, payload):
+        return {"type": "continue", "patch": {"assistant_text": payload["assistant_text"] + "!"}}
+"#;
+
+#[test]
+fn isolated_codumentor_handlers_fail_open_as_in_process_ones_do() {
+    let run = |isolate: bool| {
+        let env = Env::new();
+        env.codumentor(
+            "faults",
+            "faults_pkg:Faults",
+            "",
+            &[("faults_pkg/__init__.py", FAULTS)],
+        );
+        env.config(&["faults"], if isolate { &["faults"] } else { &[] });
+        assert_eq!(isolated_flag(&env, "faults"), isolate);
+        let path = env.home.path().join("script.yaml");
+        std::fs::write(&path, "turns:\n  - say: \"listed\"\n").unwrap();
+        let out = env.run(&[
+            "run",
+            "--json",
+            "--model",
+            "scripted",
+            "--script",
+            path.to_str().unwrap(),
+            "--hook-timeout",
+            "2",
+            "--session",
+            "f",
+            "hi",
+        ]);
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let observed = observed(&env, &report);
+        (env, observed)
+    };
+    let (_in_env, in_process) = run(false);
+    let (env, isolated) = run(true);
+    assert_eq!(in_process, isolated, "{in_process:#}\n{isolated:#}");
+    assert_eq!(isolated["completed"], true);
+    assert_eq!(isolated["reply"], "listed!");
+    let errors = isolated["hook_errors"].as_array().unwrap();
+    let of = |handler: &str| -> Vec<String> {
+        errors
+            .iter()
+            .filter(|e| e["handler"] == format!("faults_pkg.Faults.{handler}"))
+            .map(|e| e["error"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The hanger's worker is stopped; the handlers after it run on a new one.
+    assert_eq!(of("raiser"), ["KeyError: 'missing index'"]);
+    assert_eq!(of("hanger"), ["timed out after 2 s and was skipped"]);
+    let wrong = of("wrong_shape");
+    assert_eq!(wrong.len(), 1, "{errors:#?}");
+    assert!(wrong[0].contains("'patch' must be a dict"), "{wrong:?}");
+    assert!(!env.log_lines().contains(&"after defer ran".to_string()));
+}
+
+/// A plugin that keeps an object in the turn's ctx, which says when it is
+/// freed.
+const TRACKER: &str = r#"
+import os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class Tracker:
+    def __init__(self, label):
+        self.label = label
+
+    def __del__(self):
+        log(f"ctx of {self.label} freed")
+
+
+class Keeper:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onInputReceived", self.on_input)
+        bus.on("onBeforeSendResponse", self.before_send)
+
+    async def on_input(self, agent, ctx, payload):
+        log(f"input {payload['raw']} found {ctx.get('tracker') is not None}")
+        ctx["tracker"] = Tracker(payload["raw"])
+
+    async def before_send(self, agent, ctx, payload):
+        log(f"send with {ctx['tracker'].label}")
+"#;
+
+#[test]
+fn an_isolated_plugins_ctx_lives_for_its_turn() {
+    let env = Env::new();
+    env.codumentor(
+        "keeper",
+        "keeper_pkg:Keeper",
+        "",
+        &[("keeper_pkg/__init__.py", TRACKER)],
+    );
+    env.config(&["keeper"], &["keeper"]);
+    assert!(isolated_flag(&env, "keeper"));
+    let script = env.home.path().join("script.yaml");
+    std::fs::write(&script, "turns:\n  - say: one\n  - say: two\n").unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+    cmd.args(["chat", "--script", script.to_str().unwrap()])
+        .env("PLUGHOST_HOME", env.home.path())
+        .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+        .env("CODU_LOG", env.log())
+        .env_remove("PLUGHOST_LOG")
+        .env_remove("PYTHONPATH")
+        .stdin(std::process::Stdio::piped());
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    use std::io::Write;
+    writeln!(stdin, "first").unwrap();
+    // The first turn's ctx is freed in its worker once the turn is over,
+    // while plughost lives on (a worker that exits runs no finalizers).
+    let freed = "ctx of first freed".to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !env.log_lines().contains(&freed) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first turn's ctx was never freed: {:?}",
+            env.log_lines()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    writeln!(stdin, "second").unwrap();
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    let log = env.log_lines();
+    // Each turn has its own ctx, shared by the plugin's handlers of that turn.
+    assert_eq!(
+        log.iter()
+            .filter(|l| !l.ends_with(" freed"))
+            .cloned()
+            .collect::<Vec<_>>(),
+        [
+            "input first found False",
+            "send with first",
+            "input second found False",
+            "send with second"
+        ],
+        "{log:?}"
+    );
+}

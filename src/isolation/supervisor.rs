@@ -127,6 +127,15 @@ impl Live {
         pending.ended.is_some()
     }
 
+    /// plughost stopped it: it is dying even if its reader has not seen
+    /// the end yet, so no new call goes to it.
+    fn is_stopped(&self) -> bool {
+        self.stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     fn forget(&self, id: u64) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.waiters.remove(&id);
@@ -472,9 +481,9 @@ impl Supervisor {
                 return Err(PluginError::fault(fault.clone()));
             }
             match &state.live {
-                Some(live) if !live.has_ended() => Ok(Some(live.clone())),
+                Some(live) if !live.has_ended() && !live.is_stopped() => Ok(Some(live.clone())),
                 _ => {
-                    // Dead, and its reader may not have cleared it yet.
+                    // Dead or stopped, and its reader may not have cleared it yet.
                     state.live = None;
                     Ok(None)
                 }
