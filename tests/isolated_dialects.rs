@@ -996,3 +996,83 @@ fn an_isolated_plugins_ctx_lives_for_its_turn() {
         "{log:?}"
     );
 }
+
+/// The seed's own way to contribute a tool: registered on the agent's
+/// tool registry while the turn runs, advertised by patching `tools`.
+const WORKBENCH: &str = r#"
+from codumentor.agent.tools import Tool
+from codumentor.agent.types import ToolResult
+
+
+class GreetTool(Tool):
+    def __init__(self):
+        super().__init__(name="greet", description="Greet someone by name.")
+
+    def get_parameters_schema(self) -> dict:
+        return {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+    async def execute(self, arguments: dict) -> ToolResult:
+        if arguments["name"] == "nobody":
+            return ToolResult(tool_call_id=arguments.get("tool_call_id", ""), function_name=self.name,
+                              success=False, error="no_such_person", content="Nobody is not a person.")
+        return ToolResult(tool_call_id=arguments.get("tool_call_id", ""), function_name=self.name,
+                          content=f"Hello, {arguments['name']}! ({bool(arguments.get('tool_call_id'))})")
+
+
+class Workbench:
+    def __init__(self, config=None, **kwargs):
+        self._tools = [GreetTool()]
+
+    async def register(self, bus):
+        bus.on("onPromptAssemble", self.on_prompt_assemble)
+
+    async def on_prompt_assemble(self, agent, ctx, payload):
+        current = payload.get("tools", [])
+        known = {t.get("name") for t in current if isinstance(t, dict)}
+        added = []
+        for tool in self._tools:
+            if not agent.tool_registry.get_tool(tool.name):
+                agent.tool_registry.register_tool(tool)
+            if tool.name not in known:
+                added.append(tool.get_function_definition())
+        return {"type": "continue", "patch": {"tools": current + added}}
+"#;
+
+#[test]
+fn tools_an_isolated_codumentor_plugin_registers_while_running_are_called_in_its_worker() {
+    let run = |isolate: bool| {
+        let env = Env::new();
+        env.codumentor(
+            "workbench",
+            "workbench_pkg:Workbench",
+            "",
+            &[("workbench_pkg/__init__.py", WORKBENCH)],
+        );
+        env.config(&["workbench"], if isolate { &["workbench"] } else { &[] });
+        assert_eq!(isolated_flag(&env, "workbench"), isolate);
+        let report = env.turn(
+            "turns:\n  - say: \"Greeting.\"\n    tool_calls:\n      - name: greet\n        args: {name: Ada}\n      - name: greet\n        args: {name: nobody}\n      - name: greet\n        args: {}\n  - say: \"done\"\n",
+            "w",
+            "hi",
+        );
+        let observed = observed(&env, &report);
+        (env, observed)
+    };
+    let (_in_env, in_process) = run(false);
+    let (_env, isolated) = run(true);
+    assert_eq!(in_process, isolated, "{in_process:#}\n{isolated:#}");
+    let calls = isolated["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["result"], "Hello, Ada! (True)", "{calls:#?}");
+    assert_eq!(
+        calls[1]["result"],
+        "Error (no_such_person): Nobody is not a person."
+    );
+    assert_eq!(calls[1]["outcome"], "raised");
+    // Validated against the schema it registered, before reaching the worker.
+    assert_eq!(calls[2]["outcome"], "invalid_arguments", "{calls:#?}");
+    assert!(isolated["model_calls"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "greet"));
+}

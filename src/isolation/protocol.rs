@@ -58,6 +58,9 @@ pub enum Request {
     Command { name: String, args: String },
     /// Turn number `turn` ended: drop the per-turn state kept for it.
     ForgetTurn { turn: u64 },
+    /// Describe tool `name` if the plugin registered it while running
+    /// (Codumentor's `agent.tool_registry.register_tool`).
+    RuntimeTool { name: String },
 }
 
 /// What a worker answers.
@@ -93,6 +96,10 @@ pub enum Reply {
     },
     /// [`Request::ForgetTurn`] is done.
     Forgotten,
+    /// [`Request::RuntimeTool`]: the tool, if the plugin registered one so named.
+    RuntimeTool {
+        found: Option<RuntimeToolWire>,
+    },
     Command {
         result: Result<Option<String>, PluginError>,
     },
@@ -105,6 +112,15 @@ pub enum Reply {
     Exceeded {
         limit: ResourceLimit,
     },
+}
+
+/// A tool a plugin registered while running, as plughost lists it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RuntimeToolWire {
+    pub description: String,
+    pub parameters: Value,
+    /// The key of the plugin that registered it.
+    pub plugin: String,
 }
 
 /// One contribution of the loaded plugin, in registration order.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::protocol::{event_named, Contribution, PayloadWire, Reply, Request, ToolCallWire};
-use super::supervisor::{Subject, Supervisor};
+use super::supervisor::{Subject, Supervisor, WeakSupervisor};
 use crate::dialects::codumentor::points as codumentor;
 use crate::hooks::{
     CallState, HookCallback, HookEntry, HookError, HookEvent, HookPayload, HookReturn, HookStats,
@@ -21,9 +21,68 @@ use crate::registry::{
     ToolSpec,
 };
 
+/// The isolated plugins that may register tools while running
+/// (Codumentor's `agent.tool_registry`), for [`runtime_tool`].
+static RUNTIME_SOURCES: Mutex<Vec<WeakSupervisor>> = Mutex::new(Vec::new());
+
+/// How long a worker may take to say whether it has a runtime tool.
+const RUNTIME_TOOL_LIMIT: Duration = Duration::from_secs(10);
+
+/// A tool an isolated plugin of the host at `home` registered while
+/// running, reached through its worker like its other tools; asked each
+/// time, as the in-process registry is (a plugin may replace its tools).
+pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
+    let sources: Vec<Supervisor> = {
+        let mut list = RUNTIME_SOURCES.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|w| w.upgrade().is_some());
+        list.iter().filter_map(WeakSupervisor::upgrade).collect()
+    };
+    for sup in sources.iter().filter(|s| s.home() == home) {
+        let request = Request::RuntimeTool {
+            name: name.to_string(),
+        };
+        let what = format!("looking up tool '{name}'");
+        let found = match sup.request_blocking(request, RUNTIME_TOOL_LIMIT, &what) {
+            Ok(Reply::RuntimeTool { found }) => found,
+            Ok(other) => {
+                tracing::warn!("{}", out_of_protocol(sup, &other));
+                None
+            }
+            Err(e) => {
+                tracing::warn!("cannot ask plugin '{}' for tool '{name}': {e}", sup.key());
+                None
+            }
+        };
+        if let Some(found) = found {
+            let handler = ProxyTool {
+                sup: sup.clone(),
+                name: name.into(),
+                check: AtomicU8::new(CHECK_UNKNOWN),
+                fatal: Arc::default(),
+            };
+            let spec = ToolSpec {
+                name: name.to_string(),
+                description: found.description,
+                parameters: found.parameters,
+                plugin: found.plugin,
+                ..Default::default()
+            };
+            let mut tool = Tool::new(spec, Arc::new(handler));
+            tool.renderer = Some(crate::dialects::codumentor::turn::tool_result_renderer());
+            return Some(tool);
+        }
+    }
+    None
+}
+
 /// Turn a worker's announced contributions into registrations whose
 /// handlers reach it through `sup`.
 pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<Registration> {
+    if sup.dialect() == crate::dialects::codumentor::DIALECT {
+        let mut list = RUNTIME_SOURCES.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|w| w.upgrade().is_some());
+        list.push(sup.downgrade());
+    }
     let key = sup.key().to_string();
     let renderer = dialect_renderer(sup.dialect());
     contributions

@@ -544,6 +544,16 @@ impl Supervisor {
         }
     }
 
+    /// The host home the plugin was loaded for.
+    pub fn home(&self) -> &std::path::Path {
+        &self.inner.load.home
+    }
+
+    /// A handle that does not keep the plugin's worker alive.
+    pub fn downgrade(&self) -> WeakSupervisor {
+        WeakSupervisor(Arc::downgrade(&self.inner))
+    }
+
     /// Whether `other` supervises the same plugin process slot.
     pub fn same(&self, other: &Supervisor) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
@@ -570,6 +580,16 @@ impl Supervisor {
     ) -> Result<Reply, PluginError> {
         let live = self.live()?;
         wait_blocking(&live, body, limit, what).map_err(PluginError::fault)
+    }
+}
+
+/// A [`Supervisor`] that may be gone (its host dropped).
+#[derive(Clone)]
+pub struct WeakSupervisor(Weak<Inner>);
+
+impl WeakSupervisor {
+    pub fn upgrade(&self) -> Option<Supervisor> {
+        self.0.upgrade().map(|inner| Supervisor { inner })
     }
 }
 

@@ -40,9 +40,23 @@ struct Served {
     /// turn share it (Codumentor's `ctx` dict), until plughost says the
     /// turn ended ([`Request::ForgetTurn`]).
     turns: Mutex<HashMap<u64, Arc<TurnScope>>>,
+    /// The host home the plugin was loaded for (where its runtime tools are).
+    home: std::path::PathBuf,
+    /// Tools it registered while running, once plughost asked for them.
+    runtime: Mutex<HashMap<String, Tool>>,
 }
 
 impl Served {
+    /// A tool registered while running, as plughost last learnt it; `None`
+    /// for one it registered when it loaded (no copy on that hot path).
+    fn runtime_tool(&self, name: &str) -> Option<Tool> {
+        if self.tools.contains_key(name) {
+            return None;
+        }
+        let runtime = self.runtime.lock().unwrap_or_else(|e| e.into_inner());
+        runtime.get(name).cloned()
+    }
+
     fn turn(&self, number: u64) -> Arc<TurnScope> {
         let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
         turns.entry(number).or_default().clone()
@@ -303,7 +317,10 @@ fn load(
     };
     // The package stays imported for the worker's whole life.
     std::mem::forget(loaded.package);
-    let mut served = Served::default();
+    let mut served = Served {
+        home: home.to_path_buf(),
+        ..Default::default()
+    };
     let mut contributions = Vec::new();
     for r in loaded.registrations {
         match r {
@@ -366,14 +383,18 @@ type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send
 fn answer(served: &Served, request: Request) -> Answer {
     match request {
         Request::Load { .. } => Answer::Now(refused("the plugin is already loaded".into())),
-        Request::Check { tool } => match served.tools.get(&tool) {
-            Some(t) => Answer::Now(Reply::Checked {
-                result: t.handler.check(),
-            }),
-            None => Answer::Now(refused(format!("no tool '{tool}' in this worker"))),
-        },
+        Request::Check { tool } => {
+            let runtime = served.runtime_tool(&tool);
+            match served.tools.get(&tool).or(runtime.as_ref()) {
+                Some(t) => Answer::Now(Reply::Checked {
+                    result: t.handler.check(),
+                }),
+                None => Answer::Now(refused(format!("no tool '{tool}' in this worker"))),
+            }
+        }
         Request::Tool { tool, call } => {
-            let Some(t) = served.tools.get(&tool) else {
+            let runtime = served.runtime_tool(&tool);
+            let Some(t) = served.tools.get(&tool).or(runtime.as_ref()) else {
                 return Answer::Now(refused(format!("no tool '{tool}' in this worker")));
             };
             let mut ctx = call.into_context(None);
@@ -438,6 +459,20 @@ fn answer(served: &Served, request: Request) -> Answer {
                     ))
                 }
             }
+        }
+        Request::RuntimeTool { name } => {
+            let found = crate::dialects::codumentor::turn::runtime_tool(&served.home, &name);
+            let wire = found.as_ref().map(|t| super::protocol::RuntimeToolWire {
+                description: t.spec.description.clone(),
+                parameters: t.spec.parameters.clone(),
+                plugin: t.spec.plugin.clone(),
+            });
+            let mut runtime = served.runtime.lock().unwrap_or_else(|e| e.into_inner());
+            match found {
+                Some(t) => runtime.insert(name, t),
+                None => runtime.remove(&name),
+            };
+            Answer::Now(Reply::RuntimeTool { found: wire })
         }
         Request::ForgetTurn { turn } => {
             let gone = served

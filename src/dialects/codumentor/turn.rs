@@ -126,6 +126,12 @@ impl Renderer for ToolResultRenderer {
     }
 }
 
+/// How a tool of `agent.tool_registry` renders its outcomes (an isolated
+/// plugin's too).
+pub fn tool_result_renderer() -> Arc<dyn Renderer> {
+    Arc::new(ToolResultRenderer)
+}
+
 /// A tool registered through `agent.tool_registry` in the host at `home`,
 /// as a core tool: the dispatch pipeline (schema validation, every
 /// dialect's tool hooks) runs it like any other.
@@ -179,6 +185,7 @@ pub fn runtime_tools(home: &Path) -> Arc<dyn crate::registry::RuntimeTools> {
     impl crate::registry::RuntimeTools for Source {
         fn tool(&self, name: &str) -> Option<Tool> {
             runtime_tool(&self.0, name)
+                .or_else(|| crate::isolation::proxy::runtime_tool(&self.0, name))
         }
     }
     Arc::new(Source(home.to_path_buf()))
