@@ -675,6 +675,62 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_loop_context_crosses_with_every_plain_field() {
+        let lc = LoopContext {
+            session_id: "s".into(),
+            delegate: true,
+            iteration: 3,
+            model: "m".into(),
+            params: serde_json::json!({"temperature": 0.2})
+                .as_object()
+                .unwrap()
+                .clone(),
+            messages: vec![serde_json::json!({"role": "user", "content": "hi"})],
+            kept: vec![serde_json::json!({"role": "assistant", "content": "kept"})],
+            tools: vec![serde_json::json!({"type": "function", "function": {"name": "t"}})],
+            text: "text".into(),
+            reply: serde_json::json!({"role": "assistant", "content": "r"}),
+            stop_reason: "tool_calls".into(),
+            usage: serde_json::json!({"total_tokens": 7})
+                .as_object()
+                .unwrap()
+                .clone(),
+            tool_call: LoopToolCall {
+                id: "c1".into(),
+                name: "t".into(),
+                arguments: serde_json::json!({"a": 1}),
+            },
+            result: "result".into(),
+            is_error: true,
+            duration_ms: 1.5,
+            error: Some("e".into()),
+            ended_by: "aborted".into(),
+            reason: Some("why".into()),
+            plugins: vec!["p".into()],
+            ..Default::default()
+        };
+        let mut wire = LoopWire::of(&lc);
+        wire.turn = Some(9);
+        wire.chain = Some(ChainWire {
+            event: "onAfterLLM".into(),
+            payload: None,
+            stopped: true,
+        });
+        let mut buf = Vec::new();
+        write_frame(&mut buf, &PayloadWire::Loop(Box::new(wire))).unwrap();
+        let Some(PayloadWire::Loop(mut back)) = read_frame(&mut buf.as_slice()).unwrap() else {
+            panic!("not a loop payload")
+        };
+        assert_eq!(back.turn.take(), Some(9));
+        assert!(back.chain.take().is_some_and(|c| c.stopped));
+        let got = back.into_context(Some(HookEvent::ToolVet));
+        // Debug shows every field; turn, stage and dialect state aside, equal.
+        let shown =
+            |c: &LoopContext| format!("{c:?}").replace("stage: Some(ToolVet)", "stage: None");
+        assert_eq!(shown(&got), shown(&lc));
+    }
+
+    #[test]
     fn frames_round_trip_and_a_huge_length_is_refused() {
         let mut buf = Vec::new();
         let sent = Envelope {
