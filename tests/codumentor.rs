@@ -1555,3 +1555,172 @@ fn new_and_clear_evict_the_session() {
         assert_eq!(evicted(), expected, "{command}: {:?}", env.log_lines());
     }
 }
+
+/// A class whose `meta` is `meta` (Python source), logging its import and
+/// its `register`.
+fn meta_plugin(class: &str, meta: &str) -> String {
+    format!(
+        r#"
+import os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+log("import {class}")
+
+
+class {class}:
+    meta = {meta}
+
+    def __init__(self, config=None, **kwargs):
+        log("build {class}")
+
+    async def register(self, bus):
+        log("register {class}")
+"#
+    )
+}
+
+#[test]
+fn meta_dependencies_add_to_the_manifests_and_order_the_load() {
+    let env = Env::new();
+    // Discovery order a, b, c, …; `a-app` has the lowest priority but its
+    // class names `c-base` as a dependency (the manifest names none).
+    let plugin = |key: &str, extra: &str, class: &str, meta: &str| {
+        let package = format!("{}_pkg", key.replace('-', "_"));
+        env.plugin(
+            key,
+            &format!("entry: {package}:{class}\n{extra}"),
+            &[(&format!("{package}/__init__.py"), &meta_plugin(class, meta))],
+        );
+    };
+    plugin(
+        "a-app",
+        "priority: 1\n",
+        "App",
+        r#"{"name": "a-app", "dependencies": ["c-base"]}"#,
+    );
+    plugin("b-mid", "priority: 50\n", "Mid", r#"{"name": "b-mid"}"#);
+    plugin("c-base", "", "Base", r#"{"name": "c-base"}"#);
+    // Named only in meta, and missing: kept out, and never built.
+    plugin(
+        "d-orphan",
+        "",
+        "Orphan",
+        r#"{"name": "d-orphan", "dependencies": ["nowhere"]}"#,
+    );
+    // A cycle closed only by meta.
+    plugin(
+        "e-cyc",
+        "dependencies: [f-cyc]\n",
+        "CycE",
+        r#"{"name": "e-cyc"}"#,
+    );
+    plugin(
+        "f-cyc",
+        "",
+        "CycF",
+        r#"{"name": "f-cyc", "dependencies": ["e-cyc"]}"#,
+    );
+    // meta["name"] differs from the manifest's: warned, the manifest wins;
+    // meta["dependencies"] that is not a list: warned, ignored.
+    plugin(
+        "g-named",
+        "",
+        "Named",
+        r#"{"name": "other-name", "dependencies": "c-base"}"#,
+    );
+    env.enable(&[
+        "a-app", "b-mid", "c-base", "d-orphan", "e-cyc", "f-cyc", "g-named",
+    ]);
+
+    let out = env.run(&["plugins", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let err = stderr(&out);
+    let status = |key: &str| {
+        let r = record(&list, key);
+        (
+            r["status"].as_str().unwrap().to_string(),
+            r["error"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(status("a-app"), ("loaded".into(), String::new()));
+    assert_eq!(
+        record(&list, "a-app")["dependencies"],
+        serde_json::json!(["c-base"])
+    );
+    assert_eq!(
+        status("d-orphan"),
+        (
+            "failed".into(),
+            "dependency 'nowhere' is not loaded (no plugin with that key was found)".into()
+        )
+    );
+    assert_eq!(
+        record(&list, "d-orphan")["dependencies"],
+        serde_json::json!(["nowhere"])
+    );
+    assert_eq!(status("e-cyc").1, "dependency cycle: e-cyc → f-cyc → e-cyc");
+    assert_eq!(status("f-cyc").1, "dependency cycle: f-cyc → e-cyc → f-cyc");
+    assert_eq!(status("g-named"), ("loaded".into(), String::new()));
+    assert_eq!(
+        record(&list, "g-named")["dependencies"],
+        serde_json::json!([])
+    );
+    assert!(
+        err.contains("Codumentor plugin 'g-named': its class's meta[\"name\"] is 'other-name'; the manifest's name 'g-named' is used"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Codumentor plugin 'g-named': its class's meta[\"dependencies\"] is not a list of plugin keys; ignored"),
+        "{err}"
+    );
+
+    // Two phases: every module is imported (in the manifests' order) before
+    // any class is built; then the classes are built and registered in the
+    // order resolved with meta: c-base before a-app despite a-app's priority.
+    let lines = env.log_lines();
+    let first_build = lines.iter().position(|l| l.starts_with("build")).unwrap();
+    assert!(
+        lines[first_build..]
+            .iter()
+            .all(|l| !l.starts_with("import")),
+        "{lines:#?}"
+    );
+    let built: Vec<&str> = lines[first_build..]
+        .iter()
+        .filter(|l| l.starts_with("register"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        built,
+        [
+            "register Mid",
+            "register Base",
+            "register App",
+            "register Named"
+        ],
+        "{lines:#?}"
+    );
+    for kept_out in ["Orphan", "CycE", "CycF"] {
+        assert!(
+            !lines.contains(&format!("build {kept_out}")),
+            "{kept_out}: {lines:#?}"
+        );
+    }
+    let keys: Vec<&str> = list
+        .iter()
+        .filter(|p| p["status"] == "loaded")
+        .map(|p| p["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["b-mid", "c-base", "a-app", "g-named"]);
+
+    // doctor shows the meta edge.
+    let out = env.run(&["plugins", "doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("loads after: c-base"), "{text}");
+}
