@@ -501,6 +501,10 @@ impl Dialect for Codumentor {
         crate::manifest::load(dir).ok()?.dialect.entry
     }
 
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        never_fires(event)
+    }
+
     fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
         let declared = crate::manifest::load(dir)
             .map(|m| m.dialect.dependencies)
