@@ -66,6 +66,11 @@ pub struct PluginDiagnosis {
     pub dependencies: Vec<String>,
     /// Hook callbacks whose answers were not all used.
     pub hook_problems: Vec<HookCounts>,
+    /// Every hook callback's counters in this process (§6.2), by the
+    /// plugin's own event name; a callback on several loop points is summed.
+    /// A `plugins doctor` process has run no turn: its counts are 0; the
+    /// `Report` of a host that ran turns shows live ones.
+    pub hook_counts: Vec<HookCounts>,
     /// What its dialect accepted and this host does not use (Hermes's
     /// provider registrars): "registered, not used by this host".
     pub not_used: Vec<String>,
@@ -96,6 +101,9 @@ pub struct Report {
     pub plugin_dirs: Vec<(String, String)>,
     pub plugins: Vec<PluginDiagnosis>,
     pub tool_collisions: Vec<ToolCollision>,
+    /// The Codumentor plugins that loaded, in the order they were built and
+    /// registered (dependencies, then priority, then discovery).
+    pub codumentor_load_order: Vec<String>,
     pub python: Option<PythonReport>,
     /// Per capability, the web providers and which one is active (when a
     /// plugin declares any).
@@ -145,28 +153,10 @@ impl Report {
                     .hooks
                     .iter()
                     .filter_map(|h| {
-                        let reason = if p.dialect == Some(crate::dialects::codumentor::DIALECT) {
-                            crate::dialects::codumentor::never_fires(h)?
-                        } else if HookEvent::from_name(h).is_some() {
-                            return None;
-                        } else if p.dialect == Some(crate::dialects::felix::discover::DIALECT) {
-                            // Felix's names map onto loop points: only a name
-                            // no event took never fires.
-                            let unmapped = host
-                                .registry()
-                                .hooks()
-                                .unknown()
-                                .get(h.as_str())
-                                .is_some_and(|v| v.iter().any(|e| e.owner == p.key));
-                            if !unmapped {
-                                return None;
-                            }
-                            "not a known event: it never fires"
-                        } else if crate::dialects::hermes::context::never_fires(h) {
-                            "a Hermes event plughost's loop has no place for: it never fires"
-                        } else {
-                            "not a known event: it never fires"
-                        };
+                        let reason = match p.dialect.and_then(crate::dialects::by_name) {
+                            Some(dialect) => dialect.never_fires(h),
+                            None => crate::dialects::core_never_fires(h),
+                        }?;
                         Some(SilentHook {
                             event: h.clone(),
                             reason: reason.into(),
@@ -188,6 +178,7 @@ impl Report {
                         timeouts: h.stats.timeouts(),
                     })
                     .collect(),
+                hook_counts: hook_counts(host, &p.key),
                 not_used: crate::dialects::hermes::not_used(&p.key),
                 worker: host.worker_status(&p.key),
             })
@@ -202,6 +193,12 @@ impl Report {
                 .roots()
                 .iter()
                 .map(|(s, p)| (s.as_str().to_string(), p.display().to_string()))
+                .collect(),
+            codumentor_load_order: host
+                .plugins()
+                .iter()
+                .filter(|p| p.loaded && p.dialect == Some(crate::dialects::codumentor::DIALECT))
+                .map(|p| p.key.clone())
                 .collect(),
             plugins,
             tool_collisions: host.collisions().to_vec(),
@@ -251,6 +248,12 @@ impl Report {
             }
             None => out.push("python: not started".into()),
         }
+        if !self.codumentor_load_order.is_empty() {
+            out.push(format!(
+                "codumentor load order: {}",
+                self.codumentor_load_order.join(" → ")
+            ));
+        }
         out.push(String::new());
         for p in &self.plugins {
             out.push(format!(
@@ -295,6 +298,9 @@ impl Report {
                         "NOT set (the tool is unavailable until it is)"
                     }
                 ));
+            }
+            if !p.hook_counts.is_empty() {
+                out.push(format!("    hook calls: {}", counts_text(&p.hook_counts)));
             }
             for h in &p.silent_hooks {
                 out.push(format!("    hook {}: {}", h.event, h.reason));
@@ -405,4 +411,76 @@ fn env_set(name: &str) -> bool {
 
 fn contributions(p: &PluginDiagnosis) -> String {
     crate::host::contributions_text(&p.tools, &p.hooks, &p.commands, &p.skills)
+}
+
+/// Every hook callback of plugin `key` with its counters: named by the
+/// plugin's own event name, one row per (event, callback), summed over the
+/// loop points one subscription sits on.
+fn hook_counts(host: &Host, key: &str) -> Vec<HookCounts> {
+    let hooks = host.registry().hooks();
+    let fired = HookEvent::ALL
+        .iter()
+        .chain(HookEvent::LOOP_POINTS.iter())
+        .flat_map(|&e| {
+            hooks.entries(e).iter().map(move |h| {
+                let name = h.callback.event_name(e);
+                (name.unwrap_or_else(|| e.name().to_string()), h)
+            })
+        });
+    let listed = hooks
+        .unknown()
+        .iter()
+        .flat_map(|(name, v)| v.iter().map(move |h| (name.clone(), h)));
+    let mut rows: Vec<HookCounts> = Vec::new();
+    for (event, h) in fired.chain(listed) {
+        if h.owner != key {
+            continue;
+        }
+        let at = match rows
+            .iter()
+            .position(|r| r.event == event && r.callback == h.label)
+        {
+            Some(i) => i,
+            None => {
+                rows.push(HookCounts {
+                    event,
+                    callback: h.label.clone(),
+                    calls: 0,
+                    errors: 0,
+                    wrong_shape: 0,
+                    timeouts: 0,
+                });
+                rows.len() - 1
+            }
+        };
+        let row = &mut rows[at];
+        row.calls += h.stats.calls();
+        row.errors += h.stats.errors();
+        row.wrong_shape += h.stats.wrong_shape();
+        row.timeouts += h.stats.timeouts();
+    }
+    rows
+}
+
+/// `onPromptAssemble 2, onToolInvokeStart 3 (1 not used)`: calls per event
+/// (its callbacks summed), and how many answers were not used.
+fn counts_text(rows: &[HookCounts]) -> String {
+    let mut events: Vec<(&str, u64, u64)> = Vec::new();
+    for r in rows {
+        match events.iter_mut().find(|(e, _, _)| *e == r.event) {
+            Some((_, calls, errors)) => {
+                *calls += r.calls;
+                *errors += r.errors;
+            }
+            None => events.push((&r.event, r.calls, r.errors)),
+        }
+    }
+    events
+        .iter()
+        .map(|(event, calls, errors)| match errors {
+            0 => format!("{event} {calls}"),
+            n => format!("{event} {calls} ({n} not used)"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

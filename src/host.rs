@@ -395,7 +395,10 @@ impl HostBuilder {
         let mut packages = Vec::new();
         let mut workers = Vec::new();
         let mut plugins: Vec<PluginRecord> = Vec::new();
-        for c in crate::dialects::codumentor::order::load_order(candidates) {
+        let order = crate::dialects::codumentor::order::load_order_importing(candidates, |key| {
+            isolation.covers(key)
+        });
+        for c in order {
             let c = crate::dialects::codumentor::order::check_dependencies(c, &plugins);
             let isolate = isolation
                 .covers(&c.key)

@@ -5,6 +5,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -1554,4 +1555,352 @@ fn new_and_clear_evict_the_session() {
         expected += per_process + 1;
         assert_eq!(evicted(), expected, "{command}: {:?}", env.log_lines());
     }
+}
+
+/// A class whose `meta` is `meta` (Python source), logging its import and
+/// its `register`.
+fn meta_plugin(class: &str, meta: &str) -> String {
+    format!(
+        r#"
+import os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+log("import {class}")
+
+
+class {class}:
+    meta = {meta}
+
+    def __init__(self, config=None, **kwargs):
+        log("build {class}")
+
+    async def register(self, bus):
+        log("register {class}")
+"#
+    )
+}
+
+#[test]
+fn meta_dependencies_add_to_the_manifests_and_order_the_load() {
+    let env = Env::new();
+    // Discovery order a, b, c, …; `a-app` has the lowest priority but its
+    // class names `c-base` as a dependency (the manifest names none).
+    let plugin = |key: &str, extra: &str, class: &str, meta: &str| {
+        let package = format!("{}_pkg", key.replace('-', "_"));
+        env.plugin(
+            key,
+            &format!("entry: {package}:{class}\n{extra}"),
+            &[(&format!("{package}/__init__.py"), &meta_plugin(class, meta))],
+        );
+    };
+    plugin(
+        "a-app",
+        "priority: 1\n",
+        "App",
+        r#"{"name": "a-app", "dependencies": ["c-base"]}"#,
+    );
+    plugin("b-mid", "priority: 50\n", "Mid", r#"{"name": "b-mid"}"#);
+    plugin("c-base", "", "Base", r#"{"name": "c-base"}"#);
+    // Named only in meta, and missing: kept out, and never built.
+    plugin(
+        "d-orphan",
+        "",
+        "Orphan",
+        r#"{"name": "d-orphan", "dependencies": ["nowhere"]}"#,
+    );
+    // A cycle closed only by meta.
+    plugin(
+        "e-cyc",
+        "dependencies: [f-cyc]\n",
+        "CycE",
+        r#"{"name": "e-cyc"}"#,
+    );
+    plugin(
+        "f-cyc",
+        "",
+        "CycF",
+        r#"{"name": "f-cyc", "dependencies": ["e-cyc"]}"#,
+    );
+    // meta["name"] differs from the manifest's: warned, the manifest wins;
+    // meta["dependencies"] that is not a list: warned, ignored.
+    plugin(
+        "g-named",
+        "",
+        "Named",
+        r#"{"name": "other-name", "dependencies": "c-base"}"#,
+    );
+    env.enable(&[
+        "a-app", "b-mid", "c-base", "d-orphan", "e-cyc", "f-cyc", "g-named",
+    ]);
+
+    let out = env.run(&["plugins", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let err = stderr(&out);
+    let status = |key: &str| {
+        let r = record(&list, key);
+        (
+            r["status"].as_str().unwrap().to_string(),
+            r["error"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    assert_eq!(status("a-app"), ("loaded".into(), String::new()));
+    assert_eq!(
+        record(&list, "a-app")["dependencies"],
+        serde_json::json!(["c-base"])
+    );
+    assert_eq!(
+        status("d-orphan"),
+        (
+            "failed".into(),
+            "dependency 'nowhere' is not loaded (no plugin with that key was found)".into()
+        )
+    );
+    assert_eq!(
+        record(&list, "d-orphan")["dependencies"],
+        serde_json::json!(["nowhere"])
+    );
+    assert_eq!(status("e-cyc").1, "dependency cycle: e-cyc → f-cyc → e-cyc");
+    assert_eq!(status("f-cyc").1, "dependency cycle: f-cyc → e-cyc → f-cyc");
+    assert_eq!(status("g-named"), ("loaded".into(), String::new()));
+    assert_eq!(
+        record(&list, "g-named")["dependencies"],
+        serde_json::json!([])
+    );
+    assert!(
+        err.contains("Codumentor plugin 'g-named': its class's meta[\"name\"] is 'other-name'; the manifest's name 'g-named' is used"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Codumentor plugin 'g-named': its class's meta[\"dependencies\"] is not a list of plugin keys; ignored"),
+        "{err}"
+    );
+
+    // Two phases: every module is imported (in the manifests' order) before
+    // any class is built; then the classes are built and registered in the
+    // order resolved with meta: c-base before a-app despite a-app's priority.
+    let lines = env.log_lines();
+    let first_build = lines.iter().position(|l| l.starts_with("build")).unwrap();
+    assert!(
+        lines[first_build..]
+            .iter()
+            .all(|l| !l.starts_with("import")),
+        "{lines:#?}"
+    );
+    let built: Vec<&str> = lines[first_build..]
+        .iter()
+        .filter(|l| l.starts_with("register"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        built,
+        [
+            "register Mid",
+            "register Base",
+            "register App",
+            "register Named"
+        ],
+        "{lines:#?}"
+    );
+    for kept_out in ["Orphan", "CycE", "CycF"] {
+        assert!(
+            !lines.contains(&format!("build {kept_out}")),
+            "{kept_out}: {lines:#?}"
+        );
+    }
+    let keys: Vec<&str> = list
+        .iter()
+        .filter(|p| p["status"] == "loaded")
+        .map(|p| p["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["b-mid", "c-base", "a-app", "g-named"]);
+
+    // doctor shows the meta edge and the resolved order.
+    let out = env.run(&["plugins", "doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("loads after: c-base"), "{text}");
+    assert!(
+        text.contains("codumentor load order: b-mid → c-base → a-app → g-named\n"),
+        "{text}"
+    );
+    let out = env.run(&["plugins", "doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["codumentor_load_order"],
+        serde_json::json!(["b-mid", "c-base", "a-app", "g-named"])
+    );
+}
+
+/// Counts every handler of this plugin sees; one raises on every call.
+const COUNTED: &str = r#"
+class Counted:
+    meta = {"name": "counted"}
+
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onPromptAssemble", self.assemble)
+        bus.on("onToolInvokeStart", self.tool_start)
+        bus.on("onAfterLLM", self.broken)
+        bus.on("onSessionEvict", self.evict)
+        bus.on("onAtQuery", self.at_query)
+
+    async def assemble(self, agent, ctx, payload):
+        return None
+
+    async def tool_start(self, agent, ctx, payload):
+        return None
+
+    async def broken(self, agent, ctx, payload):
+        raise RuntimeError("after-llm is broken")
+
+    async def evict(self, agent, ctx, payload):
+        return None
+
+    async def at_query(self, agent, ctx, payload):
+        return None
+"#;
+
+/// The doctor report of a host that ran a turn (what `/plugins`-style
+/// callers of the Rust API see): every hook callback with its live counts,
+/// not only the failing ones; `plugins doctor` alone shows them at 0.
+#[test]
+fn doctor_counts_every_hook_callback_of_this_process() {
+    use plughost::agent::provider::scripted::{Script, Scripted};
+    use plughost::agent::tools::{self, ToolLimits, Workspace};
+    use plughost::agent::{Agent, AgentConfig, Inbound};
+    use plughost::doctor::{HookCounts, Report};
+
+    let env = Env::new();
+    env.plugin(
+        "counted",
+        "entry: counted_pkg:Counted\n",
+        &[("counted_pkg/__init__.py", COUNTED)],
+    );
+    env.enable(&["counted"]);
+    let row = |rows: &[HookCounts], event: &str| -> (u64, u64) {
+        let r = rows
+            .iter()
+            .find(|r| r.event == event)
+            .unwrap_or_else(|| panic!("no {event} in {rows:#?}"));
+        (r.calls, r.errors)
+    };
+
+    // The CLI: every callback listed, nothing called yet.
+    let out = env.run(&["plugins", "doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let diag = report["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "counted")
+        .unwrap()
+        .clone();
+    let mut listed: Vec<(String, String, u64)> = diag["hook_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["event"].as_str().unwrap().to_string(),
+                r["callback"].as_str().unwrap().to_string(),
+                r["calls"].as_u64().unwrap() + r["errors"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            (
+                "onAfterLLM".to_string(),
+                "counted_pkg.Counted.broken".to_string(),
+                0
+            ),
+            ("onAtQuery".into(), "counted_pkg.Counted.at_query".into(), 0),
+            (
+                "onPromptAssemble".into(),
+                "counted_pkg.Counted.assemble".into(),
+                0
+            ),
+            (
+                "onSessionEvict".into(),
+                "counted_pkg.Counted.evict".into(),
+                0
+            ),
+            (
+                "onToolInvokeStart".into(),
+                "counted_pkg.Counted.tool_start".into(),
+                0
+            ),
+        ],
+        "{diag:#}"
+    );
+    assert_eq!(diag["hook_problems"], serde_json::json!([]));
+    assert_eq!(
+        report["codumentor_load_order"],
+        serde_json::json!(["counted"])
+    );
+    let text = String::from_utf8_lossy(&env.run(&["plugins", "doctor"]).stdout).into_owned();
+    assert!(text.contains("codumentor load order: counted\n"), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("    hook calls: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    for part in [
+        "onPromptAssemble 0",
+        "onToolInvokeStart 0",
+        "onAfterLLM 0",
+        "onSessionEvict 0",
+        "onAtQuery 0",
+    ] {
+        assert!(line.contains(part), "{line}");
+    }
+
+    // A host that ran a two-iteration turn with one tool call.
+    let workspace = Workspace::new(&env.home.path().join("workspace")).unwrap();
+    let mut builder = plughost::Host::builder()
+        .home(env.home.path())
+        .bundled_dir(env.bundled.path());
+    for tool in tools::builtin_tools(&workspace, &ToolLimits::default()) {
+        builder = builder.tool(tool);
+    }
+    let host = builder.build().unwrap();
+    let script = "turns:\n  - tool_calls:\n      - name: read_file\n        args: {path: missing.txt}\n  - say: done\n";
+    let provider = Arc::new(Scripted::new(Script::parse(script, "test.yaml").unwrap()));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let agent = {
+        let _g = rt.enter();
+        Agent::new(Arc::new(host), provider, AgentConfig::default(), None)
+    };
+    let report = rt.block_on(agent.send(Inbound::new("s", "hi"), None));
+    assert_eq!(report.iterations, 2, "{report:?}");
+    assert_eq!(report.hook_errors.len(), 2, "{report:?}");
+
+    let doctor = Report::new(agent.host());
+    let diag = doctor.plugins.iter().find(|p| p.key == "counted").unwrap();
+    assert_eq!(row(&diag.hook_counts, "onPromptAssemble"), (2, 0));
+    assert_eq!(row(&diag.hook_counts, "onToolInvokeStart"), (1, 0));
+    assert_eq!(row(&diag.hook_counts, "onAfterLLM"), (2, 2));
+    assert_eq!(row(&diag.hook_counts, "onAtQuery"), (0, 0));
+    assert_eq!(row(&diag.hook_counts, "onSessionEvict"), (0, 0));
+    // hook_problems keeps its contract: only the failing callback.
+    assert_eq!(diag.hook_problems.len(), 1, "{:#?}", diag.hook_problems);
+    assert_eq!(diag.hook_problems[0].errors, 2);
+    let text = doctor.text();
+    assert!(
+        text.contains("onPromptAssemble 2") && text.contains("onAfterLLM 2 (2 not used)"),
+        "{text}"
+    );
+    assert_eq!(doctor.codumentor_load_order, ["counted"]);
 }

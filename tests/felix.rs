@@ -761,3 +761,65 @@ fn doctor_names_where_the_felix_modules_come_from() {
         "{text}"
     );
 }
+
+#[test]
+fn doctor_lists_every_felix_hook_with_its_counts() {
+    let env = env_with_plugin();
+    let out = env.run(&["plugins", "doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    let diag = report["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "probe")
+        .unwrap()
+        .clone();
+    // Every callback, by Felix's own kind, each its own row; a doctor
+    // process has run no turn.
+    let mut rows: Vec<(String, String)> = diag["hook_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            for counter in ["calls", "errors", "wrong_shape", "timeouts"] {
+                assert_eq!(r[counter], 0, "{r}");
+            }
+            (
+                r["event"].as_str().unwrap().to_string(),
+                r["callback"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    rows.sort();
+    let expected: Vec<(String, String)> = [
+        ("after_model", "drop_dropped"),
+        ("after_model", "raising_after_model"),
+        ("after_model", "wrong_after_model"),
+        ("after_tool", "later_wins"),
+        ("after_tool", "redact"),
+        ("before_model", "before_model"),
+        ("before_tool", "guard"),
+        ("before_tool", "second_guard"),
+        ("before_turn", "before_turn"),
+        ("filter_history", "filter_history"),
+    ]
+    .iter()
+    .map(|(e, c)| (e.to_string(), format!("felix_probe.{c}")))
+    .collect();
+    assert_eq!(rows, expected, "{diag:#}");
+    assert_eq!(diag["silent_hooks"], serde_json::json!([]), "{diag:#}");
+    assert_eq!(report["codumentor_load_order"], serde_json::json!([]));
+
+    let text = env.run(&["plugins", "doctor"]);
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("    hook calls: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    // One entry per kind, its callbacks summed.
+    assert_eq!(line.matches("after_model 0").count(), 1, "{line}");
+    assert!(line.contains("before_tool 0"), "{line}");
+    assert!(!text.contains("codumentor load order"), "{text}");
+}

@@ -144,6 +144,7 @@ pub(super) fn multi_thread_runtime() -> tokio::runtime::Runtime {
 /// `plughost run MESSAGE`: one turn. Tool calls and their outcomes are
 /// shown on stderr as they happen (as in chat); the reply goes to stdout,
 /// a failed turn's error to stderr. `--json` prints only the report.
+/// Ctrl-C during the turn cancels it as in chat (exit 130).
 pub(super) fn run(
     agent: Agent,
     args: &AgentArgs,
@@ -162,8 +163,12 @@ pub(super) fn run(
             )
         };
         agent.start().await;
+        // Ctrl-C cancels the turn as in chat: the report says so, exit 130.
+        let cancel = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
         let report = agent
-            .send(Inbound::new(&args.session, message), events)
+            .send_cancellable(Inbound::new(&args.session, message), events, cancel)
             .await;
         if let Some(display) = display {
             let _ = display.await;
@@ -173,6 +178,8 @@ pub(super) fn run(
     });
     if json {
         super::print_json(&report);
+    } else if report.interrupted {
+        eprintln!("plughost: interrupted (Ctrl-C); the turn was cancelled");
     } else if let Some(error) = &report.error {
         eprintln!("plughost: {error}");
     } else if let Some(reply) = &report.reply {
@@ -180,8 +187,18 @@ pub(super) fn run(
     } else if let Some(reason) = &report.skipped {
         eprintln!("(message dropped by a plugin: {reason})");
     }
-    Ok(if report.completed { 0 } else { 1 })
+    Ok(if report.interrupted {
+        INTERRUPTED_EXIT
+    } else if report.completed {
+        0
+    } else {
+        1
+    })
 }
+
+/// The exit status of a `run` stopped by Ctrl-C: 128 + SIGINT, what a shell
+/// reports for a command that SIGINT ended, so scripts can tell it apart.
+pub(super) const INTERRUPTED_EXIT: u8 = 130;
 
 /// Show a turn's events on `out` as they arrive: tool calls and outcomes
 /// always, the reply's text as it streams when `text`.

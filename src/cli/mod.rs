@@ -320,6 +320,10 @@ fn print_json(value: &impl serde::Serialize) {
 }
 
 fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
+    // Ctrl-C is plughost's (see runtime::signals); a worker's is its parent's.
+    if !matches!(cli.command, Command::Worker) {
+        crate::runtime::signals::own_interrupt();
+    }
     match &cli.command {
         Command::Run {
             message,

@@ -62,6 +62,20 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = (key, dir);
         Vec::new()
     }
+    /// Why a subscription to `event` (a name as the plugin wrote it) will
+    /// never be called in plughost, for `plugins doctor`; `None` when it
+    /// fires. By default: the core's event names fire, others never do.
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        core_never_fires(event)
+    }
+}
+
+/// [`Dialect::never_fires`] for a dialect whose names are the core's
+/// events (Flowly's, and callbacks registered from Rust).
+pub fn core_never_fires(event: &str) -> Option<&'static str> {
+    crate::hooks::HookEvent::from_name(event)
+        .is_none()
+        .then_some("not a known event: it never fires")
 }
 
 /// Every dialect this build knows, in the order they are asked.

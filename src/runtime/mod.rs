@@ -14,6 +14,7 @@
 pub mod bridge;
 pub mod loader;
 pub mod native;
+pub mod signals;
 pub mod threads;
 pub mod value;
 
@@ -167,6 +168,8 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Runtime> {
             .getattr("install_log_forwarding")?
             .call1((python_log_level,))?;
     }
+    // `signal` is imported by now: a CLI that owns Ctrl-C takes it over.
+    signals::after_start(py);
     let f = |name: &str| -> PyResult<Py<PyAny>> { Ok(module.getattr(name)?.unbind()) };
     Ok(Runtime {
         start: f("start")?,

@@ -12,7 +12,10 @@
 //! over them), calls `set_plugin_host(host)` when the class defines it,
 //! and awaits `register(bus)` (a sync `register` is accepted too). A
 //! failure leaves nothing behind: the subscriptions are dropped and the
-//! plugin's modules leave `sys.modules`. Load order: [`order`].
+//! plugin's modules leave `sys.modules`. Load order: [`order`]; it
+//! imports each in-process plugin's module first ([`prepare`]) to read the
+//! class's `meta["dependencies"]`, then builds and registers the classes
+//! in the order resolved with them.
 //!
 //! The bus and the handler chain live in Python
 //! (`python/plughost/_compat/codumentor_bus.py`, loaded as
@@ -475,6 +478,11 @@ impl Dialect for Codumentor {
             .to_string();
         let backend = dir.join("backend");
         claim(&top, key, &backend)?;
+        if let Some(Err(e)) = take_prepared(dir) {
+            // Its import already failed while the order was resolved.
+            release(&top, key, &backend);
+            return Err(e);
+        }
         let args = constructor_args(key, &manifest, home);
         let loaded = attach(|py| load_in(py, key, home, &backend, module_name, class_name, &args));
         match loaded {
@@ -493,10 +501,15 @@ impl Dialect for Codumentor {
         crate::manifest::load(dir).ok()?.dialect.entry
     }
 
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        never_fires(event)
+    }
+
     fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
-        crate::manifest::load(dir)
+        let declared = crate::manifest::load(dir)
             .map(|m| m.dialect.dependencies)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        with_meta_dependencies(&declared, dir)
     }
 
     fn origin(&self) -> Option<String> {
@@ -578,27 +591,7 @@ fn load_in(
     let err = |e: PyErr| plugin_error(py, &e);
     let bus_module = installed(py).map_err(err)?.module.bind(py).clone();
     let (table, host) = per_home(py, home).map_err(err)?;
-    let path = py
-        .import("sys")
-        .and_then(|s| s.getattr("path"))
-        .map_err(err)?;
-    let entry = backend.to_string_lossy().into_owned();
-    if !path.contains(&entry).map_err(err)? {
-        path.call_method1("append", (&entry,)).map_err(err)?;
-    }
-    let module = py
-        .import("importlib")
-        .and_then(|m| m.call_method1("import_module", (module_name,)))
-        .map_err(err)?;
-    let class = match module.getattr(class_name) {
-        Ok(c) if c.is_callable() => c,
-        _ => {
-            return Err(load_error(
-                "",
-                &format!("no class '{class_name}' in module '{module_name}'"),
-            ))
-        }
-    };
+    let class = import_class(py, backend, module_name, class_name)?;
     let kwargs = pythonize::pythonize(py, args)
         .map_err(|e| load_error("TypeError", &format!("args: {e}")))?
         .cast_into::<PyDict>()
@@ -671,4 +664,129 @@ fn warn_on_meta_name(key: &str, instance: &Bound<'_, PyAny>) {
             "Codumentor plugin '{key}': its class's meta[\"name\"] is '{name}'; the manifest's name '{key}' is used"
         );
     }
+}
+
+/// Put `backend` on `sys.path` and import the plugin class from
+/// `module_name` (a module already imported is not run again).
+fn import_class<'py>(
+    py: Python<'py>,
+    backend: &Path,
+    module_name: &str,
+    class_name: &str,
+) -> Result<Bound<'py, PyAny>, PluginError> {
+    let err = |e: PyErr| plugin_error(py, &e);
+    let path = py
+        .import("sys")
+        .and_then(|s| s.getattr("path"))
+        .map_err(err)?;
+    let entry = backend.to_string_lossy().into_owned();
+    if !path.contains(&entry).map_err(err)? {
+        path.call_method1("append", (&entry,)).map_err(err)?;
+    }
+    let module = py
+        .import("importlib")
+        .and_then(|m| m.call_method1("import_module", (module_name,)))
+        .map_err(err)?;
+    match module.getattr(class_name) {
+        Ok(c) if c.is_callable() => Ok(c),
+        _ => Err(load_error(
+            "",
+            &format!("no class '{class_name}' in module '{module_name}'"),
+        )),
+    }
+}
+
+/// What the first phase of loading found, per plugin directory: the
+/// class's `meta["dependencies"]` (kept for the process), or the import's
+/// failure (taken by [`Codumentor::load`], so the module is not run twice).
+static PREPARED: Mutex<Option<HashMap<PathBuf, Result<Vec<String>, PluginError>>>> =
+    Mutex::new(None);
+
+/// Phase one of loading `key` (from `dir`, entry `entry`): claim its
+/// top-level package, import its module and read the class's
+/// `meta["dependencies"]`, without building the class. A failure is kept
+/// for [`Codumentor::load`] to report; nothing is raised here.
+pub(crate) fn prepare(key: &str, dir: &Path, entry: &str) {
+    let Some((module_name, class_name)) = entry.split_once(':') else {
+        return;
+    };
+    let top = module_name.split('.').next().unwrap_or(module_name);
+    let backend = dir.join("backend");
+    let found = claim(top, key, &backend).and_then(|()| {
+        attach(|py| {
+            // The compat `codumentor` package must be importable first.
+            installed(py).map_err(|e| plugin_error(py, &e))?;
+            let class = import_class(py, &backend, module_name, class_name)?;
+            Ok(meta_dependencies(key, &class))
+        })
+    });
+    let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
+    prepared
+        .get_or_insert_with(HashMap::new)
+        .insert(dir.to_path_buf(), found);
+}
+
+/// The names in the class's `meta["dependencies"]`; a value that is not a
+/// list of plugin keys is warned about and ignored.
+fn meta_dependencies(key: &str, class: &Bound<'_, PyAny>) -> Vec<String> {
+    let Ok(meta) = class.getattr("meta") else {
+        return Vec::new();
+    };
+    let Ok(value) = meta.get_item("dependencies") else {
+        return Vec::new();
+    };
+    if value.is_none() {
+        return Vec::new();
+    }
+    match value.extract::<Vec<String>>() {
+        Ok(names) if !value.is_instance_of::<pyo3::types::PyString>() => names,
+        _ => {
+            tracing::warn!(
+                "Codumentor plugin '{key}': its class's meta[\"dependencies\"] is not a list of plugin keys; ignored (declare them in plugin.yaml's dependencies)"
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// `declared` (the manifest's dependencies) plus the names only the
+/// class's `meta["dependencies"]` gives, in that order.
+pub(crate) fn with_meta_dependencies(declared: &[String], dir: &Path) -> Vec<String> {
+    let mut all = declared.to_vec();
+    let prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(Ok(meta)) = prepared.as_ref().and_then(|p| p.get(dir)) {
+        for name in meta {
+            if !all.contains(name) {
+                all.push(name.clone());
+            }
+        }
+    }
+    all
+}
+
+/// Take a failure [`prepare`] kept for `dir` (its dependencies stay).
+fn take_prepared(dir: &Path) -> Option<Result<(), PluginError>> {
+    let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
+    let map = prepared.as_mut()?;
+    match map.get(dir)? {
+        Ok(_) => Some(Ok(())),
+        Err(_) => map.remove(dir).map(|r| r.map(|_| ())),
+    }
+}
+
+/// A plugin [`prepare`]d (imported) but then kept out before its load (a
+/// cycle or a missing dependency found with its `meta["dependencies"]`):
+/// give back its package and drop its modules, as a failed load does.
+pub(crate) fn release_prepared(key: &str, dir: &Path, entry: &str) {
+    let was_prepared = PREPARED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|p| p.contains_key(dir));
+    if !was_prepared {
+        return;
+    }
+    let module_name = entry.split_once(':').map_or(entry, |(m, _)| m);
+    let top = module_name.split('.').next().unwrap_or(module_name);
+    release(top, key, &dir.join("backend"));
 }

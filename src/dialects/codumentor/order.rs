@@ -6,6 +6,13 @@
 //! Codumentor plugin's turn comes. A plugin in a dependency cycle is kept
 //! out with `dependency cycle: a → b → a`; one whose dependency is missing,
 //! disabled or failed with `dependency '<key>' is not loaded (…)`.
+//!
+//! Loading is two-phase ([`load_order_importing`]): the order is resolved
+//! from the manifests, each in-process Codumentor plugin's module is then
+//! imported in that order (its class not built) to read the class's
+//! `meta["dependencies"]` (spec §2.1: added to the manifest's), and the order
+//! is resolved again with them. Plugins in an isolated worker are not
+//! imported in the host, so only their manifest's dependencies count.
 
 use std::collections::{HashMap, HashSet};
 
@@ -18,12 +25,59 @@ use super::DIALECT;
 /// values, 10 and 50, mean "early").
 pub const DEFAULT_PRIORITY: i64 = 100;
 
-/// A candidate's declared dependencies (none for other dialects).
-pub fn dependencies(c: &Candidate) -> &[String] {
+/// A candidate's dependencies: its manifest's, then those only its class's
+/// `meta["dependencies"]` names (none for other dialects).
+pub fn dependencies(c: &Candidate) -> Vec<String> {
     match &c.manifest {
-        Ok(m) if c.dialect == DIALECT => &m.dialect.dependencies,
-        _ => &[],
+        Ok(m) if c.dialect == DIALECT => {
+            super::with_meta_dependencies(&m.dialect.dependencies, &c.dir)
+        }
+        _ => Vec::new(),
     }
+}
+
+/// Undo the import of a plugin kept out before its load.
+fn release_prepared(c: &Candidate) {
+    if let Ok(Some(entry)) = c.manifest.as_ref().map(|m| m.dialect.entry.as_deref()) {
+        super::release_prepared(&c.key, &c.dir, entry);
+    }
+}
+
+/// [`load_order`] in two phases: resolved from the manifests, then, once
+/// every in-process Codumentor module (`isolated(key)` false) is imported
+/// in that order and its class's `meta["dependencies"]` read, resolved again
+/// from the discovery order. An import that fails is reported when the
+/// plugin's turn to load comes, as any load failure.
+pub fn load_order_importing(
+    candidates: Vec<Candidate>,
+    isolated: impl Fn(&str) -> bool,
+) -> Vec<Candidate> {
+    let discovery: HashMap<String, usize> = candidates
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, c)| (c.key.clone(), i))
+        .collect();
+    let first = load_order(candidates);
+    if crate::runtime::Runtime::get().is_none() {
+        return first; // no plugin runs in this process
+    }
+    let mut imported = false;
+    for c in &first {
+        if c.dialect != DIALECT || !c.enabled || c.skip_reason.is_some() || isolated(&c.key) {
+            continue;
+        }
+        if let Ok(Some(entry)) = c.manifest.as_ref().map(|m| m.dialect.entry.as_deref()) {
+            super::prepare(&c.key, &c.dir, entry);
+            imported = true;
+        }
+    }
+    if !imported {
+        return first;
+    }
+    let mut again = first;
+    again.sort_by_key(|c| discovery.get(&c.key).copied().unwrap_or(usize::MAX));
+    load_order(again)
 }
 
 fn priority(c: &Candidate) -> i64 {
@@ -60,6 +114,7 @@ pub fn load_order(candidates: Vec<Candidate>) -> Vec<Candidate> {
         if let Some(c) = ours[*i].as_mut() {
             if c.enabled && c.skip_reason.is_none() {
                 c.skip_reason = Some(format!("dependency cycle: {cycle}"));
+                release_prepared(c);
             }
         }
     }
@@ -141,7 +196,7 @@ pub fn check_dependencies(mut c: Candidate, loaded: &[PluginRecord]) -> Candidat
         return c;
     }
     for dep in dependencies(&c) {
-        let why = match loaded.iter().rev().find(|r| &r.key == dep) {
+        let why = match loaded.iter().rev().find(|r| r.key == dep) {
             Some(r) if r.loaded => continue,
             Some(r) => match r.status {
                 PluginStatus::Disabled => "disabled in config".to_string(),
@@ -156,6 +211,7 @@ pub fn check_dependencies(mut c: Candidate, loaded: &[PluginRecord]) -> Candidat
             None => "no plugin with that key was found".to_string(),
         };
         c.skip_reason = Some(format!("dependency '{dep}' is not loaded ({why})"));
+        release_prepared(&c);
         break;
     }
     c

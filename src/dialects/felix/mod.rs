@@ -88,6 +88,14 @@ impl Dialect for Felix {
         discover::DIALECT
     }
 
+    /// Felix's hook kinds map onto loop points ([`point_of`]); a kind no
+    /// point takes is accepted and never fires.
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        point_of(event)
+            .is_none()
+            .then_some("not a known event: it never fires")
+    }
+
     fn load(&self, key: &str, dir: &Path, _home: &Path) -> Result<LoadedPlugin, PluginError> {
         let entry = discover::entry_for(key, dir).map_err(|m| PluginError {
             kind: "LookupError".into(),

@@ -230,6 +230,18 @@ impl Dialect for Hermes {
         discover::DIALECT
     }
 
+    /// Hermes's names are the core's, plus Hermes-only hooks plughost
+    /// accepts and never fires ([`context::never_fires`]).
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        if crate::hooks::HookEvent::from_name(event).is_some() {
+            None
+        } else if context::never_fires(event) {
+            Some("a Hermes event plughost's loop has no place for: it never fires")
+        } else {
+            Some("not a known event: it never fires")
+        }
+    }
+
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
         attach(|py| {
             install(py).map_err(|e| plugin_error(py, &e))?;
