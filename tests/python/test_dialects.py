@@ -35,7 +35,7 @@ import pytest
 import plughost
 
 if TYPE_CHECKING:
-    from plughost import TurnReport
+    from plughost import ModelCall, TurnReport
 
 # ── Plugins as their authors write them ──────────────────────────
 
@@ -274,7 +274,7 @@ def run_turn(agent: plughost.Agent, message: str, session: str) -> TurnReport:
     return asyncio.run(main())
 
 
-def contents(call: dict[str, Any]) -> list[str]:
+def contents(call: ModelCall) -> list[str]:
     return [m.get("content") or "" for m in call["messages"]]
 
 
@@ -515,9 +515,14 @@ def test_turns_and_tool_calls_under_asyncio_run(env: Env) -> None:
     host = env.host()
     agent = plughost.Agent(host, model=f"scripted:{script}")
 
+    async def turn(i: int) -> TurnReport:
+        return await agent.run(f"hello {i}", session_id=f"a{i}")
+
+    async def meet() -> str:
+        return await host.acall_tool("felix_meet", {"group": "asyncio", "parties": turns + 1}, session_id="direct")
+
     async def main() -> tuple[list[TurnReport], str]:
-        meeting = host.acall_tool("felix_meet", {"group": "asyncio", "parties": turns + 1}, session_id="direct")
-        *reports, direct = await asyncio.gather(*(agent.run(f"hello {i}", session_id=f"a{i}") for i in range(turns)), meeting)
+        reports, direct = await asyncio.gather(asyncio.gather(*(turn(i) for i in range(turns))), meet())
         await agent.shutdown()
         return reports, direct
 
@@ -694,7 +699,8 @@ def test_a_felix_distribution_pip_installed_into_a_virtualenv_is_an_entry_point(
         "2.0.1",
         package,
         {"__init__.py": DIST_MODULE},
-        f"[felix.plugins]\nshout = {package}:register\n",
+        # A second entry point whose module is not in the distribution.
+        f"[felix.plugins]\nshout = {package}:register\nbroken = {package}.missing:register\n",
     )
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -731,6 +737,9 @@ def test_a_felix_distribution_pip_installed_into_a_virtualenv_is_an_entry_point(
     assert (shout["status"], shout["enabled"], shout["error"]) == ("loaded", True, None), shout
     assert Path(shout["path"]).resolve() == site.resolve()
     assert shout["tools"] == ["dist_shout"]
+    broken = records["broken"]
+    assert (broken["source"], broken["status"], broken["loaded"]) == ("entrypoint", "failed", False)
+    assert broken["error"] == f"ModuleNotFoundError: No module named '{package}.missing'"
 
     script = tmp_path / "shout.yaml"
     script.write_text(
