@@ -584,6 +584,46 @@ def test_load_failures_are_listed_and_never_raise_out_of_host(env: Env) -> None:
     assert host.call_tool("felix_wc", {"text": "still here"}) == "2 words (thread=) [checked]"
 
 
+TWIN = """
+    from felix.tools.types import define_tool
+
+
+    class Which:
+        def register_tools(self, register):
+            register("twin_which", lambda: define_tool(name="twin_which", description="Which twin", handler=lambda args: "%s"))
+
+
+    def register(registry):
+        registry.register_plugin(Which())
+"""
+
+
+def test_a_felix_package_already_imported_from_elsewhere_fails_the_load(tmp_path: Path) -> None:
+    # Two homes whose Felix trees hold different packages of one name: the
+    # second Host must not silently run the first one's module.
+    tag = uuid.uuid4().hex[:8]
+    key, package = f"twin{tag}", f"felix_twin_{tag}"
+    trees = {}
+    for name in ("one", "two"):
+        home = tmp_path / name
+        trees[name] = felix_tree(home / "plugins", "twin", {key: f"{package}:register"}, package, TWIN % name)
+        (home / "config.json").write_text(json.dumps({"plugins": {"enabled": [key]}}))
+    quiet = ["command-guard", "disk-cleanup", "tool-audit"]
+    assert plughost.Host(home=tmp_path / "one", disable=quiet).call_tool("twin_which") == "one"
+    second = plughost.Host(home=tmp_path / "two", disable=quiet)
+    twin = {p["key"]: p for p in second.plugins()}[key]
+    assert (twin["status"], twin["loaded"]) == ("failed", False)
+    first_file = os.path.realpath(trees["one"] / "src" / package / "__init__.py")
+    assert twin["error"] == (
+        f"ImportError: module '{package}' is already imported from {first_file}, not from this plugin's "
+        f"{trees['two'] / 'src'}: another plugin (or another Host in this process) provides a package of the "
+        "same name; rename one of them"
+    )
+    assert second.call_tool("twin_which") == "Error: Tool 'twin_which' not found"
+    # Another Host over the same tree shares its module: that is the same code.
+    assert plughost.Host(home=tmp_path / "one", disable=quiet).call_tool("twin_which") == "one"
+
+
 # ── Built-in tools: the CLI's, web_search / web_extract included ─
 
 WEB_BACKEND = """
