@@ -292,7 +292,7 @@ def check_turn(env: Env, report: TurnReport, session: str) -> None:
     assert results == [
         # Felix's tool, its handler's ctx, and after_tool's rewrite.
         ("felix_wc", f"3 words (thread={session}) [checked]", "ok"),
-        # Felix's before_tool block: its exact text, no after_tool.
+        # Felix's before_tool block: its exact text, outcome blocked.
         ("felix_wc", "[error/blocked] no passwords in tool calls", "blocked"),
         # Codumentor's veto of a Felix tool (Felix's before_tool let it through).
         ("felix_fail", "[blocked: felix_fail is not allowed here]", "blocked"),
@@ -358,7 +358,7 @@ def test_plugins_lists_both_dialects_with_their_fields(env: Env) -> None:
     assert not (env.codu_dir / "ready.txt").exists()
 
 
-def test_call_tool_runs_felix_tools_through_both_dialects_hooks(env: Env) -> None:
+def test_call_tool_runs_felix_tools_through_felix_hooks_and_starts_the_host(env: Env) -> None:
     host = env.host()
     assert host.call_tool("felix_wc", {"text": "one two three"}, session_id="direct") == "3 words (thread=direct) [checked]"
     assert host.call_tool("felix_wc", {"text": "my password"}) == "[error/blocked] no passwords in tool calls"
@@ -388,6 +388,21 @@ def test_an_agent_turn_reports_what_every_hook_did(env: Env) -> None:
     run_turn(agent, "again", "s2")
     assert (env.felix_dir / "started.txt").read_text().count("started ") == 1
     assert (env.codu_dir / "ready.txt").read_text() == "ready agent=None ctx={}\n"
+    # The CLI's `run --json` reports the same turn the same way.
+    exe = Path(sys.executable).with_name("plughost")
+    no_bundled = env.home / "no-bundled"
+    no_bundled.mkdir()
+    cli = subprocess.run(
+        [str(exe), "--home", str(env.home), "run", "--json", "--model", "scripted", "--script", str(env.home / "turn.yaml"), "--session", "cli", "hello"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PLUGHOST_BUNDLED_DIR=str(no_bundled)),
+        timeout=120,
+    )
+    assert cli.returncode == 0, cli.stderr
+    from_cli = json.loads(cli.stdout)
+    assert set(from_cli) == set(report)
+    check_turn(env, from_cli, "cli")
     # send() is the same turn, reduced to its reply.
 
     async def send() -> str:
