@@ -141,21 +141,27 @@ pub fn scan(dirs: &[PathBuf], group: &str) -> Scan {
 /// process. Discovery runs before plughost's runtime is installed, so this
 /// only initialises the interpreter (which the runtime does first anyway)
 /// and reads `sys.path`: no plughost module, no import of site-packages.
+/// An active virtualenv's site-packages, which the runtime adds to
+/// `sys.path` when it starts, is counted already (last, as the runtime
+/// appends it), so a distribution pip-installed there is found.
 pub fn sys_path() -> &'static [PathBuf] {
     static PATH: OnceLock<Vec<PathBuf>> = OnceLock::new();
     PATH.get_or_init(|| {
         pyo3::Python::initialize();
-        let path: Option<Vec<String>> = crate::runtime::try_attach(|py| {
+        let path: Option<(Vec<String>, Option<PathBuf>)> = crate::runtime::try_attach(|py| {
             use pyo3::types::PyAnyMethods;
-            py.import("sys")
+            let path = py
+                .import("sys")
                 .and_then(|sys| sys.getattr("path"))
                 .and_then(|p| p.extract())
-                .ok()
+                .ok()?;
+            Some((path, crate::runtime::virtualenv_site_packages(py)))
         })
         .ok()
         .flatten();
-        path.map(|path| {
-            path.into_iter()
+        path.map(|(path, venv)| {
+            let mut dirs: Vec<PathBuf> = path
+                .into_iter()
                 .map(|p| {
                     if p.is_empty() {
                         // "" is the current directory, as Python reads it.
@@ -164,7 +170,11 @@ pub fn sys_path() -> &'static [PathBuf] {
                         PathBuf::from(p)
                     }
                 })
-                .collect()
+                .collect();
+            if let Some(site) = venv.filter(|site| !dirs.contains(site)) {
+                dirs.push(site);
+            }
+            dirs
         })
         .unwrap_or_default()
     })

@@ -823,3 +823,55 @@ fn doctor_lists_every_felix_hook_with_its_counts() {
     assert!(line.contains("before_tool 0"), "{line}");
     assert!(!text.contains("codumentor load order"), "{text}");
 }
+
+#[test]
+fn an_installed_distribution_in_the_active_virtualenv_is_found() {
+    // `VIRTUAL_ENV` names a virtualenv the embedded interpreter did not
+    // start in: its site-packages counts for entry-point discovery, as it
+    // does for imports.
+    let env = Env::new(&[]);
+    let venv = tempfile::tempdir().unwrap();
+    let made = Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(venv.path())
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let lib = venv.path().join("lib");
+    let site = std::fs::read_dir(&lib)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("site-packages"))
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("no site-packages under {}", lib.display()));
+    install_distribution(&site);
+    let listed = |venv: Option<&Path>| -> Vec<Value> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+        cmd.args(["plugins", "list", "--json"])
+            .env("PLUGHOST_HOME", env.home.path())
+            .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+            .env_remove("PYTHONPATH")
+            .env_remove("PLUGHOST_LOG");
+        match venv {
+            Some(v) => cmd.env("VIRTUAL_ENV", v),
+            None => cmd.env_remove("VIRTUAL_ENV"),
+        };
+        let out = cmd.output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+        })
+    };
+    let list = listed(Some(venv.path()));
+    let installed = list
+        .iter()
+        .find(|p| p["key"] == "installed")
+        .unwrap_or_else(|| panic!("{list:#?}"));
+    assert_eq!(installed["source"], "entrypoint");
+    assert_eq!(installed["status"], "loaded", "{installed:#}");
+    assert_eq!(installed["path"], site.to_str().unwrap());
+    let list = listed(None);
+    assert!(list.iter().all(|p| p["key"] != "installed"), "{list:#?}");
+}

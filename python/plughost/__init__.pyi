@@ -3,9 +3,11 @@
 The Python contract of the `plughost` package, checked against the built
 extension module (`plughost._native`) by mypy's `stubtest`.
 
-`PluginInfo`, `PluginFailure` and `ToolInfo` exist only for type checkers
-(import them under `typing.TYPE_CHECKING`); at runtime `Host.plugins()` and
-`Host.tools()` return plain dicts of those shapes.
+`PluginInfo`, `PluginFailure`, `ToolInfo` and `TurnReport` (with its parts
+`ToolCallReport`, `ModelCall`, `HookError`, `TurnTimings`) exist only for
+type checkers (import them under `typing.TYPE_CHECKING`); at runtime
+`Host.plugins()`, `Host.tools()` and `Agent.run()` return plain dicts of
+those shapes.
 """
 
 import os
@@ -106,8 +108,10 @@ class PluginInfo(TypedDict):
     """The manifest description; "" when not given."""
     author: str
     """The manifest author; "" when not given."""
-    source: Literal["bundled", "user", "project"]
-    """Where the plugin was found."""
+    source: Literal["bundled", "entrypoint", "user", "project"]
+    """Where the plugin was found: `entrypoint` for an installed
+    distribution's entry point (Felix's `felix.plugins`, Hermes's
+    `hermes_agent.plugins`) on `sys.path` or in the active virtualenv."""
     kind: Literal["standalone", "backend", "exclusive"]
     """The manifest kind; `standalone` and `backend` plugins load."""
     enabled: bool
@@ -122,10 +126,17 @@ class PluginInfo(TypedDict):
     failure: NotRequired[PluginFailure]
     """Present when loading raised: the exception behind `error`."""
     dialect: NotRequired[str]
-    """The plugin API it is loaded through (`flowly`, `hermes`); absent for
-    direct registrations."""
+    """The plugin API it is loaded through (`flowly`, `hermes`,
+    `codumentor`, `felix`); absent for direct registrations."""
+    entry: str | None
+    """What its dialect loads: `module:Class` (Codumentor),
+    `module:register` (Felix); None for Flowly."""
+    dependencies: list[str]
+    """Keys of the plugins it loads after (Codumentor's `dependencies`);
+    empty for the other dialects."""
     path: str
-    """The plugin's directory."""
+    """The plugin's directory (for an installed distribution, the
+    `sys.path` directory it is installed in)."""
     tools: list[str]
     """Names of the tools it registered."""
     hooks: list[str]
@@ -159,6 +170,119 @@ class ToolInfo(TypedDict):
     """The tool's group (Flowly's `toolset=`); "" when none."""
     requires_env: list[str]
     """Environment variables the tool needs; unset, it is unavailable."""
+
+# ── Shape of the report `Agent.run()` returns ───────────────────
+
+@type_check_only
+class ToolCallReport(TypedDict):
+    """One tool call of a turn: `TurnReport["tool_calls"]`."""
+
+    id: str
+    """The call's id (the model's, or `enq_<n>` for a call a plugin added)."""
+    name: str
+    """The tool's name."""
+    arguments: Any
+    """The arguments the tool was called with (JSON-like)."""
+    result: str
+    """The result text the model saw, after every hook (a veto's
+    `[blocked: <reason>]`, Felix's `[error/blocked] <reason>`, ...)."""
+    outcome: Literal[
+        "ok", "raised", "unavailable", "check_failed", "blocked", "invalid_arguments", "not_found", "timed_out", "cancelled"
+    ]
+    """How the call ended."""
+    details: dict[str, Any] | None
+    """The particulars of a failed outcome (the exception, the block's
+    message, what is wrong with the arguments); None for `ok`."""
+    duration_ms: float
+    """How long the call took."""
+
+@type_check_only
+class ModelCall(TypedDict):
+    """What one provider call was sent, after every hook of every dialect:
+    `TurnReport["model_calls"]`."""
+
+    iteration: int
+    """The turn's iteration (1-based)."""
+    model: str
+    """The model, after any `param_patch`."""
+    params: dict[str, Any]
+    """The call's parameters, after any `param_patch`."""
+    messages: list[dict[str, Any]]
+    """The exact OpenAI-format messages sent, system prompt first: prompt
+    patches are here and never in the transcript."""
+    tools: list[str]
+    """The names of the tools offered."""
+
+@type_check_only
+class HookError(TypedDict):
+    """One failed hook call of a turn: `TurnReport["hook_errors"]`. The
+    hook was skipped (hooks fail open) and the turn went on."""
+
+    plugin: str
+    """The plugin's key."""
+    dialect: str
+    """Its dialect (`flowly`, `hermes`, `codumentor`, `felix`)."""
+    event: str
+    """The dialect's own name of the event (`onPromptAssemble`, `before_tool`)."""
+    handler: str
+    """`module.qualname` of the callback."""
+    error: str
+    """`<ExceptionType>: <message>`, `timed out after N s and was skipped`,
+    or a sentence naming a wrong-shape answer."""
+
+@type_check_only
+class TurnTimings(TypedDict):
+    """Where a turn's time went: `TurnReport["timings"]`."""
+
+    total_ms: float
+    model_ms: float
+    tools_ms: float
+
+@type_check_only
+class TurnReport(TypedDict):
+    """Everything about one turn, as `plughost run --json` prints it."""
+
+    session_key: str
+    """The session the turn belongs to."""
+    input: str
+    """The inbound message as received (before any plugin rewrote it)."""
+    reply: str | None
+    """The reply; None when a plugin dropped the message or a command gave none."""
+    skipped: str | None
+    """Why a plugin dropped the message (`pre_gateway_dispatch`), else None."""
+    command: bool
+    """The message was a slash command."""
+    iterations: int
+    """How many model calls the turn made."""
+    tool_calls: list[ToolCallReport]
+    """Every tool call, in order."""
+    messages: list[dict[str, Any]]
+    """The messages appended to the session's transcript this turn."""
+    usage: dict[str, Any]
+    """Token usage as the provider reported it."""
+    timings: TurnTimings
+    """Where the time went."""
+    completed: bool
+    """The turn finished (an `abort_turn` is a completed turn)."""
+    interrupted: bool
+    """The turn was cancelled."""
+    hit_iteration_cap: bool
+    """The turn stopped at `max_iterations` without a final answer."""
+    error: str | None
+    """Why the turn failed (a failed model call), else None."""
+    model_calls: list[ModelCall]
+    """What each provider call was sent, after every hook; `[]` when no
+    model call was made (a `short_circuit` before the model)."""
+    hook_errors: list[HookError]
+    """Every hook call of this turn that failed."""
+    aborted: str | None
+    """The `abort_turn` reason, when a plugin aborted the turn."""
+    ended_by: Literal[
+        "answer", "short_circuit", "aborted", "tool_terminate", "iteration_cap", "skipped", "command", "error", "interrupted"
+    ]
+    """How the turn ended."""
+    ui_events: list[dict[str, Any]]
+    """`{type, data, status?}` records from Codumentor's `ctx["ui_event_emitter"]`."""
 
 # ── Classes ──────────────────────────────────────────────────────
 
@@ -380,6 +504,11 @@ class Host:
     Loading happens once, on the first use of anything but `context` and the
     `register_*` methods (even when several threads use it first at the same
     time). Safe to use from any thread and any event loop.
+
+    The host starts serving (Felix startup hooks, Codumentor's
+    `onServerReady`) once, before its first tool call, command or agent
+    turn, as the CLI's `run`, `chat`, `tools call` and `commands run` do;
+    listing plugins or tools does not start it.
     """
 
     def __new__(
@@ -392,6 +521,7 @@ class Host:
         builtin_tools: bool = False,
         workspace: _StrPath | None = None,
         isolate: str | list[str] | tuple[str, ...] | None = None,
+        hook_timeout: float = 30.0,
     ) -> Self:
         """Create a host; nothing is discovered or loaded yet.
 
@@ -401,16 +531,24 @@ class Host:
             project_dir: A project whose plugins are discovered too.
             enable: Plugin keys to enable on top of `plugins.enabled`.
             disable: Plugin keys to disable on top of `plugins.disabled`.
-            builtin_tools: Add the built-in tools (files, exec, ...) working
-                in `workspace`.
+            builtin_tools: Add the built-in tools the CLI's agent has: files,
+                exec, ... working in `workspace`, `delegate`, and
+                `web_search` / `web_extract` (available while a web backend
+                plugin's provider is, as in the CLI).
             workspace: The built-in tools' directory (implies
                 `builtin_tools`); None for `<home>/workspace`.
             isolate: Plugins to run in worker processes of their own (a
                 crash, `os._exit` or a spin then fails only their calls):
                 `"all"`, `"none"`, or a list of plugin keys; None for
                 `plugins.isolate` in config.json.
+            hook_timeout: Seconds an async hook call of any dialect may take
+                before it is cancelled, skipped and reported in the turn's
+                `hook_errors` (the CLI's `--hook-timeout`); above 0 and at
+                most 604800.
 
         Raises:
+            ConfigError: `hook_timeout` is not above 0 and at most 604800,
+                or `isolate` is not `"all"`, `"none"` or a list of keys.
             PlughostError: The embedded runtime could not start.
         """
     @staticmethod
@@ -611,6 +749,22 @@ class Agent:
             A `Call` resolving to the reply text ("" when a plugin dropped the
             message or a command gave no reply); awaiting it raises
             `ModelError` when the model call failed.
+        """
+    def run(self, message: str, session_id: str = "default") -> Call[TurnReport]:
+        """One turn of a session, reporting everything about it; nothing
+        runs until it is awaited.
+
+        Arguments:
+            message: The user's message (a slash command line runs the command).
+            session_id: The session the turn belongs to; default "default".
+
+        Returns:
+            A `Call` resolving to the turn's `TurnReport`, the document
+            `plughost run --json` prints: the reply, the tool calls, what each
+            model call was sent (`model_calls`), the hooks that failed
+            (`hook_errors`), `aborted`, `ended_by` and `ui_events`. A failed
+            model call does not raise: the report has `completed: False`,
+            `ended_by: "error"` and the `error`.
         """
     def shutdown(self) -> Call[None]:
         """Fire `on_session_finalize` for every session; nothing runs until

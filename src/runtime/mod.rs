@@ -188,19 +188,23 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Runtime> {
 /// An embedded interpreter does not notice an activated virtualenv by
 /// itself: add its site-packages (as `site` would) when `VIRTUAL_ENV` is set.
 fn honour_virtualenv(py: Python<'_>) -> PyResult<()> {
-    let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) else {
-        return Ok(());
-    };
+    if let Some(site_packages) = virtualenv_site_packages(py) {
+        py.import("site")?
+            .call_method1("addsitedir", (site_packages.to_string_lossy().as_ref(),))?;
+    }
+    Ok(())
+}
+
+/// The site-packages directory of the virtualenv `VIRTUAL_ENV` names, for
+/// this interpreter's version, when it exists.
+pub(crate) fn virtualenv_site_packages(py: Python<'_>) -> Option<std::path::PathBuf> {
+    let venv = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty())?;
     let version = py.version_info();
     let site_packages = std::path::PathBuf::from(venv)
         .join("lib")
         .join(format!("python{}.{}", version.major, version.minor))
         .join("site-packages");
-    if site_packages.is_dir() {
-        py.import("site")?
-            .call_method1("addsitedir", (site_packages.to_string_lossy().as_ref(),))?;
-    }
-    Ok(())
+    site_packages.is_dir().then_some(site_packages)
 }
 
 /// Create module `name` from embedded `source` and put it in `sys.modules`

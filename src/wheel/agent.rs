@@ -1,6 +1,7 @@
 //! `plughost.Agent`.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 
@@ -8,13 +9,35 @@ use super::awaitable::{PyCall, Reply};
 use super::host::PyHost;
 use super::{ConfigError, ModelError};
 use crate::agent::provider::{self, ProviderOptions};
-use crate::agent::{Agent, AgentConfig, Inbound};
+use crate::agent::{Agent, AgentConfig, Inbound, TurnReport};
 use crate::runtime::runtime;
 
 /// The agent loop over a Host.
 #[pyclass(name = "Agent", module = "plughost", frozen)]
 pub struct PyAgent {
     agent: Agent,
+    /// The host's "started serving" flag, shared with the Host and its
+    /// other agents: P0 fires once per Host, before its first use.
+    started: Arc<tokio::sync::OnceCell<()>>,
+}
+
+impl PyAgent {
+    /// One whole turn, after P0 has fired for the host (once).
+    fn turn(
+        &self,
+        message: String,
+        session_id: &str,
+    ) -> impl std::future::Future<Output = TurnReport> + Send + 'static {
+        let agent = self.agent.clone();
+        let started = self.started.clone();
+        let session_id = session_id.to_string();
+        async move {
+            started
+                .get_or_init(|| crate::dispatch::fire_host_start(agent.host().registry()))
+                .await;
+            agent.send(Inbound::new(&session_id, &message), None).await
+        }
+    }
 }
 
 /// Run `work` on plughost's tokio runtime (a turn spawns tasks and blocking
@@ -88,7 +111,10 @@ impl PyAgent {
             let _entered = runtime().tokio().enter();
             Agent::new(built, provider, config, Some(&host.slot))
         };
-        Ok(PyAgent { agent })
+        Ok(PyAgent {
+            agent,
+            started: host.started.clone(),
+        })
     }
 
     /// One turn; awaitable, resolving to the reply text (`""` when a plugin
@@ -97,14 +123,33 @@ impl PyAgent {
     #[pyo3(signature = (message, session_id="default"))]
     #[pyo3(text_signature = "($self, message, session_id='default')")]
     fn send(&self, message: String, session_id: &str) -> PyCall {
-        let agent = self.agent.clone();
-        let session_id = session_id.to_string();
+        let turn = self.turn(message, session_id);
         spawned(async move {
-            let report = agent.send(Inbound::new(&session_id, &message), None).await;
+            let report = turn.await;
             match report.error {
                 Some(e) => Err(ModelError::new_err(e)),
                 None => Ok(Reply::Text(report.reply.unwrap_or_default())),
             }
+        })
+    }
+
+    /// One turn; awaitable, resolving to its whole report as a dict, the
+    /// document `plughost run --json` prints (`reply`, `tool_calls`,
+    /// `model_calls`, `hook_errors`, `aborted`, `ended_by`, `ui_events`,
+    /// ...). A failed model call does not raise: the report says
+    /// `completed: False` and gives the `error`.
+    #[pyo3(signature = (message, session_id="default"))]
+    #[pyo3(text_signature = "($self, message, session_id='default')")]
+    fn run(&self, message: String, session_id: &str) -> PyCall {
+        let turn = self.turn(message, session_id);
+        spawned(async move {
+            let report = turn.await;
+            let document = serde_json::to_value(&report).map_err(|e| {
+                pyo3::exceptions::PyRuntimeError::new_err(format!(
+                    "the turn's report could not be serialized: {e}"
+                ))
+            })?;
+            Ok(Reply::Json(document))
         })
     }
 

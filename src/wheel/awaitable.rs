@@ -24,6 +24,9 @@ use crate::runtime::{runtime, try_attach};
 /// What a finished call hands back to Python.
 pub enum Reply {
     Text(String),
+    /// A JSON document, handed over as plain dicts and lists (a turn's
+    /// report, in the shape `plughost run --json` prints).
+    Json(serde_json::Value),
     Nothing,
 }
 
@@ -35,10 +38,15 @@ impl Reply {
     fn finish(self, py: Python<'_>) -> PyErr {
         let value: Bound<'_, PyAny> = match self {
             Reply::Text(t) => pyo3::types::PyString::new(py, &t).into_any(),
+            Reply::Json(v) => match pythonize::pythonize(py, &v) {
+                Ok(object) => object,
+                Err(e) => return PyErr::from(e),
+            },
             Reply::Nothing => return PyStopIteration::new_err(()),
         };
-        // SAFETY: the GIL is held; `value` is a live str (never a tuple or
-        // an exception, which CPython would treat differently), and
+        // SAFETY: the GIL is held; `value` is a live str, dict, list or
+        // scalar (never a tuple or an exception, which CPython would treat
+        // differently: `pythonize` makes JSON arrays lists), and
         // `PyErr_SetObject` takes its own references; `PyErr::fetch` then
         // takes the pending exception back out for pyo3 to re-raise.
         unsafe {

@@ -40,6 +40,7 @@ struct Options {
     builtin_tools: bool,
     workspace: Option<PathBuf>,
     isolate: Option<crate::config::Isolation>,
+    hook_timeout: std::time::Duration,
 }
 
 /// `isolate=`: `"all"`, `"none"`, or a list of plugin keys.
@@ -69,6 +70,10 @@ pub struct PyHost {
     built: PyOnceLock<Arc<Host>>,
     context: Py<PluginContext>,
     pub(super) slot: DelegateSlot,
+    /// Set once P0 (`host_start`: Felix startup hooks, Codumentor's
+    /// `onServerReady`) has fired, before the first tool call, command or
+    /// agent turn: the wheel's counterpart of the CLI's serving commands.
+    pub(super) started: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl PyHost {
@@ -85,7 +90,8 @@ impl PyHost {
         let mut builder = Host::builder()
             .python_log_level(0)
             .enable(options.enable)
-            .disable(options.disable);
+            .disable(options.disable)
+            .hook_timeout(options.hook_timeout);
         let home = crate::config::resolve_home(options.home.as_deref());
         builder = builder.home(&home);
         if let Some(isolation) = options.isolate {
@@ -107,6 +113,11 @@ impl PyHost {
                 builder = builder.tool(tool);
             }
             builder = builder.tool(tools::delegate_tool(&self.slot));
+            // Flowly's web_search / web_extract, as the CLI's agent offers
+            // them: available while a web backend plugin's provider is.
+            for tool in tools::web_tools(&home) {
+                builder = builder.tool(tool);
+            }
         }
         let builder = builder.registrations(DIRECT_OWNER, registrations);
         let host = py
@@ -123,14 +134,21 @@ impl PyHost {
         }
         Ok(())
     }
+
+    /// Fire P0 for this host unless it has fired.
+    async fn start(started: &tokio::sync::OnceCell<()>, host: &Host) {
+        started
+            .get_or_init(|| crate::dispatch::fire_host_start(host.registry()))
+            .await;
+    }
 }
 
 #[pymethods]
 impl PyHost {
     #[new]
-    #[pyo3(signature = (home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=false, workspace=None, isolate=None))]
+    #[pyo3(signature = (home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=false, workspace=None, isolate=None, hook_timeout=30.0))]
     #[pyo3(
-        text_signature = "(home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=False, workspace=None, isolate=None)"
+        text_signature = "(home=None, project_dir=None, enable=None, disable=None, *, builtin_tools=False, workspace=None, isolate=None, hook_timeout=30.0)"
     )]
     #[allow(clippy::too_many_arguments)] // Python keyword arguments
     fn new(
@@ -142,8 +160,11 @@ impl PyHost {
         builtin_tools: bool,
         workspace: Option<PathBuf>,
         isolate: Option<&Bound<'_, PyAny>>,
+        hook_timeout: f64,
     ) -> PyResult<Self> {
         let isolate = isolation_arg(isolate)?;
+        let hook_timeout = crate::agent::provider::timeout_secs(hook_timeout)
+            .map_err(|e| ConfigError::new_err(format!("hook_timeout {e}; got {hook_timeout}")))?;
         Runtime::start(0).map_err(|e| PlughostError::new_err(e.to_string()))?;
         let context = Py::new(
             py,
@@ -158,10 +179,12 @@ impl PyHost {
                 builtin_tools,
                 workspace,
                 isolate,
+                hook_timeout,
             },
             built: PyOnceLock::new(),
             context,
             slot: DelegateSlot::default(),
+            started: Arc::default(),
         })
     }
 
@@ -299,7 +322,11 @@ impl PyHost {
         // from inside an awaited plughost call (nothing would resume them
         // while this thread blocks): they run on the runtime's loop.
         InlineDriver::suspended(|| {
-            let mut call = pin!(host.call_tool(name, args, session_id));
+            let started = &self.started;
+            let mut call = pin!(async {
+                Self::start(started, &host).await;
+                host.call_tool(name, args, session_id).await
+            });
             // Take the first step in place, with the GIL held: a call whose
             // hooks and handler never wait is done now. Only one that waits
             // releases the GIL and blocks for the rest.
@@ -327,7 +354,9 @@ impl PyHost {
         let host = self.host(py)?;
         let args = to_value(args)?;
         let (name, session_id) = (name.to_string(), session_id.to_string());
+        let started = self.started.clone();
         Ok(PyCall::new(Box::pin(async move {
+            Self::start(&started, &host).await;
             Ok(Reply::Text(
                 host.call_tool(&name, args, &session_id).await.text,
             ))
@@ -339,7 +368,12 @@ impl PyHost {
         let host = self.host(py)?;
         let tokio = crate::runtime::runtime().tokio();
         let ran = InlineDriver::suspended(|| {
-            detach_blocking(py, || tokio.block_on(host.run_command(line)))
+            detach_blocking(py, || {
+                tokio.block_on(async {
+                    Self::start(&self.started, &host).await;
+                    host.run_command(line).await
+                })
+            })
         });
         match ran {
             Ok(reply) => Ok(reply),

@@ -139,6 +139,25 @@ def _resolve(module_name: str, attr: str):
     return target
 
 
+def _imported_elsewhere(module_name: str, source_dir: str) -> "str | None":
+    """Where the entry point's top-level package was imported from, when
+    that is not the plugin's source tree: modules keep their real names in
+    ``sys.modules``, so a package of the same name imported before (by
+    another plugin, or another Host of this process) would otherwise be
+    used in this plugin's place, silently running someone else's code."""
+    import os.path
+
+    top = sys.modules.get(module_name.partition(".")[0])
+    file = getattr(top, "__file__", None)
+    if not file:
+        return None  # a namespace package: no single origin to compare
+    root = os.path.realpath(source_dir)
+    origin = os.path.realpath(file)
+    if os.path.commonpath([root, origin]) == root:
+        return None
+    return origin
+
+
 def _label(fn) -> str:
     module = getattr(fn, "__module__", None) or type(fn).__module__
     qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__qualname__
@@ -154,6 +173,13 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     if source_dir and source_dir not in sys.path:
         sys.path.insert(0, source_dir)
     target = _resolve(module_name, attr or "register")
+    elsewhere = source_dir and _imported_elsewhere(module_name, source_dir)
+    if elsewhere:
+        raise ImportError(
+            f"module '{module_name.partition('.')[0]}' is already imported from {elsewhere}, not from this "
+            f"plugin's {source_dir}: another plugin (or another Host in this process) provides a package "
+            "of the same name; rename one of them"
+        )
     if not callable(target):
         raise TypeError(
             f"entry point '{module_name}:{attr}' is a {type(target).__name__}, not a callable register(registry)"
