@@ -1481,3 +1481,51 @@ fn isolated_hermes_plugins_keep_hermes_results_and_collision_rule() {
     let turn: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(turn["tool_calls"][0]["result"], "plain note", "{turn:#}");
 }
+
+/// Both dialects refuse the same skill names (one shared rule) and each
+/// says so in its own words: the messages are contracts.
+#[test]
+fn skill_name_refusals_keep_each_dialects_words() {
+    let env = Env::new("plugins:\n  enabled: [h-colon, h-bad]\n");
+    let skill = |name: &str| {
+        format!("def register(ctx):\n    ctx.register_skill({name:?}, 'SKILL.md', 'd')\n")
+    };
+    env.plugin("h-colon", "name: h-colon\n", &skill("ns:guide"));
+    env.plugin("h-bad", "name: h-bad\n", &skill("a guide"));
+    let plugins = env.plughost_home.path().join("plugins");
+    for (key, name) in [("f-colon", "ns:guide"), ("f-bad", "a guide")] {
+        write_plugin(
+            &plugins,
+            key,
+            &format!("name: {key}\n"),
+            &[("__init__.py", &skill(name)), ("SKILL.md", "# guide\n")],
+        );
+    }
+    std::fs::write(
+        env.plughost_home.path().join("config.json"),
+        r#"{"plugins": {"enabled": ["f-colon", "f-bad"]}}"#,
+    )
+    .unwrap();
+    let list = env.list();
+    let error = |key: &str| {
+        let p = record(&list, key);
+        assert_eq!(p["status"], "failed", "{p:#}");
+        p["error"].as_str().unwrap().to_string()
+    };
+    assert_eq!(
+        error("h-colon"),
+        "ValueError: Skill name 'ns:guide' must not contain ':' (the namespace is derived from the plugin name 'h-colon' automatically)."
+    );
+    assert_eq!(
+        error("h-bad"),
+        "ValueError: Invalid skill name 'a guide'. Must match [a-zA-Z0-9_-]+."
+    );
+    assert_eq!(
+        error("f-colon"),
+        "ValueError: skill name 'ns:guide' must not contain ':'; the 'f-colon:' namespace is added for you"
+    );
+    assert_eq!(
+        error("f-bad"),
+        "ValueError: skill name 'a guide' is invalid: use only letters, digits, '_' and '-'"
+    );
+}

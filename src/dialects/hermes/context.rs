@@ -16,6 +16,7 @@ use super::hooks::HermesHook;
 use super::render::HermesRenderer;
 use crate::dialects::flowly::handlers::PyCommand;
 use crate::dialects::flowly::normalize_schema;
+use crate::dialects::shared::{skill_name_problem, SkillNameProblem};
 use crate::hooks::{HookEntry, HookEvent, HookStats};
 use crate::registry::{
     normalize_command_name, Command, Registration, Skill, Tool, ToolSpec, RESERVED_COMMANDS,
@@ -402,20 +403,15 @@ impl HermesContext {
         let name: String = name
             .extract()
             .map_err(|_| PyTypeError::new_err("register_skill: name must be a string"))?;
-        if name.contains(':') {
-            return Err(PyValueError::new_err(format!(
+        match skill_name_problem(&name) {
+            Some(SkillNameProblem::Colon) => return Err(PyValueError::new_err(format!(
                 "Skill name '{name}' must not contain ':' (the namespace is derived from the plugin name '{}' automatically).",
                 self.key
-            )));
-        }
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(PyValueError::new_err(format!(
+            ))),
+            Some(SkillNameProblem::Invalid) => return Err(PyValueError::new_err(format!(
                 "Invalid skill name '{name}'. Must match [a-zA-Z0-9_-]+."
-            )));
+            ))),
+            None => {}
         }
         let resolved = crate::dialects::shared::skill_path(path, &self.dir)?;
         if !resolved.is_file() {
