@@ -102,14 +102,17 @@ pub fn parse_yaml(py: Python<'_>, text: &str, path: &str) -> PyResult<Py<PyAny>>
     Ok(pythonize::pythonize(py, &value)?.unbind())
 }
 
-/// `ctx.llm`'s backend: `messages` to the agent's model for `plugin`;
-/// `(text, "provider:model", usage)`. Raises `RuntimeError` when no agent
-/// runs or the model call fails.
+/// `ctx.llm`'s backend: `messages` to the agent's model for `plugin`,
+/// with `params` (`temperature`, `max_tokens`, `response_format`, …)
+/// merged into the request; `(text, "provider:model", usage)`. Raises
+/// `RuntimeError` when no agent runs or the model call fails.
 #[pyfunction]
+#[pyo3(signature = (plugin, messages, params=None))]
 pub fn llm_complete(
     py: Python<'_>,
     plugin: String,
     messages: &Bound<'_, PyAny>,
+    params: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(String, String, Py<PyAny>)> {
     let messages = match crate::runtime::value::to_json(messages) {
         Ok(Value::Array(m)) => m,
@@ -124,10 +127,63 @@ pub fn llm_complete(
             )))
         }
     };
-    let done = py.detach(|| super::link::complete(&plugin, messages));
+    let params = match params
+        .filter(|p| !p.is_none())
+        .map(crate::runtime::value::to_json)
+    {
+        None => serde_json::Map::new(),
+        Some(Ok(Value::Object(p))) => p,
+        Some(Ok(_)) => {
+            return Err(PyTypeError::new_err(
+                "ctx.llm: request parameters must be a dict",
+            ))
+        }
+        Some(Err(e)) => {
+            return Err(PyValueError::new_err(format!(
+                "ctx.llm: request parameters are not JSON-like: {e}"
+            )))
+        }
+    };
+    let done = py.detach(|| super::link::complete(&plugin, messages, params));
     let c = done.map_err(PyRuntimeError::new_err)?;
     let usage = pythonize::pythonize(py, &Value::Object(c.usage))?.unbind();
     Ok((c.text, c.model, usage))
+}
+
+/// `ctx.llm.complete_structured`'s check of the caller's `json_schema`
+/// before the model is asked: `ValueError` naming the problem.
+#[pyfunction]
+pub fn check_schema(schema: &Bound<'_, PyAny>) -> PyResult<()> {
+    json_schema_validator(schema).map(|_| ())
+}
+
+fn json_schema_validator(schema: &Bound<'_, PyAny>) -> PyResult<jsonschema::Validator> {
+    let schema = crate::runtime::value::to_json(schema)
+        .map_err(|e| PyValueError::new_err(format!("json_schema is not JSON-like: {e}")))?;
+    jsonschema::validator_for(&schema)
+        .map_err(|e| PyValueError::new_err(format!("json_schema is not a valid JSON Schema: {e}")))
+}
+
+/// `ctx.llm.complete_structured`'s check of a parsed answer against the
+/// caller's JSON Schema: the first problem (with where it is), or `None`.
+/// A `schema` that is not a JSON Schema raises `ValueError` saying so.
+#[pyfunction]
+pub fn schema_problem(
+    instance: &Bound<'_, PyAny>,
+    schema: &Bound<'_, PyAny>,
+) -> PyResult<Option<String>> {
+    let validator = json_schema_validator(schema)?;
+    let instance = crate::runtime::value::to_json(instance)
+        .map_err(|e| PyValueError::new_err(format!("the parsed answer is not JSON-like: {e}")))?;
+    let problem = validator.iter_errors(&instance).next().map(|error| {
+        let path = error.instance_path().to_string();
+        if path.is_empty() {
+            error.to_string()
+        } else {
+            format!("{error} (at {path})")
+        }
+    });
+    Ok(problem)
 }
 
 struct State {
