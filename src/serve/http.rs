@@ -194,8 +194,8 @@ pub fn router(
         .layer(middleware::from_fn_with_state(shared, count))
 }
 
-/// Serve `app` on `listener` until `signal` completes, then shut down:
-/// no new connections; running turns get `grace`, then `turns_cancel`
+/// Serve `app` on `listener` until `signal` completes, evicting idle named
+/// sessions meanwhile ([`super::idle`]), then shut down: no new connections; running turns get `grace`, then `turns_cancel`
 /// cancels them; MCP sessions close; the agent's sessions are finalized.
 pub async fn serve_until(
     listener: tokio::net::TcpListener,
@@ -220,6 +220,11 @@ pub async fn serve_until(
         tokio::time::sleep(grace).await;
         turns_cancel.cancel();
     });
+    tokio::spawn(super::idle::sweep(
+        chat.named.clone(),
+        chat.agent.clone(),
+        stopping.clone(),
+    ));
     let graceful = stopping.clone();
     use axum::serve::ListenerExt;
     // Small request/response exchanges: without TCP_NODELAY, Nagle's
