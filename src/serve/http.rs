@@ -195,8 +195,9 @@ pub fn router(
 }
 
 /// Serve `app` on `listener` until `signal` completes, evicting idle named
-/// sessions meanwhile ([`super::idle`]), then shut down: no new connections; running turns get `grace`, then `turns_cancel`
-/// cancels them; MCP sessions close; the agent's sessions are finalized.
+/// sessions meanwhile ([`super::idle`]), then shut down: no new
+/// connections; running turns get `grace`, then `turns_cancel` cancels
+/// them; MCP sessions close; the agent's sessions are finalized.
 pub async fn serve_until(
     listener: tokio::net::TcpListener,
     app: Router,
