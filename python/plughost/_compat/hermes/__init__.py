@@ -75,8 +75,11 @@ def install(sources: "dict[str, tuple[str, bool]]", hermes_home: str) -> None:
 # backed by the model of the agent running plughost (``llm_complete``,
 # ``check_schema`` and ``schema_problem``, added to this module by the
 # dialect; schemas are checked by plughost's own validator, so a schema is
-# always enforced, where Hermes skips the check without ``jsonschema``). plughost has no per-plugin trust config,
-# so every override is refused, as Hermes refuses one without trust.
+# always enforced, where Hermes skips the check without ``jsonschema``, and
+# a schema that is not one is refused before the model is asked). plughost
+# has no per-plugin trust config, so every override is refused, as Hermes
+# refuses one without trust. An image block without bytes or a URL is
+# refused too (Hermes would send an empty image).
 # ---------------------------------------------------------------------------
 
 import asyncio as _asyncio
