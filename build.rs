@@ -8,7 +8,14 @@ fn main() {
             println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
         }
     }
+    // What this script must watch is only what the crate embeds without
+    // rustc tracking it: `include_dir!("plugins_bundled")` (untracked on
+    // stable Rust), watched as a directory so an added file counts too.
+    // The Python sources under python/plughost are embedded with
+    // `include_str!`, which rustc records as dependencies of the crate
+    // itself; watching that directory here made every `maturin develop`
+    // (which writes the extension module into it) and every `__pycache__`
+    // rebuild the binary for nothing.
     println!("cargo:rerun-if-changed=plugins_bundled");
-    println!("cargo:rerun-if-changed=python/plughost");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
 }

@@ -1481,3 +1481,319 @@ fn isolated_hermes_plugins_keep_hermes_results_and_collision_rule() {
     let turn: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(turn["tool_calls"][0]["result"], "plain note", "{turn:#}");
 }
+
+/// Both dialects refuse the same skill names (one shared rule) and each
+/// says so in its own words: the messages are contracts.
+#[test]
+fn skill_name_refusals_keep_each_dialects_words() {
+    let env = Env::new("plugins:\n  enabled: [h-colon, h-bad]\n");
+    let skill = |name: &str| {
+        format!("def register(ctx):\n    ctx.register_skill({name:?}, 'SKILL.md', 'd')\n")
+    };
+    env.plugin("h-colon", "name: h-colon\n", &skill("ns:guide"));
+    env.plugin("h-bad", "name: h-bad\n", &skill("a guide"));
+    let plugins = env.plughost_home.path().join("plugins");
+    for (key, name) in [("f-colon", "ns:guide"), ("f-bad", "a guide")] {
+        write_plugin(
+            &plugins,
+            key,
+            &format!("name: {key}\n"),
+            &[("__init__.py", &skill(name)), ("SKILL.md", "# guide\n")],
+        );
+    }
+    std::fs::write(
+        env.plughost_home.path().join("config.json"),
+        r#"{"plugins": {"enabled": ["f-colon", "f-bad"]}}"#,
+    )
+    .unwrap();
+    let list = env.list();
+    let error = |key: &str| {
+        let p = record(&list, key);
+        assert_eq!(p["status"], "failed", "{p:#}");
+        p["error"].as_str().unwrap().to_string()
+    };
+    assert_eq!(
+        error("h-colon"),
+        "ValueError: Skill name 'ns:guide' must not contain ':' (the namespace is derived from the plugin name 'h-colon' automatically)."
+    );
+    assert_eq!(
+        error("h-bad"),
+        "ValueError: Invalid skill name 'a guide'. Must match [a-zA-Z0-9_-]+."
+    );
+    assert_eq!(
+        error("f-colon"),
+        "ValueError: skill name 'ns:guide' must not contain ':'; the 'f-colon:' namespace is added for you"
+    );
+    assert_eq!(
+        error("f-bad"),
+        "ValueError: skill name 'a guide' is invalid: use only letters, digits, '_' and '-'"
+    );
+}
+
+/// A loopback OpenAI-compatible server answering one canned completion
+/// (non-streamed JSON) per connection, in order, recording each request
+/// body; it stops after the last one.
+fn completion_stub(answers: Vec<Value>) -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for answer in answers {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            stream
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            record
+                .lock()
+                .unwrap()
+                .push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+            let body = answer.to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+fn said(text: &str) -> Value {
+    serde_json::json!({"choices": [{"index": 0, "finish_reason": "stop",
+        "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}})
+}
+
+/// `ctx.llm.complete_structured` / `acomplete_structured` as Hermes
+/// defines them: text and image inputs, a JSON Schema, parsed results.
+const STRUCTURED: &str = r#"
+import json
+from agent.plugin_llm import PluginLlmImageInput, PluginLlmStructuredResult, PluginLlmTextInput
+
+_CTX = None
+SCHEMA = {"type": "object", "required": ["total", "currency"],
+          "properties": {"total": {"type": "number"}, "currency": {"type": "string"}}}
+TEXT = {"type": "text", "text": "x"}
+
+def shown(r):
+    return {"parsed": r.parsed, "content_type": r.content_type, "text": r.text,
+            "provider": r.provider, "model": r.model, "tokens": r.usage.total_tokens,
+            "schema_name": r.audit["schema_name"], "typed": isinstance(r, PluginLlmStructuredResult)}
+
+def failure(e):
+    return {"error": f"{type(e).__name__}: {e}"}
+
+def attempt(call):
+    try:
+        return shown(call())
+    except Exception as e:
+        return failure(e)
+
+async def read_receipt(args, **kwargs):
+    llm = _CTX.llm
+    def receipt():
+        return llm.complete_structured(
+            instructions="Read the receipt.",
+            input=[PluginLlmTextInput("Total 12.50 EUR"), PluginLlmImageInput(data=b"\x89PNG")],
+            json_schema=SCHEMA, schema_name="receipt", purpose="receipts")
+    out = {"fenced": attempt(receipt), "prose": attempt(receipt), "mismatch": attempt(receipt)}
+    try:
+        out["json_mode"] = shown(await llm.acomplete_structured(
+            instructions="List them.", input=[{"type": "text", "text": "a, b"}],
+            json_mode=True, system_prompt="You list things."))
+    except Exception as e:
+        out["json_mode"] = failure(e)
+    # Refused before the model is asked:
+    out["empty"] = attempt(lambda: llm.complete_structured(instructions="  ", input=[TEXT]))
+    out["no_input"] = attempt(lambda: llm.complete_structured(instructions="x", input=[]))
+    out["bad_block"] = attempt(lambda: llm.complete_structured(instructions="x", input=[{"type": "audio"}]))
+    out["bad_image"] = attempt(lambda: llm.complete_structured(instructions="x", input=[{"type": "image", "data": "not bytes"}]))
+    out["bad_schema"] = attempt(lambda: llm.complete_structured(instructions="x", input=[TEXT], json_schema={"type": 12}))
+    out["trust"] = attempt(lambda: llm.complete_structured(instructions="x", input=[TEXT], model="other"))
+    try:
+        await llm.acomplete_structured(instructions="", input=[TEXT])
+    except ValueError as e:
+        out["async_empty"] = str(e)
+    return json.dumps(out)
+
+def register(ctx):
+    global _CTX
+    _CTX = ctx
+    ctx.register_tool("read_receipt", "receipts", {"name": "read_receipt"}, read_receipt, is_async=True)
+"#;
+
+#[test]
+fn complete_structured_parses_checks_and_refuses_as_hermes_does() {
+    let env = Env::new("plugins:\n  enabled: [structured]\n");
+    env.plugin("structured", "name: structured\n", STRUCTURED);
+    let ws = env.plughost_home.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let tool_call = serde_json::json!({"choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "read_receipt", "arguments": "{}"}}]}}]});
+    let (url, requests) = completion_stub(vec![
+        tool_call,
+        said("Here it is:\n```json\n{\"total\": 12.5, \"currency\": \"EUR\"}\n```"),
+        said("Sorry, I cannot read that receipt."),
+        said("{\"total\": 12.5}"),
+        said("{\"items\": [\"a\", \"b\"]}"),
+        said("done"),
+    ]);
+    let mut cmd = env.command(&[
+        "run",
+        "read my receipt",
+        "--json",
+        "--model",
+        "openai:stub-model",
+        "--base-url",
+        &url,
+        "--workspace",
+        ws.to_str().unwrap(),
+    ]);
+    cmd.env("OPENAI_API_KEY", "test-key");
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    assert!(out.status.success(), "{}\n{}", stdout(&out), stderr(&out));
+    let turn: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let call = &turn["tool_calls"][0];
+    assert_eq!(call["outcome"], "ok", "{turn:#}");
+    let v: Value = serde_json::from_str(call["result"].as_str().unwrap()).unwrap();
+
+    // A fenced JSON answer is parsed and checked against the schema.
+    let fenced = &v["fenced"];
+    assert_eq!(
+        fenced["parsed"],
+        serde_json::json!({"total": 12.5, "currency": "EUR"}),
+        "{v:#}"
+    );
+    assert_eq!(fenced["content_type"], "json");
+    assert_eq!(fenced["typed"], true);
+    assert_eq!(fenced["provider"], "openai");
+    assert_eq!(fenced["model"], "stub-model");
+    assert_eq!(fenced["tokens"], 12);
+    assert_eq!(fenced["schema_name"], "receipt");
+    // Not JSON: the text, nothing parsed (Hermes does not raise here).
+    assert_eq!(v["prose"]["parsed"], Value::Null, "{v:#}");
+    assert_eq!(v["prose"]["content_type"], "text");
+    assert_eq!(v["prose"]["text"], "Sorry, I cannot read that receipt.");
+    // JSON that breaks the schema: ValueError naming what is wrong.
+    let mismatch = v["mismatch"]["error"].as_str().unwrap();
+    assert!(
+        mismatch.starts_with("ValueError: Plugin LLM structured output did not match schema: ")
+            && mismatch.contains("currency"),
+        "{mismatch}"
+    );
+    assert_eq!(
+        v["json_mode"]["parsed"],
+        serde_json::json!({"items": ["a", "b"]}),
+        "{v:#}"
+    );
+    assert_eq!(v["json_mode"]["content_type"], "json");
+    for (key, error) in [
+        (
+            "empty",
+            "ValueError: complete_structured requires non-empty instructions",
+        ),
+        (
+            "no_input",
+            "ValueError: complete_structured requires at least one input block",
+        ),
+        ("bad_block", "ValueError: Unknown input block type: 'audio'"),
+        ("bad_image", "ValueError: image input 'data' must be bytes"),
+    ] {
+        assert_eq!(v[key]["error"], error, "{key}: {v:#}");
+    }
+    assert!(
+        v["bad_schema"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("ValueError: json_schema is not a valid JSON Schema"),
+        "{v:#}"
+    );
+    assert!(
+        v["trust"]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("PluginLlmTrustError: Plugin 'structured' cannot override the model"),
+        "{v:#}"
+    );
+    assert_eq!(
+        v["async_empty"],
+        "acomplete_structured requires non-empty instructions"
+    );
+    assert_eq!(turn["reply"], "done", "{turn:#}");
+
+    // What the model was asked: two agent calls and four structured ones
+    // (the refused calls never reached it).
+    let requests = requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 6, "{requests:#?}");
+    let first = &requests[1];
+    assert!(first.get("tools").is_none(), "{first:#}");
+    assert_eq!(
+        first["messages"][0],
+        serde_json::json!({"role": "system", "content": "Respond with a single JSON object that matches the requested shape. Do not include prose or markdown fences."})
+    );
+    let parts = &first["messages"][1]["content"];
+    let schema_text = r#"{"properties": {"currency": {"type": "string"}, "total": {"type": "number"}}, "required": ["total", "currency"], "type": "object"}"#;
+    assert_eq!(
+        parts[0]["text"],
+        format!("Read the receipt.\n\nSchema name: receipt\n\nJSON schema:\n{schema_text}"),
+        "{first:#}"
+    );
+    assert_eq!(
+        parts[1],
+        serde_json::json!({"type": "text", "text": "Total 12.50 EUR"})
+    );
+    assert_eq!(
+        parts[2],
+        serde_json::json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}})
+    );
+    let format = &first["response_format"];
+    assert_eq!(format["type"], "json_schema", "{first:#}");
+    assert_eq!(format["json_schema"]["name"], "plugin_structured_output");
+    assert_eq!(format["json_schema"]["strict"], false);
+    assert_eq!(
+        format["json_schema"]["schema"]["required"],
+        serde_json::json!(["total", "currency"])
+    );
+    let listing = &requests[4];
+    assert_eq!(
+        listing["response_format"],
+        serde_json::json!({"type": "json_object"})
+    );
+    assert!(
+        listing["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You list things.\n\nRespond with a single JSON object"),
+        "{listing:#}"
+    );
+
+    // Without an agent the model calls say so.
+    let out = env.run(&["tools", "call", "read_receipt", "--args", "{}"]);
+    let text = stdout(&out);
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert!(
+        v["fenced"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no agent is running"),
+        "{v:#}"
+    );
+}

@@ -444,3 +444,128 @@ async fn sigterm_cancels_a_turn_still_running_after_the_grace_period() {
     let transcript = std::fs::read_to_string(env.home.path().join("sessions/cut.jsonl")).unwrap();
     assert!(transcript.contains("\"role\":\"tool\""), "{transcript}");
 }
+
+/// Session hooks and the size of each model call's conversation, noted
+/// in `events.log` of the home, each line ending ` @<monotonic seconds>`.
+const IDLE_PLUGIN: &str = r#"
+import asyncio, os, time
+
+LOG = os.path.join(os.environ["PLUGHOST_HOME_FOR_TEST"], "events.log")
+
+def note(line):
+    with open(LOG, "a") as f:
+        f.write(f"{line} @{time.monotonic()}\n")
+
+def register(ctx):
+    async def nap(seconds: float = 0.1):
+        note("nap-start")
+        await asyncio.sleep(seconds)
+        note("nap-end")
+        return f"napped {seconds}"
+    ctx.register_tool("nap", {"type": "object", "properties": {"seconds": {"type": "number"}}}, nap, description="Sleep a while")
+    ctx.register_hook("on_session_start", lambda c: note(f"start {c.session_id}"))
+    ctx.register_hook("pre_llm_call", lambda c: note(f"llm {len(c.messages)}"))
+    ctx.register_hook("on_session_end", lambda c: note(f"end {c.session_id}"))
+    ctx.register_hook("on_session_finalize", lambda c: note(f"finalize {c.session_id}"))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_named_sessions_are_finalized_never_mid_turn_and_resumed_from_disk() {
+    let home = common::home_with(&["idler"]);
+    common::write_plugin(
+        &home.path().join("plugins"),
+        "idler",
+        "name: idler\n",
+        &[("__init__.py", IDLE_PLUGIN)],
+    );
+    let script = home.path().join("script.yaml");
+    // The first turn naps three times the idle time: eviction must wait.
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: nap\n        args: {seconds: 0.6}\n  - say: \"Done: {tool_results}\"\n  - say: \"again: {user_message}\"\n",
+    )
+    .unwrap();
+    let env = Env {
+        home,
+        bundled: common::no_bundled(),
+        script,
+    };
+    let finalized = |env: &Env| log(env).matches("finalize idle").count();
+    // The log's lines without their times, and the time of a line.
+    let events = |env: &Env| -> Vec<(String, f64)> {
+        log(env)
+            .lines()
+            .map(|l| {
+                let (event, at) = l.rsplit_once(" @").unwrap();
+                (event.to_string(), at.parse().unwrap())
+            })
+            .collect()
+    };
+
+    // A bad value names the flag's rule.
+    let out = command(&env, &["serve", "--port", "0", "--session-idle", "-1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("--session-idle") && said.contains("0: never evict"),
+        "{said}"
+    );
+
+    let mut server = start(&env, &["--session-idle", "0.2"]);
+    let (status, body) = post_in_background(&server.url, chat_body("first"), "idle")
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "Done: napped 0.6");
+    // Evicted once idle: its session-end finalization ran.
+    wait_for("the idle session's finalization", || finalized(&env) == 1).await;
+    let first = events(&env);
+    let hooks: Vec<&(String, f64)> = first
+        .iter()
+        .filter(|(e, _)| !e.starts_with("llm "))
+        .collect();
+    let names: Vec<&str> = hooks.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "start idle",
+            "nap-start",
+            "nap-end",
+            "end idle",
+            "finalize idle"
+        ],
+        "never while its turn ran: {first:?}"
+    );
+    // Idle is counted from the end of the turn, not from its start (the
+    // turn alone lasted three times the idle time).
+    assert!(hooks[4].1 - hooks[3].1 >= 0.2, "{first:?}");
+
+    // The same name again: the conversation goes on from its transcript.
+    let (status, body) = post_in_background(&server.url, chat_body("second"), "idle")
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "again: second");
+    let sizes: Vec<usize> = events(&env)
+        .iter()
+        .filter_map(|(e, _)| e.strip_prefix("llm ")?.parse().ok())
+        .collect();
+    // Turn one: [user] then [user, call, result]; turn two adds the answer
+    // and the new user message to what was on disk.
+    assert_eq!(sizes.len(), 3, "{sizes:?}");
+    assert_eq!(sizes[2], sizes[0] + 4, "{sizes:?}");
+    wait_for("the second finalization", || finalized(&env) == 2).await;
+
+    // Shutdown finalizes nothing twice: the session is no longer loaded.
+    sigterm(&server.child);
+    assert_eq!(wait_exit(&mut server.child, Duration::from_secs(30)), 0);
+    let log = log(&env);
+    assert_eq!(log.matches("finalize idle").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("start idle").count(),
+        1,
+        "resumed, not restarted: {log}"
+    );
+}

@@ -64,6 +64,23 @@ pub struct ServeArgs {
     /// Seconds running turns may go on after SIGTERM or Ctrl-C before they are cancelled.
     #[arg(long, value_name = "SECS", default_value = "10", allow_negative_numbers = true, value_parser = seconds)]
     pub shutdown_grace: Duration,
+    /// Seconds a named session (X-Plughost-Session) may go unused before it
+    /// is finalized and unloaded (its transcript stays); 0: never.
+    #[arg(long, value_name = "SECS", default_value = "1800", allow_negative_numbers = true, value_parser = session_idle)]
+    pub session_idle: SessionIdle,
+}
+
+/// `--session-idle`: how long a named session may go unused; `None` never.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionIdle(pub Option<Duration>);
+
+fn session_idle(value: &str) -> Result<SessionIdle, String> {
+    if value.trim().parse::<f64>() == Ok(0.0) {
+        return Ok(SessionIdle(None));
+    }
+    seconds(value)
+        .map(|d| SessionIdle(Some(d)))
+        .map_err(|e| format!("{e} (or 0: never evict)"))
 }
 
 /// The API key from `--api-key`, else `PLUGHOST_API_KEY`; empty is an error.
@@ -162,12 +179,15 @@ pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8,
     let mcp = PluginServer::new(agent.host().clone(), args.tool_timeout)
         .with_metrics(metrics.clone())
         .hiding_owner(crate::agent::tools::BUILTIN_OWNER);
-    let chat = Arc::new(ChatState::new(
-        agent,
-        metrics,
-        format!("plughost:{}", args.model),
-        tokio_util::sync::CancellationToken::new(),
-    ));
+    let chat = Arc::new(
+        ChatState::new(
+            agent,
+            metrics,
+            format!("plughost:{}", args.model),
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .with_session_idle(args.session_idle.0),
+    );
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(bind)
             .await

@@ -64,6 +64,32 @@ pub fn call_check_fn(check: &Py<PyAny>) -> Result<bool, PluginError> {
     .unwrap_or_else(|e| Err(PluginError::native(e.to_string())))
 }
 
+/// Why a `register_skill` name is refused; each dialect words it its own
+/// way (the messages are contracts), so only the rule lives here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkillNameProblem {
+    /// A `:`, which would forge the `plugin:` namespace added for it.
+    Colon,
+    /// Empty, or a character outside `[A-Za-z0-9_-]`.
+    Invalid,
+}
+
+/// The rule both Flowly and Hermes apply to a skill's name: no `:`, and
+/// one or more of `[A-Za-z0-9_-]` (the colon is checked first, as they do).
+pub fn skill_name_problem(name: &str) -> Option<SkillNameProblem> {
+    if name.contains(':') {
+        Some(SkillNameProblem::Colon)
+    } else if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        Some(SkillNameProblem::Invalid)
+    } else {
+        None
+    }
+}
+
 /// A skill's file: `path` (a str or `os.PathLike`) against the plugin's
 /// directory, and a directory's `SKILL.md`. Whether it exists is for the
 /// dialect to say, in its own words.
@@ -83,4 +109,20 @@ pub fn skill_path(path: &Bound<'_, PyAny>, plugin_dir: &Path) -> PyResult<PathBu
     } else {
         resolved
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{skill_name_problem, SkillNameProblem};
+
+    #[test]
+    fn skill_names() {
+        assert_eq!(skill_name_problem("guide_2-x"), None);
+        assert_eq!(skill_name_problem("a:b"), Some(SkillNameProblem::Colon));
+        // The colon wins over other invalid characters.
+        assert_eq!(skill_name_problem("a b:c"), Some(SkillNameProblem::Colon));
+        assert_eq!(skill_name_problem(""), Some(SkillNameProblem::Invalid));
+        assert_eq!(skill_name_problem("a b"), Some(SkillNameProblem::Invalid));
+        assert_eq!(skill_name_problem("é"), Some(SkillNameProblem::Invalid));
+    }
 }

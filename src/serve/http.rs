@@ -194,9 +194,10 @@ pub fn router(
         .layer(middleware::from_fn_with_state(shared, count))
 }
 
-/// Serve `app` on `listener` until `signal` completes, then shut down:
-/// no new connections; running turns get `grace`, then `turns_cancel`
-/// cancels them; MCP sessions close; the agent's sessions are finalized.
+/// Serve `app` on `listener` until `signal` completes, evicting idle named
+/// sessions meanwhile ([`super::idle`]), then shut down: no new
+/// connections; running turns get `grace`, then `turns_cancel` cancels
+/// them; MCP sessions close; the agent's sessions are finalized.
 pub async fn serve_until(
     listener: tokio::net::TcpListener,
     app: Router,
@@ -220,6 +221,11 @@ pub async fn serve_until(
         tokio::time::sleep(grace).await;
         turns_cancel.cancel();
     });
+    tokio::spawn(super::idle::sweep(
+        chat.named.clone(),
+        chat.agent.clone(),
+        stopping.clone(),
+    ));
     let graceful = stopping.clone();
     use axum::serve::ListenerExt;
     // Small request/response exchanges: without TCP_NODELAY, Nagle's

@@ -2,9 +2,11 @@
 //! `plughost mcp` and over streamable HTTP at `/mcp`), and the agent loop
 //! behind an OpenAI-compatible Chat Completions endpoint ([`openai_api`]),
 //! all in one axum server ([`http`], `plughost serve`) with
-//! Prometheus metrics ([`metrics`]).
+//! Prometheus metrics ([`metrics`]); named sessions left idle are evicted
+//! ([`idle`]).
 
 pub mod http;
+pub mod idle;
 pub mod mcp;
 pub mod metrics;
 pub mod openai_api;

@@ -30,6 +30,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use super::idle::{InUse, NamedSessions, DEFAULT_SESSION_IDLE};
 use super::metrics::Metrics;
 use crate::agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError};
 use crate::agent::{Agent, AgentEvent, Inbound, TurnReport};
@@ -79,6 +80,8 @@ pub struct ChatState {
     /// Cancelled when the server's grace period after a shutdown signal
     /// ends: turns still running then are cancelled.
     pub turns_cancel: CancellationToken,
+    /// The named sessions requests used, evicted when idle.
+    pub named: Arc<NamedSessions>,
     next: AtomicU64,
 }
 
@@ -94,8 +97,16 @@ impl ChatState {
             metrics,
             model_id,
             turns_cancel,
+            named: Arc::new(NamedSessions::new(Some(DEFAULT_SESSION_IDLE))),
             next: AtomicU64::new(1),
         }
+    }
+
+    /// Evict named sessions unused for `idle` (`None`: never); the default
+    /// is [`DEFAULT_SESSION_IDLE`].
+    pub fn with_session_idle(mut self, idle: Option<Duration>) -> ChatState {
+        self.named = Arc::new(NamedSessions::new(idle));
+        self
     }
 }
 
@@ -292,6 +303,8 @@ struct Turn {
     /// The session lives only for this request.
     ephemeral: bool,
     inbound: Inbound,
+    /// A named session's mark of use, held until the turn has ended.
+    _in_use: Option<InUse>,
 }
 
 impl Turn {
@@ -299,6 +312,7 @@ impl Turn {
         state: Arc<ChatState>,
         conversation: &Conversation,
         session: Option<String>,
+        in_use: Option<InUse>,
     ) -> Result<Turn, String> {
         let (key, ephemeral) = match session {
             Some(name) => (name, false),
@@ -328,6 +342,7 @@ impl Turn {
             key,
             ephemeral,
             inbound,
+            _in_use: in_use,
         })
     }
 
@@ -408,7 +423,13 @@ pub async fn chat_completions(
             "plughost serve is shutting down; retry against another instance",
         );
     }
-    let turn = match Turn::new(state.clone(), &conversation, session.clone()) {
+    // A named session is marked in use before its turn starts, so it is
+    // not evicted under it (an eviction under way finishes first).
+    let in_use = match &session {
+        Some(name) => Some(state.named.enter(name).await),
+        None => None,
+    };
+    let turn = match Turn::new(state.clone(), &conversation, session.clone(), in_use) {
         Ok(t) => t,
         Err(message) => {
             return error(

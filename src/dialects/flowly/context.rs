@@ -12,6 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::handlers::{PyCommand, PyTool};
 use super::hooks::PyHook;
+use crate::dialects::shared::{skill_name_problem, SkillNameProblem};
 use crate::hooks::{HookEntry, HookEvent, HookStats};
 use crate::manifest::{Manifest, PluginKind};
 use crate::registry::{
@@ -417,20 +418,19 @@ impl PluginContext {
         let name: String = name
             .extract()
             .map_err(|_| PyTypeError::new_err("register_skill: name must be a string"))?;
-        if name.contains(':') {
-            return Err(PyValueError::new_err(format!(
+        match skill_name_problem(&name) {
+            Some(SkillNameProblem::Colon) => {
+                return Err(PyValueError::new_err(format!(
                 "skill name '{name}' must not contain ':'; the '{}:' namespace is added for you",
                 self.key
-            )));
-        }
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(PyValueError::new_err(format!(
-                "skill name '{name}' is invalid: use only letters, digits, '_' and '-'"
-            )));
+            )))
+            }
+            Some(SkillNameProblem::Invalid) => {
+                return Err(PyValueError::new_err(format!(
+                    "skill name '{name}' is invalid: use only letters, digits, '_' and '-'"
+                )))
+            }
+            None => {}
         }
         let resolved = crate::dialects::shared::skill_path(path, &self.dir)?;
         if !resolved.is_file() {

@@ -16,6 +16,7 @@ use super::hooks::HermesHook;
 use super::render::HermesRenderer;
 use crate::dialects::flowly::handlers::PyCommand;
 use crate::dialects::flowly::normalize_schema;
+use crate::dialects::shared::{skill_name_problem, SkillNameProblem};
 use crate::hooks::{HookEntry, HookEvent, HookStats};
 use crate::registry::{
     normalize_command_name, Command, Registration, Skill, Tool, ToolSpec, RESERVED_COMMANDS,
@@ -101,14 +102,17 @@ pub fn parse_yaml(py: Python<'_>, text: &str, path: &str) -> PyResult<Py<PyAny>>
     Ok(pythonize::pythonize(py, &value)?.unbind())
 }
 
-/// `ctx.llm`'s backend: `messages` to the agent's model for `plugin`;
-/// `(text, "provider:model", usage)`. Raises `RuntimeError` when no agent
-/// runs or the model call fails.
+/// `ctx.llm`'s backend: `messages` to the agent's model for `plugin`,
+/// with `params` (`temperature`, `max_tokens`, `response_format`, …)
+/// merged into the request; `(text, "provider:model", usage)`. Raises
+/// `RuntimeError` when no agent runs or the model call fails.
 #[pyfunction]
+#[pyo3(signature = (plugin, messages, params=None))]
 pub fn llm_complete(
     py: Python<'_>,
     plugin: String,
     messages: &Bound<'_, PyAny>,
+    params: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(String, String, Py<PyAny>)> {
     let messages = match crate::runtime::value::to_json(messages) {
         Ok(Value::Array(m)) => m,
@@ -123,10 +127,63 @@ pub fn llm_complete(
             )))
         }
     };
-    let done = py.detach(|| super::link::complete(&plugin, messages));
+    let params = match params
+        .filter(|p| !p.is_none())
+        .map(crate::runtime::value::to_json)
+    {
+        None => serde_json::Map::new(),
+        Some(Ok(Value::Object(p))) => p,
+        Some(Ok(_)) => {
+            return Err(PyTypeError::new_err(
+                "ctx.llm: request parameters must be a dict",
+            ))
+        }
+        Some(Err(e)) => {
+            return Err(PyValueError::new_err(format!(
+                "ctx.llm: request parameters are not JSON-like: {e}"
+            )))
+        }
+    };
+    let done = py.detach(|| super::link::complete(&plugin, messages, params));
     let c = done.map_err(PyRuntimeError::new_err)?;
     let usage = pythonize::pythonize(py, &Value::Object(c.usage))?.unbind();
     Ok((c.text, c.model, usage))
+}
+
+/// `ctx.llm.complete_structured`'s check of the caller's `json_schema`
+/// before the model is asked: `ValueError` naming the problem.
+#[pyfunction]
+pub fn check_schema(schema: &Bound<'_, PyAny>) -> PyResult<()> {
+    json_schema_validator(schema).map(|_| ())
+}
+
+fn json_schema_validator(schema: &Bound<'_, PyAny>) -> PyResult<jsonschema::Validator> {
+    let schema = crate::runtime::value::to_json(schema)
+        .map_err(|e| PyValueError::new_err(format!("json_schema is not JSON-like: {e}")))?;
+    jsonschema::validator_for(&schema)
+        .map_err(|e| PyValueError::new_err(format!("json_schema is not a valid JSON Schema: {e}")))
+}
+
+/// `ctx.llm.complete_structured`'s check of a parsed answer against the
+/// caller's JSON Schema: the first problem (with where it is), or `None`.
+/// A `schema` that is not a JSON Schema raises `ValueError` saying so.
+#[pyfunction]
+pub fn schema_problem(
+    instance: &Bound<'_, PyAny>,
+    schema: &Bound<'_, PyAny>,
+) -> PyResult<Option<String>> {
+    let validator = json_schema_validator(schema)?;
+    let instance = crate::runtime::value::to_json(instance)
+        .map_err(|e| PyValueError::new_err(format!("the parsed answer is not JSON-like: {e}")))?;
+    let problem = validator.iter_errors(&instance).next().map(|error| {
+        let path = error.instance_path().to_string();
+        if path.is_empty() {
+            error.to_string()
+        } else {
+            format!("{error} (at {path})")
+        }
+    });
+    Ok(problem)
 }
 
 struct State {
@@ -402,20 +459,15 @@ impl HermesContext {
         let name: String = name
             .extract()
             .map_err(|_| PyTypeError::new_err("register_skill: name must be a string"))?;
-        if name.contains(':') {
-            return Err(PyValueError::new_err(format!(
+        match skill_name_problem(&name) {
+            Some(SkillNameProblem::Colon) => return Err(PyValueError::new_err(format!(
                 "Skill name '{name}' must not contain ':' (the namespace is derived from the plugin name '{}' automatically).",
                 self.key
-            )));
-        }
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            return Err(PyValueError::new_err(format!(
+            ))),
+            Some(SkillNameProblem::Invalid) => return Err(PyValueError::new_err(format!(
                 "Invalid skill name '{name}'. Must match [a-zA-Z0-9_-]+."
-            )));
+            ))),
+            None => {}
         }
         let resolved = crate::dialects::shared::skill_path(path, &self.dir)?;
         if !resolved.is_file() {

@@ -132,8 +132,13 @@ pub struct Completion {
     pub usage: Map<String, Value>,
 }
 
-/// `ctx.llm.complete`: `messages` to the agent's model, no tools offered.
-pub fn complete(plugin: &str, messages: Vec<Value>) -> Result<Completion, String> {
+/// `ctx.llm.complete` (and `complete_structured`): `messages` to the
+/// agent's model with `params` merged into the request, no tools offered.
+pub fn complete(
+    plugin: &str,
+    messages: Vec<Value>,
+    params: Map<String, Value>,
+) -> Result<Completion, String> {
     let Some((_, provider)) = bound() else {
         return Err(format!(
             "ctx.llm: no agent is running in this process, so plugin '{plugin}' has no model to call"
@@ -147,7 +152,7 @@ pub fn complete(plugin: &str, messages: Vec<Value>) -> Result<Completion, String
         tools: Vec::new(),
         // Its own conversation: never advances or reads an agent session.
         session_key: format!("plugin-llm:{plugin}"),
-        params: Default::default(),
+        params,
     };
     let response = wait(async move { provider.complete(request, None).await })?
         .map_err(|e| format!("model call failed: {e}"))?;

@@ -50,6 +50,7 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("tools.registry", "tools/registry.py", false),
     ("agent", "agent/__init__.py", true),
     ("agent.context_engine", "agent/context_engine.py", false),
+    ("agent.plugin_llm", "agent/plugin_llm.py", false),
     ("agent.memory_provider", "agent/memory_provider.py", false),
     (
         "agent.image_gen_provider",
@@ -95,6 +96,8 @@ fn install(py: Python<'_>) -> PyResult<()> {
             };
             finder.add_class::<HermesContext>()?;
             finder.add_function(pyo3::wrap_pyfunction!(context::llm_complete, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(context::check_schema, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(context::schema_problem, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(context::dispatch_tool, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(context::parse_yaml, &finder)?)?;
             let sources = PyDict::new(py);

@@ -72,18 +72,46 @@ def install(sources: "dict[str, tuple[str, bool]]", hermes_home: str) -> None:
 
 # ---------------------------------------------------------------------------
 # ctx.llm: Hermes's host-owned LLM facade (``agent.plugin_llm.PluginLlm``),
-# backed by the model of the agent running plughost (``llm_complete``, added
-# to this module by the dialect). plughost has no per-plugin trust config,
-# so every override is refused, as Hermes refuses one without trust.
+# backed by the model of the agent running plughost (``llm_complete``,
+# ``check_schema`` and ``schema_problem``, added to this module by the
+# dialect; schemas are checked by plughost's own validator, so a schema is
+# always enforced, where Hermes skips the check without ``jsonschema``, and
+# a schema that is not one is refused before the model is asked). plughost
+# has no per-plugin trust config, so every override is refused, as Hermes
+# refuses one without trust. An image block without bytes or a URL is
+# refused too (Hermes would send an empty image).
 # ---------------------------------------------------------------------------
 
 import asyncio as _asyncio
+import base64 as _base64
+import json as _json
+import re as _re
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import Any as _Any, Dict as _Dict, Optional as _Optional
 
 
 class PluginLlmTrustError(PermissionError):
     """Raised when a plugin attempts an LLM override without trust."""
+
+
+@_dataclass
+class PluginLlmTextInput:
+    """A text block of ``complete_structured``'s ``input``."""
+
+    text: str
+    type: str = "text"
+
+
+@_dataclass
+class PluginLlmImageInput:
+    """An image block of ``complete_structured``'s ``input``: raw ``data``
+    (bytes, sent as a ``data:`` URL of ``mime_type``) or a ``url``."""
+
+    data: _Optional[bytes] = None
+    url: _Optional[str] = None
+    mime_type: str = "image/png"
+    file_name: str = ""
+    type: str = "image"
 
 
 @_dataclass
@@ -106,6 +134,22 @@ class PluginLlmCompleteResult:
     audit: _Dict[str, _Any] = _field(default_factory=dict)
 
 
+@_dataclass
+class PluginLlmStructuredResult:
+    """What ``complete_structured`` returns: ``parsed`` holds the answer's
+    JSON (``content_type == "json"``) when JSON was asked for and the answer
+    was JSON; otherwise ``parsed`` is None and ``content_type`` ``"text"``."""
+
+    text: str
+    provider: str
+    model: str
+    agent_id: str
+    usage: PluginLlmUsage = _field(default_factory=PluginLlmUsage)
+    parsed: _Optional[_Any] = None
+    content_type: str = "text"
+    audit: _Dict[str, _Any] = _field(default_factory=dict)
+
+
 def _usage(raw) -> PluginLlmUsage:
     raw = raw if isinstance(raw, dict) else {}
 
@@ -119,6 +163,81 @@ def _usage(raw) -> PluginLlmUsage:
     inp = num("input_tokens", "prompt_tokens")
     out = num("output_tokens", "completion_tokens")
     return PluginLlmUsage(input_tokens=inp, output_tokens=out, total_tokens=num("total_tokens") or inp + out)
+
+
+# What Hermes tells the model when JSON is asked for (its system message).
+_JSON_ONLY = (
+    "Respond with a single JSON object that matches the requested shape. "
+    "Do not include prose or markdown fences."
+)
+# The name Hermes gives the schema in ``response_format``.
+_SCHEMA_NAME = "plugin_structured_output"
+_FENCED = _re.compile(r"```(?:json)?\s*(.+?)```", _re.DOTALL | _re.IGNORECASE)
+
+
+def _content_part(block) -> dict:
+    """One ``input`` block (a dataclass above or its dict form) as an
+    OpenAI content part; a block of another shape raises ``ValueError``."""
+    if isinstance(block, PluginLlmTextInput):
+        block = {"type": "text", "text": block.text}
+    elif isinstance(block, PluginLlmImageInput):
+        block = {"type": "image", "data": block.data, "url": block.url, "mime_type": block.mime_type}
+    elif not isinstance(block, dict):
+        raise ValueError(f"Unsupported input block: {type(block).__name__}")
+    kind = block.get("type")
+    if kind == "text":
+        if not isinstance(block.get("text"), str):
+            raise ValueError("text input block requires 'text' string")
+        return {"type": "text", "text": block["text"]}
+    if kind != "image":
+        raise ValueError(f"Unknown input block type: {kind!r}")
+    if block.get("url"):
+        return {"type": "image_url", "image_url": {"url": block["url"]}}
+    if block.get("data") is None:
+        raise ValueError("image input block requires 'data' bytes or 'url'")
+    data = block["data"]
+    if not isinstance(data, (bytes, bytearray)):
+        raise ValueError("image input 'data' must be bytes")
+    mime = block.get("mime_type") or "image/png"
+    return {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{_base64.b64encode(data).decode('ascii')}"}}
+
+
+def _structured_messages(instructions, inputs, json_wanted, json_schema, schema_name, system_prompt) -> list:
+    """Hermes's request for a structured call: a system message (the
+    caller's prompt, then the JSON-only directive when JSON is wanted) and
+    one user message whose first part is the instructions with the schema's
+    name and the schema itself, followed by the input blocks."""
+    system = [part for part in ((system_prompt or "").strip(), _JSON_ONLY if json_wanted else "") if part]
+    header = instructions.strip()
+    if schema_name:
+        header += f"\n\nSchema name: {schema_name}"
+    if json_schema is not None:
+        try:
+            shown = _json.dumps(json_schema, ensure_ascii=False, sort_keys=True)
+        except (TypeError, ValueError):
+            shown = str(json_schema)
+        header += f"\n\nJSON schema:\n{shown}"
+    parts = [{"type": "text", "text": header}] + [_content_part(b) for b in inputs]
+    messages = [{"role": "system", "content": "\n\n".join(system)}] if system else []
+    return messages + [{"role": "user", "content": parts}]
+
+
+def _parsed(text: str, json_wanted: bool, json_schema):
+    """``(parsed, content_type)`` of an answer: its JSON (the first fenced
+    block's, if fenced) when JSON was wanted and it parses, else
+    ``(None, "text")``; JSON that breaks ``json_schema`` raises ``ValueError``."""
+    if not json_wanted or not text:
+        return None, "text"
+    fenced = _FENCED.search(text)
+    try:
+        value = _json.loads(fenced.group(1).strip() if fenced else text.strip())
+    except ValueError:
+        return None, "text"
+    if json_schema is not None:
+        problem = schema_problem(value, json_schema)  # noqa: F821 (added by the dialect)
+        if problem is not None:
+            raise ValueError(f"Plugin LLM structured output did not match schema: {problem}")
+    return value, "json"
 
 
 class PluginLlm:
@@ -141,22 +260,80 @@ class PluginLlm:
                 f"(plughost offers plugins only the agent's own model)."
             )
 
+    def _call(self, messages, params):
+        """``(text, provider, model, usage)`` of one call of the agent's model."""
+        params = {k: v for k, v in params.items() if v is not None}
+        text, full_model, usage = llm_complete(self._plugin_id, list(messages), params)  # noqa: F821
+        prov, _, name = full_model.partition(":")
+        return text, prov if name else "auto", name or full_model, _usage(usage)
+
     def complete(self, messages, *, provider=None, model=None, temperature=None, max_tokens=None,
                  timeout=None, agent_id=None, profile=None, purpose=None) -> PluginLlmCompleteResult:
         self._refuse_overrides(provider, model, agent_id, profile)
-        text, full_model, usage = llm_complete(self._plugin_id, list(messages))  # noqa: F821
-        prov, _, name = full_model.partition(":")
+        text, prov, name, usage = self._call(messages, {"temperature": temperature, "max_tokens": max_tokens})
         return PluginLlmCompleteResult(
             text=text,
-            provider=prov if name else "auto",
-            model=name or full_model,
+            provider=prov,
+            model=name,
             agent_id="default",
-            usage=_usage(usage),
+            usage=usage,
             audit={"plugin_id": self._plugin_id, "purpose": purpose or "", "profile": ""},
         )
 
     async def acomplete(self, messages, **kwargs) -> PluginLlmCompleteResult:
         return await _asyncio.to_thread(self.complete, messages, **kwargs)
+
+    def complete_structured(self, *, instructions, input, json_schema=None, json_mode=False, schema_name=None,
+                            system_prompt=None, provider=None, model=None, temperature=None, max_tokens=None,
+                            timeout=None, agent_id=None, profile=None, purpose=None) -> PluginLlmStructuredResult:
+        """One bounded call of the agent's model: ``instructions`` and the
+        ``input`` blocks (text, images) in; with ``json_mode=True`` or a
+        ``json_schema`` the answer is parsed as JSON and checked against the
+        schema (``ValueError`` when it does not match).  ``timeout`` is
+        accepted; the agent's model timeout is what applies."""
+        request = dict(locals())
+        del request["self"]
+        return self._structured("complete_structured", **request)
+
+    async def acomplete_structured(self, *, instructions, input, json_schema=None, json_mode=False,
+                                   schema_name=None, system_prompt=None, provider=None, model=None,
+                                   temperature=None, max_tokens=None, timeout=None, agent_id=None, profile=None,
+                                   purpose=None) -> PluginLlmStructuredResult:
+        """Async sibling of :meth:`complete_structured`."""
+        request = dict(locals())
+        del request["self"]
+        return await _asyncio.to_thread(self._structured, "acomplete_structured", **request)
+
+    def _structured(self, name, *, instructions, input, json_schema, json_mode, schema_name, system_prompt,
+                    provider, model, temperature, max_tokens, timeout, agent_id, profile, purpose):
+        if not isinstance(instructions, str) or not instructions.strip():
+            raise ValueError(f"{name} requires non-empty instructions")
+        if not input:
+            raise ValueError(f"{name} requires at least one input block")
+        self._refuse_overrides(provider, model, agent_id, profile)
+        json_wanted = bool(json_mode) or json_schema is not None
+        if json_schema is not None:
+            check_schema(json_schema)  # noqa: F821 -- a broken schema fails before the model is asked
+            response_format = {"type": "json_schema",
+                               "json_schema": {"name": _SCHEMA_NAME, "schema": json_schema, "strict": False}}
+        else:
+            response_format = {"type": "json_object"} if json_mode else None
+        messages = _structured_messages(instructions, list(input), json_wanted, json_schema, schema_name, system_prompt)
+        text, prov, model_name, usage = self._call(
+            messages, {"temperature": temperature, "max_tokens": max_tokens, "response_format": response_format}
+        )
+        parsed, content_type = _parsed(text, json_wanted, json_schema)
+        return PluginLlmStructuredResult(
+            text=text,
+            provider=prov,
+            model=model_name,
+            agent_id="default",
+            usage=usage,
+            parsed=parsed,
+            content_type=content_type,
+            audit={"plugin_id": self._plugin_id, "purpose": purpose or "", "profile": "",
+                   "schema_name": schema_name or ""},
+        )
 
 
 def run_cli_command(name, help, description, setup_fn, handler_fn, argv) -> int:

@@ -93,4 +93,36 @@ def request_json(
         raise ServiceError(f"{service} answered with malformed JSON ({exc})") from None
 
 
-__all__ = ["ServiceError", "request_json"]
+def post_json(
+    service: str,
+    provider: str,
+    path: str,
+    body: Any,
+    *,
+    default_base: str,
+    default_timeout: float,
+    headers: dict[str, str] | None = None,
+    credentials: str = "",
+    base: str = "",
+) -> Any:
+    """POST *body* to ``<base>/<path>`` of *provider*'s service and return
+    the decoded JSON answer, as :func:`request_json` does.
+
+    The base URL is *base* when given (a self-hosted instance), else the
+    provider's configured one (:func:`base_url`), else *default_base*; the
+    timeout is the configured one, else *default_timeout*.
+    """
+    from flowly.agent.tools.web_providers._config import base_url, timeout
+
+    return request_json(
+        service,
+        "POST",
+        f"{base or base_url(provider, default_base)}/{path}",
+        body=body,
+        headers=headers,
+        timeout=timeout(provider, default_timeout),
+        credentials=credentials,
+    )
+
+
+__all__ = ["ServiceError", "request_json", "post_json"]

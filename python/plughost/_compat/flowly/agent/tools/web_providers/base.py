@@ -72,4 +72,66 @@ class WebSearchProvider(abc.ABC):
         return {"name": self.display_name, "badge": "", "tag": "", "env_vars": []}
 
 
-__all__ = ["WebSearchProvider"]
+def failed_documents(urls: list[str], message: str) -> list[dict[str, Any]]:
+    """An extract that failed as a whole: one failure entry per URL."""
+    return [{"url": u, "title": "", "content": "", "error": message} for u in urls]
+
+
+def document(url: str, title: str, content: str, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One extracted document; *metadata* defaults to its URL and title."""
+    return {
+        "url": url,
+        "title": title,
+        "content": content,
+        "raw_content": content,
+        "metadata": {"sourceURL": url, "title": title} if metadata is None else metadata,
+    }
+
+
+class ServiceProvider(WebSearchProvider):
+    """A search + extract backend on one paid web service (Exa, Parallel,
+    Tavily, Firecrawl): switched on by ``tools.web.search.<name>.enabled``
+    and usable once its credentials are set.  Subclasses name the service
+    (:attr:`service`, also the display name) and say what credential is
+    missing (:meth:`missing_credentials`)."""
+
+    #: The service's name in messages and setup screens ("Exa").
+    service = ""
+
+    @property
+    def display_name(self) -> str:
+        return self.service
+
+    def supports_search(self) -> bool:
+        return True
+
+    def supports_extract(self) -> bool:
+        return True
+
+    def is_available(self) -> bool:
+        return not self.unavailable_reason()
+
+    def unavailable_reason(self) -> str:
+        """Why the provider is unavailable ("" when it is available)."""
+        from flowly.agent.tools.web_providers._config import provider_section
+
+        if getattr(provider_section(self.name), "enabled", False) is not True:
+            return f"not enabled (set tools.web.search.{self.name}.enabled to true)"
+        return self.missing_credentials()
+
+    @abc.abstractmethod
+    def missing_credentials(self) -> str:
+        """Which credential is missing, for people ("" when all are set)."""
+
+    def failed(self, operation: str, exc: Exception) -> str:
+        """A failed call's message: a :class:`ServiceError` names the service
+        and *operation* (``search``/``extract``); a set-up problem
+        (``ValueError``: no key) is said as it is."""
+        from flowly.agent.tools.web_providers._http import ServiceError
+
+        if isinstance(exc, ServiceError):
+            return f"{self.service} {operation} failed: {exc}"
+        return str(exc)
+
+
+__all__ = ["WebSearchProvider", "ServiceProvider", "document", "failed_documents"]

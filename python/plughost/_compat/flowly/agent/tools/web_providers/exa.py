@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowly.agent.tools.web_providers._config import base_url, provider_section, text_setting, timeout
-from flowly.agent.tools.web_providers._http import ServiceError, request_json
-from flowly.agent.tools.web_providers.base import WebSearchProvider
+from flowly.agent.tools.web_providers._config import provider_section, text_setting
+from flowly.agent.tools.web_providers._http import ServiceError, post_json
+from flowly.agent.tools.web_providers.base import ServiceProvider, document, failed_documents
 
 _DEFAULT_BASE = "https://api.exa.ai"
 _CREDENTIALS = "the Exa API key (tools.web.search.exa.apiKey or EXA_API_KEY)"
@@ -28,13 +28,14 @@ def _post(endpoint: str, body: dict[str, Any]) -> Any:
     key = _exa_key()
     if not key:
         raise ValueError("EXA_API_KEY is not set")
-    return request_json(
+    return post_json(
         "Exa",
-        "POST",
-        f"{base_url('exa', _DEFAULT_BASE)}/{endpoint}",
-        body=body,
+        "exa",
+        endpoint,
+        body,
+        default_base=_DEFAULT_BASE,
+        default_timeout=30.0,
         headers={"x-api-key": key, "x-exa-integration": "flowly"},
-        timeout=timeout("exa", 30.0),
         credentials=_CREDENTIALS,
     )
 
@@ -46,33 +47,17 @@ def _results(data: Any) -> list[dict[str, Any]]:
     return [r for r in results if isinstance(r, dict)]
 
 
-class ExaWebSearchProvider(WebSearchProvider):
+class ExaWebSearchProvider(ServiceProvider):
     """Exa neural search + extract."""
+
+    service = "Exa"
 
     @property
     def name(self) -> str:
         return "exa"
 
-    @property
-    def display_name(self) -> str:
-        return "Exa"
-
-    def supports_search(self) -> bool:
-        return True
-
-    def supports_extract(self) -> bool:
-        return True
-
-    def is_available(self) -> bool:
-        return not self.unavailable_reason()
-
-    def unavailable_reason(self) -> str:
-        """Why the provider is unavailable ("" when it is available)."""
-        if getattr(provider_section("exa"), "enabled", False) is not True:
-            return "not enabled (set tools.web.search.exa.enabled to true)"
-        if not _exa_key():
-            return "no API key (tools.web.search.exa.apiKey or EXA_API_KEY)"
-        return ""
+    def missing_credentials(self) -> str:
+        return "" if _exa_key() else "no API key (tools.web.search.exa.apiKey or EXA_API_KEY)"
 
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         try:
@@ -81,10 +66,8 @@ class ExaWebSearchProvider(WebSearchProvider):
                 {"query": query, "numResults": max(int(limit), 1), "contents": {"highlights": True}},
             )
             results = _results(data)
-        except ValueError as exc:
-            return {"success": False, "error": str(exc)}
-        except ServiceError as exc:
-            return {"success": False, "error": f"Exa search failed: {exc}"}
+        except (ValueError, ServiceError) as exc:
+            return {"success": False, "error": self.failed("search", exc)}
         web = []
         for i, r in enumerate(results):
             highlights = r.get("highlights") or []
@@ -99,30 +82,14 @@ class ExaWebSearchProvider(WebSearchProvider):
         return {"success": True, "data": {"web": web}}
 
     def extract(self, urls: list[str], **kwargs: Any) -> list[dict[str, Any]]:
-        def failed(message: str) -> list[dict[str, Any]]:
-            return [{"url": u, "title": "", "content": "", "error": message} for u in urls]
-
         try:
             data = _post("contents", {"urls": list(urls), "text": True})
             results = _results(data)
-        except ValueError as exc:
-            return failed(str(exc))
-        except ServiceError as exc:
-            return failed(f"Exa extract failed: {exc}")
-        documents: list[dict[str, Any]] = []
-        for r in results:
-            url = str(r.get("url") or "")
-            title = str(r.get("title") or "")
-            content = str(r.get("text") or "")
-            documents.append(
-                {
-                    "url": url,
-                    "title": title,
-                    "content": content,
-                    "raw_content": content,
-                    "metadata": {"sourceURL": url, "title": title},
-                }
-            )
+        except (ValueError, ServiceError) as exc:
+            return failed_documents(urls, self.failed("extract", exc))
+        documents = [
+            document(str(r.get("url") or ""), str(r.get("title") or ""), str(r.get("text") or "")) for r in results
+        ]
         # Per-URL failures: {"id": url, "status": "error", "error": {"tag": ..., "httpStatusCode": ...}}.
         for status in data.get("statuses") or []:
             if isinstance(status, dict) and status.get("status") == "error":

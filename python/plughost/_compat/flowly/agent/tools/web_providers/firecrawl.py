@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from flowly.agent.tools.web_providers._config import base_url, pinned_home, provider_section, text_setting, timeout
-from flowly.agent.tools.web_providers._http import ServiceError, request_json
-from flowly.agent.tools.web_providers.base import WebSearchProvider
+from flowly.agent.tools.web_providers._config import pinned_home, provider_section, text_setting
+from flowly.agent.tools.web_providers._http import ServiceError, post_json
+from flowly.agent.tools.web_providers.base import ServiceProvider, document, failed_documents
 
 _DEFAULT_BASE = "https://api.firecrawl.dev"
 _CREDENTIALS = "the Firecrawl API key (tools.web.search.firecrawl.apiKey or FIRECRAWL_API_KEY)"
@@ -37,14 +37,16 @@ def _post(endpoint: str, body: dict[str, Any], wait: float) -> Any:
     if not api_key and not api_url:
         raise ValueError("FIRECRAWL_API_KEY (cloud) or FIRECRAWL_API_URL (self-hosted) is not set")
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    data = request_json(
+    data = post_json(
         "Firecrawl",
-        "POST",
-        f"{api_url or base_url('firecrawl', _DEFAULT_BASE)}/v2/{endpoint}",
-        body=body,
+        "firecrawl",
+        f"v2/{endpoint}",
+        body,
+        default_base=_DEFAULT_BASE,
+        default_timeout=wait,
         headers=headers,
-        timeout=timeout("firecrawl", wait),
         credentials=_CREDENTIALS,
+        base=api_url,
     )
     if not isinstance(data, dict):
         raise ServiceError("Firecrawl answered with something other than a JSON object")
@@ -67,30 +69,16 @@ def _search_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-class FirecrawlWebSearchProvider(WebSearchProvider):
+class FirecrawlWebSearchProvider(ServiceProvider):
     """Firecrawl search + extract (direct cloud or self-hosted)."""
+
+    service = "Firecrawl"
 
     @property
     def name(self) -> str:
         return "firecrawl"
 
-    @property
-    def display_name(self) -> str:
-        return "Firecrawl"
-
-    def supports_search(self) -> bool:
-        return True
-
-    def supports_extract(self) -> bool:
-        return True
-
-    def is_available(self) -> bool:
-        return not self.unavailable_reason()
-
-    def unavailable_reason(self) -> str:
-        """Why the provider is unavailable ("" when it is available)."""
-        if getattr(provider_section("firecrawl"), "enabled", False) is not True:
-            return "not enabled (set tools.web.search.firecrawl.enabled to true)"
+    def missing_credentials(self) -> str:
         api_key, api_url = _firecrawl_config()
         if not (api_key or api_url):
             return "no API key or instance URL (FIRECRAWL_API_KEY or FIRECRAWL_API_URL)"
@@ -99,10 +87,8 @@ class FirecrawlWebSearchProvider(WebSearchProvider):
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         try:
             data = _post("search", {"query": query, "limit": max(int(limit), 1)}, 30.0)
-        except ValueError as exc:
-            return {"success": False, "error": str(exc)}
-        except ServiceError as exc:
-            return {"success": False, "error": f"Firecrawl search failed: {exc}"}
+        except (ValueError, ServiceError) as exc:
+            return {"success": False, "error": self.failed("search", exc)}
         web = [
             {
                 "title": str(r.get("title", "") or ""),
@@ -121,8 +107,7 @@ class FirecrawlWebSearchProvider(WebSearchProvider):
         formats = ["markdown"] if fmt == "markdown" else (["html"] if fmt == "html" else ["markdown", "html"])
         api_key, api_url = _firecrawl_config()
         if not api_key and not api_url:
-            message = "FIRECRAWL_API_KEY (cloud) or FIRECRAWL_API_URL (self-hosted) is not set"
-            return [{"url": u, "title": "", "content": "", "error": message} for u in urls]
+            return failed_documents(urls, "FIRECRAWL_API_KEY (cloud) or FIRECRAWL_API_URL (self-hosted) is not set")
         results: list[dict[str, Any]] = []
         for url in urls:
             try:
@@ -140,15 +125,7 @@ class FirecrawlWebSearchProvider(WebSearchProvider):
                 results.append({"url": final_url, "title": title, "content": "", "error": reason})
                 continue
             content = payload.get("markdown") or payload.get("html") or ""
-            results.append(
-                {
-                    "url": final_url,
-                    "title": title,
-                    "content": content,
-                    "raw_content": content,
-                    "metadata": metadata,
-                }
-            )
+            results.append(document(final_url, title, content, metadata))
         return results
 
     def get_setup_schema(self) -> dict[str, Any]:

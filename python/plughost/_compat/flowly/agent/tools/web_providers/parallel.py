@@ -17,9 +17,9 @@ import asyncio
 import os
 from typing import Any
 
-from flowly.agent.tools.web_providers._config import base_url, pinned_home, provider_section, text_setting, timeout
-from flowly.agent.tools.web_providers._http import ServiceError, request_json
-from flowly.agent.tools.web_providers.base import WebSearchProvider
+from flowly.agent.tools.web_providers._config import pinned_home, provider_section, text_setting
+from flowly.agent.tools.web_providers._http import ServiceError, post_json
+from flowly.agent.tools.web_providers.base import ServiceProvider, document, failed_documents
 
 _DEFAULT_BASE = "https://api.parallel.ai"
 _BETA = "search-extract-2025-10-10"
@@ -39,13 +39,14 @@ def _post(endpoint: str, body: dict[str, Any]) -> Any:
     key = _parallel_key()
     if not key:
         raise ValueError("PARALLEL_API_KEY is not set")
-    data = request_json(
+    data = post_json(
         "Parallel",
-        "POST",
-        f"{base_url('parallel', _DEFAULT_BASE)}/v1beta/{endpoint}",
-        body=body,
+        "parallel",
+        f"v1beta/{endpoint}",
+        body,
+        default_base=_DEFAULT_BASE,
+        default_timeout=60.0,
         headers={"x-api-key": key, "parallel-beta": _BETA},
-        timeout=timeout("parallel", 60.0),
         credentials=_CREDENTIALS,
     )
     results = data.get("results") if isinstance(data, dict) else None
@@ -54,33 +55,17 @@ def _post(endpoint: str, body: dict[str, Any]) -> Any:
     return data
 
 
-class ParallelWebSearchProvider(WebSearchProvider):
+class ParallelWebSearchProvider(ServiceProvider):
     """Parallel.ai search + async extract."""
+
+    service = "Parallel"
 
     @property
     def name(self) -> str:
         return "parallel"
 
-    @property
-    def display_name(self) -> str:
-        return "Parallel"
-
-    def supports_search(self) -> bool:
-        return True
-
-    def supports_extract(self) -> bool:
-        return True
-
-    def is_available(self) -> bool:
-        return not self.unavailable_reason()
-
-    def unavailable_reason(self) -> str:
-        """Why the provider is unavailable ("" when it is available)."""
-        if getattr(provider_section("parallel"), "enabled", False) is not True:
-            return "not enabled (set tools.web.search.parallel.enabled to true)"
-        if not _parallel_key():
-            return "no API key (tools.web.search.parallel.apiKey or PARALLEL_API_KEY)"
-        return ""
+    def missing_credentials(self) -> str:
+        return "" if _parallel_key() else "no API key (tools.web.search.parallel.apiKey or PARALLEL_API_KEY)"
 
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         try:
@@ -93,10 +78,8 @@ class ParallelWebSearchProvider(WebSearchProvider):
                     "max_results": min(max(int(limit), 1), 20),
                 },
             )
-        except ValueError as exc:
-            return {"success": False, "error": str(exc)}
-        except ServiceError as exc:
-            return {"success": False, "error": f"Parallel search failed: {exc}"}
+        except (ValueError, ServiceError) as exc:
+            return {"success": False, "error": self.failed("search", exc)}
         web = []
         for i, r in enumerate(r for r in data["results"] if isinstance(r, dict)):
             excerpts = r.get("excerpts") or []
@@ -111,16 +94,11 @@ class ParallelWebSearchProvider(WebSearchProvider):
         return {"success": True, "data": {"web": web}}
 
     async def extract(self, urls: list[str], **kwargs: Any) -> list[dict[str, Any]]:
-        def failed(message: str) -> list[dict[str, Any]]:
-            return [{"url": u, "title": "", "content": "", "error": message} for u in urls]
-
         try:
             with pinned_home():
                 data = await asyncio.to_thread(_post, "extract", {"urls": list(urls), "full_content": True})
-        except ValueError as exc:
-            return failed(str(exc))
-        except ServiceError as exc:
-            return failed(f"Parallel extract failed: {exc}")
+        except (ValueError, ServiceError) as exc:
+            return failed_documents(urls, self.failed("extract", exc))
         documents: list[dict[str, Any]] = []
         for r in data["results"]:
             if not isinstance(r, dict):
@@ -128,17 +106,7 @@ class ParallelWebSearchProvider(WebSearchProvider):
             content = str(r.get("full_content") or "")
             if not content:
                 content = "\n\n".join(str(e) for e in r.get("excerpts") or [])
-            url = str(r.get("url") or "")
-            title = str(r.get("title") or "")
-            documents.append(
-                {
-                    "url": url,
-                    "title": title,
-                    "content": content,
-                    "raw_content": content,
-                    "metadata": {"sourceURL": url, "title": title},
-                }
-            )
+            documents.append(document(str(r.get("url") or ""), str(r.get("title") or ""), content))
         for error in data.get("errors") or []:
             if isinstance(error, dict):
                 documents.append(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from flowly.agent.tools.web_providers._config import base_url, provider_section, text_setting, timeout
-from flowly.agent.tools.web_providers._http import ServiceError, request_json
-from flowly.agent.tools.web_providers.base import WebSearchProvider
+from flowly.agent.tools.web_providers._config import provider_section, text_setting
+from flowly.agent.tools.web_providers._http import ServiceError, post_json
+from flowly.agent.tools.web_providers.base import ServiceProvider, document, failed_documents
 
 _DEFAULT_BASE = "https://api.tavily.com"
 _CREDENTIALS = "the Tavily API key (tools.web.search.tavily.apiKey or TAVILY_API_KEY)"
@@ -28,44 +28,29 @@ def _post(endpoint: str, body: dict[str, Any]) -> Any:
     key = _key()
     if not key:
         raise ServiceError("TAVILY_API_KEY is not set (tools.web.search.tavily.apiKey or TAVILY_API_KEY)")
-    return request_json(
+    return post_json(
         "Tavily",
-        "POST",
-        f"{base_url('tavily', _DEFAULT_BASE)}/{endpoint}",
-        body=body,
+        "tavily",
+        endpoint,
+        body,
+        default_base=_DEFAULT_BASE,
+        default_timeout=60.0,
         headers={"Authorization": f"Bearer {key}"},
-        timeout=timeout("tavily", 60.0),
         credentials=_CREDENTIALS,
     )
 
 
-class TavilyWebSearchProvider(WebSearchProvider):
+class TavilyWebSearchProvider(ServiceProvider):
     """Tavily search + extract."""
+
+    service = "Tavily"
 
     @property
     def name(self) -> str:
         return "tavily"
 
-    @property
-    def display_name(self) -> str:
-        return "Tavily"
-
-    def supports_search(self) -> bool:
-        return True
-
-    def supports_extract(self) -> bool:
-        return True
-
-    def is_available(self) -> bool:
-        return getattr(provider_section("tavily"), "enabled", False) is True and bool(_key())
-
-    def unavailable_reason(self) -> str:
-        """Why the provider is unavailable ("" when it is available)."""
-        if getattr(provider_section("tavily"), "enabled", False) is not True:
-            return "not enabled (set tools.web.search.tavily.enabled to true)"
-        if not _key():
-            return "no API key (tools.web.search.tavily.apiKey or TAVILY_API_KEY)"
-        return ""
+    def missing_credentials(self) -> str:
+        return "" if _key() else "no API key (tools.web.search.tavily.apiKey or TAVILY_API_KEY)"
 
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         try:
@@ -79,7 +64,7 @@ class TavilyWebSearchProvider(WebSearchProvider):
                 },
             )
         except ServiceError as exc:
-            return {"success": False, "error": f"Tavily search failed: {exc}"}
+            return {"success": False, "error": self.failed("search", exc)}
         results = data.get("results") if isinstance(data, dict) else None
         if not isinstance(results, list):
             return {"success": False, "error": "Tavily search failed: the answer has no results list"}
@@ -95,31 +80,18 @@ class TavilyWebSearchProvider(WebSearchProvider):
         return {"success": True, "data": {"web": web}}
 
     def extract(self, urls: list[str], **kwargs: Any) -> list[dict[str, Any]]:
-        def failed(message: str) -> list[dict[str, Any]]:
-            return [{"url": u, "title": "", "content": "", "error": message} for u in urls]
-
         try:
             data = _post("extract", {"urls": list(urls), "include_images": False})
         except ServiceError as exc:
-            return failed(f"Tavily extract failed: {exc}")
+            return failed_documents(urls, self.failed("extract", exc))
         if not isinstance(data, dict):
-            return failed("Tavily extract failed: the answer is not a JSON object")
+            return failed_documents(urls, "Tavily extract failed: the answer is not a JSON object")
         documents: list[dict[str, Any]] = []
         for r in data.get("results") or []:
             if not isinstance(r, dict):
                 continue
-            url = str(r.get("url") or "")
-            title = str(r.get("title") or "")
             content = str(r.get("raw_content") or r.get("content") or "")
-            documents.append(
-                {
-                    "url": url,
-                    "title": title,
-                    "content": content,
-                    "raw_content": content,
-                    "metadata": {"sourceURL": url, "title": title},
-                }
-            )
+            documents.append(document(str(r.get("url") or ""), str(r.get("title") or ""), content))
         for r in data.get("failed_results") or []:
             if isinstance(r, dict):
                 documents.append(
