@@ -400,6 +400,7 @@ fn an_isolated_felix_plugin_has_every_effect_it_has_in_process() {
 }
 
 const FATAL: &str = r#"
+import os
 from felix.tools.types import define_tool
 from felix.tools.errors import tool_error_output
 
@@ -414,6 +415,9 @@ class Plugin:
             handler=lambda a: tool_error_output("not_found", "[error/not_found] nothing there")))
         register("felix_plain_fail", lambda: define_tool(
             name="felix_plain_fail", description="Fails", handler=explode))
+        register("felix_fatal_crash", lambda: define_tool(
+            name="felix_fatal_crash", description="Dies", fatal=True,
+            handler=lambda a: os._exit(5)))
         register("felix_where", lambda: define_tool(
             name="felix_where", description="Where am I",
             handler=lambda a, ctx: f"manifest={ctx.manifest_id}"))
@@ -461,6 +465,19 @@ fn an_isolated_fatal_felix_tool_ends_the_turn_after_its_batch() {
             .unwrap()
             .starts_with("[error/"));
     }
+    // A fatal tool whose worker dies under it: the crash is not the tool
+    // raising, so the turn goes on (the model sees the crash).
+    let report = env.turn(
+        "turns:\n  - say: \"Trying.\"\n    tool_calls:\n      - name: felix_fatal_crash\n        args: {}\n  - say: carried on\n",
+        "crash",
+        "go",
+    );
+    assert_eq!(report["ended_by"], "answer", "{report:#}");
+    assert_eq!(report["reply"], "carried on");
+    assert_eq!(
+        report["tool_calls"][0]["result"],
+        "plugin 'fatal' crashed (exit code 5)"
+    );
 }
 
 /// A Codumentor plugin as the seed's authors write one: settings from
