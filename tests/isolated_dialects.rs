@@ -91,11 +91,18 @@ impl Env {
         run_bounded(cmd, Duration::from_secs(60))
     }
 
-    /// `run --json` of `message` with the scripted model: the report.
+    /// `run --json` of `message` with the scripted model: the report. The
+    /// hook budget is generous: a handler after a crash waits for its
+    /// worker to restart within it.
     fn turn(&self, script: &str, session: &str, message: &str) -> Value {
+        self.turn_with(script, session, message, &[])
+    }
+
+    /// [`Env::turn`] with `extra` options.
+    fn turn_with(&self, script: &str, session: &str, message: &str, extra: &[&str]) -> Value {
         let path = self.home.path().join("script.yaml");
         std::fs::write(&path, script).unwrap();
-        let out = self.run(&[
+        let mut args = vec![
             "run",
             "--json",
             "--model",
@@ -103,11 +110,13 @@ impl Env {
             "--script",
             path.to_str().unwrap(),
             "--hook-timeout",
-            "2",
+            "10",
             "--session",
             session,
-            message,
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        args.push(message);
+        let out = self.run(&args);
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
                 "no report ({e}): {}\n{}",
@@ -391,6 +400,7 @@ fn an_isolated_felix_plugin_has_every_effect_it_has_in_process() {
 }
 
 const FATAL: &str = r#"
+import os
 from felix.tools.types import define_tool
 from felix.tools.errors import tool_error_output
 
@@ -405,6 +415,9 @@ class Plugin:
             handler=lambda a: tool_error_output("not_found", "[error/not_found] nothing there")))
         register("felix_plain_fail", lambda: define_tool(
             name="felix_plain_fail", description="Fails", handler=explode))
+        register("felix_fatal_crash", lambda: define_tool(
+            name="felix_fatal_crash", description="Dies", fatal=True,
+            handler=lambda a: os._exit(5)))
         register("felix_where", lambda: define_tool(
             name="felix_where", description="Where am I",
             handler=lambda a, ctx: f"manifest={ctx.manifest_id}"))
@@ -452,6 +465,19 @@ fn an_isolated_fatal_felix_tool_ends_the_turn_after_its_batch() {
             .unwrap()
             .starts_with("[error/"));
     }
+    // A fatal tool whose worker dies under it: the crash is not the tool
+    // raising, so the turn goes on (the model sees the crash).
+    let report = env.turn(
+        "turns:\n  - say: \"Trying.\"\n    tool_calls:\n      - name: felix_fatal_crash\n        args: {}\n  - say: carried on\n",
+        "crash",
+        "go",
+    );
+    assert_eq!(report["ended_by"], "answer", "{report:#}");
+    assert_eq!(report["reply"], "carried on");
+    assert_eq!(
+        report["tool_calls"][0]["result"],
+        "plugin 'fatal' crashed (exit code 5)"
+    );
 }
 
 /// A Codumentor plugin as the seed's authors write one: settings from
@@ -874,7 +900,7 @@ fn isolated_codumentor_handlers_fail_open_as_in_process_ones_do() {
             "--script",
             path.to_str().unwrap(),
             "--hook-timeout",
-            "2",
+            "3",
             "--session",
             "f",
             "hi",
@@ -896,9 +922,10 @@ fn isolated_codumentor_handlers_fail_open_as_in_process_ones_do() {
             .map(|e| e["error"].as_str().unwrap().to_string())
             .collect()
     };
-    // The hanger's worker is stopped; the handlers after it run on a new one.
+    // The hanger's worker is stopped; the handlers after it run on a new
+    // one (its start counts in the next handler's budget of 3 s).
     assert_eq!(of("raiser"), ["KeyError: 'missing index'"]);
-    assert_eq!(of("hanger"), ["timed out after 2 s and was skipped"]);
+    assert_eq!(of("hanger"), ["timed out after 3 s and was skipped"]);
     let wrong = of("wrong_shape");
     assert_eq!(wrong.len(), 1, "{errors:#?}");
     assert!(wrong[0].contains("'patch' must be a dict"), "{wrong:?}");
@@ -1080,4 +1107,95 @@ fn tools_an_isolated_codumentor_plugin_registers_while_running_are_called_in_its
         .unwrap()
         .iter()
         .any(|t| t == "greet"));
+}
+
+/// The answers that re-run a tool or add steps, chosen by `mode`.
+const TOOL_ANSWERS: &str = r#"
+import os
+
+
+def log(line):
+    with open(os.environ["CODU_LOG"], "a") as f:
+        f.write(line + "\n")
+
+
+class ToolAnswers:
+    def __init__(self, config=None, **kwargs):
+        self.mode = kwargs["mode"]
+        self.requeued = 0
+
+    async def register(self, bus):
+        bus.on("onToolInvokeEnd", self.end)
+        bus.on("onAfterTool", self.after_tool)
+        bus.on("onAfterPromptAssemble", self.after_prompt)
+
+    async def end(self, agent, ctx, payload):
+        if self.mode == "retry" and payload["args"].get("path") == "missing":
+            return {"type": "retry_with", "patched_args": {"path": "sub"}, "backoff_ms": 5}
+
+    async def after_tool(self, agent, ctx, payload):
+        if self.mode == "requeue":
+            self.requeued += 1
+            log(f"after_tool {self.requeued} {payload['result'][:40]!r}")
+            return {"type": "requeue_tool"}
+        if self.mode == "insert":
+            return {"type": "insert_step", "messages": [{"role": "user", "content": "note after tool"}]}
+
+    async def after_prompt(self, agent, ctx, payload):
+        if self.mode == "insert" and not any(m.get("content") == "prompt note" for m in payload["messages"]):
+            return {"type": "insert_step", "messages": [{"role": "user", "content": "prompt note"}]}
+"#;
+
+#[test]
+fn isolated_rerun_and_insert_step_answers_have_their_in_process_effects() {
+    let run = |isolate: bool| {
+        let env = Env::new();
+        let work = env.home.path().join("work");
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        std::fs::write(work.join("sub").join("inner.txt"), "x").unwrap();
+        let mut observed_all = Vec::new();
+        for mode in ["retry", "requeue", "insert"] {
+            env.codumentor(
+                "toolans",
+                "toolans_pkg:ToolAnswers",
+                &format!("args: {{mode: {mode}}}\n"),
+                &[("toolans_pkg/__init__.py", TOOL_ANSWERS)],
+            );
+            env.config(&["toolans"], if isolate { &["toolans"] } else { &[] });
+            let report = env.turn_with(
+                "turns:\n  - say: \"Listing.\"\n    tool_calls:\n      - name: list_dir\n        args: {path: \"missing\"}\n  - say: \"listed\"\n",
+                mode,
+                "hi",
+                &["--workspace", work.to_str().unwrap()],
+            );
+            observed_all.push(observed(&env, &report));
+        }
+        assert_eq!(isolated_flag(&env, "toolans"), isolate);
+        (env, observed_all)
+    };
+    let (in_env, in_process) = run(false);
+    let (env, isolated) = run(true);
+    for (a, b) in in_process.iter().zip(&isolated) {
+        assert_eq!(a, b, "{a:#}\n{b:#}");
+    }
+    assert_eq!(in_env.log_lines(), env.log_lines());
+    // retry_with: the re-run's result replaced the failed one.
+    let retried = isolated[0]["tool_calls"][0]["result"].as_str().unwrap();
+    assert!(retried.contains("inner.txt"), "{:#}", isolated[0]);
+    // requeue_tool: one re-run, never re-run again.
+    assert_eq!(
+        env.log_lines()
+            .iter()
+            .filter(|l| l.starts_with("after_tool "))
+            .count(),
+        2,
+        "{:?}",
+        env.log_lines()
+    );
+    // insert_step: both notes reached the second model call.
+    let second = isolated[2]["model_calls"][1]["messages"].to_string();
+    assert!(
+        second.contains("prompt note") && second.contains("note after tool"),
+        "{second}"
+    );
 }
