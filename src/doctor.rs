@@ -1,5 +1,7 @@
-//! `plugins doctor` and the `/plugins` command: what was found, what loaded,
-//! what each plugin registered, and what looks wrong.
+//! `plugins doctor`: what was found, what loaded, what each plugin
+//! registered, and what looks wrong. [`Report::new`] reads the host's live
+//! hook counters: a `plugins doctor` process has run no turn (counts 0); a
+//! program that ran turns on a host gets this process's counts.
 
 use serde::Serialize;
 

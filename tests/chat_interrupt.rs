@@ -128,7 +128,7 @@ impl Env {
     /// `plughost <args> --model scripted --script …`, SIGINT at its default
     /// disposition (a test runner started in the background may ignore it,
     /// and an ignored SIGINT would hide what Python does with it).
-    fn spawn(&self, args: &[&str]) -> Child {
+    fn spawn(&self, args: &[&str]) -> Proc {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
         cmd.args(args)
             .args(["--model", "scripted", "--script"])
@@ -150,11 +150,11 @@ impl Env {
                 Ok(())
             });
         }
-        cmd.spawn().unwrap()
+        Proc(cmd.spawn().unwrap())
     }
 
     /// Wait until the slow tool runs, then Ctrl-C the process.
-    fn interrupt_when_started(&self, child: &Child) {
+    fn interrupt_when_started(&self, child: &Proc) {
         wait_for(|| self.mark("started").is_some(), "the slow tool to start");
         // SAFETY: kill() with a pid we spawned and have not reaped.
         let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
@@ -172,6 +172,48 @@ impl Env {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+    }
+}
+
+/// A child process killed (and reaped) if the test fails before it ends.
+struct Proc(Child);
+
+impl std::ops::Deref for Proc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    /// Wait for the end; its exit status, stdout and stderr.
+    fn finish(&mut self) -> (std::process::ExitStatus, String, String) {
+        let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut pipe) = pipe {
+                    pipe.read_to_string(&mut text).unwrap();
+                }
+                text
+            })
+        };
+        let out = read(self.0.stdout.take().map(|p| Box::new(p) as _));
+        let err = read(self.0.stderr.take().map(|p| Box::new(p) as _));
+        let status = self.0.wait().unwrap();
+        (status, out.join().unwrap(), err.join().unwrap())
     }
 }
 
@@ -274,25 +316,22 @@ fn ctrl_c_in_chat_cancels_the_turn_and_the_chat_goes_on() {
     let mut child = env.spawn(&["chat", "--session", "c"]);
     let mut stdin = child.stdin.take().unwrap();
     let stdout = lines(child.stdout.take().unwrap());
-    let mut stderr_pipe = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut stderr_pipe, &mut text).unwrap();
-        text
-    });
 
     send_line(&mut stdin, "go");
     env.interrupt_when_started(&child);
     read_until(&stdout, "(turn cancelled)");
-    // The running tool saw the cancellation as asyncio.CancelledError.
-    assert!(env.mark("cancelled").is_some());
+    // The running tool sees the cancellation as asyncio.CancelledError (on
+    // the asyncio loop's thread, soon after the turn has ended).
+    wait_for(
+        || env.mark("cancelled").is_some(),
+        "the tool's CancelledError",
+    );
 
     // The chat goes on: the next line gets the next answer.
     send_line(&mut stdin, "again");
     read_until(&stdout, "second answer");
     drop(stdin); // Ctrl-D ends the chat.
-    let status = child.wait().unwrap();
-    let stderr = stderr.join().unwrap();
+    let (status, _, stderr) = child.finish();
     assert!(status.success(), "{status:?}\n{stderr}");
     assert_no_plugin_error(&stderr);
 
@@ -330,16 +369,14 @@ fn ctrl_c_in_run_cancels_the_turn_and_exits_130() {
     let mut child = env.spawn(&["run", "--json", "--session", "r", "go"]);
     drop(child.stdin.take());
     env.interrupt_when_started(&child);
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let (status, stdout, stderr) = child.finish();
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert_no_plugin_error(&stderr);
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(report["ended_by"], "interrupted", "{report:#}");
     assert_eq!(report["interrupted"], true, "{report:#}");
     assert_eq!(report["completed"], false, "{report:#}");
     assert_eq!(report["hook_errors"], serde_json::json!([]), "{report:#}");
-    assert!(env.mark("cancelled").is_some());
     assert_eq!(env.mark("codumentor.log").unwrap(), "interrupted {}\n");
     assert_eq!(
         env.mark("session_end").unwrap(),
@@ -355,12 +392,64 @@ fn ctrl_c_in_run_cancels_the_turn_and_exits_130() {
     let mut child = env.spawn(&["run", "go"]);
     drop(child.stdin.take());
     env.interrupt_when_started(&child);
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let (status, stdout, stderr) = child.finish();
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(
         stderr.contains("plughost: interrupted (Ctrl-C); the turn was cancelled"),
         "{stderr}"
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    assert_eq!(stdout, "");
+}
+
+/// `plughost serve`: Ctrl-C is its shutdown signal. A turn still running
+/// after the grace period is cancelled the same way, without a
+/// `KeyboardInterrupt` reaching the plugins.
+#[test]
+fn ctrl_c_stops_serve_and_cancels_its_running_turn() {
+    let env = Env::new();
+    let mut child = env.spawn(&["serve", "--port", "0", "--shutdown-grace", "0.2"]);
+    drop(child.stdin.take());
+    let stderr = lines(child.stderr.take().unwrap());
+    let seen = read_until(&stderr, "listening on ");
+    let url = seen
+        .last()
+        .unwrap()
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    // A worker thread sends the request while this one waits for the tool.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let request = rt.spawn(async move {
+        let r = reqwest::Client::new()
+            .post(format!("{url}/v1/chat/completions"))
+            .header("x-plughost-session", "srv")
+            .json(
+                &serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "go"}]}),
+            )
+            .send()
+            .await
+            .unwrap();
+        r.status().as_u16()
+    });
+    env.interrupt_when_started(&child);
+    assert_eq!(rt.block_on(request).unwrap(), 503);
+    let status = child.wait().unwrap();
+    let rest: Vec<String> = stderr.iter().collect();
+    let rest = rest.join("\n");
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("plughost serve: stopped"), "{rest}");
+    assert_no_plugin_error(&rest);
+    assert_eq!(env.mark("codumentor.log").unwrap(), "interrupted {}\n");
+    assert_eq!(
+        env.mark("session_end").unwrap(),
+        "completed=False interrupted=True\n"
+    );
 }

@@ -1634,8 +1634,20 @@ fn meta_dependencies_add_to_the_manifests_and_order_the_load() {
         "Named",
         r#"{"name": "other-name", "dependencies": "c-base"}"#,
     );
+    // An import that fails: reported once, its module run once.
+    env.plugin(
+        "h-broken",
+        "entry: h_broken_pkg:Broken\n",
+        &[(
+            "h_broken_pkg/__init__.py",
+            &format!(
+                "{}\nraise RuntimeError('no database')\n",
+                meta_plugin("Broken", "{}")
+            ),
+        )],
+    );
     env.enable(&[
-        "a-app", "b-mid", "c-base", "d-orphan", "e-cyc", "f-cyc", "g-named",
+        "a-app", "b-mid", "c-base", "d-orphan", "e-cyc", "f-cyc", "g-named", "h-broken",
     ]);
 
     let out = env.run(&["plugins", "list", "--json"]);
@@ -1669,6 +1681,10 @@ fn meta_dependencies_add_to_the_manifests_and_order_the_load() {
     assert_eq!(status("f-cyc").1, "dependency cycle: f-cyc → e-cyc → f-cyc");
     assert_eq!(status("g-named"), ("loaded".into(), String::new()));
     assert_eq!(
+        status("h-broken"),
+        ("failed".into(), "RuntimeError: no database".into())
+    );
+    assert_eq!(
         record(&list, "g-named")["dependencies"],
         serde_json::json!([])
     );
@@ -1685,6 +1701,11 @@ fn meta_dependencies_add_to_the_manifests_and_order_the_load() {
     // any class is built; then the classes are built and registered in the
     // order resolved with meta: c-base before a-app despite a-app's priority.
     let lines = env.log_lines();
+    assert_eq!(
+        lines.iter().filter(|l| *l == "import Broken").count(),
+        1,
+        "{lines:#?}"
+    );
     let first_build = lines.iter().position(|l| l.starts_with("build")).unwrap();
     assert!(
         lines[first_build..]

@@ -164,9 +164,8 @@ pub(super) fn run(
         };
         agent.start().await;
         // Ctrl-C cancels the turn as in chat: the report says so, exit 130.
-        let cancel = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
+        let mut sigint = interrupts();
+        let cancel = interrupted(&mut sigint);
         let report = agent
             .send_cancellable(Inbound::new(&args.session, message), events, cancel)
             .await;
@@ -252,6 +251,31 @@ fn show_events(
     })
 }
 
+/// Ctrl-C (SIGINT) as a stream, listened to from now on: one pressed
+/// before a turn's futures are first polled (while its first tool starts)
+/// is not left to the default action, which would end the process. `None`
+/// (warned) when the signal cannot be listened to: Ctrl-C then ends
+/// plughost at once.
+fn interrupts() -> Option<tokio::signal::unix::Signal> {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) {
+        Ok(signal) => Some(signal),
+        Err(e) => {
+            tracing::warn!("cannot listen for Ctrl-C ({e}); it ends plughost at once");
+            None
+        }
+    }
+}
+
+/// The next Ctrl-C from [`interrupts`] (never, without a stream).
+async fn interrupted(sigint: &mut Option<tokio::signal::unix::Signal>) {
+    match sigint {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
 /// The model as the banner names it: `--script FILE` replaces the demo
 /// script, so `scripted:FILE` rather than the default `scripted:demo`.
 fn model_shown(args: &AgentArgs) -> String {
@@ -275,12 +299,13 @@ pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
             args.session
         );
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let mut sigint = interrupts();
         loop {
             print!("you> ");
             let _ = std::io::stdout().flush();
             let line = tokio::select! {
                 line = lines.next_line() => line,
-                _ = tokio::signal::ctrl_c() => Ok(None),
+                _ = interrupted(&mut sigint) => Ok(None),
             };
             let Ok(Some(line)) = line else { break };
             if line.trim().is_empty() {
@@ -288,9 +313,7 @@ pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
             }
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
             let display = show_events(rx, Box::new(std::io::stdout()), true);
-            let cancel = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
+            let cancel = interrupted(&mut sigint);
             let report: TurnReport = agent
                 .send_cancellable(Inbound::new(&args.session, &line), Some(tx), cancel)
                 .await;

@@ -320,7 +320,8 @@ fn print_json(value: &impl serde::Serialize) {
 }
 
 fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
-    // Ctrl-C is plughost's (see runtime::signals); a worker's is its parent's.
+    // Ctrl-C is plughost's (see runtime::signals); an isolated plugin's
+    // worker process keeps its own handling (src/isolation decides).
     if !matches!(cli.command, Command::Worker) {
         crate::runtime::signals::own_interrupt();
     }

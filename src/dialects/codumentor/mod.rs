@@ -699,8 +699,11 @@ fn import_class<'py>(
 /// What the first phase of loading found, per plugin directory: the
 /// class's `meta["dependencies"]` (kept for the process), or the import's
 /// failure (taken by [`Codumentor::load`], so the module is not run twice).
-static PREPARED: Mutex<Option<HashMap<PathBuf, Result<Vec<String>, PluginError>>>> =
-    Mutex::new(None);
+static PREPARED: Mutex<Option<HashMap<PathBuf, Prepared>>> = Mutex::new(None);
+
+/// One plugin's first phase: its class's `meta["dependencies"]`, or why
+/// its module could not be imported.
+type Prepared = Result<Vec<String>, PluginError>;
 
 /// Phase one of loading `key` (from `dir`, entry `entry`): claim its
 /// top-level package, import its module and read the class's
