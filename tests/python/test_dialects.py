@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import inspect
 import json
 import os
 import subprocess
@@ -430,6 +431,11 @@ def test_abort_turn_ends_the_turn_completed_with_its_reason(env: Env) -> None:
     assert report["tool_calls"][0]["result"] == "[blocked: budget exhausted]"
     assert report["tool_calls"][0]["outcome"] == "blocked"
     assert len(report["model_calls"]) == 1
+
+
+def test_help_shows_the_new_arguments_with_their_defaults() -> None:
+    assert str(inspect.signature(plughost.Agent.run)) == "(self, /, message, session_id='default')"
+    assert "hook_timeout=30.0" in str(inspect.signature(plughost.Host))
 
 
 def test_a_failed_model_call_is_reported_not_raised(env: Env) -> None:
