@@ -453,3 +453,115 @@ fn ctrl_c_stops_serve_and_cancels_its_running_turn() {
         "completed=False interrupted=True\n"
     );
 }
+
+/// A sync tool (the worker runs it on its reading thread) that says it
+/// started, then waits for the test's go-ahead.
+const GATED: &str = r#"
+import os, time
+
+MARKS = os.environ["MARKS"]
+
+
+def register(ctx):
+    def slow(seconds: float = 60):
+        open(os.path.join(MARKS, "started"), "a").close()
+        for _ in range(3000):
+            if os.path.exists(os.path.join(MARKS, "release")):
+                return "released"
+            time.sleep(0.02)
+        return "never released"
+
+    ctx.register_tool("slow", {"type": "object", "properties": {"seconds": {"type": "number"}}}, slow)
+"#;
+
+/// A Ctrl-C at the terminal reaches the whole process group, isolated
+/// plugins' workers included. plughost owns it: `serve` lets its running
+/// turn finish within the grace period, and the isolated tool it is
+/// waiting for is not killed by the same key.
+#[test]
+fn a_terminal_ctrl_c_leaves_isolated_workers_to_plughost() {
+    let env = Env::new();
+    let plugins = env.home.path().join("plugins");
+    write(&plugins.join("slow/__init__.py"), GATED);
+    write(
+        &env.home.path().join("config.json"),
+        r#"{"plugins": {"enabled": ["slow", "endings"], "isolate": ["slow"]}}"#,
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+    cmd.args(["serve", "--port", "0", "--shutdown-grace", "60"])
+        .args(["--model", "scripted", "--script"])
+        .arg(env.script())
+        .env("PLUGHOST_HOME", env.home.path())
+        .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+        .env("MARKS", env.marks.path())
+        .env("HERMES_HOME", env.home.path().join("no-hermes"))
+        .env_remove("PLUGHOST_LOG")
+        .env_remove("PLUGHOST_ENABLE_PROJECT_PLUGINS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, as a shell gives a foreground job.
+        .process_group(0);
+    // SAFETY: runs in the forked child before exec; signal() is
+    // async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = Proc(cmd.spawn().unwrap());
+    let stderr = lines(child.stderr.take().unwrap());
+    let seen = read_until(&stderr, "listening on ");
+    let url = seen
+        .last()
+        .unwrap()
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let request = rt.spawn(async move {
+        let r = reqwest::Client::new()
+            .post(format!("{url}/v1/chat/completions"))
+            .json(
+                &serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "go"}]}),
+            )
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json::<Value>().await.unwrap())
+    });
+    wait_for(
+        || env.mark("started").is_some(),
+        "the isolated tool to start",
+    );
+    let group = child.id() as libc::pid_t;
+    // SAFETY: kill() of the process group of a child we spawned and have
+    // not reaped (it leads the group).
+    let sent = unsafe { libc::kill(-group, libc::SIGINT) };
+    assert_eq!(sent, 0, "kill: {}", std::io::Error::last_os_error());
+    // serve has heard it (it stops taking requests) before the tool goes on.
+    read_until(&stderr, "shutting down");
+    write(&env.marks.path().join("release"), "");
+    let (status, body) = rt.block_on(request).unwrap();
+    assert_eq!(status, 200, "{body:#}");
+    assert_eq!(
+        body["choices"][0]["message"]["content"], "second answer",
+        "{body:#}"
+    );
+    let status = child.wait().unwrap();
+    let rest: Vec<String> = stderr.iter().collect();
+    let rest = rest.join("\n");
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert_no_plugin_error(&rest);
+    assert!(!rest.contains("crashed"), "{rest}");
+}

@@ -66,6 +66,7 @@ impl Served {
 /// Run as a worker: serve until plughost closes the stream, then exit.
 /// Never returns.
 pub fn main() -> ! {
+    ignore_terminal_interrupt();
     let (input, output) = match take_protocol_fds() {
         Ok(fds) => fds,
         Err(e) => {
@@ -74,6 +75,20 @@ pub fn main() -> ! {
         }
     };
     serve(File::from(input), File::from(output))
+}
+
+/// A Ctrl-C at the terminal goes to the whole process group, the workers
+/// included; plughost owns it (it cancels the turn, or shuts `serve` down
+/// with a grace period) and stops its workers itself, and a worker ends
+/// when its protocol stream closes. So a worker ignores SIGINT, and its
+/// Python, seeing it ignored, installs no `KeyboardInterrupt` handler:
+/// a call in flight is never killed by the key meant for plughost.
+fn ignore_terminal_interrupt() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no
+    // handler code; it is done before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
 }
 
 /// Move fds 0 and 1 out of a plugin's reach (see the module docs).
