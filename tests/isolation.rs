@@ -1017,3 +1017,76 @@ fn an_isolated_hermes_plugin_keeps_hermes_result_strings() {
         "{segv}"
     );
 }
+
+const HERMES_GUARD: &str = r#"
+import json, os
+def lookup(args, **kwargs):
+    return json.dumps({"q": args["q"], "looked_up": True})
+def guard(tool_name, args, **kwargs):
+    if args.get("q") == "raise":
+        raise RuntimeError("policy store unreachable")
+    if args.get("q") == "crash":
+        os._exit(3)
+    return None
+def register(ctx):
+    ctx.register_tool("lookup", "words", {"name": "lookup", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}, lookup)
+    ctx.register_hook("pre_tool_call", guard)
+"#;
+
+/// Hermes's `pre_tool_call` guards fail closed; isolating the plugin that
+/// holds one (to be safe from it) must not open the gate: a raising guard
+/// blocks with Hermes's message as in-process, and a guard whose worker
+/// crashes blocks too.
+#[test]
+fn an_isolated_hermes_guard_fails_closed() {
+    let plughost_home = tempfile::tempdir().unwrap();
+    let hermes_home = tempfile::tempdir().unwrap();
+    let bundled = no_bundled();
+    std::fs::write(
+        hermes_home.path().join("config.yaml"),
+        "plugins:\n  enabled: [guarded]\n",
+    )
+    .unwrap();
+    write_plugin(
+        &hermes_home.path().join("plugins"),
+        "guarded",
+        "name: guarded\n",
+        &[("__init__.py", HERMES_GUARD)],
+    );
+    let call = |isolate: &str, q: &str| {
+        let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+            .args(["--isolate", isolate, "tools", "call", "lookup", "--args"])
+            .arg(format!(r#"{{"q": "{q}"}}"#))
+            .env("PLUGHOST_HOME", plughost_home.path())
+            .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+            .env("HERMES_HOME", hermes_home.path())
+            .env_remove("PLUGHOST_LOG")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        (
+            child.status.code(),
+            String::from_utf8_lossy(&child.stdout).into_owned(),
+        )
+    };
+    for q in ["fine", "raise"] {
+        assert_eq!(call("none", q), call("guarded", q), "q={q}");
+    }
+    let (code, raised) = call("guarded", "raise");
+    assert_eq!(code, Some(1), "{raised}");
+    assert!(
+        raised.contains(
+            "pre_tool_call plugin callback guard raised RuntimeError: policy store unreachable"
+        ),
+        "{raised}"
+    );
+    assert!(!raised.contains("looked_up"), "{raised}");
+    let (code, crashed) = call("guarded", "crash");
+    assert_eq!(code, Some(1), "{crashed}");
+    assert!(
+        crashed.contains("pre_tool_call plugin callback guard raised")
+            && crashed.contains("plugin 'guarded' crashed (exit code 3)"),
+        "{crashed}"
+    );
+    assert!(!crashed.contains("looked_up"), "{crashed}");
+}

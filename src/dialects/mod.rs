@@ -68,6 +68,19 @@ pub trait Dialect: Send + Sync + 'static {
     fn never_fires(&self, event: &str) -> Option<&'static str> {
         core_never_fires(event)
     }
+    /// The refusal a failed callback (named `label`) of this dialect stands
+    /// for on `event` when its guards fail closed, for callbacks that run
+    /// elsewhere (an isolated plugin's worker): the same answer its
+    /// in-process callbacks give ([`crate::hooks::HookCallback::fail_closed`]).
+    fn fail_closed(
+        &self,
+        label: &str,
+        event: crate::hooks::HookEvent,
+        error: &crate::hooks::HookError,
+    ) -> Option<crate::hooks::HookAction> {
+        let _ = (label, event, error);
+        None
+    }
 }
 
 /// [`Dialect::never_fires`] for a dialect whose names are the core's

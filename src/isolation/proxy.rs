@@ -141,12 +141,13 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 name,
                 entry: HookEntry {
                     owner: key.clone(),
-                    label,
+                    label: label.clone(),
                     priority,
                     callback: Arc::new(ProxyHook {
                         sup: sup.clone(),
                         index,
                         event_name,
+                        label,
                     }),
                     stats: Arc::new(HookStats::default()),
                 },
@@ -316,6 +317,8 @@ struct ProxyHook {
     index: usize,
     /// The dialect's name of its event, for `hook_errors`.
     event_name: Option<String>,
+    /// Its readable name, for its dialect's fail-closed message.
+    label: String,
 }
 
 /// The number an isolated plugin's worker knows a turn by, kept in the
@@ -435,6 +438,12 @@ impl HookCallback for ProxyHook {
 
     fn event_name(&self, _event: HookEvent) -> Option<String> {
         self.event_name.clone()
+    }
+
+    /// A guard that fails closed in-process (Hermes's `pre_tool_call`)
+    /// fails closed isolated too, its worker's crash or time-out included.
+    fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<crate::hooks::HookAction> {
+        crate::dialects::by_name(self.sup.dialect())?.fail_closed(&self.label, event, error)
     }
 }
 

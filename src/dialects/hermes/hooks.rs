@@ -357,22 +357,29 @@ impl HookCallback for HermesHook {
 
     /// Hermes's `pre_tool_call` fails closed, with its own messages.
     fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
-        if event != HookEvent::PreToolCall {
-            return None;
-        }
-        Some(HookAction::Block(match error {
-            HookError::TimedOut(_) | HookError::Overran(_) => {
-                "pre_tool_call plugin callback timed out or is still running".to_string()
-            }
-            HookError::Raised(e) => format!(
-                "pre_tool_call plugin callback {} raised {}",
-                self.label,
-                e.described()
-            ),
-            other => format!(
-                "pre_tool_call plugin callback {} failed: {other}",
-                self.label
-            ),
-        }))
+        pre_tool_call_refusal(&self.label, event, error)
     }
+}
+
+/// The block a failed `pre_tool_call` callback named `label` stands for:
+/// Hermes's guards fail closed, with its own messages. `None` for other
+/// events (their failures are only reported).
+pub(crate) fn pre_tool_call_refusal(
+    label: &str,
+    event: HookEvent,
+    error: &HookError,
+) -> Option<HookAction> {
+    if event != HookEvent::PreToolCall {
+        return None;
+    }
+    Some(HookAction::Block(match error {
+        HookError::TimedOut(_) | HookError::Overran(_) => {
+            "pre_tool_call plugin callback timed out or is still running".to_string()
+        }
+        HookError::Raised(e) => format!(
+            "pre_tool_call plugin callback {label} raised {}",
+            e.described()
+        ),
+        other => format!("pre_tool_call plugin callback {label} failed: {other}"),
+    }))
 }

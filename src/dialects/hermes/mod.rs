@@ -235,6 +235,15 @@ impl Dialect for Hermes {
 
     /// Hermes's names are the core's, plus Hermes-only hooks plughost
     /// accepts and never fires ([`context::never_fires`]).
+    fn fail_closed(
+        &self,
+        label: &str,
+        event: crate::hooks::HookEvent,
+        error: &crate::hooks::HookError,
+    ) -> Option<crate::hooks::HookAction> {
+        hooks::pre_tool_call_refusal(label, event, error)
+    }
+
     fn never_fires(&self, event: &str) -> Option<&'static str> {
         if crate::hooks::HookEvent::from_name(event).is_some() {
             None
