@@ -855,3 +855,52 @@ fn a_failed_model_call_goes_to_stderr_with_its_cause() {
         "the cause is shown: {text}"
     );
 }
+
+/// `/plugins doctor` in a chat: doctor's report with the hook call counts
+/// of this process, so the turns just run show in them.
+#[test]
+fn plugins_doctor_in_chat_counts_the_sessions_hook_calls() {
+    let home = tempfile::tempdir().unwrap();
+    let bundled = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("plugins_bundled");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["chat", "--session", "d"])
+        .env("PLUGHOST_HOME", home.path())
+        .env("PLUGHOST_BUNDLED_DIR", &bundled)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"/plugins doctor\nhello\n/plugins doctor\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // command-guard's pre_tool_call ran on the demo's three tool calls
+    // (one blocked) between the two reports.
+    let reports: Vec<&str> = text.split("home: ").skip(1).collect();
+    assert_eq!(reports.len(), 2, "{text}");
+    let guard_line = |report: &str| -> String {
+        report
+            .lines()
+            .skip_while(|l| !l.starts_with("command-guard ["))
+            .find(|l| l.trim_start().starts_with("hook calls: "))
+            .unwrap_or_else(|| panic!("{report}"))
+            .to_string()
+    };
+    assert!(
+        guard_line(reports[0]).contains("pre_tool_call 0"),
+        "{}",
+        reports[0]
+    );
+    assert!(
+        guard_line(reports[1]).contains("pre_tool_call 3"),
+        "{}",
+        reports[1]
+    );
+}

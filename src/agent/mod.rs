@@ -615,8 +615,13 @@ impl Inner {
                 Some("Started a new session.".into())
             }
             "compact" => self.compact(session).await,
+            // `plugins doctor` of a fresh process has run no hook; here the
+            // counts are this process's, turns of the session included.
+            "plugins" if line.split_whitespace().nth(1) == Some("doctor") => {
+                Some(crate::doctor::Report::new(&self.host).text())
+            }
             "help" => Some(format!(
-                "{}\n  /new, /clear — start a new session\n  /compact — keep only the recent messages",
+                "{}\n  /plugins doctor — the plugins doctor report, with this process's hook call counts\n  /new, /clear — start a new session\n  /compact — keep only the recent messages",
                 self.host.help_text()
             )),
             _ => match self.host.run_command(&format!("/{line}")).await {
