@@ -15,7 +15,6 @@ use crate::outcome::PluginError;
 use crate::registry::{
     normalize_command_name, Command, CommandReturn, Registration, Registry, Tool, NATIVE_OWNER,
 };
-use crate::runtime::loader::PluginPackage;
 
 /// One discovered plugin and what became of it (`plugins list --json`).
 #[derive(Clone, Debug, Serialize)]
@@ -546,7 +545,7 @@ fn load_candidate(
     )>,
     registry: &mut Registry,
     collisions: &mut Vec<ToolCollision>,
-    packages: &mut Vec<PluginPackage>,
+    packages: &mut Vec<Box<dyn Send + Sync>>,
     workers: &mut Vec<crate::isolation::Supervisor>,
 ) -> PluginRecord {
     let manifest = c.manifest.as_ref().ok();
@@ -634,6 +633,7 @@ fn load_candidate(
                 crate::dialects::LoadedPlugin {
                     registrations,
                     package: None,
+                    hold: None,
                 }
             })
         }
@@ -665,7 +665,8 @@ fn load_candidate(
                 registry,
                 collisions,
             );
-            packages.extend(loaded.package);
+            packages.extend(loaded.package.map(|p| Box::new(p) as Box<dyn Send + Sync>));
+            packages.extend(loaded.hold);
             record.loaded = true;
             record.dialect = Some(dialect.name());
             tracing::debug!("plugin '{}' loaded from {}", c.key, c.dir.display());
@@ -682,9 +683,10 @@ pub struct Host {
     plugins: Vec<PluginRecord>,
     collisions: Vec<ToolCollision>,
     roots: Vec<(Source, PathBuf)>,
-    /// The plugins' Python packages: unloaded when the host goes away
+    /// The plugins' Python packages (and dialects' holds on process-wide
+    /// names): unloaded when the host goes away
     /// (after the registry, whose handlers refer into them).
-    _packages: Vec<PluginPackage>,
+    _packages: Vec<Box<dyn Send + Sync>>,
     /// Keeps a temporary copy of the bundled plugins (used when the cache
     /// cannot be written) on disk while the host lives.
     _bundled: Option<crate::bundled::Located>,

@@ -26,6 +26,9 @@ pub struct LoadedPlugin {
     pub registrations: Vec<Registration>,
     /// Its Python package; the host keeps it for as long as it lives.
     pub package: Option<PluginPackage>,
+    /// Anything else the host keeps while it lives and drops with it (a
+    /// dialect's claim on a process-wide name, released on drop).
+    pub hold: Option<Box<dyn Send + Sync>>,
 }
 
 /// One plugin API.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import hashlib
 import inspect
 import json
@@ -643,6 +644,69 @@ def test_a_felix_package_already_imported_from_elsewhere_fails_the_load(tmp_path
     assert second.call_tool("twin_which") == "Error: Tool 'twin_which' not found"
     # Another Host over the same tree shares its module: that is the same code.
     assert plughost.Host(home=tmp_path / "one", disable=quiet).call_tool("twin_which") == "one"
+
+
+CODU_TWIN = """
+    class Probe:
+        meta = {"name": "%s"}
+
+        def __init__(self, config=None, **kwargs):
+            pass
+
+        async def register(self, bus):
+            bus.on("onAfterInput", self.seen)
+
+        async def seen(self, agent, ctx, payload):
+            return None
+"""
+
+
+def test_a_codumentor_package_is_held_by_the_hosts_that_loaded_it(tmp_path: Path) -> None:
+    # One process, several Hosts: a top-level package name belongs to the
+    # plugin (and directory) that provides it while a Host holding it
+    # lives, and is free again once the last one is gone.
+    tag = uuid.uuid4().hex[:8]
+    key, other_key, package = f"twin{tag}", f"other{tag}", f"codu_twin_{tag}"
+    homes = {}
+    for name, plugin_key in (("one", key), ("two", key), ("three", other_key)):
+        home = tmp_path / name
+        codumentor_plugin(home / "plugins", plugin_key, package, CODU_TWIN % plugin_key)
+        (home / "config.json").write_text(json.dumps({"plugins": {"enabled": [plugin_key]}}))
+        homes[name] = home
+    quiet = ["command-guard", "disk-cleanup", "tool-audit"]
+
+    def record(host: plughost.Host, plugin_key: str) -> Any:
+        return {p["key"]: p for p in host.plugins()}[plugin_key]
+
+    first = plughost.Host(home=homes["one"], disable=quiet)
+    assert record(first, key)["loaded"]
+    # The same key from another directory would run the first one's module.
+    same_key = record(plughost.Host(home=homes["two"], disable=quiet), key)
+    assert (same_key["status"], same_key["loaded"]) == ("failed", False)
+    backend_one = homes["one"] / "plugins" / key / "backend"
+    backend_two = homes["two"] / "plugins" / key / "backend"
+    assert same_key["error"] == (
+        f"package '{package}' of plugin '{key}' is already imported from {backend_one} by another host of "
+        f"this process; while that host lives, the plugin cannot load from {backend_two}"
+    )
+    other = record(plughost.Host(home=homes["three"], disable=quiet), other_key)
+    assert other["status"] == "failed"
+    assert other["error"] == (
+        f"package '{package}' is already provided by plugin '{key}'; two Codumentor plugins cannot share a "
+        "top-level package name"
+    )
+    # A second Host over the same plugin shares it; the name stays held
+    # until both are gone.
+    second = plughost.Host(home=homes["one"], disable=quiet)
+    assert record(second, key)["loaded"]
+    del first
+    gc.collect()
+    assert record(plughost.Host(home=homes["three"], disable=quiet), other_key)["status"] == "failed"
+    del second
+    gc.collect()
+    assert package not in sys.modules
+    freed = plughost.Host(home=homes["three"], disable=quiet)
+    assert record(freed, other_key)["loaded"]
 
 
 # ── Built-in tools: the CLI's, web_search / web_extract included ─

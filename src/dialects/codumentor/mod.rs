@@ -424,7 +424,57 @@ fn block_on<F: Future>(fut: F) -> F::Output {
 }
 
 /// Which plugin provides each top-level package put on `sys.path`.
-static PACKAGES: Mutex<Option<HashMap<String, (String, PathBuf)>>> = Mutex::new(None);
+static PACKAGES: Mutex<Option<HashMap<String, Claim>>> = Mutex::new(None);
+
+/// A top-level package's provider, and how many live hosts hold it (one
+/// process may run several hosts: the wheel's `Host`s).
+struct Claim {
+    key: String,
+    backend: PathBuf,
+    hosts: usize,
+}
+
+/// A host's hold on the package its Codumentor plugin provides: while any
+/// host holds it, no other plugin (nor the same key from another directory)
+/// may take the name; when the last one goes, the package is unloaded, so
+/// a later host imports it afresh.
+struct PackageHold {
+    top: String,
+    key: String,
+    backend: PathBuf,
+}
+
+impl PackageHold {
+    fn new(top: &str, key: &str, backend: &Path) -> PackageHold {
+        let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(claim) = packages.as_mut().and_then(|m| m.get_mut(top)) {
+            claim.hosts += 1;
+        }
+        PackageHold {
+            top: top.to_string(),
+            key: key.to_string(),
+            backend: backend.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for PackageHold {
+    fn drop(&mut self) {
+        let last = {
+            let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
+            match packages.as_mut().and_then(|m| m.get_mut(&self.top)) {
+                Some(claim) if claim.key == self.key && claim.backend == self.backend => {
+                    claim.hosts = claim.hosts.saturating_sub(1);
+                    claim.hosts == 0
+                }
+                _ => false,
+            }
+        };
+        if last {
+            release(&self.top, &self.key, &self.backend);
+        }
+    }
+}
 
 /// `plugins.config.<key>` of `config.json`, merged over the manifest's
 /// `args` (a value that is not a mapping is warned about and ignored).
@@ -489,6 +539,7 @@ impl Dialect for Codumentor {
             Ok(registrations) => Ok(LoadedPlugin {
                 registrations,
                 package: None,
+                hold: Some(Box::new(PackageHold::new(&top, key, &backend))),
             }),
             Err(e) => {
                 release(&top, key, &backend);
@@ -528,31 +579,56 @@ impl Dialect for Codumentor {
     }
 }
 
-/// Claim top-level package `top` (under `backend`) for plugin `key`.
+/// Claim top-level package `top` (under `backend`) for plugin `key`. The
+/// same plugin from the same directory shares it (another host of the
+/// process loading it too).
 fn claim(top: &str, key: &str, backend: &Path) -> Result<(), PluginError> {
     let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
     let packages = packages.get_or_insert_with(HashMap::new);
     match packages.get(top) {
-        Some((owner, _)) if owner != key => Err(load_error(
+        Some(claim) if claim.key != key => Err(load_error(
             "",
             &format!(
-                "package '{top}' is already provided by plugin '{owner}'; two Codumentor plugins cannot share a top-level package name"
+                "package '{top}' is already provided by plugin '{}'; two Codumentor plugins cannot share a top-level package name",
+                claim.key
             ),
         )),
-        _ => {
-            packages.insert(top.to_string(), (key.to_string(), backend.to_path_buf()));
+        Some(claim) if claim.backend != backend => Err(load_error(
+            "",
+            &format!(
+                "package '{top}' of plugin '{key}' is already imported from {} by another host of this process; while that host lives, the plugin cannot load from {}",
+                claim.backend.display(),
+                backend.display()
+            ),
+        )),
+        Some(_) => Ok(()),
+        None => {
+            packages.insert(
+                top.to_string(),
+                Claim {
+                    key: key.to_string(),
+                    backend: backend.to_path_buf(),
+                    hosts: 0,
+                },
+            );
             Ok(())
         }
     }
 }
 
-/// Undo [`claim`] after a failed load, and drop what the plugin imported.
+/// Undo [`claim`] after a failed load (or when the last host holding it
+/// goes), and drop what the plugin imported.
 fn release(top: &str, key: &str, backend: &Path) {
     {
         let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(map) = packages.as_mut() {
-            if map.get(top).is_some_and(|(owner, _)| owner == key) {
-                map.remove(top);
+            match map.get(top) {
+                Some(c) if c.key == key && c.backend == backend && c.hosts == 0 => {
+                    map.remove(top);
+                }
+                // Another plugin's name, or one a live host still uses.
+                Some(_) => return,
+                None => {}
             }
         }
     }

@@ -220,5 +220,6 @@ fn collect(
     Ok(LoadedPlugin {
         registrations,
         package: None,
+        hold: None,
     })
 }

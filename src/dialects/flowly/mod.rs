@@ -254,6 +254,7 @@ impl Dialect for Flowly {
             Ok(LoadedPlugin {
                 registrations,
                 package: Some(package),
+                hold: None,
             })
         })
     }

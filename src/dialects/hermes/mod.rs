@@ -307,6 +307,7 @@ impl Dialect for Hermes {
             Ok(LoadedPlugin {
                 registrations,
                 package,
+                hold: None,
             })
         })
     }
