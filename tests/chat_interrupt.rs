@@ -267,6 +267,29 @@ fn read_until(rx: &Receiver<String>, needle: &str) -> Vec<String> {
     }
 }
 
+/// The address `plughost serve` announces on stderr.
+fn serve_url(stderr: &Receiver<String>) -> String {
+    let seen = read_until(stderr, "listening on ");
+    seen.last()
+        .unwrap()
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A runtime whose thread sends a request while the test's waits.
+fn one_thread_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 fn send_line(stdin: &mut ChildStdin, line: &str) {
     writeln!(stdin, "{line}").unwrap();
     stdin.flush().unwrap();
@@ -410,23 +433,9 @@ fn ctrl_c_stops_serve_and_cancels_its_running_turn() {
     let mut child = env.spawn(&["serve", "--port", "0", "--shutdown-grace", "0.2"]);
     drop(child.stdin.take());
     let stderr = lines(child.stderr.take().unwrap());
-    let seen = read_until(&stderr, "listening on ");
-    let url = seen
-        .last()
-        .unwrap()
-        .split("listening on ")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
+    let url = serve_url(&stderr);
     // A worker thread sends the request while this one waits for the tool.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = one_thread_runtime();
     let request = rt.spawn(async move {
         let r = reqwest::Client::new()
             .post(format!("{url}/v1/chat/completions"))
@@ -512,22 +521,8 @@ fn a_terminal_ctrl_c_leaves_isolated_workers_to_plughost() {
     }
     let mut child = Proc(cmd.spawn().unwrap());
     let stderr = lines(child.stderr.take().unwrap());
-    let seen = read_until(&stderr, "listening on ");
-    let url = seen
-        .last()
-        .unwrap()
-        .split("listening on ")
-        .nth(1)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let url = serve_url(&stderr);
+    let rt = one_thread_runtime();
     let request = rt.spawn(async move {
         let r = reqwest::Client::new()
             .post(format!("{url}/v1/chat/completions"))

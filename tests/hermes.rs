@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::write_plugin;
+use common::{run_bounded, write_plugin};
 use serde_json::Value;
 
 /// A plugin in the Hermes style: tools, kwargs hooks with dict answers.
@@ -137,26 +137,6 @@ impl Env {
             .as_array()
             .unwrap()
             .clone()
-    }
-}
-
-fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("plughost did not finish within {limit:?}");
-        }
     }
 }
 

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use common::run_bounded;
 use serde_json::{json, Value};
 
 /// A home with plugins, run through the CLI.
@@ -138,26 +139,6 @@ impl Env {
             .as_array()
             .unwrap()
             .clone()
-    }
-}
-
-fn run_bounded(mut cmd: Command, limit: Duration) -> Output {
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
-            panic!("plughost did not finish within {limit:?}");
-        }
     }
 }
 

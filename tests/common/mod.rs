@@ -31,3 +31,31 @@ pub fn home_with(enabled: &[&str]) -> tempfile::TempDir {
 pub fn no_bundled() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
+
+/// Run a plughost command to its end, with its output; kill it and fail
+/// the test past `limit` (a hung child must not hang the suite).
+pub fn run_bounded(
+    mut cmd: std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .arg("-9")
+                .arg(pid.to_string())
+                .status();
+            panic!("plughost did not finish within {limit:?}");
+        }
+    }
+}
