@@ -25,12 +25,17 @@ use crate::registry::{
 /// (Codumentor's `agent.tool_registry`), for [`runtime_tool`].
 static RUNTIME_SOURCES: Mutex<Vec<WeakSupervisor>> = Mutex::new(Vec::new());
 
-/// How long a worker may take to say whether it has a runtime tool.
-const RUNTIME_TOOL_LIMIT: Duration = Duration::from_secs(10);
+/// How long a worker may take to say whether it has a runtime tool (the
+/// caller waits: the lookup is part of resolving a tool name).
+const RUNTIME_TOOL_LIMIT: Duration = Duration::from_secs(1);
 
 /// A tool an isolated plugin of the host at `home` registered while
 /// running, reached through its worker like its other tools; asked each
 /// time, as the in-process registry is (a plugin may replace its tools).
+/// Only running workers are asked (a worker that is not running has no
+/// runtime tools: they are registered during turns), and a slow answer
+/// counts as "no" without stopping the worker: an unknown tool name (a
+/// model's invention, a typo) must never start or kill a worker.
 pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
     let sources: Vec<Supervisor> = {
         let mut list = RUNTIME_SOURCES.lock().unwrap_or_else(|e| e.into_inner());
@@ -41,15 +46,19 @@ pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
         let request = Request::RuntimeTool {
             name: name.to_string(),
         };
-        let what = format!("looking up tool '{name}'");
-        let found = match sup.request_blocking(request, RUNTIME_TOOL_LIMIT, &what) {
-            Ok(Reply::RuntimeTool { found }) => found,
-            Ok(other) => {
+        let found = match sup.ask_if_running(request, RUNTIME_TOOL_LIMIT) {
+            None => None,
+            Some(Ok(Reply::RuntimeTool { found })) => found,
+            Some(Ok(other)) => {
                 tracing::warn!("{}", out_of_protocol(sup, &other));
                 None
             }
-            Err(e) => {
-                tracing::warn!("cannot ask plugin '{}' for tool '{name}': {e}", sup.key());
+            Some(Err(e)) => {
+                tracing::warn!(
+                    "cannot ask plugin '{}' for tool '{name}': {}",
+                    sup.key(),
+                    PluginError::fault(e)
+                );
                 None
             }
         };

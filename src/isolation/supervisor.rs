@@ -572,6 +572,43 @@ impl Supervisor {
 
     /// Send `body` and block for the reply, at most `limit`; past it the
     /// worker is killed (and restarted for the next call).
+    /// Ask the running worker, if there is one, without starting one and
+    /// without stopping it when it is slow to answer (it may be busy with
+    /// another call): `None` when no worker runs; a time-out is an error
+    /// and the reply, if it comes later, is dropped.
+    pub fn ask_if_running(
+        &self,
+        body: Request,
+        limit: Duration,
+    ) -> Option<Result<Reply, PluginFault>> {
+        let live = {
+            let state = self.lock();
+            if state.disabled.is_some() {
+                return None;
+            }
+            state
+                .live
+                .as_ref()
+                .filter(|l| !l.has_ended() && !l.is_stopped())?
+                .clone()
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let id = match live.send(body, Waiter::Blocking(tx)) {
+            Ok(id) => id,
+            Err(fault) => return Some(Err(fault)),
+        };
+        Some(match rx.recv_timeout(limit) {
+            Ok(r) => r,
+            Err(_) => {
+                live.forget(id);
+                Err(PluginFault::TimedOut {
+                    plugin: live.key.clone(),
+                    after_ms: limit.as_millis() as u64,
+                })
+            }
+        })
+    }
+
     pub fn request_blocking(
         &self,
         body: Request,

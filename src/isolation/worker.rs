@@ -80,14 +80,33 @@ pub fn main() -> ! {
 /// A Ctrl-C at the terminal goes to the whole process group, the workers
 /// included; plughost owns it (it cancels the turn, or shuts `serve` down
 /// with a grace period) and stops its workers itself, and a worker ends
-/// when its protocol stream closes. So a worker ignores SIGINT, and its
-/// Python, seeing it ignored, installs no `KeyboardInterrupt` handler:
-/// a call in flight is never killed by the key meant for plughost.
+/// when its protocol stream closes. So a worker catches SIGINT with a
+/// handler that does nothing: a call in flight is never killed by the key
+/// meant for plughost, and its Python, finding a handler already set,
+/// installs no `KeyboardInterrupt` one. A handler, not `SIG_IGN`: an
+/// ignored signal stays ignored across `exec`, so the subprocesses a
+/// plugin starts could not be interrupted; a caught one is reset to the
+/// default in them.
 fn ignore_terminal_interrupt() {
-    // SAFETY: setting a signal's disposition to SIG_IGN installs no
-    // handler code; it is done before any other thread exists.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: `action` is zero-initialised (a valid `sigaction`: no flags,
+    // an empty mask) before its fields are set; the handler does nothing,
+    // so it is async-signal-safe and touches no state; SA_RESTART keeps
+    // blocking reads from failing with EINTR. Replacing a handler Python
+    // installed (a worker started from the wheel's own interpreter) only
+    // means Python no longer sees SIGINT.
+    let failed = unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGINT, &action, std::ptr::null_mut()) != 0
+    };
+    if failed {
+        eprintln!(
+            "plughost worker: cannot take SIGINT over ({}); a terminal Ctrl-C may stop this worker",
+            std::io::Error::last_os_error()
+        );
     }
 }
 

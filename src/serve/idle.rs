@@ -81,16 +81,21 @@ impl NamedSessions {
     /// Mark `name` in use for as long as the result lives (waiting for an
     /// eviction of it in progress to finish).
     pub async fn enter(&self, name: &str) -> InUse {
-        let entry = {
+        let fresh = || {
+            Arc::new(Entry {
+                gate: Arc::new(RwLock::new(())),
+                last_used: Mutex::new(Instant::now()),
+            })
+        };
+        let entry = if self.idle.is_none() {
+            // Nothing is ever evicted: nothing to track (the map would
+            // only grow, a name per session ever seen).
+            fresh()
+        } else {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             entries
                 .entry(name.to_string())
-                .or_insert_with(|| {
-                    Arc::new(Entry {
-                        gate: Arc::new(RwLock::new(())),
-                        last_used: Mutex::new(Instant::now()),
-                    })
-                })
+                .or_insert_with(fresh)
                 .clone()
         };
         let read = entry.gate.clone().read_owned().await;

@@ -445,11 +445,8 @@ struct PackageHold {
 }
 
 impl PackageHold {
+    /// Take over the hold [`claim_held`] counted for a load that succeeded.
     fn new(top: &str, key: &str, backend: &Path) -> PackageHold {
-        let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(claim) = packages.as_mut().and_then(|m| m.get_mut(top)) {
-            claim.hosts += 1;
-        }
         PackageHold {
             top: top.to_string(),
             key: key.to_string(),
@@ -460,19 +457,37 @@ impl PackageHold {
 
 impl Drop for PackageHold {
     fn drop(&mut self) {
-        let last = {
-            let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
-            match packages.as_mut().and_then(|m| m.get_mut(&self.top)) {
-                Some(claim) if claim.key == self.key && claim.backend == self.backend => {
-                    claim.hosts = claim.hosts.saturating_sub(1);
-                    claim.hosts == 0
-                }
-                _ => false,
+        unhold(&self.top, &self.key, &self.backend);
+    }
+}
+
+/// [`claim`], counting a hold from now on: a load in progress holds the
+/// name as a loaded plugin does, so another host's failed load of the same
+/// plugin cannot unload what this one is importing.
+fn claim_held(top: &str, key: &str, backend: &Path) -> Result<(), PluginError> {
+    let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
+    claim_in(packages.get_or_insert_with(HashMap::new), top, key, backend)?;
+    if let Some(claim) = packages.as_mut().and_then(|m| m.get_mut(top)) {
+        claim.hosts += 1;
+    }
+    Ok(())
+}
+
+/// Give back a hold of [`claim_held`] (a failed load, or a host gone);
+/// the last one unloads the package.
+fn unhold(top: &str, key: &str, backend: &Path) {
+    let last = {
+        let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
+        match packages.as_mut().and_then(|m| m.get_mut(top)) {
+            Some(claim) if claim.key == key && claim.backend == backend => {
+                claim.hosts = claim.hosts.saturating_sub(1);
+                claim.hosts == 0
             }
-        };
-        if last {
-            release(&self.top, &self.key, &self.backend);
+            _ => false,
         }
+    };
+    if last {
+        release(top, key, backend);
     }
 }
 
@@ -527,10 +542,10 @@ impl Dialect for Codumentor {
             .unwrap_or(module_name)
             .to_string();
         let backend = dir.join("backend");
-        claim(&top, key, &backend)?;
+        claim_held(&top, key, &backend)?;
         if let Some(Err(e)) = take_prepared(dir) {
             // Its import already failed while the order was resolved.
-            release(&top, key, &backend);
+            unhold(&top, key, &backend);
             return Err(e);
         }
         let args = constructor_args(key, &manifest, home);
@@ -542,7 +557,7 @@ impl Dialect for Codumentor {
                 hold: Some(Box::new(PackageHold::new(&top, key, &backend))),
             }),
             Err(e) => {
-                release(&top, key, &backend);
+                unhold(&top, key, &backend);
                 Err(e)
             }
         }
@@ -584,7 +599,15 @@ impl Dialect for Codumentor {
 /// process loading it too).
 fn claim(top: &str, key: &str, backend: &Path) -> Result<(), PluginError> {
     let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
-    let packages = packages.get_or_insert_with(HashMap::new);
+    claim_in(packages.get_or_insert_with(HashMap::new), top, key, backend)
+}
+
+fn claim_in(
+    packages: &mut HashMap<String, Claim>,
+    top: &str,
+    key: &str,
+    backend: &Path,
+) -> Result<(), PluginError> {
     match packages.get(top) {
         Some(claim) if claim.key != key => Err(load_error(
             "",

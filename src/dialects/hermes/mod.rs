@@ -233,8 +233,6 @@ impl Dialect for Hermes {
         discover::DIALECT
     }
 
-    /// Hermes's names are the core's, plus Hermes-only hooks plughost
-    /// accepts and never fires ([`context::never_fires`]).
     fn fail_closed(
         &self,
         label: &str,
@@ -244,6 +242,8 @@ impl Dialect for Hermes {
         hooks::pre_tool_call_refusal(label, event, error)
     }
 
+    /// Hermes's names are the core's, plus Hermes-only hooks plughost
+    /// accepts and never fires ([`context::never_fires`]).
     fn never_fires(&self, event: &str) -> Option<&'static str> {
         if crate::hooks::HookEvent::from_name(event).is_some() {
             None

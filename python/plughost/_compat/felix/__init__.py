@@ -172,8 +172,12 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     """
     if source_dir and source_dir not in sys.path:
         sys.path.insert(0, source_dir)
-    target = _resolve(module_name, attr or "register")
+    # Checked before the import too: importing a submodule of a package
+    # imported from elsewhere would run that package's code first.
     elsewhere = source_dir and _imported_elsewhere(module_name, source_dir)
+    if not elsewhere:
+        target = _resolve(module_name, attr or "register")
+        elsewhere = source_dir and _imported_elsewhere(module_name, source_dir)
     if elsewhere:
         raise ImportError(
             f"module '{module_name.partition('.')[0]}' is already imported from {elsewhere}, not from this "
