@@ -785,19 +785,17 @@ impl Inner {
             )
             .await;
             inflight = lc.messages;
-            for decision in dispatch::decisions(answers, HookEvent::HistoryReady) {
-                if let LoopDecision::ShortCircuit(text) = decision {
-                    return self
-                        .final_answer(
-                            session,
-                            report,
-                            (turn, delegate),
-                            text,
-                            Value::Null,
-                            "short_circuit",
-                        )
-                        .await;
-                }
+            if let Some(text) = short_circuit(answers, HookEvent::HistoryReady) {
+                return self
+                    .final_answer(
+                        session,
+                        report,
+                        (turn, delegate),
+                        text,
+                        Value::Null,
+                        "short_circuit",
+                    )
+                    .await;
             }
         }
 
@@ -1037,20 +1035,18 @@ impl Inner {
                     HookPayload::Loop(&mut lc),
                 )
                 .await;
-                for decision in dispatch::decisions(answers, HookEvent::ModelReplied) {
-                    if let LoopDecision::ShortCircuit(text) = decision {
-                        // The model's reply is discarded, its tool calls too.
-                        return self
-                            .final_answer(
-                                session,
-                                report,
-                                (turn, delegate),
-                                text,
-                                Value::Null,
-                                "short_circuit",
-                            )
-                            .await;
-                    }
+                if let Some(text) = short_circuit(answers, HookEvent::ModelReplied) {
+                    // The model's reply is discarded, its tool calls too.
+                    return self
+                        .final_answer(
+                            session,
+                            report,
+                            (turn, delegate),
+                            text,
+                            Value::Null,
+                            "short_circuit",
+                        )
+                        .await;
                 }
                 if lc.reply != assistant {
                     response = reply_as_response(&lc.reply, response);
@@ -1367,6 +1363,17 @@ fn wire_message(message: &Value) -> Value {
         ),
         None => message.clone(),
     }
+}
+
+/// The text of the first `short_circuit` among a point's answers: the
+/// turn ends with it as the answer.
+fn short_circuit(answers: Vec<crate::hooks::HookAction>, event: HookEvent) -> Option<String> {
+    dispatch::decisions(answers, event)
+        .into_iter()
+        .find_map(|d| match d {
+            LoopDecision::ShortCircuit(text) => Some(text),
+            _ => None,
+        })
 }
 
 /// The provider's response as a P8 replacement of the reply left it.

@@ -10,19 +10,17 @@ use tokio::io::AsyncBufReadExt;
 
 use super::Failure;
 use crate::agent::provider::{self, ProviderOptions};
-use crate::agent::tools::{self, DelegateSlot, ToolLimits, Workspace};
+use crate::agent::tools::{self, DelegateSlot, Workspace};
 use crate::agent::{Agent, AgentConfig, AgentEvent, Inbound, TurnReport};
 use crate::host::Host;
 
-/// Options shared by `run` and `chat`.
+/// How the agent is built: the model, its limits and the workspace
+/// (shared by `run`, `chat` and `serve`).
 #[derive(Args, Debug, Clone)]
-pub struct AgentArgs {
+pub struct AgentSettings {
     /// PROVIDER:MODEL — openai:MODEL, or scripted[:SCRIPT] (the default: the shipped demo script).
     #[arg(long, default_value = "scripted:demo")]
     pub model: String,
-    /// Session key (transcripts live in <home>/sessions/).
-    #[arg(long, default_value = "default")]
-    pub session: String,
     /// Script file for the scripted provider (YAML or JSON).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
@@ -45,6 +43,16 @@ pub struct AgentArgs {
     /// two chunks of a streamed answer) before the call fails.
     #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
     pub model_timeout: Duration,
+}
+
+/// `run` and `chat` options: the agent's settings and the session.
+#[derive(Args, Debug, Clone)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub settings: AgentSettings,
+    /// Session key (transcripts live in <home>/sessions/).
+    #[arg(long, default_value = "default")]
+    pub session: String,
 }
 
 /// The most `--max-iterations` accepted: far past any useful turn.
@@ -75,7 +83,7 @@ pub(super) fn build_agent(
     home: Option<&PathBuf>,
     isolation: Option<&crate::config::Isolation>,
     python_level: u8,
-    args: &AgentArgs,
+    args: &AgentSettings,
 ) -> Result<Agent, Failure> {
     build_agent_with(home, isolation, python_level, args, |p| p)
 }
@@ -85,7 +93,7 @@ pub(super) fn build_agent_with(
     home: Option<&PathBuf>,
     isolation: Option<&crate::config::Isolation>,
     python_level: u8,
-    args: &AgentArgs,
+    args: &AgentSettings,
     wrap: impl FnOnce(Arc<dyn provider::Provider>) -> Arc<dyn provider::Provider>,
 ) -> Result<Agent, Failure> {
     let home_dir = crate::config::resolve_home(home.map(|p| p.as_path()));
@@ -107,11 +115,7 @@ pub(super) fn build_agent_with(
     if let Some(isolation) = isolation {
         builder = builder.isolate(isolation.clone());
     }
-    for tool in tools::builtin_tools(&workspace, &ToolLimits::default()) {
-        builder = builder.tool(tool);
-    }
-    builder = builder.tool(tools::delegate_tool(&slot));
-    for tool in tools::web_tools(&home_dir) {
+    for tool in tools::agent_tools(&workspace, &home_dir, &slot) {
         builder = builder.tool(tool);
     }
     let host = builder.build()?;
@@ -278,7 +282,7 @@ async fn interrupted(sigint: &mut Option<tokio::signal::unix::Signal>) {
 
 /// The model as the banner names it: `--script FILE` replaces the demo
 /// script, so `scripted:FILE` rather than the default `scripted:demo`.
-fn model_shown(args: &AgentArgs) -> String {
+fn model_shown(args: &AgentSettings) -> String {
     match &args.script {
         Some(file) if args.model.starts_with("scripted") => {
             format!("scripted:{}", file.display())
@@ -295,7 +299,7 @@ pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
         agent.start().await;
         println!(
             "plughost chat — model {}, session '{}'. /help lists commands; Ctrl-D quits.",
-            model_shown(args),
+            model_shown(&args.settings),
             args.session
         );
         let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();

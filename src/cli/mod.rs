@@ -331,13 +331,21 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             json,
             agent: args,
         } => {
-            let agent =
-                agent::build_agent(cli.home.as_ref(), cli.isolate.as_ref(), python_level, args)?;
+            let agent = agent::build_agent(
+                cli.home.as_ref(),
+                cli.isolate.as_ref(),
+                python_level,
+                &args.settings,
+            )?;
             agent::run(agent, args, message, *json)
         }
         Command::Chat { agent: args } => {
-            let agent =
-                agent::build_agent(cli.home.as_ref(), cli.isolate.as_ref(), python_level, args)?;
+            let agent = agent::build_agent(
+                cli.home.as_ref(),
+                cli.isolate.as_ref(),
+                python_level,
+                &args.settings,
+            )?;
             agent::chat(agent, args)
         }
         Command::Worker => crate::isolation::worker_main(),

@@ -1,13 +1,12 @@
 //! `plughost mcp` and `plughost serve`: the plugins served to MCP clients
 //! and OpenAI-compatible ones (see [`crate::serve`]).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
 
-use super::agent::{iterations, seconds, AgentArgs};
+use super::agent::{seconds, AgentSettings};
 use super::{Cli, Failure};
 use crate::serve::http::{self, ServeOptions};
 use crate::serve::mcp::PluginServer;
@@ -34,30 +33,9 @@ pub struct ServeArgs {
     /// Key clients must send as Authorization: Bearer KEY (else PLUGHOST_API_KEY).
     #[arg(long, value_name = "KEY")]
     pub api_key: Option<String>,
-    /// PROVIDER:MODEL behind /v1/chat/completions — openai:MODEL, or scripted[:SCRIPT].
-    #[arg(long, default_value = "scripted:demo")]
-    pub model: String,
-    /// Script file for the scripted provider (YAML or JSON).
-    #[arg(long, value_name = "FILE")]
-    pub script: Option<PathBuf>,
-    /// Base URL of an OpenAI-compatible API (else OPENAI_BASE_URL).
-    #[arg(long)]
-    pub base_url: Option<String>,
-    /// Directory the file tools are confined to (default <home>/workspace).
-    #[arg(long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// Model iterations per turn before giving up (1 to 10000).
-    #[arg(long, value_name = "N", default_value = "25", allow_negative_numbers = true, value_parser = iterations)]
-    pub max_iterations: usize,
-    /// Seconds a tool call may take.
-    #[arg(long, value_name = "SECS", default_value = "120", allow_negative_numbers = true, value_parser = seconds)]
-    pub tool_timeout: Duration,
-    /// Seconds an async hook may take before it is skipped.
-    #[arg(long, value_name = "SECS", default_value = "30", allow_negative_numbers = true, value_parser = seconds)]
-    pub hook_timeout: Duration,
-    /// Seconds the model API may stay silent before the call fails.
-    #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
-    pub model_timeout: Duration,
+    /// The agent behind /v1/chat/completions (its model, limits, workspace).
+    #[command(flatten)]
+    pub agent: AgentSettings,
     /// The largest request body accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value = "4194304", value_parser = clap::value_parser!(u64).range(1024..=1_073_741_824))]
     pub max_body_bytes: u64,
@@ -152,22 +130,11 @@ pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8,
     let bind = rt
         .block_on(http::resolve_bind(&args.host, args.port, key.as_deref()))
         .map_err(Failure::usage)?;
-    let agent_args = AgentArgs {
-        model: args.model.clone(),
-        session: String::new(),
-        script: args.script.clone(),
-        base_url: args.base_url.clone(),
-        workspace: args.workspace.clone(),
-        max_iterations: args.max_iterations,
-        tool_timeout: args.tool_timeout,
-        hook_timeout: args.hook_timeout,
-        model_timeout: args.model_timeout,
-    };
     let agent = super::agent::build_agent_with(
         cli.home.as_ref(),
         cli.isolate.as_ref(),
         python_level,
-        &agent_args,
+        &args.agent,
         crate::serve::openai_api::IterationMarks::wrap,
     )?;
     let options = ServeOptions {
@@ -176,14 +143,14 @@ pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8,
         shutdown_grace: args.shutdown_grace,
     };
     let metrics = Arc::new(Metrics::default());
-    let mcp = PluginServer::new(agent.host().clone(), args.tool_timeout)
+    let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
         .with_metrics(metrics.clone())
         .hiding_owner(crate::agent::tools::BUILTIN_OWNER);
     let chat = Arc::new(
         ChatState::new(
             agent,
             metrics,
-            format!("plughost:{}", args.model),
+            format!("plughost:{}", args.agent.model),
             tokio_util::sync::CancellationToken::new(),
         )
         .with_session_idle(args.session_idle.0),
@@ -207,7 +174,7 @@ pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8,
         let signal = http::shutdown_signal();
         eprintln!(
             "plughost serve: listening on http://{local} (MCP at /mcp, OpenAI API at /v1; model {})",
-            args.model
+            args.agent.model
         );
         http::serve_until(
             listener,

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::awaitable::{PyCall, Reply};
 use super::{CommandNotFound, ConfigError, PlughostError, SkillNotFound};
-use crate::agent::tools::{self, DelegateSlot, ToolLimits, Workspace};
+use crate::agent::tools::{self, DelegateSlot, Workspace};
 use crate::dialects::flowly::PluginContext;
 use crate::host::{CommandError, Host};
 use crate::runtime::bridge::InlineDriver;
@@ -109,13 +109,8 @@ impl PyHost {
             let workspace = Workspace::new(&dir).map_err(|e| {
                 ConfigError::new_err(format!("cannot use the workspace {}: {e}", dir.display()))
             })?;
-            for tool in tools::builtin_tools(&workspace, &ToolLimits::default()) {
-                builder = builder.tool(tool);
-            }
-            builder = builder.tool(tools::delegate_tool(&self.slot));
-            // Flowly's web_search / web_extract, as the CLI's agent offers
-            // them: available while a web backend plugin's provider is.
-            for tool in tools::web_tools(&home) {
+            // The same tools as the CLI's agent.
+            for tool in tools::agent_tools(&workspace, &home, &self.slot) {
                 builder = builder.tool(tool);
             }
         }

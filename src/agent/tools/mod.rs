@@ -68,6 +68,21 @@ fn text_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, Stri
         .ok_or_else(|| format!("missing string argument '{key}'"))
 }
 
+/// Every tool an agent of the host at `home` offers besides its plugins':
+/// the built-ins, `delegate` (connected later through `slot`) and Flowly's
+/// web tools (available while a web backend plugin's provider is). The
+/// CLI's agent and the wheel's `Host(builtin_tools=True)` both take these.
+pub fn agent_tools(
+    workspace: &Workspace,
+    home: &std::path::Path,
+    slot: &DelegateSlot,
+) -> Vec<Tool> {
+    let mut all = builtin_tools(workspace, &ToolLimits::default());
+    all.push(delegate_tool(slot));
+    all.extend(web_tools(home));
+    all
+}
+
 /// Everything but `delegate`, whose handler needs the agent (see [`DelegateSlot`]).
 pub fn builtin_tools(workspace: &Workspace, limits: &ToolLimits) -> Vec<Tool> {
     let read_cap = limits.read_cap;
