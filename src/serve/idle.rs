@@ -164,8 +164,21 @@ pub async fn sweep(named: Arc<NamedSessions>, agent: Agent, stop: CancellationTo
 
 #[cfg(test)]
 mod tests {
-    use super::tick;
+    use super::{tick, NamedSessions};
     use std::time::Duration;
+
+    #[tokio::test]
+    async fn sessions_are_tracked_only_when_they_can_be_evicted() {
+        let never = NamedSessions::new(None);
+        let idle = NamedSessions::new(Some(Duration::from_secs(60)));
+        for name in ["a", "b", "a"] {
+            drop(never.enter(name).await);
+            drop(idle.enter(name).await);
+        }
+        // `--session-idle 0`: nothing to evict, so nothing grows per name.
+        assert_eq!(never.entries.lock().unwrap().len(), 0);
+        assert_eq!(idle.entries.lock().unwrap().len(), 2);
+    }
 
     #[test]
     fn the_sweep_ticks_within_bounds() {

@@ -646,6 +646,31 @@ def test_a_felix_package_already_imported_from_elsewhere_fails_the_load(tmp_path
     assert plughost.Host(home=tmp_path / "one", disable=quiet).call_tool("twin_which") == "one"
 
 
+def test_a_felix_entry_point_in_a_package_imported_elsewhere_runs_none_of_its_code(tmp_path: Path) -> None:
+    # The second plugin's entry point is a submodule: importing it through
+    # the first plugin's package (already in sys.modules) would run that
+    # package's submodule. The load fails before any of it runs.
+    tag = uuid.uuid4().hex[:8]
+    package = f"felix_shadow_{tag}"
+    marker = tmp_path / "other-code-ran"
+    first_home, second_home = tmp_path / "first", tmp_path / "second"
+    felix_tree(first_home / "plugins", "first", {f"first{tag}": f"{package}:register"}, package, "def register(registry):\n    pass\n")
+    (first_home / "plugins" / "first" / "src" / package / "entry.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\ndef register(registry):\n    pass\n"
+    )
+    tree = felix_tree(second_home / "plugins", "second", {f"second{tag}": f"{package}.entry:register"}, package, "")
+    (tree / "src" / package / "entry.py").write_text("def register(registry):\n    pass\n")
+    for home, key in ((first_home, f"first{tag}"), (second_home, f"second{tag}")):
+        (home / "config.json").write_text(json.dumps({"plugins": {"enabled": [key]}}))
+    quiet = ["command-guard", "disk-cleanup", "tool-audit"]
+    first = plughost.Host(home=first_home, disable=quiet)
+    assert {p["key"]: p for p in first.plugins()}[f"first{tag}"]["loaded"]
+    second = {p["key"]: p for p in plughost.Host(home=second_home, disable=quiet).plugins()}[f"second{tag}"]
+    assert second["status"] == "failed"
+    assert (second["error"] or "").startswith(f"ImportError: module '{package}' is already imported from "), second["error"]
+    assert not marker.exists(), "the other plugin's submodule ran"
+
+
 CODU_TWIN = """
     class Probe:
         meta = {"name": "%s"}
