@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use plughost::agent::provider::scripted::{Script, Scripted};
 use plughost::agent::{Agent, AgentConfig, Inbound};
-use plughost::hooks::HookEvent;
+use plughost::core::hooks::HookEvent;
 use plughost::Host;
 
 fn main() {

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use plughost::hooks::{HookAction, HookEvent, HookPayload};
+use plughost::core::hooks::{HookAction, HookEvent, HookPayload};
 use plughost::{Host, Tool};
 use serde_json::{json, Value};
 
@@ -253,8 +253,8 @@ fn native_hook_cost(rt: &tokio::runtime::Runtime, empty: &Path) {
 
 /// Tool lookup time with 10 and with 100,000 registered tools.
 fn registry_lookup() {
-    let mut small = plughost::registry::Registry::new();
-    let mut large = plughost::registry::Registry::new();
+    let mut small = plughost::core::registry::Registry::new();
+    let mut large = plughost::core::registry::Registry::new();
     for i in 0..100_000 {
         let t = Tool::from_fn(&format!("tool_{i}"), "", json!({}), |_| Ok(String::new()));
         if i < 10 {
@@ -262,7 +262,7 @@ fn registry_lookup() {
         }
         large.add_tool(t);
     }
-    let time = |r: &plughost::registry::Registry| {
+    let time = |r: &plughost::core::registry::Registry| {
         let start = Instant::now();
         for i in 0..1_000_000u32 {
             std::hint::black_box(r.tool(if i % 2 == 0 { "tool_7" } else { "tool_3" }));

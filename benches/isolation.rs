@@ -11,7 +11,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use plughost::config::Isolation;
+use plughost::plugins::config::Isolation;
 use plughost::Host;
 use serde_json::json;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use plughost::agent::provider::scripted::{Script, Scripted};
 use plughost::agent::{Agent, AgentConfig, Inbound};
-use plughost::hooks::{HookAction, HookEvent, HookPayload, SessionContext};
+use plughost::core::hooks::{HookAction, HookEvent, HookPayload, SessionContext};
 use plughost::{Host, Tool};
 use serde_json::json;
 
@@ -63,7 +63,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .enable(["weather"]) // user plugins are opt-in; this enables it for this host only
         // Run it in a worker process of its own: a crash, `os._exit` or a
         // spin in the plugin fails only its calls, never this service.
-        .isolate(plughost::config::Isolation::Only(vec!["weather".into()]))
+        .isolate(plughost::plugins::config::Isolation::Only(vec!["weather".into()]))
         .tool(Tool::from_fn(
             "add",
             "Add two numbers",

@@ -12,7 +12,7 @@
 //! A host with the plugins of a home, a native Rust tool and a native hook:
 //!
 //! ```no_run
-//! use plughost::hooks::{HookAction, HookEvent, HookPayload};
+//! use plughost::core::hooks::{HookAction, HookEvent, HookPayload};
 //! use plughost::{Host, Tool};
 //! use serde_json::json;
 //!
@@ -64,30 +64,21 @@
 //! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+// The layers, lowest first: each module uses only those above it.
 pub mod agent;
-pub mod bundled;
 pub mod cli;
-pub mod config;
+pub mod core;
 pub mod dialects;
-pub mod discovery;
-pub mod dispatch;
-pub mod doctor;
-pub mod entry_points;
 pub mod event_reference;
-pub mod hooks;
 pub mod host;
-pub mod install;
 pub mod isolation;
-pub mod logging;
-pub mod manifest;
-pub mod outcome;
-pub mod registry;
+pub mod plugins;
 pub mod runtime;
 pub mod serve;
 pub mod wheel;
 
-pub use hooks::{HookAction, HookEvent, HookPayload};
+pub use crate::core::hooks::{HookAction, HookEvent, HookPayload};
+pub use crate::core::outcome::{PluginError, ToolOutcome, ToolResult, Unavailability};
+pub use crate::core::registry::Tool;
 pub use host::{Host, HostBuilder, PluginRecord};
-pub use outcome::{PluginError, ToolOutcome, ToolResult, Unavailability};
-pub use registry::Tool;
 pub use runtime::Runtime;

@@ -1777,7 +1777,7 @@ fn doctor_counts_every_hook_callback_of_this_process() {
     use plughost::agent::provider::scripted::{Script, Scripted};
     use plughost::agent::tools::{self, ToolLimits, Workspace};
     use plughost::agent::{Agent, AgentConfig, Inbound};
-    use plughost::doctor::{HookCounts, Report};
+    use plughost::host::doctor::{HookCounts, Report};
 
     let env = Env::new();
     env.plugin(

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use common::write_plugin;
-use plughost::hooks::{HookEvent, HookPayload, SessionContext};
+use plughost::core::hooks::{HookEvent, HookPayload, SessionContext};
 use plughost::Host;
 use serde_json::json;
 
@@ -707,7 +707,7 @@ fn without_the_context_object_a_call_id_finds_the_snapshot_and_no_id_means_keep(
     let f = fixture_with(&[("fresh-contexts", FRESH_CONTEXTS)]);
     let by_id = f.bounded(
         "write_file with a call id",
-        plughost::dispatch::call_tool(
+        plughost::core::dispatch::call_tool(
             f.host.registry(),
             "write_file",
             json!({"path": "test_by_id.py", "content": "x"}),

@@ -2,10 +2,10 @@
 //! (no interpreter is started in this test binary).
 use std::sync::{Arc, Mutex};
 
-use plughost::hooks::{
+use plughost::core::hooks::{
     HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn, ToolCallContext,
 };
-use plughost::registry::{ToolHandler, ToolReturn, ToolSpec};
+use plughost::core::registry::{ToolHandler, ToolReturn, ToolSpec};
 use plughost::{Host, PluginError, Tool, ToolOutcome};
 use serde_json::json;
 

@@ -6,17 +6,17 @@ mod common;
 
 use std::path::Path;
 
-use plughost::event_reference::{render, Captured, DialectDoc, DIALECTS};
-use plughost::hooks::{
+use plughost::core::hooks::{
     GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext, LoopContext,
     LoopToolCall, SessionContext, SubagentStopContext, ToolCallContext, TurnScope,
 };
+use plughost::event_reference::{render, Captured, DialectDoc, DIALECTS};
 use plughost::Host;
 use serde_json::json;
 
 /// Fire `event` on `host` with a context filled as the agent loop fills it
 /// at that point; the answers.
-async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::hooks::HookAction> {
+async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::core::hooks::HookAction> {
     use HookEvent::*;
     match event {
         PreToolCall | PostToolCall | TransformToolResult | TransformTerminalOutput => {

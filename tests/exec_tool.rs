@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use plughost::agent::provider::scripted::{Script, Scripted};
 use plughost::agent::tools::{builtin_tools, ToolLimits, Workspace};
 use plughost::agent::{Agent, AgentConfig, Inbound};
-use plughost::hooks::ToolCallContext;
-use plughost::registry::ToolReturn;
+use plughost::core::hooks::ToolCallContext;
+use plughost::core::registry::ToolReturn;
 use plughost::{Host, Tool};
 use serde_json::{json, Value};
 
@@ -44,7 +44,8 @@ impl Fixture {
     fn exec(
         &self,
         args: Value,
-    ) -> Result<plughost::hooks::BoxFuture<Result<String, plughost::PluginError>>, String> {
+    ) -> Result<plughost::core::hooks::BoxFuture<Result<String, plughost::PluginError>>, String>
+    {
         let tool = self.tools.iter().find(|t| t.spec.name == "exec").unwrap();
         let mut ctx = ToolCallContext {
             tool_name: "exec".into(),

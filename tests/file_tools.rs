@@ -10,8 +10,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use plughost::agent::tools::{builtin_tools, ToolLimits, Workspace};
-use plughost::hooks::ToolCallContext;
-use plughost::registry::ToolReturn;
+use plughost::core::hooks::ToolCallContext;
+use plughost::core::registry::ToolReturn;
 use plughost::Tool;
 use serde_json::{json, Value};
 

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::{home_with, no_bundled, write_plugin};
-use plughost::doctor::Report;
+use plughost::host::doctor::Report;
 use plughost::{Host, ToolOutcome, Unavailability};
 use serde_json::{json, Value};
 
@@ -26,7 +26,7 @@ fn build(home: &Path, bundled: &Path) -> Host {
         .unwrap()
 }
 
-fn call(host: &Host, tool: &str, args: Value) -> plughost::dispatch::ToolResult {
+fn call(host: &Host, tool: &str, args: Value) -> plughost::core::dispatch::ToolResult {
     rt().block_on(host.call_tool(tool, args, "s"))
 }
 

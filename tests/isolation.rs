@@ -10,9 +10,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{home_with, no_bundled, write_plugin};
-use plughost::config::Isolation;
+use plughost::core::outcome::{PluginFault, ResourceLimit, ToolOutcome};
 use plughost::isolation::{WorkerCommand, WorkerState};
-use plughost::outcome::{PluginFault, ResourceLimit, ToolOutcome};
+use plughost::plugins::config::Isolation;
 use plughost::Host;
 use serde_json::json;
 
@@ -785,7 +785,7 @@ fn the_worker_state_is_known_through_the_host_and_plugins_doctor() {
             (2, 2, 2)
         );
 
-        let report = plughost::doctor::Report::new(&host);
+        let report = plughost::host::doctor::Report::new(&host);
         let text = report.text();
         assert!(
             text.contains("    worker: disabled by its breaker after 2 crashes within 60 s"),

@@ -4,9 +4,9 @@ mod common;
 use std::path::PathBuf;
 
 use common::write_plugin;
-use plughost::config::{self, PluginLists};
-use plughost::discovery::{discover, Source};
-use plughost::manifest::{self, ManifestError, PluginKind};
+use plughost::plugins::config::{self, PluginLists};
+use plughost::plugins::discovery::{discover, Source};
+use plughost::plugins::manifest::{self, ManifestError, PluginKind};
 
 #[test]
 fn manifest_probe_order_is_yaml_then_yml_then_json() {
@@ -337,8 +337,8 @@ fn an_enabled_user_plugin_replaces_the_bundled_one_and_disabling_the_key_disable
 
 #[test]
 fn missing_bundled_plugins_are_listed_and_only_enabled_unreplaced_ones_count() {
-    use plughost::bundled::BundledUnavailable;
-    use plughost::discovery::{discover_after, missing_bundled, still_missing};
+    use plughost::plugins::bundled::BundledUnavailable;
+    use plughost::plugins::discovery::{discover_after, missing_bundled, still_missing};
     let dir = tempfile::tempdir().unwrap();
     let u = dir.path().join("u");
     write_plugin(&u, "mine", "name: guard\n", &[("__init__.py", "")]);

@@ -4,8 +4,8 @@
 //! round-trip.
 use std::path::Path;
 
-use plughost::config::{self, ConfigError, PluginLists};
-use plughost::manifest::{self, PluginKind};
+use plughost::plugins::config::{self, ConfigError, PluginLists};
+use plughost::plugins::manifest::{self, PluginKind};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 

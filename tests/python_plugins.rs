@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{home_with, no_bundled, write_plugin};
-use plughost::hooks::{
+use plughost::core::hooks::{
     GatewayContext, HookAction, HookEvent, HookPayload, InboundMessage, LlmCallContext,
     SessionContext, SubagentStopContext, ToolCallContext,
 };
@@ -361,10 +361,13 @@ fn every_event_family_fires_with_its_context_and_actions() {
         user_message: "hello".into(),
         ..Default::default()
     };
-    let injected = rt.block_on(plughost::dispatch::fire_pre_llm(host.registry(), &mut llm));
+    let injected = rt.block_on(plughost::core::dispatch::fire_pre_llm(
+        host.registry(),
+        &mut llm,
+    ));
     assert_eq!(injected, ["model=m1 user=hello", "second"]);
     assert_eq!(
-        plughost::dispatch::inject_context("hello", &injected),
+        plughost::core::dispatch::inject_context("hello", &injected),
         "<plugin_context>\nmodel=m1 user=hello\n\nsecond\n</plugin_context>\n\nhello"
     );
 
@@ -396,9 +399,12 @@ fn every_event_family_fires_with_its_context_and_actions() {
             gateway: "cli".into(),
             ..Default::default()
         };
-        rt.block_on(plughost::dispatch::fire_gateway(host.registry(), &mut ctx))
+        rt.block_on(plughost::core::dispatch::fire_gateway(
+            host.registry(),
+            &mut ctx,
+        ))
     };
-    use plughost::dispatch::GatewayDecision;
+    use plughost::core::dispatch::GatewayDecision;
     assert_eq!(gateway("spam"), GatewayDecision::Skip("spam".into()));
     assert_eq!(
         gateway("my secret"),

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::{home_with, no_bundled, write_plugin};
-use plughost::hooks::{HookEvent, HOOK_SPECS};
+use plughost::core::hooks::{HookEvent, HOOK_SPECS};
 use plughost::{Host, ToolOutcome};
 use serde_json::json;
 
@@ -142,7 +142,7 @@ fn a_hook_answer_of_the_wrong_shape_is_counted_and_doctor_shows_it() {
     let post = &host.registry().hooks().entries(HookEvent::PostToolCall)[0];
     assert_eq!(post.stats.errors(), 0);
 
-    let report = plughost::doctor::Report::new(&host);
+    let report = plughost::host::doctor::Report::new(&host);
     let faults = report.plugins.iter().find(|p| p.key == "faults").unwrap();
     assert_eq!(faults.hook_problems.len(), 1);
     assert_eq!(faults.hook_problems[0].event, "pre_tool_call");

@@ -36,13 +36,13 @@
 //! - P7e `model_call_error` — the provider failed (retry).
 //! - P8 `model_replied` — after `post_llm_call`: the reply the loop acts on.
 //! - P9 `tool_before`, `tool_vet`, P9x `tool_executing`, P10 `tool_after`,
-//!   `tool_after_chain` — in the tool pipeline (see [`crate::dispatch`]).
+//!   `tool_after_chain` — in the tool pipeline (see [`crate::core::dispatch`]).
 //! - P11 `response_before_send` / P12 `response_persisted` — the final answer
 //!   is buffered until P11 has had its say, then stored.
 //! - P13 `turn_ended` — beside `on_session_end`, with `ended_by`.
 //!
 //! Every turn runs inside a [`TurnScope`] (the task-local
-//! [`crate::hooks::CURRENT_TURN`]) that collects its hook errors and UI
+//! [`crate::core::hooks::CURRENT_TURN`]) that collects its hook errors and UI
 //! events for the report.
 
 pub mod provider;
@@ -57,14 +57,14 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::dispatch::{self, GatewayDecision, ToolMarks};
-use crate::hooks::{
+use crate::core::dispatch::{self, GatewayDecision, ToolMarks};
+use crate::core::hooks::{
     BoxFuture, GatewayContext, HookErrorRecord, HookEvent, HookPayload, InboundMessage,
     LlmCallContext, LoopContext, LoopDecision, SessionContext, SubagentStopContext, TurnScope,
     CURRENT_TURN, MAX_MODEL_RETRIES,
 };
+use crate::core::outcome::{ArgumentProblem, ToolOutcome, ToolResult};
 use crate::host::Host;
-use crate::outcome::{ArgumentProblem, ToolOutcome, ToolResult};
 use provider::{ChatRequest, ChatResponse, Provider, ToolCallRequest};
 use session::{Session, SessionStore};
 use tools::{DelegateSlot, SubagentRunner};
@@ -605,7 +605,7 @@ impl Inner {
 
     async fn command(&self, session: &mut Session, line: &str) -> Option<String> {
         let word = line.split_whitespace().next().unwrap_or_default();
-        let name = crate::registry::normalize_command_name(word);
+        let name = crate::core::registry::normalize_command_name(word);
         match name.as_str() {
             "new" | "clear" => {
                 if let Err(e) = session.reset() {
@@ -618,7 +618,7 @@ impl Inner {
             // `plugins doctor` of a fresh process has run no hook; here the
             // counts are this process's, turns of the session included.
             "plugins" if line.split_whitespace().nth(1) == Some("doctor") => {
-                Some(crate::doctor::Report::new(&self.host).text())
+                Some(crate::host::doctor::Report::new(&self.host).text())
             }
             "help" => Some(format!(
                 "{}\n  /plugins doctor — the plugins doctor report, with this process's hook call counts\n  /new, /clear — start a new session\n  /compact — keep only the recent messages",
@@ -700,7 +700,7 @@ impl Inner {
                 model: self.model(),
                 messages: model_messages[..cut].to_vec(),
                 kept: model_messages[cut..].to_vec(),
-                turn: crate::hooks::current_turn(),
+                turn: crate::core::hooks::current_turn(),
                 ..Default::default()
             };
             let answers = dispatch::fire(
@@ -739,7 +739,7 @@ impl Inner {
                     let mut lc = LoopContext {
                         session_id: session.key.clone(),
                         error: Some(e.to_string()),
-                        turn: crate::hooks::current_turn(),
+                        turn: crate::core::hooks::current_turn(),
                         ..Default::default()
                     };
                     dispatch::fire(
@@ -1080,7 +1080,7 @@ impl Inner {
                     .await
                     .into_iter()
                     .find_map(|a| match a {
-                        crate::hooks::HookAction::Replace(text) => Some(text),
+                        crate::core::hooks::HookAction::Replace(text) => Some(text),
                         _ => None,
                     });
                     if let Some(text) = replaced {
@@ -1367,7 +1367,7 @@ fn wire_message(message: &Value) -> Value {
 
 /// The text of the first `short_circuit` among a point's answers: the
 /// turn ends with it as the answer.
-fn short_circuit(answers: Vec<crate::hooks::HookAction>, event: HookEvent) -> Option<String> {
+fn short_circuit(answers: Vec<crate::core::hooks::HookAction>, event: HookEvent) -> Option<String> {
     dispatch::decisions(answers, event)
         .into_iter()
         .find_map(|d| match d {

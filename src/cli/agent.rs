@@ -81,7 +81,7 @@ pub(super) fn seconds(value: &str) -> Result<Duration, String> {
 /// Build the host with the built-in tools, and the agent over it.
 pub(super) fn build_agent(
     home: Option<&PathBuf>,
-    isolation: Option<&crate::config::Isolation>,
+    isolation: Option<&crate::plugins::config::Isolation>,
     python_level: u8,
     args: &AgentSettings,
 ) -> Result<Agent, Failure> {
@@ -91,12 +91,12 @@ pub(super) fn build_agent(
 /// [`build_agent`], with the model provider passed through `wrap` first.
 pub(super) fn build_agent_with(
     home: Option<&PathBuf>,
-    isolation: Option<&crate::config::Isolation>,
+    isolation: Option<&crate::plugins::config::Isolation>,
     python_level: u8,
     args: &AgentSettings,
     wrap: impl FnOnce(Arc<dyn provider::Provider>) -> Arc<dyn provider::Provider>,
 ) -> Result<Agent, Failure> {
-    let home_dir = crate::config::resolve_home(home.map(|p| p.as_path()));
+    let home_dir = crate::plugins::config::resolve_home(home.map(|p| p.as_path()));
     let workspace_dir = args
         .workspace
         .clone()
@@ -239,7 +239,7 @@ fn show_events(
                 } => {
                     let first = result.lines().next().unwrap_or_default();
                     let first: String = first.chars().take(120).collect();
-                    let mark = if outcome == crate::dispatch::ToolOutcome::Ok {
+                    let mark = if outcome == crate::core::dispatch::ToolOutcome::Ok {
                         "✓"
                     } else {
                         "✗"

@@ -5,6 +5,7 @@
 //! 2 bad command-line input (clap's own errors, malformed `--args`).
 
 mod agent;
+pub mod logging;
 mod plugins;
 mod serve;
 mod suggest;
@@ -16,8 +17,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
-use crate::config;
 use crate::host::{Host, HostError};
+use crate::plugins::config;
 
 pub(crate) const RESTART: &str = "Restart plughost for changes to apply.";
 
@@ -268,7 +269,7 @@ where
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
-    let python_level = crate::logging::init(cli.verbose);
+    let python_level = crate::cli::logging::init(cli.verbose);
     match run(cli, python_level) {
         Ok(code) => code,
         Err(f) => {
@@ -298,7 +299,7 @@ fn host_builder(cli: &Cli, python_level: u8) -> crate::host::HostBuilder {
         builder = builder.isolate(isolation.clone());
     }
     // Flowly's web_search / web_extract, served by the web backend plugins.
-    let home = crate::config::resolve_home(cli.home.as_deref());
+    let home = crate::plugins::config::resolve_home(cli.home.as_deref());
     for tool in crate::agent::tools::web_tools(&home) {
         builder = builder.tool(tool);
     }
@@ -380,7 +381,7 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             plugins::doctor(&host, *json)
         }
         Command::Plugins(PluginsCmd::List { json }) => {
-            crate::install::sweep_interrupted(&home_of(&cli));
+            crate::plugins::install::sweep_interrupted(&home_of(&cli));
             let host = build_host(&cli, python_level)?;
             if *json {
                 print_json(&host.plugins());
@@ -435,13 +436,13 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
                 .iter()
                 .map(|t| t.spec.name.clone())
                 .collect();
-            runtime().block_on(crate::dispatch::fire_host_start(host.registry()));
+            runtime().block_on(crate::core::dispatch::fire_host_start(host.registry()));
             let result = match timeout {
                 None => runtime().block_on(host.call_tool(name, args, session)),
                 Some(limit) => call_with_timeout(host, name, args, session, *limit),
             };
             println!("{}", result.text);
-            if matches!(result.outcome, crate::outcome::ToolOutcome::NotFound) {
+            if matches!(result.outcome, crate::core::outcome::ToolOutcome::NotFound) {
                 eprintln!(
                     "plughost: no tool named '{name}'{}; see: plughost tools list",
                     suggest::did_you_mean(name, known.iter().map(String::as_str))
@@ -466,7 +467,7 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
         }
         Command::Commands(CommandsCmd::Run { line }) => {
             let host = build_host(&cli, python_level)?;
-            runtime().block_on(crate::dispatch::fire_host_start(host.registry()));
+            runtime().block_on(crate::core::dispatch::fire_host_start(host.registry()));
             match runtime().block_on(host.run_command(line)) {
                 Ok(Some(reply)) => {
                     println!("{reply}");
@@ -552,8 +553,8 @@ fn call_with_timeout(
     args: Value,
     session: &str,
     limit: std::time::Duration,
-) -> crate::dispatch::ToolResult {
-    use crate::outcome::ToolOutcome;
+) -> crate::core::dispatch::ToolResult {
+    use crate::core::outcome::ToolOutcome;
     let host = std::sync::Arc::new(host);
     let (tx, rx) = std::sync::mpsc::channel();
     let (calling, name_owned, session) = (host.clone(), name.to_string(), session.to_string());
@@ -564,7 +565,7 @@ fn call_with_timeout(
             let result = runtime().block_on(async { tokio::time::timeout(limit, call).await });
             let _ = tx.send(result.ok());
         });
-    let timed_out = || crate::dispatch::ToolResult {
+    let timed_out = || crate::core::dispatch::ToolResult {
         text: host
             .registry()
             .renderer()
@@ -712,7 +713,7 @@ pub(crate) fn stray_entries(home: &std::path::Path) -> Vec<String> {
 
 /// Keys of every plugin discovery can see (no Python needed).
 pub(crate) fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
-    use crate::discovery::{discover, Source};
+    use crate::plugins::discovery::{discover, Source};
     // Project plugins count whether or not they are switched on yet
     // (PLUGHOST_ENABLE_PROJECT_PLUGINS): enabling one first is legitimate.
     let roots = vec![
@@ -738,8 +739,8 @@ pub(crate) fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
 
 /// Keys of the bundled plugins, whether or not they could be written out.
 pub(crate) fn bundled_keys(home: &std::path::Path) -> Vec<String> {
-    use crate::discovery::{discover, Source};
-    match crate::bundled::locate(home) {
+    use crate::plugins::discovery::{discover, Source};
+    match crate::plugins::bundled::locate(home) {
         Ok(located) => discover(
             &[(Source::Bundled, located.dir().to_path_buf())],
             &config::PluginLists::default(),

@@ -4,11 +4,11 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
 use super::{Failure, RESTART};
-use crate::config;
-use crate::discovery::{discover, Source};
-use crate::doctor::Report;
+use crate::host::doctor::Report;
 use crate::host::Host;
-use crate::install::{self, InstallError};
+use crate::plugins::config;
+use crate::plugins::discovery::{discover, Source};
+use crate::plugins::install::{self, InstallError};
 
 impl From<InstallError> for Failure {
     fn from(e: InstallError) -> Failure {

@@ -14,10 +14,10 @@ pub mod shared;
 
 use std::path::Path;
 
-use crate::config::PluginLists;
-use crate::discovery::Candidate;
-use crate::outcome::PluginError;
-use crate::registry::Registration;
+use crate::core::outcome::PluginError;
+use crate::core::registry::Registration;
+use crate::plugins::config::PluginLists;
+use crate::plugins::discovery::Candidate;
 use crate::runtime::loader::PluginPackage;
 
 /// What loading a plugin through a dialect gave.
@@ -44,7 +44,7 @@ pub trait Dialect: Send + Sync + 'static {
     }
     /// How its tools' failed outcomes read, when not plughost's way (its
     /// tools carry it in-process; isolated ones get it from here).
-    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::outcome::Renderer>> {
+    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
         None
     }
     /// Plugins this dialect finds outside plughost's plugin directories
@@ -74,13 +74,13 @@ pub trait Dialect: Send + Sync + 'static {
     /// The refusal a failed callback (named `label`) of this dialect stands
     /// for on `event` when its guards fail closed, for callbacks that run
     /// elsewhere (an isolated plugin's worker): the same answer its
-    /// in-process callbacks give ([`crate::hooks::HookCallback::fail_closed`]).
+    /// in-process callbacks give ([`crate::core::hooks::HookCallback::fail_closed`]).
     fn fail_closed(
         &self,
         label: &str,
-        event: crate::hooks::HookEvent,
-        error: &crate::hooks::HookError,
-    ) -> Option<crate::hooks::HookAction> {
+        event: crate::core::hooks::HookEvent,
+        error: &crate::core::hooks::HookError,
+    ) -> Option<crate::core::hooks::HookAction> {
         let _ = (label, event, error);
         None
     }
@@ -89,7 +89,7 @@ pub trait Dialect: Send + Sync + 'static {
 /// [`Dialect::never_fires`] for a dialect whose names are the core's
 /// events (Flowly's, and callbacks registered from Rust).
 pub fn core_never_fires(event: &str) -> Option<&'static str> {
-    crate::hooks::HookEvent::from_name(event)
+    crate::core::hooks::HookEvent::from_name(event)
         .is_none()
         .then_some("not a known event: it never fires")
 }
@@ -120,8 +120,11 @@ pub fn discover_all(home: &Path, lists: &PluginLists) -> Vec<Candidate> {
 /// own locations and entry points already tagged it); else what a plugin in
 /// plughost's own directories shows ([`sniff`]); else `flowly`. A name this
 /// build does not know leaves the plugin unloaded, saying which ones exist.
-pub fn choose(home: &Path, candidates: &mut [Candidate]) -> Result<(), crate::config::ConfigError> {
-    let explicit = crate::config::read_dialects(home)?;
+pub fn choose(
+    home: &Path,
+    candidates: &mut [Candidate],
+) -> Result<(), crate::plugins::config::ConfigError> {
+    let explicit = crate::plugins::config::read_dialects(home)?;
     for c in candidates.iter_mut() {
         if let Some(name) = explicit.get(&c.key) {
             match by_name(name) {
@@ -135,7 +138,7 @@ pub fn choose(home: &Path, candidates: &mut [Candidate]) -> Result<(), crate::co
                     ));
                 }
             }
-        } else if c.dialect == crate::discovery::DIRECTORY_DIALECT {
+        } else if c.dialect == crate::plugins::discovery::DIRECTORY_DIALECT {
             if let Some(d) = sniff(&c.dir) {
                 tracing::debug!("plugin '{}' is a {d} plugin (its imports say so)", c.key);
                 c.dialect = d;
@@ -181,7 +184,7 @@ mod tests {
                 Some(dialect.name())
             );
         }
-        assert!(by_name(crate::discovery::DIRECTORY_DIALECT).is_some());
+        assert!(by_name(crate::plugins::discovery::DIRECTORY_DIALECT).is_some());
         assert!(by_name("no-such-api").is_none());
     }
 

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
 
-use crate::outcome::PluginError;
+use crate::core::outcome::PluginError;
 use crate::runtime::{plugin_error, try_attach};
 
 /// A loading failure of plughost's own making (not a Python exception).

@@ -4,8 +4,8 @@
 //! [`crate::dialects::codumentor::points::points`].
 
 use super::{DialectDoc, OwnEvents};
+use crate::core::hooks::{ActionKind, HookEvent};
 use crate::dialects::codumentor::{points, IN_SCOPE};
-use crate::hooks::{ActionKind, HookEvent};
 
 pub static DOC: DialectDoc = DialectDoc {
     name: "codumentor",

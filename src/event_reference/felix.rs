@@ -3,7 +3,7 @@
 //! loop points by [`crate::dialects::felix::point_of`].
 
 use super::{DialectDoc, OwnEvents};
-use crate::hooks::{ActionKind, HookEvent};
+use crate::core::hooks::{ActionKind, HookEvent};
 
 pub static DOC: DialectDoc = DialectDoc {
     name: "felix",

@@ -2,7 +2,7 @@
 //! `flowly.agent.hooks` context object, action objects as answers.
 
 use super::DialectDoc;
-use crate::hooks::{ActionKind, HookEvent};
+use crate::core::hooks::{ActionKind, HookEvent};
 
 pub static DOC: DialectDoc = DialectDoc {
     name: "flowly",

@@ -2,7 +2,7 @@
 //! keywords Hermes passes, dict answers.
 
 use super::DialectDoc;
-use crate::hooks::{ActionKind, HookEvent};
+use crate::core::hooks::{ActionKind, HookEvent};
 
 pub static DOC: DialectDoc = DialectDoc {
     name: "hermes",

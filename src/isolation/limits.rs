@@ -15,8 +15,8 @@
 
 use nix::sys::resource::{getrlimit, getrusage, setrlimit, Resource, UsageWho};
 
-use crate::config::ResourceLimits;
-use crate::outcome::PluginError;
+use crate::core::outcome::PluginError;
+use crate::plugins::config::ResourceLimits;
 
 /// Put `limits` on this process (before the plugin loads).
 pub fn apply(limits: &ResourceLimits) -> Result<(), String> {

@@ -28,8 +28,8 @@ use std::time::Duration;
 
 pub use supervisor::{LoadSpec, Supervisor, WorkerState, WorkerStatus};
 
-use crate::outcome::PluginError;
-use crate::registry::Registration;
+use crate::core::outcome::PluginError;
+use crate::core::registry::Registration;
 
 /// The hidden subcommand that makes the plughost binary a worker.
 pub const WORKER_ARG: &str = "__worker";
@@ -102,7 +102,7 @@ pub fn load(
     let mut registrations = proxy::registrations(&sup, contributions);
     if let Some(renderer) = renderer {
         for r in &mut registrations {
-            if let crate::registry::Registration::Tool(tool) = r {
+            if let crate::core::registry::Registration::Tool(tool) = r {
                 tool.renderer = Some(renderer.clone());
             }
         }

@@ -11,13 +11,13 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::ResourceLimits;
-use crate::dialects::codumentor::points::ChainWire;
-use crate::hooks::{
+use crate::core::hooks::{
     GatewayContext, HookAction, HookError, HookEvent, HookPayload, InboundMessage, LlmCallContext,
     LoopContext, LoopToolCall, SessionContext, SubagentStopContext, ToolCallContext,
 };
-use crate::outcome::{PluginError, ResourceLimit};
+use crate::core::outcome::{PluginError, ResourceLimit};
+use crate::dialects::codumentor::points::ChainWire;
+use crate::plugins::config::ResourceLimits;
 
 /// The largest frame either side accepts (a corrupt length must not make
 /// the reader allocate gigabytes).
@@ -178,7 +178,7 @@ pub enum ActionWire {
     Rewrite(String),
     Replace(String),
     Inject(String),
-    Decide(crate::hooks::LoopDecision),
+    Decide(crate::core::hooks::LoopDecision),
 }
 
 impl From<HookAction> for ActionWire {

@@ -10,16 +10,16 @@ use serde_json::{Map, Value};
 
 use super::protocol::{event_named, Contribution, PayloadWire, Reply, Request, ToolCallWire};
 use super::supervisor::{Subject, Supervisor, WeakSupervisor};
-use crate::dialects::codumentor::points as codumentor;
-use crate::hooks::{
+use crate::core::hooks::{
     CallState, HookCallback, HookEntry, HookError, HookEvent, HookPayload, HookReturn, HookStats,
     ToolCallContext, TurnScope,
 };
-use crate::outcome::{PluginError, PluginFault, Renderer};
-use crate::registry::{
+use crate::core::outcome::{PluginError, PluginFault, Renderer};
+use crate::core::registry::{
     Command, CommandHandler, CommandReturn, Registration, Skill, Tool, ToolHandler, ToolReturn,
     ToolSpec,
 };
+use crate::dialects::codumentor::points as codumentor;
 
 /// The isolated plugins that may register tools while running
 /// (Codumentor's `agent.tool_registry`), for [`runtime_tool`].
@@ -451,7 +451,11 @@ impl HookCallback for ProxyHook {
 
     /// A guard that fails closed in-process (Hermes's `pre_tool_call`)
     /// fails closed isolated too, its worker's crash or time-out included.
-    fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<crate::hooks::HookAction> {
+    fn fail_closed(
+        &self,
+        event: HookEvent,
+        error: &HookError,
+    ) -> Option<crate::core::hooks::HookAction> {
         crate::dialects::by_name(self.sup.dialect())?.fail_closed(&self.label, event, error)
     }
 }

@@ -18,9 +18,9 @@ use serde::Serialize;
 
 use super::protocol::{encode_frame, read_frame_with, Contribution, Envelope, Reply, Request};
 use super::Settings;
-use crate::config::ResourceLimits;
-use crate::hooks::HookEvent;
-use crate::outcome::{ExitCause, PluginError, PluginFault, ResourceLimit};
+use crate::core::hooks::HookEvent;
+use crate::core::outcome::{ExitCause, PluginError, PluginFault, ResourceLimit};
+use crate::plugins::config::ResourceLimits;
 
 /// Where a reply goes: an awaiting future or a blocked thread.
 enum Waiter {
@@ -650,7 +650,7 @@ fn wait_blocking(
             live.forget(id);
             live.kill(Some(format!(
                 "{what} ran past {} s",
-                crate::outcome::seconds_text(limit)
+                crate::core::outcome::seconds_text(limit)
             )));
             Err(PluginFault::TimedOut {
                 plugin: live.key.clone(),

@@ -23,11 +23,11 @@ use super::protocol::{
     encode_frame, event_named, read_frame, read_frame_with, ActionWire, Contribution, Envelope,
     HookErrorWire, LoopAfter, OwnedPayload, PayloadWire, Reply, Request,
 };
-use crate::config::ResourceLimits;
+use crate::core::hooks::{HookAction, HookEntry, HookError, HookPayload, HookReturn, TurnScope};
+use crate::core::outcome::{PluginError, ResourceLimit};
+use crate::core::registry::{Command, CommandReturn, Registration, Tool, ToolReturn};
 use crate::dialects::codumentor::points as codumentor;
-use crate::hooks::{HookAction, HookEntry, HookError, HookPayload, HookReturn, TurnScope};
-use crate::outcome::{PluginError, ResourceLimit};
-use crate::registry::{Command, CommandReturn, Registration, Tool, ToolReturn};
+use crate::plugins::config::ResourceLimits;
 
 /// The plugin's contributions, as the requests name them.
 #[derive(Default)]

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use pyo3::prelude::*;
 
-use crate::outcome::PluginError;
+use crate::core::outcome::PluginError;
 use crate::runtime::{attach, plugin_error, runtime, try_attach};
 
 /// A plugin's package, imported for one host as `_plughost_plugins.<slug>`.

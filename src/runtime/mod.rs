@@ -27,7 +27,7 @@ use serde::Serialize;
 
 pub use threads::{attach, thread_started, try_attach, Exiting};
 
-use crate::outcome::PluginError;
+use crate::core::outcome::PluginError;
 
 /// Python source of the runtime's half, compiled into the binary so that
 /// the standalone binary and the wheel run the very same code.

@@ -79,7 +79,7 @@ fn convert(obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<Value> {
     // recursion is bounded by what it converts into (checked below).
     let value: Value =
         pythonize::depythonize(obj).map_err(|e| PyTypeError::new_err(e.to_string()))?;
-    if crate::registry::json_depth(&value) + depth > MAX_DEPTH {
+    if crate::core::registry::json_depth(&value) + depth > MAX_DEPTH {
         return Err(PyValueError::new_err(format!(
             "the value nests deeper than {MAX_DEPTH} levels; flatten it"
         )));

@@ -69,7 +69,7 @@ impl PluginServer {
         self
     }
 
-    fn served(&self, tool: &crate::registry::Tool) -> bool {
+    fn served(&self, tool: &crate::core::registry::Tool) -> bool {
         self.hidden_owner != Some(tool.spec.plugin.as_str())
     }
 
@@ -149,7 +149,11 @@ impl PluginServer {
             .tool(name)
             .is_some_and(|t| !self.served(t));
         let result = if hidden {
-            super::refused(&self.host, name, crate::outcome::ToolOutcome::NotFound)
+            super::refused(
+                &self.host,
+                name,
+                crate::core::outcome::ToolOutcome::NotFound,
+            )
         } else {
             super::call_tool(&self.host, name, args, MCP_SESSION, self.tool_timeout).await
         };

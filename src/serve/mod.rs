@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::dispatch::ToolResult;
+use crate::core::dispatch::ToolResult;
+use crate::core::outcome::ToolOutcome;
 use crate::host::Host;
-use crate::outcome::ToolOutcome;
 
 /// One tool call through the pipeline `plughost tools call` uses
 /// ([`Host::call_tool`]), on a blocking thread of its own so calls overlap

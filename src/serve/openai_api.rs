@@ -34,7 +34,7 @@ use super::idle::{InUse, NamedSessions, DEFAULT_SESSION_IDLE};
 use super::metrics::Metrics;
 use crate::agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError};
 use crate::agent::{Agent, AgentEvent, Inbound, TurnReport};
-use crate::hooks::BoxFuture;
+use crate::core::hooks::BoxFuture;
 
 /// A text delta that is no text: the start of a model iteration, put in
 /// the stream by [`IterationMarks`] so the streamed text of two iterations

@@ -33,7 +33,7 @@ impl PyAgent {
         let session_id = session_id.to_string();
         async move {
             started
-                .get_or_init(|| crate::dispatch::fire_host_start(agent.host().registry()))
+                .get_or_init(|| crate::core::dispatch::fire_host_start(agent.host().registry()))
                 .await;
             agent.send(Inbound::new(&session_id, &message), None).await
         }

@@ -39,13 +39,15 @@ struct Options {
     disable: Vec<String>,
     builtin_tools: bool,
     workspace: Option<PathBuf>,
-    isolate: Option<crate::config::Isolation>,
+    isolate: Option<crate::plugins::config::Isolation>,
     hook_timeout: std::time::Duration,
 }
 
 /// `isolate=`: `"all"`, `"none"`, or a list of plugin keys.
-fn isolation_arg(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<crate::config::Isolation>> {
-    use crate::config::Isolation;
+fn isolation_arg(
+    obj: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<crate::plugins::config::Isolation>> {
+    use crate::plugins::config::Isolation;
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
         return Ok(None);
     };
@@ -92,7 +94,7 @@ impl PyHost {
             .enable(options.enable)
             .disable(options.disable)
             .hook_timeout(options.hook_timeout);
-        let home = crate::config::resolve_home(options.home.as_deref());
+        let home = crate::plugins::config::resolve_home(options.home.as_deref());
         builder = builder.home(&home);
         if let Some(isolation) = options.isolate {
             builder = builder.isolate(isolation);
@@ -133,7 +135,7 @@ impl PyHost {
     /// Fire P0 for this host unless it has fired.
     async fn start(started: &tokio::sync::OnceCell<()>, host: &Host) {
         started
-            .get_or_init(|| crate::dispatch::fire_host_start(host.registry()))
+            .get_or_init(|| crate::core::dispatch::fire_host_start(host.registry()))
             .await;
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::hooks::BoxFuture;
+use crate::core::hooks::BoxFuture;
 
 /// One request: the system prompt, the conversation (OpenAI message
 /// format), and the tools on offer (OpenAI function definitions).

@@ -20,7 +20,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::sse::{self, SseError, StreamParser};
 use super::{ChatRequest, ChatResponse, Provider, ProviderError};
-use crate::hooks::BoxFuture;
+use crate::core::hooks::BoxFuture;
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 const MAX_ATTEMPTS: u32 = 4;

@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest};
-use crate::hooks::BoxFuture;
+use crate::core::hooks::BoxFuture;
 
 const DEMO: &str = include_str!("../../../examples/demo.yaml");
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, OnceLock, Weak};
 use serde_json::{json, Value};
 
 use super::{spec, text_arg};
-use crate::hooks::{BoxFuture, ToolCallContext};
-use crate::registry::{Tool, ToolHandler, ToolReturn};
+use crate::core::hooks::{BoxFuture, ToolCallContext};
+use crate::core::registry::{Tool, ToolHandler, ToolReturn};
 
 /// Runs a sub-agent for `delegate`; implemented by the agent loop.
 pub trait SubagentRunner: Send + Sync + 'static {

@@ -19,8 +19,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::workspace::Workspace;
 use super::{spec, text_arg, ToolLimits};
-use crate::hooks::ToolCallContext;
-use crate::registry::{Tool, ToolHandler, ToolReturn};
+use crate::core::hooks::ToolCallContext;
+use crate::core::registry::{Tool, ToolHandler, ToolReturn};
 
 struct ExecTool {
     workspace: Workspace,

@@ -9,8 +9,8 @@ use serde_json::{Map, Value};
 
 use super::text_arg;
 use super::workspace::{FileError, Op, Workspace};
-use crate::hooks::ToolCallContext;
-use crate::registry::{Tool, ToolHandler, ToolReturn, ToolSpec};
+use crate::core::hooks::ToolCallContext;
+use crate::core::registry::{Tool, ToolHandler, ToolReturn, ToolSpec};
 
 struct FileTool<F>(Workspace, F);
 

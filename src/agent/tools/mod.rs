@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::registry::{Tool, ToolSpec};
+use crate::core::registry::{Tool, ToolSpec};
 
 pub use delegate::{delegate_tool, DelegateSlot, SubagentRunner};
 pub use web::{web_tools, WebReport};

@@ -24,10 +24,10 @@ use pyo3::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::core::hooks::ToolCallContext;
+use crate::core::outcome::{PluginError, Unavailability};
+use crate::core::registry::{Tool, ToolHandler, ToolReturn};
 use crate::dialects::flowly::handlers::result_text;
-use crate::hooks::ToolCallContext;
-use crate::outcome::{PluginError, Unavailability};
-use crate::registry::{Tool, ToolHandler, ToolReturn};
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{plugin_error, try_attach, Runtime};
 

@@ -41,13 +41,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Dialect, LoadedPlugin};
-use crate::dialects::shared::load_error;
-use crate::hooks::{
+use crate::core::hooks::{
     HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookReturn, HookStats,
 };
-use crate::manifest::Manifest;
-use crate::outcome::PluginError;
-use crate::registry::Registration;
+use crate::core::outcome::PluginError;
+use crate::core::registry::Registration;
+use crate::dialects::shared::load_error;
+use crate::plugins::manifest::Manifest;
 use crate::runtime::bridge::{self, Awaited, InlineDriver};
 use crate::runtime::{attach, module_from_source, plugin_error, try_attach};
 
@@ -495,7 +495,7 @@ fn unhold(top: &str, key: &str, backend: &Path) {
 /// `args` (a value that is not a mapping is warned about and ignored).
 fn constructor_args(key: &str, manifest: &Manifest, home: &Path) -> Map<String, Value> {
     let mut args = manifest.dialect.args.clone();
-    let path = crate::config::config_path(home);
+    let path = crate::plugins::config::config_path(home);
     let Ok(text) = std::fs::read_to_string(&path) else {
         return args;
     };
@@ -525,8 +525,8 @@ impl Dialect for Codumentor {
     }
 
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
-        let manifest =
-            crate::manifest::load(dir).map_err(|e| load_error("ManifestError", &e.to_string()))?;
+        let manifest = crate::plugins::manifest::load(dir)
+            .map_err(|e| load_error("ManifestError", &e.to_string()))?;
         let entry = manifest.dialect.entry.clone().ok_or_else(|| {
             load_error(
                 "ManifestError",
@@ -564,7 +564,7 @@ impl Dialect for Codumentor {
     }
 
     fn entry(&self, _key: &str, dir: &Path) -> Option<String> {
-        crate::manifest::load(dir).ok()?.dialect.entry
+        crate::plugins::manifest::load(dir).ok()?.dialect.entry
     }
 
     fn never_fires(&self, event: &str) -> Option<&'static str> {
@@ -572,7 +572,7 @@ impl Dialect for Codumentor {
     }
 
     fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
-        let declared = crate::manifest::load(dir)
+        let declared = crate::plugins::manifest::load(dir)
             .map(|m| m.dialect.dependencies)
             .unwrap_or_default();
         with_meta_dependencies(&declared, dir)

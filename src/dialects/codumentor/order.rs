@@ -16,8 +16,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::discovery::Candidate;
 use crate::host::{PluginRecord, PluginStatus};
+use crate::plugins::discovery::Candidate;
 
 use super::DIALECT;
 
@@ -220,8 +220,8 @@ pub fn check_dependencies(mut c: Candidate, loaded: &[PluginRecord]) -> Candidat
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::Source;
-    use crate::manifest::{DialectFields, Manifest, PluginKind};
+    use crate::plugins::discovery::Source;
+    use crate::plugins::manifest::{DialectFields, Manifest, PluginKind};
 
     fn cand(key: &str, deps: &[&str], priority: Option<i64>) -> Candidate {
         Candidate {

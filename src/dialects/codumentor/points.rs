@@ -22,11 +22,11 @@ use serde_json::{json, Map, Value};
 
 use super::turn::{Turn, TurnInfo};
 use super::{installed, Decision};
-use crate::hooks::{
+use crate::core::hooks::{
     CallState, HookAction, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
     LoopDecision, LoopEdit, TurnScope,
 };
-use crate::outcome::PluginError;
+use crate::core::outcome::PluginError;
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::value::to_json;
 use crate::runtime::{plugin_error, try_attach};

@@ -12,9 +12,9 @@ use pyo3::types::{PyDict, PyList};
 use serde_json::Value;
 
 use super::{installed, per_home, INSTALLED};
-use crate::hooks::ToolCallContext;
-use crate::outcome::{PluginError, Renderer, StandardRenderer, ToolOutcome};
-use crate::registry::{Tool, ToolHandler, ToolReturn, ToolSpec};
+use crate::core::hooks::ToolCallContext;
+use crate::core::outcome::{PluginError, Renderer, StandardRenderer, ToolOutcome};
+use crate::core::registry::{Tool, ToolHandler, ToolReturn, ToolSpec};
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::value::to_json;
 use crate::runtime::{plugin_error, try_attach};
@@ -180,9 +180,9 @@ pub fn runtime_tool(home: &Path, name: &str) -> Option<Tool> {
 }
 
 /// The tools of `agent.tool_registry` of the host at `home`, for the core registry.
-pub fn runtime_tools(home: &Path) -> Arc<dyn crate::registry::RuntimeTools> {
+pub fn runtime_tools(home: &Path) -> Arc<dyn crate::core::registry::RuntimeTools> {
     struct Source(PathBuf);
-    impl crate::registry::RuntimeTools for Source {
+    impl crate::core::registry::RuntimeTools for Source {
         fn tool(&self, name: &str) -> Option<Tool> {
             runtime_tool(&self.0, name)
                 .or_else(|| crate::isolation::proxy::runtime_tool(&self.0, name))

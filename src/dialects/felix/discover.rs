@@ -1,6 +1,6 @@
 //! Where Felix plugins come from: installed entry points of group
 //! `felix.plugins` on the interpreter's `sys.path` (read from their
-//! `entry_points.txt`, see [`crate::entry_points`]), and Felix source trees
+//! `entry_points.txt`, see [`crate::plugins::entry_points`]), and Felix source trees
 //! (a directory with no plughost manifest whose `pyproject.toml` declares
 //! `[project.entry-points."felix.plugins"]`) under the user and project
 //! plugin directories. The key is the entry-point name.
@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use crate::config::PluginLists;
-use crate::discovery::{Candidate, Source};
-use crate::manifest::{Manifest, PluginKind};
+use crate::plugins::config::PluginLists;
+use crate::plugins::discovery::{Candidate, Source};
+use crate::plugins::manifest::{Manifest, PluginKind};
 
 /// The dialect's name, as candidates and `plugins list` show it.
 pub const DIALECT: &str = "felix";
@@ -76,7 +76,7 @@ pub fn entry_for(key: &str, dir: &Path) -> Result<EntrySpec, String> {
 /// user and project plugin directories.
 pub fn discover(home: &Path, lists: &PluginLists) -> Vec<Candidate> {
     let mut found = Vec::new();
-    let scan = crate::entry_points::scan(crate::entry_points::sys_path(), GROUP);
+    let scan = crate::plugins::entry_points::scan(crate::plugins::entry_points::sys_path(), GROUP);
     for problem in &scan.problems {
         tracing::warn!("felix.plugins entry points: {problem}");
     }
@@ -109,7 +109,7 @@ pub fn discover(home: &Path, lists: &PluginLists) -> Vec<Candidate> {
     }
     let mut roots = vec![(Source::User, home.join("plugins"))];
     let project_on = std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
-        .map(|v| crate::config::truthy(&v))
+        .map(|v| crate::plugins::config::truthy(&v))
         .unwrap_or(false);
     if project_on {
         roots.push((Source::Project, PathBuf::from(".plughost").join("plugins")));
@@ -133,7 +133,7 @@ fn source_trees(root: &Path) -> Vec<PathBuf> {
         .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
         .map(|e| e.path())
         .filter(|p| p.is_dir())
-        .filter(|p| crate::manifest::find_manifest(p).is_none())
+        .filter(|p| crate::plugins::manifest::find_manifest(p).is_none())
         .filter(|p| p.join("pyproject.toml").is_file())
         .collect();
     dirs.sort();

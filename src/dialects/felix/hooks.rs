@@ -14,13 +14,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyModule;
 use serde_json::{json, Map, Value};
 
-use crate::hooks::ToolCallContext;
-use crate::hooks::{
+use crate::core::hooks::ToolCallContext;
+use crate::core::hooks::{
     HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
     LoopDecision, LoopEdit,
 };
-use crate::outcome::{PluginError, Renderer, StandardRenderer, ToolOutcome};
-use crate::registry::{ToolHandler, ToolReturn};
+use crate::core::outcome::{PluginError, Renderer, StandardRenderer, ToolOutcome};
+use crate::core::registry::{ToolHandler, ToolReturn};
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{plugin_error, try_attach};
 

@@ -27,11 +27,11 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyModule, PyTuple};
 
 use super::{Dialect, LoadedPlugin};
-use crate::config::PluginLists;
-use crate::discovery::Candidate;
-use crate::hooks::{HookEntry, HookEvent, FIRST_LANE_PRIORITY};
-use crate::outcome::PluginError;
-use crate::registry::{Registration, Tool, ToolSpec};
+use crate::core::hooks::{HookEntry, HookEvent, FIRST_LANE_PRIORITY};
+use crate::core::outcome::PluginError;
+use crate::core::registry::{Registration, Tool, ToolSpec};
+use crate::plugins::config::PluginLists;
+use crate::plugins::discovery::Candidate;
 use crate::runtime::{attach, module_from_source, plugin_error};
 
 /// The finder, loader and adapters (`_plughost_felix`).

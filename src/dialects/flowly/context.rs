@@ -12,12 +12,12 @@ use serde_json::{json, Map, Value};
 
 use super::handlers::{PyCommand, PyTool};
 use super::hooks::PyHook;
-use crate::dialects::shared::{skill_name_problem, SkillNameProblem};
-use crate::hooks::{HookEntry, HookEvent, HookStats};
-use crate::manifest::{Manifest, PluginKind};
-use crate::registry::{
+use crate::core::hooks::{HookEntry, HookEvent, HookStats};
+use crate::core::registry::{
     normalize_command_name, Command, Registration, Skill, Tool, ToolSpec, RESERVED_COMMANDS,
 };
+use crate::dialects::shared::{skill_name_problem, SkillNameProblem};
+use crate::plugins::manifest::{Manifest, PluginKind};
 
 struct ContextState {
     open: bool,

@@ -4,10 +4,10 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyString};
 
+use crate::core::hooks::ToolCallContext;
+use crate::core::outcome::PluginError;
+use crate::core::registry::{CommandHandler, CommandReturn, ToolHandler, ToolReturn};
 use crate::dialects::shared::call_check_fn;
-use crate::hooks::ToolCallContext;
-use crate::outcome::PluginError;
-use crate::registry::{CommandHandler, CommandReturn, ToolHandler, ToolReturn};
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{plugin_error, runtime, try_attach, Exiting};
 

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
 use super::classes;
-use crate::hooks::{
+use crate::core::hooks::{
     CallState, HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn,
     ToolCallContext,
 };
@@ -116,7 +116,7 @@ fn tool_context<'py>(py: Python<'py>, ctx: &mut ToolCallContext) -> PyResult<Bou
 /// The context object built for this payload at this stage, if any.
 fn reuse<'py>(
     py: Python<'py>,
-    dialect: &mut crate::hooks::DialectState,
+    dialect: &mut crate::core::hooks::DialectState,
     stage: Option<HookEvent>,
 ) -> Option<Bound<'py, PyAny>> {
     let state = dialect.get_mut::<ObjectState>()?;
@@ -125,7 +125,7 @@ fn reuse<'py>(
 
 /// Keep `obj` for the other callbacks of this event.
 fn remember<'py>(
-    dialect: &mut crate::hooks::DialectState,
+    dialect: &mut crate::core::hooks::DialectState,
     stage: Option<HookEvent>,
     obj: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {

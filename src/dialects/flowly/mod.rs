@@ -15,8 +15,8 @@ use pyo3::types::{PyDict, PyModule};
 pub use context::{normalize_schema, PluginContext};
 
 use super::{Dialect, LoadedPlugin};
+use crate::core::outcome::PluginError;
 use crate::dialects::shared::{register_function, registered};
-use crate::outcome::PluginError;
 use crate::runtime::loader::PluginPackage;
 use crate::runtime::{attach, module_from_source, plugin_error};
 
@@ -242,7 +242,7 @@ impl Dialect for Flowly {
                 "the plugin's __init__.py defines no register(ctx) function",
             )?;
             let mut context = PluginContext::new(key, dir);
-            if let Ok(manifest) = crate::manifest::load(dir) {
+            if let Ok(manifest) = crate::plugins::manifest::load(dir) {
                 context = context.with_manifest(manifest, source_of(dir, home));
             }
             let ctx = Py::new(py, context).map_err(|e| plugin_error(py, &e))?;

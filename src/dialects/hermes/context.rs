@@ -14,13 +14,13 @@ use serde_json::Value;
 use super::handlers::HermesTool;
 use super::hooks::HermesHook;
 use super::render::HermesRenderer;
+use crate::core::hooks::{HookEntry, HookEvent, HookStats};
+use crate::core::registry::{
+    normalize_command_name, Command, Registration, Skill, Tool, ToolSpec, RESERVED_COMMANDS,
+};
 use crate::dialects::flowly::handlers::PyCommand;
 use crate::dialects::flowly::normalize_schema;
 use crate::dialects::shared::{skill_name_problem, SkillNameProblem};
-use crate::hooks::{HookEntry, HookEvent, HookStats};
-use crate::registry::{
-    normalize_command_name, Command, Registration, Skill, Tool, ToolSpec, RESERVED_COMMANDS,
-};
 
 /// Hermes hook names plughost's loop never fires (v-mid `VALID_HOOKS` and
 /// v-new additions): accepted, listed, never called.

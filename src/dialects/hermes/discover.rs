@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::manifest::{self, HermesKind};
-use crate::config::{truthy, PluginLists};
-use crate::discovery::{Candidate, Source};
+use crate::plugins::config::{truthy, PluginLists};
+use crate::plugins::discovery::{Candidate, Source};
 
 /// The dialect's name, as candidates and `plugins list` show it.
 pub const DIALECT: &str = "hermes";

@@ -1,6 +1,6 @@
 //! Hermes plugins shipped as installed distributions: the entry-point group
 //! `hermes_agent.plugins` (Hermes's `ENTRY_POINTS_GROUP`), read from
-//! `entry_points.txt` by [`crate::entry_points`] in the directories of the
+//! `entry_points.txt` by [`crate::plugins::entry_points`] in the directories of the
 //! interpreter plughost runs (an active virtualenv's site-packages
 //! included, as the runtime adds it).
 //!
@@ -17,11 +17,11 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::discover::DIALECT;
-use crate::config::PluginLists;
-use crate::discovery::{Candidate, Source};
-use crate::entry_points::{self, EntryPoint};
-use crate::manifest::{Manifest, PluginKind};
-use crate::outcome::PluginError;
+use crate::core::outcome::PluginError;
+use crate::plugins::config::PluginLists;
+use crate::plugins::discovery::{Candidate, Source};
+use crate::plugins::entry_points::{self, EntryPoint};
+use crate::plugins::manifest::{Manifest, PluginKind};
 use crate::runtime::plugin_error;
 
 /// Hermes's entry-point group.

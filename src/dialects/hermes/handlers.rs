@@ -7,11 +7,11 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyString};
 
+use crate::core::hooks::ToolCallContext;
+use crate::core::outcome::PluginError;
+use crate::core::registry::{ToolHandler, ToolReturn};
 use crate::dialects::flowly::hooks::params_dict;
 use crate::dialects::shared::call_check_fn;
-use crate::hooks::ToolCallContext;
-use crate::outcome::PluginError;
-use crate::registry::{ToolHandler, ToolReturn};
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{plugin_error, runtime, try_attach, Exiting};
 

@@ -12,8 +12,8 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyString};
 
+use crate::core::hooks::{HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn};
 use crate::dialects::flowly::hooks::params_dict;
-use crate::hooks::{HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn};
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{plugin_error, runtime, try_attach};
 

@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use serde_json::{Map, Value};
 
 use crate::agent::provider::{ChatRequest, Provider};
+use crate::core::outcome::{Renderer, ToolOutcome};
 use crate::host::Host;
-use crate::outcome::{Renderer, ToolOutcome};
 
 use super::render::HermesRenderer;
 
@@ -114,10 +114,9 @@ pub fn dispatch_tool(tool: &str, args: Value, task_id: &str) -> String {
         ));
     };
     let (name, key) = (tool.to_string(), task_id.to_string());
-    let done =
-        wait(
-            async move { crate::dispatch::call_tool(host.registry(), &name, args, &key, "").await },
-        );
+    let done = wait(async move {
+        crate::core::dispatch::call_tool(host.registry(), &name, args, &key, "").await
+    });
     match done {
         Ok(result) if matches!(result.outcome, ToolOutcome::Ok) => result.text,
         Ok(result) => HermesRenderer.render(tool, &result.outcome),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::manifest::{Manifest, PluginKind, RequiredEnv};
+use crate::plugins::manifest::{Manifest, PluginKind, RequiredEnv};
 
 /// Manifest file names Hermes probes, in order.
 pub const MANIFEST_FILES: [&str; 2] = ["plugin.yaml", "plugin.yml"];

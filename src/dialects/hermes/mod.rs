@@ -23,10 +23,10 @@ use pyo3::types::{PyDict, PyModule};
 pub use context::HermesContext;
 
 use super::{Dialect, LoadedPlugin};
-use crate::config::PluginLists;
+use crate::core::outcome::PluginError;
 use crate::dialects::shared::{register_function, registered};
-use crate::discovery::Candidate;
-use crate::outcome::PluginError;
+use crate::plugins::config::PluginLists;
+use crate::plugins::discovery::Candidate;
 use crate::runtime::loader::PluginPackage;
 use crate::runtime::{attach, module_from_source, plugin_error};
 
@@ -236,16 +236,16 @@ impl Dialect for Hermes {
     fn fail_closed(
         &self,
         label: &str,
-        event: crate::hooks::HookEvent,
-        error: &crate::hooks::HookError,
-    ) -> Option<crate::hooks::HookAction> {
+        event: crate::core::hooks::HookEvent,
+        error: &crate::core::hooks::HookError,
+    ) -> Option<crate::core::hooks::HookAction> {
         hooks::pre_tool_call_refusal(label, event, error)
     }
 
     /// Hermes's names are the core's, plus Hermes-only hooks plughost
     /// accepts and never fires ([`context::never_fires`]).
     fn never_fires(&self, event: &str) -> Option<&'static str> {
-        if crate::hooks::HookEvent::from_name(event).is_some() {
+        if crate::core::hooks::HookEvent::from_name(event).is_some() {
             None
         } else if context::never_fires(event) {
             Some("a Hermes event plughost's loop has no place for: it never fires")
@@ -322,7 +322,7 @@ impl Dialect for Hermes {
         .flatten()
     }
 
-    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::outcome::Renderer>> {
+    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
         Some(std::sync::Arc::new(render::HermesRenderer))
     }
 

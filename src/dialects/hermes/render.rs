@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::outcome::{seconds_text, ArgumentProblem, Renderer, ToolOutcome};
+use crate::core::outcome::{seconds_text, ArgumentProblem, Renderer, ToolOutcome};
 
 /// How long an error message Hermes lets through.
 const MAX_ERROR_CHARS: usize = 2048;
@@ -67,7 +67,7 @@ impl Renderer for HermesRenderer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::PluginError;
+    use crate::core::outcome::PluginError;
 
     #[test]
     fn hermes_error_shapes() {

@@ -11,12 +11,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use crate::hooks::{
+use crate::core::hooks::{
     HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
     LoopDecision, LoopToolCall, Policy, ToolCallContext, TurnScope,
 };
-pub use crate::outcome::{ArgumentProblem, PluginError, ToolOutcome, ToolResult, Unavailability};
-use crate::registry::{Registry, ToolReturn};
+pub use crate::core::outcome::{
+    ArgumentProblem, PluginError, ToolOutcome, ToolResult, Unavailability,
+};
+use crate::core::registry::{Registry, ToolReturn};
 
 /// Run the whole pipeline for one call of `name` with `args`.
 pub async fn call_tool(
@@ -508,7 +510,7 @@ fn log_tool_failure(tool: &str, plugin: &str, error: &PluginError) {
 }
 
 /// Fire `entries` for `event`, in order, each isolated, and return the
-/// answers that count under the event's [policy](crate::hooks::HookSpec):
+/// answers that count under the event's [policy](crate::core::hooks::HookSpec):
 /// none for an observer, at most one for first-wins, all for collect, the
 /// last for chain. A callback that raises, answers a shape the event does
 /// not accept, or overruns the `budget` is logged and counted, never
@@ -553,7 +555,7 @@ pub async fn fire_entries(
             Ok(HookAction::Continue) => continue,
             // An edit of a loop point's context: applied now, so the next
             // callback sees it; not an answer under the policy.
-            Ok(HookAction::Decide(crate::hooks::LoopDecision::Edit(edit))) => {
+            Ok(HookAction::Decide(crate::core::hooks::LoopDecision::Edit(edit))) => {
                 if let HookPayload::Loop(ctx) = &mut payload {
                     edit.apply(ctx);
                 }
@@ -567,7 +569,7 @@ pub async fn fire_entries(
                 // (raised, wrong shape, timed out, not run) as a refusal.
                 if answers.is_empty() {
                     let refusal = entry.callback.fail_closed(event, &err).or_else(|| {
-                        (spec.on_error == crate::hooks::FailMode::Closed)
+                        (spec.on_error == crate::core::hooks::FailMode::Closed)
                             .then(|| fail_closed_answer(event, entry, &err))
                             .flatten()
                     });
@@ -620,16 +622,16 @@ fn fail_closed_answer(event: HookEvent, entry: &HookEntry, err: &HookError) -> O
 }
 
 /// Add a failed hook call to the current turn's `hook_errors` (when a turn
-/// is running: see [`crate::hooks::CURRENT_TURN`]).
+/// is running: see [`crate::core::hooks::CURRENT_TURN`]).
 fn record_turn_error(entry: &HookEntry, event: HookEvent, err: &HookError) {
-    let Some(turn) = crate::hooks::current_turn() else {
+    let Some(turn) = crate::core::hooks::current_turn() else {
         return;
     };
     let error = match err {
         HookError::Raised(p) => p.described(),
         other => other.to_string(),
     };
-    let record = crate::hooks::HookErrorRecord {
+    let record = crate::core::hooks::HookErrorRecord {
         plugin: entry.owner.clone(),
         dialect: String::new(),
         event: entry
@@ -721,7 +723,7 @@ pub enum GatewayDecision {
 /// Fire `pre_gateway_dispatch` and apply its first-action-wins policy.
 pub async fn fire_gateway(
     registry: &Registry,
-    ctx: &mut crate::hooks::GatewayContext,
+    ctx: &mut crate::core::hooks::GatewayContext,
 ) -> GatewayDecision {
     let actions = fire(
         registry,
@@ -742,7 +744,7 @@ pub async fn fire_gateway(
 /// Fire `pre_llm_call` and collect the context strings to inject.
 pub async fn fire_pre_llm(
     registry: &Registry,
-    ctx: &mut crate::hooks::LlmCallContext,
+    ctx: &mut crate::core::hooks::LlmCallContext,
 ) -> Vec<String> {
     fire(registry, HookEvent::PreLlmCall, HookPayload::Llm(ctx))
         .await

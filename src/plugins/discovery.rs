@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::bundled::BundledUnavailable;
-use crate::config::PluginLists;
-use crate::manifest::{self, Manifest, PluginKind};
+use crate::plugins::bundled::BundledUnavailable;
+use crate::plugins::config::PluginLists;
+use crate::plugins::manifest::{self, Manifest, PluginKind};
 
 /// Where a plugin was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::hooks::{BoxFuture, HookBus, HookEntry, HookEvent, ToolCallContext};
-use crate::outcome::{PluginError, Renderer};
+use crate::core::hooks::{BoxFuture, HookBus, HookEntry, HookEvent, ToolCallContext};
+use crate::core::outcome::{PluginError, Renderer};
 
 /// What a tool handler hands back: its result text, or the failure that
-/// dispatch turns into [`ToolOutcome::Raised`](crate::outcome::ToolOutcome).
+/// dispatch turns into [`ToolOutcome::Raised`](crate::core::outcome::ToolOutcome).
 pub enum ToolReturn {
     Ready(Result<String, PluginError>),
     Pending(BoxFuture<Result<String, PluginError>>),
@@ -29,8 +29,8 @@ pub trait ToolHandler: Send + Sync + 'static {
     }
     /// Why [`check`](Self::check) said no (`Ok(false)`): by default its
     /// `check_fn`; a tool that depends on something else names it.
-    fn unavailability(&self) -> crate::outcome::Unavailability {
-        crate::outcome::Unavailability::CheckFn
+    fn unavailability(&self) -> crate::core::outcome::Unavailability {
+        crate::core::outcome::Unavailability::CheckFn
     }
     /// Run the tool with `ctx.params` as its arguments.
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn;
@@ -444,7 +444,7 @@ impl Registry {
     pub fn renderer(&self) -> &dyn Renderer {
         match &self.renderer {
             Some(r) => r.as_ref(),
-            None => &crate::outcome::StandardRenderer,
+            None => &crate::core::outcome::StandardRenderer,
         }
     }
 }

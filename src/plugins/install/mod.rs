@@ -18,7 +18,7 @@ use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::manifest;
+use crate::plugins::manifest;
 
 /// Where a plugin comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]

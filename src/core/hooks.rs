@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::outcome::PluginError;
+use crate::core::outcome::PluginError;
 
 /// A boxed, sendable future: what a callback that must wait hands back.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;

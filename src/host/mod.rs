@@ -1,20 +1,22 @@
 //! The host: discovery, loading, and the API a Rust service (or the CLI)
 //! uses to list plugins, call tools, fire events, run commands, read skills.
 
+pub mod doctor;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{self, PluginLists};
-use crate::discovery::{self, Candidate, Source};
-use crate::dispatch::{self, ToolResult};
-use crate::hooks::{HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookStats};
-use crate::outcome::PluginError;
-use crate::registry::{
+use crate::core::dispatch::{self, ToolResult};
+use crate::core::hooks::{HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookStats};
+use crate::core::outcome::PluginError;
+use crate::core::registry::{
     normalize_command_name, Command, CommandReturn, Registration, Registry, Tool, NATIVE_OWNER,
 };
+use crate::plugins::config::{self, PluginLists};
+use crate::plugins::discovery::{self, Candidate, Source};
 
 /// One discovered plugin and what became of it (`plugins list --json`).
 #[derive(Clone, Debug, Serialize)]
@@ -132,7 +134,7 @@ pub enum HostError {
     /// Enabled bundled plugins (command-guard among them) could not be
     /// written to disk; see [`HostBuilder::allow_missing_bundled`].
     #[error("{0}; refusing to start without them")]
-    Bundled(crate::bundled::BundledUnavailable),
+    Bundled(crate::plugins::bundled::BundledUnavailable),
 }
 
 /// Errors of `run_command`.
@@ -180,11 +182,11 @@ pub struct HostBuilder {
     hook_timeout: Option<std::time::Duration>,
     direct: Vec<(String, Vec<Registration>)>,
     allow_missing_bundled: bool,
-    isolation: Option<crate::config::Isolation>,
+    isolation: Option<crate::plugins::config::Isolation>,
     worker_command: Option<crate::isolation::WorkerCommand>,
     isolation_load_timeout: Option<std::time::Duration>,
     breaker: Option<(u32, std::time::Duration)>,
-    limits: Option<crate::config::LimitTable>,
+    limits: Option<crate::plugins::config::LimitTable>,
 }
 
 impl HostBuilder {
@@ -273,7 +275,7 @@ impl HostBuilder {
     }
     /// Which plugins run in their own worker process; overrides
     /// `plugins.isolate` of `config.json` (default: none).
-    pub fn isolate(mut self, isolation: crate::config::Isolation) -> Self {
+    pub fn isolate(mut self, isolation: crate::plugins::config::Isolation) -> Self {
         self.isolation = Some(isolation);
         self
     }
@@ -293,7 +295,7 @@ impl HostBuilder {
     /// for the rest of the process (default 3 in 60 s).
     /// OS resource limits of isolated plugins, by key (`"*"` for all);
     /// default: `plugins.limits` of `config.json`.
-    pub fn isolation_limits(mut self, limits: crate::config::LimitTable) -> Self {
+    pub fn isolation_limits(mut self, limits: crate::plugins::config::LimitTable) -> Self {
         self.limits = Some(limits);
         self
     }
@@ -315,8 +317,8 @@ impl HostBuilder {
         lists.disabled.extend(self.extra_disabled);
 
         let bundled = match self.bundled_dir {
-            Some(dir) => Ok(crate::bundled::Located::at(dir)),
-            None => crate::bundled::locate(&home),
+            Some(dir) => Ok(crate::plugins::bundled::Located::at(dir)),
+            None => crate::plugins::bundled::locate(&home),
         };
         let (bundled_root, unavailable, bundled_copy) = match bundled {
             Ok(located) => (located.dir().to_path_buf(), None, Some(located)),
@@ -509,14 +511,14 @@ fn set_default_home(home: &Path) {
 /// How isolated plugins are run: the builder's choices over the defaults.
 /// A worker command that cannot be found is reported when a plugin loads.
 fn isolation_settings(
-    isolation: &crate::config::Isolation,
+    isolation: &crate::plugins::config::Isolation,
     command: Option<crate::isolation::WorkerCommand>,
     load_timeout: Option<std::time::Duration>,
     breaker: Option<(u32, std::time::Duration)>,
     python_log_level: u8,
 ) -> Result<crate::isolation::Settings, String> {
     use crate::isolation as iso;
-    if *isolation == crate::config::Isolation::None {
+    if *isolation == crate::plugins::config::Isolation::None {
         return Err("isolation is off".into());
     }
     let command = match command {
@@ -541,7 +543,7 @@ fn load_candidate(
     home: &Path,
     isolate: Option<(
         &Result<crate::isolation::Settings, String>,
-        crate::config::ResourceLimits,
+        crate::plugins::config::ResourceLimits,
     )>,
     registry: &mut Registry,
     collisions: &mut Vec<ToolCollision>,
@@ -569,7 +571,7 @@ fn load_candidate(
                 PluginStatus::NotEnabled
             }
         } else if c.skip_reason.is_some() {
-            use crate::manifest::PluginKind;
+            use crate::plugins::manifest::PluginKind;
             if matches!(&c.manifest, Ok(m) if matches!(m.kind, PluginKind::Exclusive | PluginKind::Platform | PluginKind::ModelProvider))
             {
                 PluginStatus::Skipped
@@ -689,7 +691,7 @@ pub struct Host {
     _packages: Vec<Box<dyn Send + Sync>>,
     /// Keeps a temporary copy of the bundled plugins (used when the cache
     /// cannot be written) on disk while the host lives.
-    _bundled: Option<crate::bundled::Located>,
+    _bundled: Option<crate::plugins::bundled::Located>,
     /// The supervisors of the isolated plugins that loaded.
     workers: Vec<crate::isolation::Supervisor>,
 }

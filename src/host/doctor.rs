@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
+use crate::core::hooks::HookEvent;
 use crate::dialects::Dialect;
-use crate::hooks::HookEvent;
 use crate::host::{Host, PluginStatus, ToolCollision};
 
 /// One declared environment variable and whether it is set (advisory).
@@ -188,7 +188,7 @@ impl Report {
         Report {
             web: crate::agent::tools::WebReport::new(host),
             home: host.home().display().to_string(),
-            config: crate::config::config_path(host.home())
+            config: crate::plugins::config::config_path(host.home())
                 .display()
                 .to_string(),
             plugin_dirs: host
@@ -396,7 +396,7 @@ fn worker_text(w: &crate::isolation::WorkerStatus) -> String {
         },
         WorkerState::Restarting => format!(
             "restarting (the next call starts it, in {} s at the earliest), {crashes}",
-            crate::outcome::seconds_text(std::time::Duration::from_millis(
+            crate::core::outcome::seconds_text(std::time::Duration::from_millis(
                 w.next_start_in_ms.unwrap_or(0)
             ))
         ),

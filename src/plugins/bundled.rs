@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use include_dir::{include_dir, Dir, DirEntry};
 
-use crate::install::staging;
+use crate::plugins::install::staging;
 
 static BUNDLED: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/plugins_bundled");
 

@@ -1,0 +1,10 @@
+//! Where plugins come from, before any of them runs: manifests, discovery in
+//! the home and the project, `config.json`, the bundled plugins, installs and
+//! Python entry points.
+
+pub mod bundled;
+pub mod config;
+pub mod discovery;
+pub mod entry_points;
+pub mod install;
+pub mod manifest;
