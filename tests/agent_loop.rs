@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{no_bundled, write_plugin};
+use common::{no_bundled, wait_until, write_plugin, BARRIER_PLUGIN};
 use plughost::agent::provider::scripted::{Script, Scripted};
 use plughost::agent::tools::{self, DelegateSlot, ToolLimits, Workspace};
 use plughost::agent::{Agent, AgentConfig, Inbound};
@@ -16,10 +16,18 @@ use serde_json::{json, Value};
 /// Records every event it sees (name and a detail) and offers tools that
 /// sleep, block, or read the record back.
 const RECORDER: &str = r#"
-import asyncio, time
+import asyncio, os, time
 from flowly.agent.hooks import RewriteAction, SkipAction
 EVENTS = []
 CANCELLED = []
+# Where each call starts and ends, in the order it happened: overlap is read
+# from here, never from how long a turn took. A file, so a test can read it
+# while the turn still runs.
+SPANS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spans.log")
+
+def span(event):
+    with open(SPANS, "a") as f:
+        f.write(event + "\n")
 
 def register(ctx):
     def rec(name, detail=lambda c: ""):
@@ -41,17 +49,26 @@ def register(ctx):
     ctx.register_hook("subagent_stop", rec("subagent_stop", lambda c: f"{c.subagent_id}:{c.reason}"))
     async def slow_hook(c):
         if c.tool_name == "hook_slow_probe":
+            span("slow_hook:start")
             await asyncio.sleep(5)
     ctx.register_hook("pre_tool_call", slow_hook)
     async def nap(seconds: float = 0.3):
+        span("nap:start")
         try:
             await asyncio.sleep(seconds)
         except asyncio.CancelledError:
             CANCELLED.append(seconds)
+            span("nap:cancelled")
             raise
+        span("nap:end")
         return f"napped {seconds}"
+    def doze(seconds=1.0):
+        span("doze:start")
+        time.sleep(seconds)
+        span("doze:end")
+        return "dozed"
     ctx.register_tool("nap", {"type": "object", "properties": {"seconds": {"type": "number"}}}, nap)
-    ctx.register_tool("doze", {"type": "object", "properties": {"seconds": {"type": "number"}}}, lambda seconds=1.0: (time.sleep(seconds), "dozed")[1])
+    ctx.register_tool("doze", {"type": "object", "properties": {"seconds": {"type": "number"}}}, doze)
     ctx.register_tool("hook_slow_probe", {}, lambda: "probe ran")
     ctx.register_tool("recorded", {}, lambda: "\n".join(EVENTS))
     ctx.register_tool("clear_record", {}, lambda: EVENTS.clear())
@@ -73,9 +90,15 @@ fn fixture(script: &str, config: AgentConfig, real_bundled: bool) -> Fixture {
         "name: recorder\n",
         &[("__init__.py", RECORDER)],
     );
+    write_plugin(
+        &home.path().join("plugins"),
+        "barrier",
+        "name: barrier\n",
+        &[("__init__.py", BARRIER_PLUGIN)],
+    );
     std::fs::write(
         home.path().join("config.json"),
-        r#"{"plugins": {"enabled": ["recorder"]}}"#,
+        r#"{"plugins": {"enabled": ["recorder", "barrier"]}}"#,
     )
     .unwrap();
     let (bundled_dir, keep): (PathBuf, Option<tempfile::TempDir>) = if real_bundled {
@@ -133,6 +156,20 @@ impl Fixture {
         self.rt
             .block_on(self.agent.host().call_tool("clear_record", json!({}), ""));
         events
+    }
+    /// The recorder's span log so far: `tool:start`, `tool:end`, … in order.
+    fn spans(&self) -> Vec<String> {
+        let path = self.home.path().join("plugins/recorder/spans.log");
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+    fn cancelled(&self) -> String {
+        self.rt
+            .block_on(self.agent.host().call_tool("cancelled", json!({}), ""))
+            .text
     }
     fn transcript(&self, session: &str) -> Vec<Value> {
         let path = self.agent.sessions().path_of(session);
@@ -285,13 +322,22 @@ turns:
         ..AgentConfig::default()
     };
     let f = fixture(script, config, false);
-    let started = Instant::now();
     let report = f.send("t", "go");
-    let elapsed = started.elapsed();
-    assert!(
-        elapsed < Duration::from_millis(2500),
-        "the calls overlap and time out: {elapsed:?}"
-    );
+    // The calls overlap: all three were inside before the first one ended
+    // (nap cancelled at its 0.7 s, doze's 2 s sleep abandoned, the probe
+    // held up by its 5 s hook until the hook's budget ran out).
+    let spans = f.spans();
+    let first_end = spans
+        .iter()
+        .position(|e| !e.ends_with(":start"))
+        .unwrap_or(spans.len());
+    for start in ["nap:start", "doze:start", "slow_hook:start"] {
+        let at = spans.iter().position(|e| e == start);
+        assert!(
+            at.is_some_and(|at| at < first_end),
+            "{start} before any call ended: {spans:?}"
+        );
+    }
     let results: Vec<&str> = report
         .tool_calls
         .iter()
@@ -306,11 +352,15 @@ turns:
         results[2], "probe ran",
         "the slow async hook was skipped after its budget"
     );
-    std::thread::sleep(Duration::from_millis(300));
-    let cancelled =
-        f.rt.block_on(f.agent.host().call_tool("cancelled", json!({}), ""))
-            .text;
-    assert_eq!(cancelled, "[5]", "the timed-out coroutine was cancelled");
+    // The cancellation reaches the coroutine after the turn has moved on.
+    wait_until("nap's cancellation", Duration::from_secs(30), || {
+        f.cancelled() != "[]"
+    });
+    assert_eq!(
+        f.cancelled(),
+        "[5]",
+        "the timed-out coroutine was cancelled"
+    );
     let slow_hook = f
         .agent
         .host()
@@ -332,33 +382,43 @@ fn a_cancelled_turn_ends_cleanly() {
         AgentConfig::default(),
         false,
     );
-    let started = Instant::now();
+    // Interrupt once the 10 s nap is running (not after a guessed delay,
+    // which on a slow machine could fire before the tool started).
+    let nap_started = async {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !f.spans().iter().any(|e| e == "nap:start") && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
     let report = f.rt.block_on(async {
         f.agent
-            .send_cancellable(
-                Inbound::new("c", "go"),
-                None,
-                tokio::time::sleep(Duration::from_millis(300)),
-            )
+            .send_cancellable(Inbound::new("c", "go"), None, nap_started)
             .await
     });
     assert!(report.interrupted);
-    assert!(started.elapsed() < Duration::from_secs(3));
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(f
-        .recorded()
-        .contains(&"on_session_end:False/True".to_string()));
-    assert_eq!(
-        f.rt.block_on(f.agent.host().call_tool("cancelled", json!({}), ""))
-            .text,
-        "[10]"
+    wait_until(
+        "on_session_end and the nap's cancellation",
+        Duration::from_secs(30),
+        || {
+            f.cancelled() != "[]"
+                && f.recorded()
+                    .contains(&"on_session_end:False/True".to_string())
+        },
+    );
+    // The turn ended by cancelling the nap, not by waiting it out.
+    assert_eq!(f.cancelled(), "[10]");
+    assert!(
+        !f.spans().contains(&"nap:end".to_string()),
+        "{:?}",
+        f.spans()
     );
 }
 
 #[test]
 fn sessions_run_concurrently_and_resume_from_disk() {
-    let f = fixture("turns:\n  - tool_calls:\n      - name: nap\n        args: {seconds: 0.4}\n  - say: \"{tool_results}\"\n", AgentConfig::default(), false);
-    let started = Instant::now();
+    // Each turn's tool waits at a barrier that opens only when all 8 turns
+    // are inside it at once: sequential turns would never meet.
+    let f = fixture("turns:\n  - tool_calls:\n      - name: meet\n        args: {key: par, n: 8}\n  - say: \"{tool_results}\"\n", AgentConfig::default(), false);
     let reports = f.rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for i in 0..8 {
@@ -376,16 +436,9 @@ fn sessions_run_concurrently_and_resume_from_disk() {
         out
     });
     assert!(
-        reports
-            .iter()
-            .all(|r| r.reply.as_deref() == Some("napped 0.4")),
+        reports.iter().all(|r| r.reply.as_deref() == Some("met 8")),
         "{:?}",
         reports[0].reply
-    );
-    assert!(
-        started.elapsed() < Duration::from_millis(2000),
-        "8 sessions × 0.4 s took {:?}",
-        started.elapsed()
     );
 
     // A new agent over the same home resumes the transcript.
@@ -432,10 +485,14 @@ fn iteration_cap_finalize_and_compact() {
     assert_eq!(f.transcript("cap")[0]["role"], "user");
     f.recorded();
     f.send("idle", "hello");
-    std::thread::sleep(Duration::from_millis(150));
+    // Idle for longer than the limit below; "cap" is used again right
+    // before it. The margin is a whole second, so only a stall of a
+    // second between the last send and the eviction could evict "cap".
+    let idle_since = Instant::now();
+    let limit = Duration::from_secs(1);
+    std::thread::sleep((limit + Duration::from_millis(200)).saturating_sub(idle_since.elapsed()));
     f.send("cap", "still here");
-    let evicted =
-        f.rt.block_on(f.agent.evict_idle(Duration::from_millis(100)));
+    let evicted = f.rt.block_on(f.agent.evict_idle(limit));
     assert_eq!(evicted, 1, "only the idle session");
     f.rt.block_on(f.agent.shutdown());
     f.rt.block_on(f.agent.shutdown());

@@ -59,3 +59,42 @@ pub fn run_bounded(
         }
     }
 }
+
+/// A plugin (`__init__.py` source) whose `meet` tool is a barrier: each call
+/// waits until `n` calls with the same `key` are inside at once, then all
+/// return `met {n}`. Calls that do not overlap never fill the room, so the
+/// first one returns `alone: k of n inside` after `timeout` seconds.
+/// This proves overlap by what happened, not by how long it took.
+pub const BARRIER_PLUGIN: &str = r#"
+import asyncio, time
+_ROOMS = {}
+
+async def meet(key: str, n: int, timeout: float = 60):
+    room = _ROOMS.setdefault(key, {"inside": 0, "open": False})
+    room["inside"] += 1
+    deadline = time.monotonic() + timeout
+    while not room["open"]:
+        if room["inside"] >= n:
+            room["open"] = True
+            break
+        if time.monotonic() > deadline:
+            return f"alone: {room['inside']} of {n} inside"
+        await asyncio.sleep(0.005)
+    return f"met {n}"
+
+def register(ctx):
+    ctx.register_tool("meet", {"type": "object", "properties": {"key": {"type": "string"}, "n": {"type": "integer"}, "timeout": {"type": "number"}}}, meet)
+"#;
+
+/// Poll `ready` every 10 ms until it holds; fail the test past `limit`.
+/// For waiting on something to happen instead of sleeping a guessed time.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
