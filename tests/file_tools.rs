@@ -415,7 +415,8 @@ fn a_fifo_is_refused_promptly_not_opened() {
                  write regular files (use exec for anything else)"
             )
         };
-        let started = Instant::now();
+        // Opening a FIFO with no writer blocks: a tool that opened it would
+        // hang here, which `bounded` turns into a failure.
         for raw in ["pipe", "to-pipe"] {
             assert_eq!(
                 f.call("read_file", json!({"path": raw})).unwrap_err(),
@@ -441,7 +442,6 @@ fn a_fifo_is_refused_promptly_not_opened() {
                 .unwrap_err(),
             refusal("to-pipe")
         );
-        assert!(started.elapsed() < Duration::from_secs(2));
         assert!(std::fs::symlink_metadata(f.root().join("pipe"))
             .unwrap()
             .file_type()
@@ -504,6 +504,18 @@ fn directories_and_missing_paths_are_clear_errors() {
 
 /// An 8 GiB file (sparse: no disk used) read in well under the bound, and
 /// only its first 256 KiB returned: nothing near the whole is read.
+/// Bytes this process has read so far (`rchar` of /proc/self/io: every
+/// read(2) of every thread, page cache or not).
+fn bytes_read_by_this_process() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap();
+    io.lines()
+        .find_map(|l| l.strip_prefix("rchar: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 #[test]
 fn a_huge_file_read_returns_only_the_first_256_kib() {
     bounded(10, || {
@@ -511,17 +523,16 @@ fn a_huge_file_read_returns_only_the_first_256_kib() {
         let huge = std::fs::File::create(f.root().join("huge.bin")).unwrap();
         let size: u64 = 8 << 30;
         huge.set_len(size).unwrap();
-        let started = Instant::now();
+        let read_before = bytes_read_by_this_process();
         let text = f.call("read_file", json!({"path": "huge.bin"})).unwrap();
+        let read = bytes_read_by_this_process() - read_before;
         let note = format!("\n[… truncated: showed 262144 of {size} bytes]");
         assert!(text.ends_with(&note), "{}", &text[text.len() - 80..]);
         assert_eq!(text.len(), 256 * 1024 + note.len());
         assert!(text[..256 * 1024].bytes().all(|b| b == 0));
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "took {:?}: the whole file was read",
-            started.elapsed()
-        );
+        // Counted by the kernel, whatever the machine's speed (other tests
+        // of this binary read too, hence the generous 1 GiB of 8).
+        assert!(read < 1 << 30, "read {read} bytes: the whole file was read");
 
         // Exactly the cap is not cut; one byte more is.
         let exact = f.root().join("exact.txt");

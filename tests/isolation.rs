@@ -197,7 +197,21 @@ fn a_plugin_crashing_on_its_first_call_only_recovers() {
 #[test]
 fn a_plugin_crashing_on_every_call_trips_the_breaker_and_then_fails_fast() {
     bounded(BOUND, || {
-        let (home, bundled) = setup(&[("crashy", HOSTILE)]);
+        // Every worker that loads the plugin logs its pid: "fails fast" means
+        // the open breaker answers without starting (and waiting for) one.
+        let logged = format!(
+            "{HOSTILE}\n_register = register\ndef register(ctx):\n    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), 'workers.log'), 'a') as f:\n        f.write(str(os.getpid()) + '\\n')\n    _register(ctx)\n"
+        );
+        let (home, bundled) = setup(&[("crashy", logged.as_str())]);
+        let workers = {
+            let log = home.path().join("plugins/crashy/workers.log");
+            move || {
+                std::fs::read_to_string(&log)
+                    .unwrap_or_default()
+                    .lines()
+                    .count()
+            }
+        };
         let host = builder(home.path(), bundled.path())
             .isolate(Isolation::Only(vec!["crashy".into()]))
             .isolation_breaker(2, Duration::from_secs(60))
@@ -207,9 +221,14 @@ fn a_plugin_crashing_on_every_call_trips_the_breaker_and_then_fails_fast() {
         let call = |name: &str| rt.block_on(host.call_tool(name, json!({}), ""));
         assert!(call("segv").text.ends_with("crashed (SIGSEGV)"));
         assert!(call("segv").text.ends_with("crashed (SIGSEGV)"));
-        let started = Instant::now();
+        let started_before = workers();
+        assert!(
+            started_before >= 2,
+            "each crashed call had a worker: {started_before}"
+        );
         let off = call("echo");
-        assert!(started.elapsed() < Duration::from_millis(200), "fails fast");
+        let _ = call("echo");
+        assert_eq!(workers(), started_before, "fails fast: no worker started");
         assert_eq!(
             off.text,
             "Error executing echo: plugin 'crashy' is disabled: it crashed 2 times within 60 s (restart plughost to try it again)"
