@@ -106,6 +106,9 @@ impl Default for AgentConfig {
 #[derive(Clone, Debug)]
 pub enum AgentEvent {
     TextDelta(String),
+    /// A model call of the turn begins (only from a provider that marks
+    /// iterations: see [`provider::StreamEvent::IterationStart`]).
+    IterationStart,
     ToolStarted {
         id: String,
         name: String,
@@ -1426,20 +1429,23 @@ fn answered(base: &LlmCallContext, response: &ChatResponse) -> LlmCallContext {
     }
 }
 
-/// A channel for text deltas that forwards them as [`AgentEvent`]s.
+/// A channel for a model call's stream that forwards it as [`AgentEvent`]s.
 fn relay_deltas(
     events: Option<UnboundedSender<AgentEvent>>,
 ) -> (
-    Option<UnboundedSender<String>>,
+    Option<UnboundedSender<provider::StreamEvent>>,
     Option<tokio::task::JoinHandle<()>>,
 ) {
     let Some(events) = events else {
         return (None, None);
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<provider::StreamEvent>();
     let relay = tokio::spawn(async move {
-        while let Some(delta) = rx.recv().await {
-            let _ = events.send(AgentEvent::TextDelta(delta));
+        while let Some(item) = rx.recv().await {
+            let _ = events.send(match item {
+                provider::StreamEvent::TextDelta(delta) => AgentEvent::TextDelta(delta),
+                provider::StreamEvent::IterationStart => AgentEvent::IterationStart,
+            });
         }
     });
     (Some(tx), Some(relay))
