@@ -45,6 +45,7 @@
 //! [`crate::core::hooks::CURRENT_TURN`]) that collects its hook errors and UI
 //! events for the report.
 
+mod commands;
 pub mod provider;
 pub mod session;
 pub mod tools;
@@ -106,6 +107,9 @@ impl Default for AgentConfig {
 #[derive(Clone, Debug)]
 pub enum AgentEvent {
     TextDelta(String),
+    /// A model call of the turn begins (only from a provider that marks
+    /// iterations: see [`provider::StreamEvent::IterationStart`]).
+    IterationStart,
     ToolStarted {
         id: String,
         name: String,
@@ -604,34 +608,7 @@ impl Inner {
     }
 
     async fn command(&self, session: &mut Session, line: &str) -> Option<String> {
-        let word = line.split_whitespace().next().unwrap_or_default();
-        let name = crate::core::registry::normalize_command_name(word);
-        match name.as_str() {
-            "new" | "clear" => {
-                if let Err(e) = session.reset() {
-                    return Some(format!("Error: could not archive the transcript: {e}"));
-                }
-                self.fire_session(HookEvent::OnSessionReset, session, true, false).await;
-                Some("Started a new session.".into())
-            }
-            "compact" => self.compact(session).await,
-            // `plugins doctor` of a fresh process has run no hook; here the
-            // counts are this process's, turns of the session included.
-            "plugins" if line.split_whitespace().nth(1) == Some("doctor") => {
-                Some(crate::host::doctor::Report::new(&self.host).text())
-            }
-            "help" => Some(format!(
-                "{}\n  /plugins doctor — the plugins doctor report, with this process's hook call counts\n  /new, /clear — start a new session\n  /compact — keep only the recent messages",
-                self.host.help_text()
-            )),
-            _ => match self.host.run_command(&format!("/{line}")).await {
-                Ok(reply) => reply,
-                Err(crate::host::CommandError::Unknown(name)) => {
-                    Some(format!("Unknown command /{name}. Type /help to see the commands."))
-                }
-                Err(e) => Some(format!("Error: {e}")),
-            },
-        }
+        self.run_command_line(session, line).await
     }
 
     fn tool_definitions(&self, filter: Option<&[String]>) -> Vec<Value> {
@@ -1426,20 +1403,23 @@ fn answered(base: &LlmCallContext, response: &ChatResponse) -> LlmCallContext {
     }
 }
 
-/// A channel for text deltas that forwards them as [`AgentEvent`]s.
+/// A channel for a model call's stream that forwards it as [`AgentEvent`]s.
 fn relay_deltas(
     events: Option<UnboundedSender<AgentEvent>>,
 ) -> (
-    Option<UnboundedSender<String>>,
+    Option<UnboundedSender<provider::StreamEvent>>,
     Option<tokio::task::JoinHandle<()>>,
 ) {
     let Some(events) = events else {
         return (None, None);
     };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<provider::StreamEvent>();
     let relay = tokio::spawn(async move {
-        while let Some(delta) = rx.recv().await {
-            let _ = events.send(AgentEvent::TextDelta(delta));
+        while let Some(item) = rx.recv().await {
+            let _ = events.send(match item {
+                provider::StreamEvent::TextDelta(delta) => AgentEvent::TextDelta(delta),
+                provider::StreamEvent::IterationStart => AgentEvent::IterationStart,
+            });
         }
     });
     (Some(tx), Some(relay))

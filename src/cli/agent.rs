@@ -214,6 +214,8 @@ fn show_events(
         let mut mid_line = false;
         while let Some(event) = rx.recv().await {
             match event {
+                // The CLI prints the iterations' text as one stream.
+                AgentEvent::IterationStart => {}
                 AgentEvent::TextDelta(delta) => {
                     if !text {
                         continue;

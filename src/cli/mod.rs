@@ -452,12 +452,14 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
         }
         Command::Commands(CommandsCmd::List { json }) => {
             let host = build_host(&cli, python_level)?;
-            let commands = host.registry().commands();
             if *json {
-                let list: Vec<Value> = std::iter::once(json!({"name": "help", "description": "List the commands", "args_hint": "", "plugin": "core"}))
-                    .chain(commands.iter().map(|c| {
+                let table = crate::core::commands::CommandTable::new(host.registry());
+                let list: Vec<Value> = table
+                    .listing(crate::core::commands::Surface::Cli)
+                    .into_iter()
+                    .map(|c| {
                         json!({"name": c.name, "description": c.description, "args_hint": c.args_hint, "plugin": c.plugin})
-                    }))
+                    })
                     .collect();
                 print_json(&list);
             } else {
@@ -475,11 +477,11 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
                 }
                 Ok(None) => Ok(0),
                 Err(crate::host::CommandError::Unknown(typed)) => {
-                    let known = host.registry().commands();
-                    let names: Vec<String> = known
+                    let table = crate::core::commands::CommandTable::new(host.registry());
+                    let names: Vec<String> = table
+                        .listing(crate::core::commands::Surface::Cli)
                         .iter()
                         .map(|c| format!("/{}", c.name))
-                        .chain(["/help".to_string()])
                         .collect();
                     Err(Failure::failed(format!(
                         "unknown command '/{typed}'{}; type /help to list the commands",

@@ -3,6 +3,7 @@
 //! skills ([`registry`]) and typed outcomes ([`outcome`]). Dialects adapt
 //! their plugin APIs onto it; a Rust service registers native parts beside them.
 
+pub mod commands;
 pub mod dispatch;
 pub mod hooks;
 pub mod outcome;

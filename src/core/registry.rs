@@ -292,8 +292,8 @@ pub fn normalize_command_name(name: &str) -> String {
         .join("-")
 }
 
-/// Command names owned by the core loop.
-pub const RESERVED_COMMANDS: [&str; 4] = ["new", "clear", "compact", "help"];
+/// Command names owned by the core loop (the command table's reserved rows).
+pub use super::commands::RESERVED_COMMANDS;
 
 /// Tools registered while the host runs (Codumentor's
 /// `agent.tool_registry.register_tool` during turns): asked for a name the

@@ -12,9 +12,7 @@ use serde_json::Value;
 use crate::core::dispatch::{self, ToolResult};
 use crate::core::hooks::{HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookStats};
 use crate::core::outcome::PluginError;
-use crate::core::registry::{
-    normalize_command_name, Command, CommandReturn, Registration, Registry, Tool, NATIVE_OWNER,
-};
+use crate::core::registry::{Command, CommandReturn, Registration, Registry, Tool, NATIVE_OWNER};
 use crate::plugins::config::{self, PluginLists};
 use crate::plugins::discovery::{self, Candidate, Source};
 
@@ -479,7 +477,7 @@ fn apply_registrations(
                 }
             }
             Registration::Command(cmd) => {
-                if CORE_COMMANDS.contains(&cmd.name.as_str()) {
+                if crate::core::commands::answered_by_host(&cmd.name) {
                     tracing::warn!(
                         "'{owner}' registers '/{}', which the core command of that name shadows",
                         cmd.name
@@ -696,7 +694,8 @@ pub struct Host {
     workers: Vec<crate::isolation::Supervisor>,
 }
 
-/// Commands the host answers itself, before plugin commands.
+/// Commands the host answers itself, before plugin commands (the command
+/// table's rows [`crate::core::commands::answered_by_host`] names).
 pub const CORE_COMMANDS: [&str; 2] = ["help", "plugins"];
 
 impl Host {
@@ -756,20 +755,17 @@ impl Host {
     /// Run a slash command line such as `/ping hello`; `Ok(None)` means the
     /// command gave no reply. `/help` is built in.
     pub async fn run_command(&self, line: &str) -> Result<Option<String>, CommandError> {
+        use crate::core::commands::{builtin, split_line, BuiltinId, Surface};
         let trimmed = line.trim();
-        let Some(rest) = trimmed.strip_prefix('/') else {
+        if !trimmed.starts_with('/') {
             return Err(CommandError::NotACommand(trimmed.to_string()));
-        };
-        let (word, args) = match rest.find(char::is_whitespace) {
-            Some(i) => (&rest[..i], rest[i..].trim_start()),
-            None => (rest, ""),
-        };
-        let name = normalize_command_name(word);
-        if name == "help" {
-            return Ok(Some(self.help_text()));
         }
-        if name == "plugins" {
-            return Ok(Some(self.status_text()));
+        let (name, args) = split_line(trimmed);
+        // One router serves the CLI, MCP and the wheel alike.
+        match builtin(Surface::Cli, &name, args) {
+            Some(BuiltinId::Help) => return Ok(Some(self.help_text())),
+            Some(BuiltinId::Plugins) => return Ok(Some(self.status_text())),
+            _ => {}
         }
         let Some(command) = self.registry.command(&name) else {
             return Err(CommandError::Unknown(name));
@@ -811,27 +807,11 @@ impl Host {
         lines.join("\n")
     }
 
-    /// The `/help` text: every command with its description and args hint.
+    /// The `/help` text: every command with its description and args hint
+    /// (from the command table).
     pub fn help_text(&self) -> String {
-        let mut lines = vec![
-            "Commands:".to_string(),
-            "  /help — list the commands".to_string(),
-            "  /plugins — plugin status: loaded, failed, disabled".to_string(),
-        ];
-        for c in self.registry.commands() {
-            let hint = if c.args_hint.is_empty() {
-                String::new()
-            } else {
-                format!(" {}", c.args_hint)
-            };
-            let desc = if c.description.is_empty() {
-                String::new()
-            } else {
-                format!(" — {}", c.description)
-            };
-            lines.push(format!("  /{}{hint}{desc}", c.name));
-        }
-        lines.join("\n")
+        crate::core::commands::CommandTable::new(&self.registry)
+            .help_text(crate::core::commands::Surface::Cli)
     }
 
     /// The text of skill `plugin:name`.

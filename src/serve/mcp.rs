@@ -107,19 +107,17 @@ impl PluginServer {
             .into_iter()
             .map(|s| Prompt::new(s.name.clone(), Some(s.description.clone()), None))
             .collect();
-        let core = [
-            ("help", "List the commands", ""),
-            ("plugins", "Plugin status: loaded, failed, disabled", ""),
-        ];
-        let commands = core
-            .iter()
-            .map(|(n, d, h)| (n.to_string(), d.to_string(), h.to_string()))
-            .chain(
-                registry
-                    .commands()
-                    .into_iter()
-                    .map(|c| (c.name.clone(), c.description.clone(), c.args_hint.clone())),
-            );
+        let table = crate::core::commands::CommandTable::new(registry);
+        let commands = table
+            .listing(crate::core::commands::Surface::Mcp)
+            .into_iter()
+            .map(|c| {
+                (
+                    c.name.to_string(),
+                    c.description.into_owned(),
+                    c.args_hint.to_string(),
+                )
+            });
         for (name, description, hint) in commands {
             let arg = PromptArgument::new("args")
                 .with_description(if hint.is_empty() {

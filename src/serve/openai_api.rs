@@ -32,17 +32,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::idle::{InUse, NamedSessions, DEFAULT_SESSION_IDLE};
 use super::metrics::Metrics;
-use crate::agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError};
+use crate::agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent};
 use crate::agent::{Agent, AgentEvent, Inbound, TurnReport};
 use crate::core::hooks::BoxFuture;
 
-/// A text delta that is no text: the start of a model iteration, put in
-/// the stream by [`IterationMarks`] so the streamed text of two iterations
-/// can be told apart (tool events arrive on another path, unordered with
-/// the text).
-const ITERATION_MARK: &str = "\u{0}plughost:iteration\u{0}";
-
-/// A provider that marks the start of every streamed model call.
+/// A provider that marks the start of every streamed model call
+/// ([`StreamEvent::IterationStart`]), so the streamed text of two
+/// iterations can be told apart (tool events arrive on another path,
+/// unordered with the text).
 pub struct IterationMarks(Arc<dyn Provider>);
 
 impl IterationMarks {
@@ -59,10 +56,10 @@ impl Provider for IterationMarks {
     fn complete(
         &self,
         request: ChatRequest,
-        stream: Option<tokio::sync::mpsc::UnboundedSender<String>>,
+        stream: Option<tokio::sync::mpsc::UnboundedSender<StreamEvent>>,
     ) -> BoxFuture<Result<ChatResponse, ProviderError>> {
         if let Some(tx) = &stream {
-            let _ = tx.send(ITERATION_MARK.to_string());
+            let _ = tx.send(StreamEvent::IterationStart);
         }
         self.0.complete(request, stream)
     }
@@ -534,7 +531,7 @@ fn stream(
         let mut any_text = false;
         while let Some(event) = ev_rx.recv().await {
             match event {
-                AgentEvent::TextDelta(text) if text == ITERATION_MARK => new_iteration = true,
+                AgentEvent::IterationStart => new_iteration = true,
                 AgentEvent::TextDelta(text) if !text.is_empty() => {
                     let text = if new_iteration && any_text {
                         format!("\n\n{text}")

@@ -70,6 +70,27 @@ pub enum ProviderError {
     Script(String),
 }
 
+/// What a streamed model call yields as it goes. The boundary between two
+/// model iterations of a turn is an item of its own, so a reader that
+/// separates the iterations' text (serve's SSE output) decides on the type,
+/// never on a marker inside the text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamEvent {
+    /// Text of the reply, as it arrives.
+    TextDelta(String),
+    /// A model call of the turn begins (sent by a provider that marks the
+    /// iterations, such as serve's `IterationMarks`, before any of its text).
+    IterationStart,
+}
+
+/// A text delta is equal to its text (and an iteration boundary to no
+/// text), so a stream collected by a caller compares with the text it carried.
+impl PartialEq<&str> for StreamEvent {
+    fn eq(&self, other: &&str) -> bool {
+        matches!(self, StreamEvent::TextDelta(text) if text == other)
+    }
+}
+
 /// A source of assistant turns. Text deltas go to `stream` as they arrive.
 pub trait Provider: Send + Sync + 'static {
     /// `provider:model`, for logs and hook contexts.
@@ -77,7 +98,7 @@ pub trait Provider: Send + Sync + 'static {
     fn complete(
         &self,
         request: ChatRequest,
-        stream: Option<UnboundedSender<String>>,
+        stream: Option<UnboundedSender<StreamEvent>>,
     ) -> BoxFuture<Result<ChatResponse, ProviderError>>;
 }
 

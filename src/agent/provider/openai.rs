@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::sse::{self, SseError, StreamParser};
-use super::{ChatRequest, ChatResponse, Provider, ProviderError};
+use super::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent};
 use crate::core::hooks::BoxFuture;
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -122,7 +122,7 @@ impl Provider for OpenAi {
     fn complete(
         &self,
         request: ChatRequest,
-        stream: Option<UnboundedSender<String>>,
+        stream: Option<UnboundedSender<StreamEvent>>,
     ) -> BoxFuture<Result<ChatResponse, ProviderError>> {
         let call = Call {
             url: format!("{}/chat/completions", self.base_url),
@@ -158,7 +158,7 @@ impl Provider for OpenAi {
                 tracing::warn!("{error}; retrying (attempt {attempt} of {MAX_ATTEMPTS})");
                 if shown {
                     if let Some(tx) = &stream {
-                        let _ = tx.send(RETRY_NOTICE.to_string());
+                        let _ = tx.send(StreamEvent::TextDelta(RETRY_NOTICE.to_string()));
                     }
                 }
                 tokio::time::sleep(retry_after.unwrap_or(backoff * 2u32.pow(attempt - 1))).await;
@@ -212,7 +212,7 @@ impl Call {
     /// (`shown` records that some did).
     async fn attempt(
         &self,
-        stream: Option<&UnboundedSender<String>>,
+        stream: Option<&UnboundedSender<StreamEvent>>,
         shown: &mut bool,
     ) -> Result<ChatResponse, Failure> {
         let mut request = self.client.post(&self.url).json(&self.body);
@@ -272,14 +272,14 @@ impl Call {
 
     fn show(
         &self,
-        stream: Option<&UnboundedSender<String>>,
+        stream: Option<&UnboundedSender<StreamEvent>>,
         deltas: Vec<String>,
         shown: &mut bool,
     ) {
         let Some(tx) = stream else { return };
         for delta in deltas {
             *shown = true;
-            let _ = tx.send(delta);
+            let _ = tx.send(StreamEvent::TextDelta(delta));
         }
     }
 

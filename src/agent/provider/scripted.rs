@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest};
+use super::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent, ToolCallRequest};
 use crate::core::hooks::BoxFuture;
 
 const DEMO: &str = include_str!("../../../examples/demo.yaml");
@@ -146,7 +146,7 @@ impl Provider for Scripted {
     fn complete(
         &self,
         request: ChatRequest,
-        stream: Option<UnboundedSender<String>>,
+        stream: Option<UnboundedSender<StreamEvent>>,
     ) -> BoxFuture<Result<ChatResponse, ProviderError>> {
         // A new conversation (only the user's first message) starts the script over.
         let fresh = request
@@ -219,7 +219,7 @@ impl Provider for Scripted {
         };
         if let Some(tx) = stream {
             for piece in response.text.split_inclusive(' ') {
-                let _ = tx.send(piece.to_string());
+                let _ = tx.send(StreamEvent::TextDelta(piece.to_string()));
             }
         }
         Box::pin(async move { Ok(response) })
