@@ -3,7 +3,9 @@
 //! skills ([`registry`]) and typed outcomes ([`outcome`]). Dialects adapt
 //! their plugin APIs onto it; a Rust service registers native parts beside them.
 
+pub mod agent_link;
 pub mod dispatch;
+pub mod extensions;
 pub mod hooks;
 pub mod outcome;
 pub mod registry;
