@@ -46,6 +46,7 @@
 //! events for the report.
 
 mod commands;
+pub mod link;
 pub mod provider;
 pub mod session;
 pub mod tools;
@@ -245,7 +246,7 @@ impl Agent {
     ) -> Agent {
         let sessions = SessionStore::new(host.home().join("sessions"));
         // Hermes plugins reach the tools and model through their context.
-        crate::dialects::hermes::link::bind(&host, provider.clone());
+        link::bind(&host, provider.clone());
         let inner = Arc::new(Inner {
             host,
             provider,
@@ -779,7 +780,7 @@ impl Inner {
         for iteration in 1..=self.config.max_iterations {
             report.iterations = iteration;
             // Messages Hermes plugins injected (ctx.inject_message) join here.
-            for text in crate::dialects::hermes::link::take_injected() {
+            for text in self.host.take_injected(&session.key) {
                 let injected = json!({"role": "user", "content": text});
                 session
                     .append(injected.clone())

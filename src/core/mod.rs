@@ -4,7 +4,9 @@
 //! their plugin APIs onto it; a Rust service registers native parts beside them.
 
 pub mod commands;
+pub mod agent_link;
 pub mod dispatch;
+pub mod extensions;
 pub mod hooks;
 pub mod outcome;
 pub mod registry;

@@ -84,6 +84,34 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = (label, event, error);
         None
     }
+
+    // --- added by host ---
+    /// [`load`](Self::load) for the host whose state is `state`: a dialect
+    /// that keeps something per host (its plugins' contexts reach the
+    /// host's agent, its CLI commands) keeps it there, never in a `static`.
+    /// By default the state is not needed.
+    fn load_in(
+        &self,
+        key: &str,
+        dir: &Path,
+        home: &Path,
+        state: &std::sync::Arc<crate::core::extensions::Extensions>,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let _ = state;
+        self.load(key, dir, home)
+    }
+    /// [`discover`](Self::discover) for a host built from `runtime`: a
+    /// dialect finding installed distributions looks where the runtime's
+    /// interpreter imports from ([`crate::runtime::Runtime::search_path`]).
+    fn discover_in(
+        &self,
+        home: &Path,
+        lists: &PluginLists,
+        runtime: &crate::runtime::Runtime,
+    ) -> Vec<Candidate> {
+        let _ = runtime;
+        self.discover(home, lists)
+    }
 }
 
 /// [`Dialect::never_fires`] for a dialect whose names are the core's

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::core::agent_link::{AgentLink, AgentSlot, Injected};
 use crate::core::dispatch::{self, ToolResult};
+use crate::core::extensions::Extensions;
 use crate::core::hooks::{HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookStats};
 use crate::core::outcome::PluginError;
 use crate::core::registry::{Command, CommandReturn, Registration, Registry, Tool, NATIVE_OWNER};
@@ -174,6 +176,7 @@ pub struct HostBuilder {
     extra_enabled: Vec<String>,
     extra_disabled: Vec<String>,
     python_log_level: Option<u8>,
+    runtime: crate::runtime::Runtime,
     tools: Vec<Tool>,
     hooks: Vec<(HookEvent, HookEntry)>,
     commands: Vec<Command>,
@@ -188,6 +191,15 @@ pub struct HostBuilder {
 }
 
 impl HostBuilder {
+    /// The runtime the host runs its plugins on (default:
+    /// [`Runtime::python`](crate::runtime::Runtime::python));
+    /// [`Runtime::none`](crate::runtime::Runtime::none) for a host of native
+    /// parts that must never start CPython.
+    pub fn runtime(mut self, runtime: &crate::runtime::Runtime) -> Self {
+        self.runtime = runtime.clone();
+        self
+    }
+
     /// The plughost home (default: `$PLUGHOST_HOME`, else `~/.plughost`).
     pub fn home(mut self, home: impl Into<PathBuf>) -> Self {
         self.home = Some(home.into());
@@ -338,8 +350,14 @@ impl HostBuilder {
             .map(|e| discovery::missing_bundled(e, &lists))
             .unwrap_or_default();
         let mut candidates = discovery::discover_after(seed, &roots, &lists);
-        for candidate in crate::dialects::discover_all(&home, &lists) {
-            discovery::admit(&mut candidates, candidate);
+        // A runtime without Python runs no dialect's discovery: none of
+        // what it would find could load, and looking reads the interpreter's path.
+        if self.runtime.has_python() {
+            for dialect in crate::dialects::DIALECTS {
+                for candidate in dialect.discover_in(&home, &lists, &self.runtime) {
+                    discovery::admit(&mut candidates, candidate);
+                }
+            }
         }
         crate::dialects::choose(&home, &mut candidates)?;
         if let Some(missing) = unavailable.and_then(|e| discovery::still_missing(e, &candidates)) {
@@ -349,6 +367,7 @@ impl HostBuilder {
             tracing::error!("{missing}");
         }
 
+        let extensions = Arc::new(Extensions::default());
         let mut registry = Registry::new();
         registry.hook_timeout = self.hook_timeout;
         let mut collisions = Vec::new();
@@ -387,10 +406,21 @@ impl HostBuilder {
         let needs_python = candidates
             .iter()
             .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
-        if needs_python {
-            crate::runtime::Runtime::start(self.python_log_level.unwrap_or(30))?;
+        let level = self
+            .python_log_level
+            .or(self.runtime.log_level())
+            .unwrap_or(30);
+        // Whether in-process plugins can run: without Python they fail to
+        // load, saying why; a Python that does not start fails the build.
+        let python: Result<(), String> = if !needs_python {
+            Ok(())
+        } else if !self.runtime.has_python() {
+            Err("this host was built from Runtime::none(), which runs no Python plugins".into())
+        } else {
+            crate::runtime::Runtime::start(level)?;
             set_default_home(&home);
-        }
+            Ok(())
+        };
         let mut packages = Vec::new();
         let mut workers = Vec::new();
         let mut plugins: Vec<PluginRecord> = Vec::new();
@@ -404,7 +434,7 @@ impl HostBuilder {
                 .then(|| (&settings, limits.for_plugin(&c.key)));
             plugins.push(load_candidate(
                 c,
-                &home,
+                (&home, &extensions, &python),
                 isolate,
                 &mut registry,
                 &mut collisions,
@@ -429,6 +459,7 @@ impl HostBuilder {
             );
         }
         Ok(Host {
+            extensions,
             home,
             lists,
             registry,
@@ -538,7 +569,7 @@ fn isolation_settings(
 
 fn load_candidate(
     c: Candidate,
-    home: &Path,
+    (home, extensions, python): (&Path, &Arc<Extensions>, &Result<(), String>),
     isolate: Option<(
         &Result<crate::isolation::Settings, String>,
         crate::plugins::config::ResourceLimits,
@@ -618,7 +649,10 @@ fn load_candidate(
         return record;
     };
     let loaded = match isolate {
-        None => dialect.load(&c.key, &c.dir, home),
+        None => match python {
+            Ok(()) => dialect.load_in(&c.key, &c.dir, home, extensions),
+            Err(no_python) => Err(PluginError::native(no_python.clone())),
+        },
         Some((Err(problem), _)) => Err(PluginError::native(problem.clone())),
         Some((Ok(settings), limits)) => {
             let spec = crate::isolation::LoadSpec {
@@ -677,6 +711,8 @@ fn load_candidate(
 
 /// A running set of plugins and native contributions.
 pub struct Host {
+    /// What dialects and the agent keep per host ([`Extensions`]).
+    extensions: Arc<Extensions>,
     home: PathBuf,
     lists: PluginLists,
     registry: Registry,
@@ -704,8 +740,33 @@ impl Host {
         HostBuilder::default()
     }
 
+    /// Start building a host on `runtime` (as wasmtime's `Linker::new(&engine)`).
+    pub fn builder_in(runtime: &crate::runtime::Runtime) -> HostBuilder {
+        HostBuilder::default().runtime(runtime)
+    }
+
     pub fn home(&self) -> &Path {
         &self.home
+    }
+
+    /// What dialects and the agent keep for this host (instead of statics).
+    pub fn extensions(&self) -> &Arc<Extensions> {
+        &self.extensions
+    }
+
+    /// Make `link` the agent this host's plugins reach (their model, the
+    /// host's tools); the latest agent made wins.
+    pub fn set_agent(&self, link: Arc<dyn AgentLink>) {
+        self.extensions.get::<AgentSlot>().set(link);
+    }
+
+    /// The messages plugins injected into `session`'s conversation since
+    /// the last call, oldest first (a turn takes them at each model call).
+    pub fn take_injected(&self, session: &str) -> Vec<String> {
+        self.extensions
+            .peek::<Injected>()
+            .map(|inbox| inbox.take(session))
+            .unwrap_or_default()
     }
 
     /// The `plugins.enabled` / `plugins.disabled` lists in force.

@@ -16,7 +16,6 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 /// One entry point of the requested group.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,49 +134,6 @@ pub fn scan(dirs: &[PathBuf], group: &str) -> Scan {
         }
     }
     scan
-}
-
-/// The embedded interpreter's `sys.path` directories, read once per
-/// process. Discovery runs before plughost's runtime is installed, so this
-/// only initialises the interpreter (which the runtime does first anyway)
-/// and reads `sys.path`: no plughost module, no import of site-packages.
-/// An active virtualenv's site-packages, which the runtime adds to
-/// `sys.path` when it starts, is counted already (last, as the runtime
-/// appends it), so a distribution pip-installed there is found.
-pub fn sys_path() -> &'static [PathBuf] {
-    static PATH: OnceLock<Vec<PathBuf>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        pyo3::Python::initialize();
-        let path: Option<(Vec<String>, Option<PathBuf>)> = crate::runtime::try_attach(|py| {
-            use pyo3::types::PyAnyMethods;
-            let path = py
-                .import("sys")
-                .and_then(|sys| sys.getattr("path"))
-                .and_then(|p| p.extract())
-                .ok()?;
-            Some((path, crate::runtime::virtualenv_site_packages(py)))
-        })
-        .ok()
-        .flatten();
-        path.map(|(path, venv)| {
-            let mut dirs: Vec<PathBuf> = path
-                .into_iter()
-                .map(|p| {
-                    if p.is_empty() {
-                        // "" is the current directory, as Python reads it.
-                        std::env::current_dir().unwrap_or_default()
-                    } else {
-                        PathBuf::from(p)
-                    }
-                })
-                .collect();
-            if let Some(site) = venv.filter(|site| !dirs.contains(site)) {
-                dirs.push(site);
-            }
-            dirs
-        })
-        .unwrap_or_default()
-    })
 }
 
 /// `(name, value)` pairs of `group` in an `entry_points.txt`, and the

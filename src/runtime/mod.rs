@@ -1,15 +1,18 @@
 //! The runtime: the one owner of the embedded interpreter.
 //!
-//! A [`Runtime`] is process-wide (CPython has one interpreter per process),
-//! started once and shared by every host, as wasmtime's `Engine` is by its
-//! stores. It owns the interpreter's start, the rule for which threads keep
-//! a Python thread state ([`threads`]), the supervised asyncio loop and the
-//! one entry that starts a coroutine with its completion attached
-//! ([`bridge`]), and the tokio runtime plughost's own threads run on.
-//! Hosts ([`crate::host::Host`]) are built from it, each with its own home.
+//! A [`Runtime`] is the handle a host is built from, as wasmtime's
+//! `Linker::new(&engine)` is: [`Runtime::python`] (the default) starts the
+//! process-wide [`Interpreter`] the first time a plugin needs it;
+//! [`Runtime::none`] never starts CPython, for hosts of native Rust tools,
+//! hooks and commands only. The [`Interpreter`] (CPython has one per
+//! process) is started once and shared by every host. It owns the
+//! interpreter's start, the rule for which threads keep a Python thread
+//! state ([`threads`]), the supervised asyncio loop and the one entry that
+//! starts a coroutine with its completion attached ([`bridge`]), and the
+//! tokio runtime plughost's own threads run on.
 //!
-//! This module is interpreter mechanics only: no plugin API lives here
-//! (see `crate::dialects`), and nothing here knows about hosts.
+//! This module is interpreter mechanics only: no plugin API lives here,
+//! and nothing here knows about the layers built on it.
 
 pub mod bridge;
 pub mod loader;
@@ -19,6 +22,7 @@ pub mod threads;
 pub mod value;
 
 use std::ffi::CString;
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use pyo3::prelude::*;
@@ -33,9 +37,146 @@ use crate::core::outcome::PluginError;
 /// the standalone binary and the wheel run the very same code.
 const RUNTIME_SOURCE: &str = include_str!("../../python/plughost/_runtime.py");
 
-/// The started runtime: handles to the Python functions it calls on hot
-/// paths, and its tokio runtime.
+/// What a host is built from: whether it may run Python plugins.
+///
+/// `Runtime::python()` (the default) starts the process's one interpreter
+/// when the first plugin that needs it loads; `Runtime::none()` never does,
+/// so a host of native parts only stays free of CPython (its Python
+/// plugins, if any are found, fail to load saying so, and no dialect's
+/// Python-side discovery runs). Cheap to clone; hosts built from the same
+/// handle share only the interpreter.
+#[derive(Clone, Debug)]
 pub struct Runtime {
+    python: Option<PythonSettings>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct PythonSettings {
+    /// Python `logging` forwarded into `tracing` at this level (0: off).
+    log_level: Option<u8>,
+}
+
+impl Default for Runtime {
+    fn default() -> Runtime {
+        Runtime::python()
+    }
+}
+
+impl Runtime {
+    /// A runtime that runs Python plugins (the interpreter starts on first need).
+    pub fn python() -> Runtime {
+        Runtime {
+            python: Some(PythonSettings::default()),
+        }
+    }
+
+    /// A runtime without Python: hosts built from it never start CPython.
+    pub fn none() -> Runtime {
+        Runtime { python: None }
+    }
+
+    /// Forward Python `logging` at `level` into `tracing` (the CLI does;
+    /// an embedding application keeps its own). No effect without Python.
+    pub fn python_log_level(mut self, level: u8) -> Runtime {
+        if let Some(p) = self.python.as_mut() {
+            p.log_level = Some(level);
+        }
+        self
+    }
+
+    /// Whether hosts built from it may run Python plugins.
+    pub fn has_python(&self) -> bool {
+        self.python.is_some()
+    }
+
+    /// The log level its interpreter starts with, when set.
+    pub fn log_level(&self) -> Option<u8> {
+        self.python.as_ref().and_then(|p| p.log_level)
+    }
+
+    /// Start the interpreter (once per process) for a host of this runtime.
+    pub fn interpreter(&self, default_log_level: u8) -> Result<&'static Interpreter, StartError> {
+        match &self.python {
+            Some(p) => Runtime::start(p.log_level.unwrap_or(default_log_level)),
+            None => Err(StartError(
+                "this host was built from Runtime::none(), which runs no Python".into(),
+            )),
+        }
+    }
+
+    /// The directories Python imports from (`sys.path`, an active
+    /// virtualenv's site-packages last), where dialects look for installed
+    /// entry points; empty for a runtime without Python.
+    pub fn search_path(&self) -> &'static [PathBuf] {
+        if self.has_python() {
+            sys_path()
+        } else {
+            &[]
+        }
+    }
+
+    /// Start the interpreter (once per process) and return it.
+    ///
+    /// Safe to call from many threads at once (hosts built in parallel):
+    /// the first caller installs, the others wait with the GIL released.
+    /// `python_log_level` > 0 forwards Python `logging` at that level into
+    /// `tracing` (the CLI does; an embedding application keeps its own).
+    pub fn start(python_log_level: u8) -> Result<&'static Interpreter, StartError> {
+        Interpreter::start(python_log_level)
+    }
+
+    /// The interpreter, when it has been started.
+    pub fn get() -> Option<&'static Interpreter> {
+        RUNTIME.get()
+    }
+}
+
+/// The embedded interpreter's `sys.path` directories, read once per
+/// process. Discovery runs before plughost's runtime is installed, so this
+/// only initialises the interpreter (which the runtime does first anyway)
+/// and reads `sys.path`: no plughost module, no import of site-packages.
+/// An active virtualenv's site-packages, which the runtime adds to
+/// `sys.path` when it starts, is counted already (last, as the runtime
+/// appends it), so a distribution pip-installed there is found.
+fn sys_path() -> &'static [PathBuf] {
+    static PATH: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    PATH.get_or_init(|| {
+        pyo3::Python::initialize();
+        let path: Option<(Vec<String>, Option<PathBuf>)> = try_attach(|py| {
+            use pyo3::types::PyAnyMethods;
+            let path = py
+                .import("sys")
+                .and_then(|sys| sys.getattr("path"))
+                .and_then(|p| p.extract())
+                .ok()?;
+            Some((path, virtualenv_site_packages(py)))
+        })
+        .ok()
+        .flatten();
+        path.map(|(path, venv)| {
+            let mut dirs: Vec<PathBuf> = path
+                .into_iter()
+                .map(|p| {
+                    if p.is_empty() {
+                        // "" is the current directory, as Python reads it.
+                        std::env::current_dir().unwrap_or_default()
+                    } else {
+                        PathBuf::from(p)
+                    }
+                })
+                .collect();
+            if let Some(site) = venv.filter(|site| !dirs.contains(site)) {
+                dirs.push(site);
+            }
+            dirs
+        })
+        .unwrap_or_default()
+    })
+}
+
+/// The started interpreter: handles to the Python functions it calls on
+/// hot paths, and its tokio runtime. One per process.
+pub struct Interpreter {
     module: Py<PyModule>,
     pub(crate) start: Py<PyAny>,
     pub(crate) cancel: Py<PyAny>,
@@ -48,21 +189,16 @@ pub struct Runtime {
     tokio: OnceLock<tokio::runtime::Runtime>,
 }
 
-static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+static RUNTIME: OnceLock<Interpreter> = OnceLock::new();
 
 /// Errors starting the interpreter side.
 #[derive(Debug, thiserror::Error)]
 #[error("could not start the embedded Python runtime: {0}")]
 pub struct StartError(pub String);
 
-impl Runtime {
-    /// Start the runtime (once per process) and return it.
-    ///
-    /// Safe to call from many threads at once (hosts built in parallel):
-    /// the first caller installs, the others wait with the GIL released.
-    /// `python_log_level` > 0 forwards Python `logging` at that level into
-    /// `tracing` (the CLI does; an embedding application keeps its own).
-    pub fn start(python_log_level: u8) -> Result<&'static Runtime, StartError> {
+impl Interpreter {
+    /// Start the interpreter (once per process) and return it (see [`Runtime::start`]).
+    pub fn start(python_log_level: u8) -> Result<&'static Interpreter, StartError> {
         static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
         if let Some(rt) = RUNTIME.get() {
             return Ok(rt);
@@ -80,11 +216,6 @@ impl Runtime {
             let rt = install(py, python_log_level).map_err(|e| StartError(describe(py, &e)))?;
             Ok(RUNTIME.get_or_init(|| rt))
         })
-    }
-
-    /// The runtime, when it has been started.
-    pub fn get() -> Option<&'static Runtime> {
-        RUNTIME.get()
     }
 
     /// The tokio runtime plughost's own threads run on (blocking calls of
@@ -139,7 +270,7 @@ impl Runtime {
 
 /// The started runtime, for code reachable only from a started host (a
 /// wrapped Python callable exists only once the runtime runs).
-pub fn runtime() -> &'static Runtime {
+pub fn runtime() -> &'static Interpreter {
     RUNTIME
         .get()
         .expect("the Python runtime is started before any Python callable is wrapped")
@@ -150,7 +281,7 @@ pub fn plugin_error(py: Python<'_>, err: &PyErr) -> PluginError {
     runtime().plugin_error(py, err)
 }
 
-fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Runtime> {
+fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Interpreter> {
     let sys_modules = py
         .import("sys")?
         .getattr("modules")?
@@ -171,7 +302,7 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Runtime> {
     // `signal` is imported by now: a CLI that owns Ctrl-C takes it over.
     signals::after_start(py);
     let f = |name: &str| -> PyResult<Py<PyAny>> { Ok(module.getattr(name)?.unbind()) };
-    Ok(Runtime {
+    Ok(Interpreter {
         start: f("start")?,
         cancel: f("cancel")?,
         wake: f("wake")?,

@@ -74,9 +74,9 @@ pub fn entry_for(key: &str, dir: &Path) -> Result<EntrySpec, String> {
 
 /// Every Felix plugin: installed entry points, then source trees of the
 /// user and project plugin directories.
-pub fn discover(home: &Path, lists: &PluginLists) -> Vec<Candidate> {
+pub fn discover(home: &Path, lists: &PluginLists, search_path: &[PathBuf]) -> Vec<Candidate> {
     let mut found = Vec::new();
-    let scan = crate::plugins::entry_points::scan(crate::plugins::entry_points::sys_path(), GROUP);
+    let scan = crate::plugins::entry_points::scan(search_path, GROUP);
     for problem in &scan.problems {
         tracing::warn!("felix.plugins entry points: {problem}");
     }

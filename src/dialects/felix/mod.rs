@@ -139,7 +139,16 @@ impl Dialect for Felix {
     }
 
     fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
-        discover::discover(home, lists)
+        self.discover_in(home, lists, &crate::runtime::Runtime::python())
+    }
+
+    fn discover_in(
+        &self,
+        home: &Path,
+        lists: &PluginLists,
+        runtime: &crate::runtime::Runtime,
+    ) -> Vec<Candidate> {
+        discover::discover(home, lists, runtime.search_path())
     }
 
     fn entry(&self, key: &str, dir: &Path) -> Option<String> {

@@ -14,6 +14,7 @@ use serde_json::Value;
 use super::handlers::HermesTool;
 use super::hooks::HermesHook;
 use super::render::HermesRenderer;
+use crate::core::extensions::Extensions;
 use crate::core::hooks::{HookEntry, HookEvent, HookStats};
 use crate::core::registry::{
     normalize_command_name, Command, Registration, Skill, Tool, ToolSpec, RESERVED_COMMANDS,
@@ -87,7 +88,11 @@ pub fn dispatch_tool(
             PyValueError::new_err(format!("dispatch('{name}'): args are not JSON-like: {e}"))
         })?
     };
-    Ok(py.detach(|| super::link::dispatch_tool(&name, args, &task_id)))
+    // The host of the tool call running now (none outside one).
+    let host = super::link::calling_turn(py)
+        .map(|(host, _)| host)
+        .unwrap_or_default();
+    Ok(py.detach(|| super::link::dispatch_tool(&host, &name, args, &task_id)))
 }
 
 /// `hermes_cli.config.load_config`'s parser: YAML `text` (of the file
@@ -107,13 +112,20 @@ pub fn parse_yaml(py: Python<'_>, text: &str, path: &str) -> PyResult<Py<PyAny>>
 /// merged into the request; `(text, "provider:model", usage)`. Raises
 /// `RuntimeError` when no agent runs or the model call fails.
 #[pyfunction]
-#[pyo3(signature = (plugin, messages, params=None))]
+#[pyo3(signature = (plugin, messages, params=None, ctx=None))]
 pub fn llm_complete(
     py: Python<'_>,
     plugin: String,
     messages: &Bound<'_, PyAny>,
     params: Option<&Bound<'_, PyAny>>,
+    ctx: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(String, String, Py<PyAny>)> {
+    // The host of the plugin's context, else of the tool call running now.
+    let host = ctx
+        .and_then(|c| c.cast::<HermesContext>().ok())
+        .map(|c| Arc::clone(&c.get().host))
+        .or_else(|| super::link::calling_turn(py).map(|(host, _)| host))
+        .unwrap_or_default();
     let messages = match crate::runtime::value::to_json(messages) {
         Ok(Value::Array(m)) => m,
         Ok(_) => {
@@ -144,7 +156,7 @@ pub fn llm_complete(
             )))
         }
     };
-    let done = py.detach(|| super::link::complete(&plugin, messages, params));
+    let done = py.detach(|| super::link::complete(&host, &plugin, messages, params));
     let c = done.map_err(PyRuntimeError::new_err)?;
     let usage = pythonize::pythonize(py, &Value::Object(c.usage))?.unbind();
     Ok((c.text, c.model, usage))
@@ -204,6 +216,8 @@ pub struct HermesContext {
     dir: PathBuf,
     manifest: Py<PyAny>,
     state: Arc<Mutex<State>>,
+    /// The state of the host loading the plugin (its agent, its sessions' inboxes).
+    host: Arc<Extensions>,
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -232,8 +246,9 @@ fn callable_label(obj: &Bound<'_, PyAny>) -> String {
 }
 
 impl HermesContext {
-    pub fn new(key: &str, dir: &Path, manifest: Py<PyAny>) -> HermesContext {
+    pub fn new(key: &str, dir: &Path, manifest: Py<PyAny>, host: Arc<Extensions>) -> HermesContext {
         HermesContext {
+            host,
             key: key.to_string(),
             dir: dir.to_path_buf(),
             manifest,
@@ -355,6 +370,7 @@ impl HermesContext {
             handler.clone().unbind(),
             check_fn.map(|c| c.clone().unbind()),
             requires_env,
+            Arc::clone(&self.host),
         )?;
         let mut tool = Tool::new(
             ToolSpec {
@@ -487,11 +503,15 @@ impl HermesContext {
     /// The host-owned LLM facade (`agent.plugin_llm.PluginLlm` in Hermes),
     /// backed by the model of the agent running this host.
     #[getter]
-    fn llm(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    fn llm(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
         let class = py.import("_plughost_hermes")?.getattr("PluginLlm")?;
         let kw = PyDict::new(py);
-        kw.set_item("plugin_id", &self.key)?;
-        Ok(class.call((), Some(&kw))?.unbind())
+        kw.set_item("plugin_id", &slf.get().key)?;
+        let llm = class.call((), Some(&kw))?;
+        // Its calls go to this context's host (see `llm_complete`).
+        llm.setattr("_plughost_ctx", slf)?;
+        Ok(llm.unbind())
     }
 
     /// Call any registered tool through the host's pipeline (its
@@ -516,7 +536,7 @@ impl HermesContext {
             Some(t) if !t.is_none() => t.str()?.to_string(),
             _ => String::new(),
         };
-        Ok(py.detach(|| super::link::dispatch_tool(tool_name, args, &task_id)))
+        Ok(py.detach(|| super::link::dispatch_tool(&self.host, tool_name, args, &task_id)))
     }
 
     /// Queue a message into the conversation (see [`super::link`]);
@@ -524,11 +544,12 @@ impl HermesContext {
     #[pyo3(signature = (content, role="user", **_kwargs))]
     fn inject_message(
         &self,
+        py: Python<'_>,
         content: &str,
         role: &str,
         _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> bool {
-        super::link::inject(content, role)
+        super::link::inject(py, &self.host, content, role)
     }
 
     /// A web search/extract backend (`agent.web_search_provider.WebSearchProvider`,

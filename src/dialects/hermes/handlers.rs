@@ -3,10 +3,13 @@
 //! `task_id` as a keyword, returning a JSON string; availability from
 //! `requires_env` and a zero-argument `check_fn` (raising counts as False).
 
+use std::sync::Arc;
+
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyString};
 
+use crate::core::extensions::Extensions;
 use crate::core::hooks::ToolCallContext;
 use crate::core::outcome::PluginError;
 use crate::core::registry::{ToolHandler, ToolReturn};
@@ -23,6 +26,9 @@ pub struct HermesTool {
     requires_env: Vec<String>,
     /// Whether the handler accepts `task_id` (declared, or `**kwargs`).
     takes_task_id: bool,
+    /// Its host's state: a call runs as a turn of its session there
+    /// ([`super::link::with_calling_turn`]).
+    host: Arc<Extensions>,
 }
 
 impl HermesTool {
@@ -31,6 +37,7 @@ impl HermesTool {
         handler: Py<PyAny>,
         check_fn: Option<Py<PyAny>>,
         requires_env: Vec<String>,
+        host: Arc<Extensions>,
     ) -> PyResult<HermesTool> {
         let accepted = runtime()
             .accepted_keywords
@@ -45,6 +52,7 @@ impl HermesTool {
             check_fn,
             requires_env,
             takes_task_id,
+            host,
         })
     }
 }
@@ -107,17 +115,22 @@ impl ToolHandler for HermesTool {
 
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
         try_attach(|py| {
-            let called = params_dict(py, ctx).and_then(|args| {
-                let kwargs = PyDict::new(py);
-                if self.takes_task_id {
-                    let task = (!ctx.task_id.is_empty()).then_some(ctx.task_id.as_str());
-                    kwargs.set_item(intern!(py, "task_id"), task)?;
-                }
-                self.handler.bind(py).call((args,), Some(&kwargs))
-            });
-            match called {
+            let session = ctx.session_id.clone();
+            let called = || {
+                params_dict(py, ctx).and_then(|args| {
+                    let kwargs = PyDict::new(py);
+                    if self.takes_task_id {
+                        let task = (!ctx.task_id.is_empty()).then_some(ctx.task_id.as_str());
+                        kwargs.set_item(intern!(py, "task_id"), task)?;
+                    }
+                    let value = self.handler.bind(py).call((args,), Some(&kwargs))?;
+                    // Started (a coroutine's task made) while the calling turn is set.
+                    Ok(bridge::resolve(py, value))
+                })
+            };
+            match super::link::with_calling_turn(py, &self.host, &session, called) {
                 Err(e) => ToolReturn::Ready(Err(plugin_error(py, &e))),
-                Ok(value) => match bridge::resolve(py, value) {
+                Ok(awaited) => match awaited {
                     Awaited::Ready(r) => ToolReturn::Ready(result_text(py, r)),
                     Awaited::Pending(task) => ToolReturn::Pending(Box::pin(async move {
                         let r = task.await;

@@ -3,86 +3,138 @@
 //! and the conversation (`ctx.inject_message`).
 //!
 //! Hermes hands its context a reference to the running CLI and registry;
-//! here the agent that runs the host binds itself ([`bind`]) when it is
-//! created. Without an agent (`plughost tools call`, a bare host)
-//! `dispatch_tool` and `llm` answer with an error saying so and
+//! here the agent that runs the host gives the host an
+//! [`AgentLink`](crate::core::agent_link::AgentLink) when it is created,
+//! and the context reaches it through the host's state (each context holds
+//! its host's [`Extensions`]). Without an agent (`plughost tools call`, a
+//! bare host) `dispatch_tool` and `llm` answer with an error saying so and
 //! `inject_message` returns `False`, as Hermes's does without a CLI.
 //!
 //! Mapping decisions, where Hermes and plughost differ:
 //! - `dispatch_tool` runs the host's whole pipeline (`pre_tool_call` guards
 //!   included), so a plugin cannot call around a guard; failures come back
 //!   as Hermes's error JSON.
-//! - `inject_message` queues the message; the agent appends it to the
-//!   conversation as a user message at its next model iteration (of the
-//!   turn running now, else of the next turn). A running tool is not
-//!   interrupted.
+//! - `inject_message` queues the message for the session whose tool call
+//!   made it (the calling turn is carried into the handler in a Python
+//!   context variable, so an `async def` handler keeps it); the agent
+//!   appends it to that session's conversation as a user message at its
+//!   next model iteration (of the turn running now, else of the session's
+//!   next turn). A running tool is not interrupted. Under `serve`, each
+//!   session gets only its own injections.
+//! - Inside a `delegate` sub-agent the calling session is the sub-agent's:
+//!   the message joins the sub-agent's in-flight list (and its
+//!   transcript). Hermes puts every injection into its one CLI's queue,
+//!   which is the conversation the injecting tool belongs to when there is
+//!   one conversation; plughost keeps that rule ("the conversation whose
+//!   turn ran the tool") for every session, sub-agents included, so a
+//!   sub-agent's plugin never writes into a parent's transcript behind
+//!   the delegate tool's result.
+//! - A call outside any tool call (a background thread, a command) has no
+//!   conversation to join: as Hermes's gateway without a `session_key`, it
+//!   is dropped with a warning and returns `False`.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::Arc;
 
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use serde_json::{Map, Value};
 
-use crate::agent::provider::{ChatRequest, Provider};
+use crate::core::agent_link::{AgentLink, AgentSlot, Injected, LinkRequest};
+use crate::core::extensions::Extensions;
 use crate::core::outcome::{Renderer, ToolOutcome};
-use crate::host::Host;
 
 use super::render::HermesRenderer;
 
-struct Link {
-    host: Weak<Host>,
-    provider: Arc<dyn Provider>,
+/// The context variable holding the tool call running now: its host and
+/// session. Per interpreter, not per host: it is a Python object of the
+/// one interpreter of the process, and its value is set and reset around
+/// each call, so hosts never see each other's values.
+static CALLING: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The value of the calling-turn variable.
+#[pyclass(frozen, module = "_plughost_hermes", name = "CallingTurn")]
+struct CallingTurn {
+    host: Arc<Extensions>,
+    session: String,
 }
 
-static LINK: RwLock<Option<Link>> = RwLock::new(None);
-static INBOX: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
+fn calling_var(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    CALLING
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(
+                py.import("contextvars")?
+                    .getattr("ContextVar")?
+                    .call1(("plughost_hermes_calling_turn",))?
+                    .unbind(),
+            )
+        })
+        .map(|v| v.bind(py))
+}
 
-/// Make `host`'s tools and `provider`'s model what Hermes plugins reach.
-/// The latest agent wins; the host is held weakly (dropping it unbinds).
-pub fn bind(host: &Arc<Host>, provider: Arc<dyn Provider>) {
-    *LINK.write().unwrap_or_else(|e| e.into_inner()) = Some(Link {
-        host: Arc::downgrade(host),
-        provider,
+/// Run `call` as a tool call of `session` on `host`: what `inject_message`
+/// joins and where `registry.dispatch` dispatches, for the handler and the
+/// coroutines it starts.
+pub fn with_calling_turn<T>(
+    py: Python<'_>,
+    host: &Arc<Extensions>,
+    session: &str,
+    call: impl FnOnce() -> T,
+) -> T {
+    let value = CallingTurn {
+        host: Arc::clone(host),
+        session: session.to_string(),
+    };
+    let token = calling_var(py).and_then(|var| {
+        let token = var.call_method1("set", (Py::new(py, value)?,))?;
+        Ok((var.clone(), token))
     });
+    let out = call();
+    if let Ok((var, token)) = token {
+        let _ = var.call_method1("reset", (token,));
+    }
+    out
 }
 
-fn bound() -> Option<(Arc<Host>, Arc<dyn Provider>)> {
-    let link = LINK.read().unwrap_or_else(|e| e.into_inner());
-    let link = link.as_ref()?;
-    Some((link.host.upgrade()?, Arc::clone(&link.provider)))
+/// The host and session of the tool call running now, if any.
+pub fn calling_turn(py: Python<'_>) -> Option<(Arc<Extensions>, String)> {
+    let value = calling_var(py)
+        .ok()?
+        .call_method1("get", (py.None(),))
+        .ok()?;
+    let turn = value.cast::<CallingTurn>().ok()?.get();
+    Some((Arc::clone(&turn.host), turn.session.clone()))
 }
 
-/// Whether an agent is running this process's Hermes plugins.
-pub fn is_bound() -> bool {
-    bound().is_some()
+fn bound(host: &Extensions) -> Option<Arc<dyn AgentLink>> {
+    host.peek::<AgentSlot>().and_then(|slot| slot.get())
 }
 
-/// Messages plugins injected since the last call, oldest first.
-pub fn take_injected() -> Vec<String> {
-    INBOX
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .drain(..)
-        .collect()
-}
-
-/// `ctx.inject_message`: queue `content` (`role` other than `user` is
-/// prefixed as Hermes does). `false` when no agent runs.
-pub fn inject(content: &str, role: &str) -> bool {
-    if !is_bound() {
+/// `ctx.inject_message`: queue `content` for the calling session (`role`
+/// other than `user` is prefixed as Hermes does). `false` when no agent
+/// runs the host or no turn is calling.
+pub fn inject(py: Python<'_>, host: &Extensions, content: &str, role: &str) -> bool {
+    if bound(host).is_none() {
         tracing::warn!(
             "inject_message: no agent in this process (plughost run/chat/serve runs one); message dropped"
         );
         return false;
     }
+    let session = calling_turn(py)
+        .filter(|(calling, _)| std::ptr::eq(Arc::as_ptr(calling), host))
+        .map(|(_, session)| session)
+        .filter(|session| !session.is_empty());
+    let Some(session) = session else {
+        tracing::warn!(
+            "inject_message: called outside a tool call of a conversation, so there is no conversation to join; message dropped"
+        );
+        return false;
+    };
     let message = if role == "user" {
         content.to_string()
     } else {
         format!("[{role}] {content}")
     };
-    INBOX
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push_back(message);
+    host.get::<Injected>().push(&session, message);
     true
 }
 
@@ -107,19 +159,19 @@ fn wait<T: Send + 'static>(
 
 /// `ctx.dispatch_tool`: call `tool` with `args` through the host's pipeline;
 /// its result text, or Hermes's error JSON.
-pub fn dispatch_tool(tool: &str, args: Value, task_id: &str) -> String {
-    let Some((host, _)) = bound() else {
-        return error_json(&format!(
+pub fn dispatch_tool(host: &Extensions, tool: &str, args: Value, task_id: &str) -> String {
+    let no_agent = || {
+        error_json(&format!(
             "dispatch_tool('{tool}'): no agent is running in this process, so no tools can be dispatched"
-        ));
+        ))
     };
-    let (name, key) = (tool.to_string(), task_id.to_string());
-    let done = wait(async move {
-        crate::core::dispatch::call_tool(host.registry(), &name, args, &key, "").await
-    });
-    match done {
-        Ok(result) if matches!(result.outcome, ToolOutcome::Ok) => result.text,
-        Ok(result) => HermesRenderer.render(tool, &result.outcome),
+    let Some(link) = bound(host) else {
+        return no_agent();
+    };
+    match wait(link.dispatch_tool(tool.to_string(), args, task_id.to_string())) {
+        Ok(None) => no_agent(),
+        Ok(Some(result)) if matches!(result.outcome, ToolOutcome::Ok) => result.text,
+        Ok(Some(result)) => HermesRenderer.render(tool, &result.outcome),
         Err(e) => error_json(&format!("Tool execution failed: {e}")),
     }
 }
@@ -134,30 +186,26 @@ pub struct Completion {
 /// `ctx.llm.complete` (and `complete_structured`): `messages` to the
 /// agent's model with `params` merged into the request, no tools offered.
 pub fn complete(
+    host: &Extensions,
     plugin: &str,
     messages: Vec<Value>,
     params: Map<String, Value>,
 ) -> Result<Completion, String> {
-    let Some((_, provider)) = bound() else {
+    let Some(link) = bound(host) else {
         return Err(format!(
             "ctx.llm: no agent is running in this process, so plugin '{plugin}' has no model to call"
         ));
     };
-    let model = provider.model();
-    let request = ChatRequest {
-        model: model.clone(),
-        system: String::new(),
+    let request = LinkRequest {
         messages,
-        tools: Vec::new(),
+        params,
         // Its own conversation: never advances or reads an agent session.
         session_key: format!("plugin-llm:{plugin}"),
-        params,
     };
-    let response = wait(async move { provider.complete(request, None).await })?
-        .map_err(|e| format!("model call failed: {e}"))?;
+    let response = wait(link.complete(request))?.map_err(|e| format!("model call failed: {e}"))?;
     Ok(Completion {
         text: response.text,
-        model,
+        model: response.model,
         usage: response.usage,
     })
 }

@@ -15,6 +15,7 @@ pub mod manifest;
 pub mod render;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -23,6 +24,7 @@ use pyo3::types::{PyDict, PyModule};
 pub use context::HermesContext;
 
 use super::{Dialect, LoadedPlugin};
+use crate::core::extensions::Extensions;
 use crate::core::outcome::PluginError;
 use crate::dialects::shared::{register_function, registered};
 use crate::plugins::config::PluginLists;
@@ -254,7 +256,18 @@ impl Dialect for Hermes {
         }
     }
 
+    /// A plugin loaded without a host (an isolated worker's) gets state of its own.
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
+        self.load_in(key, dir, home, &Default::default())
+    }
+
+    fn load_in(
+        &self,
+        key: &str,
+        dir: &Path,
+        home: &Path,
+        state: &Arc<Extensions>,
+    ) -> Result<LoadedPlugin, PluginError> {
         attach(|py| {
             install(py).map_err(|e| plugin_error(py, &e))?;
             // An installed distribution's entry point (its metadata
@@ -280,8 +293,11 @@ impl Dialect for Hermes {
                     (register, Some(package), manifest)
                 }
             };
-            let ctx = Py::new(py, HermesContext::new(key, dir, manifest.unbind()))
-                .map_err(|e| plugin_error(py, &e))?;
+            let ctx = Py::new(
+                py,
+                HermesContext::new(key, dir, manifest.unbind(), Arc::clone(state)),
+            )
+            .map_err(|e| plugin_error(py, &e))?;
             // tools.registry.register inside register(ctx) reaches this context.
             let finder = py
                 .import("_plughost_hermes")

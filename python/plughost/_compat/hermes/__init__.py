@@ -263,7 +263,8 @@ class PluginLlm:
     def _call(self, messages, params):
         """``(text, provider, model, usage)`` of one call of the agent's model."""
         params = {k: v for k, v in params.items() if v is not None}
-        text, full_model, usage = llm_complete(self._plugin_id, list(messages), params)  # noqa: F821
+        text, full_model, usage = llm_complete(  # noqa: F821
+            self._plugin_id, list(messages), params, getattr(self, "_plughost_ctx", None))
         prov, _, name = full_model.partition(":")
         return text, prov if name else "auto", name or full_model, _usage(usage)
 
