@@ -3,7 +3,12 @@
 //! skills ([`registry`]) and typed outcomes ([`outcome`]). Dialects adapt
 //! their plugin APIs onto it; a Rust service registers native parts beside them.
 
+pub mod bus;
+pub mod contexts;
+pub mod decisions;
 pub mod dispatch;
 pub mod hooks;
+pub mod lanes;
 pub mod outcome;
+pub mod points;
 pub mod registry;
