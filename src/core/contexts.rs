@@ -198,7 +198,7 @@ pub struct LoopContext {
     /// P2c/P7e/P13e: what failed.
     pub error: Option<String>,
     /// P13: the report's `ended_by`.
-    pub ended_by: String,
+    pub ended_by: EndedBy,
     /// P13a: the abort reason.
     pub reason: Option<String>,
     /// P0: the keys of the plugins that contributed tools or hooks.
@@ -263,4 +263,75 @@ tokio::task_local! {
 /// The turn the current task works for, if any.
 pub fn current_turn() -> Option<Arc<TurnScope>> {
     CURRENT_TURN.try_with(|t| t.clone()).ok()
+}
+
+/// How a turn ended: the report's and [`LoopContext::ended_by`]'s value.
+/// Serialises to the strings `run --json` has always printed (`answer`,
+/// `short_circuit`, …), so decisions are made on the variant and the
+/// document stays as it was. [`EndedBy::NotEnded`] (`""`) is a context
+/// shown before the turn ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    #[default]
+    #[serde(rename = "")]
+    NotEnded,
+    Answer,
+    ShortCircuit,
+    Aborted,
+    ToolTerminate,
+    IterationCap,
+    Skipped,
+    Command,
+    Error,
+    Interrupted,
+}
+
+impl EndedBy {
+    /// Every value, in the order the report documents them.
+    pub const ALL: [EndedBy; 10] = [
+        EndedBy::NotEnded,
+        EndedBy::Answer,
+        EndedBy::ShortCircuit,
+        EndedBy::Aborted,
+        EndedBy::ToolTerminate,
+        EndedBy::IterationCap,
+        EndedBy::Skipped,
+        EndedBy::Command,
+        EndedBy::Error,
+        EndedBy::Interrupted,
+    ];
+
+    /// The wire string (`aborted`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndedBy::NotEnded => "",
+            EndedBy::Answer => "answer",
+            EndedBy::ShortCircuit => "short_circuit",
+            EndedBy::Aborted => "aborted",
+            EndedBy::ToolTerminate => "tool_terminate",
+            EndedBy::IterationCap => "iteration_cap",
+            EndedBy::Skipped => "skipped",
+            EndedBy::Command => "command",
+            EndedBy::Error => "error",
+            EndedBy::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for EndedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The value of a wire string; a string no turn ends by is
+/// [`EndedBy::NotEnded`]. For fixtures that name the value as text.
+impl From<&str> for EndedBy {
+    fn from(s: &str) -> EndedBy {
+        EndedBy::ALL
+            .into_iter()
+            .find(|e| e.as_str() == s)
+            .unwrap_or_default()
+    }
 }
