@@ -35,9 +35,11 @@ pub enum LoopDecision {
     },
     /// P4, P8, P10: end the loop with this text as the answer.
     ShortCircuit(String),
-    /// P10 (`tool_after`): keys merged over earlier answers: `content`
-    /// replaces the result (a failure keeps its tag), `terminate` marks the call.
-    Merge(Map<String, Value>),
+    /// P10 (`tool_after`): a patch merged over earlier answers field by
+    /// field, a later one winning; the merged patch's result replaces the
+    /// call's and its `terminate` marks the call. The dialect that answers
+    /// made the replacement text already (Felix keeps a failure's tag).
+    Merge(ResultPatch),
     /// P10 (`tool_after_chain`): mark the call; when every call of a batch
     /// is marked, the turn ends after it with the reply that carried them.
     Terminate,
@@ -107,6 +109,28 @@ impl LoopEdit {
                     edit.apply(ctx);
                 }
             }
+        }
+    }
+}
+
+/// What a merge lane's answer changes of a finished call (see
+/// [`LoopDecision::Merge`]); `None` fields leave the earlier answers' value.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, Serialize)]
+pub struct ResultPatch {
+    /// `Some(Some(text))`: the result becomes `text`; `Some(None)`: the
+    /// answer named the result without a text, which undoes an earlier
+    /// replacement.
+    pub result: Option<Option<String>>,
+    /// Whether the call asks to end the turn after its batch.
+    pub terminate: Option<bool>,
+}
+
+impl ResultPatch {
+    /// `later` merged over `self`, field by field.
+    pub fn then(self, later: ResultPatch) -> ResultPatch {
+        ResultPatch {
+            result: later.result.or(self.result),
+            terminate: later.terminate.or(self.terminate),
         }
     }
 }

@@ -196,3 +196,103 @@ impl fmt::Display for HookEvent {
         f.write_str(self.name())
     }
 }
+
+/// The places of the loop where the bus fires, whichever plugin API
+/// subscribes there. Each [`HookEvent`] is a *lane* of one point (its
+/// [`HookEvent::point`]); a point's lanes fire in [`Point::lanes`] order, each
+/// combining its callbacks' answers by its row of
+/// [`HOOK_SPECS`](crate::core::lanes::HOOK_SPECS), and the point's firing
+/// function hands the caller the combined, typed answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    HostStart,
+    InboundMessage,
+    SessionStart,
+    HistoryReady,
+    PromptAssembly,
+    FinalPrompt,
+    ModelCallBefore,
+    ModelCallAfter,
+    ModelError,
+    ToolBefore,
+    ToolAround,
+    ToolAfter,
+    ResultTransform,
+    ReplyBeforeSend,
+    ReplyTransform,
+    Persisted,
+    TurnEnded,
+    SessionReset,
+    SessionFinalize,
+    Compaction,
+    SubagentStart,
+    SubagentStop,
+}
+
+impl Point {
+    /// Every point, in the order a turn meets them.
+    pub const ALL: [Point; 22] = [
+        Point::HostStart,
+        Point::InboundMessage,
+        Point::SessionStart,
+        Point::HistoryReady,
+        Point::PromptAssembly,
+        Point::FinalPrompt,
+        Point::ModelCallBefore,
+        Point::ModelCallAfter,
+        Point::ModelError,
+        Point::ToolBefore,
+        Point::ToolAround,
+        Point::ToolAfter,
+        Point::ResultTransform,
+        Point::ReplyBeforeSend,
+        Point::ReplyTransform,
+        Point::Persisted,
+        Point::TurnEnded,
+        Point::SessionReset,
+        Point::SessionFinalize,
+        Point::Compaction,
+        Point::SubagentStart,
+        Point::SubagentStop,
+    ];
+
+    /// The point's lanes, in firing order.
+    pub fn lanes(self) -> &'static [HookEvent] {
+        use HookEvent as E;
+        match self {
+            Point::HostStart => &[E::HostStart],
+            Point::InboundMessage => &[E::PreGatewayDispatch, E::InputReceived],
+            Point::SessionStart => &[E::OnSessionStart],
+            Point::HistoryReady => &[E::HistoryReady],
+            Point::PromptAssembly => &[E::IterationStart, E::PromptAssemble, E::PreLlmCall],
+            Point::FinalPrompt => &[E::PromptFinal],
+            Point::ModelCallBefore => &[E::PreApiRequest, E::ModelCallStart],
+            Point::ModelCallAfter => &[E::PostApiRequest, E::PostLlmCall, E::ModelReplied],
+            Point::ModelError => &[E::ModelCallError, E::ApiRequestError],
+            Point::ToolBefore => &[E::PreToolCall, E::ToolBefore, E::ToolVet],
+            Point::ToolAround => &[E::ToolExecuting],
+            Point::ToolAfter => &[E::PostToolCall, E::ToolAfter, E::ToolAfterChain],
+            Point::ResultTransform => &[E::TransformTerminalOutput, E::TransformToolResult],
+            Point::ReplyBeforeSend => &[E::ResponseBeforeSend],
+            Point::ReplyTransform => &[E::TransformLlmOutput],
+            Point::Persisted => &[E::ResponsePersisted],
+            Point::TurnEnded => &[E::OnSessionEnd, E::TurnEnded],
+            Point::SessionReset => &[E::OnSessionReset],
+            Point::SessionFinalize => &[E::OnSessionFinalize],
+            Point::Compaction => &[E::CompactBefore, E::CompactFailed],
+            Point::SubagentStart => &[E::SubagentStart],
+            Point::SubagentStop => &[E::SubagentStop],
+        }
+    }
+}
+
+impl HookEvent {
+    /// The point this lane belongs to.
+    pub fn point(self) -> Point {
+        Point::ALL
+            .into_iter()
+            .find(|p| p.lanes().contains(&self))
+            .expect("every lane belongs to one point")
+    }
+}
