@@ -61,7 +61,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::core::dispatch::{self, GatewayDecision, ToolMarks};
 use crate::core::hooks::{
-    BoxFuture, GatewayContext, HookErrorRecord, HookEvent, HookPayload, InboundMessage,
+    BoxFuture, EndedBy, GatewayContext, HookErrorRecord, HookEvent, HookPayload, InboundMessage,
     LlmCallContext, LoopContext, LoopDecision, SessionContext, SubagentStopContext, TurnScope,
     CURRENT_TURN, MAX_MODEL_RETRIES,
 };
@@ -194,7 +194,7 @@ pub struct TurnReport {
     /// How the turn ended: `answer`, `short_circuit`, `aborted`,
     /// `tool_terminate`, `iteration_cap`, `skipped`, `command`, `error`,
     /// `interrupted`.
-    pub ended_by: String,
+    pub ended_by: EndedBy,
     /// UI events plugins emitted (Codumentor's `ui_event_emitter`).
     pub ui_events: Vec<Value>,
 }
@@ -444,7 +444,7 @@ impl Inner {
         let cancelled = |mut report: TurnReport| {
             report.reply = Some("(turn cancelled)".into());
             report.interrupted = true;
-            report.ended_by = "interrupted".into();
+            report.ended_by = EndedBy::Interrupted;
             finish(report)
         };
 
@@ -470,7 +470,7 @@ impl Inner {
             GatewayDecision::Skip(reason) => {
                 report.skipped = Some(reason);
                 report.completed = true;
-                report.ended_by = "skipped".into();
+                report.ended_by = EndedBy::Skipped;
                 return finish(report);
             }
             GatewayDecision::Rewrite(text) => content = text,
@@ -502,7 +502,7 @@ impl Inner {
                     let e = e.to_string();
                     report.reply = Some(format!("Error: {e}"));
                     report.error = Some(e);
-                    report.ended_by = "error".into();
+                    report.ended_by = EndedBy::Error;
                     return finish(report);
                 }
             },
@@ -516,7 +516,7 @@ impl Inner {
                 _ = &mut cancel => return cancelled(report),
             }
             report.completed = true;
-            report.ended_by = "command".into();
+            report.ended_by = EndedBy::Command;
             return finish(report);
         }
 
@@ -547,7 +547,7 @@ impl Inner {
                 if let Err(e) = outcome {
                     report.reply = Some(format!("Error: {e}"));
                     report.error = Some(e);
-                    report.ended_by = "error".into();
+                    report.ended_by = EndedBy::Error;
                 }
                 self.fire_session(HookEvent::OnSessionEnd, &session, report.completed, false)
                     .await;
@@ -568,7 +568,7 @@ impl Inner {
                     );
                 }
                 self.fire_session_end_interrupted(&session).await;
-                report.ended_by = "interrupted".into();
+                report.ended_by = EndedBy::Interrupted;
                 let bounded = self.fire_turn_ended(&session.key, delegate, &turn, &report);
                 if tokio::time::timeout(END_HOOK_BOUND, bounded).await.is_err() {
                     tracing::warn!("session '{}': turn_ended after a cancelled turn did not finish within {} s; stopped waiting", session.key, END_HOOK_BOUND.as_secs());
@@ -651,7 +651,7 @@ impl Inner {
             return;
         }
         let mut lc = self.loop_context(session_id, delegate, turn);
-        lc.ended_by = report.ended_by.clone();
+        lc.ended_by = report.ended_by;
         lc.reason = report.aborted.clone();
         lc.error = report.error.clone();
         lc.text = report.reply.clone().unwrap_or_default();
@@ -771,7 +771,7 @@ impl Inner {
                         (turn, delegate),
                         text,
                         Value::Null,
-                        "short_circuit",
+                        EndedBy::ShortCircuit,
                     )
                     .await;
             }
@@ -1022,7 +1022,7 @@ impl Inner {
                             (turn, delegate),
                             text,
                             Value::Null,
-                            "short_circuit",
+                            EndedBy::ShortCircuit,
                         )
                         .await;
                 }
@@ -1040,7 +1040,7 @@ impl Inner {
                     (turn, delegate),
                     response.text,
                     assistant,
-                    "answer",
+                    EndedBy::Answer,
                 )
                 .await?;
                 // transform_llm_output (Hermes): the first replacement is
@@ -1113,7 +1113,7 @@ impl Inner {
                 report.messages.push(message);
                 report.reply = Some(text);
                 report.aborted = Some(reason);
-                report.ended_by = "aborted".into();
+                report.ended_by = EndedBy::Aborted;
                 return Ok(());
             }
             if let Some(text) = short_circuit {
@@ -1124,7 +1124,7 @@ impl Inner {
                         (turn, delegate),
                         text,
                         Value::Null,
-                        "short_circuit",
+                        EndedBy::ShortCircuit,
                     )
                     .await;
             }
@@ -1132,13 +1132,13 @@ impl Inner {
             // (Felix's react loop: `had_fatal`, then `all_terminate`).
             if all_terminate || fatal {
                 report.reply = Some(response.text);
-                report.ended_by = "tool_terminate".into();
+                report.ended_by = EndedBy::ToolTerminate;
                 return Ok(());
             }
         }
         let cap = self.config.max_iterations;
         report.hit_iteration_cap = true;
-        report.ended_by = "iteration_cap".into();
+        report.ended_by = EndedBy::IterationCap;
         report.reply = Some(format!(
             "Stopped after {cap} model iterations without a final answer (the iteration cap; raise it with --max-iterations)."
         ));
@@ -1154,7 +1154,7 @@ impl Inner {
         (turn, delegate): (&Arc<TurnScope>, bool),
         text: String,
         reply: Value,
-        ended_by: &str,
+        ended_by: EndedBy,
     ) -> Result<(), String> {
         let registry = self.host.registry();
         let hooks = registry.hooks();
@@ -1197,7 +1197,7 @@ impl Inner {
             .await;
         }
         report.reply = Some(text);
-        report.ended_by = ended_by.into();
+        report.ended_by = ended_by;
         Ok(())
     }
 

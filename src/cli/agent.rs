@@ -327,7 +327,11 @@ pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
             let streamed = !report.command && report.error.is_none() && !report.interrupted;
             match (&report.reply, streamed) {
                 (Some(reply), false) => println!("{reply}"),
-                (Some(reply), true) if reply.starts_with("Stopped after") => println!("{reply}"),
+                (Some(reply), true)
+                    if report.ended_by == crate::core::hooks::EndedBy::IterationCap =>
+                {
+                    println!("{reply}")
+                }
                 _ => {}
             }
             if let Some(reason) = &report.skipped {

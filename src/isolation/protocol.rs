@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::core::hooks::{
-    GatewayContext, HookAction, HookError, HookEvent, HookPayload, InboundMessage, LlmCallContext,
-    LoopContext, LoopToolCall, SessionContext, SubagentStopContext, ToolCallContext,
+    EndedBy, GatewayContext, HookAction, HookError, HookEvent, HookPayload, InboundMessage,
+    LlmCallContext, LoopContext, LoopToolCall, SessionContext, SubagentStopContext,
+    ToolCallContext,
 };
 use crate::core::outcome::{PluginError, ResourceLimit};
 use crate::dialects::codumentor::points::ChainWire;
@@ -329,7 +330,7 @@ pub struct LoopWire {
     pub is_error: bool,
     pub duration_ms: f64,
     pub error: Option<String>,
-    pub ended_by: String,
+    pub ended_by: EndedBy,
     pub reason: Option<String>,
     pub plugins: Vec<String>,
     /// plughost's number of the turn; `None` outside a turn.
@@ -359,7 +360,7 @@ impl LoopWire {
             is_error: lc.is_error,
             duration_ms: lc.duration_ms,
             error: lc.error.clone(),
-            ended_by: lc.ended_by.clone(),
+            ended_by: lc.ended_by,
             reason: lc.reason.clone(),
             plugins: lc.plugins.clone(),
             turn: None,

@@ -552,7 +552,7 @@ fn stream(
         let _ = relay.await;
         let streamed = !report.command && report.error.is_none() && !report.interrupted;
         if let Some(reply) = &report.reply {
-            if !streamed || reply.starts_with("Stopped after") {
+            if !streamed || report.ended_by == crate::core::hooks::EndedBy::IterationCap {
                 let _ = out_tx.send(chunk(json!({"content": reply}), None));
             }
         }

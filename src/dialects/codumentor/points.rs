@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 use super::turn::{Turn, TurnInfo};
 use super::{installed, Decision};
 use crate::core::hooks::{
-    CallState, HookAction, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
+    CallState, EndedBy, HookAction, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
     LoopDecision, LoopEdit, TurnScope,
 };
 use crate::core::outcome::PluginError;
@@ -273,7 +273,7 @@ fn without_system(messages: &[Value]) -> Value {
 fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Value>> {
     let p = match event {
         "onServerReady" | "onTurnInterrupted"
-            if event == "onServerReady" || lc.ended_by == "interrupted" =>
+            if event == "onServerReady" || lc.ended_by == EndedBy::Interrupted =>
         {
             json!({})
         }
@@ -312,10 +312,10 @@ fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Value>> {
         }
         "onBeforeSendResponse" => json!({"assistant_text": lc.text, "tool_calls": []}),
         "onResponsePersist" => json!({"assistant_text": lc.text, "final_message": lc.reply}),
-        "onTurnAborted" if lc.ended_by == "aborted" => {
+        "onTurnAborted" if lc.ended_by == EndedBy::Aborted => {
             json!({"reason": lc.reason, "assistant_text": lc.text})
         }
-        "onError" if lc.ended_by == "error" => {
+        "onError" if lc.ended_by == EndedBy::Error => {
             json!({"error": lc.error, "context": {"where": "agent_loop", "session_id": lc.session_id}})
         }
         _ => return None,

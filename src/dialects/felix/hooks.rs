@@ -17,7 +17,7 @@ use serde_json::{json, Map, Value};
 use crate::core::hooks::ToolCallContext;
 use crate::core::hooks::{
     HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
-    LoopDecision, LoopEdit,
+    LoopDecision, LoopEdit, ResultPatch,
 };
 use crate::core::outcome::{PluginError, Renderer, StandardRenderer, ToolOutcome};
 use crate::core::registry::{ToolHandler, ToolReturn};
@@ -75,8 +75,55 @@ fn raised(py: Python<'_>, felix: &Bound<'_, PyModule>, e: &PyErr) -> HookError {
     }
 }
 
-/// The answer `(what, value)` of `interpret` as a bus action.
-fn action_of(what: &str, value: Value) -> Result<HookAction, HookError> {
+/// `after_tool`'s answer (a dict) as a patch of the call's result
+/// `original`: `content` replaces it (a tagged failure keeps its tag in
+/// front), a truthy `terminate` marks the call.
+fn after_tool_patch(value: Value, original: &str) -> ResultPatch {
+    let Value::Object(map) = value else {
+        return ResultPatch::default();
+    };
+    ResultPatch {
+        result: map
+            .get("content")
+            .map(|c| c.as_str().map(|c| keep_failure_tag(original, c))),
+        terminate: map.get("terminate").map(truthy),
+    }
+}
+
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// The failure or refusal tag a result starts with (`[error/timeout]`,
+/// `[tool error/…]`, `[policy …]`, `[fatal/…]`), if any.
+pub fn failure_tag(text: &str) -> Option<&str> {
+    let end = text.find(']')?;
+    let inner = text.strip_prefix('[')?.get(..end - 1)?;
+    ["error/", "tool error/", "policy ", "fatal/"]
+        .iter()
+        .any(|p| inner.starts_with(p))
+        .then(|| &text[..=end])
+}
+
+/// A replacement of a tagged failure keeps the tag in front (Felix's rule:
+/// the call still counts as a failure for the model and for eval).
+pub fn keep_failure_tag(original: &str, replacement: &str) -> String {
+    match failure_tag(original) {
+        Some(tag) if failure_tag(replacement).is_none() => format!("{tag} {replacement}"),
+        _ => replacement.to_string(),
+    }
+}
+
+/// The answer `(what, value)` of `interpret` as a bus action; `original`
+/// is the result an `after_tool` hook was shown.
+fn action_of(what: &str, value: Value, original: &str) -> Result<HookAction, HookError> {
     let decide = |d| Ok(HookAction::Decide(d));
     let messages = |v: Value| match v {
         Value::Array(a) => a,
@@ -95,10 +142,7 @@ fn action_of(what: &str, value: Value) -> Result<HookAction, HookError> {
                 terminate: value["terminate"].as_bool().unwrap_or(false),
             })
         }
-        "merge" => decide(LoopDecision::Merge(match value {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        })),
+        "merge" => decide(LoopDecision::Merge(after_tool_patch(value, original))),
         "cancel" => decide(LoopDecision::CancelCompaction),
         "summary" => decide(LoopDecision::Summary(
             value.as_str().unwrap_or_default().to_string(),
@@ -114,6 +158,7 @@ fn interpret(
     felix: &Bound<'_, PyModule>,
     kind: &str,
     ret: &Bound<'_, PyAny>,
+    original: &str,
 ) -> Result<HookAction, HookError> {
     if kind == "startup_hook" || kind == "compact_failed" {
         return Ok(HookAction::Continue); // notifications: the answer is not read
@@ -129,7 +174,7 @@ fn interpret(
     } else {
         pythonize::depythonize(&value).map_err(|e| HookError::raised(e.to_string()))?
     };
-    action_of(&what, value)
+    action_of(&what, value, original)
 }
 
 impl HookCallback for FelixHook {
@@ -140,6 +185,8 @@ impl HookCallback for FelixHook {
             )));
         };
         let kind = self.kind.clone();
+        // What an `after_tool` answer's `content` replaces (see `after_tool_patch`).
+        let original = ctx.result.clone();
         let called = try_attach(|py| {
             let felix = self.felix.bind(py);
             let args = if kind == "startup_hook" {
@@ -174,17 +221,18 @@ impl HookCallback for FelixHook {
                 Err(e) => HookReturn::Ready(Err(raised(py, felix, &e))),
                 Ok(ret) => match bridge::resolve(py, ret) {
                     Awaited::Ready(Ok(v)) => {
-                        HookReturn::Ready(interpret(py, felix, &kind, v.bind(py)))
+                        HookReturn::Ready(interpret(py, felix, &kind, v.bind(py), &original))
                     }
                     Awaited::Ready(Err(e)) => HookReturn::Ready(Err(raised(py, felix, &e))),
                     Awaited::Pending(task) => {
                         let felix = self.felix.clone_ref(py);
+                        let original = original.clone();
                         HookReturn::Pending(Box::pin(async move {
                             let r = task.await;
                             try_attach(|py| {
                                 let felix = felix.bind(py);
                                 match r {
-                                    Ok(v) => interpret(py, felix, &kind, v.bind(py)),
+                                    Ok(v) => interpret(py, felix, &kind, v.bind(py), &original),
                                     Err(e) => Err(raised(py, felix, &e)),
                                 }
                             })

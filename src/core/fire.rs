@@ -1,0 +1,201 @@
+//! The one firing function of the bus: a lane's callbacks in order, each
+//! isolated, their answers kept by the lane's policy.
+
+use std::time::{Duration, Instant};
+
+use crate::core::hooks::{
+    HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, LoopDecision, Policy,
+};
+use crate::core::outcome::PluginError;
+use crate::core::registry::Registry;
+
+/// The [`LoopDecision`]s among `answers`; a decision the point cannot act
+/// on is logged and dropped by the caller's match.
+pub fn decisions(answers: Vec<HookAction>, event: HookEvent) -> Vec<LoopDecision> {
+    answers
+        .into_iter()
+        .filter_map(|a| match a {
+            HookAction::Decide(d) => Some(d),
+            other => {
+                tracing::warn!("{event}: ignored an answer it cannot act on: {other:?}");
+                None
+            }
+        })
+        .collect()
+}
+
+/// Fire `entries` for `event`, in order, each isolated, and return the
+/// answers that count under the event's [policy](crate::core::hooks::HookSpec):
+/// none for an observer, at most one for first-wins, all for collect, the
+/// last for chain. A callback that raises, answers a shape the event does
+/// not accept, or overruns the `budget` is logged and counted, never
+/// propagated. This is the one firing function of the bus; dialects only
+/// translate calls and answers.
+pub async fn fire_entries(
+    entries: &[HookEntry],
+    event: HookEvent,
+    mut payload: HookPayload<'_>,
+    budget: Option<Duration>,
+) -> Vec<HookAction> {
+    let spec = event.spec();
+    payload.set_stage(event);
+    let mut answers = Vec::new();
+    for entry in entries {
+        entry
+            .stats
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let started = budget.map(|_| Instant::now());
+        let answer = match (entry.callback.call(event, payload.reborrow()), budget) {
+            (HookReturn::Ready(r), None) => r,
+            (HookReturn::Ready(r), Some(limit)) => {
+                if started.is_some_and(|s| s.elapsed() > limit) {
+                    Err(HookError::Overran(limit))
+                } else {
+                    r
+                }
+            }
+            (HookReturn::Pending(fut), None) => fut.await,
+            (HookReturn::Pending(fut), Some(limit)) => tokio::time::timeout(limit, fut)
+                .await
+                .unwrap_or(Err(HookError::TimedOut(limit))),
+        };
+        let answer = match answer {
+            Ok(action) if action.kind().is_some_and(|k| !spec.accepts.contains(&k)) => {
+                Err(HookError::WrongShape(format!("{action:?}"), event))
+            }
+            other => other,
+        };
+        let action = match answer {
+            Ok(HookAction::Continue) => continue,
+            // An edit of a loop point's context: applied now, so the next
+            // callback sees it; not an answer under the policy.
+            Ok(HookAction::Decide(crate::core::hooks::LoopDecision::Edit(edit))) => {
+                if let HookPayload::Loop(ctx) = &mut payload {
+                    edit.apply(ctx);
+                }
+                continue;
+            }
+            Ok(action) => action,
+            Err(err) => {
+                report_hook_error(entry, event, &err);
+                record_turn_error(entry, event, &err);
+                // A fail-closed event (or callback) takes any failure
+                // (raised, wrong shape, timed out, not run) as a refusal.
+                if answers.is_empty() {
+                    let refusal = entry.callback.fail_closed(event, &err).or_else(|| {
+                        (spec.on_error == crate::core::hooks::FailMode::Closed)
+                            .then(|| fail_closed_answer(event, entry, &err))
+                            .flatten()
+                    });
+                    if let Some(refusal) = refusal {
+                        answers.push(refusal);
+                    }
+                }
+                continue;
+            }
+        };
+        match spec.policy {
+            Policy::Observe => {} // it accepts no answer: refused above
+            Policy::FirstWins => {
+                if answers.is_empty() {
+                    answers.push(action);
+                }
+            }
+            Policy::Collect | Policy::Merge => answers.push(action),
+            Policy::StopAtFirst => {
+                answers.push(action);
+                break;
+            }
+            Policy::Chain => {
+                if let (HookAction::Replace(text), HookPayload::Tool(ctx)) = (&action, &mut payload)
+                {
+                    ctx.result = Some(text.clone());
+                    ctx.revision += 1;
+                }
+                answers.clear();
+                answers.push(action);
+            }
+        }
+    }
+    answers
+}
+
+/// The refusal a fail-closed event takes from a callback that failed.
+fn fail_closed_answer(event: HookEvent, entry: &HookEntry, err: &HookError) -> Option<HookAction> {
+    match event {
+        HookEvent::PreToolCall => Some(HookAction::Block(format!(
+            "hook {} of plugin '{}' failed: {err}",
+            entry.label, entry.owner
+        ))),
+        HookEvent::PreGatewayDispatch => Some(HookAction::Skip(format!(
+            "hook {} of plugin '{}' failed: {err}",
+            entry.label, entry.owner
+        ))),
+        _ => None,
+    }
+}
+
+/// Add a failed hook call to the current turn's `hook_errors` (when a turn
+/// is running: see [`crate::core::hooks::CURRENT_TURN`]).
+fn record_turn_error(entry: &HookEntry, event: HookEvent, err: &HookError) {
+    let Some(turn) = crate::core::hooks::current_turn() else {
+        return;
+    };
+    let error = match err {
+        HookError::Raised(p) => p.described(),
+        other => other.to_string(),
+    };
+    let record = crate::core::hooks::HookErrorRecord {
+        plugin: entry.owner.clone(),
+        dialect: String::new(),
+        event: entry
+            .callback
+            .event_name(event)
+            .unwrap_or_else(|| event.name().to_string()),
+        handler: entry.label.clone(),
+        error,
+    };
+    turn.hook_errors
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(record);
+}
+
+fn report_hook_error(entry: &HookEntry, event: HookEvent, err: &HookError) {
+    let first_of_kind = entry.stats.count(err);
+    let line = format!(
+        "hook {} callback {} of plugin '{}' failed: {}",
+        event, entry.label, entry.owner, err
+    );
+    if first_of_kind || !matches!(err, HookError::WrongShape(..)) {
+        tracing::warn!("{line}");
+    } else {
+        tracing::debug!("{line}");
+    }
+    if let HookError::Raised(PluginError {
+        traceback: Some(tb),
+        ..
+    }) = err
+    {
+        tracing::info!(
+            "traceback of hook {} of plugin '{}':\n{}",
+            entry.label,
+            entry.owner,
+            tb.trim_end()
+        );
+    }
+}
+
+/// Fire `event` with `payload` under its policy; the answers that count.
+pub async fn fire(
+    registry: &Registry,
+    event: HookEvent,
+    payload: HookPayload<'_>,
+) -> Vec<HookAction> {
+    let entries = registry.hooks().entries(event);
+    if entries.is_empty() {
+        return Vec::new();
+    }
+    fire_entries(entries, event, payload, registry.hook_timeout).await
+}

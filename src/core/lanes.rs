@@ -1,0 +1,149 @@
+//! The lane table: how each lane of a point combines its callbacks' answers.
+
+use serde::Serialize;
+
+#[allow(unused_imports)]
+use crate::core::hooks::*;
+
+/// How an event combines the answers of its callbacks (pluggy's
+/// `firstresult` and friends, as data). Every callback runs in every
+/// policy; the policy only decides which answers count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Answers are not used (an observer event).
+    Observe,
+    /// The first accepted answer wins; the rest are ignored.
+    FirstWins,
+    /// Each replacement becomes the value the next callback sees.
+    Chain,
+    /// Every accepted answer is kept, in order.
+    Collect,
+    /// Every callback sees the original value; their answers (maps) are
+    /// merged in order, a later key winning.
+    Merge,
+    /// The first accepted answer wins and no later callback runs.
+    StopAtFirst,
+}
+
+/// The kinds of [`HookAction`], for the accepted-answers table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    Block,
+    Skip,
+    Rewrite,
+    Replace,
+    Inject,
+    /// A [`LoopDecision`] (loop points only).
+    Decide,
+}
+
+/// What a callback that fails does to the event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailMode {
+    /// The failure is logged and counted; the event goes on (every Flowly event).
+    Open,
+    /// The failure counts as the event's refusal (a guard that cannot
+    /// decide blocks): a failing `pre_tool_call` callback blocks the call.
+    Closed,
+}
+
+/// One row of the hook specification table.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct HookSpec {
+    pub event: HookEvent,
+    pub policy: Policy,
+    /// Answers the event honours; any other is a wrong shape.
+    pub accepts: &'static [ActionKind],
+    pub on_error: FailMode,
+}
+
+const fn spec(event: HookEvent, policy: Policy, accepts: &'static [ActionKind]) -> HookSpec {
+    HookSpec {
+        event,
+        policy,
+        accepts,
+        on_error: FailMode::Open,
+    }
+}
+
+/// The specification of every event: [`HookEvent::ALL`], then
+/// [`HookEvent::LOOP_POINTS`]. Every loop point fails open (a hook is not a
+/// security control); what each [`LoopDecision`] does at each point is
+/// documented on the decision.
+pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
+    spec(
+        HookEvent::PreToolCall,
+        Policy::FirstWins,
+        &[ActionKind::Block],
+    ),
+    spec(HookEvent::PostToolCall, Policy::Observe, &[]),
+    spec(
+        HookEvent::TransformToolResult,
+        Policy::FirstWins,
+        &[ActionKind::Replace],
+    ),
+    spec(
+        HookEvent::TransformTerminalOutput,
+        Policy::FirstWins,
+        &[ActionKind::Replace],
+    ),
+    spec(
+        HookEvent::PreLlmCall,
+        Policy::Collect,
+        &[ActionKind::Inject],
+    ),
+    spec(HookEvent::PostLlmCall, Policy::Observe, &[]),
+    spec(HookEvent::PreApiRequest, Policy::Observe, &[]),
+    spec(HookEvent::PostApiRequest, Policy::Observe, &[]),
+    spec(HookEvent::OnSessionStart, Policy::Observe, &[]),
+    spec(HookEvent::OnSessionEnd, Policy::Observe, &[]),
+    spec(HookEvent::OnSessionFinalize, Policy::Observe, &[]),
+    spec(HookEvent::OnSessionReset, Policy::Observe, &[]),
+    spec(HookEvent::SubagentStop, Policy::Observe, &[]),
+    spec(
+        HookEvent::PreGatewayDispatch,
+        Policy::FirstWins,
+        &[ActionKind::Skip, ActionKind::Rewrite],
+    ),
+    spec(
+        HookEvent::TransformLlmOutput,
+        Policy::FirstWins,
+        &[ActionKind::Replace],
+    ),
+    spec(HookEvent::SubagentStart, Policy::Observe, &[]),
+    spec(HookEvent::ApiRequestError, Policy::Observe, &[]),
+    spec(HookEvent::HostStart, Policy::Observe, &[]),
+    spec(HookEvent::InputReceived, Policy::Chain, DECIDE),
+    spec(HookEvent::CompactBefore, Policy::StopAtFirst, DECIDE),
+    spec(HookEvent::CompactFailed, Policy::Observe, &[]),
+    spec(HookEvent::HistoryReady, Policy::FirstWins, DECIDE),
+    spec(HookEvent::IterationStart, Policy::Collect, DECIDE),
+    spec(HookEvent::PromptAssemble, Policy::Chain, DECIDE),
+    // Edits chain; every append is kept (Codumentor's `insert_step`).
+    spec(HookEvent::PromptFinal, Policy::Collect, DECIDE),
+    spec(HookEvent::ModelCallStart, Policy::Chain, DECIDE),
+    spec(HookEvent::ModelCallError, Policy::FirstWins, DECIDE),
+    spec(HookEvent::ModelReplied, Policy::FirstWins, DECIDE),
+    spec(HookEvent::ToolBefore, Policy::StopAtFirst, DECIDE),
+    spec(HookEvent::ToolVet, Policy::Collect, DECIDE),
+    spec(HookEvent::ToolExecuting, Policy::Observe, &[]),
+    spec(HookEvent::ToolAfter, Policy::Merge, DECIDE),
+    // The point keeps the first of each kind (a short-circuit, a re-run) and every append.
+    spec(HookEvent::ToolAfterChain, Policy::Collect, DECIDE),
+    spec(HookEvent::ResponseBeforeSend, Policy::Chain, DECIDE),
+    spec(HookEvent::ResponsePersisted, Policy::Observe, &[]),
+    spec(HookEvent::TurnEnded, Policy::Observe, &[]),
+];
+
+const DECIDE: &[ActionKind] = &[ActionKind::Decide];
+
+impl HookEvent {
+    /// This event's row of [`HOOK_SPECS`].
+    #[inline]
+    pub fn spec(self) -> &'static HookSpec {
+        &HOOK_SPECS[self.index()]
+    }
+}

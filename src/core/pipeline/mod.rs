@@ -1,0 +1,485 @@
+//! The tool-call pipeline, as stages.
+//!
+//! Pipeline (the Flowly contract): lookup → JSON Schema validation →
+//! `pre_tool_call` (first block wins) → P9 (`tool_before`, `tool_vet`) →
+//! `requires_env` and `check_fn` → P9x → handler →
+//! `transform_terminal_output` → `post_tool_call` → `transform_tool_result`
+//! (first replacement wins) → P10 (`tool_after`, `tool_after_chain`).
+//! Every callback of an event runs, each isolated: a failing one is logged
+//! and counted, never propagated. Each stage that ends the call early
+//! returns its result as the `Err` of a [`Stage`].
+
+mod tool_points;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use crate::core::fire::fire_entries;
+use crate::core::hooks::{
+    HookAction, HookEntry, HookEvent, HookPayload, LoopContext, LoopToolCall, ToolCallContext,
+    TurnScope,
+};
+use crate::core::outcome::{
+    ArgumentProblem, PluginError, Renderer, ToolOutcome, ToolResult, Unavailability,
+};
+use crate::core::registry::{Registry, Tool, ToolReturn};
+use tool_points::Before;
+
+/// Run the whole pipeline for one call of `name` with `args`.
+pub async fn call_tool(
+    registry: &Registry,
+    name: &str,
+    args: Value,
+    session_id: &str,
+    tool_call_id: &str,
+) -> ToolResult {
+    call_tool_in_turn(registry, name, args, session_id, tool_call_id, None)
+        .await
+        .result
+}
+
+/// What the loop points of one tool call asked of the turn, beyond its result.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolMarks {
+    /// The call asks to end the turn after its batch (when every call does).
+    pub terminate: bool,
+    /// `(reason, assistant_text)`: end the turn after this batch.
+    pub abort: Option<(String, String)>,
+    /// End the loop with this answer after this batch.
+    pub short_circuit: Option<String>,
+    /// Messages for the in-flight list after this batch's results (never stored).
+    pub insert: Vec<Value>,
+    /// A fatal tool failed: the turn ends after this batch (Felix's `had_fatal`).
+    pub fatal: bool,
+    /// P10 asked for a re-run: `(arguments, delay_ms)`.
+    rerun: Option<(Map<String, Value>, u64)>,
+}
+
+/// A tool call's result and its [`ToolMarks`].
+#[derive(Clone, Debug)]
+pub struct TurnToolResult {
+    pub result: ToolResult,
+    pub marks: ToolMarks,
+}
+
+/// [`call_tool`] within a turn: the tool loop points (P9, P9x, P10) see
+/// `turn`, and their decisions come back as [`ToolMarks`].
+pub async fn call_tool_in_turn(
+    registry: &Registry,
+    name: &str,
+    args: Value,
+    session_id: &str,
+    tool_call_id: &str,
+    turn: Option<(Arc<TurnScope>, bool)>,
+) -> TurnToolResult {
+    let ids = Ids {
+        name,
+        session_id,
+        tool_call_id,
+        turn,
+    };
+    let mut marks = ToolMarks::default();
+    let mut result = pipeline(registry, &ids, args, &mut marks, false).await;
+    // A re-run (Codumentor's `retry_with`, `requeue_tool`): its result, and
+    // what its hooks decide, replace the first run's.
+    if let Some((arguments, delay_ms)) = marks.rerun.take() {
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        let mut again = ToolMarks::default();
+        result = pipeline(registry, &ids, Value::Object(arguments), &mut again, true).await;
+        again.insert.splice(0..0, std::mem::take(&mut marks.insert));
+        marks = again;
+    }
+    TurnToolResult { result, marks }
+}
+
+/// Who calls what, for every stage.
+struct Ids<'a> {
+    name: &'a str,
+    session_id: &'a str,
+    tool_call_id: &'a str,
+    turn: Option<(Arc<TurnScope>, bool)>,
+}
+
+/// A stage's result: go on with `T`, or the call's result now.
+type Stage<T> = Result<T, ToolResult>;
+
+/// One call of a found tool.
+struct Call<'a> {
+    registry: &'a Registry,
+    tool: &'a Tool,
+    renderer: &'a dyn Renderer,
+    ids: &'a Ids<'a>,
+}
+
+// `rerun`: this is a P10 re-run, which is never re-run again.
+async fn pipeline(
+    registry: &Registry,
+    ids: &Ids<'_>,
+    args: Value,
+    marks: &mut ToolMarks,
+    rerun: bool,
+) -> ToolResult {
+    let registered = registry.tool(ids.name);
+    let runtime = registered
+        .is_none()
+        .then(|| registry.runtime_tool(ids.name))
+        .flatten();
+    let Some(tool) = registered.or(runtime.as_ref()) else {
+        return ToolResult {
+            text: registry.renderer().render(ids.name, &ToolOutcome::NotFound),
+            outcome: ToolOutcome::NotFound,
+        };
+    };
+    let call = Call {
+        registry,
+        tool,
+        // A tool of a dialect with its own result strings renders its outcomes.
+        renderer: tool.renderer.as_deref().unwrap_or(registry.renderer()),
+        ids,
+    };
+    call.run(args, marks, rerun).await.unwrap_or_else(|r| r)
+}
+
+impl Call<'_> {
+    async fn run(&self, args: Value, marks: &mut ToolMarks, rerun: bool) -> Stage<ToolResult> {
+        let params = self.validate(self.object(args)?)?;
+        let mut ctx = self.tool_context(params);
+        self.pre_tool_call(&mut ctx).await?;
+        // What every loop point of the call is shown (P9's edits aside).
+        let arguments = Value::Object(ctx.params.clone());
+        self.before_points(&mut ctx, &arguments, marks).await?;
+        self.available()?;
+        tool_points::around(self.registry, || {
+            self.loop_context(HookEvent::ToolExecuting, &arguments)
+        })
+        .await;
+        let (text, outcome) = self.execute(&mut ctx, marks).await;
+        let text = self.seed_after(&mut ctx, text, &outcome).await;
+        let text = self
+            .after_points(&mut ctx, &arguments, text, &outcome, marks, rerun)
+            .await;
+        Ok(ToolResult { text, outcome })
+    }
+
+    fn finish(&self, outcome: ToolOutcome) -> ToolResult {
+        ToolResult {
+            text: self.renderer.render(self.ids.name, &outcome),
+            outcome,
+        }
+    }
+
+    fn invalid(&self, problem: ArgumentProblem) -> ToolResult {
+        self.finish(ToolOutcome::InvalidArguments { problem })
+    }
+
+    /// The arguments as an object (`null`: none).
+    fn object(&self, args: Value) -> Stage<Map<String, Value>> {
+        match args {
+            Value::Object(map) => Ok(map),
+            Value::Null => Ok(Map::new()),
+            other => Err(self.invalid(ArgumentProblem::NotAnObject {
+                got: json_type_name(&other),
+            })),
+        }
+    }
+
+    /// The tool's schema check (an unusable schema refuses every call).
+    fn validate(&self, params: Map<String, Value>) -> Stage<Map<String, Value>> {
+        if let Some(problem) = &self.tool.unusable_schema {
+            return Err(self.invalid(ArgumentProblem::Schema {
+                problem: problem.clone(),
+            }));
+        }
+        let Some(validator) = &self.tool.validator else {
+            return Ok(params);
+        };
+        let instance = Value::Object(params);
+        if let Some(problem) = schema_problem(validator, &instance) {
+            return Err(self.invalid(ArgumentProblem::Schema { problem }));
+        }
+        let Value::Object(map) = instance else {
+            unreachable!("validated an object")
+        };
+        Ok(map)
+    }
+
+    fn tool_context(&self, params: Map<String, Value>) -> ToolCallContext {
+        ToolCallContext {
+            session_id: self.ids.session_id.to_string(),
+            tool_name: self.ids.name.to_string(),
+            params,
+            tool_call_id: self.ids.tool_call_id.to_string(),
+            delegate: self.ids.turn.as_ref().is_some_and(|(_, d)| *d),
+            ..Default::default()
+        }
+    }
+
+    /// A loop point's context for this call.
+    fn loop_context(&self, event: HookEvent, arguments: &Value) -> LoopContext {
+        let (turn, delegate) = self.ids.turn.clone().unzip();
+        LoopContext {
+            session_id: self.ids.session_id.to_string(),
+            delegate: delegate.unwrap_or(false),
+            tool_call: LoopToolCall {
+                id: self.ids.tool_call_id.to_string(),
+                name: self.ids.name.to_string(),
+                arguments: arguments.clone(),
+            },
+            turn,
+            stage: Some(event),
+            ..Default::default()
+        }
+    }
+
+    /// `pre_tool_call`: the first block wins.
+    async fn pre_tool_call(&self, ctx: &mut ToolCallContext) -> Stage<()> {
+        let pre = self.registry.hooks().entries(HookEvent::PreToolCall);
+        if pre.is_empty() {
+            return Ok(());
+        }
+        let budget = self.registry.hook_timeout;
+        let payload = HookPayload::Tool(ctx);
+        let actions = fire_entries(pre, HookEvent::PreToolCall, payload, budget).await;
+        if let Some(HookAction::Block(message)) = actions.into_iter().next() {
+            return Err(self.finish(ToolOutcome::Blocked { message }));
+        }
+        // Hooks may have edited the arguments in place (Flowly semantics):
+        // a handler that reads the Rust arguments gets the edited ones.
+        if self.tool.handler.reads_rust_params() {
+            if let Some(edited) = ctx.dialect.edited_params() {
+                ctx.params = edited;
+            }
+        }
+        Ok(())
+    }
+
+    /// P9: refused, aborted, or on with (possibly edited, validated again) arguments.
+    async fn before_points(
+        &self,
+        ctx: &mut ToolCallContext,
+        arguments: &Value,
+        marks: &mut ToolMarks,
+    ) -> Stage<()> {
+        let before = tool_points::before(self.registry, arguments, |event| {
+            self.loop_context(event, arguments)
+        });
+        match before.await {
+            Before::Proceed(None) => Ok(()),
+            Before::Proceed(Some(edited)) => {
+                let Value::Object(params) = edited else {
+                    return Err(self.invalid(ArgumentProblem::NotAnObject {
+                        got: json_type_name(&edited),
+                    }));
+                };
+                if let Some(validator) = &self.tool.validator {
+                    let instance = Value::Object(params.clone());
+                    if let Some(problem) = schema_problem(validator, &instance) {
+                        return Err(self.invalid(ArgumentProblem::Schema { problem }));
+                    }
+                }
+                ctx.params = params;
+                Ok(())
+            }
+            Before::Refused {
+                text,
+                reason,
+                terminate,
+            } => {
+                marks.terminate = terminate;
+                Err(blocked(text, reason))
+            }
+            Before::Aborted {
+                reason,
+                assistant_text,
+                text,
+            } => {
+                marks.abort = Some((reason.clone(), assistant_text));
+                Err(blocked(text, reason))
+            }
+        }
+    }
+
+    /// A variable the tool requires (`requires_env`) is unset: unavailable,
+    /// naming it, whatever the dialect's own check would say; then `check_fn`.
+    fn available(&self) -> Stage<()> {
+        let tool = self.tool;
+        if let Some(variable) = tool.spec.requires_env.iter().find(|v| !env_set(v)) {
+            return Err(self.finish(ToolOutcome::Unavailable {
+                reason: Unavailability::MissingEnv {
+                    variable: variable.clone(),
+                },
+            }));
+        }
+        match tool.handler.check() {
+            None | Some(Ok(true)) => Ok(()),
+            Some(Ok(false)) => Err(self.finish(ToolOutcome::Unavailable {
+                reason: tool.handler.unavailability(),
+            })),
+            Some(Err(error)) => Err(self.finish(ToolOutcome::CheckFailed { error })),
+        }
+    }
+
+    /// The handler, timed (`ctx.duration_ms`); a failure rendered.
+    async fn execute(
+        &self,
+        ctx: &mut ToolCallContext,
+        marks: &mut ToolMarks,
+    ) -> (String, ToolOutcome) {
+        let started = Instant::now();
+        let returned = match self.tool.handler.call(ctx) {
+            ToolReturn::Ready(r) => r,
+            ToolReturn::Pending(fut) => fut.await,
+        };
+        ctx.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        match returned {
+            Ok(text) => (text, ToolOutcome::Ok),
+            Err(error) => {
+                log_tool_failure(self.ids.name, &self.tool.spec.plugin, &error);
+                marks.fatal = self.tool.handler.fatal(&error);
+                let outcome = ToolOutcome::Raised { error };
+                (self.renderer.render(self.ids.name, &outcome), outcome)
+            }
+        }
+    }
+
+    /// The seed's lanes after the handler: `transform_terminal_output`
+    /// (terminal tools), `post_tool_call`, `transform_tool_result`.
+    async fn seed_after(
+        &self,
+        ctx: &mut ToolCallContext,
+        mut text: String,
+        outcome: &ToolOutcome,
+    ) -> String {
+        let hooks = self.registry.hooks();
+        let budget = self.registry.hook_timeout;
+        if self.tool.terminal {
+            let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
+            if !terminal.is_empty() {
+                let event = HookEvent::TransformTerminalOutput;
+                text = transform_text(terminal, event, ctx, budget, text).await;
+            }
+        }
+        let post = hooks.entries(HookEvent::PostToolCall);
+        let transform = hooks.entries(HookEvent::TransformToolResult);
+        if post.is_empty() && transform.is_empty() {
+            return text;
+        }
+        ctx.success = Some(outcome.is_ok());
+        if !post.is_empty() {
+            ctx.result = Some(text);
+            let payload = HookPayload::Tool(ctx);
+            fire_entries(post, HookEvent::PostToolCall, payload, budget).await;
+            text = ctx.result.take().unwrap_or_default();
+        }
+        if !transform.is_empty() {
+            let event = HookEvent::TransformToolResult;
+            text = transform_text(transform, event, ctx, budget, text).await;
+        }
+        text
+    }
+
+    /// P10: the combined answer of the lanes after the call, into `marks`.
+    // `ctx` is `&mut` only to be `Send` (a context is not `Sync`).
+    async fn after_points(
+        &self,
+        ctx: &mut ToolCallContext,
+        arguments: &Value,
+        text: String,
+        outcome: &ToolOutcome,
+        marks: &mut ToolMarks,
+        rerun: bool,
+    ) -> String {
+        if !tool_points::after_hooked(self.registry) {
+            return text;
+        }
+        let mut lc = self.loop_context(HookEvent::ToolAfter, arguments);
+        lc.result = text;
+        lc.is_error = !outcome.is_ok();
+        lc.duration_ms = ctx.duration_ms;
+        let after = tool_points::after(self.registry, lc).await;
+        marks.terminate |= after.terminate;
+        if marks.short_circuit.is_none() {
+            marks.short_circuit = after.short_circuit;
+        }
+        if marks.abort.is_none() {
+            marks.abort = after.abort;
+        }
+        marks.insert.extend(after.insert);
+        match after.rerun {
+            Some(_) if rerun => tracing::warn!(
+                "{}: a re-run asked to run again; its result stands",
+                self.ids.name
+            ),
+            Some((arguments, delay_ms)) => {
+                let arguments = arguments.unwrap_or_else(|| ctx.params.clone());
+                marks.rerun = Some((arguments, delay_ms));
+            }
+            None => {}
+        }
+        after.result
+    }
+}
+
+fn blocked(text: String, reason: String) -> ToolResult {
+    ToolResult {
+        text,
+        outcome: ToolOutcome::Blocked { message: reason },
+    }
+}
+
+/// Whether `name` is set to something non-empty (what `requires_env` asks).
+fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// A plugin failure keeps its traceback: one line at warning level, the
+/// traceback at `-v`.
+fn log_tool_failure(tool: &str, plugin: &str, error: &PluginError) {
+    tracing::warn!(
+        "tool '{tool}' of plugin '{plugin}' raised {}",
+        error.described()
+    );
+    if let Some(tb) = &error.traceback {
+        tracing::info!("traceback of tool '{tool}':\n{}", tb.trim_end());
+    }
+}
+
+/// Fire a `transform_*` event over `text` (shown to callbacks as
+/// `ctx.result`): a replacement answer replaces it.
+async fn transform_text(
+    entries: &[HookEntry],
+    event: HookEvent,
+    ctx: &mut ToolCallContext,
+    budget: Option<Duration>,
+    text: String,
+) -> String {
+    ctx.result = Some(text);
+    let answers = fire_entries(entries, event, HookPayload::Tool(ctx), budget).await;
+    match answers.into_iter().next() {
+        Some(HookAction::Replace(replaced)) => replaced,
+        _ => ctx.result.take().unwrap_or_default(),
+    }
+}
+
+fn schema_problem(validator: &jsonschema::Validator, instance: &Value) -> Option<String> {
+    let error = validator.iter_errors(instance).next()?;
+    let path = error.instance_path().to_string();
+    Some(if path.is_empty() {
+        error.to_string()
+    } else {
+        format!("{error} (at {path})")
+    })
+}
+
+fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,298 @@
+//! The events of the bus (the lane ids) and the places of the loop they fire at.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use serde::Serialize;
+
+#[allow(unused_imports)]
+use crate::core::hooks::*;
+
+/// A boxed, sendable future: what a callback that must wait hands back.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The events of the hook bus: the fourteen lifecycle events of the seed
+/// API (the names Flowly and Hermes plugins subscribe to) and the Hermes
+/// events plughost's loop can fire (`transform_llm_output`,
+/// `subagent_start`, `api_request_error`), then the loop
+/// points ([`HookEvent::LOOP_POINTS`]) other dialects map their own events
+/// onto. A loop point with two lanes (two firing policies at one place of
+/// the loop, as Felix's and Codumentor's differ) is two events, fired in
+/// lane order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookEvent {
+    PreToolCall,
+    PostToolCall,
+    TransformToolResult,
+    TransformTerminalOutput,
+    PreLlmCall,
+    PostLlmCall,
+    PreApiRequest,
+    PostApiRequest,
+    OnSessionStart,
+    OnSessionEnd,
+    OnSessionFinalize,
+    OnSessionReset,
+    SubagentStop,
+    PreGatewayDispatch,
+    TransformLlmOutput,
+    SubagentStart,
+    ApiRequestError,
+    /// P0: the host starts serving (`run`, `chat`, `tools call`, `commands run`).
+    HostStart,
+    /// P1: an inbound message, after `pre_gateway_dispatch`; callbacks edit
+    /// [`LoopContext::text`] in place (chain).
+    InputReceived,
+    /// P2c: `/compact`, before the transcript is rewritten: the first
+    /// [`LoopDecision::CancelCompaction`] or [`LoopDecision::Summary`] stops it.
+    CompactBefore,
+    /// P2c: rewriting the transcript failed ([`LoopContext::error`]).
+    CompactFailed,
+    /// P4: the turn's history is assembled (once per turn); callbacks edit
+    /// [`LoopContext::messages`] (the in-flight list) in place (chain).
+    HistoryReady,
+    /// P5, first lane: before every model call; every callback sees the same
+    /// in-flight list and each [`LoopDecision::Append`] is appended after all ran.
+    IterationStart,
+    /// P5, second lane: before every model call; edits to the in-flight list
+    /// are carried to later iterations (chain).
+    PromptAssemble,
+    /// P6: this call's message list only (chain): edits are never carried.
+    PromptFinal,
+    /// P7: immediately before the provider call; `model` and `params` may be edited.
+    ModelCallStart,
+    /// P7e: the provider call failed; [`LoopDecision::RetryModelCall`] retries it.
+    ModelCallError,
+    /// P8: the provider answered; [`LoopContext::reply`] may be replaced (chain).
+    ModelReplied,
+    /// P9, first lane: before a tool call; stops at the first refusal.
+    ToolBefore,
+    /// P9, second lane: before a tool call; every callback runs, the first
+    /// refusal wins and an abort outranks a refusal.
+    ToolVet,
+    /// P9x: immediately before the handler (after `check_fn`).
+    ToolExecuting,
+    /// P10, first lane: after the call ran; every callback sees the tool's own
+    /// result, answers ([`LoopDecision::Merge`]) are merged, a later key winning.
+    ToolAfter,
+    /// P10, second lane: after the call ran; callbacks edit
+    /// [`LoopContext::result`] in place (chain).
+    ToolAfterChain,
+    /// P11: the final answer before it is stored; [`LoopContext::text`] may be edited (chain).
+    ResponseBeforeSend,
+    /// P12: the final answer was stored.
+    ResponsePersisted,
+    /// P13/P13a/P13i/P13e: the turn ended ([`LoopContext::ended_by`] says how).
+    TurnEnded,
+}
+
+impl HookEvent {
+    /// Every event, in the order the seed lists them.
+    pub const ALL: [HookEvent; 17] = [
+        HookEvent::PreToolCall,
+        HookEvent::PostToolCall,
+        HookEvent::TransformToolResult,
+        HookEvent::TransformTerminalOutput,
+        HookEvent::PreLlmCall,
+        HookEvent::PostLlmCall,
+        HookEvent::PreApiRequest,
+        HookEvent::PostApiRequest,
+        HookEvent::OnSessionStart,
+        HookEvent::OnSessionEnd,
+        HookEvent::OnSessionFinalize,
+        HookEvent::OnSessionReset,
+        HookEvent::SubagentStop,
+        HookEvent::PreGatewayDispatch,
+        HookEvent::TransformLlmOutput,
+        HookEvent::SubagentStart,
+        HookEvent::ApiRequestError,
+    ];
+
+    /// The loop points after the seed's events, in firing order within a turn.
+    pub const LOOP_POINTS: [HookEvent; 19] = [
+        HookEvent::HostStart,
+        HookEvent::InputReceived,
+        HookEvent::CompactBefore,
+        HookEvent::CompactFailed,
+        HookEvent::HistoryReady,
+        HookEvent::IterationStart,
+        HookEvent::PromptAssemble,
+        HookEvent::PromptFinal,
+        HookEvent::ModelCallStart,
+        HookEvent::ModelCallError,
+        HookEvent::ModelReplied,
+        HookEvent::ToolBefore,
+        HookEvent::ToolVet,
+        HookEvent::ToolExecuting,
+        HookEvent::ToolAfter,
+        HookEvent::ToolAfterChain,
+        HookEvent::ResponseBeforeSend,
+        HookEvent::ResponsePersisted,
+        HookEvent::TurnEnded,
+    ];
+
+    /// How many events the bus has (seed events and loop points).
+    pub const COUNT: usize = 17 + 19;
+
+    /// The wire name plugins use (`pre_tool_call`, ...); loop points have
+    /// plughost's names (`tool_before`), which no plugin API subscribes to
+    /// directly: dialects map their own names onto them.
+    pub fn name(self) -> &'static str {
+        match self {
+            HookEvent::PreToolCall => "pre_tool_call",
+            HookEvent::PostToolCall => "post_tool_call",
+            HookEvent::TransformToolResult => "transform_tool_result",
+            HookEvent::TransformTerminalOutput => "transform_terminal_output",
+            HookEvent::PreLlmCall => "pre_llm_call",
+            HookEvent::PostLlmCall => "post_llm_call",
+            HookEvent::PreApiRequest => "pre_api_request",
+            HookEvent::PostApiRequest => "post_api_request",
+            HookEvent::OnSessionStart => "on_session_start",
+            HookEvent::OnSessionEnd => "on_session_end",
+            HookEvent::OnSessionFinalize => "on_session_finalize",
+            HookEvent::OnSessionReset => "on_session_reset",
+            HookEvent::SubagentStop => "subagent_stop",
+            HookEvent::PreGatewayDispatch => "pre_gateway_dispatch",
+            HookEvent::TransformLlmOutput => "transform_llm_output",
+            HookEvent::SubagentStart => "subagent_start",
+            HookEvent::ApiRequestError => "api_request_error",
+            HookEvent::HostStart => "host_start",
+            HookEvent::InputReceived => "input_received",
+            HookEvent::CompactBefore => "compact_before",
+            HookEvent::CompactFailed => "compact_failed",
+            HookEvent::HistoryReady => "history_ready",
+            HookEvent::IterationStart => "iteration_start",
+            HookEvent::PromptAssemble => "prompt_assemble",
+            HookEvent::PromptFinal => "prompt_final",
+            HookEvent::ModelCallStart => "model_call_start",
+            HookEvent::ModelCallError => "model_call_error",
+            HookEvent::ModelReplied => "model_replied",
+            HookEvent::ToolBefore => "tool_before",
+            HookEvent::ToolVet => "tool_vet",
+            HookEvent::ToolExecuting => "tool_executing",
+            HookEvent::ToolAfter => "tool_after",
+            HookEvent::ToolAfterChain => "tool_after_chain",
+            HookEvent::ResponseBeforeSend => "response_before_send",
+            HookEvent::ResponsePersisted => "response_persisted",
+            HookEvent::TurnEnded => "turn_ended",
+        }
+    }
+
+    /// Parse a seed event's wire name; `None` for names the seed API does
+    /// not know (loop points are not subscribed to by name).
+    pub fn from_name(name: &str) -> Option<HookEvent> {
+        HookEvent::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The places of the loop where the bus fires, whichever plugin API
+/// subscribes there. Each [`HookEvent`] is a *lane* of one point (its
+/// [`HookEvent::point`]); a point's lanes fire in [`Point::lanes`] order, each
+/// combining its callbacks' answers by its row of
+/// [`HOOK_SPECS`](crate::core::lanes::HOOK_SPECS), and the point's firing
+/// function hands the caller the combined, typed answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Point {
+    HostStart,
+    InboundMessage,
+    SessionStart,
+    HistoryReady,
+    PromptAssembly,
+    FinalPrompt,
+    ModelCallBefore,
+    ModelCallAfter,
+    ModelError,
+    ToolBefore,
+    ToolAround,
+    ToolAfter,
+    ResultTransform,
+    ReplyBeforeSend,
+    ReplyTransform,
+    Persisted,
+    TurnEnded,
+    SessionReset,
+    SessionFinalize,
+    Compaction,
+    SubagentStart,
+    SubagentStop,
+}
+
+impl Point {
+    /// Every point, in the order a turn meets them.
+    pub const ALL: [Point; 22] = [
+        Point::HostStart,
+        Point::InboundMessage,
+        Point::SessionStart,
+        Point::HistoryReady,
+        Point::PromptAssembly,
+        Point::FinalPrompt,
+        Point::ModelCallBefore,
+        Point::ModelCallAfter,
+        Point::ModelError,
+        Point::ToolBefore,
+        Point::ToolAround,
+        Point::ToolAfter,
+        Point::ResultTransform,
+        Point::ReplyBeforeSend,
+        Point::ReplyTransform,
+        Point::Persisted,
+        Point::TurnEnded,
+        Point::SessionReset,
+        Point::SessionFinalize,
+        Point::Compaction,
+        Point::SubagentStart,
+        Point::SubagentStop,
+    ];
+
+    /// The point's lanes, in firing order.
+    pub fn lanes(self) -> &'static [HookEvent] {
+        use HookEvent as E;
+        match self {
+            Point::HostStart => &[E::HostStart],
+            Point::InboundMessage => &[E::PreGatewayDispatch, E::InputReceived],
+            Point::SessionStart => &[E::OnSessionStart],
+            Point::HistoryReady => &[E::HistoryReady],
+            Point::PromptAssembly => &[E::IterationStart, E::PromptAssemble, E::PreLlmCall],
+            Point::FinalPrompt => &[E::PromptFinal],
+            Point::ModelCallBefore => &[E::PreApiRequest, E::ModelCallStart],
+            Point::ModelCallAfter => &[E::PostApiRequest, E::PostLlmCall, E::ModelReplied],
+            Point::ModelError => &[E::ModelCallError, E::ApiRequestError],
+            Point::ToolBefore => &[E::PreToolCall, E::ToolBefore, E::ToolVet],
+            Point::ToolAround => &[E::ToolExecuting],
+            Point::ToolAfter => &[E::PostToolCall, E::ToolAfter, E::ToolAfterChain],
+            Point::ResultTransform => &[E::TransformTerminalOutput, E::TransformToolResult],
+            Point::ReplyBeforeSend => &[E::ResponseBeforeSend],
+            Point::ReplyTransform => &[E::TransformLlmOutput],
+            Point::Persisted => &[E::ResponsePersisted],
+            Point::TurnEnded => &[E::OnSessionEnd, E::TurnEnded],
+            Point::SessionReset => &[E::OnSessionReset],
+            Point::SessionFinalize => &[E::OnSessionFinalize],
+            Point::Compaction => &[E::CompactBefore, E::CompactFailed],
+            Point::SubagentStart => &[E::SubagentStart],
+            Point::SubagentStop => &[E::SubagentStop],
+        }
+    }
+}
+
+impl HookEvent {
+    /// The point this lane belongs to.
+    pub fn point(self) -> Point {
+        Point::ALL
+            .into_iter()
+            .find(|p| p.lanes().contains(&self))
+            .expect("every lane belongs to one point")
+    }
+}
