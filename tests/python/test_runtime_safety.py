@@ -40,6 +40,7 @@ import time
 MARKS = []
 SPANS = []
 CANCELLED = threading.Event()
+CANCELLABLE_STARTED = threading.Event()
 HOGGING = threading.Event()
 BACKGROUND = threading.Event()
 
@@ -58,6 +59,7 @@ def register(ctx):
         return "napped"
 
     async def cancellable(seconds: float = 30.0):
+        CANCELLABLE_STARTED.set()
         try:
             await asyncio.sleep(seconds)
         except asyncio.CancelledError:
@@ -136,6 +138,11 @@ def register(ctx):
     ctx.register_tool("spans", {}, lambda: repr(SPANS))
     ctx.register_tool("cancellable", {"type": "object", "properties": {"seconds": {"type": "number"}}}, cancellable)
     ctx.register_tool("was_cancelled", {}, was_cancelled)
+
+    async def cancellable_started():
+        return str(CANCELLABLE_STARTED.is_set())
+
+    ctx.register_tool("cancellable_started", {}, cancellable_started)
     ctx.register_tool("hog", {"type": "object", "properties": {"seconds": {"type": "number"}}}, hog)
     ctx.register_tool("hogging", {}, hogging)
     ctx.register_tool("spawn_background", {}, spawn_background)
@@ -382,7 +389,12 @@ async def test_acall_tool_under_pytest_asyncio(host: plughost.Host) -> None:
 def test_cancelling_the_callers_task_cancels_the_plugin_coroutine(host: plughost.Host) -> None:
     async def main() -> None:
         task = asyncio.ensure_future(host.acall_tool("cancellable", {"seconds": 30}))
-        await asyncio.sleep(0.05)
+        # Cancel once the plugin coroutine is running (not after a guessed
+        # 50 ms, which on a busy machine may come before it started).
+        deadline = time.monotonic() + 30
+        while await host.acall_tool("cancellable_started") != "True":
+            assert time.monotonic() < deadline, "the plugin coroutine never started"
+            await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
