@@ -39,6 +39,7 @@ import time
 
 MARKS = []
 SPANS = []
+ARRIVED = []
 CANCELLED = threading.Event()
 CANCELLABLE_STARTED = threading.Event()
 HOGGING = threading.Event()
@@ -52,8 +53,16 @@ def register(ctx):
         await asyncio.sleep(seconds)
         return "napped"
 
-    async def timed_nap(seconds: float = 0.0):
+    async def timed_nap(seconds: float = 0.0, together: int = 0):
         started = time.monotonic()
+        # With `together`, wait until that many calls have started: calls
+        # that do not overlap never get there, and say so. Overlap is then
+        # proven by what happened, not by the nap outlasting the dispatch.
+        ARRIVED.append(started)
+        while len(ARRIVED) < together:
+            if time.monotonic() > started + 60:
+                return "alone"
+            await asyncio.sleep(0.005)
         await asyncio.sleep(seconds)
         SPANS.append((started, time.monotonic()))
         return "napped"
@@ -134,7 +143,7 @@ def register(ctx):
     ctx.register_tool("mark", {"type": "object", "properties": {"tag": {"type": "string"}}}, mark)
     ctx.register_tool("amark", {"type": "object", "properties": {"tag": {"type": "string"}}}, amark)
     ctx.register_tool("task_identity", {}, task_identity)
-    ctx.register_tool("timed_nap", {"type": "object", "properties": {"seconds": {"type": "number"}}}, timed_nap)
+    ctx.register_tool("timed_nap", {"type": "object", "properties": {"seconds": {"type": "number"}, "together": {"type": "integer"}}}, timed_nap)
     ctx.register_tool("spans", {}, lambda: repr(SPANS))
     ctx.register_tool("cancellable", {"type": "object", "properties": {"seconds": {"type": "number"}}}, cancellable)
     ctx.register_tool("was_cancelled", {}, was_cancelled)
@@ -413,7 +422,7 @@ host = plughost.Host(home=HOME_DIR, disable=["command-guard", "disk-cleanup", "t
 host.plugins()
 
 async def main():
-    results = await asyncio.gather(*(host.acall_tool("timed_nap", {{"seconds": 0.05}}) for _ in range({calls})))
+    results = await asyncio.gather(*(host.acall_tool("timed_nap", {{"seconds": 0.05, "together": {calls}}}) for _ in range({calls})))
     assert results == ["napped"] * {calls}
 
 asyncio.run(main())
