@@ -458,9 +458,17 @@ fn run_and_chat_drive_the_agent_loop_with_the_shipped_demo_script() {
     assert!(report["timings"]["total_ms"].as_f64().unwrap() > 0.0);
     assert!(home.path().join("sessions/j.jsonl").is_file());
 
+    // The audit trail's last two records are session j's turn: write_file
+    // (iteration 1), then the exec that ran (iteration 2). The exec that
+    // command-guard blocked never ran, so no post_tool_call recorded it.
     let command = run(&["run", "/audit recent 2"], "");
-    assert!(
-        stdout(&command).contains("write_file") || stdout(&command).contains("exec"),
+    let recent: Vec<Vec<String>> = stdout(&command)
+        .lines()
+        .map(|l| l.split("  ").skip(1).take(2).map(str::to_string).collect())
+        .collect();
+    assert_eq!(
+        recent,
+        [["write_file", "ok"], ["exec", "ok"]],
         "{}",
         stdout(&command)
     );

@@ -82,11 +82,12 @@ fn is_dead(pid: u32) -> bool {
 }
 
 async fn assert_dies(pid: u32, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // Generous: a wait for the kill to land, not a speed check.
+    let deadline = Instant::now() + Duration::from_secs(30);
     while !is_dead(pid) {
         assert!(
             Instant::now() < deadline,
-            "{what} (pid {pid}) still runs 5 s after the call ended"
+            "{what} (pid {pid}) still runs 30 s after the call ended"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

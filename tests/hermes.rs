@@ -666,7 +666,12 @@ fn gateway_answers_skip_rewrite_and_allow_in_an_agent_turn() {
     };
     let skipped = turn_of("spam offer");
     assert_eq!(skipped["skipped"], "spam filtered", "{skipped:#}");
-    assert!(skipped["iterations"] == 0 || skipped["messages"].as_array().unwrap().is_empty());
+    // A skipped message never reaches the model: no iteration, nothing
+    // stored in the transcript, no model call, no reply.
+    assert_eq!(skipped["iterations"], 0, "{skipped:#}");
+    assert_eq!(skipped["messages"], serde_json::json!([]), "{skipped:#}");
+    assert_eq!(skipped["model_calls"], serde_json::json!([]), "{skipped:#}");
+    assert_eq!(skipped["reply"], Value::Null, "{skipped:#}");
     let rewritten = turn_of("hi there");
     assert_eq!(
         rewritten["reply"], "heard: rewritten: hi there",

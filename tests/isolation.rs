@@ -145,7 +145,6 @@ fn a_spinning_call_past_its_limit_stops_the_worker_and_the_next_call_works() {
         let (_h, _b, host) = isolated_host(&[("crashy", HOSTILE)]);
         let rt = rt();
         let pid_before = rt.block_on(host.call_tool("pid", json!({}), "")).text;
-        let started = Instant::now();
         let spun = rt.block_on(async {
             tokio::time::timeout(
                 Duration::from_millis(300),
@@ -153,8 +152,9 @@ fn a_spinning_call_past_its_limit_stops_the_worker_and_the_next_call_works() {
             )
             .await
         });
+        // The spin never ends: the timeout firing at all shows the call did
+        // not block this thread (else `bounded` reports a hang).
         assert!(spun.is_err(), "the spin cannot finish");
-        assert!(started.elapsed() < Duration::from_secs(5));
         let pid_after = rt.block_on(host.call_tool("pid", json!({}), "")).text;
         assert_ne!(pid_before, pid_after, "a new worker serves the next call");
         // The stop is not a crash: the breaker does not count it.
@@ -186,11 +186,10 @@ fn a_plugin_crashing_on_its_first_call_only_recovers() {
             first.text,
             "Error executing first_only: plugin 'crashy' crashed (exit code 9)"
         );
-        let crashed_at = Instant::now();
+        // The next call gets a fresh worker (how fast is measured, not
+        // asserted, in measure_isolation_costs; `bounded` catches a hang).
         let second = rt.block_on(host.call_tool("first_only", args, ""));
-        let recovery = crashed_at.elapsed();
         assert_eq!(second.text, "second time lucky");
-        assert!(recovery < Duration::from_secs(5), "{recovery:?}");
     });
 }
 

@@ -146,7 +146,7 @@ fn complete(p: &OpenAi) -> (Result<ChatResponse, ProviderError>, Duration) {
 #[test]
 fn a_stalled_server_fails_within_the_model_timeout_and_is_not_retried() {
     let s = serve(vec![Reply::Stall(String::new())]);
-    let (result, took) = complete(&provider(&s.url, Duration::from_millis(500)));
+    let (result, _) = complete(&provider(&s.url, Duration::from_millis(500)));
     let err = result.unwrap_err();
     assert!(matches!(err, ProviderError::Timeout { .. }), "{err:?}");
     let message = err.to_string();
@@ -154,19 +154,20 @@ fn a_stalled_server_fails_within_the_model_timeout_and_is_not_retried() {
         message.contains("for 0.5 s") && message.contains("--model-timeout"),
         "{message}"
     );
-    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // The server stalls past BOUND, so the Timeout error (not the BOUND
+    // guard in `complete`) proves the model timeout ended the call.
     assert_eq!(s.connections.load(Ordering::SeqCst), 1);
 }
 
 #[test]
 fn a_stream_that_stalls_midway_fails_within_the_model_timeout() {
     let s = serve(vec![Reply::Stall(sse(&text_event("Hello")))]);
-    let (result, took) = complete(&provider(&s.url, Duration::from_millis(500)));
+    let (result, _) = complete(&provider(&s.url, Duration::from_millis(500)));
     assert!(
         matches!(result, Err(ProviderError::Timeout { .. })),
         "{result:?}"
     );
-    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // As above: the Timeout error, before the server's stall ends, is the proof.
 }
 
 #[test]

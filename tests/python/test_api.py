@@ -8,10 +8,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from conftest import write_plugin
 
 import plughost
 
@@ -92,17 +92,42 @@ def test_direct_registration_uses_the_plugin_context_surface(home: Path) -> None
         plughost.Host(home=home).register_skill("a:b", "SKILL.md")
 
 
+# A barrier: each call waits until `n` calls of the same key are inside at
+# once. Calls that do not overlap never fill it, so the first one gives up
+# after `timeout` seconds and says so: overlap is proven, not timed.
+BARRIER = """
+import asyncio, time
+_ROOMS = {}
+
+async def meet(key: str, n: int, timeout: float = 60):
+    room = _ROOMS.setdefault(key, {"inside": 0, "open": False})
+    room["inside"] += 1
+    deadline = time.monotonic() + timeout
+    while not room["open"]:
+        if room["inside"] >= n:
+            room["open"] = True
+            break
+        if time.monotonic() > deadline:
+            return f"alone: {room['inside']} of {n} inside"
+        await asyncio.sleep(0.005)
+    return f"met {n}"
+
+def register(ctx):
+    ctx.register_tool("meet", {"type": "object", "properties": {"key": {"type": "string"}, "n": {"type": "integer"}}}, meet)
+"""
+
+
 def test_acall_tool_from_a_running_loop_overlaps(home: Path) -> None:
+    write_plugin(home / "plugins", "barrier", BARRIER)
+    (home / "config.json").write_text(json.dumps({"plugins": {"enabled": ["demo", "barrier"]}}))
     host = plughost.Host(home=home)
 
-    async def main() -> tuple[list[str], float]:
-        start = time.perf_counter()
-        results = await asyncio.gather(*(host.acall_tool("nap", {"seconds": 0.3}) for _ in range(50)))
-        return results, time.perf_counter() - start
+    async def main() -> list[str]:
+        return await asyncio.gather(*(host.acall_tool("meet", {"key": "acall", "n": 50}) for _ in range(50)))
 
-    results, elapsed = asyncio.run(main())
-    assert results == ["napped 0.3"] * 50
-    assert elapsed < 2.0, f"50 concurrent 0.3 s calls took {elapsed:.2f} s"
+    results = asyncio.run(main())
+    assert results == ["met 50"] * 50, "the 50 calls were not all in flight at once"
+    assert asyncio.run(host.acall_tool("nap", {"seconds": 0.01})) == "napped 0.01"
 
     async def single() -> str:
         return await host.acall_tool("greet", {"name": "loop"})

@@ -39,7 +39,9 @@ import time
 
 MARKS = []
 SPANS = []
+ARRIVED = []
 CANCELLED = threading.Event()
+CANCELLABLE_STARTED = threading.Event()
 HOGGING = threading.Event()
 BACKGROUND = threading.Event()
 
@@ -51,13 +53,22 @@ def register(ctx):
         await asyncio.sleep(seconds)
         return "napped"
 
-    async def timed_nap(seconds: float = 0.0):
+    async def timed_nap(seconds: float = 0.0, together: int = 0):
         started = time.monotonic()
+        # With `together`, wait until that many calls have started: calls
+        # that do not overlap never get there, and say so. Overlap is then
+        # proven by what happened, not by the nap outlasting the dispatch.
+        ARRIVED.append(started)
+        while len(ARRIVED) < together:
+            if time.monotonic() > started + 60:
+                return "alone"
+            await asyncio.sleep(0.005)
         await asyncio.sleep(seconds)
         SPANS.append((started, time.monotonic()))
         return "napped"
 
     async def cancellable(seconds: float = 30.0):
+        CANCELLABLE_STARTED.set()
         try:
             await asyncio.sleep(seconds)
         except asyncio.CancelledError:
@@ -132,10 +143,15 @@ def register(ctx):
     ctx.register_tool("mark", {"type": "object", "properties": {"tag": {"type": "string"}}}, mark)
     ctx.register_tool("amark", {"type": "object", "properties": {"tag": {"type": "string"}}}, amark)
     ctx.register_tool("task_identity", {}, task_identity)
-    ctx.register_tool("timed_nap", {"type": "object", "properties": {"seconds": {"type": "number"}}}, timed_nap)
+    ctx.register_tool("timed_nap", {"type": "object", "properties": {"seconds": {"type": "number"}, "together": {"type": "integer"}}}, timed_nap)
     ctx.register_tool("spans", {}, lambda: repr(SPANS))
     ctx.register_tool("cancellable", {"type": "object", "properties": {"seconds": {"type": "number"}}}, cancellable)
     ctx.register_tool("was_cancelled", {}, was_cancelled)
+
+    async def cancellable_started():
+        return str(CANCELLABLE_STARTED.is_set())
+
+    ctx.register_tool("cancellable_started", {}, cancellable_started)
     ctx.register_tool("hog", {"type": "object", "properties": {"seconds": {"type": "number"}}}, hog)
     ctx.register_tool("hogging", {}, hogging)
     ctx.register_tool("spawn_background", {}, spawn_background)
@@ -382,7 +398,12 @@ async def test_acall_tool_under_pytest_asyncio(host: plughost.Host) -> None:
 def test_cancelling_the_callers_task_cancels_the_plugin_coroutine(host: plughost.Host) -> None:
     async def main() -> None:
         task = asyncio.ensure_future(host.acall_tool("cancellable", {"seconds": 30}))
-        await asyncio.sleep(0.05)
+        # Cancel once the plugin coroutine is running (not after a guessed
+        # 50 ms, which on a busy machine may come before it started).
+        deadline = time.monotonic() + 30
+        while await host.acall_tool("cancellable_started") != "True":
+            assert time.monotonic() < deadline, "the plugin coroutine never started"
+            await asyncio.sleep(0.01)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -401,7 +422,7 @@ host = plughost.Host(home=HOME_DIR, disable=["command-guard", "disk-cleanup", "t
 host.plugins()
 
 async def main():
-    results = await asyncio.gather(*(host.acall_tool("timed_nap", {{"seconds": 0.05}}) for _ in range({calls})))
+    results = await asyncio.gather(*(host.acall_tool("timed_nap", {{"seconds": 0.05, "together": {calls}}}) for _ in range({calls})))
     assert results == ["napped"] * {calls}
 
 asyncio.run(main())

@@ -39,8 +39,14 @@ def register(ctx):
     def greet(name: str) -> str:
         print("noise a plugin prints on stdout")
         return f"Hello, {name}!"
-    async def nap(seconds: float = 0.2):
+    async def nap(seconds: float = 0.2, together: int = 0):
         EVENTS.append(("start", time.monotonic()))
+        # With `together`, wait (up to 30 s) until that many naps have
+        # started, so overlapping calls are seen to overlap however slowly
+        # the second one arrives.
+        deadline = time.monotonic() + 30
+        while sum(k == "start" for k, _ in EVENTS) < together and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
         await asyncio.sleep(seconds)
         EVENTS.append(("end", time.monotonic()))
         return f"napped {seconds}"
@@ -48,7 +54,7 @@ def register(ctx):
         import json
         return json.dumps(EVENTS)
     ctx.register_tool("greet", {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}, greet, description="Greet someone")
-    ctx.register_tool("nap", {"type": "object", "properties": {"seconds": {"type": "number"}}}, nap, description="Sleep a while")
+    ctx.register_tool("nap", {"type": "object", "properties": {"seconds": {"type": "number"}, "together": {"type": "integer"}}}, nap, description="Sleep a while")
     ctx.register_tool("events", {"type": "object", "properties": {}}, events, description="What nap saw")
     ctx.register_tool("boom", {"type": "object", "properties": {}}, lambda: 1 / 0, description="Always fails")
     ctx.register_tool("hidden", {}, lambda: "x", description="Never listed", check_fn=lambda: False)
@@ -165,7 +171,7 @@ async def exercise_mcp(session: ClientSession) -> None:
 
     # Two calls at once overlap: the second starts before the first ends.
     first, second = await asyncio.gather(
-        session.call_tool("nap", {"seconds": 0.5}), session.call_tool("nap", {"seconds": 0.5})
+        session.call_tool("nap", {"seconds": 0.5, "together": 2}), session.call_tool("nap", {"seconds": 0.5, "together": 2})
     )
     assert text_of(first) == text_of(second) == "napped 0.5"
     events = json.loads(text_of(await session.call_tool("events", {})))
