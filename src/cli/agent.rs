@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use tokio::io::AsyncBufReadExt;
 
-use super::Failure;
+use super::exit::{Exit, Failure};
 use crate::agent::provider::{self, ProviderOptions};
 use crate::agent::tools::{self, DelegateSlot, Workspace};
 use crate::agent::{Agent, AgentConfig, AgentEvent, Inbound, TurnReport};
@@ -136,26 +136,17 @@ pub(super) fn build_agent_with(
     Ok(Agent::new(Arc::new(host), provider, config, Some(&slot)))
 }
 
-pub(super) fn multi_thread_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .on_thread_start(crate::runtime::thread_started)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 /// `plughost run MESSAGE`: one turn. Tool calls and their outcomes are
 /// shown on stderr as they happen (as in chat); the reply goes to stdout,
 /// a failed turn's error to stderr. `--json` prints only the report.
 /// Ctrl-C during the turn cancels it as in chat (exit 130).
 pub(super) fn run(
+    rt: &tokio::runtime::Runtime,
     agent: Agent,
     args: &AgentArgs,
     message: &str,
     json: bool,
-) -> Result<u8, Failure> {
-    let rt = multi_thread_runtime();
+) -> Result<Exit, Failure> {
     let report = rt.block_on(async {
         let (events, display) = if json {
             (None, None)
@@ -191,17 +182,11 @@ pub(super) fn run(
         eprintln!("(message dropped by a plugin: {reason})");
     }
     Ok(if report.interrupted {
-        INTERRUPTED_EXIT
-    } else if report.completed {
-        0
+        Exit::Interrupted
     } else {
-        1
+        Exit::ok_if(report.completed)
     })
 }
-
-/// The exit status of a `run` stopped by Ctrl-C: 128 + SIGINT, what a shell
-/// reports for a command that SIGINT ended, so scripts can tell it apart.
-pub(super) const INTERRUPTED_EXIT: u8 = 130;
 
 /// Show a turn's events on `out` as they arrive: tool calls and outcomes
 /// always, the reply's text as it streams when `text`.
@@ -295,8 +280,11 @@ fn model_shown(args: &AgentSettings) -> String {
 
 /// `plughost chat`: an interactive loop; Ctrl-C cancels a running turn,
 /// Ctrl-D (or Ctrl-C at the prompt) ends the chat.
-pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
-    let rt = multi_thread_runtime();
+pub(super) fn chat(
+    rt: &tokio::runtime::Runtime,
+    agent: Agent,
+    args: &AgentArgs,
+) -> Result<Exit, Failure> {
     rt.block_on(async {
         agent.start().await;
         println!(
@@ -341,5 +329,5 @@ pub(super) fn chat(agent: Agent, args: &AgentArgs) -> Result<u8, Failure> {
         println!();
         agent.shutdown().await;
     });
-    Ok(0)
+    Ok(Exit::Success)
 }

@@ -3,7 +3,10 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 
-use super::{Failure, RESTART};
+use std::path::PathBuf;
+
+use super::exit::{Exit, Failure};
+use super::{build_host, home_of, print_json, suggest, table, Cli, RESTART};
 use crate::host::doctor::Report;
 use crate::host::Host;
 use crate::plugins::config;
@@ -27,7 +30,7 @@ pub(super) fn install(
     force: bool,
     dialect: Option<&str>,
     load: impl FnOnce() -> Result<Host, Failure>,
-) -> Result<u8, Failure> {
+) -> Result<Exit, Failure> {
     let spec = install::parse_source(source).map_err(|e| Failure::usage(e.to_string()))?;
     let dialect = match dialect.map(str::trim) {
         None => None,
@@ -80,7 +83,7 @@ pub(super) fn install(
             done.name
         );
         println!("{RESTART}");
-        return Ok(0);
+        return Ok(Exit::Success);
     };
     config::enable_plugin(home, &done.name)?;
     let host = load()?;
@@ -93,7 +96,7 @@ pub(super) fn install(
         Some(p) if p.loaded => {
             println!("Enabled {} (it loads: {}).", done.name, provides(p));
             println!("{RESTART}");
-            Ok(0)
+            Ok(Exit::Success)
         }
         other => {
             let was_enabled = before.enabled.contains(&done.name);
@@ -151,7 +154,7 @@ fn provides(p: &crate::host::PluginRecord) -> String {
 
 /// `plugins forget NAME… [--stray]`: take names out of config.json's
 /// plugin lists without touching any plugin's files.
-pub(super) fn forget(home: &Path, names: &[String], stray: bool) -> Result<u8, Failure> {
+pub(super) fn forget(home: &Path, names: &[String], stray: bool) -> Result<Exit, Failure> {
     if names.is_empty() && !stray {
         return Err(Failure::usage(
             "name the entries to take out of config.json, or pass --stray for every entry that names no installed plugin",
@@ -159,7 +162,7 @@ pub(super) fn forget(home: &Path, names: &[String], stray: bool) -> Result<u8, F
     }
     let mut drop: Vec<String> = names.to_vec();
     if stray {
-        drop.extend(super::stray_entries(home));
+        drop.extend(stray_entries(home));
     }
     let lists = config::read_plugin_lists(home)?;
     let listed = |n: &String| lists.enabled.contains(n) || lists.disabled.contains(n);
@@ -189,15 +192,15 @@ pub(super) fn forget(home: &Path, names: &[String], stray: bool) -> Result<u8, F
     }
     if present.is_empty() && stray && names.is_empty() {
         println!("No stray entries in config.json.");
-        return Ok(0);
+        return Ok(Exit::Success);
     }
     if !present.is_empty() {
         println!("{RESTART}");
     }
-    Ok(if absent.is_empty() { 0 } else { 1 })
+    Ok(Exit::ok_if(absent.is_empty()))
 }
 
-pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<u8, Failure> {
+pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<Exit, Failure> {
     let lists = config::read_plugin_lists(home)?;
     let user_root = home.join("plugins");
     let user = discover(&[(Source::User, user_root.clone())], &lists);
@@ -205,8 +208,8 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<u8, Failure> 
         user.iter()
             .find(|c| c.dir.file_name().is_some_and(|d| d == name))
     }) else {
-        let elsewhere = super::known_plugin_keys(home);
-        if super::bundled_keys(home).iter().any(|k| k == name) {
+        let elsewhere = known_plugin_keys(home);
+        if bundled_keys(home).iter().any(|k| k == name) {
             return Err(Failure::failed(format!(
                 "'{name}' is a bundled plugin and cannot be removed; disable it instead: plughost plugins disable {name}"
             )));
@@ -234,7 +237,7 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<u8, Failure> 
         let _ = std::io::stdin().lock().read_line(&mut answer);
         if !matches!(answer.trim().to_lowercase().as_str(), "y" | "yes") {
             println!("Nothing removed.");
-            return Ok(1);
+            return Ok(Exit::Failed);
         }
     }
     install::remove_dir(&dir)?;
@@ -244,10 +247,10 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<u8, Failure> 
     })?;
     println!("Removed {key} ({}).", dir.display());
     println!("{RESTART}");
-    Ok(0)
+    Ok(Exit::Success)
 }
 
-pub(super) fn doctor(host: &Host, json: bool) -> Result<u8, Failure> {
+pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
     crate::runtime::Runtime::start(30).map_err(|e| Failure::failed(e.to_string()))?;
     let report = Report::new(host);
     if json {
@@ -255,5 +258,187 @@ pub(super) fn doctor(host: &Host, json: bool) -> Result<u8, Failure> {
     } else {
         println!("{}", report.text());
     }
-    Ok(if report.has_failures() { 1 } else { 0 })
+    Ok(Exit::ok_if(!report.has_failures()))
+}
+
+/// `plugins list`: the table (or JSON) of every discovered plugin.
+pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
+    crate::plugins::install::sweep_interrupted(&home_of(cli));
+    let host = build_host(cli, python_level)?;
+    if json {
+        print_json(&host.plugins());
+    } else {
+        print_plugins(&host);
+        let stray = stray_entries(&home_of(cli));
+        if !stray.is_empty() {
+            eprintln!(
+                    "note: config.json names plugins that are not installed: {}; remove them with: plughost plugins forget --stray",
+                    stray.join(", ")
+                );
+        }
+    }
+    Ok(Exit::Success)
+}
+
+/// `plugins enable` / `disable`. Enabling a name no installed plugin has
+/// is refused (a typo would otherwise sit in config.json doing nothing)
+/// unless `force`; disabling one only warns, as it cannot switch anything
+/// on.
+pub(super) fn set_enabled(
+    cli: &Cli,
+    name: &str,
+    enable: bool,
+    force: bool,
+) -> Result<Exit, Failure> {
+    if name.trim().is_empty() {
+        return Err(Failure::usage(
+            "NAME must be a plugin's key (it was empty); see: plughost plugins list",
+        ));
+    }
+    let home = home_of(cli);
+    // An unusable config.json is reported first: it is the bigger problem.
+    config::read_plugin_lists(&home)?;
+    let known = known_plugin_keys(&home);
+    if !known.iter().any(|k| k == name) {
+        let hint = suggest::did_you_mean(name, known.iter().map(String::as_str));
+        if !force {
+            return Err(Failure::failed(format!(
+                "no plugin named '{name}' is installed{hint}; see: plughost plugins list \
+                 (to record the name anyway, pass --force)"
+            )));
+        }
+        tracing::warn!(
+            "no plugin named '{name}' is installed{hint}; recording it in config.json anyway"
+        );
+    }
+    if enable {
+        config::enable_plugin(&home, name)?;
+        println!("Enabled {name}.");
+    } else {
+        config::disable_plugin(&home, name)?;
+        println!("Disabled {name}.");
+    }
+    println!("{RESTART}");
+    Ok(Exit::Success)
+}
+
+/// Names in plugins.enabled / plugins.disabled that no installed plugin
+/// has (typos, removed plugins), for `plugins list` and `plugins forget --stray`.
+pub(crate) fn stray_entries(home: &std::path::Path) -> Vec<String> {
+    let Ok(lists) = config::read_plugin_lists(home) else {
+        return Vec::new();
+    };
+    let known = known_plugin_keys(home);
+    let mut stray: Vec<String> = lists
+        .enabled
+        .iter()
+        .chain(&lists.disabled)
+        .filter(|n| !known.contains(n))
+        .cloned()
+        .collect();
+    stray.sort();
+    stray.dedup();
+    stray
+}
+
+/// Keys of every plugin discovery can see (no Python needed).
+pub(crate) fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
+    use crate::plugins::discovery::{discover, Source};
+    // Project plugins count whether or not they are switched on yet
+    // (PLUGHOST_ENABLE_PROJECT_PLUGINS): enabling one first is legitimate.
+    let roots = vec![
+        (Source::User, home.join("plugins")),
+        (Source::Project, PathBuf::from(".plughost/plugins")),
+    ];
+    let mut keys = bundled_keys(home);
+    keys.extend(
+        discover(&roots, &config::PluginLists::default())
+            .into_iter()
+            .map(|c| c.key),
+    );
+    // Plugins of other APIs (Hermes's own directories): their keys and
+    // manifest names, either of which enables them.
+    for c in crate::dialects::discover_all(home, &config::PluginLists::default()) {
+        if let Ok(manifest) = &c.manifest {
+            keys.push(manifest.name.clone());
+        }
+        keys.push(c.key);
+    }
+    keys
+}
+
+/// Keys of the bundled plugins, whether or not they could be written out.
+pub(crate) fn bundled_keys(home: &std::path::Path) -> Vec<String> {
+    use crate::plugins::discovery::{discover, Source};
+    match crate::plugins::bundled::locate(home) {
+        Ok(located) => discover(
+            &[(Source::Bundled, located.dir().to_path_buf())],
+            &config::PluginLists::default(),
+        )
+        .into_iter()
+        .map(|c| c.key)
+        .collect(),
+        Err(missing) => missing.names,
+    }
+}
+
+fn print_plugins(host: &Host) {
+    let plugins = host.plugins();
+    if plugins.is_empty() {
+        println!(
+            "No plugins found (bundled, {}).",
+            host.home().join("plugins").display()
+        );
+        return;
+    }
+    let rows = plugins
+        .iter()
+        .map(|p| {
+            let status = if p.loaded {
+                "loaded".to_string()
+            } else if let Some(e) = &p.error {
+                if p.enabled {
+                    format!("error: {e}")
+                } else {
+                    format!("off: {e}")
+                }
+            } else {
+                "off".to_string()
+            };
+            let mut provides = [
+                (p.tools.len(), "tool"),
+                (p.hooks.len(), "hook"),
+                (p.commands.len(), "command"),
+                (p.skills.len(), "skill"),
+            ]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}{}", if *n == 1 { "" } else { "s" }))
+            .collect::<Vec<_>>()
+            .join(", ");
+            // A backend plugin's web providers (its manifest's provides_web_providers).
+            if !p.provides_web_providers.is_empty() {
+                let web = format!("web: {}", p.provides_web_providers.join(", "));
+                provides = if provides.is_empty() {
+                    web
+                } else {
+                    format!("{provides}, {web}")
+                };
+            }
+            vec![
+                p.key.clone(),
+                p.version.clone(),
+                p.source.as_str().to_string(),
+                provides,
+                status,
+            ]
+        })
+        .collect::<Vec<_>>();
+    println!(
+        "{}",
+        table::render(
+            &["PLUGIN", "VERSION", "SOURCE", "PROVIDES", "STATUS"],
+            &rows
+        )
+    );
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use clap::Args;
 
 use super::agent::{seconds, AgentSettings};
-use super::{Cli, Failure};
+use super::exit::{Exit, Failure};
+use super::Cli;
 use crate::serve::http::{self, ServeOptions};
 use crate::serve::mcp::PluginServer;
 use crate::serve::metrics::Metrics;
@@ -106,12 +107,16 @@ fn take_stdout() -> Result<std::fs::File, Failure> {
 }
 
 /// `plughost mcp`.
-pub(super) fn mcp(cli: &Cli, python_level: u8, args: &McpArgs) -> Result<u8, Failure> {
+pub(super) fn mcp(
+    rt: &tokio::runtime::Runtime,
+    cli: &Cli,
+    python_level: u8,
+    args: &McpArgs,
+) -> Result<Exit, Failure> {
     #[cfg(unix)]
     let output = take_stdout()?;
     let host = Arc::new(super::build_host(cli, python_level)?);
     let server = PluginServer::new(host, args.tool_timeout);
-    let rt = super::agent::multi_thread_runtime();
     rt.block_on(async move {
         #[cfg(unix)]
         let output = tokio::fs::File::from_std(output);
@@ -120,13 +125,17 @@ pub(super) fn mcp(cli: &Cli, python_level: u8, args: &McpArgs) -> Result<u8, Fai
         crate::serve::mcp::serve_stdio(server, tokio::io::stdin(), output).await
     })
     .map_err(Failure::failed)?;
-    Ok(0)
+    Ok(Exit::Success)
 }
 
 /// `plughost serve`.
-pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8, Failure> {
+pub(super) fn serve(
+    rt: &tokio::runtime::Runtime,
+    cli: &Cli,
+    python_level: u8,
+    args: &ServeArgs,
+) -> Result<Exit, Failure> {
     let key = api_key(args)?;
-    let rt = super::agent::multi_thread_runtime();
     let bind = rt
         .block_on(http::resolve_bind(&args.host, args.port, key.as_deref()))
         .map_err(Failure::usage)?;
@@ -189,5 +198,5 @@ pub(super) fn serve(cli: &Cli, python_level: u8, args: &ServeArgs) -> Result<u8,
         eprintln!("plughost serve: stopped");
         Ok::<_, Failure>(())
     })?;
-    Ok(0)
+    Ok(Exit::Success)
 }

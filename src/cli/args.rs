@@ -1,0 +1,193 @@
+//! The command line's grammar (clap): every subcommand and its flags.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::plugins::config;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "plughost",
+    version,
+    about = "Run Python agent plugins inside a fast Rust agent loop"
+)]
+pub struct Cli {
+    /// More log output (-v info, -vv debug).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub(super) verbose: u8,
+    /// The plughost home (overrides PLUGHOST_HOME; default ~/.plughost).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(super) home: Option<PathBuf>,
+    /// Run these plugins each in its own worker process, so a crash or a
+    /// spin in one cannot take plughost down: all, none, or KEY[,KEY…]
+    /// (overrides plugins.isolate of config.json).
+    #[arg(long, global = true, value_name = "WHICH", value_parser = isolation)]
+    pub(super) isolate: Option<config::Isolation>,
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum Command {
+    /// Discover, enable and disable plugins.
+    #[command(subcommand)]
+    Plugins(PluginsCmd),
+    /// List and call tools.
+    #[command(subcommand)]
+    Tools(ToolsCmd),
+    /// List and run slash commands.
+    #[command(subcommand)]
+    Commands(CommandsCmd),
+    /// List and read plugin skills.
+    #[command(subcommand)]
+    Skills(SkillsCmd),
+    /// One agent turn: send MESSAGE, print the reply.
+    Run {
+        message: String,
+        /// Print the whole turn (messages, tool calls, results, timings) as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        agent: super::agent::AgentArgs,
+    },
+    /// Chat with the agent interactively.
+    Chat {
+        #[command(flatten)]
+        agent: super::agent::AgentArgs,
+    },
+    /// Run a terminal command a Hermes plugin registered (register_cli_command);
+    /// without NAME, list them.
+    Hermes {
+        name: Option<String>,
+        /// The command's own arguments (parsed by its argparse parser).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Serve the plugins' tools, skills and slash commands over MCP on stdin/stdout.
+    Mcp {
+        #[command(flatten)]
+        args: super::serve::McpArgs,
+    },
+    /// Serve MCP at /mcp and the agent loop as an OpenAI-compatible API over HTTP.
+    Serve {
+        #[command(flatten)]
+        args: super::serve::ServeArgs,
+    },
+    /// Serve one isolated plugin on stdin/stdout (started by plughost itself).
+    #[command(name = "__worker", hide = true)]
+    Worker,
+}
+
+/// `--isolate`: all, none, or plugin keys separated by commas.
+fn isolation(value: &str) -> Result<config::Isolation, String> {
+    config::Isolation::parse(value)
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum PluginsCmd {
+    /// Every discovered plugin and its load status.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add a plugin to plugins.enabled (and take it out of plugins.disabled).
+    Enable {
+        name: String,
+        /// Record the name even though no such plugin is installed (yet).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Add a plugin to plugins.disabled (and take it out of plugins.enabled).
+    Disable { name: String },
+    /// Install a plugin from a git URL, owner/repo[/sub/path], URL#sub/path, or a local directory.
+    Install {
+        source: String,
+        /// Add it to plugins.enabled.
+        #[arg(long, overrides_with = "no_enable")]
+        enable: bool,
+        /// Do not enable it (the default).
+        #[arg(long)]
+        no_enable: bool,
+        /// Replace an installed plugin of the same name.
+        #[arg(long)]
+        force: bool,
+        /// The plugin API it is written for (flowly, hermes); recorded as
+        /// plugins.dialects.<name> in config.json.
+        #[arg(long, value_name = "NAME")]
+        dialect: Option<String>,
+    },
+    /// Take names out of plugins.enabled and plugins.disabled of config.json
+    /// (the plugins' files are not touched): stray entries, typos.
+    Forget {
+        /// The names to take out.
+        names: Vec<String>,
+        /// Also every entry that names no installed plugin.
+        #[arg(long)]
+        stray: bool,
+    },
+    /// Delete a user plugin and take it out of config.json.
+    Remove {
+        name: String,
+        /// Do not ask for confirmation.
+        #[arg(short = 'y', long = "yes")]
+        yes: bool,
+    },
+    /// Check every plugin: load status, registrations, environment, collisions, interpreter.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum ToolsCmd {
+    /// Every registered tool, the built-in ones (plugin `builtin`) included.
+    List {
+        #[arg(long)]
+        json: bool,
+        /// Directory the built-in file tools and exec are confined to (default <home>/workspace).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
+    /// Call a tool through the full pipeline (hooks included) and print its result.
+    Call {
+        name: String,
+        /// Arguments as a JSON object.
+        #[arg(long, value_name = "JSON")]
+        args: Option<String>,
+        /// Session id passed to hooks.
+        #[arg(long, default_value = "")]
+        session: String,
+        /// Give up on the call after SECS seconds (an isolated plugin's
+        /// worker is stopped; an in-process call is left behind and
+        /// plughost exits anyway).
+        #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = super::agent::seconds)]
+        timeout: Option<std::time::Duration>,
+        /// Directory the built-in file tools and exec are confined to (default <home>/workspace).
+        #[arg(long, value_name = "DIR")]
+        workspace: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum CommandsCmd {
+    /// Every slash command.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a slash command line, e.g. "/ping hello".
+    Run { line: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum SkillsCmd {
+    /// Every plugin skill (plugin:name).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a skill's SKILL.md.
+    View { name: String },
+}

@@ -1,0 +1,94 @@
+//! `plughost skills list` / `skills view`, and `plughost hermes`.
+
+use super::exit::{Exit, Failure};
+use super::{build_host, first_line, print_json, suggest, table, Cli};
+use crate::host::Host;
+
+/// `skills list`.
+pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
+    let host = build_host(cli, python_level)?;
+    let skills = host.registry().skills();
+    if json {
+        print_json(&skills);
+    } else if skills.is_empty() {
+        println!("No plugin skills registered.");
+    } else {
+        let rows = skills
+            .iter()
+            .map(|s| vec![s.name.clone(), first_line(&s.description)])
+            .collect::<Vec<_>>();
+        println!("{}", table::render(&["SKILL", "DESCRIPTION"], &rows));
+    }
+    Ok(Exit::Success)
+}
+
+/// `skills view NAME`: the skill's SKILL.md.
+pub(super) fn view(cli: &Cli, python_level: u8, name: &str) -> Result<Exit, Failure> {
+    let host = build_host(cli, python_level)?;
+    let text = host
+        .skill(name)
+        .map_err(|e| skill_failure(&host, name, e))?;
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
+    }
+    Ok(Exit::Success)
+}
+
+/// `hermes [NAME ARGS…]`: run (or list) a Hermes plugin's terminal command.
+pub(super) fn hermes(
+    cli: &Cli,
+    python_level: u8,
+    name: Option<&String>,
+    args: &[String],
+) -> Result<Exit, Failure> {
+    let _host = build_host(cli, python_level)?;
+    match name {
+        None => {
+            let commands = crate::dialects::hermes::cli::list();
+            if commands.is_empty() {
+                println!("No Hermes plugin registers a CLI command.");
+            }
+            for (name, help, plugin) in commands {
+                println!("{name}  {help}  ({plugin})");
+            }
+            Ok(Exit::Success)
+        }
+        Some(name) => crate::dialects::hermes::cli::run(name, args)
+            .map(Exit::Plugin)
+            .map_err(|e| match e {
+                crate::dialects::hermes::cli::CliError::Unknown { .. } => {
+                    Failure::usage(e.to_string())
+                }
+                _ => Failure::failed(e.to_string()),
+            }),
+    }
+}
+
+/// `skills view` of a name the registry lacks: say why when its plugin is
+/// known (failed to load, not enabled), else suggest close names.
+fn skill_failure(host: &Host, name: &str, error: crate::host::SkillError) -> Failure {
+    if !matches!(error, crate::host::SkillError::Unknown(_)) {
+        return Failure::failed(error.to_string());
+    }
+    let plugin = name.split_once(':').map(|(p, _)| p).unwrap_or(name);
+    if let Some(record) = host.plugins().iter().find(|p| p.key == plugin && !p.loaded) {
+        let why = record.error.as_deref().unwrap_or("it is not loaded");
+        let at = record
+            .failure
+            .as_ref()
+            .and_then(|f| f.location.as_deref())
+            .map(|l| format!(" (at {l})"))
+            .unwrap_or_default();
+        return Failure::failed(if record.enabled {
+            format!(
+                "skill '{name}' is unavailable: its plugin '{plugin}' failed to load: {why}{at}; see: plughost plugins doctor"
+            )
+        } else {
+            format!("skill '{name}' is unavailable: its plugin '{plugin}' is not loaded: {why}")
+        });
+    }
+    let skills = host.registry().skills();
+    let hint = suggest::did_you_mean(name, skills.iter().map(|s| s.name.as_str()));
+    Failure::failed(format!("{error}{hint}"))
+}

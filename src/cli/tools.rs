@@ -1,0 +1,169 @@
+//! `plughost tools list` / `tools call`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::exit::{Exit, Failure};
+use super::{first_line, home_of, host_builder, print_json, suggest, table, Cli};
+use crate::host::Host;
+
+/// `tools list`: every registered tool, the built-in ones included.
+pub(super) fn list(
+    cli: &Cli,
+    python_level: u8,
+    json: bool,
+    workspace: Option<&PathBuf>,
+) -> Result<Exit, Failure> {
+    let host = build_host_with_builtins(cli, python_level, workspace)?;
+    let tools: Vec<_> = host
+        .registry()
+        .tools()
+        .into_iter()
+        .map(|t| &t.spec)
+        .collect();
+    if json {
+        print_json(&tools);
+    } else if tools.is_empty() {
+        println!("No tools registered.");
+    } else {
+        let rows = tools
+            .iter()
+            .map(|t| vec![t.name.clone(), t.plugin.clone(), first_line(&t.description)])
+            .collect::<Vec<_>>();
+        println!(
+            "{}",
+            table::render(&["TOOL", "PLUGIN", "DESCRIPTION"], &rows)
+        );
+    }
+    Ok(Exit::Success)
+}
+
+/// What `tools call` was asked to do.
+pub(super) struct Call<'a> {
+    pub name: &'a str,
+    pub args: Option<&'a str>,
+    pub session: &'a str,
+    pub timeout: Option<std::time::Duration>,
+    pub workspace: Option<&'a PathBuf>,
+}
+
+/// `tools call`: one call through the full pipeline, on the process's runtime.
+pub(super) fn call(
+    rt: &Arc<tokio::runtime::Runtime>,
+    cli: &Cli,
+    python_level: u8,
+    call: Call<'_>,
+) -> Result<Exit, Failure> {
+    let Call {
+        name,
+        args,
+        session,
+        timeout,
+        workspace,
+    } = call;
+    let args = parse_args(args)?;
+    let host = build_host_with_builtins(cli, python_level, workspace)?;
+    let known: Vec<String> = host
+        .registry()
+        .tools()
+        .iter()
+        .map(|t| t.spec.name.clone())
+        .collect();
+    rt.block_on(crate::core::dispatch::fire_host_start(host.registry()));
+    let result = match timeout {
+        None => rt.block_on(host.call_tool(name, args, session)),
+        Some(limit) => call_with_timeout(rt, host, name, args, session, limit),
+    };
+    println!("{}", result.text);
+    if matches!(result.outcome, crate::core::outcome::ToolOutcome::NotFound) {
+        eprintln!(
+            "plughost: no tool named '{name}'{}; see: plughost tools list",
+            suggest::did_you_mean(name, known.iter().map(String::as_str))
+        );
+    }
+    Ok(Exit::ok_if(result.is_ok()))
+}
+
+/// `tools call --timeout`: the call runs on its own thread so the limit
+/// holds even for a synchronous in-process handler (which is left behind:
+/// the process exits when the command is done). An isolated plugin's
+/// call is dropped at the limit, which stops its worker.
+fn call_with_timeout(
+    rt: &Arc<tokio::runtime::Runtime>,
+    host: Host,
+    name: &str,
+    args: Value,
+    session: &str,
+    limit: std::time::Duration,
+) -> crate::core::dispatch::ToolResult {
+    use crate::core::outcome::ToolOutcome;
+    let host = Arc::new(host);
+    let rt = rt.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (calling, name_owned, session) = (host.clone(), name.to_string(), session.to_string());
+    let spawned = std::thread::Builder::new()
+        .name("plughost-tools-call".into())
+        .spawn(move || {
+            let call = calling.call_tool(&name_owned, args, &session);
+            let result = rt.block_on(async { tokio::time::timeout(limit, call).await });
+            let _ = tx.send(result.ok());
+        });
+    let timed_out = || crate::core::dispatch::ToolResult {
+        text: host
+            .registry()
+            .renderer()
+            .render(name, &ToolOutcome::TimedOut { after: limit }),
+        outcome: ToolOutcome::TimedOut { after: limit },
+    };
+    if spawned.is_err() {
+        return timed_out();
+    }
+    // A little past the limit: the call's own timeout answers first when
+    // its thread is free to notice.
+    match rx.recv_timeout(limit + std::time::Duration::from_millis(500)) {
+        Ok(Some(result)) => result,
+        Ok(None) | Err(_) => timed_out(),
+    }
+}
+
+fn parse_args(args: Option<&str>) -> Result<Value, Failure> {
+    let Some(text) = args else {
+        return Ok(json!({}));
+    };
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        Failure::usage(format!(
+            "--args is not valid JSON (line {}, column {}): {e}; pass an object such as '{{\"city\": \"Oslo\"}}'",
+            e.line(),
+            e.column()
+        ))
+    })?;
+    if !value.is_object() {
+        return Err(Failure::usage(
+            "--args must be a JSON object such as '{\"city\": \"Oslo\"}'",
+        ));
+    }
+    Ok(value)
+}
+
+/// The host for `tools list` / `tools call`: the plugins plus the agent's
+/// built-in tools, confined to `workspace` (default `<home>/workspace`),
+/// so what the agent can call can also be listed and tried by hand.
+fn build_host_with_builtins(
+    cli: &Cli,
+    python_level: u8,
+    workspace: Option<&PathBuf>,
+) -> Result<Host, Failure> {
+    use crate::agent::tools::{builtin_tools, ToolLimits, Workspace};
+    let dir = workspace
+        .cloned()
+        .unwrap_or_else(|| home_of(cli).join("workspace"));
+    let workspace = Workspace::new(&dir)
+        .map_err(|e| Failure::failed(format!("cannot use the workspace {}: {e}", dir.display())))?;
+    let mut builder = host_builder(cli, python_level);
+    for tool in builtin_tools(&workspace, &ToolLimits::default()) {
+        builder = builder.tool(tool);
+    }
+    Ok(builder.build()?)
+}
