@@ -509,10 +509,10 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
             Ok(0)
         }
         Command::Hermes { name, args } => {
-            let _host = build_host(&cli, python_level)?;
+            let host = build_host(&cli, python_level)?;
             match name {
                 None => {
-                    let commands = crate::dialects::hermes::cli::list();
+                    let commands = crate::dialects::hermes::cli::list(host.extensions());
                     if commands.is_empty() {
                         println!("No Hermes plugin registers a CLI command.");
                     }
@@ -521,12 +521,13 @@ fn run(cli: Cli, python_level: u8) -> Result<u8, Failure> {
                     }
                     Ok(0)
                 }
-                Some(name) => crate::dialects::hermes::cli::run(name, args).map_err(|e| match e {
-                    crate::dialects::hermes::cli::CliError::Unknown { .. } => {
-                        Failure::usage(e.to_string())
-                    }
-                    _ => Failure::failed(e.to_string()),
-                }),
+                Some(name) => crate::dialects::hermes::cli::run(host.extensions(), name, args)
+                    .map_err(|e| match e {
+                        crate::dialects::hermes::cli::CliError::Unknown { .. } => {
+                            Failure::usage(e.to_string())
+                        }
+                        _ => Failure::failed(e.to_string()),
+                    }),
             }
         }
         Command::Skills(SkillsCmd::View { name }) => {
