@@ -1,6 +1,6 @@
 //! The built-in `web_search` and `web_extract` tools (Flowly's), served by
-//! Python web providers; `crate::agent::tools` offers them to the agent
-//! and reports on them (`WebReport`).
+//! Python web providers; the agent's tools offer them (owner `builtin`)
+//! and report on them (`WebReport`).
 //!
 //! Web backends are Python: `kind: backend` plugins register
 //! `WebSearchProvider`s (the bundled `web-*` plugins among them), and the
