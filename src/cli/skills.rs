@@ -42,10 +42,10 @@ pub(super) fn hermes(
     name: Option<&String>,
     args: &[String],
 ) -> Result<Exit, Failure> {
-    let _host = build_host(cli, python_level)?;
+    let host = build_host(cli, python_level)?;
     match name {
         None => {
-            let commands = crate::dialects::hermes::cli::list();
+            let commands = crate::dialects::hermes::cli::list(host.extensions());
             if commands.is_empty() {
                 println!("No Hermes plugin registers a CLI command.");
             }
@@ -54,7 +54,7 @@ pub(super) fn hermes(
             }
             Ok(Exit::Success)
         }
-        Some(name) => crate::dialects::hermes::cli::run(name, args)
+        Some(name) => crate::dialects::hermes::cli::run(host.extensions(), name, args)
             .map(Exit::Plugin)
             .map_err(|e| match e {
                 crate::dialects::hermes::cli::CliError::Unknown { .. } => {

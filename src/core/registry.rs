@@ -302,9 +302,38 @@ pub trait RuntimeTools: Send + Sync + 'static {
     fn tool(&self, name: &str) -> Option<Tool>;
 }
 
+/// What happens when a tool takes a name another owner already registered:
+/// a setting of the registry (and of the host builder), not of a tool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollisionPolicy {
+    /// The later tool replaces the earlier one, with a warning naming both.
+    LastWins,
+    /// The earlier tool stays; the later one is not registered (warned).
+    KeepFirst,
+    /// A collision is an error: the later tool is not registered and the
+    /// host does not build ([`Registry::refused`] lists them).
+    Refuse,
+}
+
+/// A tool a [`CollisionPolicy::Refuse`] registry turned away.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedTool {
+    pub tool: String,
+    /// Who registered it first (and keeps it).
+    pub owner: String,
+    /// Who tried to register it again.
+    pub refused: String,
+}
+
 /// Every contribution, keyed for O(1) lookup.
 #[derive(Clone, Default)]
 pub struct Registry {
+    /// The collision rule for every tool, when set; unset, each source
+    /// keeps its own default (last writer wins; a Hermes tool registered
+    /// without `override=True` keeps a tool of another toolset, as Hermes's
+    /// registry does).
+    pub(crate) collision: Option<CollisionPolicy>,
+    refused: Vec<RefusedTool>,
     tools: HashMap<String, Tool>,
     commands: HashMap<String, Command>,
     skills: HashMap<String, Skill>,
@@ -326,6 +355,29 @@ impl Registry {
     /// naming both owners, unless the new tool may only shadow its own
     /// toolset (then the earlier one of another toolset stays, with a warning).
     pub fn add_tool(&mut self, tool: Tool) -> Option<Tool> {
+        match self.collision {
+            None => {}
+            Some(CollisionPolicy::LastWins) => return self.replace_tool(tool),
+            Some(policy) => {
+                if let Some(existing) = self.tools.get(&tool.spec.name) {
+                    tracing::warn!(
+                        "tool '{}' of '{}' is not registered: '{}' already registered it (the host keeps the first)",
+                        tool.spec.name,
+                        tool.spec.plugin,
+                        existing.spec.plugin,
+                    );
+                    if policy == CollisionPolicy::Refuse {
+                        self.refused.push(RefusedTool {
+                            tool: tool.spec.name.clone(),
+                            owner: existing.spec.plugin.clone(),
+                            refused: tool.spec.plugin.clone(),
+                        });
+                    }
+                    return None;
+                }
+                return self.replace_tool(tool);
+            }
+        }
         if tool.shadows_only_own_toolset {
             if let Some(existing) = self.tools.get(&tool.spec.name) {
                 if existing.spec.toolset != tool.spec.toolset {
@@ -348,6 +400,21 @@ impl Registry {
                 }
             }
         }
+        self.replace_tool(tool)
+    }
+
+    /// Set the collision rule for every tool added from now on.
+    pub fn set_collision_policy(&mut self, policy: CollisionPolicy) {
+        self.collision = Some(policy);
+    }
+
+    /// The tools a [`CollisionPolicy::Refuse`] registry turned away.
+    pub fn refused(&self) -> &[RefusedTool] {
+        &self.refused
+    }
+
+    /// Register `tool`, the last writer winning (warned).
+    fn replace_tool(&mut self, tool: Tool) -> Option<Tool> {
         let previous = self.tools.insert(tool.spec.name.clone(), tool);
         if let Some(prev) = &previous {
             let now = &self.tools[&prev.spec.name];
@@ -458,5 +525,45 @@ mod tests {
         assert_eq!(normalize_command_name(" /Foo Bar "), "foo-bar");
         assert_eq!(normalize_command_name("ping"), "ping");
         assert_eq!(normalize_command_name("/HELP"), "help");
+    }
+
+    fn tool(owner: &str, toolset: &str, own_toolset_only: bool) -> super::Tool {
+        let mut t = super::Tool::from_fn("t", "", serde_json::json!({}), |_| Ok(String::new()));
+        t.spec.plugin = owner.into();
+        t.spec.toolset = toolset.into();
+        t.shadows_only_own_toolset = own_toolset_only;
+        t
+    }
+
+    #[test]
+    fn the_collision_policy_is_the_registrys_and_unset_each_source_keeps_its_rule() {
+        use super::{CollisionPolicy, Registry};
+        let owner = |r: &Registry| r.tool("t").unwrap().spec.plugin.clone();
+        // Unset: the last writer wins, except a Hermes tool without override.
+        let mut r = Registry::new();
+        r.add_tool(tool("a", "x", false));
+        r.add_tool(tool("b", "y", false));
+        assert_eq!(owner(&r), "b");
+        r.add_tool(tool("c", "z", true));
+        assert_eq!(owner(&r), "b");
+        // Set: one rule for every tool.
+        let mut r = Registry::new();
+        r.set_collision_policy(CollisionPolicy::LastWins);
+        r.add_tool(tool("a", "x", false));
+        r.add_tool(tool("c", "z", true));
+        assert_eq!(owner(&r), "c");
+        let mut r = Registry::new();
+        r.set_collision_policy(CollisionPolicy::KeepFirst);
+        r.add_tool(tool("a", "x", false));
+        r.add_tool(tool("b", "y", false));
+        assert_eq!(owner(&r), "a");
+        assert!(r.refused().is_empty());
+        let mut r = Registry::new();
+        r.set_collision_policy(CollisionPolicy::Refuse);
+        r.add_tool(tool("a", "x", false));
+        r.add_tool(tool("b", "y", false));
+        assert_eq!(owner(&r), "a");
+        assert_eq!(r.refused().len(), 1);
+        assert_eq!(r.refused()[0].refused, "b");
     }
 }

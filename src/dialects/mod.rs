@@ -103,14 +103,27 @@ pub trait Dialect: Send + Sync + 'static {
     /// [`discover`](Self::discover) for a host built from `runtime`: a
     /// dialect finding installed distributions looks where the runtime's
     /// interpreter imports from ([`crate::runtime::Runtime::search_path`]).
+    /// What it finds it may remember in the host's `state` for
+    /// [`load_in`](Self::load_in) and [`entry_in`](Self::entry_in).
     fn discover_in(
         &self,
         home: &Path,
         lists: &PluginLists,
         runtime: &crate::runtime::Runtime,
+        state: &std::sync::Arc<crate::core::extensions::Extensions>,
     ) -> Vec<Candidate> {
-        let _ = runtime;
+        let _ = (runtime, state);
         self.discover(home, lists)
+    }
+    /// [`entry`](Self::entry) for the host whose state is `state`.
+    fn entry_in(
+        &self,
+        key: &str,
+        dir: &Path,
+        state: &std::sync::Arc<crate::core::extensions::Extensions>,
+    ) -> Option<String> {
+        let _ = state;
+        self.entry(key, dir)
     }
 }
 

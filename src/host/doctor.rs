@@ -181,7 +181,7 @@ impl Report {
                     })
                     .collect(),
                 hook_counts: hook_counts(host, &p.key),
-                not_used: crate::dialects::hermes::not_used(&p.key),
+                not_used: crate::dialects::hermes::not_used(host.extensions(), &p.key),
                 worker: host.worker_status(&p.key),
             })
             .collect();

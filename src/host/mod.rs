@@ -14,7 +14,9 @@ use crate::core::dispatch::{self, ToolResult};
 use crate::core::extensions::Extensions;
 use crate::core::hooks::{HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookStats};
 use crate::core::outcome::PluginError;
-use crate::core::registry::{Command, CommandReturn, Registration, Registry, Tool, NATIVE_OWNER};
+use crate::core::registry::{
+    CollisionPolicy, Command, CommandReturn, Registration, Registry, Tool, NATIVE_OWNER,
+};
 use crate::plugins::config::{self, PluginLists};
 use crate::plugins::discovery::{self, Candidate, Source};
 
@@ -63,6 +65,19 @@ pub struct PluginRecord {
 }
 
 impl PluginRecord {
+    /// What a plugin depending on this one needs to know of it.
+    fn dependency_state(&self) -> crate::dialects::codumentor::order::DependencyState {
+        use crate::dialects::codumentor::order::DependencyState;
+        if self.loaded {
+            return DependencyState::Loaded;
+        }
+        match self.status {
+            PluginStatus::Disabled => DependencyState::Disabled,
+            PluginStatus::NotEnabled => DependencyState::NotEnabled,
+            _ => DependencyState::Failed(self.error.clone()),
+        }
+    }
+
     /// A record for contributions registered directly, not from a plugin directory.
     fn direct(owner: &str) -> PluginRecord {
         PluginRecord {
@@ -135,6 +150,9 @@ pub enum HostError {
     /// written to disk; see [`HostBuilder::allow_missing_bundled`].
     #[error("{0}; refusing to start without them")]
     Bundled(crate::plugins::bundled::BundledUnavailable),
+    /// Under [`CollisionPolicy::Refuse`], two owners registered one tool name.
+    #[error("tool '{}' of '{}' collides with the one '{}' registered (the host refuses collisions)", .0.tool, .0.refused, .0.owner)]
+    Collision(crate::core::registry::RefusedTool),
 }
 
 /// Errors of `run_command`.
@@ -177,6 +195,7 @@ pub struct HostBuilder {
     extra_disabled: Vec<String>,
     python_log_level: Option<u8>,
     runtime: crate::runtime::Runtime,
+    collision: Option<CollisionPolicy>,
     tools: Vec<Tool>,
     hooks: Vec<(HookEvent, HookEntry)>,
     commands: Vec<Command>,
@@ -191,6 +210,16 @@ pub struct HostBuilder {
 }
 
 impl HostBuilder {
+    /// What happens when two owners register one tool name, for every
+    /// source. Unset, each keeps its default: the last writer wins (native
+    /// tools, Flowly and the wheel's direct registrations, which come last,
+    /// with a warning), except that a Hermes tool registered without
+    /// `override=True` keeps a tool of another toolset, as Hermes does.
+    pub fn collision_policy(mut self, policy: CollisionPolicy) -> Self {
+        self.collision = Some(policy);
+        self
+    }
+
     /// The runtime the host runs its plugins on (default:
     /// [`Runtime::python`](crate::runtime::Runtime::python));
     /// [`Runtime::none`](crate::runtime::Runtime::none) for a host of native
@@ -350,11 +379,12 @@ impl HostBuilder {
             .map(|e| discovery::missing_bundled(e, &lists))
             .unwrap_or_default();
         let mut candidates = discovery::discover_after(seed, &roots, &lists);
+        let extensions = Arc::new(Extensions::default());
         // A runtime without Python runs no dialect's discovery: none of
         // what it would find could load, and looking reads the interpreter's path.
         if self.runtime.has_python() {
             for dialect in crate::dialects::DIALECTS {
-                for candidate in dialect.discover_in(&home, &lists, &self.runtime) {
+                for candidate in dialect.discover_in(&home, &lists, &self.runtime, &extensions) {
                     discovery::admit(&mut candidates, candidate);
                 }
             }
@@ -367,9 +397,9 @@ impl HostBuilder {
             tracing::error!("{missing}");
         }
 
-        let extensions = Arc::new(Extensions::default());
         let mut registry = Registry::new();
         registry.hook_timeout = self.hook_timeout;
+        registry.collision = self.collision;
         let mut collisions = Vec::new();
         for tool in self.tools {
             note_collision(&mut collisions, registry.add_tool(tool), NATIVE_OWNER);
@@ -428,7 +458,13 @@ impl HostBuilder {
             isolation.covers(key)
         });
         for c in order {
-            let c = crate::dialects::codumentor::order::check_dependencies(c, &plugins);
+            let c = crate::dialects::codumentor::order::check_dependencies(c, |dep| {
+                plugins
+                    .iter()
+                    .rev()
+                    .find(|r| r.key == dep)
+                    .map(PluginRecord::dependency_state)
+            });
             let isolate = isolation
                 .covers(&c.key)
                 .then(|| (&settings, limits.for_plugin(&c.key)));
@@ -457,6 +493,9 @@ impl HostBuilder {
                 &mut registry,
                 &mut collisions,
             );
+        }
+        if let Some(refused) = registry.refused().first() {
+            return Err(HostError::Collision(refused.clone()));
         }
         Ok(Host {
             extensions,
@@ -527,6 +566,11 @@ fn apply_registrations(
 
 /// What plugin code outside any plugin package (the Python API's direct
 /// registrations) sees as its home: the host built last.
+///
+/// Kept process-wide (an attribute of the interpreter's runtime module):
+/// code outside every plugin package belongs to no host, so there is no
+/// host to ask; each plugin package gets its own host's home when it is
+/// imported.
 fn set_default_home(home: &Path) {
     let _ = crate::runtime::try_attach(|py| {
         use pyo3::types::PyAnyMethods;
@@ -626,7 +670,8 @@ fn load_candidate(
             .map(|m| m.provides_web_providers.clone())
             .unwrap_or_default(),
         isolated: isolate.is_some(),
-        entry: crate::dialects::by_name(c.dialect).and_then(|d| d.entry(&c.key, &c.dir)),
+        entry: crate::dialects::by_name(c.dialect)
+            .and_then(|d| d.entry_in(&c.key, &c.dir, extensions)),
         dependencies: crate::dialects::by_name(c.dialect)
             .map(|d| d.dependencies(&c.key, &c.dir))
             .unwrap_or_default(),

@@ -424,6 +424,11 @@ fn block_on<F: Future>(fut: F) -> F::Output {
 }
 
 /// Which plugin provides each top-level package put on `sys.path`.
+///
+/// Process-wide on purpose: a top-level package name lives in the one
+/// interpreter's `sys.modules`, which every host of the process shares, so
+/// the claim on it must be seen by all of them (each host holds a
+/// [`Claim`] count, and the last to go unloads the package).
 static PACKAGES: Mutex<Option<HashMap<String, Claim>>> = Mutex::new(None);
 
 /// A top-level package's provider, and how many live hosts hold it (one
@@ -798,6 +803,11 @@ fn import_class<'py>(
 /// What the first phase of loading found, per plugin directory: the
 /// class's `meta["dependencies"]` (kept for the process), or the import's
 /// failure (taken by [`Codumentor::load`], so the module is not run twice).
+///
+/// Process-wide on purpose: it describes a module imported into the one
+/// interpreter (held in its `sys.modules` by the [`PACKAGES`] claim), which
+/// a second host of the process reuses instead of importing it again; its
+/// key is the plugin directory, so hosts of different plugins never meet.
 static PREPARED: Mutex<Option<HashMap<PathBuf, Prepared>>> = Mutex::new(None);
 
 /// One plugin's first phase: its class's `meta["dependencies"]`, or why

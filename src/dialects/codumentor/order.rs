@@ -16,7 +16,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::host::{PluginRecord, PluginStatus};
 use crate::plugins::discovery::Candidate;
 
 use super::DIALECT;
@@ -188,26 +187,40 @@ fn path_back(start: usize, edges: &[Vec<usize>]) -> Option<Vec<usize>> {
     None
 }
 
-/// Keep `c` out when one of its dependencies did not load: `loaded` holds
-/// the records of the plugins handled before it (the load order puts
-/// dependencies first), `all` every candidate key that was discovered.
-pub fn check_dependencies(mut c: Candidate, loaded: &[PluginRecord]) -> Candidate {
+/// What became of a plugin handled before a dependent one (the host's
+/// record of it, as far as a dependency check needs it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DependencyState {
+    Loaded,
+    /// Disabled in config.
+    Disabled,
+    /// Not in the enabled list.
+    NotEnabled,
+    /// Failed (or was skipped), with its error when it has one.
+    Failed(Option<String>),
+}
+
+/// Keep `c` out when one of its dependencies did not load: `state_of(key)`
+/// tells what became of the plugin `key` handled before it (the load order
+/// puts dependencies first; `None` when no plugin of that key was found).
+pub fn check_dependencies(
+    mut c: Candidate,
+    state_of: impl Fn(&str) -> Option<DependencyState>,
+) -> Candidate {
     if c.dialect != DIALECT || !c.enabled || c.skip_reason.is_some() {
         return c;
     }
     for dep in dependencies(&c) {
-        let why = match loaded.iter().rev().find(|r| r.key == dep) {
-            Some(r) if r.loaded => continue,
-            Some(r) => match r.status {
-                PluginStatus::Disabled => "disabled in config".to_string(),
-                PluginStatus::NotEnabled => {
-                    format!("not enabled; run: plughost plugins enable {dep}")
-                }
-                _ => format!(
-                    "it failed: {}",
-                    r.error.as_deref().unwrap_or("it did not load")
-                ),
-            },
+        let why = match state_of(&dep) {
+            Some(DependencyState::Loaded) => continue,
+            Some(DependencyState::Disabled) => "disabled in config".to_string(),
+            Some(DependencyState::NotEnabled) => {
+                format!("not enabled; run: plughost plugins enable {dep}")
+            }
+            Some(DependencyState::Failed(error)) => format!(
+                "it failed: {}",
+                error.as_deref().unwrap_or("it did not load")
+            ),
             None => "no plugin with that key was found".to_string(),
         };
         c.skip_reason = Some(format!("dependency '{dep}' is not loaded ({why})"));

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use crate::core::extensions::Extensions;
 use crate::plugins::config::PluginLists;
 use crate::plugins::discovery::{Candidate, Source};
 use crate::plugins::manifest::{Manifest, PluginKind};
@@ -33,27 +34,33 @@ pub struct EntrySpec {
     pub source_dir: Option<PathBuf>,
 }
 
-/// Entries found by the last discovery, by (key, candidate directory).
-static FOUND: Mutex<Option<HashMap<(String, PathBuf), EntrySpec>>> = Mutex::new(None);
+/// Entries a host's discovery found, by (key, candidate directory); kept
+/// in the host's [`Extensions`] for its loads.
+#[derive(Default)]
+struct Found(Mutex<HashMap<(String, PathBuf), EntrySpec>>);
 
-fn remember(key: &str, dir: &Path, spec: EntrySpec) {
-    FOUND
+fn remember(state: &Extensions, key: &str, dir: &Path, spec: EntrySpec) {
+    state
+        .get::<Found>()
+        .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .get_or_insert_with(HashMap::new)
         .insert((key.to_string(), dir.to_path_buf()), spec);
 }
 
-/// The entry of `key` found at `dir`: remembered from discovery, else read
-/// again from the source tree's `pyproject.toml`.
-pub fn entry_for(key: &str, dir: &Path) -> Result<EntrySpec, String> {
-    if let Some(spec) = FOUND
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .and_then(|m| m.get(&(key.to_string(), dir.to_path_buf())))
-    {
-        return Ok(spec.clone());
+/// The entry of `key` found at `dir`: remembered from the host's
+/// discovery, else read again from the source tree's `pyproject.toml`.
+pub fn entry_for(state: &Extensions, key: &str, dir: &Path) -> Result<EntrySpec, String> {
+    let remembered = state.peek::<Found>().and_then(|found| {
+        found
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(key.to_string(), dir.to_path_buf()))
+            .cloned()
+    });
+    if let Some(spec) = remembered {
+        return Ok(spec);
     }
     let project = read_pyproject(dir)?;
     project
@@ -74,7 +81,12 @@ pub fn entry_for(key: &str, dir: &Path) -> Result<EntrySpec, String> {
 
 /// Every Felix plugin: installed entry points, then source trees of the
 /// user and project plugin directories.
-pub fn discover(home: &Path, lists: &PluginLists, search_path: &[PathBuf]) -> Vec<Candidate> {
+pub fn discover(
+    state: &Extensions,
+    home: &Path,
+    lists: &PluginLists,
+    search_path: &[PathBuf],
+) -> Vec<Candidate> {
     let mut found = Vec::new();
     let scan = crate::plugins::entry_points::scan(search_path, GROUP);
     for problem in &scan.problems {
@@ -83,6 +95,7 @@ pub fn discover(home: &Path, lists: &PluginLists, search_path: &[PathBuf]) -> Ve
     for entry in scan.entries {
         let disabled = lists.disabled.contains(&entry.name);
         remember(
+            state,
             &entry.name,
             &entry.location,
             EntrySpec {
@@ -116,7 +129,7 @@ pub fn discover(home: &Path, lists: &PluginLists, search_path: &[PathBuf]) -> Ve
     }
     for (source, root) in roots {
         for dir in source_trees(&root) {
-            found.extend(examine(source, &dir, lists));
+            found.extend(examine(state, source, &dir, lists));
         }
     }
     found
@@ -150,7 +163,7 @@ pub fn source_dir(dir: &Path) -> PathBuf {
     }
 }
 
-fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Vec<Candidate> {
+fn examine(state: &Extensions, source: Source, dir: &Path, lists: &PluginLists) -> Vec<Candidate> {
     let dir_name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -196,6 +209,7 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Vec<Candidate> {
         .iter()
         .map(|(key, value)| {
             remember(
+                state,
                 key,
                 dir,
                 EntrySpec {

@@ -27,6 +27,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyModule, PyTuple};
 
 use super::{Dialect, LoadedPlugin};
+use crate::core::extensions::Extensions;
 use crate::core::hooks::{HookEntry, HookEvent, FIRST_LANE_PRIORITY};
 use crate::core::outcome::PluginError;
 use crate::core::registry::{Registration, Tool, ToolSpec};
@@ -96,8 +97,20 @@ impl Dialect for Felix {
             .then_some("not a known event: it never fires")
     }
 
-    fn load(&self, key: &str, dir: &Path, _home: &Path) -> Result<LoadedPlugin, PluginError> {
-        let entry = discover::entry_for(key, dir).map_err(|m| PluginError {
+    /// A plugin loaded without a host (an isolated worker's) has no
+    /// discovery to remember: its source tree's `pyproject.toml` says.
+    fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
+        self.load_in(key, dir, home, &Default::default())
+    }
+
+    fn load_in(
+        &self,
+        key: &str,
+        dir: &Path,
+        _home: &Path,
+        state: &std::sync::Arc<Extensions>,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let entry = discover::entry_for(state, key, dir).map_err(|m| PluginError {
             kind: "LookupError".into(),
             message: m,
             ..Default::default()
@@ -139,7 +152,8 @@ impl Dialect for Felix {
     }
 
     fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
-        self.discover_in(home, lists, &crate::runtime::Runtime::python())
+        let state = Default::default();
+        self.discover_in(home, lists, &crate::runtime::Runtime::python(), &state)
     }
 
     fn discover_in(
@@ -147,12 +161,22 @@ impl Dialect for Felix {
         home: &Path,
         lists: &PluginLists,
         runtime: &crate::runtime::Runtime,
+        state: &std::sync::Arc<Extensions>,
     ) -> Vec<Candidate> {
-        discover::discover(home, lists, runtime.search_path())
+        discover::discover(state, home, lists, runtime.search_path())
     }
 
     fn entry(&self, key: &str, dir: &Path) -> Option<String> {
-        discover::entry_for(key, dir).ok().map(|e| e.value)
+        self.entry_in(key, dir, &Default::default())
+    }
+
+    fn entry_in(
+        &self,
+        key: &str,
+        dir: &Path,
+        state: &std::sync::Arc<Extensions>,
+    ) -> Option<String> {
+        discover::entry_for(state, key, dir).ok().map(|e| e.value)
     }
 }
 

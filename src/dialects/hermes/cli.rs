@@ -12,6 +12,7 @@ use std::sync::Mutex;
 
 use pyo3::prelude::*;
 
+use crate::core::extensions::Extensions;
 use crate::runtime::{attach, describe};
 
 /// One registered command.
@@ -23,13 +24,17 @@ pub struct CliCommand {
     pub handler_fn: Option<Py<PyAny>>,
 }
 
-static COMMANDS: Mutex<BTreeMap<String, CliCommand>> = Mutex::new(BTreeMap::new());
+/// The commands a host's Hermes plugins registered (in the host's
+/// [`Extensions`]: two hosts keep two tables).
+#[derive(Default)]
+struct Commands(Mutex<BTreeMap<String, CliCommand>>);
 
-/// Make the commands a plugin registered available (after it loaded).
-/// A name another plugin already took is skipped with a warning, as
-/// Hermes's argparse would refuse a second subparser of that name.
-pub fn commit(plugin: &str, commands: Vec<(String, CliCommand)>) {
-    let mut table = COMMANDS.lock().unwrap_or_else(|e| e.into_inner());
+/// Make the commands a plugin registered available on `host` (after it
+/// loaded). A name another plugin already took is skipped with a warning,
+/// as Hermes's argparse would refuse a second subparser of that name.
+pub fn commit(host: &Extensions, plugin: &str, commands: Vec<(String, CliCommand)>) {
+    let table = host.get::<Commands>();
+    let mut table = table.0.lock().unwrap_or_else(|e| e.into_inner());
     table.retain(|_, c| c.plugin != plugin);
     for (name, command) in commands {
         if let Some(other) = table.get(&name) {
@@ -43,9 +48,10 @@ pub fn commit(plugin: &str, commands: Vec<(String, CliCommand)>) {
     }
 }
 
-/// `(name, help, plugin)` of every command, by name.
-pub fn list() -> Vec<(String, String, String)> {
-    COMMANDS
+/// `(name, help, plugin)` of every command of `host`, by name.
+pub fn list(host: &Extensions) -> Vec<(String, String, String)> {
+    host.get::<Commands>()
+        .0
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
@@ -66,9 +72,10 @@ pub enum CliError {
     },
 }
 
-/// Run command `name` with `args`; its exit code.
-pub fn run(name: &str, args: &[String]) -> Result<u8, CliError> {
-    let table = COMMANDS.lock().unwrap_or_else(|e| e.into_inner());
+/// Run command `name` of `host` with `args`; its exit code.
+pub fn run(host: &Extensions, name: &str, args: &[String]) -> Result<u8, CliError> {
+    let table = host.get::<Commands>();
+    let table = table.0.lock().unwrap_or_else(|e| e.into_inner());
     let Some(command) = table.get(name) else {
         let names: Vec<String> = table.keys().cloned().collect();
         return Err(CliError::Unknown {

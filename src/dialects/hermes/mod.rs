@@ -186,13 +186,15 @@ fn manifest_object<'py>(py: Python<'py>, key: &str, dir: &Path) -> PyResult<Boun
         .call((), Some(&kw))
 }
 
-/// What each loaded Hermes plugin registered that this host does not use
-/// (plugin key → registrar names), for `plugins doctor`.
-static NOT_USED: std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>> =
-    std::sync::Mutex::new(std::collections::BTreeMap::new());
+/// What each loaded Hermes plugin registered that its host does not use
+/// (plugin key → registrar names), for `plugins doctor`; in the host's
+/// [`Extensions`].
+#[derive(Default)]
+struct NotUsed(std::sync::Mutex<std::collections::BTreeMap<String, Vec<String>>>);
 
-fn record_not_used(key: &str, unused: &[String]) {
-    let mut map = NOT_USED.lock().unwrap_or_else(|e| e.into_inner());
+fn record_not_used(host: &Extensions, key: &str, unused: &[String]) {
+    let table = host.get::<NotUsed>();
+    let mut map = table.0.lock().unwrap_or_else(|e| e.into_inner());
     if unused.is_empty() {
         map.remove(key);
     } else {
@@ -200,14 +202,16 @@ fn record_not_used(key: &str, unused: &[String]) {
     }
 }
 
-/// The registrars plugin `key` called that this host does not use
-/// (recorded when it loaded in this process).
-pub fn not_used(key: &str) -> Vec<String> {
-    NOT_USED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(key)
-        .cloned()
+/// The registrars plugin `key` called that `host` does not use
+/// (recorded when it loaded there).
+pub fn not_used(host: &Extensions, key: &str) -> Vec<String> {
+    host.peek::<NotUsed>()
+        .and_then(|t| {
+            t.0.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(key)
+                .cloned()
+        })
         .unwrap_or_default()
 }
 
@@ -312,8 +316,8 @@ impl Dialect for Hermes {
             let web_providers = ctx.get().take_web_providers();
             registered(py, outcome)?;
             register_web_providers(py, web_providers).map_err(|e| plugin_error(py, &e))?;
-            cli::commit(key, cli_commands);
-            record_not_used(key, &unused);
+            cli::commit(state, key, cli_commands);
+            record_not_used(state, key, &unused);
             if !unused.is_empty() {
                 tracing::info!(
                     "Hermes plugin '{key}' registered {} — registered, not used by this host",
