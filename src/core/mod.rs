@@ -17,4 +17,5 @@ pub mod loop_points;
 pub mod outcome;
 pub mod pipeline;
 pub mod points;
+pub mod reference;
 pub mod registry;
