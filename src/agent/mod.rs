@@ -46,22 +46,24 @@
 //! events for the report.
 
 pub mod provider;
+mod report;
 pub mod session;
 pub mod tools;
 mod turn;
+
+pub use report::{AgentConfig, AgentEvent, Inbound, Timings, ToolCallRecord, TurnReport};
 
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::core::dispatch::{self, GatewayDecision};
 use crate::core::hooks::{
-    BoxFuture, EndedBy, GatewayContext, HookErrorRecord, HookEvent, HookPayload, InboundMessage,
-    LoopContext, SessionContext, SubagentStopContext, TurnScope, CURRENT_TURN,
+    BoxFuture, EndedBy, GatewayContext, HookEvent, HookPayload, InboundMessage, LoopContext,
+    SessionContext, SubagentStopContext, TurnScope, CURRENT_TURN,
 };
 use crate::core::loop_points::{self as points, Compaction};
 use crate::core::outcome::ToolOutcome;
@@ -69,153 +71,6 @@ use crate::host::Host;
 use provider::Provider;
 use session::{Session, SessionStore};
 use tools::{DelegateSlot, SubagentRunner};
-
-/// How the loop behaves.
-#[derive(Clone, Debug)]
-pub struct AgentConfig {
-    pub system_prompt: String,
-    /// Model iterations per turn before the loop gives up (default 25).
-    pub max_iterations: usize,
-    /// A tool call running longer is cancelled (async) or abandoned (sync).
-    pub tool_timeout: Duration,
-    /// Messages `/compact` keeps.
-    pub compact_keep: usize,
-    /// Tools a `delegate` sub-agent gets when the call names none.
-    pub subagent_tools: Vec<String>,
-    /// How long a turn waits for another process's turn on the same session
-    /// to end before it is refused (default 30 s).
-    pub session_wait: Duration,
-}
-
-impl Default for AgentConfig {
-    fn default() -> Self {
-        AgentConfig {
-            system_prompt:
-                "You are a helpful agent. Use the tools when they help; keep answers short.".into(),
-            max_iterations: 25,
-            tool_timeout: Duration::from_secs(120),
-            compact_keep: 8,
-            subagent_tools: ["read_file", "write_file", "edit_file", "list_dir", "exec"]
-                .map(String::from)
-                .to_vec(),
-            session_wait: Duration::from_secs(30),
-        }
-    }
-}
-
-/// What happens during a turn, for a live display.
-#[derive(Clone, Debug)]
-pub enum AgentEvent {
-    TextDelta(String),
-    ToolStarted {
-        id: String,
-        name: String,
-        arguments: String,
-    },
-    ToolFinished {
-        id: String,
-        name: String,
-        result: String,
-        outcome: ToolOutcome,
-    },
-}
-
-/// One tool call of a turn. In JSON, `outcome` is its kind (`ok`,
-/// `raised`, `blocked`, …) and `details` the particulars: a plugin failure
-/// with its type, message and traceback, a block's message, what is wrong
-/// with the arguments.
-#[derive(Clone, Debug)]
-pub struct ToolCallRecord {
-    pub id: String,
-    pub name: String,
-    pub arguments: Value,
-    pub result: String,
-    pub outcome: ToolOutcome,
-    pub duration_ms: f64,
-}
-
-impl Serialize for ToolCallRecord {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("ToolCallRecord", 7)?;
-        st.serialize_field("id", &self.id)?;
-        st.serialize_field("name", &self.name)?;
-        st.serialize_field("arguments", &self.arguments)?;
-        st.serialize_field("result", &self.result)?;
-        st.serialize_field("outcome", &self.outcome)?;
-        st.serialize_field("details", &self.outcome.details())?;
-        st.serialize_field("duration_ms", &self.duration_ms)?;
-        st.end()
-    }
-}
-
-/// Where a turn's time went.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Timings {
-    pub total_ms: f64,
-    pub model_ms: f64,
-    pub tools_ms: f64,
-}
-
-/// Everything about one turn (`plughost run --json` prints it).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct TurnReport {
-    pub session_key: String,
-    pub input: String,
-    /// The reply to show (None: skipped, or a command with no reply).
-    pub reply: Option<String>,
-    /// Why `pre_gateway_dispatch` dropped the message.
-    pub skipped: Option<String>,
-    /// The message was a slash command.
-    pub command: bool,
-    pub iterations: usize,
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// Messages appended to the transcript this turn.
-    pub messages: Vec<Value>,
-    pub usage: Map<String, Value>,
-    pub timings: Timings,
-    pub completed: bool,
-    pub interrupted: bool,
-    /// The turn ended at the iteration cap without a final answer.
-    pub hit_iteration_cap: bool,
-    pub error: Option<String>,
-    /// What each provider call was sent, after every hook, in order:
-    /// `{iteration, model, params, messages, tools}` (OpenAI messages,
-    /// system prompt first; tool names).
-    pub model_calls: Vec<Value>,
-    /// Every hook call of this turn that failed.
-    pub hook_errors: Vec<HookErrorRecord>,
-    /// The `abort_turn` reason, when a plugin aborted the turn.
-    pub aborted: Option<String>,
-    /// How the turn ended: `answer`, `short_circuit`, `aborted`,
-    /// `tool_terminate`, `iteration_cap`, `skipped`, `command`, `error`,
-    /// `interrupted`.
-    pub ended_by: EndedBy,
-    /// UI events plugins emitted (Codumentor's `ui_event_emitter`).
-    pub ui_events: Vec<Value>,
-}
-
-/// An inbound message.
-#[derive(Clone, Debug, Default)]
-pub struct Inbound {
-    pub content: String,
-    pub channel: String,
-    pub sender_id: String,
-    pub session_key: String,
-    pub metadata: Map<String, Value>,
-}
-
-impl Inbound {
-    pub fn new(session_key: &str, content: &str) -> Inbound {
-        Inbound {
-            content: content.into(),
-            channel: "cli".into(),
-            sender_id: "user".into(),
-            session_key: session_key.into(),
-            ..Default::default()
-        }
-    }
-}
 
 struct Inner {
     host: Arc<Host>,
@@ -445,18 +300,7 @@ impl Inner {
         };
 
         // pre_gateway_dispatch: once per inbound message, before session work.
-        let mut gateway = GatewayContext {
-            session_id: inbound.session_key.clone(),
-            event: InboundMessage {
-                content: inbound.content.clone(),
-                channel: inbound.channel.clone(),
-                sender_id: inbound.sender_id.clone(),
-                session_key: inbound.session_key.clone(),
-                metadata: inbound.metadata.clone(),
-            },
-            gateway: inbound.channel.clone(),
-            ..Default::default()
-        };
+        let mut gateway = gateway_context(&inbound);
         let mut content = inbound.content.clone();
         let decision = tokio::select! {
             d = dispatch::fire_gateway(registry, &mut gateway) => d,
@@ -528,38 +372,61 @@ impl Inner {
         // From here on nothing is cancelled: the end of the turn always runs.
         match outcome {
             Some(outcome) => {
-                report.completed = outcome.is_ok();
-                if let Err(e) = outcome {
-                    report.reply = Some(format!("Error: {e}"));
-                    report.error = Some(e);
-                    report.ended_by = EndedBy::Error;
-                }
-                self.fire_session(HookEvent::OnSessionEnd, &session, report.completed, false)
-                    .await;
-                self.fire_turn_ended(&session.key, delegate, &turn, &report)
+                self.end_completed(outcome, &session, &mut report, (&turn, delegate))
                     .await;
                 finish(report)
             }
             None => {
-                // The turn's futures are dropped: its async tools cancelled.
-                // Its open calls get the result a cancelled call gets, so the
-                // session's next request is valid.
-                let renderer = registry.renderer();
-                let text = |tool: &str| renderer.render(tool, &ToolOutcome::Cancelled);
-                if let Err(e) = session.close_open_calls(&text) {
-                    tracing::warn!(
-                        "session '{}': cannot record the cancelled tool calls: {e} (the next turn repairs the transcript)",
-                        session.key
-                    );
-                }
-                self.fire_session_end_interrupted(&session).await;
-                report.ended_by = EndedBy::Interrupted;
-                let bounded = self.fire_turn_ended(&session.key, delegate, &turn, &report);
-                if tokio::time::timeout(END_HOOK_BOUND, bounded).await.is_err() {
-                    tracing::warn!("session '{}': turn_ended after a cancelled turn did not finish within {} s; stopped waiting", session.key, END_HOOK_BOUND.as_secs());
-                }
+                self.end_interrupted(&mut session, &mut report, (&turn, delegate))
+                    .await;
                 cancelled(report)
             }
+        }
+    }
+
+    /// The end of a turn whose work finished: `on_session_end`, then P13.
+    async fn end_completed(
+        &self,
+        outcome: Result<(), String>,
+        session: &Session,
+        report: &mut TurnReport,
+        (turn, delegate): (&Arc<TurnScope>, bool),
+    ) {
+        report.completed = outcome.is_ok();
+        if let Err(e) = outcome {
+            report.reply = Some(format!("Error: {e}"));
+            report.error = Some(e);
+            report.ended_by = EndedBy::Error;
+        }
+        self.fire_session(HookEvent::OnSessionEnd, session, report.completed, false)
+            .await;
+        self.fire_turn_ended(&session.key, delegate, turn, report)
+            .await;
+    }
+
+    /// The end of a cancelled turn: its futures are dropped (its async
+    /// tools cancelled); its open calls get the result a cancelled call
+    /// gets, so the session's next request is valid; then the end events,
+    /// bounded.
+    async fn end_interrupted(
+        &self,
+        session: &mut Session,
+        report: &mut TurnReport,
+        (turn, delegate): (&Arc<TurnScope>, bool),
+    ) {
+        let renderer = self.host.registry().renderer();
+        let text = |tool: &str| renderer.render(tool, &ToolOutcome::Cancelled);
+        if let Err(e) = session.close_open_calls(&text) {
+            tracing::warn!(
+                "session '{}': cannot record the cancelled tool calls: {e} (the next turn repairs the transcript)",
+                session.key
+            );
+        }
+        self.fire_session_end_interrupted(session).await;
+        report.ended_by = EndedBy::Interrupted;
+        let bounded = self.fire_turn_ended(&session.key, delegate, turn, report);
+        if tokio::time::timeout(END_HOOK_BOUND, bounded).await.is_err() {
+            tracing::warn!("session '{}': turn_ended after a cancelled turn did not finish within {} s; stopped waiting", session.key, END_HOOK_BOUND.as_secs());
         }
     }
 
@@ -712,6 +579,22 @@ impl Inner {
                 Some(format!("Error: could not compact the transcript: {e}"))
             }
         }
+    }
+}
+
+/// `pre_gateway_dispatch`'s context of `inbound`.
+fn gateway_context(inbound: &Inbound) -> GatewayContext {
+    GatewayContext {
+        session_id: inbound.session_key.clone(),
+        event: InboundMessage {
+            content: inbound.content.clone(),
+            channel: inbound.channel.clone(),
+            sender_id: inbound.sender_id.clone(),
+            session_key: inbound.session_key.clone(),
+            metadata: inbound.metadata.clone(),
+        },
+        gateway: inbound.channel.clone(),
+        ..Default::default()
     }
 }
 

@@ -1,5 +1,4 @@
-//! What a dialect tells the event-reference generator
-//! (`crate::event_reference`) about its plugin API: the types each
+//! What a dialect tells the event-reference generator about its plugin API: the types each
 //! dialect fills in its own folder (`src/dialects/<name>/reference.rs`).
 //! Here, below the dialects, so a dialect describes itself without
 //! depending on the generator that reads it.
