@@ -1,5 +1,8 @@
-//! The core: plain Rust, no Python. The hook bus and its firing policies
-//! ([`hooks`], [`dispatch`]), the registry of tools, hooks, commands and
+//! The core: plain Rust, no Python. The event model ([`hooks`] re-exports
+//! it: [`points`] are the places of the loop, each a few lanes whose
+//! policies are the rows of [`lanes`]; [`fire`] fires a lane; the tool
+//! [`pipeline`] and the turn's [`loop_points`] fire a point and get its
+//! combined, typed answer), the registry of tools, hooks, commands and
 //! skills ([`registry`]) and typed outcomes ([`outcome`]). Dialects adapt
 //! their plugin APIs onto it; a Rust service registers native parts beside them.
 
@@ -13,7 +16,9 @@ pub mod extensions;
 pub mod fire;
 pub mod hooks;
 pub mod lanes;
+pub mod loop_points;
 pub mod outcome;
 pub mod pipeline;
 pub mod points;
+pub mod reference;
 pub mod registry;

@@ -296,3 +296,22 @@ impl HookEvent {
             .expect("every lane belongs to one point")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_lane_belongs_to_exactly_one_point() {
+        for event in HookEvent::ALL.into_iter().chain(HookEvent::LOOP_POINTS) {
+            let owners = Point::ALL
+                .iter()
+                .filter(|p| p.lanes().contains(&event))
+                .count();
+            assert_eq!(owners, 1, "{event}");
+            assert!(event.point().lanes().contains(&event));
+        }
+        let lanes: usize = Point::ALL.iter().map(|p| p.lanes().len()).sum();
+        assert_eq!(lanes, HookEvent::COUNT);
+    }
+}

@@ -142,6 +142,9 @@ async fn pipeline(
     call.run(args, marks, rerun).await.unwrap_or_else(|r| r)
 }
 
+// A stage's `Err` is the call's result, moved out once: boxing it would
+// cost an allocation on every early end for nothing.
+#[allow(clippy::result_large_err)]
 impl Call<'_> {
     async fn run(&self, args: Value, marks: &mut ToolMarks, rerun: bool) -> Stage<ToolResult> {
         let params = self.validate(self.object(args)?)?;

@@ -26,6 +26,7 @@
 
 pub mod order;
 pub mod points;
+pub mod reference;
 pub mod turn;
 
 use std::collections::HashMap;

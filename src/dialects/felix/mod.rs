@@ -18,6 +18,7 @@
 
 pub mod discover;
 pub mod hooks;
+pub mod reference;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -5,6 +5,7 @@
 pub mod context;
 pub mod handlers;
 pub mod hooks;
+pub mod reference;
 pub mod web;
 
 use std::path::Path;

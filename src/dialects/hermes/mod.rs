@@ -12,6 +12,7 @@ pub mod handlers;
 pub mod hooks;
 pub mod link;
 pub mod manifest;
+pub mod reference;
 pub mod render;
 
 use std::path::Path;

@@ -1,8 +1,8 @@
 //! The Flowly part of the event reference: `callback(ctx)` with a
 //! `flowly.agent.hooks` context object, action objects as answers.
 
-use super::DialectDoc;
 use crate::core::hooks::{ActionKind, HookEvent};
+use crate::core::reference::DialectDoc;
 
 pub static DOC: DialectDoc = DialectDoc {
     name: "flowly",

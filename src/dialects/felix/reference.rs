@@ -2,8 +2,8 @@
 //! called positionally (`hook(value, ctx)`), eight hook kinds mapped onto
 //! loop points by [`crate::dialects::felix::point_of`].
 
-use super::{DialectDoc, OwnEvents};
 use crate::core::hooks::{ActionKind, HookEvent};
+use crate::core::reference::{DialectDoc, OwnEvents};
 
 pub static DOC: DialectDoc = DialectDoc {
     name: "felix",

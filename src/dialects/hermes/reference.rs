@@ -1,8 +1,8 @@
 //! The Hermes part of the event reference: `callback(**kwargs)` with the
 //! keywords Hermes passes, dict answers.
 
-use super::DialectDoc;
 use crate::core::hooks::{ActionKind, HookEvent};
+use crate::core::reference::DialectDoc;
 
 pub static DOC: DialectDoc = DialectDoc {
     name: "hermes",

@@ -3,8 +3,8 @@
 //! events mapped onto loop points by
 //! [`crate::dialects::codumentor::points::points`].
 
-use super::{DialectDoc, OwnEvents};
 use crate::core::hooks::{ActionKind, HookEvent};
+use crate::core::reference::{DialectDoc, OwnEvents};
 use crate::dialects::codumentor::{points, IN_SCOPE};
 
 pub static DOC: DialectDoc = DialectDoc {

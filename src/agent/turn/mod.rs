@@ -1,0 +1,389 @@
+//! One turn's model loop, as stages: the user message and P4, then per
+//! iteration the prompt ([`Inner::prompt`]), the provider call
+//! ([`Inner::call_model`]), the reply ([`Inner::replied`]) and the tool
+//! batch ([`Inner::run_batch`]), each firing its points through
+//! [`crate::core::loop_points`] in one line.
+
+mod answer;
+mod messages;
+mod tools;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::provider::{ChatRequest, ChatResponse};
+use super::session::Session;
+use super::{ms, relay_deltas, AgentEvent, Inner, TurnReport};
+use crate::core::dispatch;
+use crate::core::hooks::{
+    EndedBy, HookEvent, HookPayload, LlmCallContext, LoopContext, TurnScope, MAX_MODEL_RETRIES,
+};
+use crate::core::loop_points::{self as points, Replied};
+use messages::{answered, join_system, llm_base, reply_as_response, split_system, stop_reason};
+use messages::{assistant_message, wire_message};
+
+/// What a turn's stages share.
+pub(super) struct Turn<'a> {
+    pub session: &'a mut Session,
+    pub report: &'a mut TurnReport,
+    pub content: &'a str,
+    pub events: Option<&'a UnboundedSender<AgentEvent>>,
+    pub tool_filter: Option<&'a [String]>,
+    pub turn: &'a Arc<TurnScope>,
+    pub delegate: bool,
+    /// The in-flight list (system prompt first), carried across iterations.
+    inflight: Vec<Value>,
+    iteration: usize,
+}
+
+impl<'a> Turn<'a> {
+    pub fn new(
+        session: &'a mut Session,
+        report: &'a mut TurnReport,
+        content: &'a str,
+        (events, tool_filter): (
+            Option<&'a UnboundedSender<AgentEvent>>,
+            Option<&'a [String]>,
+        ),
+        (turn, delegate): (&'a Arc<TurnScope>, bool),
+    ) -> Turn<'a> {
+        Turn {
+            session,
+            report,
+            content,
+            events,
+            tool_filter,
+            turn,
+            delegate,
+            inflight: Vec::new(),
+            iteration: 0,
+        }
+    }
+
+    /// Store `message` in the transcript and the report.
+    fn record(&mut self, message: Value) -> Result<(), String> {
+        self.session
+            .append(message.clone())
+            .map_err(|e| format!("cannot write the transcript: {e}"))?;
+        self.report.messages.push(message);
+        Ok(())
+    }
+}
+
+/// Whether a stage ended the turn.
+enum Flow {
+    Next,
+    Done,
+}
+
+/// One provider call as it was sent.
+struct Sent {
+    request: ChatRequest,
+    call_messages: Vec<Value>,
+    params: Map<String, Value>,
+    /// `pre_api_request`'s context, the base of the events after the call.
+    api: LlmCallContext,
+}
+
+impl Inner {
+    pub(super) async fn run_turn(self: &Arc<Self>, t: &mut Turn<'_>) -> Result<(), String> {
+        let registry = self.host.registry();
+        t.record(json!({"role": "user", "content": t.content}))?;
+        // P4: the turn's in-flight list, system prompt first. Edits shape
+        // every call of this turn; the transcript keeps the originals.
+        let mut inflight = vec![json!({"role": "system", "content": self.config.system_prompt})];
+        inflight.extend(t.session.model_messages());
+        let context = || self.loop_context(&t.session.key, t.delegate, t.turn);
+        let (messages, stop) = points::history_ready(registry, inflight, context).await;
+        t.inflight = messages;
+        if let Some(text) = stop {
+            return self
+                .final_answer(t, (text, Value::Null, EndedBy::ShortCircuit))
+                .await;
+        }
+        for iteration in 1..=self.config.max_iterations {
+            t.iteration = iteration;
+            t.report.iterations = iteration;
+            // Messages Hermes plugins injected (ctx.inject_message) join here.
+            for text in self.host.take_injected(&t.session.key) {
+                let injected = json!({"role": "user", "content": text});
+                t.record(injected.clone())?;
+                t.inflight.push(injected);
+            }
+            if let Flow::Done = self.iteration(t).await? {
+                return Ok(());
+            }
+        }
+        let cap = self.config.max_iterations;
+        t.report.hit_iteration_cap = true;
+        t.report.ended_by = EndedBy::IterationCap;
+        t.report.reply = Some(format!(
+            "Stopped after {cap} model iterations without a final answer (the iteration cap; raise it with --max-iterations)."
+        ));
+        Ok(())
+    }
+
+    /// A loop point's context for this iteration.
+    fn point(
+        &self,
+        t: &Turn<'_>,
+        event: HookEvent,
+        messages: Vec<Value>,
+        tools: Vec<Value>,
+    ) -> LoopContext {
+        LoopContext {
+            iteration: t.iteration,
+            messages,
+            tools,
+            stage: Some(event),
+            ..self.loop_context(&t.session.key, t.delegate, t.turn)
+        }
+    }
+
+    /// One model iteration: prompt, call, reply, then its tool calls.
+    async fn iteration(self: &Arc<Self>, t: &mut Turn<'_>) -> Result<Flow, String> {
+        let sent = self.prompt(t).await;
+        let (response, mut sent) = self.call_model(t, sent).await?;
+        let (response, assistant) = match self.replied(t, &mut sent, response).await {
+            Ok(replied) => replied,
+            Err(text) => {
+                let ended = (text, Value::Null, EndedBy::ShortCircuit);
+                self.final_answer(t, ended).await?;
+                return Ok(Flow::Done);
+            }
+        };
+        if response.tool_calls.is_empty() {
+            self.final_answer(t, (response.text, assistant, EndedBy::Answer))
+                .await?;
+            self.transform_output(t, &mut sent.api).await;
+            return Ok(Flow::Done);
+        }
+        t.record(assistant.clone())?;
+        t.inflight.push(assistant);
+        self.run_batch(t, response).await
+    }
+
+    /// P5, `pre_llm_call`'s injection, P6, `pre_api_request`, P7: what this
+    /// call sends.
+    async fn prompt(&self, t: &mut Turn<'_>) -> Sent {
+        let registry = self.host.registry();
+        // What this call offers: rebuilt every iteration, edited at P5 (Codumentor's `tools`).
+        let mut offered = self.tool_definitions(t.tool_filter);
+        let mut inflight = std::mem::take(&mut t.inflight);
+        let context = |event, messages| self.point(t, event, messages, offered.clone());
+        if let Some(edited) = points::prompt_assembly(registry, &mut inflight, context).await {
+            offered = edited;
+        }
+        // P6: this call's copy (Flowly's injection, then the edits of this call only).
+        let mut call_messages = inflight.clone();
+        let (system, mut messages) = split_system(&call_messages);
+        let mut llm = LlmCallContext {
+            session_id: t.session.key.clone(),
+            model: self.model(),
+            messages: messages.clone(),
+            tools: offered.clone(),
+            system: system.clone(),
+            user_message: t.content.to_string(),
+            ..Default::default()
+        };
+        let injected = dispatch::fire_pre_llm(registry, &mut llm).await;
+        if !injected.is_empty() {
+            if let Some(last_user) = messages.iter_mut().rev().find(|m| m["role"] == "user") {
+                let original = last_user["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                last_user["content"] =
+                    Value::String(dispatch::inject_context(&original, &injected));
+            }
+            call_messages = join_system(&system, messages);
+        }
+        // Appends reach this call and are carried to later iterations.
+        let context = |messages| self.point(t, HookEvent::PromptFinal, messages, offered.clone());
+        let call_messages =
+            points::final_prompt(registry, call_messages, &mut inflight, context).await;
+        t.inflight = inflight;
+        let call_messages: Vec<Value> = call_messages.iter().map(wire_message).collect();
+        let (system, messages) = split_system(&call_messages);
+        let mut request = ChatRequest {
+            model: self.model(),
+            system,
+            messages,
+            tools: offered.clone(),
+            session_key: t.session.key.clone(),
+            params: Map::new(),
+        };
+        let mut api = LlmCallContext {
+            messages: request.messages.clone(),
+            ..llm_base(&llm)
+        };
+        dispatch::fire(
+            registry,
+            HookEvent::PreApiRequest,
+            HookPayload::Llm(&mut api),
+        )
+        .await;
+        // P7: the model and parameters of this call.
+        let mut params = Map::new();
+        let context = || {
+            self.point(
+                t,
+                HookEvent::ModelCallStart,
+                call_messages.clone(),
+                offered.clone(),
+            )
+        };
+        if let Some((model, edited)) = points::model_call_start(registry, context).await {
+            if let Some(model) = model {
+                request.model = model;
+            }
+            params = edited;
+            request.params = params.clone();
+        }
+        Sent {
+            request,
+            call_messages,
+            params,
+            api,
+        }
+    }
+
+    /// The provider call, retried as P7e asks; `api_request_error` and the
+    /// turn's error when it fails for good.
+    async fn call_model(
+        &self,
+        t: &mut Turn<'_>,
+        sent: Sent,
+    ) -> Result<(ChatResponse, Sent), String> {
+        let registry = self.host.registry();
+        let request = &sent.request;
+        t.report.model_calls.push(json!({
+            "iteration": t.iteration,
+            "model": request.model,
+            "params": sent.params,
+            "messages": sent.call_messages,
+            "tools": request.tools.iter().map(|t| t["function"]["name"].clone()).collect::<Vec<_>>(),
+        }));
+        let model_started = Instant::now();
+        let mut retries = 0;
+        let response = loop {
+            let (delta_tx, relay) = relay_deltas(t.events.cloned());
+            let response = self.provider.complete(request.clone(), delta_tx).await;
+            drop(relay);
+            let error = match response {
+                Ok(r) => break Ok(r),
+                Err(e) => e.to_string(),
+            };
+            // P7e: a callback may ask for the call again (bounded).
+            if retries >= MAX_MODEL_RETRIES {
+                break Err(error);
+            }
+            let context = || LoopContext {
+                model: request.model.clone(),
+                params: sent.params.clone(),
+                error: Some(error.clone()),
+                ..self.point(
+                    t,
+                    HookEvent::ModelCallError,
+                    sent.call_messages.clone(),
+                    request.tools.clone(),
+                )
+            };
+            let Some(delay_ms) = points::model_error(registry, context).await else {
+                break Err(error);
+            };
+            retries += 1;
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+        };
+        t.report.timings.model_ms += ms(model_started.elapsed());
+        match response {
+            Ok(r) => Ok((r, sent)),
+            Err(e) => {
+                let mut failed = LlmCallContext {
+                    response: json!({"error": e}),
+                    ..llm_base(&sent.api)
+                };
+                let payload = HookPayload::Llm(&mut failed);
+                dispatch::fire(registry, HookEvent::ApiRequestError, payload).await;
+                Err(format!("model call failed: {e}"))
+            }
+        }
+    }
+
+    /// Usage summed, `post_api_request`, `post_llm_call`, then P8: the
+    /// reply the loop acts on, or (`Err`) the short-circuit's answer.
+    async fn replied(
+        &self,
+        t: &mut Turn<'_>,
+        // `&mut` only to be `Send` (a context is not `Sync`).
+        sent: &mut Sent,
+        mut response: ChatResponse,
+    ) -> Result<(ChatResponse, Value), String> {
+        let registry = self.host.registry();
+        for (k, v) in &response.usage {
+            let sum = t.report.usage.get(k).and_then(Value::as_f64).unwrap_or(0.0)
+                + v.as_f64().unwrap_or(0.0);
+            t.report.usage.insert(k.clone(), json!(sum));
+        }
+        // Each event gets its own context: a hook's edits to one never leak into the next.
+        let mut post_api = answered(&sent.api, &response);
+        dispatch::fire(
+            registry,
+            HookEvent::PostApiRequest,
+            HookPayload::Llm(&mut post_api),
+        )
+        .await;
+        let mut post_llm = answered(&sent.api, &response);
+        dispatch::fire(
+            registry,
+            HookEvent::PostLlmCall,
+            HookPayload::Llm(&mut post_llm),
+        )
+        .await;
+        let mut assistant = assistant_message(&response);
+        // P8: the reply the loop records and acts on, tool calls included.
+        let context = || LoopContext {
+            model: sent.request.model.clone(),
+            stop_reason: stop_reason(&response).into(),
+            usage: response.usage.clone(),
+            ..self.point(
+                t,
+                HookEvent::ModelReplied,
+                sent.call_messages.clone(),
+                sent.request.tools.clone(),
+            )
+        };
+        match points::model_replied(registry, &assistant, context).await {
+            Replied::AsIs => {}
+            // The model's reply is discarded, its tool calls too.
+            Replied::ShortCircuit(text) => return Err(text),
+            Replied::Replaced(reply) => {
+                response = reply_as_response(&reply, response);
+                assistant = wire_message(&reply);
+                assistant["role"] = json!("assistant");
+            }
+        }
+        Ok((response, assistant))
+    }
+
+    /// transform_llm_output (Hermes): the first replacement is what the
+    /// user gets; the transcript keeps what was stored.
+    async fn transform_output(&self, t: &mut Turn<'_>, api: &mut LlmCallContext) {
+        let Some(reply) = t.report.reply.clone() else {
+            return;
+        };
+        let mut out = LlmCallContext {
+            assistant_message: reply,
+            ..llm_base(api)
+        };
+        let payload = HookPayload::Llm(&mut out);
+        let answers =
+            dispatch::fire(self.host.registry(), HookEvent::TransformLlmOutput, payload).await;
+        if let Some(text) = points::replacement(answers) {
+            t.report.reply = Some(text);
+        }
+    }
+}

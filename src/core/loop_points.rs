@@ -1,0 +1,232 @@
+//! The loop points of a turn outside the tool pipeline: each fires its
+//! lanes with the context the caller made and hands back the combined,
+//! typed answer (an edited value, an append, a short-circuit, a retry …),
+//! so the turn's call sites are one line each. A point without callbacks
+//! costs one emptiness check: its context is made only when it fires.
+
+use serde_json::{Map, Value};
+
+use crate::core::fire::{decisions, fire};
+use crate::core::hooks::{HookAction, HookEvent, HookPayload, LoopContext, LoopDecision};
+use crate::core::registry::Registry;
+
+fn hooked(registry: &Registry, event: HookEvent) -> bool {
+    !registry.hooks().entries(event).is_empty()
+}
+
+/// Fire an observer lane (its answers are not used).
+pub async fn observe(registry: &Registry, event: HookEvent, context: impl FnOnce() -> LoopContext) {
+    if hooked(registry, event) {
+        let mut lc = context();
+        fire(registry, event, HookPayload::Loop(&mut lc)).await;
+    }
+}
+
+/// Fire a chain lane and return the context as its callbacks left it
+/// (`None`: no callback, nothing changed).
+pub async fn chain(
+    registry: &Registry,
+    event: HookEvent,
+    context: impl FnOnce() -> LoopContext,
+) -> Option<LoopContext> {
+    if !hooked(registry, event) {
+        return None;
+    }
+    let mut lc = context();
+    fire(registry, event, HookPayload::Loop(&mut lc)).await;
+    Some(lc)
+}
+
+/// The text of the first short-circuit among `decisions`.
+fn short_circuit(decisions: Vec<LoopDecision>) -> Option<String> {
+    decisions.into_iter().find_map(|d| match d {
+        LoopDecision::ShortCircuit(text) => Some(text),
+        _ => None,
+    })
+}
+
+/// P4: the in-flight list as the callbacks left it, and a short-circuit.
+pub async fn history_ready(
+    registry: &Registry,
+    messages: Vec<Value>,
+    context: impl FnOnce() -> LoopContext,
+) -> (Vec<Value>, Option<String>) {
+    let event = HookEvent::HistoryReady;
+    if !hooked(registry, event) {
+        return (messages, None);
+    }
+    let mut lc = context();
+    lc.messages = messages;
+    let answers = fire(registry, event, HookPayload::Loop(&mut lc)).await;
+    (lc.messages, short_circuit(decisions(answers, event)))
+}
+
+/// P5: the first lane's appends (every callback saw the same list), then
+/// the second lane's edits of the list and of the tools offered; both are
+/// carried to later iterations. `context(event, messages)` makes a lane's
+/// context; the tools the second lane left, when it fired.
+pub async fn prompt_assembly(
+    registry: &Registry,
+    inflight: &mut Vec<Value>,
+    context: impl Fn(HookEvent, Vec<Value>) -> LoopContext,
+) -> Option<Vec<Value>> {
+    if hooked(registry, HookEvent::IterationStart) {
+        let mut lc = context(HookEvent::IterationStart, inflight.clone());
+        let answers = fire(
+            registry,
+            HookEvent::IterationStart,
+            HookPayload::Loop(&mut lc),
+        )
+        .await;
+        for decision in decisions(answers, HookEvent::IterationStart) {
+            if let LoopDecision::Append(messages) = decision {
+                inflight.extend(messages);
+            }
+        }
+    }
+    if hooked(registry, HookEvent::PromptAssemble) {
+        let mut lc = context(HookEvent::PromptAssemble, std::mem::take(inflight));
+        fire(
+            registry,
+            HookEvent::PromptAssemble,
+            HookPayload::Loop(&mut lc),
+        )
+        .await;
+        *inflight = lc.messages;
+        return Some(lc.tools);
+    }
+    None
+}
+
+/// P6: this call's list as the callbacks left it, then every append, which
+/// also joins `inflight` (carried to later iterations).
+pub async fn final_prompt(
+    registry: &Registry,
+    call_messages: Vec<Value>,
+    inflight: &mut Vec<Value>,
+    context: impl FnOnce(Vec<Value>) -> LoopContext,
+) -> Vec<Value> {
+    let event = HookEvent::PromptFinal;
+    if !hooked(registry, event) {
+        return call_messages;
+    }
+    let mut lc = context(call_messages);
+    let answers = fire(registry, event, HookPayload::Loop(&mut lc)).await;
+    let mut call_messages = lc.messages;
+    for decision in decisions(answers, event) {
+        if let LoopDecision::Append(messages) = decision {
+            call_messages.extend(messages.iter().cloned());
+            inflight.extend(messages);
+        }
+    }
+    call_messages
+}
+
+/// P7: the model (`None`: unchanged) and parameters of this call, when a
+/// callback is there to decide them.
+pub async fn model_call_start(
+    registry: &Registry,
+    context: impl FnOnce() -> LoopContext,
+) -> Option<(Option<String>, Map<String, Value>)> {
+    let lc = chain(registry, HookEvent::ModelCallStart, context).await?;
+    Some(((!lc.model.is_empty()).then_some(lc.model), lc.params))
+}
+
+/// P7e: the delay before the call is tried again, when a callback asks for it.
+pub async fn model_error(
+    registry: &Registry,
+    context: impl FnOnce() -> LoopContext,
+) -> Option<u64> {
+    let event = HookEvent::ModelCallError;
+    if !hooked(registry, event) {
+        return None;
+    }
+    let mut lc = context();
+    let answers = fire(registry, event, HookPayload::Loop(&mut lc)).await;
+    decisions(answers, event).into_iter().find_map(|d| match d {
+        LoopDecision::RetryModelCall { delay_ms } => Some(delay_ms),
+        _ => None,
+    })
+}
+
+/// What P8 decided about the model's reply.
+#[derive(Debug)]
+pub enum Replied {
+    /// The reply stands as the model gave it.
+    AsIs,
+    /// The loop acts on this reply instead.
+    Replaced(Value),
+    /// The turn ends with this answer; the reply is discarded.
+    ShortCircuit(String),
+}
+
+/// P8: the reply the loop records and acts on, tool calls included.
+pub async fn model_replied(
+    registry: &Registry,
+    reply: &Value,
+    context: impl FnOnce() -> LoopContext,
+) -> Replied {
+    let event = HookEvent::ModelReplied;
+    if !hooked(registry, event) {
+        return Replied::AsIs;
+    }
+    let mut lc = context();
+    lc.reply = reply.clone();
+    let answers = fire(registry, event, HookPayload::Loop(&mut lc)).await;
+    if let Some(text) = short_circuit(decisions(answers, event)) {
+        return Replied::ShortCircuit(text);
+    }
+    if &lc.reply != reply {
+        Replied::Replaced(lc.reply)
+    } else {
+        Replied::AsIs
+    }
+}
+
+/// P11: the answer as the callbacks revised it (`None`: unchanged).
+pub async fn reply_before_send(
+    registry: &Registry,
+    text: &str,
+    context: impl FnOnce() -> LoopContext,
+) -> Option<String> {
+    let lc = chain(registry, HookEvent::ResponseBeforeSend, context).await?;
+    (lc.text != text).then_some(lc.text)
+}
+
+/// What P2c decided about `/compact`.
+#[derive(Debug, PartialEq)]
+pub enum Compaction {
+    Proceed,
+    Cancel,
+    /// Replace the dropped messages with this summary.
+    Summary(String),
+}
+
+/// P2c: the first cancellation or summary stops the lane's answers.
+pub async fn compact_before(
+    registry: &Registry,
+    context: impl FnOnce() -> LoopContext,
+) -> Compaction {
+    let event = HookEvent::CompactBefore;
+    if !hooked(registry, event) {
+        return Compaction::Proceed;
+    }
+    let mut lc = context();
+    let answers = fire(registry, event, HookPayload::Loop(&mut lc)).await;
+    for decision in decisions(answers, event) {
+        match decision {
+            LoopDecision::CancelCompaction => return Compaction::Cancel,
+            LoopDecision::Summary(text) => return Compaction::Summary(text),
+            other => tracing::warn!("compact_before: ignored {other:?}"),
+        }
+    }
+    Compaction::Proceed
+}
+
+/// The first replacement among a seed lane's answers.
+pub fn replacement(answers: Vec<HookAction>) -> Option<String> {
+    answers.into_iter().find_map(|a| match a {
+        HookAction::Replace(text) => Some(text),
+        _ => None,
+    })
+}
