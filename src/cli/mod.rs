@@ -722,9 +722,13 @@ pub(crate) fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
     ];
     let mut keys = bundled_keys(home);
     keys.extend(
-        discover(&roots, &config::PluginLists::default())
-            .into_iter()
-            .map(|c| c.key),
+        discover(
+            &roots,
+            &config::PluginLists::default(),
+            crate::dialects::formats(),
+        )
+        .into_iter()
+        .map(|c| c.key),
     );
     // Plugins of other APIs (Hermes's own directories): their keys and
     // manifest names, either of which enables them.
@@ -744,6 +748,7 @@ pub(crate) fn bundled_keys(home: &std::path::Path) -> Vec<String> {
         Ok(located) => discover(
             &[(Source::Bundled, located.dir().to_path_buf())],
             &config::PluginLists::default(),
+            crate::dialects::formats(),
         )
         .into_iter()
         .map(|c| c.key)

@@ -55,7 +55,7 @@ pub(super) fn install(
         }
         None
     };
-    let done = install::install(home, &spec, force)?;
+    let done = install::install(home, &spec, force, crate::dialects::formats())?;
     let version = if done.version.is_empty() {
         String::new()
     } else {
@@ -200,7 +200,11 @@ pub(super) fn forget(home: &Path, names: &[String], stray: bool) -> Result<u8, F
 pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<u8, Failure> {
     let lists = config::read_plugin_lists(home)?;
     let user_root = home.join("plugins");
-    let user = discover(&[(Source::User, user_root.clone())], &lists);
+    let user = discover(
+        &[(Source::User, user_root.clone())],
+        &lists,
+        crate::dialects::formats(),
+    );
     let Some(found) = user.iter().find(|c| c.key == name).or_else(|| {
         user.iter()
             .find(|c| c.dir.file_name().is_some_and(|d| d == name))

@@ -87,7 +87,7 @@ pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
 /// Turn a worker's announced contributions into registrations whose
 /// handlers reach it through `sup`.
 pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<Registration> {
-    if sup.dialect() == crate::dialects::codumentor::DIALECT {
+    if sup.dialect() == crate::dialects::codumentor::DIALECT.as_str() {
         let mut list = RUNTIME_SOURCES.lock().unwrap_or_else(|e| e.into_inner());
         list.retain(|w| w.upgrade().is_some());
         list.push(sup.downgrade());
@@ -400,7 +400,7 @@ impl HookCallback for ProxyHook {
                     turn = Some(scope.clone());
                 }
                 // Codumentor's handlers of one event form one chain across processes.
-                if self.sup.dialect() == crate::dialects::codumentor::DIALECT {
+                if self.sup.dialect() == crate::dialects::codumentor::DIALECT.as_str() {
                     let (state, back) = codumentor::carried_chain(lc);
                     wire.chain = state;
                     chain = Some(back);

@@ -20,6 +20,7 @@ use crate::host::{PluginRecord, PluginStatus};
 use crate::plugins::discovery::Candidate;
 
 use super::DIALECT;
+use crate::plugins::format::Verdict;
 
 /// The default `priority` (§7 D1: lower runs first; the seed's example
 /// values, 10 and 50, mean "early").
@@ -113,7 +114,7 @@ pub fn load_order(candidates: Vec<Candidate>) -> Vec<Candidate> {
     for (i, cycle) in &cycles {
         if let Some(c) = ours[*i].as_mut() {
             if c.enabled && c.skip_reason.is_none() {
-                c.skip_reason = Some(format!("dependency cycle: {cycle}"));
+                c.skip_reason = Some(Verdict::Unloadable(format!("dependency cycle: {cycle}")));
                 release_prepared(c);
             }
         }
@@ -210,7 +211,9 @@ pub fn check_dependencies(mut c: Candidate, loaded: &[PluginRecord]) -> Candidat
             },
             None => "no plugin with that key was found".to_string(),
         };
-        c.skip_reason = Some(format!("dependency '{dep}' is not loaded ({why})"));
+        c.skip_reason = Some(Verdict::Unloadable(format!(
+            "dependency '{dep}' is not loaded ({why})"
+        )));
         release_prepared(&c);
         break;
     }
@@ -240,7 +243,7 @@ mod tests {
                 provides_hooks: vec![],
                 provides_web_providers: vec![],
                 dialect: DialectFields {
-                    name: Some(DIALECT.into()),
+                    name: Some(DIALECT.to_string()),
                     entry: Some("m:C".into()),
                     dependencies: deps.iter().map(|d| d.to_string()).collect(),
                     priority,

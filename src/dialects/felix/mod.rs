@@ -17,6 +17,7 @@
 //! before Codumentor's, in registration order.
 
 pub mod discover;
+mod format;
 pub mod hooks;
 
 use std::path::Path;
@@ -84,8 +85,12 @@ pub fn point_of(kind: &str) -> Option<HookEvent> {
 pub struct Felix;
 
 impl Dialect for Felix {
-    fn name(&self) -> &'static str {
+    fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
+    }
+
+    fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
+        Some(&Felix)
     }
 
     /// Felix's hook kinds map onto loop points ([`point_of`]); a kind no
