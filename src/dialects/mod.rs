@@ -94,6 +94,52 @@ pub trait Dialect: Send + Sync + 'static {
     fn format(&self) -> Option<&'static dyn PluginFormat> {
         None
     }
+    /// Its per-turn state on a loop point's context that an isolated
+    /// plugin's hook carries to its worker and back, as an opaque value
+    /// (`None` inside when there is none yet), with where the worker's
+    /// version goes back to; `None` when nothing crosses (the default).
+    fn carry_out(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<Carried> {
+        let _ = lc;
+        None
+    }
+    /// In a worker: put the state [`Dialect::carry_out`] sent on the
+    /// rebuilt context.
+    fn carry_in(&self, lc: &mut crate::core::hooks::LoopContext, state: serde_json::Value) {
+        let _ = (lc, state);
+    }
+    /// In a worker: the state as the handler left it, for plughost.
+    fn carry_left(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<serde_json::Value> {
+        let _ = lc;
+        None
+    }
+    /// Whether its plugins register tools while running (looked up by
+    /// name when a tool is not in the registry). Default: no.
+    fn has_runtime_tools(&self) -> bool {
+        false
+    }
+    /// The tool `name` one of its plugins registered while running in the
+    /// host (or worker) at `home`.
+    fn runtime_tool(&self, home: &Path, name: &str) -> Option<crate::core::registry::Tool> {
+        let _ = (home, name);
+        None
+    }
+    /// How the results of its tools that render their own read (a
+    /// Rust renderer cannot cross from a worker: an isolated tool says it
+    /// has one and plughost uses this). Default: [`Dialect::renderer`].
+    fn own_renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
+        self.renderer()
+    }
+    /// How such a tool's results read.
+    fn runtime_tool_renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
+        None
+    }
+}
+
+/// A dialect's per-turn state on its way to an isolated worker: the value
+/// sent, and where the value that comes back is stored.
+pub struct Carried {
+    pub state: Option<serde_json::Value>,
+    pub back: Box<dyn Fn(serde_json::Value) + Send + Sync>,
 }
 
 /// [`Dialect::never_fires`] for a dialect whose names are the core's

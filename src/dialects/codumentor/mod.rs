@@ -530,6 +530,42 @@ impl Dialect for Codumentor {
         Some(&Codumentor)
     }
 
+    /// Its handlers of one event form one chain across processes.
+    fn carry_out(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<super::Carried> {
+        let (state, back) = points::carried_chain(lc);
+        Some(super::Carried {
+            state: state.and_then(|w| serde_json::to_value(w).ok()),
+            back: Box::new(move |v| {
+                if let Ok(w) = serde_json::from_value(v) {
+                    back.store(w)
+                }
+            }),
+        })
+    }
+
+    fn carry_in(&self, lc: &mut crate::core::hooks::LoopContext, state: Value) {
+        if let Ok(w) = serde_json::from_value(state) {
+            points::restore_chain(lc, w);
+        }
+    }
+
+    fn carry_left(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<Value> {
+        points::chain_left(lc).and_then(|w| serde_json::to_value(w).ok())
+    }
+
+    /// `agent.tool_registry` registers tools while a plugin runs.
+    fn has_runtime_tools(&self) -> bool {
+        true
+    }
+
+    fn runtime_tool(&self, home: &Path, name: &str) -> Option<crate::core::registry::Tool> {
+        turn::runtime_tool(home, name)
+    }
+
+    fn runtime_tool_renderer(&self) -> Option<Arc<dyn crate::core::outcome::Renderer>> {
+        Some(turn::tool_result_renderer())
+    }
+
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
         let manifest = crate::plugins::manifest::load_with(dir, crate::dialects::formats())
             .map_err(|e| load_error("ManifestError", &e.to_string()))?;

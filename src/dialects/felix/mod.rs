@@ -93,6 +93,10 @@ impl Dialect for Felix {
         Some(&Felix)
     }
 
+    fn own_renderer(&self) -> Option<Arc<dyn crate::core::outcome::Renderer>> {
+        Some(Arc::new(hooks::FelixRenderer))
+    }
+
     /// Felix's hook kinds map onto loop points ([`point_of`]); a kind no
     /// point takes is accepted and never fires.
     fn never_fires(&self, event: &str) -> Option<&'static str> {
