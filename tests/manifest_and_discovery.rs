@@ -4,6 +4,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::write_plugin;
+use plughost::dialects::formats;
 use plughost::plugins::config::{self, PluginLists};
 use plughost::plugins::discovery::{discover, Source};
 use plughost::plugins::manifest::{self, ManifestError, PluginKind};
@@ -142,7 +143,7 @@ fn enablement_rules() {
         enabled: vec!["user-on".into(), "proj".into(), "bundled-off".into()],
         disabled: vec!["bundled-off".into()],
     };
-    let found = discover(&roots(&b, &u, Some(&p)), &lists);
+    let found = discover(&roots(&b, &u, Some(&p)), &lists, formats());
     let get = |k: &str| {
         found
             .iter()
@@ -193,7 +194,7 @@ fn later_source_wins_on_key_collision() {
         enabled: vec!["same".into()],
         disabled: vec![],
     };
-    let found = discover(&roots(&b, &u, None), &lists);
+    let found = discover(&roots(&b, &u, None), &lists, formats());
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].source, Source::User);
     write_plugin(
@@ -202,7 +203,7 @@ fn later_source_wins_on_key_collision() {
         "name: same\nversion: project\n",
         &[("__init__.py", "")],
     );
-    let found = discover(&roots(&b, &u, Some(&p)), &lists);
+    let found = discover(&roots(&b, &u, Some(&p)), &lists, formats());
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].manifest.as_ref().unwrap().version, "project");
 }
@@ -215,7 +216,7 @@ fn skipped_kinds_and_bad_manifests_record_reasons() {
     write_plugin(&b, "ex", "kind: exclusive\n", &[("__init__.py", "")]);
     write_plugin(&b, "v2", "manifest_version: 2\n", &[("__init__.py", "")]);
     write_plugin(&b, "noinit", "name: noinit\n", &[]);
-    let found = discover(&[(Source::Bundled, b)], &PluginLists::default());
+    let found = discover(&[(Source::Bundled, b)], &PluginLists::default(), formats());
     let reason = |k: &str| {
         found
             .iter()
@@ -300,7 +301,11 @@ fn shared_key_roots(dir: &std::path::Path) -> Vec<(Source, PathBuf)> {
 #[test]
 fn a_user_plugin_that_is_not_enabled_is_listed_beside_the_bundled_one_it_shares_a_key_with() {
     let dir = tempfile::tempdir().unwrap();
-    let found = discover(&shared_key_roots(dir.path()), &PluginLists::default());
+    let found = discover(
+        &shared_key_roots(dir.path()),
+        &PluginLists::default(),
+        formats(),
+    );
     assert_eq!(found.len(), 2, "{found:?}");
     let bundled = found.iter().find(|c| c.source == Source::Bundled).unwrap();
     let user = found.iter().find(|c| c.source == Source::User).unwrap();
@@ -320,7 +325,7 @@ fn an_enabled_user_plugin_replaces_the_bundled_one_and_disabling_the_key_disable
         enabled: vec!["shared".into()],
         disabled: vec![],
     };
-    let found = discover(&roots, &enabled);
+    let found = discover(&roots, &enabled, formats());
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].source, Source::User);
     assert!(found[0].enabled);
@@ -329,7 +334,7 @@ fn an_enabled_user_plugin_replaces_the_bundled_one_and_disabling_the_key_disable
         enabled: vec!["shared".into()],
         disabled: vec!["shared".into()],
     };
-    let found = discover(&roots, &disabled);
+    let found = discover(&roots, &disabled, formats());
     assert_eq!(found.len(), 1, "between two not enabled the later is kept");
     assert_eq!(found[0].source, Source::User);
     assert_eq!(found[0].skip_reason.as_deref(), Some("disabled in config"));
@@ -353,9 +358,10 @@ fn missing_bundled_plugins_are_listed_and_only_enabled_unreplaced_ones_count() {
         disabled: vec!["audit".into()],
     };
     let found = discover_after(
-        missing_bundled(&missing, &lists),
+        missing_bundled(&missing, &lists, formats()),
         &[(Source::User, u)],
         &lists,
+        formats(),
     );
     let get = |k: &str| found.iter().find(|c| c.key == k).unwrap();
     assert_eq!(
@@ -383,7 +389,12 @@ fn missing_bundled_plugins_are_listed_and_only_enabled_unreplaced_ones_count() {
         enabled: vec![],
         disabled: vec!["guard".into(), "cleanup".into(), "audit".into()],
     };
-    let found = discover_after(missing_bundled(&missing, &all_off), &[], &all_off);
+    let found = discover_after(
+        missing_bundled(&missing, &all_off, formats()),
+        &[],
+        &all_off,
+        formats(),
+    );
     assert!(still_missing(missing, &found).is_none());
 }
 

@@ -264,7 +264,7 @@ impl Inner {
             let plugins = self.host.plugins();
             for record in &mut report.hook_errors {
                 if let Some(p) = plugins.iter().find(|p| p.key == record.plugin) {
-                    record.dialect = p.dialect.unwrap_or_default().to_string();
+                    record.dialect = p.dialect.map(|d| d.to_string()).unwrap_or_default();
                 }
             }
         }

@@ -58,7 +58,7 @@ pub(super) fn install(
         }
         None
     };
-    let done = install::install(home, &spec, force)?;
+    let done = install::install(home, &spec, force, crate::dialects::formats())?;
     let version = if done.version.is_empty() {
         String::new()
     } else {
@@ -203,7 +203,11 @@ pub(super) fn forget(home: &Path, names: &[String], stray: bool) -> Result<Exit,
 pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<Exit, Failure> {
     let lists = config::read_plugin_lists(home)?;
     let user_root = home.join("plugins");
-    let user = discover(&[(Source::User, user_root.clone())], &lists);
+    let user = discover(
+        &[(Source::User, user_root.clone())],
+        &lists,
+        crate::dialects::formats(),
+    );
     let Some(found) = user.iter().find(|c| c.key == name).or_else(|| {
         user.iter()
             .find(|c| c.dir.file_name().is_some_and(|d| d == name))
@@ -352,9 +356,13 @@ pub(crate) fn known_plugin_keys(home: &std::path::Path) -> Vec<String> {
     ];
     let mut keys = bundled_keys(home);
     keys.extend(
-        discover(&roots, &config::PluginLists::default())
-            .into_iter()
-            .map(|c| c.key),
+        discover(
+            &roots,
+            &config::PluginLists::default(),
+            crate::dialects::formats(),
+        )
+        .into_iter()
+        .map(|c| c.key),
     );
     // Plugins of other APIs (Hermes's own directories): their keys and
     // manifest names, either of which enables them.
@@ -374,6 +382,7 @@ pub(crate) fn bundled_keys(home: &std::path::Path) -> Vec<String> {
         Ok(located) => discover(
             &[(Source::Bundled, located.dir().to_path_buf())],
             &config::PluginLists::default(),
+            crate::dialects::formats(),
         )
         .into_iter()
         .map(|c| c.key)

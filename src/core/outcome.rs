@@ -29,7 +29,7 @@ pub struct PluginError {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub base_exception: bool,
     /// Set when the failure is not the plugin's code raising but its
-    /// isolated worker process failing (see `crate::isolation`).
+    /// isolated worker process failing (the isolation layer reports it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<Box<PluginFault>>,
 }

@@ -18,6 +18,7 @@ use crate::core::outcome::PluginError;
 use crate::core::registry::Registration;
 use crate::plugins::config::PluginLists;
 use crate::plugins::discovery::Candidate;
+use crate::plugins::format::{DialectId, Formats, PluginFormat, Verdict};
 use crate::runtime::loader::PluginPackage;
 
 /// What loading a plugin through a dialect gave.
@@ -33,8 +34,12 @@ pub struct LoadedPlugin {
 
 /// One plugin API.
 pub trait Dialect: Send + Sync + 'static {
-    /// The API's name (`flowly`).
-    fn name(&self) -> &'static str;
+    /// The API's identity (displayed as its name, `flowly`).
+    fn id(&self) -> DialectId;
+    /// The API's name (`flowly`), as users write it.
+    fn name(&self) -> &'static str {
+        self.id().as_str()
+    }
     /// Import the plugin at `dir` for a host whose home is `home` and
     /// collect what it registers. On failure nothing of it stays loaded.
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError>;
@@ -84,6 +89,50 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = (label, event, error);
         None
     }
+    /// The rules its plugins follow in plughost's own plugin directories
+    /// and `plugins install`; `None` when it finds its plugins elsewhere.
+    fn format(&self) -> Option<&'static dyn PluginFormat> {
+        None
+    }
+    /// Its per-turn state on a loop point's context that an isolated
+    /// plugin's hook carries to its worker and back, as an opaque value
+    /// (`None` inside when there is none yet), with where the worker's
+    /// version goes back to; `None` when nothing crosses (the default).
+    fn carry_out(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<Carried> {
+        let _ = lc;
+        None
+    }
+    /// In a worker: put the state [`Dialect::carry_out`] sent on the
+    /// rebuilt context.
+    fn carry_in(&self, lc: &mut crate::core::hooks::LoopContext, state: serde_json::Value) {
+        let _ = (lc, state);
+    }
+    /// In a worker: the state as the handler left it, for plughost.
+    fn carry_left(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<serde_json::Value> {
+        let _ = lc;
+        None
+    }
+    /// Whether its plugins register tools while running (looked up by
+    /// name when a tool is not in the registry). Default: no.
+    fn has_runtime_tools(&self) -> bool {
+        false
+    }
+    /// The tool `name` one of its plugins registered while running in the
+    /// host (or worker) at `home`.
+    fn runtime_tool(&self, home: &Path, name: &str) -> Option<crate::core::registry::Tool> {
+        let _ = (home, name);
+        None
+    }
+    /// How the results of its tools that render their own read (a
+    /// Rust renderer cannot cross from a worker: an isolated tool says it
+    /// has one and plughost uses this). Default: [`Dialect::renderer`].
+    fn own_renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
+        self.renderer()
+    }
+    /// How such a tool's results read.
+    fn runtime_tool_renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
+        None
+    }
 
     // --- added by host ---
     /// [`load`](Self::load) for the host whose state is `state`: a dialect
@@ -127,6 +176,13 @@ pub trait Dialect: Send + Sync + 'static {
     }
 }
 
+/// A dialect's per-turn state on its way to an isolated worker: the value
+/// sent, and where the value that comes back is stored.
+pub struct Carried {
+    pub state: Option<serde_json::Value>,
+    pub back: Box<dyn Fn(serde_json::Value) + Send + Sync>,
+}
+
 /// [`Dialect::never_fires`] for a dialect whose names are the core's
 /// events (Flowly's, and callbacks registered from Rust).
 pub fn core_never_fires(event: &str) -> Option<&'static str> {
@@ -135,7 +191,8 @@ pub fn core_never_fires(event: &str) -> Option<&'static str> {
         .then_some("not a known event: it never fires")
 }
 
-/// Every dialect this build knows, in the order they are asked.
+/// Every dialect this build knows, in the order they are asked. The first
+/// is the API of a plugin directory whose manifest names none.
 pub static DIALECTS: &[&dyn Dialect] = &[
     &flowly::Flowly,
     &hermes::Hermes,
@@ -143,9 +200,22 @@ pub static DIALECTS: &[&dyn Dialect] = &[
     &codumentor::Codumentor,
 ];
 
-/// The dialect called `name` (a candidate's [`Candidate::dialect`]).
+/// The dialect called `name` (as `config.json` or a user writes it).
 pub fn by_name(name: &str) -> Option<&'static dyn Dialect> {
     DIALECTS.iter().copied().find(|d| d.name() == name)
+}
+
+/// The dialect `id` (a candidate's [`Candidate::dialect`]).
+pub fn by_id(id: DialectId) -> Option<&'static dyn Dialect> {
+    DIALECTS.iter().copied().find(|d| d.id() == id)
+}
+
+/// The plugin-directory rules of every dialect that has them, in table
+/// order (the plugin layer asks them through this; it knows no dialect).
+pub fn formats() -> Formats<'static> {
+    static FORMATS: std::sync::LazyLock<Vec<&'static dyn PluginFormat>> =
+        std::sync::LazyLock::new(|| DIALECTS.iter().filter_map(|d| d.format()).collect());
+    Formats::new(&FORMATS)
 }
 
 /// Every plugin the dialects find outside plughost's plugin directories.
@@ -169,17 +239,17 @@ pub fn choose(
     for c in candidates.iter_mut() {
         if let Some(name) = explicit.get(&c.key) {
             match by_name(name) {
-                Some(d) => c.dialect = d.name(),
+                Some(d) => c.dialect = d.id(),
                 None => {
                     let known: Vec<&str> = DIALECTS.iter().map(|d| d.name()).collect();
-                    c.skip_reason = Some(format!(
+                    c.skip_reason = Some(Verdict::Unloadable(format!(
                         "plugins.dialects.{} in config.json names the dialect '{name}', which this build does not have (known: {}); fix it",
                         c.key,
                         known.join(", ")
-                    ));
+                    )));
                 }
             }
-        } else if c.dialect == crate::plugins::discovery::DIRECTORY_DIALECT {
+        } else if c.dialect == formats().default_id() {
             if let Some(d) = sniff(&c.dir) {
                 tracing::debug!("plugin '{}' is a {d} plugin (its imports say so)", c.key);
                 c.dialect = d;
@@ -192,7 +262,7 @@ pub fn choose(
 /// What a plugin's own files show: its `__init__.py` (first 64 KiB)
 /// importing a Hermes core module (`hermes_constants`, `hermes_cli`,
 /// `tools.registry`) makes it a `hermes` plugin. Nothing else is guessed.
-pub fn sniff(dir: &Path) -> Option<&'static str> {
+pub fn sniff(dir: &Path) -> Option<DialectId> {
     use std::io::Read;
     let mut text = String::new();
     let file = std::fs::File::open(dir.join("__init__.py")).ok()?;
@@ -225,7 +295,8 @@ mod tests {
                 Some(dialect.name())
             );
         }
-        assert!(by_name(crate::plugins::discovery::DIRECTORY_DIALECT).is_some());
+        assert_eq!(formats().default_id(), DIALECTS[0].id());
+        assert!(by_id(formats().default_id()).is_some());
         assert!(by_name("no-such-api").is_none());
     }
 
@@ -238,15 +309,15 @@ mod tests {
         };
         assert_eq!(
             sniffed("from hermes_constants import get_hermes_home\n"),
-            Some("hermes")
+            Some(hermes::discover::DIALECT)
         );
         assert_eq!(
             sniffed("import json\nfrom tools.registry import registry\n"),
-            Some("hermes")
+            Some(hermes::discover::DIALECT)
         );
         assert_eq!(
             sniffed("    from hermes_cli.config import load_config\n"),
-            Some("hermes")
+            Some(hermes::discover::DIALECT)
         );
         assert_eq!(sniffed("import hermes_constantsx\n"), None);
         assert_eq!(sniffed("# hermes_constants\nimport json\n"), None);

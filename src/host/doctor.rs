@@ -155,7 +155,7 @@ impl Report {
                     .hooks
                     .iter()
                     .filter_map(|h| {
-                        let reason = match p.dialect.and_then(crate::dialects::by_name) {
+                        let reason = match p.dialect.and_then(crate::dialects::by_id) {
                             Some(dialect) => dialect.never_fires(h),
                             None => crate::dialects::core_never_fires(h),
                         }?;

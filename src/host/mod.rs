@@ -45,7 +45,7 @@ pub struct PluginRecord {
     pub failure: Option<PluginError>,
     /// The plugin API it is loaded through (`flowly`, `hermes`, `codumentor`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dialect: Option<&'static str>,
+    pub dialect: Option<crate::plugins::format::DialectId>,
     pub path: PathBuf,
     pub tools: Vec<String>,
     pub hooks: Vec<String>,
@@ -376,9 +376,10 @@ impl HostBuilder {
         }
         let seed = unavailable
             .as_ref()
-            .map(|e| discovery::missing_bundled(e, &lists))
+            .map(|e| discovery::missing_bundled(e, &lists, crate::dialects::formats()))
             .unwrap_or_default();
-        let mut candidates = discovery::discover_after(seed, &roots, &lists);
+        let mut candidates =
+            discovery::discover_after(seed, &roots, &lists, crate::dialects::formats());
         let extensions = Arc::new(Extensions::default());
         // A runtime without Python runs no dialect's discovery: none of
         // what it would find could load, and looking reads the interpreter's path.
@@ -638,7 +639,7 @@ fn load_candidate(
             .unwrap_or_else(|| "standalone".into()),
         enabled: c.enabled,
         status: if !c.enabled {
-            if c.skip_reason.as_deref() == Some("disabled in config") {
+            if c.skip_reason == Some(crate::plugins::format::Verdict::Disabled) {
                 PluginStatus::Disabled
             } else {
                 PluginStatus::NotEnabled
@@ -655,7 +656,7 @@ fn load_candidate(
             PluginStatus::Loaded
         },
         loaded: false,
-        error: c.skip_reason.clone(),
+        error: c.skip_reason.as_ref().map(ToString::to_string),
         failure: None,
         dialect: Some(c.dialect),
         path: c.dir.clone(),
@@ -670,9 +671,9 @@ fn load_candidate(
             .map(|m| m.provides_web_providers.clone())
             .unwrap_or_default(),
         isolated: isolate.is_some(),
-        entry: crate::dialects::by_name(c.dialect)
+        entry: crate::dialects::by_id(c.dialect)
             .and_then(|d| d.entry_in(&c.key, &c.dir, extensions)),
-        dependencies: crate::dialects::by_name(c.dialect)
+        dependencies: crate::dialects::by_id(c.dialect)
             .map(|d| d.dependencies(&c.key, &c.dir))
             .unwrap_or_default(),
     };
@@ -686,7 +687,7 @@ fn load_candidate(
         }
         return record;
     }
-    let Some(dialect) = crate::dialects::by_name(c.dialect) else {
+    let Some(dialect) = crate::dialects::by_id(c.dialect) else {
         let message = format!("no dialect '{}' in this build", c.dialect);
         tracing::warn!("plugin '{}' cannot be loaded: {message}", c.key);
         record.error = Some(message);
@@ -747,7 +748,7 @@ fn load_candidate(
             packages.extend(loaded.package.map(|p| Box::new(p) as Box<dyn Send + Sync>));
             packages.extend(loaded.hold);
             record.loaded = true;
-            record.dialect = Some(dialect.name());
+            record.dialect = Some(dialect.id());
             tracing::debug!("plugin '{}' loaded from {}", c.key, c.dir.display());
         }
     }

@@ -14,7 +14,7 @@
 //! A Rust program that embeds plughost and isolates plugins either calls
 //! [`serve_if_worker`] first thing in `main` (then its own executable is
 //! the worker), or names a plughost binary with
-//! [`HostBuilder::worker_command`](crate::host::HostBuilder::worker_command).
+//! `HostBuilder::worker_command` (the host's builder).
 
 pub mod limits;
 pub mod protocol;

@@ -17,7 +17,6 @@ use crate::core::hooks::{
     ToolCallContext,
 };
 use crate::core::outcome::{PluginError, ResourceLimit};
-use crate::dialects::codumentor::points::ChainWire;
 use crate::plugins::config::ResourceLimits;
 
 /// The largest frame either side accepts (a corrupt length must not make
@@ -309,8 +308,8 @@ pub fn event_named(name: &str) -> Option<HookEvent> {
 /// The fields of a [`LoopContext`] a worker needs: every plain one. What
 /// cannot cross as it is travels as data: the turn is its number (the
 /// worker keeps its own per-turn state for it, Codumentor's `ctx` dict
-/// among it), and Codumentor's chain of the event being fired goes there
-/// and back ([`ChainWire`]).
+/// among it), and the dialect's own state of the event being fired goes
+/// there and back as an opaque value (`Dialect::carry_out`).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct LoopWire {
     pub session_id: String,
@@ -335,8 +334,9 @@ pub struct LoopWire {
     pub plugins: Vec<String>,
     /// plughost's number of the turn; `None` outside a turn.
     pub turn: Option<u64>,
-    /// Codumentor's chain at this point, when one was started.
-    pub chain: Option<ChainWire>,
+    /// The dialect's per-turn state at this point (Codumentor's chain,
+    /// when one was started), opaque here.
+    pub chain: Option<Value>,
 }
 
 impl LoopWire {
@@ -401,8 +401,8 @@ impl LoopWire {
 /// What a loop-point hook in a worker leaves besides its answer.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct LoopAfter {
-    /// Codumentor's chain as the handler left it.
-    pub chain: Option<ChainWire>,
+    /// The dialect's per-turn state as the handler left it.
+    pub chain: Option<Value>,
     /// UI events it emitted (`ctx["ui_event_emitter"]`), for the turn's report.
     pub ui_events: Vec<Value>,
 }
@@ -712,18 +712,14 @@ mod tests {
         };
         let mut wire = LoopWire::of(&lc);
         wire.turn = Some(9);
-        wire.chain = Some(ChainWire {
-            event: "onAfterLLM".into(),
-            payload: None,
-            stopped: true,
-        });
+        wire.chain = Some(serde_json::json!({"stopped": true}));
         let mut buf = Vec::new();
         write_frame(&mut buf, &PayloadWire::Loop(Box::new(wire))).unwrap();
         let Some(PayloadWire::Loop(mut back)) = read_frame(&mut buf.as_slice()).unwrap() else {
             panic!("not a loop payload")
         };
         assert_eq!(back.turn.take(), Some(9));
-        assert!(back.chain.take().is_some_and(|c| c.stopped));
+        assert!(back.chain.take().is_some_and(|c| c["stopped"] == true));
         let got = back.into_context(Some(HookEvent::ToolVet));
         // Debug shows every field; turn, stage and dialect state aside, equal.
         let shown =

@@ -14,12 +14,11 @@ use crate::core::hooks::{
     CallState, HookCallback, HookEntry, HookError, HookEvent, HookPayload, HookReturn, HookStats,
     ToolCallContext, TurnScope,
 };
-use crate::core::outcome::{PluginError, PluginFault, Renderer};
+use crate::core::outcome::{PluginError, PluginFault};
 use crate::core::registry::{
     Command, CommandHandler, CommandReturn, Registration, Skill, Tool, ToolHandler, ToolReturn,
     ToolSpec,
 };
-use crate::dialects::codumentor::points as codumentor;
 
 /// The isolated plugins that may register tools while running
 /// (Codumentor's `agent.tool_registry`), for [`runtime_tool`].
@@ -77,7 +76,7 @@ pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
                 ..Default::default()
             };
             let mut tool = Tool::new(spec, Arc::new(handler));
-            tool.renderer = Some(crate::dialects::codumentor::turn::tool_result_renderer());
+            tool.renderer = sup.dialect_table().and_then(|d| d.runtime_tool_renderer());
             return Some(tool);
         }
     }
@@ -87,13 +86,16 @@ pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
 /// Turn a worker's announced contributions into registrations whose
 /// handlers reach it through `sup`.
 pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<Registration> {
-    if sup.dialect() == crate::dialects::codumentor::DIALECT {
+    if sup.dialect_table().is_some_and(|d| d.has_runtime_tools()) {
         let mut list = RUNTIME_SOURCES.lock().unwrap_or_else(|e| e.into_inner());
         list.retain(|w| w.upgrade().is_some());
         list.push(sup.downgrade());
     }
     let key = sup.key().to_string();
-    let renderer = dialect_renderer(sup.dialect());
+    // A dialect whose tools render their own results: the renderer is Rust
+    // code, it cannot cross from the worker, so the tool says it has one
+    // and plughost uses its dialect's here.
+    let renderer = sup.dialect_table().and_then(|d| d.own_renderer());
     contributions
         .into_iter()
         .map(|c| match c {
@@ -187,17 +189,6 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
             }),
         })
         .collect()
-}
-
-/// The renderer of a dialect whose tools render their own results (the
-/// renderer is Rust code: it cannot cross from the worker, so the tool
-/// says it has one and plughost uses its dialect's here).
-fn dialect_renderer(dialect: &str) -> Option<Arc<dyn Renderer>> {
-    match dialect {
-        "hermes" => Some(Arc::new(crate::dialects::hermes::render::HermesRenderer)),
-        "felix" => Some(Arc::new(crate::dialects::felix::hooks::FelixRenderer)),
-        _ => None,
-    }
 }
 
 fn out_of_protocol(sup: &Supervisor, reply: &Reply) -> PluginError {
@@ -399,11 +390,10 @@ impl HookCallback for ProxyHook {
                     wire.turn = IsolatedTurn::of(scope, &self.sup);
                     turn = Some(scope.clone());
                 }
-                // Codumentor's handlers of one event form one chain across processes.
-                if self.sup.dialect() == crate::dialects::codumentor::DIALECT {
-                    let (state, back) = codumentor::carried_chain(lc);
-                    wire.chain = state;
-                    chain = Some(back);
+                // The dialect's per-turn state goes there and back.
+                if let Some(carried) = self.sup.dialect_table().and_then(|d| d.carry_out(lc)) {
+                    wire.chain = carried.state;
+                    chain = Some(carried.back);
                 }
                 PayloadWire::Loop(Box::new(wire))
             }
@@ -428,7 +418,7 @@ impl HookCallback for ProxyHook {
                     }
                     if let Some(after) = after {
                         if let (Some(state), Some(chain)) = (after.chain, &chain) {
-                            chain.store(state);
+                            chain(state);
                         }
                         if let (false, Some(turn)) = (after.ui_events.is_empty(), &turn) {
                             turn.ui_events
@@ -456,7 +446,9 @@ impl HookCallback for ProxyHook {
         event: HookEvent,
         error: &HookError,
     ) -> Option<crate::core::hooks::HookAction> {
-        crate::dialects::by_name(self.sup.dialect())?.fail_closed(&self.label, event, error)
+        self.sup
+            .dialect_table()?
+            .fail_closed(&self.label, event, error)
     }
 }
 

@@ -357,6 +357,11 @@ impl Supervisor {
         &self.inner.load.dialect
     }
 
+    /// The plugin's dialect in this build's table.
+    pub fn dialect_table(&self) -> Option<&'static dyn crate::dialects::Dialect> {
+        crate::dialects::by_name(self.dialect())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }

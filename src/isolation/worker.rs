@@ -26,7 +26,6 @@ use super::protocol::{
 use crate::core::hooks::{HookAction, HookEntry, HookError, HookPayload, HookReturn, TurnScope};
 use crate::core::outcome::{PluginError, ResourceLimit};
 use crate::core::registry::{Command, CommandReturn, Registration, Tool, ToolReturn};
-use crate::dialects::codumentor::points as codumentor;
 use crate::plugins::config::ResourceLimits;
 
 /// The plugin's contributions, as the requests name them.
@@ -44,6 +43,8 @@ struct Served {
     home: std::path::PathBuf,
     /// Tools it registered while running, once plughost asked for them.
     runtime: Mutex<HashMap<String, Tool>>,
+    /// Its dialect (what carries its per-turn state, finds runtime tools).
+    dialect: Option<&'static dyn crate::dialects::Dialect>,
 }
 
 impl Served {
@@ -353,6 +354,7 @@ fn load(
     std::mem::forget(loaded.package);
     let mut served = Served {
         home: home.to_path_buf(),
+        dialect: Some(dialect),
         ..Default::default()
     };
     let mut contributions = Vec::new();
@@ -466,19 +468,24 @@ fn answer(served: &Served, request: Request) -> Answer {
                     let (turn, chain) = (wire.turn.take(), wire.chain.take());
                     let mut lc = wire.into_context(Some(event));
                     lc.turn = turn.map(|n| served.turn(n));
-                    if let Some(chain) = chain {
-                        codumentor::restore_chain(&mut lc, chain);
+                    if let (Some(chain), Some(dialect)) = (chain, served.dialect) {
+                        dialect.carry_in(&mut lc, chain);
                     }
                     OwnedPayload::Loop(Box::new(lc))
                 }
                 other => OwnedPayload::from_wire(other, event),
             };
             match entry.callback.call(event, owned.as_payload()) {
-                HookReturn::Ready(answer) => Answer::Now(hook_reply(answer, &mut owned)),
-                HookReturn::Pending(fut) => Answer::Later(Box::pin(async move {
-                    let answer = fut.await;
-                    hook_reply(answer, &mut owned)
-                })),
+                HookReturn::Ready(answer) => {
+                    Answer::Now(hook_reply(answer, &mut owned, served.dialect))
+                }
+                HookReturn::Pending(fut) => {
+                    let dialect = served.dialect;
+                    Answer::Later(Box::pin(async move {
+                        let answer = fut.await;
+                        hook_reply(answer, &mut owned, dialect)
+                    }))
+                }
             }
         }
         Request::Command { name, args } => {
@@ -495,7 +502,9 @@ fn answer(served: &Served, request: Request) -> Answer {
             }
         }
         Request::RuntimeTool { name } => {
-            let found = crate::dialects::codumentor::turn::runtime_tool(&served.home, &name);
+            let found = served
+                .dialect
+                .and_then(|d| d.runtime_tool(&served.home, &name));
             let wire = found.as_ref().map(|t| super::protocol::RuntimeToolWire {
                 description: t.spec.description.clone(),
                 parameters: t.spec.parameters.clone(),
@@ -524,7 +533,11 @@ fn answer(served: &Served, request: Request) -> Answer {
 }
 
 /// A hook's reply: its answer, and the arguments as it left them.
-fn hook_reply(answer: Result<HookAction, HookError>, owned: &mut OwnedPayload) -> Reply {
+fn hook_reply(
+    answer: Result<HookAction, HookError>,
+    owned: &mut OwnedPayload,
+    dialect: Option<&'static dyn crate::dialects::Dialect>,
+) -> Reply {
     let (params, after) = match owned.as_payload() {
         HookPayload::Tool(ctx) => (ctx.dialect.edited_params(), None),
         HookPayload::Loop(lc) => {
@@ -532,7 +545,7 @@ fn hook_reply(answer: Result<HookAction, HookError>, owned: &mut OwnedPayload) -
                 std::mem::take(&mut *scope.ui_events.lock().unwrap_or_else(|e| e.into_inner()))
             });
             let after = LoopAfter {
-                chain: codumentor::chain_left(lc),
+                chain: dialect.and_then(|d| d.carry_left(lc)),
                 ui_events,
             };
             (None, Some(Box::new(after)))

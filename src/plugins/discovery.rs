@@ -1,9 +1,10 @@
 //! Finding plugins: bundled, user and project sources, and who is enabled.
 //!
 //! Depth-1 scan of each source root (dot-directories skipped), sources in
-//! order bundled → user → project. A directory whose manifest says
-//! `dialect: codumentor` is a Codumentor plugin (code under `backend/`, no
-//! `__init__.py`); any other is a Flowly one. Enablement follows the Flowly rules:
+//! order bundled → user → project. A directory's manifest may name its
+//! plugin API (`dialect:`, one of the [`Formats`] the dialect table passes
+//! in, whose rules say where its code lives); one that names none is of
+//! the table's first API. Enablement follows the Flowly rules:
 //! bundled plugins load unless disabled, user and project plugins only when
 //! listed in `plugins.enabled`, and `plugins.disabled` overrides everything.
 //! On a key collision enablement is decided first: a later plugin takes an
@@ -17,6 +18,7 @@ use serde::Serialize;
 
 use crate::plugins::bundled::BundledUnavailable;
 use crate::plugins::config::PluginLists;
+use crate::plugins::format::{DialectId, Formats, Verdict};
 use crate::plugins::manifest::{self, Manifest, PluginKind};
 
 /// Where a plugin was found.
@@ -54,23 +56,25 @@ pub struct Candidate {
     /// Whether the enablement rules select it.
     pub enabled: bool,
     /// Why it will not be loaded, when that is already known.
-    pub skip_reason: Option<String>,
+    pub skip_reason: Option<Verdict>,
     /// A bundled plugin that could not be written to disk (see
     /// [`missing_bundled`]): listed, never loadable.
     pub missing: bool,
-    /// The plugin API it is loaded through (a dialect's name): plughost's
-    /// own plugin directories hold [`DIRECTORY_DIALECT`] plugins; a dialect
-    /// that finds plugins elsewhere (its own locations, entry points) tags
-    /// its candidates with its name.
-    pub dialect: &'static str,
+    /// The plugin API it is loaded through: in plughost's own plugin
+    /// directories the one its manifest names, else the first of the
+    /// [`Formats`]; a dialect that finds plugins elsewhere (its own
+    /// locations, entry points) tags its candidates with its id.
+    pub dialect: DialectId,
 }
 
-/// The plugin API of plughost's plugin directories (Flowly's layout).
-pub const DIRECTORY_DIALECT: &str = "flowly";
-
-/// Scan `roots` (in order) and decide enablement against `lists`.
-pub fn discover(roots: &[(Source, PathBuf)], lists: &PluginLists) -> Vec<Candidate> {
-    discover_after(Vec::new(), roots, lists)
+/// Scan `roots` (in order) and decide enablement against `lists`; the
+/// manifests are read by the rules of `formats`.
+pub fn discover(
+    roots: &[(Source, PathBuf)],
+    lists: &PluginLists,
+    formats: Formats<'_>,
+) -> Vec<Candidate> {
+    discover_after(Vec::new(), roots, lists, formats)
 }
 
 /// [`discover`], starting from candidates already known (the bundled
@@ -79,18 +83,24 @@ pub fn discover_after(
     mut found: Vec<Candidate>,
     roots: &[(Source, PathBuf)],
     lists: &PluginLists,
+    formats: Formats<'_>,
 ) -> Vec<Candidate> {
     for (source, root) in roots {
         for dir in plugin_dirs(root) {
-            admit(&mut found, examine(*source, &dir, lists));
+            admit(&mut found, examine(*source, &dir, lists, formats));
         }
     }
     found
 }
 
 /// Candidates for the bundled plugins `missing` names: listed with the
-/// reason, enabled unless disabled, so a host sees what it lacks.
-pub fn missing_bundled(missing: &BundledUnavailable, lists: &PluginLists) -> Vec<Candidate> {
+/// reason, enabled unless disabled, so a host sees what it lacks (of the
+/// directory default API of `formats`).
+pub fn missing_bundled(
+    missing: &BundledUnavailable,
+    lists: &PluginLists,
+    formats: Formats<'_>,
+) -> Vec<Candidate> {
     missing
         .names
         .iter()
@@ -104,12 +114,12 @@ pub fn missing_bundled(missing: &BundledUnavailable, lists: &PluginLists) -> Vec
                 manifest: Err(reason.clone()),
                 enabled: !disabled,
                 skip_reason: Some(if disabled {
-                    DISABLED.to_string()
+                    Verdict::Disabled
                 } else {
-                    reason
+                    Verdict::Unloadable(reason)
                 }),
                 missing: true,
-                dialect: DIRECTORY_DIALECT,
+                dialect: formats.default_id(),
             }
         })
         .collect()
@@ -129,8 +139,6 @@ pub fn still_missing(
         .collect();
     (!missing.names.is_empty()).then_some(missing)
 }
-
-const DISABLED: &str = "disabled in config";
 
 /// Add `candidate` to `found`, settling a key collision. An enabled
 /// candidate takes the place of every earlier one with its key, with a
@@ -162,12 +170,12 @@ pub fn admit(found: &mut Vec<Candidate>, mut candidate: Candidate) {
                 old.source.as_str(),
                 old.dir.display(),
             );
-            if let Some(reason) = &mut candidate.skip_reason {
-                reason.push_str(&format!(
-                    "; enabling it replaces the {} plugin '{key}'",
+            candidate.skip_reason = candidate.skip_reason.take().map(|v| {
+                v.noting(&format!(
+                    "enabling it replaces the {} plugin '{key}'",
                     old.source.as_str()
-                ));
-            }
+                ))
+            });
             found.retain(|c| c.key != key || c.enabled);
             found.push(candidate);
             return;
@@ -204,52 +212,52 @@ fn plugin_dirs(root: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
+fn examine(source: Source, dir: &Path, lists: &PluginLists, formats: Formats<'_>) -> Candidate {
     let dir_name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let manifest = manifest::load(dir).map_err(|e| e.to_string());
+    let manifest = manifest::load_with(dir, formats).map_err(|e| e.to_string());
     let key = manifest
         .as_ref()
         .map(|m| m.name.clone())
         .unwrap_or(dir_name);
     let (enabled, mut skip_reason) = if lists.disabled.contains(&key) {
-        (false, Some(DISABLED.to_string()))
+        (false, Some(Verdict::Disabled))
     } else if source == Source::Bundled || lists.enabled.contains(&key) {
         (true, None)
     } else {
         (
             false,
-            Some(format!(
+            Some(Verdict::NotEnabled(format!(
                 "not in plugins.enabled (run: plughost plugins enable {key})"
-            )),
+            ))),
         )
     };
     if enabled {
         match &manifest {
-            Err(e) => skip_reason = Some(e.clone()),
+            Err(e) => skip_reason = Some(Verdict::Unloadable(e.clone())),
             // `backend` plugins (web providers) load like `standalone` ones.
             Ok(m) if m.kind == PluginKind::Exclusive => {
-                skip_reason = Some(format!("kind={} is not supported yet", m.kind.as_str()))
+                skip_reason = Some(Verdict::Unsupported(format!(
+                    "kind={} is not supported yet",
+                    m.kind.as_str()
+                )))
             }
             Ok(m) => {
                 for w in &m.warnings {
                     tracing::warn!("plugin '{key}': {w}");
                 }
-                if let Some(problem) = crate::dialects::codumentor::layout_problem(m, dir) {
-                    skip_reason = Some(problem);
-                } else if !is_codumentor(m) && !dir.join("__init__.py").is_file() {
-                    skip_reason = Some(
-                        "no __init__.py (a plugin needs one that defines register(ctx))".into(),
-                    );
-                }
+                skip_reason = formats
+                    .of(m)
+                    .layout_problem(m, dir)
+                    .map(Verdict::Unloadable);
             }
         }
     }
     let dialect = match &manifest {
-        Ok(m) if is_codumentor(m) => crate::dialects::codumentor::DIALECT,
-        _ => DIRECTORY_DIALECT,
+        Ok(m) => formats.of(m).id(),
+        _ => formats.default_id(),
     };
     Candidate {
         key,
@@ -261,9 +269,4 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists) -> Candidate {
         missing: false,
         dialect,
     }
-}
-
-/// A manifest saying `dialect: codumentor` (a Codumentor plugin directory).
-fn is_codumentor(m: &Manifest) -> bool {
-    m.dialect.name.as_deref() == Some(crate::dialects::codumentor::DIALECT)
 }

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::plugins::format::{Formats, PluginFormat};
+
 /// Manifest file names, in probe order.
 pub const MANIFEST_FILES: [&str; 3] = ["plugin.yaml", "plugin.yml", "plugin.json"];
 
@@ -70,7 +72,8 @@ pub struct Manifest {
 }
 
 /// The manifest fields that select a plugin API other than Flowly's and
-/// describe how that API loads the plugin (see `crate::dialects::codumentor`).
+/// describe how that API loads the plugin (the API's
+/// [`PluginFormat::entry_hint`] says whether it has them).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DialectFields {
     /// `dialect:` as written (`None`: Flowly, the directory default).
@@ -84,9 +87,6 @@ pub struct DialectFields {
     /// Constructor keyword arguments.
     pub args: serde_json::Map<String, Value>,
 }
-
-/// The `dialect:` values a plugin directory's manifest may name.
-pub const MANIFEST_DIALECTS: [&str; 2] = ["flowly", "codumentor"];
 
 /// Why a manifest could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +123,19 @@ pub fn find_manifest(dir: &Path) -> Option<PathBuf> {
 }
 
 /// Read and validate the manifest of `dir`; `dir_name` is the default name.
+/// Its `dialect:` is kept as written and the API's own fields are not read
+/// (see [`load_with`]).
 pub fn load(dir: &Path) -> Result<Manifest, ManifestError> {
+    load_in(dir, None)
+}
+
+/// [`load`], checking `dialect:` against `formats` and reading the named
+/// API's own fields.
+pub fn load_with(dir: &Path, formats: Formats<'_>) -> Result<Manifest, ManifestError> {
+    load_in(dir, Some(formats))
+}
+
+fn load_in(dir: &Path, formats: Option<Formats<'_>>) -> Result<Manifest, ManifestError> {
     let path = find_manifest(dir).ok_or(ManifestError::Missing)?;
     let text = std::fs::read_to_string(&path).map_err(|source| ManifestError::Read {
         path: path.clone(),
@@ -133,11 +145,32 @@ pub fn load(dir: &Path) -> Result<Manifest, ManifestError> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    parse(&text, &path, &default_name)
+    parse_in(&text, &path, &default_name, formats)
 }
 
-/// Parse manifest text; the format follows the file's extension.
+/// Parse manifest text; the format follows the file's extension. Its
+/// `dialect:` is kept as written (see [`parse_with`]).
 pub fn parse(text: &str, path: &Path, default_name: &str) -> Result<Manifest, ManifestError> {
+    parse_in(text, path, default_name, None)
+}
+
+/// [`parse`], checking `dialect:` against `formats` and reading the named
+/// API's own fields.
+pub fn parse_with(
+    text: &str,
+    path: &Path,
+    default_name: &str,
+    formats: Formats<'_>,
+) -> Result<Manifest, ManifestError> {
+    parse_in(text, path, default_name, Some(formats))
+}
+
+fn parse_in(
+    text: &str,
+    path: &Path,
+    default_name: &str,
+    formats: Option<Formats<'_>>,
+) -> Result<Manifest, ManifestError> {
     let file = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -271,7 +304,7 @@ pub fn parse(text: &str, path: &Path, default_name: &str) -> Result<Manifest, Ma
         Some(_) => return Err(bad("requires_env", "must be a list of variable names")),
     };
 
-    let dialect = dialect_fields(&map, &bad, &list_field)?;
+    let dialect = dialect_fields(&map, formats, &bad, &list_field)?;
     let name = text_field("name")?
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
@@ -292,35 +325,41 @@ pub fn parse(text: &str, path: &Path, default_name: &str) -> Result<Manifest, Ma
     })
 }
 
-/// `dialect`, and for `dialect: codumentor` its `entry` (required,
-/// `module:Class`), `dependencies`, `priority` and `args`.
+/// `dialect` and, when `formats` are known and the API it names has an
+/// `entry` ([`PluginFormat::entry_hint`]), its `entry` (required,
+/// `module:Class`), `dependencies`, `priority` and `args`. Without
+/// `formats` the name is kept as written (trimmed) and nothing more read.
 fn dialect_fields(
     map: &serde_json::Map<String, Value>,
+    formats: Option<Formats<'_>>,
     bad: &dyn Fn(&'static str, &str) -> ManifestError,
     list_field: &dyn Fn(&'static str) -> Result<Vec<String>, ManifestError>,
 ) -> Result<DialectFields, ManifestError> {
-    let name = match map.get("dialect") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if MANIFEST_DIALECTS.contains(&s.trim()) => {
-            Some(s.trim().to_string())
-        }
-        Some(Value::String(s)) => {
-            return Err(bad(
-                "dialect",
-                &format!(
-                    "names an unknown plugin API '{s}' (one of: {})",
-                    MANIFEST_DIALECTS.join(", ")
-                ),
-            ))
-        }
-        Some(_) => return Err(bad("dialect", "must be a string")),
+    let (name, format) = match (map.get("dialect"), formats) {
+        (None | Some(Value::Null), _) => (None, None),
+        (Some(Value::String(s)), None) => (Some(s.trim().to_string()), None),
+        (Some(Value::String(s)), Some(formats)) => match formats.by_manifest_name(s.trim()) {
+            Some(f) => (Some(s.trim().to_string()), Some(f)),
+            None => {
+                let known: Vec<&str> = formats.named().map(|f| f.id().as_str()).collect();
+                return Err(bad(
+                    "dialect",
+                    &format!(
+                        "names an unknown plugin API '{s}' (one of: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        },
+        (Some(_), _) => return Err(bad("dialect", "must be a string")),
     };
-    if name.as_deref() != Some("codumentor") {
+    let Some((format, hint)) = format.and_then(|f: &dyn PluginFormat| Some((f, f.entry_hint()?)))
+    else {
         return Ok(DialectFields {
             name,
             ..Default::default()
         });
-    }
+    };
     let entry = match map.get("entry") {
         Some(Value::String(s)) => {
             let s = s.trim();
@@ -343,7 +382,7 @@ fn dialect_fields(
         None | Some(Value::Null) => {
             return Err(bad(
                 "entry",
-                "is required for dialect: codumentor (\"<module>:<Class>\", the plugin class under backend/)",
+                &format!("is required for dialect: {} ({hint})", format.id()),
             ))
         }
         Some(_) => return Err(bad("entry", "must be a string \"<module>:<Class>\"")),

@@ -6,5 +6,6 @@ pub mod bundled;
 pub mod config;
 pub mod discovery;
 pub mod entry_points;
+pub mod format;
 pub mod install;
 pub mod manifest;

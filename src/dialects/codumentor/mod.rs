@@ -24,6 +24,7 @@
 //! wins). Answers are interpreted there into decisions ([`Decision`]) the
 //! agent loop executes.
 
+mod format;
 pub mod order;
 pub mod points;
 pub mod reference;
@@ -48,12 +49,13 @@ use crate::core::hooks::{
 use crate::core::outcome::PluginError;
 use crate::core::registry::Registration;
 use crate::dialects::shared::load_error;
+use crate::plugins::format::{DialectId, PluginFormat};
 use crate::plugins::manifest::Manifest;
 use crate::runtime::bridge::{self, Awaited, InlineDriver};
 use crate::runtime::{attach, module_from_source, plugin_error, try_attach};
 
 /// The dialect's name (`dialect: codumentor` in a manifest).
-pub const DIALECT: &str = "codumentor";
+pub const DIALECT: DialectId = DialectId::new("codumentor");
 
 /// The Python half: bus, chain, compat finder.
 const BUS_SOURCE: &str = include_str!("../../../python/plughost/_compat/codumentor_bus.py");
@@ -163,7 +165,7 @@ pub fn never_fires(event: &str) -> Option<&'static str> {
 /// `backend/` directory its code lives in. `None` when all is there (or
 /// the manifest is of another dialect).
 pub fn layout_problem(m: &Manifest, dir: &Path) -> Option<String> {
-    if m.dialect.name.as_deref() != Some(DIALECT) {
+    if m.dialect.name.as_deref() != Some(DIALECT.as_str()) {
         return None;
     }
     let backend = dir.join("backend");
@@ -526,12 +528,52 @@ fn constructor_args(key: &str, manifest: &Manifest, home: &Path) -> Map<String, 
 pub struct Codumentor;
 
 impl Dialect for Codumentor {
-    fn name(&self) -> &'static str {
+    fn id(&self) -> DialectId {
         DIALECT
     }
 
+    fn format(&self) -> Option<&'static dyn PluginFormat> {
+        Some(&Codumentor)
+    }
+
+    /// Its handlers of one event form one chain across processes.
+    fn carry_out(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<super::Carried> {
+        let (state, back) = points::carried_chain(lc);
+        Some(super::Carried {
+            state: state.and_then(|w| serde_json::to_value(w).ok()),
+            back: Box::new(move |v| {
+                if let Ok(w) = serde_json::from_value(v) {
+                    back.store(w)
+                }
+            }),
+        })
+    }
+
+    fn carry_in(&self, lc: &mut crate::core::hooks::LoopContext, state: Value) {
+        if let Ok(w) = serde_json::from_value(state) {
+            points::restore_chain(lc, w);
+        }
+    }
+
+    fn carry_left(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<Value> {
+        points::chain_left(lc).and_then(|w| serde_json::to_value(w).ok())
+    }
+
+    /// `agent.tool_registry` registers tools while a plugin runs.
+    fn has_runtime_tools(&self) -> bool {
+        true
+    }
+
+    fn runtime_tool(&self, home: &Path, name: &str) -> Option<crate::core::registry::Tool> {
+        turn::runtime_tool(home, name)
+    }
+
+    fn runtime_tool_renderer(&self) -> Option<Arc<dyn crate::core::outcome::Renderer>> {
+        Some(turn::tool_result_renderer())
+    }
+
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
-        let manifest = crate::plugins::manifest::load(dir)
+        let manifest = crate::plugins::manifest::load_with(dir, crate::dialects::formats())
             .map_err(|e| load_error("ManifestError", &e.to_string()))?;
         let entry = manifest.dialect.entry.clone().ok_or_else(|| {
             load_error(
@@ -570,7 +612,10 @@ impl Dialect for Codumentor {
     }
 
     fn entry(&self, _key: &str, dir: &Path) -> Option<String> {
-        crate::plugins::manifest::load(dir).ok()?.dialect.entry
+        crate::plugins::manifest::load_with(dir, crate::dialects::formats())
+            .ok()?
+            .dialect
+            .entry
     }
 
     fn never_fires(&self, event: &str) -> Option<&'static str> {
@@ -578,7 +623,7 @@ impl Dialect for Codumentor {
     }
 
     fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
-        let declared = crate::plugins::manifest::load(dir)
+        let declared = crate::plugins::manifest::load_with(dir, crate::dialects::formats())
             .map(|m| m.dialect.dependencies)
             .unwrap_or_default();
         with_meta_dependencies(&declared, dir)

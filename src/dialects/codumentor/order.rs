@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use crate::plugins::discovery::Candidate;
 
 use super::DIALECT;
+use crate::plugins::format::Verdict;
 
 /// The default `priority` (§7 D1: lower runs first; the seed's example
 /// values, 10 and 50, mean "early").
@@ -112,7 +113,7 @@ pub fn load_order(candidates: Vec<Candidate>) -> Vec<Candidate> {
     for (i, cycle) in &cycles {
         if let Some(c) = ours[*i].as_mut() {
             if c.enabled && c.skip_reason.is_none() {
-                c.skip_reason = Some(format!("dependency cycle: {cycle}"));
+                c.skip_reason = Some(Verdict::Unloadable(format!("dependency cycle: {cycle}")));
                 release_prepared(c);
             }
         }
@@ -223,7 +224,9 @@ pub fn check_dependencies(
             ),
             None => "no plugin with that key was found".to_string(),
         };
-        c.skip_reason = Some(format!("dependency '{dep}' is not loaded ({why})"));
+        c.skip_reason = Some(Verdict::Unloadable(format!(
+            "dependency '{dep}' is not loaded ({why})"
+        )));
         release_prepared(&c);
         break;
     }
@@ -253,7 +256,7 @@ mod tests {
                 provides_hooks: vec![],
                 provides_web_providers: vec![],
                 dialect: DialectFields {
-                    name: Some(DIALECT.into()),
+                    name: Some(DIALECT.to_string()),
                     entry: Some("m:C".into()),
                     dependencies: deps.iter().map(|d| d.to_string()).collect(),
                     priority,

@@ -168,7 +168,7 @@ fn turn_objects(
     lc: &LoopContext,
 ) -> Option<(Py<PyAny>, Py<PyAny>, Arc<TurnScope>)> {
     let scope = lc.turn.clone()?;
-    let slot = scope.slot(super::DIALECT, || {
+    let slot = scope.slot(super::DIALECT.as_str(), || {
         TurnSlot(
             Turn::start(
                 home,
@@ -608,7 +608,9 @@ fn answer(
             Decision::LlmRetry { .. } => {
                 // "Request a single retry of the failed LLM call": once per call.
                 let first = scope
-                    .and_then(|s| s.slot(super::DIALECT, || TurnSlot(None, Mutex::default())))
+                    .and_then(|s| {
+                        s.slot(super::DIALECT.as_str(), || TurnSlot(None, Mutex::default()))
+                    })
                     .is_some_and(|slot| {
                         slot.1
                             .lock()
@@ -647,7 +649,8 @@ fn answer(
 }
 
 fn drain_ui_events(py: Python<'_>, scope: &TurnScope) {
-    let Some(slot) = scope.slot(super::DIALECT, || TurnSlot(None, Mutex::default())) else {
+    let Some(slot) = scope.slot(super::DIALECT.as_str(), || TurnSlot(None, Mutex::default()))
+    else {
         return;
     };
     let Some(turn) = slot.0.as_ref() else { return };

@@ -16,15 +16,14 @@ use std::sync::Mutex;
 use crate::core::extensions::Extensions;
 use crate::plugins::config::PluginLists;
 use crate::plugins::discovery::{Candidate, Source};
+use crate::plugins::format::{DialectId, Verdict};
 use crate::plugins::manifest::{Manifest, PluginKind};
 
 /// The dialect's name, as candidates and `plugins list` show it.
-pub const DIALECT: &str = "felix";
+pub const DIALECT: DialectId = DialectId::new("felix");
 
 /// The entry-point group Felix reads.
 pub const GROUP: &str = "felix.plugins";
-
-const DISABLED: &str = "disabled in config";
 
 /// What loading a discovered key needs: its `module:attr` and, for a source
 /// tree, the directory to put on `sys.path`.
@@ -115,7 +114,7 @@ pub fn discover(
             dir: entry.location.clone(),
             manifest: Ok(manifest),
             enabled: !disabled,
-            skip_reason: disabled.then(|| DISABLED.to_string()),
+            skip_reason: disabled.then_some(Verdict::Disabled),
             missing: false,
             dialect: DIALECT,
         });
@@ -170,15 +169,15 @@ fn examine(state: &Extensions, source: Source, dir: &Path, lists: &PluginLists) 
         .unwrap_or_default();
     let enablement = |key: &str| {
         if lists.disabled.iter().any(|k| k == key) {
-            (false, Some(DISABLED.to_string()))
+            (false, Some(Verdict::Disabled))
         } else if lists.enabled.iter().any(|k| k == key) {
             (true, None)
         } else {
             (
                 false,
-                Some(format!(
+                Some(Verdict::NotEnabled(format!(
                     "not in plugins.enabled (run: plughost plugins enable {key})"
-                )),
+                ))),
             )
         }
     };
@@ -195,9 +194,9 @@ fn examine(state: &Extensions, source: Source, dir: &Path, lists: &PluginLists) 
                 manifest: Err(problem.clone()),
                 enabled,
                 skip_reason: Some(if enabled {
-                    problem
+                    Verdict::Unloadable(problem)
                 } else {
-                    skip.unwrap_or(problem)
+                    skip.unwrap_or(Verdict::Unloadable(problem))
                 }),
                 missing: false,
                 dialect: DIALECT,

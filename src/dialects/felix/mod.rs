@@ -17,6 +17,7 @@
 //! before Codumentor's, in registration order.
 
 pub mod discover;
+mod format;
 pub mod hooks;
 pub mod reference;
 
@@ -86,8 +87,16 @@ pub fn point_of(kind: &str) -> Option<HookEvent> {
 pub struct Felix;
 
 impl Dialect for Felix {
-    fn name(&self) -> &'static str {
+    fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
+    }
+
+    fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
+        Some(&Felix)
+    }
+
+    fn own_renderer(&self) -> Option<Arc<dyn crate::core::outcome::Renderer>> {
+        Some(Arc::new(hooks::FelixRenderer))
     }
 
     /// Felix's hook kinds map onto loop points ([`point_of`]); a kind no

@@ -229,9 +229,23 @@ fn real_flowly(py: Python<'_>) -> PyResult<Option<String>> {
 /// The Flowly dialect (see the module docs).
 pub struct Flowly;
 
+/// Flowly's identity; its layout is that of plughost's plugin directories.
+pub const DIALECT: crate::plugins::format::DialectId =
+    crate::plugins::format::DialectId::new("flowly");
+
+impl crate::plugins::format::PluginFormat for Flowly {
+    fn id(&self) -> crate::plugins::format::DialectId {
+        DIALECT
+    }
+}
+
 impl Dialect for Flowly {
-    fn name(&self) -> &'static str {
-        "flowly"
+    fn id(&self) -> crate::plugins::format::DialectId {
+        DIALECT
+    }
+
+    fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
+        Some(&Flowly)
     }
 
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {

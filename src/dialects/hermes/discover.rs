@@ -19,12 +19,10 @@ use serde_json::Value;
 use super::manifest::{self, HermesKind};
 use crate::plugins::config::{truthy, PluginLists};
 use crate::plugins::discovery::{Candidate, Source};
+use crate::plugins::format::{DialectId, Verdict};
 
 /// The dialect's name, as candidates and `plugins list` show it.
-pub const DIALECT: &str = "hermes";
-
-/// What the host reads as "disabled" (see `PluginStatus::Disabled`).
-const DISABLED: &str = "disabled in config";
+pub const DIALECT: DialectId = DialectId::new("hermes");
 
 /// Hermes's home: `$HERMES_HOME`, else `~/.hermes`.
 pub fn hermes_home() -> PathBuf {
@@ -208,39 +206,39 @@ fn examine(
     };
     let listed = |names: &[String]| names.iter().any(|n| *n == key || *n == name);
     let (enabled, mut skip_reason) = if listed(&lists.disabled) || listed(&yaml.disabled) {
-        (false, Some(DISABLED.to_string()))
+        (false, Some(Verdict::Disabled))
     } else if listed(&lists.enabled) || listed(&yaml.enabled) {
         (true, None)
     } else {
         (
             false,
-            Some(format!(
+            Some(Verdict::NotEnabled(format!(
                 "not enabled in config (add it to plugins.enabled of Hermes's config.yaml, or run: plughost plugins enable {key})"
-            )),
+            ))),
         )
     };
     if enabled {
         match &parsed {
-            Err(e) => skip_reason = Some(e.clone()),
+            Err(e) => skip_reason = Some(Verdict::Unloadable(e.clone())),
             Ok(m) => {
                 for w in &m.manifest.warnings {
                     tracing::warn!("Hermes plugin '{key}': {w}");
                 }
                 skip_reason = match m.kind {
                     HermesKind::Standalone | HermesKind::Backend => None,
-                    HermesKind::Exclusive => Some(
+                    HermesKind::Exclusive => Some(Verdict::Unsupported(
                         "exclusive plugin — Hermes activates it via <category>.provider config; plughost does not load exclusive plugins".into(),
-                    ),
-                    other => Some(format!(
+                    )),
+                    other => Some(Verdict::Unsupported(format!(
                         "kind={} is not supported by plughost (Hermes loads it through its own {} discovery)",
                         other.as_str(),
                         other.as_str()
-                    )),
+                    ))),
                 };
                 if skip_reason.is_none() && !dir.join("__init__.py").is_file() {
-                    skip_reason = Some(
+                    skip_reason = Some(Verdict::Unloadable(
                         "no __init__.py (a plugin needs one that defines register(ctx))".into(),
-                    );
+                    ));
                 }
             }
         }

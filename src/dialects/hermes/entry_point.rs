@@ -81,15 +81,15 @@ fn candidate(ep: &EntryPoint, lists: &PluginLists, yaml: &PluginLists) -> Candid
     let key = ep.name.clone();
     let listed = |names: &[String]| names.contains(&key);
     let (enabled, skip_reason) = if listed(&lists.disabled) || listed(&yaml.disabled) {
-        (false, Some("disabled in config".to_string()))
+        (false, Some(crate::plugins::format::Verdict::Disabled))
     } else if listed(&lists.enabled) || listed(&yaml.enabled) {
         (true, None)
     } else {
         (
             false,
-            Some(format!(
+            Some(crate::plugins::format::Verdict::NotEnabled(format!(
                 "not enabled in config (add it to plugins.enabled of Hermes's config.yaml, or run: plughost plugins enable {key})"
-            )),
+            ))),
         )
     };
     Candidate {

@@ -236,7 +236,7 @@ fn register_web_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult
 pub struct Hermes;
 
 impl Dialect for Hermes {
-    fn name(&self) -> &'static str {
+    fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
     }
 

@@ -18,6 +18,7 @@ use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::plugins::format::Formats;
 use crate::plugins::manifest;
 
 /// Where a plugin comes from.
@@ -287,8 +288,14 @@ pub struct Installed {
     pub replaced: bool,
 }
 
-/// Install from `source` into `<home>/plugins/`.
-pub fn install(home: &Path, source: &PluginSource, force: bool) -> Result<Installed, InstallError> {
+/// Install from `source` into `<home>/plugins/`;
+/// `formats` (the dialect table's) say what a plugin directory must hold.
+pub fn install(
+    home: &Path,
+    source: &PluginSource,
+    force: bool,
+    formats: Formats<'_>,
+) -> Result<Installed, InstallError> {
     let plugins = home.join("plugins");
     std::fs::create_dir_all(&plugins).map_err(io_err(&plugins))?;
     sweep_interrupted(home);
@@ -308,34 +315,23 @@ pub fn install(home: &Path, source: &PluginSource, force: bool) -> Result<Instal
         }
     };
     refuse_special_files(&plugin_dir)?;
-    let (name, version) = match manifest::load(&plugin_dir) {
+    let (name, version) = match manifest::load_with(&plugin_dir, formats) {
         Ok(m) => {
-            if let Some(problem) = crate::dialects::codumentor::layout_problem(&m, &plugin_dir) {
+            if let Some(problem) = formats.of(&m).layout_problem(&m, &plugin_dir) {
                 return Err(InstallError::NotAPlugin(plugin_dir, problem));
-            }
-            // A Codumentor plugin's code is its `backend/` package, not an
-            // `__init__.py` beside the manifest.
-            let codumentor = m.dialect.name.as_deref() == Some(crate::dialects::codumentor::DIALECT);
-            if !codumentor && !plugin_dir.join("__init__.py").is_file() {
-                return Err(InstallError::NotAPlugin(
-                    plugin_dir,
-                    "no __init__.py (a plugin needs one that defines register(ctx))".into(),
-                ));
             }
             (m.name, m.version)
         }
-        // A Felix source tree: no manifest, a pyproject declaring
-        // felix.plugins entry points; installed under its (first) key.
-        Err(manifest::ManifestError::Missing) if plugin_dir.join("pyproject.toml").is_file() => {
-            match crate::dialects::felix::discover::read_pyproject(&plugin_dir) {
-                Ok(p) => match p.entries.first() {
-                    Some((key, _)) => (key.clone(), p.version.clone()),
-                    None => return Err(InstallError::NotAPlugin(
-                        plugin_dir,
-                        "no manifest (plugin.yaml, plugin.yml or plugin.json), and its pyproject.toml declares no [project.entry-points.\"felix.plugins\"]".into(),
-                    )),
-                },
-                Err(problem) => return Err(InstallError::NotAPlugin(plugin_dir, problem)),
+        // No manifest: a format whose own project files declare the key
+        // (a Felix source tree's pyproject.toml) installs it under that key.
+        Err(manifest::ManifestError::Missing) => {
+            match formats.all().find_map(|f| f.without_manifest(&plugin_dir)) {
+                Some(Ok(key_and_version)) => key_and_version,
+                Some(Err(problem)) => return Err(InstallError::NotAPlugin(plugin_dir, problem)),
+                None => {
+                    let problem = manifest::ManifestError::Missing.to_string();
+                    return Err(InstallError::NotAPlugin(plugin_dir, problem));
+                }
             }
         }
         Err(e) => return Err(InstallError::NotAPlugin(plugin_dir, e.to_string())),
