@@ -330,7 +330,6 @@ fn outcomes_depend_on_nothing_above_the_core() {
 }
 
 #[test]
-#[ignore = "waits for the events/host merge: core -> dialects (src/core/hooks.rs, src/core/registry.rs)"]
 fn the_core_depends_on_nothing() {
     let from_core: Vec<_> = edges(&sources())
         .into_keys()
@@ -378,7 +377,7 @@ fn no_file_outside_the_dialects_names_a_dialect() {
 }
 
 #[test]
-#[ignore = "waits for the events/host merge: the cycle through agent, core, dialects, host, runtime (core/hooks.rs, core/registry.rs -> dialects; runtime/mod.rs -> host, dialects; dialects/hermes/link.rs -> agent; dialects/codumentor/order.rs -> host; host/doctor.rs -> agent)"]
+#[ignore = "waits for the events/host merge: the cycle agent, dialects, host, isolation (dialects/hermes/link.rs -> agent, host; dialects/codumentor/order.rs -> host; dialects/codumentor/turn.rs -> isolation; and plugins' host/doctor.rs -> agent for WebReport)"]
 fn no_import_cycle_between_top_level_modules() {
     assert_eq!(cycles(&edges(&sources())), Vec::<Vec<String>>::new());
 }
