@@ -36,7 +36,7 @@
 //! - P7e `model_call_error` — the provider failed (retry).
 //! - P8 `model_replied` — after `post_llm_call`: the reply the loop acts on.
 //! - P9 `tool_before`, `tool_vet`, P9x `tool_executing`, P10 `tool_after`,
-//!   `tool_after_chain` — in the tool pipeline (see [`crate::core::dispatch`]).
+//!   `tool_after_chain` — in the tool pipeline (see [`crate::core::pipeline`]).
 //! - P11 `response_before_send` / P12 `response_persisted` — the final answer
 //!   is buffered until P11 has had its say, then stored.
 //! - P13 `turn_ended` — beside `on_session_end`, with `ended_by`.
