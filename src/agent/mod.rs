@@ -36,7 +36,7 @@
 //! - P7e `model_call_error` — the provider failed (retry).
 //! - P8 `model_replied` — after `post_llm_call`: the reply the loop acts on.
 //! - P9 `tool_before`, `tool_vet`, P9x `tool_executing`, P10 `tool_after`,
-//!   `tool_after_chain` — in the tool pipeline (see [`crate::core::dispatch`]).
+//!   `tool_after_chain` — in the tool pipeline (see [`crate::core::pipeline`]).
 //! - P11 `response_before_send` / P12 `response_persisted` — the final answer
 //!   is buffered until P11 has had its say, then stored.
 //! - P13 `turn_ended` — beside `on_session_end`, with `ended_by`.
@@ -50,6 +50,7 @@ pub mod link;
 pub mod provider;
 mod report;
 pub mod session;
+mod subagent;
 pub mod tools;
 mod turn;
 
@@ -64,11 +65,10 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::core::dispatch::{self, GatewayDecision};
 use crate::core::hooks::{
-    BoxFuture, EndedBy, GatewayContext, HookEvent, HookPayload, InboundMessage, LoopContext,
-    SessionContext, SubagentStopContext, TurnScope, CURRENT_TURN,
+    EndedBy, GatewayContext, HookEvent, HookPayload, InboundMessage, LoopContext, SessionContext,
+    TurnScope, CURRENT_TURN,
 };
 use crate::core::loop_points::{self as points, Compaction};
-use crate::core::outcome::ToolOutcome;
 use crate::host::Host;
 use provider::Provider;
 use session::{Session, SessionStore};
@@ -386,52 +386,6 @@ impl Inner {
         }
     }
 
-    /// The end of a turn whose work finished: `on_session_end`, then P13.
-    async fn end_completed(
-        &self,
-        outcome: Result<(), String>,
-        session: &Session,
-        report: &mut TurnReport,
-        (turn, delegate): (&Arc<TurnScope>, bool),
-    ) {
-        report.completed = outcome.is_ok();
-        if let Err(e) = outcome {
-            report.reply = Some(format!("Error: {e}"));
-            report.error = Some(e);
-            report.ended_by = EndedBy::Error;
-        }
-        self.fire_session(HookEvent::OnSessionEnd, session, report.completed, false)
-            .await;
-        self.fire_turn_ended(&session.key, delegate, turn, report)
-            .await;
-    }
-
-    /// The end of a cancelled turn: its futures are dropped (its async
-    /// tools cancelled); its open calls get the result a cancelled call
-    /// gets, so the session's next request is valid; then the end events,
-    /// bounded.
-    async fn end_interrupted(
-        &self,
-        session: &mut Session,
-        report: &mut TurnReport,
-        (turn, delegate): (&Arc<TurnScope>, bool),
-    ) {
-        let renderer = self.host.registry().renderer();
-        let text = |tool: &str| renderer.render(tool, &ToolOutcome::Cancelled);
-        if let Err(e) = session.close_open_calls(&text) {
-            tracing::warn!(
-                "session '{}': cannot record the cancelled tool calls: {e} (the next turn repairs the transcript)",
-                session.key
-            );
-        }
-        self.fire_session_end_interrupted(session).await;
-        report.ended_by = EndedBy::Interrupted;
-        let bounded = self.fire_turn_ended(&session.key, delegate, turn, report);
-        if tokio::time::timeout(END_HOOK_BOUND, bounded).await.is_err() {
-            tracing::warn!("session '{}': turn_ended after a cancelled turn did not finish within {} s; stopped waiting", session.key, END_HOOK_BOUND.as_secs());
-        }
-    }
-
     /// This process's hold on a session, then other processes' (bounded by
     /// `session_wait`), then memory brought up to date with the transcript.
     async fn own_session<'a>(
@@ -443,23 +397,6 @@ impl Inner {
         let lock = guard.lock_turn(self.config.session_wait).await?;
         guard.resync()?;
         Ok((guard, lock))
-    }
-
-    /// `on_session_end(completed=False, interrupted=True)` after a cancel.
-    /// Each async hook is bounded by the host's hook timeout; a host without
-    /// one gets [`END_HOOK_BOUND`] for the whole event, so a cancelled turn
-    /// always ends.
-    async fn fire_session_end_interrupted(&self, session: &Session) {
-        let fire = self.fire_session(HookEvent::OnSessionEnd, session, false, true);
-        if self.host.registry().hook_timeout.is_some() {
-            fire.await;
-        } else if tokio::time::timeout(END_HOOK_BOUND, fire).await.is_err() {
-            tracing::warn!(
-                "session '{}': on_session_end after a cancelled turn did not finish within {} s; stopped waiting",
-                session.key,
-                END_HOOK_BOUND.as_secs()
-            );
-        }
     }
 
     async fn command(&self, session: &mut Session, line: &str) -> Option<String> {
@@ -490,26 +427,6 @@ impl Inner {
             turn: Some(turn.clone()),
             ..Default::default()
         }
-    }
-
-    /// P13: the turn ended (its report says how).
-    async fn fire_turn_ended(
-        &self,
-        session_id: &str,
-        delegate: bool,
-        turn: &Arc<TurnScope>,
-        report: &TurnReport,
-    ) {
-        let registry = self.host.registry();
-        points::observe(registry, HookEvent::TurnEnded, || LoopContext {
-            ended_by: report.ended_by,
-            reason: report.aborted.clone(),
-            error: report.error.clone(),
-            text: report.reply.clone().unwrap_or_default(),
-            iteration: report.iterations,
-            ..self.loop_context(session_id, delegate, turn)
-        })
-        .await;
     }
 
     /// `/compact`: P2c may cancel it or supply a summary of what is dropped.
@@ -593,95 +510,4 @@ fn relay_deltas(
         }
     });
     (Some(tx), Some(relay))
-}
-
-impl SubagentRunner for Inner {
-    fn run(
-        &self,
-        parent_session: String,
-        task: String,
-        tools: Option<Vec<String>>,
-    ) -> BoxFuture<Result<String, String>> {
-        // The loop runs on an `Arc<Inner>`; a sub-agent gets its own, over the
-        // same host, provider and config, with its own session store.
-        let inner = Arc::new(Inner {
-            host: self.host.clone(),
-            provider: self.provider.clone(),
-            sessions: SessionStore::new(self.sessions.dir().to_path_buf()),
-            config: self.config.clone(),
-            subagents: Default::default(),
-        });
-        // A fresh transcript for every call, unique across processes sharing
-        // the home: a new process never resumes an old sub-agent conversation.
-        let from = self.subagents.load(std::sync::atomic::Ordering::Relaxed) + 1;
-        let claimed = self.sessions.claim_subagent_key(&parent_session, from);
-        if let Ok((_, n)) = &claimed {
-            self.subagents
-                .fetch_max(*n, std::sync::atomic::Ordering::Relaxed);
-        }
-        let allowed: Vec<String> = tools
-            .unwrap_or_else(|| self.config.subagent_tools.clone())
-            .into_iter()
-            .filter(|t| t != "delegate")
-            .collect();
-        Box::pin(async move {
-            let key = match claimed {
-                Ok((key, _)) => key,
-                Err(e) => {
-                    return Err(format!(
-                        "cannot start a sub-agent: cannot create its transcript in {}: {e}",
-                        inner.sessions.dir().display()
-                    ))
-                }
-            };
-            let mut start = SubagentStopContext {
-                session_id: parent_session.clone(),
-                subagent_id: key.clone(),
-                goal: task.clone(),
-                ..Default::default()
-            };
-            dispatch::fire(
-                inner.host.registry(),
-                HookEvent::SubagentStart,
-                HookPayload::Subagent(&mut start),
-            )
-            .await;
-            let goal = task.clone();
-            let inbound = Inbound {
-                content: task,
-                channel: "delegate".into(),
-                sender_id: parent_session.clone(),
-                session_key: key.clone(),
-                ..Default::default()
-            };
-            let report = inner
-                .clone()
-                .handle(inbound, None, Some(allowed), std::future::pending())
-                .await;
-            let reason = if report.error.is_some() {
-                "error"
-            } else if report.hit_iteration_cap {
-                "max_iterations"
-            } else {
-                "completed"
-            };
-            let mut ctx = SubagentStopContext {
-                session_id: parent_session,
-                subagent_id: key,
-                reason: reason.into(),
-                goal,
-                ..Default::default()
-            };
-            dispatch::fire(
-                inner.host.registry(),
-                HookEvent::SubagentStop,
-                HookPayload::Subagent(&mut ctx),
-            )
-            .await;
-            match report.error {
-                Some(e) => Err(format!("the sub-agent failed: {e}")),
-                None => Ok(report.reply.unwrap_or_default()),
-            }
-        })
-    }
 }

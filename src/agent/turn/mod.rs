@@ -5,6 +5,7 @@
 //! [`crate::core::loop_points`] in one line.
 
 mod answer;
+mod end;
 mod messages;
 mod tools;
 
