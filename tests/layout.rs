@@ -313,7 +313,6 @@ fn the_plugin_layer_asks_no_dialect() {
 }
 
 #[test]
-#[ignore = "waits for the host merge: plugins -> runtime (src/plugins/entry_points.rs, host's)"]
 fn the_plugin_layer_uses_only_the_core() {
     assert_eq!(edge_files("plugins", "runtime"), Vec::<String>::new());
 }
@@ -364,20 +363,18 @@ fn core_and_plugins_have_no_python_but_the_entry_points_scan() {
 }
 
 #[test]
-#[ignore = "waits for the host merge: plugins/entry_points.rs uses pyo3 (host's)"]
 fn core_and_plugins_have_no_python() {
     assert_eq!(with_pyo3("core/", &[]), Vec::<String>::new());
     assert_eq!(with_pyo3("plugins/", &[]), Vec::<String>::new());
 }
 
 #[test]
-#[ignore = "waits for the events/host/commands merge: agent/mod.rs, agent/tools/web.rs, cli/mod.rs, event_reference/, host/mod.rs, wheel/ name dialect modules"]
+#[ignore = "not yet: agent/tools/web.rs and host/web_report.rs (Flowly's web tools), cli/skills.rs (Hermes terminal commands), host/doctor.rs (per-dialect sections), host/mod.rs, wheel/ still name a dialect module"]
 fn no_file_outside_the_dialects_names_a_dialect() {
     assert_eq!(naming_a_dialect(|_| true), Vec::<String>::new());
 }
 
 #[test]
-#[ignore = "waits for the events/host merge: the cycle agent, dialects, host, isolation (dialects/hermes/link.rs -> agent, host; dialects/codumentor/order.rs -> host; dialects/codumentor/turn.rs -> isolation; and plugins' host/doctor.rs -> agent for WebReport)"]
 fn no_import_cycle_between_top_level_modules() {
     assert_eq!(cycles(&edges(&sources())), Vec::<Vec<String>>::new());
 }

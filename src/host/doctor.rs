@@ -109,7 +109,7 @@ pub struct Report {
     pub python: Option<PythonReport>,
     /// Per capability, the web providers and which one is active (when a
     /// plugin declares any).
-    pub web: Option<crate::agent::tools::WebReport>,
+    pub web: Option<crate::host::web_report::WebReport>,
 }
 
 impl Report {
@@ -186,7 +186,7 @@ impl Report {
             })
             .collect();
         Report {
-            web: crate::agent::tools::WebReport::new(host),
+            web: crate::host::web_report::WebReport::new(host),
             home: host.home().display().to_string(),
             config: crate::plugins::config::config_path(host.home())
                 .display()

@@ -2,6 +2,7 @@
 //! uses to list plugins, call tools, fire events, run commands, read skills.
 
 pub mod doctor;
+pub mod web_report;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -479,11 +480,8 @@ impl HostBuilder {
                 &mut workers,
             ));
         }
-        if plugins
-            .iter()
-            .any(|p| p.loaded && p.dialect == Some(crate::dialects::codumentor::DIALECT))
-        {
-            registry.set_runtime_tools(crate::dialects::codumentor::turn::runtime_tools(&home));
+        if let Some(source) = RuntimeToolSource::of(&home, &plugins) {
+            registry.set_runtime_tools(Arc::new(source));
         }
         for (owner, registrations) in self.direct {
             let mut record = PluginRecord::direct(&owner);
@@ -954,4 +952,42 @@ pub fn contributions_text(
     .map(|(what, list)| format!("{what} {list}"))
     .collect::<Vec<_>>()
     .join("; ")
+}
+
+/// Where the registry looks up a tool a plugin registered while running
+/// (Codumentor's `agent.tool_registry`): each loaded dialect that has such
+/// tools, in-process first, then the isolated workers of this home.
+struct RuntimeToolSource {
+    home: PathBuf,
+    dialects: Vec<&'static dyn crate::dialects::Dialect>,
+}
+
+impl RuntimeToolSource {
+    fn of(home: &Path, plugins: &[PluginRecord]) -> Option<RuntimeToolSource> {
+        let mut dialects: Vec<&'static dyn crate::dialects::Dialect> = Vec::new();
+        for id in plugins
+            .iter()
+            .filter(|p| p.loaded)
+            .filter_map(|p| p.dialect)
+        {
+            if let Some(d) = crate::dialects::by_id(id).filter(|d| d.has_runtime_tools()) {
+                if !dialects.iter().any(|known| known.id() == d.id()) {
+                    dialects.push(d);
+                }
+            }
+        }
+        (!dialects.is_empty()).then(|| RuntimeToolSource {
+            home: home.to_path_buf(),
+            dialects,
+        })
+    }
+}
+
+impl crate::core::registry::RuntimeTools for RuntimeToolSource {
+    fn tool(&self, name: &str) -> Option<Tool> {
+        self.dialects
+            .iter()
+            .find_map(|d| d.runtime_tool(&self.home, name))
+            .or_else(|| crate::isolation::proxy::runtime_tool(&self.home, name))
+    }
 }

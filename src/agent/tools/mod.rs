@@ -23,7 +23,7 @@ use serde_json::{json, Map, Value};
 use crate::core::registry::{Tool, ToolSpec};
 
 pub use delegate::{delegate_tool, DelegateSlot, SubagentRunner};
-pub use web::{web_tools, WebReport};
+pub use web::web_tools;
 pub use workspace::Workspace;
 
 /// Owner name of the built-in tools.

@@ -3,7 +3,7 @@
 //! made), and the tools plugins register during turns through
 //! `agent.tool_registry.register_tool` ([`runtime_tool`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -177,18 +177,6 @@ pub fn runtime_tool(home: &Path, name: &str) -> Option<Tool> {
     );
     tool.renderer = Some(Arc::new(ToolResultRenderer));
     Some(tool)
-}
-
-/// The tools of `agent.tool_registry` of the host at `home`, for the core registry.
-pub fn runtime_tools(home: &Path) -> Arc<dyn crate::core::registry::RuntimeTools> {
-    struct Source(PathBuf);
-    impl crate::core::registry::RuntimeTools for Source {
-        fn tool(&self, name: &str) -> Option<Tool> {
-            runtime_tool(&self.0, name)
-                .or_else(|| crate::isolation::proxy::runtime_tool(&self.0, name))
-        }
-    }
-    Arc::new(Source(home.to_path_buf()))
 }
 
 struct RuntimeTool {
