@@ -150,8 +150,13 @@ impl Call<'_> {
         let params = self.validate(self.object(args)?)?;
         let mut ctx = self.tool_context(params);
         self.pre_tool_call(&mut ctx).await?;
-        // What every loop point of the call is shown (P9's edits aside).
-        let arguments = Value::Object(ctx.params.clone());
+        // What every loop point of the call is shown (P9's edits aside);
+        // copied only when one of them has a callback (none reads it else).
+        let arguments = if tool_points::any_hooked(self.registry) {
+            Value::Object(ctx.params.clone())
+        } else {
+            Value::Null
+        };
         self.before_points(&mut ctx, &arguments, marks).await?;
         self.available()?;
         tool_points::around(self.registry, || {

@@ -124,6 +124,20 @@ pub struct After {
     pub rerun: Option<(Option<Map<String, Value>>, u64)>,
 }
 
+/// Whether any lane of the tool's loop points (P9, P9x, P10) has a
+/// callback: without one, the call's arguments need not be copied for them.
+pub fn any_hooked(registry: &Registry) -> bool {
+    let hooks = registry.hooks();
+    [
+        HookEvent::ToolBefore,
+        HookEvent::ToolVet,
+        HookEvent::ToolExecuting,
+    ]
+    .iter()
+    .any(|e| !hooks.entries(*e).is_empty())
+        || after_hooked(registry)
+}
+
 /// Whether any lane of P10 has a callback (the pipeline builds no context otherwise).
 pub fn after_hooked(registry: &Registry) -> bool {
     let hooks = registry.hooks();
