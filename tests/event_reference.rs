@@ -10,7 +10,7 @@ use plughost::core::hooks::{
     GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext, LoopContext,
     LoopToolCall, SessionContext, SubagentStopContext, ToolCallContext, TurnScope,
 };
-use plughost::event_reference::{render, Captured, DialectDoc, DIALECTS};
+use plughost::event_reference::{dialects, render, Captured, DialectDoc};
 use plughost::Host;
 use serde_json::json;
 
@@ -73,10 +73,9 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::core::hooks::HookA
             };
             host.fire(event, HookPayload::Subagent(&mut ctx)).await
         }
-        HostStart | InputReceived | CompactBefore | CompactFailed | HistoryReady
-        | IterationStart | PromptAssemble | PromptFinal | ModelCallStart | ModelCallError
-        | ModelReplied | ToolBefore | ToolVet | ToolExecuting | ToolAfter | ToolAfterChain
-        | ResponseBeforeSend | ResponsePersisted | TurnEnded => {
+        HostStart | InputReceived | CompactBefore | CompactFailed | HistoryReady | PromptFinal
+        | ModelCallStart | ModelCallError | ModelReplied | ToolExecuting | ResponseBeforeSend
+        | ResponsePersisted | TurnEnded | Lane(_) => {
             unreachable!("{event} is a loop point, not in HookEvent::ALL")
         }
         PreGatewayDispatch => {
@@ -183,7 +182,7 @@ fn capture(doc: &DialectDoc, rt: &tokio::runtime::Runtime) -> Captured {
         rt.block_on(fire(&recording, event));
     }
     if doc.own_events.is_some() {
-        for point in HookEvent::LOOP_POINTS {
+        for point in plughost::dialects::loop_lanes() {
             if point == HookEvent::TurnEnded {
                 for ended_by in ["aborted", "interrupted", "error"] {
                     rt.block_on(fire_loop(&recording, point, ended_by));
@@ -226,7 +225,7 @@ fn docs_event_references_match_the_hook_table_and_the_dialects() {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     let update = std::env::var("PLUGHOST_UPDATE_DOCS").is_ok_and(|v| v == "1");
     let mut stale = Vec::new();
-    for doc in DIALECTS {
+    for doc in dialects() {
         let captured = capture(doc, &rt);
         let rendered = render(doc, &captured).unwrap_or_else(|e| panic!("{e}"));
         let path = docs.join(format!("{}-events.md", doc.name));

@@ -214,6 +214,8 @@ impl fmt::Debug for HookEntry {
 #[derive(Debug, Clone)]
 pub struct HookBus {
     by_event: [Vec<HookEntry>; HookEvent::COUNT],
+    /// The dialects' lanes that have subscriptions, by (point, order).
+    lanes: Vec<(LaneId, Vec<HookEntry>)>,
     /// Names no event matches: accepted (with a warning) and never fired.
     unknown: HashMap<String, Vec<HookEntry>>,
 }
@@ -222,6 +224,7 @@ impl Default for HookBus {
     fn default() -> Self {
         HookBus {
             by_event: std::array::from_fn(|_| Vec::new()),
+            lanes: Vec::new(),
             unknown: HashMap::new(),
         }
     }
@@ -230,9 +233,29 @@ impl Default for HookBus {
 impl HookBus {
     /// Subscribe to a known event.
     pub fn add(&mut self, event: HookEvent, entry: HookEntry) {
-        let list = &mut self.by_event[event.index()];
+        let list = match event {
+            HookEvent::Lane(id) => self.lane_list(id),
+            core => &mut self.by_event[core.index()],
+        };
         let at = list.partition_point(|e| e.priority <= entry.priority);
         list.insert(at, entry);
+    }
+
+    /// The subscription list of a dialect's lane, made in (point, order)
+    /// place the first time.
+    fn lane_list(&mut self, id: LaneId) -> &mut Vec<HookEntry> {
+        let key = |l: &Lane| (l.point as u8, l.order);
+        let at = match self.lanes.iter().position(|(l, _)| *l == id) {
+            Some(at) => at,
+            None => {
+                let at = self
+                    .lanes
+                    .partition_point(|(l, _)| key(l.lane()) <= key(id.lane()));
+                self.lanes.insert(at, (id, Vec::new()));
+                at
+            }
+        };
+        &mut self.lanes[at].1
     }
 
     /// Subscribe to a name the bus does not know (it will never fire).
@@ -246,7 +269,23 @@ impl HookBus {
     /// The subscriptions of `event`, in firing order.
     #[inline]
     pub fn entries(&self, event: HookEvent) -> &[HookEntry] {
-        &self.by_event[event.index()]
+        match event {
+            HookEvent::Lane(id) => self
+                .lanes
+                .iter()
+                .find(|(l, _)| *l == id)
+                .map_or(&[], |(_, v)| v.as_slice()),
+            core => &self.by_event[core.index()],
+        }
+    }
+
+    /// The dialects' lanes at `point` that have subscriptions, in their
+    /// rows' order, with their subscriptions.
+    pub fn lanes_at(&self, point: Point) -> impl Iterator<Item = (HookEvent, &[HookEntry])> {
+        self.lanes
+            .iter()
+            .filter(move |(l, v)| l.lane().point == point && !v.is_empty())
+            .map(|(l, v)| (HookEvent::Lane(*l), v.as_slice()))
     }
 
     /// Subscriptions to names that never fire, by name.
@@ -254,22 +293,36 @@ impl HookBus {
         &self.unknown
     }
 
-    /// Every (event name, entry) pair, known events first.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &HookEntry)> {
+    /// Every subscription to an event that fires: the core's events, then
+    /// the dialects' lanes.
+    pub fn subscriptions(&self) -> impl Iterator<Item = (HookEvent, &HookEntry)> {
         HookEvent::ALL
             .iter()
             .chain(HookEvent::LOOP_POINTS.iter())
-            .flat_map(move |e| self.entries(*e).iter().map(move |h| (e.name(), h)))
+            .flat_map(move |e| self.entries(*e).iter().map(move |h| (*e, h)))
             .chain(
-                self.unknown
+                self.lanes
                     .iter()
-                    .flat_map(|(n, v)| v.iter().map(move |h| (n.as_str(), h))),
+                    .flat_map(|(l, v)| v.iter().map(move |h| (HookEvent::Lane(*l), h))),
             )
+    }
+
+    /// Every (event name, entry) pair, known events first.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &HookEntry)> {
+        self.subscriptions().map(|(e, h)| (e.name(), h)).chain(
+            self.unknown
+                .iter()
+                .flat_map(|(n, v)| v.iter().map(move |h| (n.as_str(), h))),
+        )
     }
 
     /// Remove every subscription of `owner` (rolls back a failed plugin).
     pub fn remove_owner(&mut self, owner: &str) {
-        for list in &mut self.by_event {
+        for list in self
+            .by_event
+            .iter_mut()
+            .chain(self.lanes.iter_mut().map(|(_, v)| v))
+        {
             list.retain(|e| e.owner != owner);
         }
         for list in self.unknown.values_mut() {

@@ -50,6 +50,70 @@ pub enum FailMode {
     Closed,
 }
 
+/// Whether a lane's callbacks answer once, or wrap what the point does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneForm {
+    /// Each callback is called once per firing and answers.
+    Plain,
+    /// Each registration is a before/after pair around what the point does
+    /// (the tool's handler), whose state is its own (pluggy's wrappers):
+    /// see [`crate::core::wrappers`].
+    Wrapper,
+}
+
+/// A lane a dialect brings to a point of the loop, as a table row: where
+/// it fires, in which order among the point's lanes, and how it combines
+/// its callbacks' answers. A dialect whose plugins need a policy at a
+/// point that no other lane there has declares its own row in its folder
+/// (`src/dialects/<name>/lanes.rs`); the core fires the rows it is given
+/// and knows no dialect. Lanes are compared by name, unique across dialects.
+#[derive(Debug)]
+pub struct Lane {
+    /// The bus's name of the lane (`tool_before`): what the isolation
+    /// protocol carries and the event reference prints.
+    pub name: &'static str,
+    pub point: Point,
+    /// Lower fires first among the point's dialect lanes.
+    pub order: u8,
+    pub spec: HookSpec,
+    pub form: LaneForm,
+    /// When the lane fires, for the event reference.
+    pub fires: &'static str,
+}
+
+/// A typed id of a dialect's lane: a reference to its row.
+#[derive(Clone, Copy)]
+pub struct LaneId(pub &'static Lane);
+
+impl LaneId {
+    #[inline]
+    pub fn lane(self) -> &'static Lane {
+        self.0
+    }
+}
+
+impl PartialEq for LaneId {
+    #[inline]
+    fn eq(&self, other: &LaneId) -> bool {
+        std::ptr::eq(self.0, other.0) || self.0.name == other.0.name
+    }
+}
+
+impl Eq for LaneId {}
+
+impl std::hash::Hash for LaneId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name.hash(state)
+    }
+}
+
+impl std::fmt::Debug for LaneId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name)
+    }
+}
+
 /// One row of the hook specification table.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct HookSpec {
@@ -120,19 +184,12 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
     spec(HookEvent::CompactBefore, Policy::StopAtFirst, DECIDE),
     spec(HookEvent::CompactFailed, Policy::Observe, &[]),
     spec(HookEvent::HistoryReady, Policy::FirstWins, DECIDE),
-    spec(HookEvent::IterationStart, Policy::Collect, DECIDE),
-    spec(HookEvent::PromptAssemble, Policy::Chain, DECIDE),
     // Edits chain; every append is kept (Codumentor's `insert_step`).
     spec(HookEvent::PromptFinal, Policy::Collect, DECIDE),
     spec(HookEvent::ModelCallStart, Policy::Chain, DECIDE),
     spec(HookEvent::ModelCallError, Policy::FirstWins, DECIDE),
     spec(HookEvent::ModelReplied, Policy::FirstWins, DECIDE),
-    spec(HookEvent::ToolBefore, Policy::StopAtFirst, DECIDE),
-    spec(HookEvent::ToolVet, Policy::Collect, DECIDE),
     spec(HookEvent::ToolExecuting, Policy::Observe, &[]),
-    spec(HookEvent::ToolAfter, Policy::Merge, DECIDE),
-    // The point keeps the first of each kind (a short-circuit, a re-run) and every append.
-    spec(HookEvent::ToolAfterChain, Policy::Collect, DECIDE),
     spec(HookEvent::ResponseBeforeSend, Policy::Chain, DECIDE),
     spec(HookEvent::ResponsePersisted, Policy::Observe, &[]),
     spec(HookEvent::TurnEnded, Policy::Observe, &[]),
@@ -140,10 +197,16 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
 
 const DECIDE: &[ActionKind] = &[ActionKind::Decide];
 
+/// The accepted answers of a lane whose callbacks answer with decisions.
+pub const DECISIONS: &[ActionKind] = DECIDE;
+
 impl HookEvent {
-    /// This event's row of [`HOOK_SPECS`].
+    /// This event's row: of [`HOOK_SPECS`], or of its dialect's lane.
     #[inline]
     pub fn spec(self) -> &'static HookSpec {
-        &HOOK_SPECS[self.index()]
+        match self {
+            HookEvent::Lane(id) => &id.lane().spec,
+            core => &HOOK_SPECS[core.index()],
+        }
     }
 }

@@ -6,8 +6,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::core::fire::{decisions, fire};
-use crate::core::hooks::{HookAction, HookEvent, HookPayload, LoopContext, LoopDecision};
+use crate::core::fire::{decisions, fire, fire_entries};
+use crate::core::hooks::{HookAction, HookEvent, HookPayload, LoopContext, LoopDecision, Point};
 use crate::core::registry::Registry;
 
 fn hooked(registry: &Registry, event: HookEvent) -> bool {
@@ -61,41 +61,31 @@ pub async fn history_ready(
     (lc.messages, short_circuit(decisions(answers, event)))
 }
 
-/// P5: the first lane's appends (every callback saw the same list), then
-/// the second lane's edits of the list and of the tools offered; both are
-/// carried to later iterations. `context(event, messages)` makes a lane's
-/// context; the tools the second lane left, when it fired.
+/// P5: the lanes dialects brought to the point, in their rows' order. Each
+/// sees the in-flight list as the lanes before it left it; its callbacks'
+/// edits chain (applied at once), its appends join the list after all of
+/// them ran; both are carried to later iterations. `context(event,
+/// messages)` makes a lane's context; the tools the last lane left, when
+/// one fired.
 pub async fn prompt_assembly(
     registry: &Registry,
     inflight: &mut Vec<Value>,
     context: impl Fn(HookEvent, Vec<Value>) -> LoopContext,
 ) -> Option<Vec<Value>> {
-    if hooked(registry, HookEvent::IterationStart) {
-        let mut lc = context(HookEvent::IterationStart, inflight.clone());
-        let answers = fire(
-            registry,
-            HookEvent::IterationStart,
-            HookPayload::Loop(&mut lc),
-        )
-        .await;
-        for decision in decisions(answers, HookEvent::IterationStart) {
+    let budget = registry.hook_timeout;
+    let mut tools = None;
+    for (lane, entries) in registry.hooks().lanes_at(Point::PromptAssembly) {
+        let mut lc = context(lane, std::mem::take(inflight));
+        let answers = fire_entries(entries, lane, HookPayload::Loop(&mut lc), budget).await;
+        *inflight = std::mem::take(&mut lc.messages);
+        for decision in decisions(answers, lane) {
             if let LoopDecision::Append(messages) = decision {
                 inflight.extend(messages);
             }
         }
+        tools = Some(lc.tools);
     }
-    if hooked(registry, HookEvent::PromptAssemble) {
-        let mut lc = context(HookEvent::PromptAssemble, std::mem::take(inflight));
-        fire(
-            registry,
-            HookEvent::PromptAssemble,
-            HookPayload::Loop(&mut lc),
-        )
-        .await;
-        *inflight = lc.messages;
-        return Some(lc.tools);
-    }
-    None
+    tools
 }
 
 /// P6: this call's list as the callbacks left it, then every append, which

@@ -20,8 +20,8 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// onto. A loop point with two lanes (two firing policies at one place of
 /// the loop, as Felix's and Codumentor's differ) is two events, fired in
 /// lane order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub enum HookEvent {
     PreToolCall,
     PostToolCall,
@@ -53,12 +53,6 @@ pub enum HookEvent {
     /// P4: the turn's history is assembled (once per turn); callbacks edit
     /// [`LoopContext::messages`] (the in-flight list) in place (chain).
     HistoryReady,
-    /// P5, first lane: before every model call; every callback sees the same
-    /// in-flight list and each [`LoopDecision::Append`] is appended after all ran.
-    IterationStart,
-    /// P5, second lane: before every model call; edits to the in-flight list
-    /// are carried to later iterations (chain).
-    PromptAssemble,
     /// P6: this call's message list only (chain): edits are never carried.
     PromptFinal,
     /// P7: immediately before the provider call; `model` and `params` may be edited.
@@ -67,25 +61,20 @@ pub enum HookEvent {
     ModelCallError,
     /// P8: the provider answered; [`LoopContext::reply`] may be replaced (chain).
     ModelReplied,
-    /// P9, first lane: before a tool call; stops at the first refusal.
-    ToolBefore,
-    /// P9, second lane: before a tool call; every callback runs, the first
-    /// refusal wins and an abort outranks a refusal.
-    ToolVet,
     /// P9x: immediately before the handler (after `check_fn`).
     ToolExecuting,
-    /// P10, first lane: after the call ran; every callback sees the tool's own
-    /// result, answers ([`LoopDecision::Merge`]) are merged, a later key winning.
-    ToolAfter,
-    /// P10, second lane: after the call ran; callbacks edit
-    /// [`LoopContext::result`] in place (chain).
-    ToolAfterChain,
     /// P11: the final answer before it is stored; [`LoopContext::text`] may be edited (chain).
     ResponseBeforeSend,
     /// P12: the final answer was stored.
     ResponsePersisted,
     /// P13/P13a/P13i/P13e: the turn ended ([`LoopContext::ended_by`] says how).
     TurnEnded,
+    /// A lane a dialect brought to a point, as its row says
+    /// ([`crate::core::lanes::Lane`]): where the dialect's plugins need a
+    /// policy at a point that no other lane there has (Felix's
+    /// `before_tool` stops at the first refusal, Codumentor's
+    /// `onToolInvokeStart` hears every callback).
+    Lane(LaneId),
 }
 
 impl HookEvent {
@@ -111,30 +100,24 @@ impl HookEvent {
     ];
 
     /// The loop points after the seed's events, in firing order within a turn.
-    pub const LOOP_POINTS: [HookEvent; 19] = [
+    pub const LOOP_POINTS: [HookEvent; 13] = [
         HookEvent::HostStart,
         HookEvent::InputReceived,
         HookEvent::CompactBefore,
         HookEvent::CompactFailed,
         HookEvent::HistoryReady,
-        HookEvent::IterationStart,
-        HookEvent::PromptAssemble,
         HookEvent::PromptFinal,
         HookEvent::ModelCallStart,
         HookEvent::ModelCallError,
         HookEvent::ModelReplied,
-        HookEvent::ToolBefore,
-        HookEvent::ToolVet,
         HookEvent::ToolExecuting,
-        HookEvent::ToolAfter,
-        HookEvent::ToolAfterChain,
         HookEvent::ResponseBeforeSend,
         HookEvent::ResponsePersisted,
         HookEvent::TurnEnded,
     ];
 
     /// How many events the bus has (seed events and loop points).
-    pub const COUNT: usize = 17 + 19;
+    pub const COUNT: usize = 17 + 13;
 
     /// The wire name plugins use (`pre_tool_call`, ...); loop points have
     /// plughost's names (`tool_before`), which no plugin API subscribes to
@@ -163,20 +146,15 @@ impl HookEvent {
             HookEvent::CompactBefore => "compact_before",
             HookEvent::CompactFailed => "compact_failed",
             HookEvent::HistoryReady => "history_ready",
-            HookEvent::IterationStart => "iteration_start",
-            HookEvent::PromptAssemble => "prompt_assemble",
             HookEvent::PromptFinal => "prompt_final",
             HookEvent::ModelCallStart => "model_call_start",
             HookEvent::ModelCallError => "model_call_error",
             HookEvent::ModelReplied => "model_replied",
-            HookEvent::ToolBefore => "tool_before",
-            HookEvent::ToolVet => "tool_vet",
             HookEvent::ToolExecuting => "tool_executing",
-            HookEvent::ToolAfter => "tool_after",
-            HookEvent::ToolAfterChain => "tool_after_chain",
             HookEvent::ResponseBeforeSend => "response_before_send",
             HookEvent::ResponsePersisted => "response_persisted",
             HookEvent::TurnEnded => "turn_ended",
+            HookEvent::Lane(id) => id.lane().name,
         }
     }
 
@@ -186,8 +164,24 @@ impl HookEvent {
         HookEvent::ALL.into_iter().find(|e| e.name() == name)
     }
 
+    /// The slot of a core event in the bus's table; a dialect's lane has none.
+    #[inline]
     pub(crate) fn index(self) -> usize {
-        self as usize
+        match self {
+            HookEvent::Lane(_) => usize::MAX,
+            // SAFETY: `HookEvent` is `#[repr(u8)]`, so (the Reference,
+            // "Primitive representations") its layout starts with its `u8`
+            // discriminant, and the core events are its first variants,
+            // numbered 0.. in declaration order.
+            core => unsafe { *(&core as *const HookEvent as *const u8) as usize },
+        }
+    }
+}
+
+/// An event serialises as its wire name (`pre_tool_call`, `tool_before`).
+impl Serialize for HookEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
     }
 }
 
@@ -199,10 +193,11 @@ impl fmt::Display for HookEvent {
 
 /// The places of the loop where the bus fires, whichever plugin API
 /// subscribes there. Each [`HookEvent`] is a *lane* of one point (its
-/// [`HookEvent::point`]); a point's lanes fire in [`Point::lanes`] order, each
-/// combining its callbacks' answers by its row of
-/// [`HOOK_SPECS`](crate::core::lanes::HOOK_SPECS), and the point's firing
-/// function hands the caller the combined, typed answer.
+/// [`HookEvent::point`]): the core's lanes ([`Point::lanes`]) and the lanes
+/// dialects brought to the point ([`HookEvent::Lane`], in their rows'
+/// order), each combining its callbacks' answers by its row
+/// ([`HookEvent::spec`]); the point's firing function hands the caller the
+/// combined, typed answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Point {
@@ -257,7 +252,9 @@ impl Point {
         Point::SubagentStop,
     ];
 
-    /// The point's lanes, in firing order.
+    /// The core's lanes of the point, in firing order; the lanes dialects
+    /// brought to it fire in their rows' order
+    /// ([`HookBus::lanes_at`](crate::core::bus::HookBus::lanes_at)).
     pub fn lanes(self) -> &'static [HookEvent] {
         use HookEvent as E;
         match self {
@@ -265,14 +262,14 @@ impl Point {
             Point::InboundMessage => &[E::PreGatewayDispatch, E::InputReceived],
             Point::SessionStart => &[E::OnSessionStart],
             Point::HistoryReady => &[E::HistoryReady],
-            Point::PromptAssembly => &[E::IterationStart, E::PromptAssemble, E::PreLlmCall],
+            Point::PromptAssembly => &[E::PreLlmCall],
             Point::FinalPrompt => &[E::PromptFinal],
             Point::ModelCallBefore => &[E::PreApiRequest, E::ModelCallStart],
             Point::ModelCallAfter => &[E::PostApiRequest, E::PostLlmCall, E::ModelReplied],
             Point::ModelError => &[E::ModelCallError, E::ApiRequestError],
-            Point::ToolBefore => &[E::PreToolCall, E::ToolBefore, E::ToolVet],
+            Point::ToolBefore => &[E::PreToolCall],
             Point::ToolAround => &[E::ToolExecuting],
-            Point::ToolAfter => &[E::PostToolCall, E::ToolAfter, E::ToolAfterChain],
+            Point::ToolAfter => &[E::PostToolCall],
             Point::ResultTransform => &[E::TransformTerminalOutput, E::TransformToolResult],
             Point::ReplyBeforeSend => &[E::ResponseBeforeSend],
             Point::ReplyTransform => &[E::TransformLlmOutput],
@@ -290,6 +287,9 @@ impl Point {
 impl HookEvent {
     /// The point this lane belongs to.
     pub fn point(self) -> Point {
+        if let HookEvent::Lane(id) = self {
+            return id.lane().point;
+        }
         Point::ALL
             .into_iter()
             .find(|p| p.lanes().contains(&self))

@@ -174,6 +174,18 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = state;
         self.entry(key, dir)
     }
+
+    // --- added by events ---
+    /// The lanes this dialect brings to the loop's points: rows for the
+    /// places its plugins need a policy no other lane there has
+    /// (`src/dialects/<name>/lanes.rs`). The core fires what is subscribed.
+    fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
+        &[]
+    }
+    /// The dialect's part of the event reference (`docs/<name>-events.md`).
+    fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
+        None
+    }
 }
 
 /// A dialect's per-turn state on its way to an isolated worker: the value
@@ -199,6 +211,28 @@ pub static DIALECTS: &[&dyn Dialect] = &[
     &felix::Felix,
     &codumentor::Codumentor,
 ];
+
+/// The bus event a wire name stands for: a core event, a loop point, or a
+/// lane of a dialect (what the isolation protocol carries by name).
+pub fn event_by_name(name: &str) -> Option<crate::core::hooks::HookEvent> {
+    use crate::core::hooks::HookEvent;
+    HookEvent::from_name(name).or_else(|| loop_lanes().into_iter().find(|e| e.name() == name))
+}
+
+/// Every loop lane: the core's loop points, then each dialect's lanes in
+/// the dialect table's order.
+pub fn loop_lanes() -> Vec<crate::core::hooks::HookEvent> {
+    use crate::core::hooks::{HookEvent, LaneId};
+    HookEvent::LOOP_POINTS
+        .into_iter()
+        .chain(
+            DIALECTS
+                .iter()
+                .flat_map(|d| d.lanes().iter())
+                .map(|l| HookEvent::Lane(LaneId(l))),
+        )
+        .collect()
+}
 
 /// The dialect called `name` (as `config.json` or a user writes it).
 pub fn by_name(name: &str) -> Option<&'static dyn Dialect> {

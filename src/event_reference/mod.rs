@@ -14,15 +14,14 @@ use std::fmt::Write;
 
 use crate::core::hooks::{ActionKind, FailMode, HookEvent, Policy, HOOK_SPECS};
 pub use crate::core::reference::{DialectDoc, OwnEvents};
-use crate::dialects::{codumentor, felix, flowly, hermes};
 
-/// Every dialect with a guide.
-pub static DIALECTS: &[&DialectDoc] = &[
-    &flowly::reference::DOC,
-    &hermes::reference::DOC,
-    &felix::reference::DOC,
-    &codumentor::reference::DOC,
-];
+/// Every dialect with a guide, in the dialect table's order.
+pub fn dialects() -> Vec<&'static DialectDoc> {
+    crate::dialects::DIALECTS
+        .iter()
+        .filter_map(|d| d.reference())
+        .collect()
+}
 
 /// What the recording plugins saw for one dialect.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -70,20 +69,15 @@ pub fn fires(event: HookEvent) -> &'static str {
         HookEvent::CompactBefore => "P2c: `/compact`, before the transcript is rewritten.",
         HookEvent::CompactFailed => "P2c: rewriting the transcript for `/compact` failed.",
         HookEvent::HistoryReady => "P4: once per turn, when the turn's history (system prompt first, then the transcript and the new user message) is assembled.",
-        HookEvent::IterationStart => "P5, first lane: before every model call; appended messages are carried to later calls, never stored.",
-        HookEvent::PromptAssemble => "P5, second lane: before every model call; edits of the in-flight list are carried, never stored.",
         HookEvent::PromptFinal => "P6: this model call's message list only; edits are not carried.",
         HookEvent::ModelCallStart => "P7: immediately before the provider call; the model and its parameters may be changed.",
         HookEvent::ModelCallError => "P7e: the provider call failed; a callback may ask for it again.",
         HookEvent::ModelReplied => "P8: the provider answered; the reply the loop acts on may be replaced.",
-        HookEvent::ToolBefore => "P9, first lane: before a tool call; the first refusal stops the call.",
-        HookEvent::ToolVet => "P9, second lane: before a tool call; every callback runs, the first refusal wins, an abort outranks it.",
         HookEvent::ToolExecuting => "P9x: immediately before the tool's handler runs (after its availability check).",
-        HookEvent::ToolAfter => "P10, first lane: after the call ran; answers are merged, a later key winning.",
-        HookEvent::ToolAfterChain => "P10, second lane: after the call ran; each edit of the result is what the next callback sees.",
         HookEvent::ResponseBeforeSend => "P11: the final answer, before it is stored and returned.",
         HookEvent::ResponsePersisted => "P12: the final answer was stored.",
         HookEvent::TurnEnded => "P13: the turn ended (answer, short circuit, abort, error, interruption …).",
+        HookEvent::Lane(id) => id.lane().fires,
     }
 }
 

@@ -5,7 +5,6 @@
 
 use serde::Serialize;
 
-use crate::core::hooks::HookEvent;
 use crate::dialects::Dialect;
 use crate::host::{Host, PluginStatus, ToolCollision};
 
@@ -420,15 +419,10 @@ fn contributions(p: &PluginDiagnosis) -> String {
 /// loop points one subscription sits on.
 fn hook_counts(host: &Host, key: &str) -> Vec<HookCounts> {
     let hooks = host.registry().hooks();
-    let fired = HookEvent::ALL
-        .iter()
-        .chain(HookEvent::LOOP_POINTS.iter())
-        .flat_map(|&e| {
-            hooks.entries(e).iter().map(move |h| {
-                let name = h.callback.event_name(e);
-                (name.unwrap_or_else(|| e.name().to_string()), h)
-            })
-        });
+    let fired = hooks.subscriptions().map(|(e, h)| {
+        let name = h.callback.event_name(e);
+        (name.unwrap_or_else(|| e.name().to_string()), h)
+    });
     let listed = hooks
         .unknown()
         .iter()

@@ -295,14 +295,10 @@ pub struct InboundWire {
     pub metadata: Map<String, Value>,
 }
 
-/// Any event of the bus by its name (`pre_tool_call`, and the loop
-/// points' `tool_before`, which isolated Felix and Codumentor hooks are on).
+/// Any event of the bus by its name (`pre_tool_call`, the loop points'
+/// `history_ready` and the dialects' lanes, `tool_before`).
 pub fn event_named(name: &str) -> Option<HookEvent> {
-    HookEvent::from_name(name).or_else(|| {
-        HookEvent::LOOP_POINTS
-            .into_iter()
-            .find(|e| e.name() == name)
-    })
+    crate::dialects::event_by_name(name)
 }
 
 /// The fields of a [`LoopContext`] a worker needs: every plain one. What
@@ -720,10 +716,11 @@ mod tests {
         };
         assert_eq!(back.turn.take(), Some(9));
         assert!(back.chain.take().is_some_and(|c| c["stopped"] == true));
-        let got = back.into_context(Some(HookEvent::ToolVet));
+        let got = back.into_context(Some(event_named("tool_vet").unwrap()));
         // Debug shows every field; turn, stage and dialect state aside, equal.
-        let shown =
-            |c: &LoopContext| format!("{c:?}").replace("stage: Some(ToolVet)", "stage: None");
+        let shown = |c: &LoopContext| {
+            format!("{c:?}").replace("stage: Some(Lane(tool_vet))", "stage: None")
+        };
         assert_eq!(shown(&got), shown(&lc));
     }
 

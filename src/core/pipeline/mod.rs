@@ -160,7 +160,7 @@ impl Call<'_> {
         self.before_points(&mut ctx, &arguments, marks).await?;
         self.available()?;
         tool_points::around(self.registry, || {
-            self.loop_context(HookEvent::ToolExecuting, &arguments)
+            self.loop_context(Some(HookEvent::ToolExecuting), &arguments)
         })
         .await;
         let (text, outcome) = self.execute(&mut ctx, marks).await;
@@ -225,7 +225,8 @@ impl Call<'_> {
     }
 
     /// A loop point's context for this call.
-    fn loop_context(&self, event: HookEvent, arguments: &Value) -> LoopContext {
+    /// A loop point's context of this call; `stage` is set again by each lane that fires.
+    fn loop_context(&self, stage: Option<HookEvent>, arguments: &Value) -> LoopContext {
         let (turn, delegate) = self.ids.turn.clone().unzip();
         LoopContext {
             session_id: self.ids.session_id.to_string(),
@@ -236,7 +237,7 @@ impl Call<'_> {
                 arguments: arguments.clone(),
             },
             turn,
-            stage: Some(event),
+            stage,
             ..Default::default()
         }
     }
@@ -271,7 +272,7 @@ impl Call<'_> {
         marks: &mut ToolMarks,
     ) -> Stage<()> {
         let before = tool_points::before(self.registry, arguments, |event| {
-            self.loop_context(event, arguments)
+            self.loop_context(Some(event), arguments)
         });
         match before.await {
             Before::Proceed(None) => Ok(()),
@@ -402,7 +403,7 @@ impl Call<'_> {
         if !tool_points::after_hooked(self.registry) {
             return text;
         }
-        let mut lc = self.loop_context(HookEvent::ToolAfter, arguments);
+        let mut lc = self.loop_context(None, arguments);
         lc.result = text;
         lc.is_error = !outcome.is_ok();
         lc.duration_ms = ctx.duration_ms;

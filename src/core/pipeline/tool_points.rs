@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::core::fire::{decisions, fire, fire_entries};
-use crate::core::hooks::{HookEvent, HookPayload, LoopContext, LoopDecision, ResultPatch};
+use crate::core::hooks::{HookEvent, HookPayload, LoopContext, LoopDecision, Point, ResultPatch};
 use crate::core::registry::Registry;
 
 /// What the lanes before a tool call decided, combined.
@@ -27,71 +27,58 @@ pub enum Before {
     },
 }
 
-/// P9: the first lane (`tool_before`) stops at its first refusal; the
-/// second (`tool_vet`) runs every callback, an abort outranking the first
-/// refusal; an edit of the arguments on it is what the call runs with.
-/// `context` makes a lane's context (each lane sees the call as it came).
+/// P9: the lanes dialects brought to the point, in their rows' order, each
+/// shown the call as it came. Within a lane an abort outranks the first
+/// refusal (a lane that stops at its first answer has at most one); a lane
+/// that refused or aborted ends the point, and the lanes after it do not
+/// fire. An edit of the arguments is what the call runs with (the last
+/// lane's that made one). `context` makes a lane's context.
 pub async fn before(
     registry: &Registry,
     arguments: &Value,
     context: impl Fn(HookEvent) -> LoopContext,
 ) -> Before {
-    let hooks = registry.hooks();
-    if !hooks.entries(HookEvent::ToolBefore).is_empty() {
-        let mut lc = context(HookEvent::ToolBefore);
-        let answers = fire(registry, HookEvent::ToolBefore, HookPayload::Loop(&mut lc)).await;
-        for decision in decisions(answers, HookEvent::ToolBefore) {
-            if let LoopDecision::Refuse {
-                text,
-                reason,
-                terminate,
-            } = decision
-            {
-                return Before::Refused {
-                    text,
-                    reason,
-                    terminate,
-                };
-            }
-        }
-    }
-    if hooks.entries(HookEvent::ToolVet).is_empty() {
-        return Before::Proceed(None);
-    }
-    let mut lc = context(HookEvent::ToolVet);
-    let answers = fire(registry, HookEvent::ToolVet, HookPayload::Loop(&mut lc)).await;
-    let mut refusal = None;
-    for decision in decisions(answers, HookEvent::ToolVet) {
-        match decision {
-            LoopDecision::AbortTurn {
-                reason,
-                assistant_text,
-                text,
-            } => {
-                return Before::Aborted {
+    let budget = registry.hook_timeout;
+    let mut edited = None;
+    for (lane, entries) in registry.hooks().lanes_at(Point::ToolBefore) {
+        let mut lc = context(lane);
+        let answers = fire_entries(entries, lane, HookPayload::Loop(&mut lc), budget).await;
+        let mut refusal = None;
+        for decision in decisions(answers, lane) {
+            match decision {
+                LoopDecision::AbortTurn {
                     reason,
                     assistant_text,
                     text,
+                } => {
+                    return Before::Aborted {
+                        reason,
+                        assistant_text,
+                        text,
+                    }
                 }
-            }
-            LoopDecision::Refuse {
-                text,
-                reason,
-                terminate,
-            } if refusal.is_none() => {
-                refusal = Some(Before::Refused {
+                LoopDecision::Refuse {
                     text,
                     reason,
                     terminate,
-                })
+                } if refusal.is_none() => {
+                    refusal = Some(Before::Refused {
+                        text,
+                        reason,
+                        terminate,
+                    })
+                }
+                _ => {}
             }
-            _ => {}
+        }
+        if let Some(refusal) = refusal {
+            return refusal;
+        }
+        if &lc.tool_call.arguments != arguments {
+            edited = Some(lc.tool_call.arguments);
         }
     }
-    refusal.unwrap_or_else(|| {
-        let edited = lc.tool_call.arguments;
-        Before::Proceed((&edited != arguments).then_some(edited))
-    })
+    Before::Proceed(edited)
 }
 
 /// P9x: immediately before the handler (an observer point).
@@ -128,52 +115,41 @@ pub struct After {
 /// callback: without one, the call's arguments need not be copied for them.
 pub fn any_hooked(registry: &Registry) -> bool {
     let hooks = registry.hooks();
-    [
-        HookEvent::ToolBefore,
-        HookEvent::ToolVet,
-        HookEvent::ToolExecuting,
-    ]
-    .iter()
-    .any(|e| !hooks.entries(*e).is_empty())
+    !hooks.entries(HookEvent::ToolExecuting).is_empty()
+        || hooks.lanes_at(Point::ToolBefore).next().is_some()
         || after_hooked(registry)
 }
 
 /// Whether any lane of P10 has a callback (the pipeline builds no context otherwise).
 pub fn after_hooked(registry: &Registry) -> bool {
-    let hooks = registry.hooks();
-    !hooks.entries(HookEvent::ToolAfter).is_empty()
-        || !hooks.entries(HookEvent::ToolAfterChain).is_empty()
+    registry.hooks().lanes_at(Point::ToolAfter).next().is_some()
 }
 
-/// P10: the first lane (`tool_after`) shows every callback the tool's own
-/// result and merges their patches, a later field winning; the second
-/// (`tool_after_chain`) chains edits of the result and keeps the first of
-/// each kind (a short-circuit, an abort, a re-run) and every append.
+/// P10: the lanes dialects brought to the point, in their rows' order, on
+/// one context: each sees the result as the lanes before it left it.
+/// Within a lane, merge patches are merged (a later field winning) and
+/// applied after all its callbacks ran; edits of the result chain; of the
+/// other decisions the point keeps the first of each kind (a
+/// short-circuit, an abort, a re-run) and every append.
 pub async fn after(registry: &Registry, mut lc: LoopContext) -> After {
-    let hooks = registry.hooks();
     let budget = registry.hook_timeout;
     let mut after = After::default();
-    let merge_lane = hooks.entries(HookEvent::ToolAfter);
-    if !merge_lane.is_empty() {
-        let payload = HookPayload::Loop(&mut lc);
-        let answers = fire_entries(merge_lane, HookEvent::ToolAfter, payload, budget).await;
-        let mut patch = ResultPatch::default();
-        for decision in decisions(answers, HookEvent::ToolAfter) {
-            if let LoopDecision::Merge(p) = decision {
-                patch = patch.then(p);
+    for (lane, entries) in registry.hooks().lanes_at(Point::ToolAfter) {
+        let answers = fire_entries(entries, lane, HookPayload::Loop(&mut lc), budget).await;
+        let mut patch = None;
+        for decision in decisions(answers, lane) {
+            match decision {
+                LoopDecision::Merge(p) => {
+                    patch = Some(patch.unwrap_or_else(ResultPatch::default).then(p))
+                }
+                other => after.take(other),
             }
         }
-        if let Some(Some(text)) = patch.result {
-            lc.result = text;
-        }
-        after.terminate = patch.terminate == Some(true);
-    }
-    let chain_lane = hooks.entries(HookEvent::ToolAfterChain);
-    if !chain_lane.is_empty() {
-        let payload = HookPayload::Loop(&mut lc);
-        let answers = fire_entries(chain_lane, HookEvent::ToolAfterChain, payload, budget).await;
-        for decision in decisions(answers, HookEvent::ToolAfterChain) {
-            after.take(decision);
+        if let Some(patch) = patch {
+            if let Some(Some(text)) = patch.result {
+                lc.result = text;
+            }
+            after.terminate |= patch.terminate == Some(true);
         }
     }
     after.result = lc.result;

@@ -25,6 +25,7 @@
 //! agent loop executes.
 
 mod format;
+pub mod lanes;
 pub mod order;
 pub mod points;
 pub mod reference;
@@ -528,6 +529,12 @@ fn constructor_args(key: &str, manifest: &Manifest, home: &Path) -> Map<String, 
 pub struct Codumentor;
 
 impl Dialect for Codumentor {
+    fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
+        lanes::LANES
+    }
+    fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
+        Some(&reference::DOC)
+    }
     fn id(&self) -> DialectId {
         DIALECT
     }

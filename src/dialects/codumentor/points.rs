@@ -23,13 +23,17 @@ use serde_json::{json, Map, Value};
 use super::turn::{Turn, TurnInfo};
 use super::{installed, Decision};
 use crate::core::hooks::{
-    CallState, EndedBy, HookAction, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
-    LoopDecision, LoopEdit, TurnScope,
+    CallState, EndedBy, HookAction, HookError, HookEvent, HookPayload, HookReturn, LaneId,
+    LoopContext, LoopDecision, LoopEdit, TurnScope,
 };
 use crate::core::outcome::PluginError;
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::value::to_json;
 use crate::runtime::{plugin_error, try_attach};
+
+const PROMPT_ASSEMBLE: HookEvent = HookEvent::Lane(LaneId(&super::lanes::PROMPT_ASSEMBLE));
+const TOOL_VET: HookEvent = HookEvent::Lane(LaneId(&super::lanes::TOOL_VET));
+const TOOL_AFTER_CHAIN: HookEvent = HookEvent::Lane(LaneId(&super::lanes::TOOL_AFTER_CHAIN));
 
 /// The loop point(s) of an in-scope event, and its rank at the point.
 pub fn points(event: &str) -> &'static [(HookEvent, i32)] {
@@ -38,17 +42,17 @@ pub fn points(event: &str) -> &'static [(HookEvent, i32)] {
         "onInputReceived" => &[(HookEvent::InputReceived, 0)],
         "onContextReady" => &[(HookEvent::HistoryReady, 0)],
         "onAfterInput" => &[(HookEvent::HistoryReady, 1)],
-        "onPromptAssemble" => &[(HookEvent::PromptAssemble, 0)],
+        "onPromptAssemble" => &[(PROMPT_ASSEMBLE, 0)],
         "onAfterPromptAssemble" => &[(HookEvent::PromptFinal, 0)],
         "onLLMCallStart" => &[(HookEvent::ModelCallStart, 0)],
         "onLLMError" => &[(HookEvent::ModelCallError, 0)],
         "onLLMCallEnd" => &[(HookEvent::ModelReplied, 0)],
         "onUsageTracked" => &[(HookEvent::ModelReplied, 1)],
         "onAfterLLM" => &[(HookEvent::ModelReplied, 2)],
-        "onToolInvokeStart" => &[(HookEvent::ToolVet, 0)],
+        "onToolInvokeStart" => &[(TOOL_VET, 0)],
         "onToolExecuting" => &[(HookEvent::ToolExecuting, 0)],
-        "onToolInvokeEnd" => &[(HookEvent::ToolAfterChain, 0)],
-        "onAfterTool" => &[(HookEvent::ToolAfterChain, 1)],
+        "onToolInvokeEnd" => &[(TOOL_AFTER_CHAIN, 0)],
+        "onAfterTool" => &[(TOOL_AFTER_CHAIN, 1)],
         "onBeforeSendResponse" => &[(HookEvent::ResponseBeforeSend, 0)],
         "onResponsePersist" => &[(HookEvent::ResponsePersisted, 0)],
         "onTurnAborted" | "onTurnInterrupted" | "onError" => &[(HookEvent::TurnEnded, 0)],

@@ -19,6 +19,7 @@
 pub mod discover;
 mod format;
 pub mod hooks;
+pub mod lanes;
 pub mod reference;
 
 use std::path::Path;
@@ -30,7 +31,7 @@ use pyo3::types::{PyDict, PyModule, PyTuple};
 
 use super::{Dialect, LoadedPlugin};
 use crate::core::extensions::Extensions;
-use crate::core::hooks::{HookEntry, HookEvent, FIRST_LANE_PRIORITY};
+use crate::core::hooks::{HookEntry, HookEvent, LaneId, FIRST_LANE_PRIORITY};
 use crate::core::outcome::PluginError;
 use crate::core::registry::{Registration, Tool, ToolSpec};
 use crate::plugins::config::PluginLists;
@@ -71,11 +72,11 @@ pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 pub fn point_of(kind: &str) -> Option<HookEvent> {
     Some(match kind {
         "filter_history" => HookEvent::HistoryReady,
-        "before_turn" => HookEvent::IterationStart,
+        "before_turn" => HookEvent::Lane(LaneId(&lanes::BEFORE_TURN)),
         "before_model" => HookEvent::PromptFinal,
         "after_model" => HookEvent::ModelReplied,
-        "before_tool" => HookEvent::ToolBefore,
-        "after_tool" => HookEvent::ToolAfter,
+        "before_tool" => HookEvent::Lane(LaneId(&lanes::BEFORE_TOOL)),
+        "after_tool" => HookEvent::Lane(LaneId(&lanes::AFTER_TOOL)),
         "before_compact" => HookEvent::CompactBefore,
         "compact_failed" => HookEvent::CompactFailed,
         "startup_hook" => HookEvent::HostStart,
@@ -87,6 +88,12 @@ pub fn point_of(kind: &str) -> Option<HookEvent> {
 pub struct Felix;
 
 impl Dialect for Felix {
+    fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
+        lanes::LANES
+    }
+    fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
+        Some(&reference::DOC)
+    }
     fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
     }

@@ -240,6 +240,9 @@ impl crate::plugins::format::PluginFormat for Flowly {
 }
 
 impl Dialect for Flowly {
+    fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
+        Some(&reference::DOC)
+    }
     fn id(&self) -> crate::plugins::format::DialectId {
         DIALECT
     }

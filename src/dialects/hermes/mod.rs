@@ -236,6 +236,9 @@ fn register_web_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult
 pub struct Hermes;
 
 impl Dialect for Hermes {
+    fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
+        Some(&reference::DOC)
+    }
     fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
     }

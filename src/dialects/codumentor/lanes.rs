@@ -1,0 +1,58 @@
+//! The lanes Codumentor brings to the loop: where its events need a policy
+//! no other lane at the point has. Its other events fire on the core's
+//! lanes ([`super::points::points`]).
+
+use crate::core::hooks::{
+    FailMode, HookEvent, HookSpec, Lane, LaneForm, LaneId, Point, Policy, DECISIONS,
+};
+
+/// `onPromptAssemble`: each edit of the in-flight list is what the next
+/// handler sees, and is carried to later model calls.
+pub static PROMPT_ASSEMBLE: Lane = Lane {
+    name: "prompt_assemble",
+    point: Point::PromptAssembly,
+    order: 2,
+    spec: HookSpec {
+        event: HookEvent::Lane(LaneId(&PROMPT_ASSEMBLE)),
+        policy: Policy::Chain,
+        accepts: DECISIONS,
+        on_error: FailMode::Open,
+    },
+    form: LaneForm::Plain,
+    fires: "P5, second lane: before every model call; edits of the in-flight list are carried, never stored.",
+};
+
+/// `onToolInvokeStart`: every handler runs; the first veto wins and an
+/// abort outranks it.
+pub static TOOL_VET: Lane = Lane {
+    name: "tool_vet",
+    point: Point::ToolBefore,
+    order: 2,
+    spec: HookSpec {
+        event: HookEvent::Lane(LaneId(&TOOL_VET)),
+        policy: Policy::Collect,
+        accepts: DECISIONS,
+        on_error: FailMode::Open,
+    },
+    form: LaneForm::Plain,
+    fires: "P9, second lane: before a tool call; every callback runs, the first refusal wins, an abort outranks it.",
+};
+
+/// `onToolInvokeEnd`, `onAfterTool`: edits of the result chain; the point
+/// keeps the first of each kind (a short-circuit, a re-run) and every append.
+pub static TOOL_AFTER_CHAIN: Lane = Lane {
+    name: "tool_after_chain",
+    point: Point::ToolAfter,
+    order: 2,
+    spec: HookSpec {
+        event: HookEvent::Lane(LaneId(&TOOL_AFTER_CHAIN)),
+        policy: Policy::Collect,
+        accepts: DECISIONS,
+        on_error: FailMode::Open,
+    },
+    form: LaneForm::Plain,
+    fires: "P10, second lane: after the call ran; each edit of the result is what the next callback sees.",
+};
+
+/// Codumentor's lanes, for the dialect table.
+pub static LANES: &[&Lane] = &[&PROMPT_ASSEMBLE, &TOOL_VET, &TOOL_AFTER_CHAIN];
