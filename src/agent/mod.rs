@@ -65,8 +65,8 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::core::dispatch::{self, GatewayDecision};
 use crate::core::hooks::{
-    EndedBy, GatewayContext, HookEvent, HookPayload, InboundMessage, LoopContext, SessionContext,
-    TurnScope, CURRENT_TURN,
+    EndedBy, GatewayContext, HookEvent, InboundMessage, LoopContext, SessionContext, TurnScope,
+    CURRENT_TURN,
 };
 use crate::core::loop_points::{self as points, Compaction};
 use crate::host::Host;
@@ -230,7 +230,7 @@ impl Inner {
         completed: bool,
         interrupted: bool,
     ) {
-        let mut ctx = SessionContext {
+        let ctx = || SessionContext {
             session_id: session.key.clone(),
             model: self.model(),
             platform: "plughost".into(),
@@ -238,7 +238,7 @@ impl Inner {
             interrupted,
             ..Default::default()
         };
-        dispatch::fire(self.host.registry(), event, HookPayload::Session(&mut ctx)).await;
+        points::observe(self.host.registry(), event, ctx).await;
     }
 
     /// A whole turn. `cancel` is watched until the turn's work is done (see

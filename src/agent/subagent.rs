@@ -6,8 +6,8 @@ use std::sync::Arc;
 use super::session::SessionStore;
 use super::tools::SubagentRunner;
 use super::{Inbound, Inner};
-use crate::core::dispatch;
-use crate::core::hooks::{BoxFuture, HookEvent, HookPayload, SubagentStopContext};
+use crate::core::hooks::{BoxFuture, HookEvent, SubagentStopContext};
+use crate::core::loop_points as points;
 
 impl SubagentRunner for Inner {
     fn run(
@@ -48,18 +48,14 @@ impl SubagentRunner for Inner {
                     ))
                 }
             };
-            let mut start = SubagentStopContext {
+            let registry = inner.host.registry();
+            let start = || SubagentStopContext {
                 session_id: parent_session.clone(),
                 subagent_id: key.clone(),
                 goal: task.clone(),
                 ..Default::default()
             };
-            dispatch::fire(
-                inner.host.registry(),
-                HookEvent::SubagentStart,
-                HookPayload::Subagent(&mut start),
-            )
-            .await;
+            points::observe(registry, HookEvent::SubagentStart, start).await;
             let goal = task.clone();
             let inbound = Inbound {
                 content: task,
@@ -79,19 +75,14 @@ impl SubagentRunner for Inner {
             } else {
                 "completed"
             };
-            let mut ctx = SubagentStopContext {
+            let stop = || SubagentStopContext {
                 session_id: parent_session,
                 subagent_id: key,
                 reason: reason.into(),
                 goal,
                 ..Default::default()
             };
-            dispatch::fire(
-                inner.host.registry(),
-                HookEvent::SubagentStop,
-                HookPayload::Subagent(&mut ctx),
-            )
-            .await;
+            points::observe(inner.host.registry(), HookEvent::SubagentStop, stop).await;
             match report.error {
                 Some(e) => Err(format!("the sub-agent failed: {e}")),
                 None => Ok(report.reply.unwrap_or_default()),

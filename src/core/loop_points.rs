@@ -14,11 +14,65 @@ fn hooked(registry: &Registry, event: HookEvent) -> bool {
     !registry.hooks().entries(event).is_empty()
 }
 
-/// Fire an observer lane (its answers are not used).
-pub async fn observe(registry: &Registry, event: HookEvent, context: impl FnOnce() -> LoopContext) {
+/// A context a callback can be shown: each event family's own type.
+pub trait Shown: Send {
+    fn payload(&mut self) -> HookPayload<'_>;
+}
+
+macro_rules! shown {
+    ($($ty:ident => $variant:ident),*) => {$(
+        impl Shown for crate::core::hooks::$ty {
+            fn payload(&mut self) -> HookPayload<'_> {
+                HookPayload::$variant(self)
+            }
+        }
+    )*};
+}
+
+shown!(
+    LoopContext => Loop,
+    LlmCallContext => Llm,
+    SessionContext => Session,
+    SubagentStopContext => Subagent
+);
+
+/// Fire an observer lane (its answers are not used), with a context made
+/// only when a callback listens. The context is made before the returned
+/// future first waits, so `context` may borrow what a future sent to
+/// another thread cannot hold.
+pub fn observe<'a, C: Shown + 'a>(
+    registry: &'a Registry,
+    event: HookEvent,
+    context: impl FnOnce() -> C,
+) -> impl std::future::Future<Output = ()> + Send + 'a {
+    let made = hooked(registry, event).then(context);
+    async move {
+        if let Some(mut c) = made {
+            fire(registry, event, c.payload()).await;
+        }
+    }
+}
+
+/// Fire an observer lane with a context the caller keeps (what its
+/// callbacks changed in it stays).
+pub async fn observe_in<C: Shown>(registry: &Registry, event: HookEvent, context: &mut C) {
     if hooked(registry, event) {
-        let mut lc = context();
-        fire(registry, event, HookPayload::Loop(&mut lc)).await;
+        fire(registry, event, context.payload()).await;
+    }
+}
+
+/// Fire a first-wins lane of the seed API whose answer replaces a text:
+/// the first replacement.
+/// The context is made as [`observe`] makes it.
+pub fn replaced<'a, C: Shown + 'a>(
+    registry: &'a Registry,
+    event: HookEvent,
+    context: impl FnOnce() -> C,
+) -> impl std::future::Future<Output = Option<String>> + Send + 'a {
+    let made = hooked(registry, event).then(context);
+    async move {
+        let mut c = made?;
+        replacement(fire(registry, event, c.payload()).await)
     }
 }
 

@@ -20,7 +20,7 @@ use super::session::Session;
 use super::{ms, relay_deltas, AgentEvent, Inner, TurnReport};
 use crate::core::dispatch;
 use crate::core::hooks::{
-    EndedBy, HookEvent, HookPayload, LlmCallContext, LoopContext, TurnScope, MAX_MODEL_RETRIES,
+    EndedBy, HookEvent, LlmCallContext, LoopContext, TurnScope, MAX_MODEL_RETRIES,
 };
 use crate::core::loop_points::{self as points, Replied};
 use messages::{answered, join_system, llm_base, reply_as_response, split_system, stop_reason};
@@ -221,12 +221,7 @@ impl Inner {
             messages: request.messages.clone(),
             ..llm_base(&llm)
         };
-        dispatch::fire(
-            registry,
-            HookEvent::PreApiRequest,
-            HookPayload::Llm(&mut api),
-        )
-        .await;
+        points::observe_in(registry, HookEvent::PreApiRequest, &mut api).await;
         // P7: the model and parameters of this call.
         let mut params = Map::new();
         let context = || {
@@ -303,12 +298,11 @@ impl Inner {
         match response {
             Ok(r) => Ok((r, sent)),
             Err(e) => {
-                let mut failed = LlmCallContext {
+                let failed = || LlmCallContext {
                     response: json!({"error": e}),
                     ..llm_base(&sent.api)
                 };
-                let payload = HookPayload::Llm(&mut failed);
-                dispatch::fire(registry, HookEvent::ApiRequestError, payload).await;
+                points::observe(registry, HookEvent::ApiRequestError, failed).await;
                 Err(format!("model call failed: {e}"))
             }
         }
@@ -330,20 +324,10 @@ impl Inner {
             t.report.usage.insert(k.clone(), json!(sum));
         }
         // Each event gets its own context: a hook's edits to one never leak into the next.
-        let mut post_api = answered(&sent.api, &response);
-        dispatch::fire(
-            registry,
-            HookEvent::PostApiRequest,
-            HookPayload::Llm(&mut post_api),
-        )
-        .await;
-        let mut post_llm = answered(&sent.api, &response);
-        dispatch::fire(
-            registry,
-            HookEvent::PostLlmCall,
-            HookPayload::Llm(&mut post_llm),
-        )
-        .await;
+        let post_api = || answered(&sent.api, &response);
+        points::observe(registry, HookEvent::PostApiRequest, post_api).await;
+        let post_llm = || answered(&sent.api, &response);
+        points::observe(registry, HookEvent::PostLlmCall, post_llm).await;
         let mut assistant = assistant_message(&response);
         // P8: the reply the loop records and acts on, tool calls included.
         let context = || LoopContext {
@@ -376,14 +360,12 @@ impl Inner {
         let Some(reply) = t.report.reply.clone() else {
             return;
         };
-        let mut out = LlmCallContext {
+        let out = || LlmCallContext {
             assistant_message: reply,
             ..llm_base(api)
         };
-        let payload = HookPayload::Llm(&mut out);
-        let answers =
-            dispatch::fire(self.host.registry(), HookEvent::TransformLlmOutput, payload).await;
-        if let Some(text) = points::replacement(answers) {
+        let registry = self.host.registry();
+        if let Some(text) = points::replaced(registry, HookEvent::TransformLlmOutput, out).await {
             t.report.reply = Some(text);
         }
     }
