@@ -216,6 +216,8 @@ pub struct HookBus {
     by_event: [Vec<HookEntry>; HookEvent::COUNT],
     /// The dialects' lanes that have subscriptions, by (point, order).
     lanes: Vec<(LaneId, Vec<HookEntry>)>,
+    /// Wrapper lanes' subscriptions (a before/after pair each).
+    wrappers: Vec<(LaneId, Vec<crate::core::wrappers::WrapEntry>)>,
     /// Names no event matches: accepted (with a warning) and never fired.
     unknown: HashMap<String, Vec<HookEntry>>,
 }
@@ -225,6 +227,7 @@ impl Default for HookBus {
         HookBus {
             by_event: std::array::from_fn(|_| Vec::new()),
             lanes: Vec::new(),
+            wrappers: Vec::new(),
             unknown: HashMap::new(),
         }
     }
@@ -256,6 +259,43 @@ impl HookBus {
             }
         };
         &mut self.lanes[at].1
+    }
+
+    /// Subscribe a before/after pair to a wrapper lane (a lane whose row's
+    /// form is [`LaneForm::Wrapper`]); a plain lane refuses it, naming it.
+    pub fn wrap(
+        &mut self,
+        lane: &'static Lane,
+        entry: crate::core::wrappers::WrapEntry,
+    ) -> Result<(), String> {
+        if lane.form != LaneForm::Wrapper {
+            return Err(format!(
+                "{} is not a wrapper lane: subscribe a callback to it instead",
+                lane.name
+            ));
+        }
+        let id = LaneId(lane);
+        let at = match self.wrappers.iter().position(|(l, _)| *l == id) {
+            Some(at) => at,
+            None => {
+                self.wrappers.push((id, Vec::new()));
+                self.wrappers.len() - 1
+            }
+        };
+        let list = &mut self.wrappers[at].1;
+        let at = list.partition_point(|e| e.priority <= entry.priority);
+        list.insert(at, entry);
+        Ok(())
+    }
+
+    /// The before/after pairs of wrapper lane `lane`, outermost first.
+    #[inline]
+    pub fn wrappers(&self, lane: &'static Lane) -> &[crate::core::wrappers::WrapEntry] {
+        let id = LaneId(lane);
+        self.wrappers
+            .iter()
+            .find(|(l, _)| *l == id)
+            .map_or(&[], |(_, v)| v.as_slice())
     }
 
     /// Subscribe to a name the bus does not know (it will never fire).
@@ -323,6 +363,9 @@ impl HookBus {
             .iter_mut()
             .chain(self.lanes.iter_mut().map(|(_, v)| v))
         {
+            list.retain(|e| e.owner != owner);
+        }
+        for (_, list) in &mut self.wrappers {
             list.retain(|e| e.owner != owner);
         }
         for list in self.unknown.values_mut() {

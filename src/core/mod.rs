@@ -22,3 +22,4 @@ pub mod pipeline;
 pub mod points;
 pub mod reference;
 pub mod registry;
+pub mod wrappers;

@@ -453,6 +453,15 @@ impl Registry {
         self.hooks.add(event, entry);
     }
 
+    /// Subscribe a before/after pair; see [`HookBus::wrap`].
+    pub fn add_wrapper(
+        &mut self,
+        lane: &'static crate::core::hooks::Lane,
+        entry: crate::core::wrappers::WrapEntry,
+    ) -> Result<(), String> {
+        self.hooks.wrap(lane, entry)
+    }
+
     #[inline]
     pub fn tool(&self, name: &str) -> Option<&Tool> {
         self.tools.get(name)

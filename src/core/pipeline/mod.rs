@@ -25,6 +25,7 @@ use crate::core::outcome::{
     ArgumentProblem, PluginError, Renderer, ToolOutcome, ToolResult, Unavailability,
 };
 use crate::core::registry::{Registry, Tool, ToolReturn};
+use crate::core::wrappers;
 use tool_points::Before;
 
 /// Run the whole pipeline for one call of `name` with `args`.
@@ -163,7 +164,7 @@ impl Call<'_> {
             self.loop_context(Some(HookEvent::ToolExecuting), &arguments)
         })
         .await;
-        let (text, outcome) = self.execute(&mut ctx, marks).await;
+        let (text, outcome) = self.wrapped_execute(&mut ctx, marks).await;
         let text = self.seed_after(&mut ctx, text, &outcome).await;
         let text = self
             .after_points(&mut ctx, &arguments, text, &outcome, marks, rerun)
@@ -331,6 +332,34 @@ impl Call<'_> {
     }
 
     /// The handler, timed (`ctx.duration_ms`); a failure rendered.
+    /// The handler inside the [`TOOL_HANDLER`](crate::core::wrappers::TOOL_HANDLER) wrappers, if any.
+    async fn wrapped_execute(
+        &self,
+        ctx: &mut ToolCallContext,
+        marks: &mut ToolMarks,
+    ) -> (String, ToolOutcome) {
+        let entries = self.registry.hooks().wrappers(&wrappers::TOOL_HANDLER);
+        if entries.is_empty() {
+            return self.execute(ctx, marks).await;
+        }
+        let arguments = ctx.params.clone();
+        let call = wrappers::Wrapped {
+            session_id: self.ids.session_id,
+            tool: self.ids.name,
+            tool_call_id: self.ids.tool_call_id,
+            arguments: &arguments,
+        };
+        let entered = wrappers::enter(entries, &call);
+        let (text, outcome) = self.execute(ctx, marks).await;
+        let result = wrappers::Unwrapped {
+            text: &text,
+            outcome: &outcome,
+            duration_ms: ctx.duration_ms,
+        };
+        entered.exit(&call, &result);
+        (text, outcome)
+    }
+
     async fn execute(
         &self,
         ctx: &mut ToolCallContext,
