@@ -1,0 +1,108 @@
+//! The sessions of one home: where their transcripts live, which are loaded.
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::*;
+
+/// Every session of a host, loaded on first use.
+pub struct SessionStore {
+    dir: PathBuf,
+    open: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Session>>>>,
+}
+
+impl SessionStore {
+    pub fn new(dir: impl Into<PathBuf>) -> SessionStore {
+        SessionStore {
+            dir: dir.into(),
+            open: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The transcript file of `key`.
+    pub fn path_of(&self, key: &str) -> PathBuf {
+        let safe: String = key
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let name = if safe == key && !key.is_empty() && !key.starts_with('.') {
+            safe
+        } else {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            key.hash(&mut h);
+            format!("{}-{:08x}", safe.trim_start_matches('.'), h.finish() as u32)
+        };
+        self.dir.join(format!("{name}.jsonl"))
+    }
+
+    /// The session of `key`, resumed from disk when it has a transcript.
+    /// This read takes no lock and repairs nothing: a turn does both
+    /// ([`Session::lock_turn`], [`Session::resync`]).
+    pub fn get(&self, key: &str) -> Arc<tokio::sync::Mutex<Session>> {
+        let mut open = self.open.lock().expect("session map");
+        if let Some(s) = open.get(key) {
+            return s.clone();
+        }
+        let path = self.path_of(key);
+        let messages = load_transcript(&path);
+        let session = Session {
+            key: key.to_string(),
+            started: !messages.is_empty(),
+            messages,
+            finalized: false,
+            last_active: Instant::now(),
+            path,
+            file: None,
+            synced: None,
+        };
+        let session = Arc::new(tokio::sync::Mutex::new(session));
+        open.insert(key.to_string(), session.clone());
+        session
+    }
+
+    /// A key `<parent>/sub-N` that no session has used, N counting up from
+    /// `from`. Its empty transcript is created here, exclusively, so no other
+    /// process or agent sharing the sessions directory claims it too: every
+    /// `delegate` call starts a fresh conversation. Returns the key and N.
+    pub fn claim_subagent_key(&self, parent: &str, from: u64) -> std::io::Result<(String, u64)> {
+        std::fs::create_dir_all(&self.dir)?;
+        let mut n = from.max(1);
+        loop {
+            let key = format!("{parent}/sub-{n}");
+            let path = self.path_of(&key);
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(_) => return Ok((key, n)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Sessions loaded in this process.
+    pub fn loaded(&self) -> Vec<Arc<tokio::sync::Mutex<Session>>> {
+        self.open
+            .lock()
+            .expect("session map")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Forget a loaded session (it stays on disk).
+    pub fn unload(&self, key: &str) {
+        self.open.lock().expect("session map").remove(key);
+    }
+}
