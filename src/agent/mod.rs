@@ -289,7 +289,6 @@ impl Inner {
             input: inbound.content.clone(),
             ..Default::default()
         };
-        let registry = self.host.registry();
         let finish = |mut report: TurnReport| {
             report.timings.total_ms = ms(started.elapsed());
             report
@@ -301,32 +300,20 @@ impl Inner {
             finish(report)
         };
 
-        // pre_gateway_dispatch: once per inbound message, before session work.
-        let mut gateway = gateway_context(&inbound);
-        let mut content = inbound.content.clone();
-        let decision = tokio::select! {
-            d = dispatch::fire_gateway(registry, &mut gateway) => d,
+        // pre_gateway_dispatch and P1: once per inbound message, before session work.
+        let admitted = tokio::select! {
+            a = self.admit(&inbound, delegate, &turn) => a,
             _ = &mut cancel => return cancelled(report),
         };
-        match decision {
-            GatewayDecision::Skip(reason) => {
+        let content = match admitted {
+            Admitted::Text(text) => text,
+            Admitted::Skipped(reason) => {
                 report.skipped = Some(reason);
                 report.completed = true;
                 report.ended_by = EndedBy::Skipped;
                 return finish(report);
             }
-            GatewayDecision::Rewrite(text) => content = text,
-            GatewayDecision::Deliver => {}
-        }
-        // P1: the inbound text, edited in place by the callbacks in turn.
-        let input = points::chain(registry, HookEvent::InputReceived, || LoopContext {
-            text: content.clone(),
-            ..self.loop_context(&inbound.session_key, delegate, &turn)
-        });
-        tokio::select! {
-            lc = input => if let Some(lc) = lc { content = lc.text },
-            _ = &mut cancel => return cancelled(report),
-        }
+        };
 
         // The session: this process's turns on it one at a time (its
         // mutex), other processes' too (the lock file), then what they
@@ -384,6 +371,27 @@ impl Inner {
                 cancelled(report)
             }
         }
+    }
+
+    /// `pre_gateway_dispatch` (the first skip or rewrite wins), then P1
+    /// (the inbound text, edited in place by the callbacks in turn).
+    async fn admit(&self, inbound: &Inbound, delegate: bool, turn: &Arc<TurnScope>) -> Admitted {
+        let registry = self.host.registry();
+        let mut gateway = gateway_context(inbound);
+        let mut content = inbound.content.clone();
+        match dispatch::fire_gateway(registry, &mut gateway).await {
+            GatewayDecision::Skip(reason) => return Admitted::Skipped(reason),
+            GatewayDecision::Rewrite(text) => content = text,
+            GatewayDecision::Deliver => {}
+        }
+        let input = points::chain(registry, HookEvent::InputReceived, || LoopContext {
+            text: content.clone(),
+            ..self.loop_context(&inbound.session_key, delegate, turn)
+        });
+        if let Some(lc) = input.await {
+            content = lc.text;
+        }
+        Admitted::Text(content)
     }
 
     /// This process's hold on a session, then other processes' (bounded by
@@ -510,4 +518,12 @@ fn relay_deltas(
         }
     });
     (Some(tx), Some(relay))
+}
+
+/// What the inbound stages made of a message.
+enum Admitted {
+    /// The text the turn works on.
+    Text(String),
+    /// Dropped by `pre_gateway_dispatch`, with its reason.
+    Skipped(String),
 }

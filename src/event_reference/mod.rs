@@ -175,55 +175,68 @@ pub fn render(doc: &DialectDoc, captured: &Captured) -> Result<String, String> {
             }
             None => continue,
         };
-        let _ = writeln!(out, "### `{event}`\n\n{}\n", fires(event));
-        let _ = writeln!(out, "| field | type | meaning |\n|---|---|---|");
-        for (name, ty) in fields {
-            let meaning = doc
-                .fields
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|(_, m)| *m)
-                .ok_or_else(|| {
-                    format!(
-                        "{}: field `{name}` of {event} has no meaning in src/dialects/{}/reference.rs",
-                        doc.name, doc.name
-                    )
-                })?;
-            let ty = if ty == "NoneType" { "None" } else { ty };
-            let _ = writeln!(out, "| `{name}` | `{ty}` | {meaning} |");
-        }
-        let _ = writeln!(out, "\n- Answers: {}.", policy_text(spec.policy));
-        for kind in spec.accepts {
-            let _ = writeln!(
-                out,
-                "- {}: {}.",
-                (doc.answer)(event, *kind),
-                effect(event, *kind)
-            );
-        }
-        if spec.accepts.is_empty() {
-            let _ = writeln!(out, "- Return nothing (`None`); any other answer is ignored and counted (`plugins doctor`).");
-        } else {
-            let _ = writeln!(out, "- Anything else (`None` included) changes nothing; an answer of another shape is ignored and counted (`plugins doctor`).");
-        }
-        let closed = spec.on_error == FailMode::Closed
-            || captured.fails_closed.iter().any(|e| e == event.name());
-        let _ = writeln!(
-            out,
-            "- A callback that raises or runs past its budget: {}.",
-            if closed {
-                "**fails closed**, as if it had blocked (the call is not run)"
-            } else {
-                "logged with the plugin's name and counted; the event goes on"
-            }
-        );
-        let note = (doc.note)(event);
-        if !note.is_empty() {
-            let _ = writeln!(out, "\n{note}");
-        }
-        let _ = writeln!(out);
+        seed_event(doc, captured, spec, fields, &mut out)?;
     }
     Ok(out.trim_end().to_string() + "\n")
+}
+
+/// One seed event's section: when it fires, its fields, what answers do.
+fn seed_event(
+    doc: &DialectDoc,
+    captured: &Captured,
+    spec: &crate::core::hooks::HookSpec,
+    fields: &[(String, String)],
+    out: &mut String,
+) -> Result<(), String> {
+    let event = spec.event;
+    let _ = writeln!(out, "### `{event}`\n\n{}\n", fires(event));
+    let _ = writeln!(out, "| field | type | meaning |\n|---|---|---|");
+    for (name, ty) in fields {
+        let meaning = doc
+            .fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, m)| *m)
+            .ok_or_else(|| {
+                format!(
+                    "{}: field `{name}` of {event} has no meaning in src/dialects/{}/reference.rs",
+                    doc.name, doc.name
+                )
+            })?;
+        let ty = if ty == "NoneType" { "None" } else { ty };
+        let _ = writeln!(out, "| `{name}` | `{ty}` | {meaning} |");
+    }
+    let _ = writeln!(out, "\n- Answers: {}.", policy_text(spec.policy));
+    for kind in spec.accepts {
+        let _ = writeln!(
+            out,
+            "- {}: {}.",
+            (doc.answer)(event, *kind),
+            effect(event, *kind)
+        );
+    }
+    if spec.accepts.is_empty() {
+        let _ = writeln!(out, "- Return nothing (`None`); any other answer is ignored and counted (`plugins doctor`).");
+    } else {
+        let _ = writeln!(out, "- Anything else (`None` included) changes nothing; an answer of another shape is ignored and counted (`plugins doctor`).");
+    }
+    let closed = spec.on_error == FailMode::Closed
+        || captured.fails_closed.iter().any(|e| e == event.name());
+    let _ = writeln!(
+        out,
+        "- A callback that raises or runs past its budget: {}.",
+        if closed {
+            "**fails closed**, as if it had blocked (the call is not run)"
+        } else {
+            "logged with the plugin's name and counted; the event goes on"
+        }
+    );
+    let note = (doc.note)(event);
+    if !note.is_empty() {
+        let _ = writeln!(out, "\n{note}");
+    }
+    let _ = writeln!(out);
+    Ok(())
 }
 
 /// The meaning of a captured field, or an error naming it.

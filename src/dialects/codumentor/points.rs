@@ -569,87 +569,93 @@ fn answer(
             .ok()
             .and_then(|d| serde_json::from_value(d).ok())
             .ok_or_else(|| HookError::raised("an unreadable decision"))?;
-        return Ok(match decision {
-            Decision::ShortCircuit { assistant_text, .. } => {
-                HookAction::Decide(LoopDecision::ShortCircuit(assistant_text))
-            }
-            Decision::VetoTool { reason, .. } => HookAction::Decide(LoopDecision::Refuse {
-                text: format!("[blocked: {reason}]"),
-                reason,
-                terminate: false,
-            }),
-            Decision::AbortTurn {
-                reason,
-                assistant_text,
-                ..
-            } => HookAction::Decide(LoopDecision::AbortTurn {
-                text: format!("[blocked: {reason}]"),
-                reason,
-                assistant_text,
-            }),
-            Decision::ParamPatch { model, params, .. } => {
-                let mut edits = vec![LoopEdit::Params(params)];
-                edits.extend(model.map(LoopEdit::Model));
-                HookAction::Decide(LoopDecision::Edit(LoopEdit::All(edits)))
-            }
-            // Onto the in-flight list: this call's (P6) and every later one.
-            Decision::InsertStep { messages, .. } => {
-                HookAction::Decide(LoopDecision::Append(messages))
-            }
-            Decision::EnqueueTool { tool, args, .. } => {
-                static ENQUEUED: std::sync::atomic::AtomicU64 =
-                    std::sync::atomic::AtomicU64::new(0);
-                let n = ENQUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-                let mut reply = reply.clone();
-                let call = json!({"id": format!("enq_{n}"), "type": "function",
-                    "function": {"name": tool, "arguments": Value::Object(args).to_string()}});
-                match reply.get_mut("tool_calls").and_then(Value::as_array_mut) {
-                    Some(calls) => calls.push(call),
-                    None => reply["tool_calls"] = json!([call]),
-                }
-                HookAction::Decide(LoopDecision::Edit(LoopEdit::Reply(reply)))
-            }
-            Decision::LlmRetry { .. } => {
-                // "Request a single retry of the failed LLM call": once per call.
-                let first = scope
-                    .and_then(|s| {
-                        s.slot(super::DIALECT.as_str(), || TurnSlot(None, Mutex::default()))
-                    })
-                    .is_some_and(|slot| {
-                        slot.1
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(iteration)
-                    });
-                if first {
-                    HookAction::Decide(LoopDecision::RetryModelCall { delay_ms: 0 })
-                } else {
-                    HookAction::Continue
-                }
-            }
-            Decision::RequeueTool { .. } => HookAction::Decide(LoopDecision::RerunTool {
-                arguments: None,
-                delay_ms: 0,
-            }),
-            Decision::RetryWith {
-                patched_args,
-                backoff_ms,
-                ..
-            } => HookAction::Decide(LoopDecision::RerunTool {
-                arguments: Some(patched_args),
-                delay_ms: backoff_ms,
-            }),
-            // `run` does not stream: onLLMStream never fires there.
-            Decision::StreamControl { .. } => {
-                tracing::warn!("{event}: {decision:?} is not supported by plughost yet; ignored");
-                HookAction::Continue
-            }
-        });
+        return Ok(decided(decision, event, reply, scope, iteration));
     }
     Ok(match edit_of(event, &payload) {
         Some(edit) => HookAction::Decide(LoopDecision::Edit(edit)),
         None => HookAction::Continue,
     })
+}
+
+/// What a handler's typed decision asks of the point.
+fn decided(
+    decision: Decision,
+    event: &str,
+    reply: &Value,
+    scope: Option<&TurnScope>,
+    iteration: usize,
+) -> HookAction {
+    match decision {
+        Decision::ShortCircuit { assistant_text, .. } => {
+            HookAction::Decide(LoopDecision::ShortCircuit(assistant_text))
+        }
+        Decision::VetoTool { reason, .. } => HookAction::Decide(LoopDecision::Refuse {
+            text: format!("[blocked: {reason}]"),
+            reason,
+            terminate: false,
+        }),
+        Decision::AbortTurn {
+            reason,
+            assistant_text,
+            ..
+        } => HookAction::Decide(LoopDecision::AbortTurn {
+            text: format!("[blocked: {reason}]"),
+            reason,
+            assistant_text,
+        }),
+        Decision::ParamPatch { model, params, .. } => {
+            let mut edits = vec![LoopEdit::Params(params)];
+            edits.extend(model.map(LoopEdit::Model));
+            HookAction::Decide(LoopDecision::Edit(LoopEdit::All(edits)))
+        }
+        // Onto the in-flight list: this call's (P6) and every later one.
+        Decision::InsertStep { messages, .. } => HookAction::Decide(LoopDecision::Append(messages)),
+        Decision::EnqueueTool { tool, args, .. } => {
+            static ENQUEUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = ENQUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            let mut reply = reply.clone();
+            let call = json!({"id": format!("enq_{n}"), "type": "function",
+                "function": {"name": tool, "arguments": Value::Object(args).to_string()}});
+            match reply.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                Some(calls) => calls.push(call),
+                None => reply["tool_calls"] = json!([call]),
+            }
+            HookAction::Decide(LoopDecision::Edit(LoopEdit::Reply(reply)))
+        }
+        Decision::LlmRetry { .. } => {
+            // "Request a single retry of the failed LLM call": once per call.
+            let first = scope
+                .and_then(|s| s.slot(super::DIALECT.as_str(), || TurnSlot(None, Mutex::default())))
+                .is_some_and(|slot| {
+                    slot.1
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(iteration)
+                });
+            if first {
+                HookAction::Decide(LoopDecision::RetryModelCall { delay_ms: 0 })
+            } else {
+                HookAction::Continue
+            }
+        }
+        Decision::RequeueTool { .. } => HookAction::Decide(LoopDecision::RerunTool {
+            arguments: None,
+            delay_ms: 0,
+        }),
+        Decision::RetryWith {
+            patched_args,
+            backoff_ms,
+            ..
+        } => HookAction::Decide(LoopDecision::RerunTool {
+            arguments: Some(patched_args),
+            delay_ms: backoff_ms,
+        }),
+        // `run` does not stream: onLLMStream never fires there.
+        Decision::StreamControl { .. } => {
+            tracing::warn!("{event}: {decision:?} is not supported by plughost yet; ignored");
+            HookAction::Continue
+        }
+    }
 }
 
 fn drain_ui_events(py: Python<'_>, scope: &TurnScope) {
