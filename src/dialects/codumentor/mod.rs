@@ -27,6 +27,7 @@
 mod format;
 pub mod lanes;
 pub mod order;
+mod payload;
 pub mod points;
 pub mod reference;
 pub mod turn;
