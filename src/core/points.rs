@@ -314,4 +314,16 @@ mod tests {
         let lanes: usize = Point::ALL.iter().map(|p| p.lanes().len()).sum();
         assert_eq!(lanes, HookEvent::COUNT);
     }
+
+    #[test]
+    fn each_core_event_reads_its_own_row() {
+        let core: Vec<HookEvent> = HookEvent::ALL
+            .into_iter()
+            .chain(HookEvent::LOOP_POINTS)
+            .collect();
+        for (at, event) in core.iter().enumerate() {
+            assert_eq!(event.index(), at, "{event}");
+            assert_eq!(event.spec().event, *event);
+        }
+    }
 }

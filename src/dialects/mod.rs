@@ -358,3 +358,27 @@ mod tests {
         assert_eq!(sniffed("from flowly.plugins import PluginContext\n"), None);
     }
 }
+
+#[cfg(test)]
+mod lane_rows {
+    use crate::core::hooks::{HookEvent, LaneForm};
+
+    #[test]
+    fn lane_names_are_unique_and_each_row_names_itself() {
+        let mut names: Vec<&str> = HookEvent::ALL
+            .iter()
+            .chain(HookEvent::LOOP_POINTS.iter())
+            .map(|e| e.name())
+            .collect();
+        for dialect in super::DIALECTS {
+            for lane in dialect.lanes() {
+                assert!(!names.contains(&lane.name), "{} twice", lane.name);
+                names.push(lane.name);
+                assert_eq!(lane.spec.event.name(), lane.name);
+                assert_eq!(lane.spec.event.point(), lane.point);
+                assert_eq!(lane.form, LaneForm::Plain, "{}", lane.name);
+                assert_eq!(super::event_by_name(lane.name), Some(lane.spec.event));
+            }
+        }
+    }
+}
