@@ -333,6 +333,7 @@ impl Inner {
             _ = &mut cancel => return cancelled(report),
         };
 
+        turn.attach_session(session.slots.clone());
         if let Some(line) = content.trim_start().strip_prefix('/') {
             report.command = true;
             tokio::select! {

@@ -226,14 +226,43 @@ pub struct HookErrorRecord {
     pub error: String,
 }
 
+/// Typed state by dialect name: one value per name, made the first time.
+#[derive(Default)]
+pub struct Slots {
+    map: std::sync::Mutex<HashMap<&'static str, Arc<dyn std::any::Any + Send + Sync>>>,
+}
+
+impl fmt::Debug for Slots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Slots")
+    }
+}
+
+impl Slots {
+    /// The state of dialect `name`, made by `init` the first time; `None`
+    /// when `name` holds a value of another type.
+    pub fn slot<T: std::any::Any + Send + Sync>(
+        &self,
+        name: &'static str,
+        init: impl FnOnce() -> T,
+    ) -> Option<Arc<T>> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = map.entry(name).or_insert_with(|| Arc::new(init()));
+        entry.clone().downcast::<T>().ok()
+    }
+}
+
 /// What one turn shares across its points and the dialects' callbacks:
-/// the hook errors it collects, Codumentor's UI events, and one slot per
-/// dialect for per-turn state (a dialect's shared `ctx`).
+/// the hook errors it collects, Codumentor's UI events, one slot per
+/// dialect for per-turn state (a dialect's shared `ctx`), and the slots of
+/// the session the turn runs on (per-session state, owned by whoever holds
+/// the session: dropped with it, never a `static`).
 #[derive(Default)]
 pub struct TurnScope {
     pub hook_errors: std::sync::Mutex<Vec<HookErrorRecord>>,
     pub ui_events: std::sync::Mutex<Vec<Value>>,
-    slots: std::sync::Mutex<HashMap<&'static str, Arc<dyn std::any::Any + Send + Sync>>>,
+    slots: Slots,
+    session: std::sync::OnceLock<Arc<Slots>>,
 }
 
 impl fmt::Debug for TurnScope {
@@ -249,9 +278,22 @@ impl TurnScope {
         name: &'static str,
         init: impl FnOnce() -> T,
     ) -> Option<Arc<T>> {
-        let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = slots.entry(name).or_insert_with(|| Arc::new(init()));
-        entry.clone().downcast::<T>().ok()
+        self.slots.slot(name, init)
+    }
+
+    /// Tie the turn to its session's slots (once; a later call is ignored).
+    pub fn attach_session(&self, slots: Arc<Slots>) {
+        let _ = self.session.set(slots);
+    }
+
+    /// The per-session state of dialect `name`; `None` before the turn
+    /// owns its session (or for a tool called outside any turn).
+    pub fn session_slot<T: std::any::Any + Send + Sync>(
+        &self,
+        name: &'static str,
+        init: impl FnOnce() -> T,
+    ) -> Option<Arc<T>> {
+        self.session.get()?.slot(name, init)
     }
 }
 

@@ -39,6 +39,9 @@ struct Served {
     /// turn share it (Codumentor's `ctx` dict), until plughost says the
     /// turn ended ([`Request::ForgetTurn`]).
     turns: Mutex<HashMap<u64, Arc<TurnScope>>>,
+    /// The per-session state of the sessions those turns ran on, by key,
+    /// for the worker's life (the plugin's own process).
+    sessions: Mutex<HashMap<String, Arc<crate::core::hooks::Slots>>>,
     /// The host home the plugin was loaded for (where its runtime tools are).
     home: std::path::PathBuf,
     /// Tools it registered while running, once plughost asked for them.
@@ -58,9 +61,13 @@ impl Served {
         runtime.get(name).cloned()
     }
 
-    fn turn(&self, number: u64) -> Arc<TurnScope> {
+    fn turn(&self, number: u64, session: &str) -> Arc<TurnScope> {
         let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-        turns.entry(number).or_default().clone()
+        let turn = turns.entry(number).or_default().clone();
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let slots = sessions.entry(session.to_string()).or_default().clone();
+        turn.attach_session(slots);
+        turn
     }
 }
 
@@ -467,7 +474,7 @@ fn answer(served: &Served, request: Request) -> Answer {
                 PayloadWire::Loop(mut wire) => {
                     let (turn, chain) = (wire.turn.take(), wire.chain.take());
                     let mut lc = wire.into_context(Some(event));
-                    lc.turn = turn.map(|n| served.turn(n));
+                    lc.turn = turn.map(|n| served.turn(n, &lc.session_id));
                     if let (Some(chain), Some(dialect)) = (chain, served.dialect) {
                         dialect.carry_in(&mut lc, chain);
                     }

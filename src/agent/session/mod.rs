@@ -15,6 +15,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -167,6 +168,10 @@ pub struct Session {
     /// `on_session_finalize` has fired.
     pub finalized: bool,
     pub last_active: Instant,
+    /// The dialects' per-session state while the session is loaded (its
+    /// turns reach it through [`TurnScope::session_slot`](crate::core::hooks::TurnScope::session_slot));
+    /// `/new` starts it over with the transcript.
+    pub slots: Arc<crate::core::hooks::Slots>,
     path: PathBuf,
     file: Option<File>,
     /// The transcript as of this process's last read or write; `None` when
@@ -434,6 +439,7 @@ impl Session {
         self.synced = Some(DiskState::Missing);
         self.messages.clear();
         self.started = false;
+        self.slots = Arc::default();
         Ok(())
     }
 

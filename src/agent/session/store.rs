@@ -64,6 +64,7 @@ impl SessionStore {
             messages,
             finalized: false,
             last_active: Instant::now(),
+            slots: Arc::default(),
             path,
             file: None,
             synced: None,

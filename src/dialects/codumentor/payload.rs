@@ -143,25 +143,26 @@ pub(super) fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Va
     }
 }
 
-/// Per session: the usage of its calls in this process, summed, and the
-/// call counted last (a chain builds its payload again when its first
-/// handler failed; the call is counted once).
-static TOTALS: Mutex<Option<std::collections::HashMap<String, Totals>>> = Mutex::new(None);
+/// Per session (in its session's slots, so it lives as long as the session
+/// is loaded and belongs to its host): the usage of its calls, summed, and
+/// the `(turn, iteration)` of the call counted last (a chain builds its
+/// payload again when its first handler failed; the call is counted once).
+struct Totals(Mutex<(Map<String, Value>, (usize, usize))>);
 
-/// A session's summed usage and the `(turn, iteration)` of the call counted last.
-type Totals = (Map<String, Value>, (usize, usize));
-
-/// The session's totals with this call's usage (`lc.usage`) counted in.
+/// The session's totals with this call's usage (`lc.usage`) counted in;
+/// outside a session (a tool called on its own) this call's usage.
 fn session_totals(lc: &LoopContext) -> Map<String, Value> {
-    let call = (
-        lc.turn.as_ref().map_or(0, |t| Arc::as_ptr(t) as usize),
-        lc.iteration,
-    );
-    let mut totals = TOTALS.lock().unwrap_or_else(|e| e.into_inner());
-    let (sum, last) = totals
-        .get_or_insert_with(Default::default)
-        .entry(lc.session_id.clone())
-        .or_insert_with(|| (Map::new(), (usize::MAX, usize::MAX)));
+    let Some(turn) = &lc.turn else {
+        return lc.usage.clone();
+    };
+    let call = (Arc::as_ptr(turn) as usize, lc.iteration);
+    let Some(totals) = turn.session_slot(super::DIALECT.as_str(), || {
+        Totals(Mutex::new((Map::new(), (usize::MAX, usize::MAX))))
+    }) else {
+        return lc.usage.clone();
+    };
+    let mut totals = totals.0.lock().unwrap_or_else(|e| e.into_inner());
+    let (sum, last) = &mut *totals;
     if *last != call {
         *last = call;
         add_usage(sum, &lc.usage);
