@@ -57,3 +57,25 @@ pub fn read_frame_with<R: Read, T: for<'de> Deserialize<'de>>(
         .map(Some)
         .map_err(std::io::Error::other)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_a_huge_length_is_refused() {
+        let mut buf = Vec::new();
+        let sent = Envelope {
+            id: 7,
+            body: Request::Check { tool: "t".into() },
+        };
+        write_frame(&mut buf, &sent).unwrap();
+        let got: Envelope<Request> = read_frame(&mut buf.as_slice()).unwrap().unwrap();
+        assert_eq!(got.id, 7);
+        assert!(matches!(got.body, Request::Check { tool } if tool == "t"));
+        let empty: Option<Envelope<Request>> = read_frame(&mut [].as_slice()).unwrap();
+        assert!(empty.is_none());
+        let huge = [0xffu8, 0xff, 0xff, 0xff];
+        assert!(read_frame::<_, Envelope<Request>>(&mut huge.as_slice()).is_err());
+    }
+}
