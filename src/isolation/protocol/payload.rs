@@ -1,4 +1,4 @@
-//! Hook contexts on the wire: tool calls, inbound messages, loop points and the payload families, and rebuilding them in the worker.
+//! Hook contexts on the wire by event family, and rebuilding them in the worker.
 
 use super::*;
 

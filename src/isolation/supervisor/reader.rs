@@ -1,4 +1,4 @@
-//! Waiting for replies: blocking calls, abandoned calls, the reader thread and what a worker's death does.
+//! Waiting for replies: blocking and abandoned calls, the reader thread, a worker's death.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! `plugins.isolate` and `plugins.limits` of `config.json`: which plugins run in a worker process, and the OS limits each worker runs under.
+//! `plugins.isolate` and `plugins.limits`: which plugins run in a worker, under which limits.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! Getting a plugin directory into place: refusing special files, copying regular ones, and swapping the staged copy in.
+//! Getting a plugin into place: refuse special files, copy regular ones, swap the copy in.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! Reading the SOURCE argument: git URLs, `owner/repo[/sub]`, local paths, and sub-paths that must stay inside the clone.
+//! The SOURCE argument: git URLs, `owner/repo[/sub]`, local paths; sub-paths kept inside.
 
 use super::*;
 

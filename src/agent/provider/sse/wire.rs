@@ -1,4 +1,4 @@
-//! The wire shapes of a Chat Completions answer, read into typed structs through bounded deserializers (only the fields read; unknown ones skipped unread).
+//! The wire shapes, read into typed structs by bounded deserializers (unknown fields unread).
 
 use super::*;
 
