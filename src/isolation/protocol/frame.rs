@@ -1,6 +1,10 @@
 //! Framing: a 4-byte big-endian length, then that many bytes of JSON.
 
-use super::*;
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use super::MAX_FRAME;
 
 /// Encode one frame into `buf` (cleared first; reused across calls so a
 /// call costs no allocation once the buffer has grown).
@@ -61,6 +65,7 @@ pub fn read_frame_with<R: Read, T: for<'de> Deserialize<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::isolation::protocol::{Envelope, Request};
 
     #[test]
     fn frames_round_trip_and_a_huge_length_is_refused() {

@@ -5,17 +5,12 @@
 //! actions, errors) are mirrored here so they stay free of `Deserialize`
 //! obligations and the protocol can evolve on its own.
 
-use std::io::{Read, Write};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::core::hooks::{
-    EndedBy, GatewayContext, HookAction, HookError, HookEvent, HookPayload, InboundMessage,
-    LlmCallContext, LoopContext, LoopToolCall, SessionContext, SubagentStopContext,
-    ToolCallContext,
-};
+use crate::core::hooks::{HookAction, HookError, HookEvent};
 use crate::core::outcome::{PluginError, ResourceLimit};
 use crate::plugins::config::ResourceLimits;
 

@@ -1,6 +1,12 @@
 //! Hook contexts on the wire by event family, and rebuilding them in the worker.
 
-use super::*;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::core::hooks::{
+    EndedBy, GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext, LoopContext,
+    LoopToolCall, SessionContext, SubagentStopContext, ToolCallContext,
+};
 
 /// The fields of a [`ToolCallContext`] a worker needs.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -378,6 +384,7 @@ impl OwnedPayload {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::isolation::protocol::{read_frame, write_frame};
 
     #[test]
     fn a_loop_context_crosses_with_every_plain_field() {

@@ -1,6 +1,16 @@
 //! One running worker process: its socket, the calls in flight, stopping and reaping it.
 
-use super::*;
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Child;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::core::outcome::{ExitCause, PluginFault, ResourceLimit};
+use crate::isolation::protocol::{encode_frame, Envelope, Reply, Request};
 
 /// Where a reply goes: an awaiting future or a blocked thread.
 pub(super) enum Waiter {

@@ -3,23 +3,20 @@
 //! it with backoff, and the breaker that gives up on a plugin that keeps
 //! crashing.
 
-use std::collections::{HashMap, VecDeque};
-use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::collections::VecDeque;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::Stdio;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::protocol::{encode_frame, read_frame_with, Contribution, Envelope, Reply, Request};
+use super::protocol::{Contribution, Reply, Request};
 use super::Settings;
 use crate::core::hooks::HookEvent;
-use crate::core::outcome::{ExitCause, PluginError, PluginFault, ResourceLimit};
+use crate::core::outcome::{PluginError, PluginFault};
 use crate::plugins::config::ResourceLimits;
 
 mod live;

@@ -1,6 +1,14 @@
 //! Waiting for replies: blocking and abandoned calls, the reader thread, a worker's death.
 
-use super::*;
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use super::live::{Live, Waiter};
+use super::{Inner, Subject};
+use crate::core::outcome::{ExitCause, PluginFault, ResourceLimit};
+use crate::isolation::protocol::{read_frame_with, Envelope, Reply, Request};
 
 pub(super) fn wait_blocking(
     live: &Arc<Live>,

@@ -1,6 +1,10 @@
 //! `plugins.dialects` of `config.json`: the plugin API a plugin key is loaded through.
 
-use super::*;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::{config_path, json_type, read_document, update_document, ConfigError};
 
 /// `plugins.dialects` of `config.json`: plugin key → the plugin API it is
 /// loaded through (`flowly`, `hermes`, …), chosen by the user or recorded by
@@ -70,6 +74,7 @@ pub fn set_dialect(home: &Path, key: &str, dialect: &str) -> Result<(), ConfigEr
 #[cfg(test)]
 mod dialect_tests {
     use super::*;
+    use crate::plugins::config::{enable_plugin, parse_document, read_plugin_lists};
 
     #[test]
     fn dialects_are_read_checked_and_recorded() {

@@ -1,6 +1,10 @@
 //! `plugins.isolate` and `plugins.limits`: which plugins run in a worker, under which limits.
 
-use super::*;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::{config_path, json_type, read_document, ConfigError};
 
 /// Which plugins run in their own worker process: `plugins.isolate` in
 /// `config.json` (`"all"`, `"none"`, or a list of plugin keys), the
@@ -169,6 +173,7 @@ fn limits_of(doc: &Map<String, Value>, path: &Path) -> Result<LimitTable, Config
 #[cfg(test)]
 mod isolation_tests {
     use super::*;
+    use crate::plugins::config::parse_document;
 
     #[test]
     fn isolate_is_read_from_config_and_parsed_from_the_flag() {

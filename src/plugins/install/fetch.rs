@@ -1,6 +1,10 @@
 //! Cloning a git source (`git clone --depth 1`) and naming why it failed.
 
-use super::*;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::InstallError;
 
 /// `git clone --depth 1`, showing git's progress on stderr as it comes and
 /// naming the cause (network, authentication, missing repository) on failure.

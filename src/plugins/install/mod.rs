@@ -17,9 +17,7 @@ mod place;
 mod source;
 pub(crate) mod staging;
 
-use std::io::{Read, Write};
-use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
 
 use crate::plugins::format::Formats;
 use crate::plugins::manifest;

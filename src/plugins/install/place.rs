@@ -1,6 +1,8 @@
 //! Getting a plugin into place: refuse special files, copy regular ones, swap the copy in.
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use super::{io_err, InstallError};
 
 /// What a special file is called in messages; `None` for a regular file,
 /// a directory or a link.

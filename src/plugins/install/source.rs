@@ -1,6 +1,8 @@
 //! The SOURCE argument: git URLs, `owner/repo[/sub]`, local paths; sub-paths kept inside.
 
-use super::*;
+use std::path::{Component, Path, PathBuf};
+
+use super::{io_err, InstallError, PluginSource};
 
 /// Parse the SOURCE argument of `plugins install`.
 pub fn parse_source(raw: &str) -> Result<PluginSource, InstallError> {

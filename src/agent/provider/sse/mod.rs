@@ -13,10 +13,6 @@
 //! was seen. Anything else is [`SseError::Incomplete`] — never an answer, so
 //! a tool call cut in half is never run.
 
-use std::fmt;
-
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{ChatResponse, ToolCallRequest};

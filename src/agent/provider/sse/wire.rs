@@ -1,6 +1,12 @@
 //! The wire shapes, read into typed structs by bounded deserializers (unknown fields unread).
 
-use super::*;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::MAX_TOOL_CALLS;
 
 #[derive(Deserialize)]
 pub(super) struct Chunk {
