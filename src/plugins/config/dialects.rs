@@ -51,7 +51,7 @@ fn dialects_of(
 }
 
 /// Record `plugins.dialects.<key> = dialect`, keeping every other key
-/// (locked and atomic, as [`update_plugin_lists`]).
+/// (locked and atomic, as [`update_plugin_lists`](super::update_plugin_lists)).
 pub fn set_dialect(home: &Path, key: &str, dialect: &str) -> Result<(), ConfigError> {
     let path = config_path(home);
     // Refuse a file whose dialects map is malformed before touching it.
