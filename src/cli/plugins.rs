@@ -32,19 +32,7 @@ pub(super) fn install(
     load: impl FnOnce() -> Result<Host, Failure>,
 ) -> Result<Exit, Failure> {
     let spec = install::parse_source(source).map_err(|e| Failure::usage(e.to_string()))?;
-    let dialect = match dialect.map(str::trim) {
-        None => None,
-        Some(name) => match crate::dialects::by_name(name) {
-            Some(d) => Some(d.name()),
-            None => {
-                let known: Vec<&str> = crate::dialects::DIALECTS.iter().map(|d| d.name()).collect();
-                return Err(Failure::usage(format!(
-                    "--dialect '{name}' is not a dialect of this build; use one of: {}",
-                    known.join(", ")
-                )));
-            }
-        },
-    };
+    let dialect = dialect_named(dialect)?;
     // A config.json that cannot be edited is refused before anything is
     // installed, not after.
     if dialect.is_some() {
@@ -98,39 +86,70 @@ pub(super) fn install(
             println!("{RESTART}");
             Ok(Exit::Success)
         }
-        other => {
-            let was_enabled = before.enabled.contains(&done.name);
-            if !was_enabled {
-                config::update_plugin_lists(home, |l| l.enabled.retain(|n| *n != done.name))?;
+        other => Err(load_failure(home, &done, &before, other)),
+    }
+}
+
+/// The dialect `--dialect` names, or a usage error listing the ones this
+/// build has.
+fn dialect_named(dialect: Option<&str>) -> Result<Option<&'static str>, Failure> {
+    Ok(match dialect.map(str::trim) {
+        None => None,
+        Some(name) => match crate::dialects::by_name(name) {
+            Some(d) => Some(d.name()),
+            None => {
+                let known: Vec<&str> = crate::dialects::DIALECTS.iter().map(|d| d.name()).collect();
+                return Err(Failure::usage(format!(
+                    "--dialect '{name}' is not a dialect of this build; use one of: {}",
+                    known.join(", ")
+                )));
             }
-            let why = other
-                .and_then(|p| p.error.clone())
-                .unwrap_or_else(|| "it was not found after installing".into());
-            let mut message = format!(
-                "plugin '{}' was installed but fails to load: {why}",
-                done.name
-            );
-            if let Some(failure) = other.and_then(|p| p.failure.as_ref()) {
-                if let Some(at) = &failure.location {
-                    message.push_str(&format!("\n  at: {at}"));
-                }
-                if let Some(tb) = &failure.traceback {
-                    message.push('\n');
-                    message.push_str(tb.trim_end());
-                }
-            }
-            message.push_str(&format!(
-                "\n{}; fix it, then run: plughost plugins enable {}",
-                if was_enabled {
-                    "It stays in plugins.enabled"
-                } else {
-                    "It was not enabled"
-                },
-                done.name
-            ));
-            Err(Failure::failed(message))
+        },
+    })
+}
+
+/// An installed plugin that did not load with `--enable`: taken out of
+/// `plugins.enabled` again unless it was there before, and the failure that
+/// says why, where, and what to run once it is fixed.
+fn load_failure(
+    home: &Path,
+    done: &install::Installed,
+    before: &config::PluginLists,
+    other: Option<&crate::host::PluginRecord>,
+) -> Failure {
+    let was_enabled = before.enabled.contains(&done.name);
+    if !was_enabled {
+        if let Err(e) = config::update_plugin_lists(home, |l| l.enabled.retain(|n| *n != done.name))
+        {
+            return e.into();
         }
     }
+    let why = other
+        .and_then(|p| p.error.clone())
+        .unwrap_or_else(|| "it was not found after installing".into());
+    let mut message = format!(
+        "plugin '{}' was installed but fails to load: {why}",
+        done.name
+    );
+    if let Some(failure) = other.and_then(|p| p.failure.as_ref()) {
+        if let Some(at) = &failure.location {
+            message.push_str(&format!("\n  at: {at}"));
+        }
+        if let Some(tb) = &failure.traceback {
+            message.push('\n');
+            message.push_str(tb.trim_end());
+        }
+    }
+    message.push_str(&format!(
+        "\n{}; fix it, then run: plughost plugins enable {}",
+        if was_enabled {
+            "It stays in plugins.enabled"
+        } else {
+            "It was not enabled"
+        },
+        done.name
+    ));
+    Failure::failed(message)
 }
 
 /// "2 tools, 1 hook", or "nothing registered".

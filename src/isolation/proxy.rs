@@ -108,38 +108,21 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 requires_env,
                 shadows_only_own_toolset,
                 own_renderer,
-            } => {
-                let handler = ProxyTool {
-                    sup: sup.clone(),
-                    name: name.as_str().into(),
-                    check: AtomicU8::new(CHECK_UNKNOWN),
-                    fatal: Arc::default(),
-                };
-                let mut tool = Tool::new(
-                    ToolSpec {
-                        name,
-                        description,
-                        parameters,
-                        plugin: key.clone(),
-                        toolset,
-                        requires_env,
-                    },
-                    Arc::new(handler),
-                );
-                tool.terminal = terminal;
-                tool.shadows_only_own_toolset = shadows_only_own_toolset;
-                if own_renderer {
-                    match &renderer {
-                        Some(r) => tool.renderer = Some(r.clone()),
-                        None => tracing::warn!(
-                            "tool '{}' of isolated plugin '{key}' renders its own results, but this build has no renderer for dialect '{}'; it shows the standard ones",
-                            tool.spec.name,
-                            sup.dialect()
-                        ),
-                    }
-                }
-                Registration::Tool(tool)
-            }
+            } => proxy_tool(
+                sup,
+                renderer.as_ref(),
+                ToolSpec {
+                    name,
+                    description,
+                    parameters,
+                    plugin: key.clone(),
+                    toolset,
+                    requires_env,
+                },
+                terminal,
+                shadows_only_own_toolset,
+                own_renderer,
+            ),
             Contribution::Hook {
                 event,
                 name,
@@ -189,6 +172,40 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
             }),
         })
         .collect()
+}
+
+/// A worker's tool as a registry tool whose calls go to the worker; one
+/// that renders its own results gets its dialect's renderer here (Rust
+/// code, it cannot cross from the worker).
+fn proxy_tool(
+    sup: &Supervisor,
+    renderer: Option<&Arc<dyn crate::core::outcome::Renderer>>,
+    spec: ToolSpec,
+    terminal: bool,
+    shadows_only_own_toolset: bool,
+    own_renderer: bool,
+) -> Registration {
+    let handler = ProxyTool {
+        sup: sup.clone(),
+        name: spec.name.as_str().into(),
+        check: AtomicU8::new(CHECK_UNKNOWN),
+        fatal: Arc::default(),
+    };
+    let key = spec.plugin.clone();
+    let mut tool = Tool::new(spec, Arc::new(handler));
+    tool.terminal = terminal;
+    tool.shadows_only_own_toolset = shadows_only_own_toolset;
+    if own_renderer {
+        match renderer {
+            Some(r) => tool.renderer = Some(r.clone()),
+            None => tracing::warn!(
+                "tool '{}' of isolated plugin '{key}' renders its own results, but this build has no renderer for dialect '{}'; it shows the standard ones",
+                tool.spec.name,
+                sup.dialect()
+            ),
+        }
+    }
+    Registration::Tool(tool)
 }
 
 fn out_of_protocol(sup: &Supervisor, reply: &Reply) -> PluginError {

@@ -435,66 +435,12 @@ fn answer(served: &Served, request: Request) -> Answer {
                 None => Answer::Now(refused(format!("no tool '{tool}' in this worker"))),
             }
         }
-        Request::Tool { tool, call } => {
-            let runtime = served.runtime_tool(&tool);
-            let Some(t) = served.tools.get(&tool).or(runtime.as_ref()) else {
-                return Answer::Now(refused(format!("no tool '{tool}' in this worker")));
-            };
-            let mut ctx = call.into_context(None);
-            // A failure is sent with the handler's own verdict on it.
-            let handler = t.handler.clone();
-            let reply = move |result: Result<String, PluginError>| match result {
-                Err(error) => Reply::ToolFailed {
-                    fatal: handler.fatal(&error),
-                    error,
-                },
-                ok => Reply::Tool { result: ok },
-            };
-            match t.handler.call(&mut ctx) {
-                ToolReturn::Ready(result) => Answer::Now(reply(result)),
-                ToolReturn::Pending(fut) => Answer::Later(Box::pin(async move {
-                    let result = fut.await;
-                    drop(ctx);
-                    reply(result)
-                })),
-            }
-        }
+        Request::Tool { tool, call } => answer_tool(served, tool, call),
         Request::Hook {
             index,
             event,
             payload,
-        } => {
-            let Some(entry) = served.hooks.get(index) else {
-                return Answer::Now(refused(format!("no hook number {index} in this worker")));
-            };
-            let Some(event) = event_named(&event) else {
-                return Answer::Now(refused(format!("no event '{event}'")));
-            };
-            let mut owned = match payload {
-                PayloadWire::Loop(mut wire) => {
-                    let (turn, chain) = (wire.turn.take(), wire.chain.take());
-                    let mut lc = wire.into_context(Some(event));
-                    lc.turn = turn.map(|n| served.turn(n, &lc.session_id));
-                    if let (Some(chain), Some(dialect)) = (chain, served.dialect) {
-                        dialect.carry_in(&mut lc, chain);
-                    }
-                    OwnedPayload::Loop(Box::new(lc))
-                }
-                other => OwnedPayload::from_wire(other, event),
-            };
-            match entry.callback.call(event, owned.as_payload()) {
-                HookReturn::Ready(answer) => {
-                    Answer::Now(hook_reply(answer, &mut owned, served.dialect))
-                }
-                HookReturn::Pending(fut) => {
-                    let dialect = served.dialect;
-                    Answer::Later(Box::pin(async move {
-                        let answer = fut.await;
-                        hook_reply(answer, &mut owned, dialect)
-                    }))
-                }
-            }
-        }
+        } => answer_hook(served, index, &event, payload),
         Request::Command { name, args } => {
             let Some(c) = served.commands.get(&name) else {
                 return Answer::Now(refused(format!("no command '/{name}' in this worker")));
@@ -508,35 +454,102 @@ fn answer(served: &Served, request: Request) -> Answer {
                 }
             }
         }
-        Request::RuntimeTool { name } => {
-            let found = served
-                .dialect
-                .and_then(|d| d.runtime_tool(&served.home, &name));
-            let wire = found.as_ref().map(|t| super::protocol::RuntimeToolWire {
-                description: t.spec.description.clone(),
-                parameters: t.spec.parameters.clone(),
-                plugin: t.spec.plugin.clone(),
-            });
-            let mut runtime = served.runtime.lock().unwrap_or_else(|e| e.into_inner());
-            match found {
-                Some(t) => runtime.insert(name, t),
-                None => runtime.remove(&name),
-            };
-            Answer::Now(Reply::RuntimeTool { found: wire })
-        }
-        Request::ForgetTurn { turn } => {
-            let gone = served
-                .turns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&turn);
-            // Its Python objects (the `ctx` dict) go with the GIL held.
-            if let Some(scope) = gone {
-                let _ = crate::runtime::try_attach(|_| drop(scope));
+        Request::RuntimeTool { name } => answer_runtime_tool(served, name),
+        Request::ForgetTurn { turn } => forget_turn(served, turn),
+    }
+}
+
+/// Run tool `tool` with the call's context; a failure goes back with the
+/// handler's own verdict on whether it is fatal.
+fn answer_tool(served: &Served, tool: String, call: super::protocol::ToolCallWire) -> Answer {
+    let runtime = served.runtime_tool(&tool);
+    let Some(t) = served.tools.get(&tool).or(runtime.as_ref()) else {
+        return Answer::Now(refused(format!("no tool '{tool}' in this worker")));
+    };
+    let mut ctx = call.into_context(None);
+    // A failure is sent with the handler's own verdict on it.
+    let handler = t.handler.clone();
+    let reply = move |result: Result<String, PluginError>| match result {
+        Err(error) => Reply::ToolFailed {
+            fatal: handler.fatal(&error),
+            error,
+        },
+        ok => Reply::Tool { result: ok },
+    };
+    match t.handler.call(&mut ctx) {
+        ToolReturn::Ready(result) => Answer::Now(reply(result)),
+        ToolReturn::Pending(fut) => Answer::Later(Box::pin(async move {
+            let result = fut.await;
+            drop(ctx);
+            reply(result)
+        })),
+    }
+}
+
+/// Run hook number `index` for `event`, its loop-point context rebuilt
+/// with the worker's per-turn state and the dialect's carried value.
+fn answer_hook(served: &Served, index: usize, event: &str, payload: PayloadWire) -> Answer {
+    let Some(entry) = served.hooks.get(index) else {
+        return Answer::Now(refused(format!("no hook number {index} in this worker")));
+    };
+    let Some(event) = event_named(event) else {
+        return Answer::Now(refused(format!("no event '{event}'")));
+    };
+    let mut owned = match payload {
+        PayloadWire::Loop(mut wire) => {
+            let (turn, chain) = (wire.turn.take(), wire.chain.take());
+            let mut lc = wire.into_context(Some(event));
+            lc.turn = turn.map(|n| served.turn(n, &lc.session_id));
+            if let (Some(chain), Some(dialect)) = (chain, served.dialect) {
+                dialect.carry_in(&mut lc, chain);
             }
-            Answer::Now(Reply::Forgotten)
+            OwnedPayload::Loop(Box::new(lc))
+        }
+        other => OwnedPayload::from_wire(other, event),
+    };
+    match entry.callback.call(event, owned.as_payload()) {
+        HookReturn::Ready(answer) => Answer::Now(hook_reply(answer, &mut owned, served.dialect)),
+        HookReturn::Pending(fut) => {
+            let dialect = served.dialect;
+            Answer::Later(Box::pin(async move {
+                let answer = fut.await;
+                hook_reply(answer, &mut owned, dialect)
+            }))
         }
     }
+}
+
+/// Describe (and remember, or forget) tool `name` as the dialect found it
+/// registered at run time.
+fn answer_runtime_tool(served: &Served, name: String) -> Answer {
+    let found = served
+        .dialect
+        .and_then(|d| d.runtime_tool(&served.home, &name));
+    let wire = found.as_ref().map(|t| super::protocol::RuntimeToolWire {
+        description: t.spec.description.clone(),
+        parameters: t.spec.parameters.clone(),
+        plugin: t.spec.plugin.clone(),
+    });
+    let mut runtime = served.runtime.lock().unwrap_or_else(|e| e.into_inner());
+    match found {
+        Some(t) => runtime.insert(name, t),
+        None => runtime.remove(&name),
+    };
+    Answer::Now(Reply::RuntimeTool { found: wire })
+}
+
+/// Drop what the worker kept for turn `turn`.
+fn forget_turn(served: &Served, turn: u64) -> Answer {
+    let gone = served
+        .turns
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&turn);
+    // Its Python objects (the `ctx` dict) go with the GIL held.
+    if let Some(scope) = gone {
+        let _ = crate::runtime::try_attach(|_| drop(scope));
+    }
+    Answer::Now(Reply::Forgotten)
 }
 
 /// A hook's reply: its answer, and the arguments as it left them.

@@ -175,31 +175,7 @@ fn parse_in(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let is_json = path.extension().is_some_and(|e| e == "json");
-    let root: Value = if is_json {
-        serde_json::from_str(text).map_err(|e| ManifestError::Malformed {
-            file: file.clone(),
-            message: e.to_string(),
-        })?
-    } else if text.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_saphyr::from_str(text).map_err(|e| ManifestError::Malformed {
-            file: file.clone(),
-            message: e.to_string(),
-        })?
-    };
-    let map = match root {
-        Value::Object(m) => m,
-        // An empty YAML document means "all defaults".
-        Value::Null if !is_json => serde_json::Map::new(),
-        other => {
-            return Err(ManifestError::NotAMapping {
-                file,
-                found: type_name(&other),
-            })
-        }
-    };
+    let map = read_mapping(text, path, &file)?;
     let bad = |field: &'static str, problem: &str| ManifestError::BadField {
         file: file.clone(),
         field,
@@ -230,6 +206,83 @@ fn parse_in(
         }
     };
 
+    let manifest_version = manifest_version_of(&map, &bad)?;
+
+    let mut warnings = Vec::new();
+    let kind = match text_field("kind")?.as_deref().map(str::trim) {
+        None | Some("") | Some("standalone") => PluginKind::Standalone,
+        Some("backend") => PluginKind::Backend,
+        Some("exclusive") => PluginKind::Exclusive,
+        Some(other) => {
+            warnings.push(format!("unknown kind '{other}', treated as standalone"));
+            PluginKind::Standalone
+        }
+    };
+
+    let requires_env = requires_env_of(&map, &bad)?;
+
+    let dialect = dialect_fields(&map, formats, &bad, &list_field)?;
+    let name = text_field("name")?
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    Ok(Manifest {
+        name: name.unwrap_or_else(|| default_name.to_string()),
+        version: text_field("version")?.unwrap_or_default(),
+        manifest_version,
+        description: text_field("description")?.unwrap_or_default(),
+        author: text_field("author")?.unwrap_or_default(),
+        kind,
+        requires_env,
+        provides_tools: list_field("provides_tools")?,
+        provides_hooks: list_field("provides_hooks")?,
+        provides_web_providers: list_field("provides_web_providers")?,
+        dialect,
+        path: path.to_path_buf(),
+        warnings,
+    })
+}
+
+/// The manifest's top-level mapping: JSON for a `.json` file, YAML
+/// otherwise (an empty YAML document is a mapping of all defaults).
+fn read_mapping(
+    text: &str,
+    path: &Path,
+    file: &str,
+) -> Result<serde_json::Map<String, Value>, ManifestError> {
+    let is_json = path.extension().is_some_and(|e| e == "json");
+    let root: Value = if is_json {
+        serde_json::from_str(text).map_err(|e| ManifestError::Malformed {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?
+    } else if text.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| ManifestError::Malformed {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?
+    };
+    let map = match root {
+        Value::Object(m) => m,
+        // An empty YAML document means "all defaults".
+        Value::Null if !is_json => serde_json::Map::new(),
+        other => {
+            return Err(ManifestError::NotAMapping {
+                file: file.to_string(),
+                found: type_name(&other),
+            })
+        }
+    };
+    Ok(map)
+}
+
+/// `manifest_version`: 1 when absent; refused when newer than this
+/// plughost reads or below 1.
+fn manifest_version_of(
+    map: &serde_json::Map<String, Value>,
+    bad: &dyn Fn(&'static str, &str) -> ManifestError,
+) -> Result<i64, ManifestError> {
     let manifest_version = match map.get("manifest_version") {
         None | Some(Value::Null) => 1,
         Some(Value::Number(n)) => n
@@ -249,18 +302,15 @@ fn parse_in(
     if manifest_version < 1 {
         return Err(bad("manifest_version", "must be 1 or more"));
     }
+    Ok(manifest_version)
+}
 
-    let mut warnings = Vec::new();
-    let kind = match text_field("kind")?.as_deref().map(str::trim) {
-        None | Some("") | Some("standalone") => PluginKind::Standalone,
-        Some("backend") => PluginKind::Backend,
-        Some("exclusive") => PluginKind::Exclusive,
-        Some(other) => {
-            warnings.push(format!("unknown kind '{other}', treated as standalone"));
-            PluginKind::Standalone
-        }
-    };
-
+/// `requires_env`: a name, a list of names or `{name, description}`
+/// mappings, or a mapping of name to description.
+fn requires_env_of(
+    map: &serde_json::Map<String, Value>,
+    bad: &dyn Fn(&'static str, &str) -> ManifestError,
+) -> Result<Vec<RequiredEnv>, ManifestError> {
     let requires_env = match map.get("requires_env") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![RequiredEnv {
@@ -303,26 +353,7 @@ fn parse_in(
             .collect(),
         Some(_) => return Err(bad("requires_env", "must be a list of variable names")),
     };
-
-    let dialect = dialect_fields(&map, formats, &bad, &list_field)?;
-    let name = text_field("name")?
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
-    Ok(Manifest {
-        name: name.unwrap_or_else(|| default_name.to_string()),
-        version: text_field("version")?.unwrap_or_default(),
-        manifest_version,
-        description: text_field("description")?.unwrap_or_default(),
-        author: text_field("author")?.unwrap_or_default(),
-        kind,
-        requires_env,
-        provides_tools: list_field("provides_tools")?,
-        provides_hooks: list_field("provides_hooks")?,
-        provides_web_providers: list_field("provides_web_providers")?,
-        dialect,
-        path: path.to_path_buf(),
-        warnings,
-    })
+    Ok(requires_env)
 }
 
 /// `dialect` and, when `formats` are known and the API it names has an

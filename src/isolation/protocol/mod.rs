@@ -1,0 +1,246 @@
+//! The typed messages between plughost and a plugin's worker process, and
+//! their framing: a 4-byte big-endian length, then that many bytes of JSON.
+//!
+//! Only this module knows the wire shape; the core types (contexts,
+//! actions, errors) are mirrored here so they stay free of `Deserialize`
+//! obligations and the protocol can evolve on its own.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::core::hooks::{HookAction, HookError, HookEvent};
+use crate::core::outcome::{PluginError, ResourceLimit};
+use crate::plugins::config::ResourceLimits;
+
+mod frame;
+mod payload;
+
+pub use frame::{encode_frame, read_frame, read_frame_with, write_frame};
+pub use payload::{
+    event_named, InboundWire, LoopAfter, LoopWire, OwnedPayload, PayloadWire, ToolCallWire,
+};
+
+/// The largest frame either side accepts (a corrupt length must not make
+/// the reader allocate gigabytes).
+pub const MAX_FRAME: usize = 256 << 20;
+
+/// A request with the id its reply carries.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    pub id: u64,
+    pub body: T,
+}
+
+/// What plughost asks of a worker.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    /// Load the plugin (always the first request, exactly once).
+    Load {
+        key: String,
+        dir: PathBuf,
+        home: PathBuf,
+        dialect: String,
+        python_log_level: u8,
+        /// The OS limits the worker puts on itself before loading.
+        #[serde(default)]
+        limits: ResourceLimits,
+    },
+    /// Run a tool's `check_fn`.
+    Check { tool: String },
+    /// Run a tool with the call's context.
+    Tool { tool: String, call: ToolCallWire },
+    /// Run hook callback number `index` (in contribution order) for `event`.
+    Hook {
+        index: usize,
+        event: String,
+        payload: PayloadWire,
+    },
+    /// Run a slash command.
+    Command { name: String, args: String },
+    /// Turn number `turn` ended: drop the per-turn state kept for it.
+    ForgetTurn { turn: u64 },
+    /// Describe tool `name` if the plugin registered it while running
+    /// (Codumentor's `agent.tool_registry.register_tool`).
+    RuntimeTool { name: String },
+}
+
+/// What a worker answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Reply {
+    Loaded {
+        contributions: Vec<Contribution>,
+    },
+    LoadFailed {
+        error: PluginError,
+    },
+    /// `None`: the tool has no `check_fn` (and never will).
+    Checked {
+        result: Option<Result<bool, PluginError>>,
+    },
+    Tool {
+        result: Result<String, PluginError>,
+    },
+    Hook {
+        answer: Result<ActionWire, HookErrorWire>,
+        /// The call's arguments as the hook left them, when it may have
+        /// edited them in place (tool events only).
+        params: Option<Map<String, Value>>,
+        /// What a loop-point hook left besides its answer.
+        #[serde(default)]
+        after: Option<Box<LoopAfter>>,
+    },
+    /// A tool failed; whether its handler counts that failure as fatal
+    /// (Felix's `fatal=True` tool raising ends the turn after its batch).
+    ToolFailed {
+        error: PluginError,
+        fatal: bool,
+    },
+    /// [`Request::ForgetTurn`] is done.
+    Forgotten,
+    /// [`Request::RuntimeTool`]: the tool, if the plugin registered one so named.
+    RuntimeTool {
+        found: Option<RuntimeToolWire>,
+    },
+    Command {
+        result: Result<Option<String>, PluginError>,
+    },
+    /// A request the worker could not serve (unknown tool, bad event).
+    Refused {
+        problem: String,
+    },
+    /// Sent (with id 0) just before the worker ends itself because it went
+    /// past `limit`: its calls in flight fail naming the limit.
+    Exceeded {
+        limit: ResourceLimit,
+    },
+}
+
+/// A tool a plugin registered while running, as plughost lists it.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RuntimeToolWire {
+    pub description: String,
+    pub parameters: Value,
+    /// The key of the plugin that registered it.
+    pub plugin: String,
+}
+
+/// One contribution of the loaded plugin, in registration order.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Contribution {
+    Tool {
+        name: String,
+        description: String,
+        parameters: Value,
+        terminal: bool,
+        /// The tool's toolset and required variables, as listed.
+        #[serde(default)]
+        toolset: String,
+        #[serde(default)]
+        requires_env: Vec<String>,
+        /// Hermes's collision rule (a tool registered without `override`).
+        #[serde(default)]
+        shadows_only_own_toolset: bool,
+        /// The tool renders its outcomes in its dialect's own strings
+        /// (Hermes's JSON errors), not the standard ones.
+        #[serde(default)]
+        own_renderer: bool,
+    },
+    Hook {
+        /// `None` for a name no event matches (accepted, never fired).
+        event: Option<String>,
+        name: String,
+        /// The dialect's own name of the event (`before_tool`), as
+        /// `hook_errors` reports it.
+        #[serde(default)]
+        event_name: Option<String>,
+        label: String,
+        priority: i32,
+        /// The index [`Request::Hook`] names it by.
+        index: usize,
+    },
+    Command {
+        name: String,
+        description: String,
+        args_hint: String,
+    },
+    Skill {
+        name: String,
+        description: String,
+        path: PathBuf,
+    },
+}
+
+/// [`HookAction`] on the wire.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ActionWire {
+    Continue,
+    Block(String),
+    Skip(String),
+    Rewrite(String),
+    Replace(String),
+    Inject(String),
+    Decide(crate::core::hooks::LoopDecision),
+}
+
+impl From<HookAction> for ActionWire {
+    fn from(a: HookAction) -> ActionWire {
+        match a {
+            HookAction::Continue => ActionWire::Continue,
+            HookAction::Block(s) => ActionWire::Block(s),
+            HookAction::Skip(s) => ActionWire::Skip(s),
+            HookAction::Rewrite(s) => ActionWire::Rewrite(s),
+            HookAction::Replace(s) => ActionWire::Replace(s),
+            HookAction::Inject(s) => ActionWire::Inject(s),
+            HookAction::Decide(d) => ActionWire::Decide(d),
+        }
+    }
+}
+
+impl From<ActionWire> for HookAction {
+    fn from(a: ActionWire) -> HookAction {
+        match a {
+            ActionWire::Continue => HookAction::Continue,
+            ActionWire::Block(s) => HookAction::Block(s),
+            ActionWire::Skip(s) => HookAction::Skip(s),
+            ActionWire::Rewrite(s) => HookAction::Rewrite(s),
+            ActionWire::Replace(s) => HookAction::Replace(s),
+            ActionWire::Inject(s) => HookAction::Inject(s),
+            ActionWire::Decide(d) => HookAction::Decide(d),
+        }
+    }
+}
+
+/// [`HookError`] on the wire (timeouts are decided by plughost, not here).
+#[derive(Debug, Serialize, Deserialize)]
+pub enum HookErrorWire {
+    Raised(PluginError),
+    WrongShape(String, String),
+    NotRun(String),
+}
+
+impl From<HookError> for HookErrorWire {
+    fn from(e: HookError) -> HookErrorWire {
+        match e {
+            HookError::Raised(p) => HookErrorWire::Raised(p),
+            HookError::WrongShape(shape, event) => {
+                HookErrorWire::WrongShape(shape, event.name().to_string())
+            }
+            other => HookErrorWire::NotRun(other.to_string()),
+        }
+    }
+}
+
+impl HookErrorWire {
+    /// Back to the core's error; `fallback` names the event being fired.
+    pub fn into_error(self, fallback: HookEvent) -> HookError {
+        match self {
+            HookErrorWire::Raised(p) => HookError::Raised(p),
+            HookErrorWire::WrongShape(shape, event) => {
+                HookError::WrongShape(shape, HookEvent::from_name(&event).unwrap_or(fallback))
+            }
+            HookErrorWire::NotRun(m) => HookError::NotRun(m),
+        }
+    }
+}

@@ -1,0 +1,208 @@
+//! One running worker process: its socket, the calls in flight, stopping and reaping it.
+
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::ExitStatusExt;
+use std::process::Child;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::core::outcome::{ExitCause, PluginFault, ResourceLimit};
+use crate::isolation::protocol::{encode_frame, Envelope, Reply, Request};
+
+/// Where a reply goes: an awaiting future or a blocked thread.
+pub(super) enum Waiter {
+    Async(tokio::sync::oneshot::Sender<Result<Reply, PluginFault>>),
+    Blocking(std::sync::mpsc::SyncSender<Result<Reply, PluginFault>>),
+}
+
+impl Waiter {
+    pub(super) fn send(self, r: Result<Reply, PluginFault>) {
+        match self {
+            Waiter::Async(tx) => {
+                let _ = tx.send(r);
+            }
+            Waiter::Blocking(tx) => {
+                let _ = tx.try_send(r);
+            }
+        }
+    }
+}
+
+/// One running worker process.
+pub(super) struct Live {
+    pub(super) key: String,
+    pub(super) child: Mutex<Child>,
+    /// plughost's end of the socket; writes are whole frames under the lock.
+    pub(super) stream: Mutex<UnixStream>,
+    pub(super) pending: Mutex<Pending>,
+    pub(super) next_id: AtomicU64,
+    /// Why plughost stopped it, when it did (not a crash).
+    pub(super) stop_reason: Mutex<Option<String>>,
+    /// The limit it said it went past before ending itself.
+    pub(super) exceeded: Mutex<Option<ResourceLimit>>,
+}
+
+#[derive(Default)]
+pub(super) struct Pending {
+    pub(super) waiters: HashMap<u64, Waiter>,
+    /// Set once the worker is gone: every later request fails with it.
+    pub(super) ended: Option<PluginFault>,
+}
+
+impl Live {
+    /// Queue `body` for the worker; its reply goes to `waiter`.
+    pub(super) fn send(&self, body: Request, waiter: Waiter) -> Result<u64, PluginFault> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(fault) = &pending.ended {
+                return Err(fault.clone());
+            }
+            pending.waiters.insert(id, waiter);
+        }
+        SEND_BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            encode_frame(&mut buf, &Envelope { id, body }).map_err(|e| {
+                self.forget(id);
+                PluginFault::Unavailable {
+                    plugin: self.key.clone(),
+                    problem: e.to_string(),
+                }
+            })?;
+            let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+            if send_all(&stream, &buf).is_err() {
+                // The worker is gone; its reader fails the waiter with the cause.
+                drop(stream);
+                self.kill(None);
+            }
+            Ok(id)
+        })
+    }
+
+    pub(super) fn has_ended(&self) -> bool {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.ended.is_some()
+    }
+
+    /// plughost stopped it: it is dying even if its reader has not seen
+    /// the end yet, so no new call goes to it.
+    pub(super) fn is_stopped(&self) -> bool {
+        self.stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    pub(super) fn forget(&self, id: u64) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.waiters.remove(&id);
+    }
+
+    /// Kill the process (if it still runs); `reason` marks it as stopped by
+    /// plughost rather than crashed.
+    pub(super) fn kill(&self, reason: Option<String>) {
+        if let Some(reason) = reason {
+            let mut slot = self.stop_reason.lock().unwrap_or_else(|e| e.into_inner());
+            slot.get_or_insert(reason);
+        }
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        if matches!(child.try_wait(), Ok(None)) {
+            let _ = child.kill();
+        }
+    }
+
+    /// Reap the process after its stream ended: how it ended, killing it
+    /// if it lingers without its stream (it closed the descriptor itself).
+    pub(super) fn reap(&self) -> Result<ExitCause, String> {
+        let deadline = Instant::now() + LINGER;
+        loop {
+            {
+                let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+                match child.try_wait() {
+                    Ok(Some(status)) => {
+                        return Ok(match (status.signal(), status.code()) {
+                            (Some(n), _) => ExitCause::Signal {
+                                number: n,
+                                name: signal_name(n),
+                            },
+                            (None, Some(code)) => ExitCause::Exit { code },
+                            (None, None) => ExitCause::Exit { code: -1 },
+                        });
+                    }
+                    Ok(None) if Instant::now() >= deadline => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        return Err("it closed its protocol stream".into());
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(format!("its status is unknown: {e}")),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// How long a worker may live on after closing its stream.
+pub(super) const LINGER: Duration = Duration::from_millis(500);
+
+thread_local! {
+    /// Where a request is encoded (per thread, so sending allocates nothing
+    /// once it has grown and encoding holds no lock).
+    pub(super) static SEND_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Write all of `bytes` without raising SIGPIPE when the worker is gone
+/// (the CLI restores SIGPIPE's default action, which would end plughost).
+pub(super) fn send_all(stream: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        // SAFETY: the descriptor is open for as long as `stream` is borrowed,
+        // and the pointer and length describe the live slice `bytes`.
+        let n = unsafe {
+            libc::send(
+                stream.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        bytes = &bytes[n as usize..];
+    }
+    Ok(())
+}
+
+/// `SIGSEGV` for 11, `signal 64` for a number without a name.
+pub fn signal_name(n: i32) -> String {
+    let name = match n {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGALRM => "SIGALRM",
+        _ => return format!("signal {n}"),
+    };
+    name.to_string()
+}

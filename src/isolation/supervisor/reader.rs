@@ -1,0 +1,180 @@
+//! Waiting for replies: blocking and abandoned calls, the reader thread, a worker's death.
+
+use std::io::Read;
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use super::live::{Live, Waiter};
+use super::{Inner, Subject};
+use crate::core::outcome::{ExitCause, PluginFault, ResourceLimit};
+use crate::isolation::protocol::{read_frame_with, Envelope, Reply, Request};
+
+pub(super) fn wait_blocking(
+    live: &Arc<Live>,
+    body: Request,
+    limit: Duration,
+    what: &str,
+) -> Result<Reply, PluginFault> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let id = live.send(body, Waiter::Blocking(tx))?;
+    match rx.recv_timeout(limit) {
+        Ok(r) => r,
+        Err(_) => {
+            live.forget(id);
+            live.kill(Some(format!(
+                "{what} ran past {} s",
+                crate::core::outcome::seconds_text(limit)
+            )));
+            Err(PluginFault::TimedOut {
+                plugin: live.key.clone(),
+                after_ms: limit.as_millis() as u64,
+            })
+        }
+    }
+}
+
+/// Kills the worker if the call is dropped before its reply.
+pub(super) struct Abandon<'a> {
+    pub(super) live: &'a Arc<Live>,
+    pub(super) id: u64,
+    pub(super) what: Subject,
+    pub(super) armed: bool,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.live.forget(self.id);
+            tracing::warn!(
+                "{} of plugin '{}' was abandoned (past its time limit, or cancelled); its worker is stopped and restarts for the next call",
+                self.what,
+                self.live.key
+            );
+            self.live.kill(Some(format!(
+                "{} was abandoned past its time limit",
+                self.what
+            )));
+        }
+    }
+}
+
+/// The reader thread of one worker: routes replies until the stream ends,
+/// then fails the calls in flight with the cause and tells the supervisor.
+pub(super) fn read_replies(live: Arc<Live>, stream: UnixStream, supervisor: Weak<Inner>) {
+    // Buffered: a frame's length and body come in one read.
+    let mut stream = std::io::BufReader::new(stream);
+    let mut buf = Vec::new();
+    loop {
+        match read_frame_with::<_, Envelope<Reply>>(&mut stream, &mut buf) {
+            Ok(Some(Envelope {
+                body: Reply::Exceeded { limit },
+                ..
+            })) => {
+                *live.exceeded.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+            }
+            Ok(Some(Envelope { id, body })) => {
+                let waiter = {
+                    let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
+                    pending.waiters.remove(&id)
+                };
+                if let Some(w) = waiter {
+                    w.send(Ok(body));
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(
+                    "the worker of plugin '{}' broke the protocol ({e}); it is stopped",
+                    live.key
+                );
+                live.kill(Some(format!("it broke the protocol: {e}")));
+                break;
+            }
+        }
+    }
+    drain_stream(stream.get_mut());
+    let ended = live.reap();
+    let stopped = live
+        .stop_reason
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let plugin = live.key.clone();
+    let exceeded = live
+        .exceeded
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take()
+        .or_else(|| match (&ended, supervisor.upgrade()) {
+            // The kernel ends a process past its CPU limit with SIGXCPU.
+            (Ok(ExitCause::Signal { number, .. }), Some(inner)) if *number == libc::SIGXCPU => {
+                inner
+                    .load
+                    .limits
+                    .cpu_seconds
+                    .map(|seconds| ResourceLimit::CpuTime { seconds })
+            }
+            _ => None,
+        });
+    let (fault, crashed) = match (stopped, exceeded, ended) {
+        (Some(reason), _, _) => (PluginFault::Stopped { plugin, reason }, false),
+        (None, Some(limit), _) => (PluginFault::LimitExceeded { plugin, limit }, true),
+        (None, None, Ok(cause)) => (PluginFault::Crashed { plugin, cause }, true),
+        (None, None, Err(problem)) => (PluginFault::Unavailable { plugin, problem }, true),
+    };
+    let waiters: Vec<Waiter> = {
+        let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.ended = Some(fault.clone());
+        pending.waiters.drain().map(|(_, w)| w).collect()
+    };
+    // The supervisor learns of the death before the callers do, so a
+    // caller's next call already starts a new worker.
+    if let Some(inner) = supervisor.upgrade() {
+        note_death(&inner, &live, crashed);
+    }
+    if crashed {
+        tracing::warn!("{fault}; its calls in flight fail, and it restarts for the next call");
+    }
+    for w in waiters {
+        w.send(Err(fault.clone()));
+    }
+}
+
+/// Forget a dead worker and count its crash towards the breaker.
+pub(super) fn note_death(inner: &Inner, live: &Arc<Live>, crashed: bool) {
+    let mut state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
+    if state.live.as_ref().is_some_and(|l| Arc::ptr_eq(l, live)) {
+        state.live = None;
+    }
+    if crashed {
+        let now = Instant::now();
+        let window = inner.settings.breaker_window;
+        state.total_crashes += 1;
+        state.crashes.push_back(now);
+        while state
+            .crashes
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > window)
+        {
+            state.crashes.pop_front();
+        }
+        let count = state.crashes.len() as u32;
+        if count >= inner.settings.breaker_crashes && state.disabled.is_none() {
+            let fault = PluginFault::Disabled {
+                plugin: inner.load.key.clone(),
+                crashes: count,
+                window_seconds: window.as_secs(),
+            };
+            tracing::error!("{fault}");
+            state.disabled = Some(fault);
+        }
+    }
+}
+
+/// Read what is left so a worker blocked writing can finish dying.
+pub(super) fn drain_stream(stream: &mut UnixStream) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut buf = [0u8; 4096];
+    while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+}
