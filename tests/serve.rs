@@ -315,6 +315,18 @@ async fn bodies_past_the_limit_and_bad_requests_are_refused_with_the_reason() {
         .await
         .unwrap();
     assert_eq!(bad_session.status(), 400);
+    // A name too long to store once escaped is refused, never folded.
+    let unstorable = c
+        .post(format!("{}/v1/chat/completions", server.url))
+        .header("x-plughost-session", "/".repeat(100))
+        .json(&chat_body("hi"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unstorable.status(), 400);
+    let v: Value = unstorable.json().await.unwrap();
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(message.contains("too long to store"), "{message}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

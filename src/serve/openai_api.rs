@@ -260,6 +260,8 @@ fn session_name(headers: &HeaderMap) -> Result<Option<String>, String> {
             "the X-Plughost-Session header must name a session (1 to 200 characters)".into(),
         );
     }
+    crate::agent::session::check_name(name)
+        .map_err(|e| format!("the X-Plughost-Session header: {e}"))?;
     Ok(Some(name.to_string()))
 }
 

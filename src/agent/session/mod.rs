@@ -539,5 +539,5 @@ mod store;
 mod tests;
 mod transcript;
 
-pub use store::SessionStore;
+pub use store::{check_name, file_stem, SessionStore, MAX_STEM};
 use transcript::{load_transcript, parse_transcript, read_transcript, repair_messages};

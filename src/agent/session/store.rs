@@ -27,25 +27,7 @@ impl SessionStore {
 
     /// The transcript file of `key`.
     pub fn path_of(&self, key: &str) -> PathBuf {
-        let safe: String = key
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        let name = if safe == key && !key.is_empty() && !key.starts_with('.') {
-            safe
-        } else {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            key.hash(&mut h);
-            format!("{}-{:08x}", safe.trim_start_matches('.'), h.finish() as u32)
-        };
-        self.dir.join(format!("{name}.jsonl"))
+        self.dir.join(format!("{}.jsonl", file_stem(key)))
     }
 
     /// The session of `key`, resumed from disk when it has a transcript.
@@ -106,4 +88,43 @@ impl SessionStore {
     pub fn unload(&self, key: &str) {
         self.open.lock().expect("session map").remove(key);
     }
+}
+
+/// The longest file stem a session name may take: with `.jsonl` and the
+/// longest suffix a session's siblings get (`.aside-<millis>`, `.lock`,
+/// an archived `.<millis>.jsonl`), under the 255 bytes of a file name.
+pub const MAX_STEM: usize = 220;
+
+/// The file stem of session `key`: the name itself when it is made of
+/// `A-Z a-z 0-9 . _ -` (and does not start with `.`), else every other byte
+/// (and a leading `.`) as `%XX`; the empty name is `%`. The mapping is
+/// one-to-one: a stem with a `%` comes only from a name that needed one,
+/// so two names never share a transcript.
+pub fn file_stem(key: &str) -> String {
+    if key.is_empty() {
+        return "%".into();
+    }
+    let mut stem = String::with_capacity(key.len());
+    for (at, byte) in key.bytes().enumerate() {
+        let plain =
+            byte.is_ascii_alphanumeric() || (b"-_.".contains(&byte) && !(at == 0 && byte == b'.'));
+        if plain {
+            stem.push(byte as char);
+        } else {
+            stem.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    stem
+}
+
+/// Whether session `key` can be stored: its file stem fits a file name.
+/// The reason names the limit and what to do.
+pub fn check_name(key: &str) -> Result<(), String> {
+    let stem = file_stem(key).len();
+    if stem > MAX_STEM {
+        return Err(format!(
+            "the session name is too long to store ({stem} bytes once each character outside A-Z a-z 0-9 . _ - is written as %XX; at most {MAX_STEM}): use a shorter name"
+        ));
+    }
+    Ok(())
 }

@@ -267,3 +267,45 @@ async fn a_fifo_at_the_transcript_path_is_refused_promptly() {
         "{err}"
     );
 }
+
+#[test]
+fn two_names_never_share_a_transcript() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SessionStore::new(dir.path().to_path_buf());
+    // What the name-plus-32-bit-hash mapping made of `a/b`: a plain name
+    // another client could choose, and then continue `a/b`'s conversation.
+    let old_of_a_b = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        "a/b".hash(&mut h);
+        format!("a_b-{:08x}", h.finish() as u32)
+    };
+    assert_ne!(store.path_of("a/b"), store.path_of(&old_of_a_b));
+    assert_eq!(file_stem("a/b"), "a%2Fb");
+    assert_eq!(file_stem("chat-1_x.y"), "chat-1_x.y");
+    assert_eq!(file_stem(".hidden"), "%2Ehidden");
+    assert_eq!(file_stem(""), "%");
+    assert_eq!(file_stem("a%2Fb"), "a%252Fb");
+    let names = [
+        "a/b", "a_b", "a%2Fb", "a%b", ".a", "%2Ea", "", "%", "é", "\u{e9}x",
+    ];
+    let stems: std::collections::HashSet<String> = names.iter().map(|n| file_stem(n)).collect();
+    assert_eq!(stems.len(), names.len(), "{stems:?}");
+    // A turn's message in one is not in the other.
+    let a = store.get("a/b");
+    a.blocking_lock()
+        .append(json!({"role": "user", "content": "secret"}))
+        .unwrap();
+    let b = store.get(&old_of_a_b);
+    assert!(b.blocking_lock().messages.is_empty());
+}
+
+#[test]
+fn a_name_too_long_to_store_is_refused_with_the_limit() {
+    assert!(check_name(&"a".repeat(MAX_STEM)).is_ok());
+    let err = check_name(&"/".repeat(100)).unwrap_err();
+    assert!(
+        err.contains("300 bytes") && err.contains("at most 220"),
+        "{err}"
+    );
+}
