@@ -406,6 +406,8 @@ fn decided(
         // Onto the in-flight list: this call's (P6) and every later one.
         Decision::InsertStep { messages, .. } => HookAction::Decide(LoopDecision::Append(messages)),
         Decision::EnqueueTool { tool, args, .. } => {
+            // Only a source of unique call ids (`enq_<n>`), not state: ids
+            // unique across every host of the process are what the loop needs.
             static ENQUEUED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
             let n = ENQUEUED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
             let mut reply = reply.clone();

@@ -54,6 +54,7 @@ impl Turn {
         if !active(home) {
             return None;
         }
+        // Only a source of unique turn ids, not state shared by hosts.
         static TURNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let turn_id = format!(
             "turn-{}-{}",
