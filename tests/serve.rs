@@ -330,6 +330,45 @@ async fn bodies_past_the_limit_and_bad_requests_are_refused_with_the_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_an_mcp_session_answers_200_as_the_official_servers_do() {
+    let env = env(0.0);
+    let server = start(&env, &[]);
+    let c = client();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}});
+    let r = c
+        .post(format!("{}/mcp", server.url))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let session = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let ended = c
+        .delete(format!("{}/mcp", server.url))
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status(), 200);
+    // Ended: a request in it is refused.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let after = c
+        .post(format!("{}/mcp", server.url))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(list.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(after.status().is_client_error(), "{}", after.status());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_tool_calls_and_hook_errors() {
     let env = env(0.123);
     let server = start(&env, &[]);

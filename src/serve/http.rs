@@ -117,6 +117,18 @@ fn route_of(path: &str) -> &'static str {
     }
 }
 
+/// A `DELETE /mcp` that ended its session answers 200, as the official
+/// MCP servers do (rmcp answers 202 Accepted, which both official clients
+/// log as "Session termination failed: 202" for every session they end).
+async fn session_ended_ok(request: Request, next: Next) -> Response {
+    let delete = request.method() == axum::http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
+    }
+    response
+}
+
 async fn count(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let route = route_of(request.uri().path());
     let started = Instant::now();
@@ -187,7 +199,12 @@ pub fn router(
         .route("/metrics", get(metrics_text))
         .with_state(shared.clone())
         .merge(chat_routes)
-        .nest_service("/mcp", mcp_service)
+        .nest_service(
+            "/mcp",
+            Router::new()
+                .fallback_service(mcp_service)
+                .layer(middleware::from_fn(session_ended_ok)),
+        )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(options.max_body))
         .layer(middleware::from_fn_with_state(shared.clone(), auth))
