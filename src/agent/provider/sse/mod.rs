@@ -190,8 +190,12 @@ impl StreamParser {
             self.done = true;
             return Ok(());
         }
-        let chunk: Chunk =
-            serde_json::from_slice(data).map_err(|e| SseError::BadEvent(e.to_string()))?;
+        // `data: null` carries nothing: skipped, as other clients do.
+        let Some(chunk): Option<Chunk> =
+            serde_json::from_slice(data).map_err(|e| SseError::BadEvent(e.to_string()))?
+        else {
+            return Ok(());
+        };
         if let Some(error) = chunk.error {
             return Err(SseError::Api(error.0));
         }
@@ -449,6 +453,21 @@ mod tests {
             .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
             .collect();
         assert_eq!(calls, [("a", "f", "{}"), ("b", "g", "{}")]);
+    }
+
+    #[test]
+    fn nulls_where_a_value_may_be_are_skipped_as_other_clients_do() {
+        let body = concat!(
+            "data: null\n\n",
+            "data: {\"choices\":[null,{\"delta\":{\"content\":\"Hi\",\"tool_calls\":[null,{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"ls\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}],\"usage\":null,\"error\":null}\n\n",
+            "data: {\"choices\":[{\"delta\":null,\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (r, deltas) = parse(body.as_bytes()).unwrap();
+        assert_eq!((r.text.as_str(), deltas), ("Hi", vec!["Hi".to_string()]));
+        assert_eq!(r.finish_reason, "tool_calls");
+        assert_eq!(r.tool_calls.len(), 1);
+        assert_eq!(r.tool_calls[0].name, "ls");
     }
 
     #[test]

@@ -64,7 +64,8 @@ pub(super) struct Message {
 }
 
 /// The first element of an array (the only choice asked for); the rest are
-/// read without being stored. `null` is no element.
+/// read without being stored. `null`, and `null` elements, are no element
+/// (as other clients skip them).
 fn first_only<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,
@@ -80,7 +81,13 @@ where
             Ok(None)
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<T>, A::Error> {
-            let first = seq.next_element()?;
+            let mut first = None;
+            while let Some(item) = seq.next_element::<Option<T>>()? {
+                if item.is_some() {
+                    first = item;
+                    break;
+                }
+            }
             while seq.next_element::<IgnoredAny>()?.is_some() {}
             Ok(first)
         }
@@ -89,7 +96,8 @@ where
 }
 
 /// An array of at most [`MAX_TOOL_CALLS`] tool calls or fragments; longer
-/// is an error before anything past the bound is stored. `null` is empty.
+/// is an error before anything past the bound is stored. `null` is empty;
+/// `null` elements are skipped.
 fn at_most_tool_calls<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where
     D: Deserializer<'de>,
@@ -106,7 +114,8 @@ where
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
             let mut out = Vec::new();
-            while let Some(item) = seq.next_element()? {
+            while let Some(item) = seq.next_element::<Option<T>>()? {
+                let Some(item) = item else { continue };
                 if out.len() == MAX_TOOL_CALLS {
                     return Err(de::Error::invalid_length(MAX_TOOL_CALLS + 1, &self));
                 }
