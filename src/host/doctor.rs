@@ -6,8 +6,7 @@
 use serde::Serialize;
 
 use crate::core::hooks::HookEvent;
-use crate::dialects::Dialect;
-use crate::host::{Host, PluginStatus, ToolCollision};
+use crate::host::{Host, PluginRecord, PluginStatus, ToolCollision};
 
 /// One declared environment variable and whether it is set (advisory).
 #[derive(Clone, Debug, Serialize)]
@@ -87,12 +86,12 @@ pub struct PluginDiagnosis {
 pub struct PythonReport {
     #[serde(flatten)]
     pub interpreter: crate::runtime::InterpreterReport,
-    /// `compat` (plughost's modules) or the path of a real installation.
-    pub flowly: String,
-    /// The same for `codumentor`.
-    pub codumentor: String,
-    /// The same for `felix` and `felix_ai`.
-    pub felix: String,
+    /// Per dialect whose modules doctor shows (`flowly`, `codumentor`,
+    /// `felix`, in that order; [`crate::dialects::Dialect::doctor_modules_rank`]):
+    /// `compat` (plughost's modules), the path of a real installation, or
+    /// `not loaded`.
+    #[serde(flatten)]
+    pub modules: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The whole report.
@@ -107,9 +106,14 @@ pub struct Report {
     /// registered (dependencies, then priority, then discovery).
     pub codumentor_load_order: Vec<String>,
     pub python: Option<PythonReport>,
-    /// Per capability, the web providers and which one is active (when a
-    /// plugin declares any).
-    pub web: Option<crate::host::web_report::WebReport>,
+    /// Each dialect's own section, by its key ([`crate::dialects::Dialect::doctor_section`]:
+    /// Flowly's `web`, per capability the web providers and which one is
+    /// active, null when no plugin declares any).
+    #[serde(flatten)]
+    pub sections: serde_json::Map<String, serde_json::Value>,
+    /// The sections' lines of the text report, in the same order.
+    #[serde(skip)]
+    pub section_lines: Vec<Vec<String>>,
 }
 
 impl Report {
@@ -181,12 +185,21 @@ impl Report {
                     })
                     .collect(),
                 hook_counts: hook_counts(host, &p.key),
-                not_used: crate::dialects::hermes::not_used(host.extensions(), &p.key),
+                not_used: crate::dialects::not_used(host.extensions(), &p.key),
                 worker: host.worker_status(&p.key),
             })
             .collect();
+        let seen: Vec<crate::dialects::DoctorPlugin<'_>> = host
+            .plugins()
+            .iter()
+            .map(PluginRecord::doctor_view)
+            .collect();
+        let (mut sections, mut section_lines) = (serde_json::Map::new(), Vec::new());
+        for section in crate::dialects::doctor_sections(host.home(), &seen) {
+            sections.insert(section.key.to_string(), section.json);
+            section_lines.extend(section.lines);
+        }
         Report {
-            web: crate::host::web_report::WebReport::new(host),
             home: host.home().display().to_string(),
             config: crate::plugins::config::config_path(host.home())
                 .display()
@@ -199,23 +212,25 @@ impl Report {
             codumentor_load_order: host
                 .plugins()
                 .iter()
-                .filter(|p| p.loaded && p.dialect == Some(crate::dialects::codumentor::DIALECT))
+                .filter(|p| {
+                    p.loaded
+                        && p.dialect
+                            .and_then(crate::dialects::by_id)
+                            .is_some_and(|d| d.shows_load_order())
+                })
                 .map(|p| p.key.clone())
                 .collect(),
             plugins,
             tool_collisions: host.collisions().to_vec(),
             python: crate::runtime::interpreter_report().map(|interpreter| PythonReport {
                 interpreter,
-                flowly: crate::dialects::flowly::Flowly
-                    .origin()
-                    .unwrap_or_else(|| "not loaded".into()),
-                codumentor: crate::dialects::codumentor::Codumentor
-                    .origin()
-                    .unwrap_or_else(|| "not loaded".into()),
-                felix: crate::dialects::felix::Felix
-                    .origin()
-                    .unwrap_or_else(|| "not loaded".into()),
+                modules: crate::dialects::doctor_modules()
+                    .into_iter()
+                    .map(|(name, origin)| (name.to_string(), origin.into()))
+                    .collect(),
             }),
+            sections,
+            section_lines,
         }
     }
 
@@ -243,9 +258,12 @@ impl Report {
                     py.interpreter.executable
                 ));
                 out.push(format!("python prefix: {}", py.interpreter.prefix));
-                out.push(format!("flowly modules: {}", py.flowly));
-                out.push(format!("codumentor modules: {}", py.codumentor));
-                out.push(format!("felix modules: {}", py.felix));
+                for (name, origin) in &py.modules {
+                    out.push(format!(
+                        "{name} modules: {}",
+                        origin.as_str().unwrap_or_default()
+                    ));
+                }
                 out.push(format!("sys.path: {}", py.interpreter.path.join(":")));
             }
             None => out.push("python: not started".into()),
@@ -336,9 +354,9 @@ impl Report {
                 ));
             }
         }
-        if let Some(web) = &self.web {
+        for lines in &self.section_lines {
             out.push(String::new());
-            out.extend(web.lines());
+            out.extend(lines.iter().cloned());
         }
         let failed: Vec<&str> = self
             .plugins

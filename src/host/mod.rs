@@ -2,7 +2,6 @@
 //! uses to list plugins, call tools, fire events, run commands, read skills.
 
 pub mod doctor;
-pub mod web_report;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -67,8 +66,8 @@ pub struct PluginRecord {
 
 impl PluginRecord {
     /// What a plugin depending on this one needs to know of it.
-    fn dependency_state(&self) -> crate::dialects::codumentor::order::DependencyState {
-        use crate::dialects::codumentor::order::DependencyState;
+    fn dependency_state(&self) -> crate::dialects::DependencyState {
+        use crate::dialects::DependencyState;
         if self.loaded {
             return DependencyState::Loaded;
         }
@@ -76,6 +75,25 @@ impl PluginRecord {
             PluginStatus::Disabled => DependencyState::Disabled,
             PluginStatus::NotEnabled => DependencyState::NotEnabled,
             _ => DependencyState::Failed(self.error.clone()),
+        }
+    }
+
+    /// The plugin as a dialect's `plugins doctor` section sees it.
+    pub(crate) fn doctor_view(&self) -> crate::dialects::DoctorPlugin<'_> {
+        use crate::dialects::DependencyState;
+        crate::dialects::DoctorPlugin {
+            key: &self.key,
+            loaded: self.loaded,
+            state: match self.status {
+                PluginStatus::Loaded => DependencyState::Loaded,
+                PluginStatus::Disabled => DependencyState::Disabled,
+                PluginStatus::NotEnabled => DependencyState::NotEnabled,
+                PluginStatus::Skipped | PluginStatus::Failed => {
+                    DependencyState::Failed(self.error.clone())
+                }
+            },
+            status_text: self.status.as_str(),
+            provides_web_providers: &self.provides_web_providers,
         }
     }
 
@@ -456,11 +474,9 @@ impl HostBuilder {
         let mut packages = Vec::new();
         let mut workers = Vec::new();
         let mut plugins: Vec<PluginRecord> = Vec::new();
-        let order = crate::dialects::codumentor::order::load_order_importing(candidates, |key| {
-            isolation.covers(key)
-        });
+        let order = crate::dialects::load_order(candidates, &|key| isolation.covers(key));
         for c in order {
-            let c = crate::dialects::codumentor::order::check_dependencies(c, |dep| {
+            let c = crate::dialects::check_dependencies(c, &|dep| {
                 plugins
                     .iter()
                     .rev()

@@ -528,6 +528,30 @@ fn constructor_args(key: &str, manifest: &Manifest, home: &Path) -> Map<String, 
 pub struct Codumentor;
 
 impl Dialect for Codumentor {
+    fn doctor_modules_rank(&self) -> Option<u8> {
+        Some(1)
+    }
+
+    fn shows_load_order(&self) -> bool {
+        true
+    }
+
+    fn order(
+        &self,
+        candidates: Vec<crate::plugins::discovery::Candidate>,
+        isolated: &dyn Fn(&str) -> bool,
+    ) -> Vec<crate::plugins::discovery::Candidate> {
+        order::load_order_importing(candidates, isolated)
+    }
+
+    fn check_dependencies(
+        &self,
+        c: crate::plugins::discovery::Candidate,
+        state_of: &dyn Fn(&str) -> Option<super::DependencyState>,
+    ) -> crate::plugins::discovery::Candidate {
+        order::check_dependencies(c, state_of)
+    }
+
     fn id(&self) -> DialectId {
         DIALECT
     }

@@ -87,6 +87,10 @@ pub fn point_of(kind: &str) -> Option<HookEvent> {
 pub struct Felix;
 
 impl Dialect for Felix {
+    fn doctor_modules_rank(&self) -> Option<u8> {
+        Some(2)
+    }
+
     fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
     }

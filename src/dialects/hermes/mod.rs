@@ -236,6 +236,26 @@ fn register_web_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult
 pub struct Hermes;
 
 impl Dialect for Hermes {
+    fn not_used(&self, state: &Extensions, key: &str) -> Vec<String> {
+        not_used(state, key)
+    }
+
+    fn terminal_commands(&self, state: &Extensions) -> Vec<(String, String, String)> {
+        cli::list(state)
+    }
+
+    fn run_terminal_command(
+        &self,
+        state: &Extensions,
+        name: &str,
+        args: &[String],
+    ) -> Option<Result<u8, super::TerminalError>> {
+        Some(cli::run(state, name, args).map_err(|e| match e {
+            cli::CliError::Unknown { .. } => super::TerminalError::Unknown(e.to_string()),
+            _ => super::TerminalError::Failed(e.to_string()),
+        }))
+    }
+
     fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
     }
