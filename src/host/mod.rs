@@ -403,6 +403,15 @@ impl HostBuilder {
         // A runtime without Python runs no dialect's discovery: none of
         // what it would find could load, and looking reads the interpreter's path.
         if self.runtime.has_python() {
+            // Plugins found already will start Python: the dialects read
+            // its path in-process. Without any, they read it without
+            // starting the interpreter (a host of native parts never does).
+            if candidates
+                .iter()
+                .any(|c| c.enabled && c.skip_reason.is_none())
+            {
+                self.runtime.initialize_for_plugins();
+            }
             for dialect in crate::dialects::DIALECTS {
                 for candidate in dialect.discover_in(&home, &lists, &self.runtime, &extensions) {
                     discovery::admit(&mut candidates, candidate);

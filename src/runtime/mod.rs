@@ -115,6 +115,16 @@ impl Runtime {
         }
     }
 
+    /// Initialise the interpreter now (not plughost's runtime half) when a
+    /// host of this runtime found plugins that will need it: reading
+    /// [`search_path`](Self::search_path) in-process then costs nothing more,
+    /// where a host that found none reads it from a child process.
+    pub fn initialize_for_plugins(&self) {
+        if self.has_python() {
+            pyo3::Python::initialize();
+        }
+    }
+
     /// Start the interpreter (once per process) and return it.
     ///
     /// Safe to call from many threads at once (hosts built in parallel):
@@ -141,6 +151,13 @@ impl Runtime {
 fn sys_path() -> &'static [PathBuf] {
     static PATH: OnceLock<Vec<PathBuf>> = OnceLock::new();
     PATH.get_or_init(|| {
+        // SAFETY: Py_IsInitialized only reads the runtime's state flag; it
+        // may be called before (and without) Py_Initialize.
+        if unsafe { pyo3::ffi::Py_IsInitialized() } == 0 {
+            if let Some(dirs) = sys_path_outside() {
+                return dirs;
+            }
+        }
         pyo3::Python::initialize();
         let path: Option<(Vec<String>, Option<PathBuf>)> = try_attach(|py| {
             use pyo3::types::PyAnyMethods;
@@ -172,6 +189,46 @@ fn sys_path() -> &'static [PathBuf] {
         })
         .unwrap_or_default()
     })
+}
+
+/// The `sys.path` the embedded interpreter would have, read from a child
+/// process of the interpreter plughost was built against, so that looking
+/// where Python imports from does not start CPython in this process (a host
+/// of native parts only never does; Python starts when a plugin needs it).
+/// `None` (the caller then reads it in-process, starting the interpreter)
+/// when that interpreter is not there, is of another version, or is a
+/// virtualenv's (whose `sys.path` the embedded libpython would not have).
+/// The child runs with `-P` (3.11+), as embedded Python prepends no script
+/// directory; it inherits the environment (`PYTHONPATH`, `PYTHONHOME`).
+fn sys_path_outside() -> Option<Vec<PathBuf>> {
+    let executable = option_env!("PLUGHOST_BUILD_PYTHON")?;
+    let version = option_env!("PLUGHOST_BUILD_PYTHON_VERSION")?;
+    let script = "import sys\nif sys.prefix == sys.base_prefix:\n    print('%d.%d' % sys.version_info[:2])\n    print('\\0'.join(sys.path), end='')\n";
+    let out = std::process::Command::new(executable)
+        .args(["-P", "-c", script])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let (seen, path) = text.split_once('\n')?;
+    if !out.status.success() || seen != version {
+        return None;
+    }
+    let mut dirs: Vec<PathBuf> = path
+        .split('\0')
+        .map(|p| {
+            if p.is_empty() {
+                std::env::current_dir().unwrap_or_default()
+            } else {
+                PathBuf::from(p)
+            }
+        })
+        .collect();
+    if let Some(site) = venv_site_packages(version).filter(|s| !dirs.contains(s)) {
+        dirs.push(site);
+    }
+    Some(dirs)
 }
 
 /// The started interpreter: handles to the Python functions it calls on
@@ -329,11 +386,16 @@ fn honour_virtualenv(py: Python<'_>) -> PyResult<()> {
 /// The site-packages directory of the virtualenv `VIRTUAL_ENV` names, for
 /// this interpreter's version, when it exists.
 pub(crate) fn virtualenv_site_packages(py: Python<'_>) -> Option<std::path::PathBuf> {
-    let venv = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty())?;
     let version = py.version_info();
+    venv_site_packages(&format!("{}.{}", version.major, version.minor))
+}
+
+/// [`virtualenv_site_packages`] for Python `version` (`3.11`).
+fn venv_site_packages(version: &str) -> Option<std::path::PathBuf> {
+    let venv = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty())?;
     let site_packages = std::path::PathBuf::from(venv)
         .join("lib")
-        .join(format!("python{}.{}", version.major, version.minor))
+        .join(format!("python{version}"))
         .join("site-packages");
     site_packages.is_dir().then_some(site_packages)
 }
