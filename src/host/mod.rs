@@ -825,7 +825,12 @@ impl Host {
 
     /// Make `link` the agent this host's plugins reach (their model, the
     /// host's tools); the latest agent made wins.
+    /// The tokio runtime the caller runs on is remembered for the plugins'
+    /// synchronous calls into the agent ([`crate::runtime::CallerRuntime`]).
     pub fn set_agent(&self, link: Arc<dyn AgentLink>) {
+        self.extensions
+            .get::<crate::runtime::CallerRuntime>()
+            .capture();
         self.extensions.get::<AgentSlot>().set(link);
     }
 

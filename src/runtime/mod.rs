@@ -141,6 +141,39 @@ impl Runtime {
     }
 }
 
+/// The tokio runtime a host's agent runs on, captured when the agent is
+/// set on the host ([`CallerRuntime::capture`]): a plugin's synchronous
+/// call back into the agent (Hermes's `ctx.dispatch_tool`, `ctx.llm`) runs
+/// there, so a process keeps one tokio runtime (the embedder's, or the one
+/// plughost's CLI and wheel run on).
+#[derive(Default)]
+pub struct CallerRuntime(std::sync::RwLock<Option<tokio::runtime::Handle>>);
+
+impl CallerRuntime {
+    /// Remember the runtime of the calling thread, when it is a
+    /// multi-threaded one (a current-thread runtime's one thread may be the
+    /// very thread that then waits, which would never run the work).
+    pub fn capture(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        }
+    }
+
+    /// Where to spawn work a thread outside it waits for: the captured
+    /// runtime; else plughost's own (started on first use, so only a
+    /// process whose agent runs on a current-thread runtime, or with no
+    /// agent, gets it); `None` when the interpreter is not running.
+    pub fn handle(&self) -> Option<tokio::runtime::Handle> {
+        if let Some(h) = self.0.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Some(h);
+        }
+        Runtime::get().map(|r| r.tokio().handle().clone())
+    }
+}
+
 /// The embedded interpreter's `sys.path` directories, read once per
 /// process. Discovery runs before plughost's runtime is installed, so this
 /// only initialises the interpreter (which the runtime does first anyway)
