@@ -878,6 +878,9 @@ fn import_class<'py>(
 /// interpreter (held in its `sys.modules` by the [`PACKAGES`] claim), which
 /// a second host of the process reuses instead of importing it again; its
 /// key is the plugin directory, so hosts of different plugins never meet.
+/// A kept import failure is taken by the next load of that directory: two
+/// hosts loading one directory at once import the same files, so either
+/// failure is the one each would have seen.
 static PREPARED: Mutex<Option<HashMap<PathBuf, Prepared>>> = Mutex::new(None);
 
 /// One plugin's first phase: its class's `meta["dependencies"]`, or why
