@@ -177,100 +177,24 @@ impl HostBuilder {
     }
 
     /// Discover, load and register everything.
-    pub fn build(self) -> Result<Host, HostError> {
+    pub fn build(mut self) -> Result<Host, HostError> {
         let home = config::resolve_home(self.home.as_deref());
         let mut lists = config::read_plugin_lists(&home)?;
-        lists.enabled.extend(self.extra_enabled);
-        lists.disabled.extend(self.extra_disabled);
-
-        let bundled = match self.bundled_dir {
-            Some(dir) => Ok(crate::plugins::bundled::Located::at(dir)),
-            None => crate::plugins::bundled::locate(&home),
-        };
-        let (bundled_root, unavailable, bundled_copy) = match bundled {
-            Ok(located) => (located.dir().to_path_buf(), None, Some(located)),
-            Err(e) => (e.cache.clone(), Some(e), None),
-        };
-        let mut roots = vec![(Source::Bundled, bundled_root)];
-        roots.push((Source::User, home.join("plugins")));
-        let project_on = self.enable_project_plugins.unwrap_or_else(|| {
-            std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
-                .map(|v| config::truthy(&v))
-                .unwrap_or(false)
-        });
-        if project_on {
-            let project = self.project_dir.unwrap_or_else(|| PathBuf::from("."));
-            roots.push((Source::Project, project.join(".plughost").join("plugins")));
-        }
-        let seed = unavailable
-            .as_ref()
-            .map(|e| discovery::missing_bundled(e, &lists, crate::dialects::formats()))
-            .unwrap_or_default();
-        let mut candidates =
-            discovery::discover_after(seed, &roots, &lists, crate::dialects::formats());
+        lists
+            .enabled
+            .extend(std::mem::take(&mut self.extra_enabled));
+        lists
+            .disabled
+            .extend(std::mem::take(&mut self.extra_disabled));
         let extensions = Arc::new(Extensions::default());
-        // A runtime without Python runs no dialect's discovery: none of
-        // what it would find could load, and looking reads the interpreter's path.
-        if self.runtime.has_python() {
-            // Plugins found already will start Python: the dialects read
-            // its path in-process. Without any, they read it without
-            // starting the interpreter (a host of native parts never does).
-            if candidates
-                .iter()
-                .any(|c| c.enabled && c.skip_reason.is_none())
-            {
-                self.runtime.initialize_for_plugins();
-            }
-            for dialect in crate::dialects::DIALECTS {
-                for candidate in dialect.discover_in(&home, &lists, &self.runtime, &extensions) {
-                    discovery::admit(&mut candidates, candidate);
-                }
-            }
-        }
-        crate::dialects::choose(&home, &mut candidates)?;
-        if let Some(missing) = unavailable.and_then(|e| discovery::still_missing(e, &candidates)) {
-            if !self.allow_missing_bundled {
-                return Err(HostError::Bundled(missing));
-            }
-            tracing::error!("{missing}");
-        }
+        let Found {
+            candidates,
+            roots,
+            bundled_copy,
+        } = self.discover(&home, &lists, &extensions)?;
+        let (mut registry, mut collisions) = self.native_registry();
 
-        let mut registry = Registry::new();
-        registry.hook_timeout = self.hook_timeout;
-        registry.collision = self.collision;
-        let mut collisions = Vec::new();
-        for tool in self.tools {
-            note_collision(&mut collisions, registry.add_tool(tool), NATIVE_OWNER);
-        }
-        for command in self.commands {
-            registry.add_command(command);
-        }
-        for (event, entry) in self.hooks {
-            registry.add_hook(event, entry);
-        }
-
-        let isolation = match self.isolation {
-            Some(i) => i,
-            None => config::read_isolation(&home)?,
-        };
-        let settings = isolation_settings(
-            &isolation,
-            self.worker_command,
-            self.isolation_load_timeout,
-            self.breaker,
-            self.python_log_level.unwrap_or(30),
-        );
-        let limits = match self.limits {
-            Some(l) => l,
-            None => config::read_limits(&home)?,
-        };
-        for key in limits.0.keys() {
-            if key != "*" && !isolation.covers(key) {
-                tracing::warn!(
-                    "plugins.limits.{key} is not enforced: plugin '{key}' runs in-process (limits apply to isolated plugins; add it to plugins.isolate)"
-                );
-            }
-        }
+        let (isolation, settings, limits) = self.isolation_plan(&home)?;
         let needs_python = candidates
             .iter()
             .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
@@ -343,6 +267,141 @@ impl HostBuilder {
             workers,
         })
     }
+
+    /// Which plugins run isolated, how their workers are started, and
+    /// their resource limits (a limit on an in-process plugin is warned
+    /// about: it is not enforced).
+    #[allow(clippy::type_complexity)]
+    fn isolation_plan(
+        &mut self,
+        home: &Path,
+    ) -> Result<
+        (
+            config::Isolation,
+            Result<crate::isolation::Settings, String>,
+            config::LimitTable,
+        ),
+        HostError,
+    > {
+        let isolation = match self.isolation.take() {
+            Some(i) => i,
+            None => config::read_isolation(home)?,
+        };
+        let settings = isolation_settings(
+            &isolation,
+            self.worker_command.take(),
+            self.isolation_load_timeout,
+            self.breaker,
+            self.python_log_level.unwrap_or(30),
+        );
+        let limits = match self.limits.take() {
+            Some(l) => l,
+            None => config::read_limits(home)?,
+        };
+        for key in limits.0.keys() {
+            if key != "*" && !isolation.covers(key) {
+                tracing::warn!(
+                    "plugins.limits.{key} is not enforced: plugin '{key}' runs in-process (limits apply to isolated plugins; add it to plugins.isolate)"
+                );
+            }
+        }
+        Ok((isolation, settings, limits))
+    }
+
+    /// Every plugin this host may load: plughost's plugin directories
+    /// (bundled, the home's, the project's when enabled), then what each
+    /// dialect finds elsewhere, each with its dialect settled.
+    fn discover(
+        &mut self,
+        home: &Path,
+        lists: &config::PluginLists,
+        extensions: &Arc<Extensions>,
+    ) -> Result<Found, HostError> {
+        let bundled = match self.bundled_dir.take() {
+            Some(dir) => Ok(crate::plugins::bundled::Located::at(dir)),
+            None => crate::plugins::bundled::locate(&home),
+        };
+        let (bundled_root, unavailable, bundled_copy) = match bundled {
+            Ok(located) => (located.dir().to_path_buf(), None, Some(located)),
+            Err(e) => (e.cache.clone(), Some(e), None),
+        };
+        let mut roots = vec![(Source::Bundled, bundled_root)];
+        roots.push((Source::User, home.join("plugins")));
+        let project_on = self.enable_project_plugins.unwrap_or_else(|| {
+            std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
+                .map(|v| config::truthy(&v))
+                .unwrap_or(false)
+        });
+        if project_on {
+            let project = self
+                .project_dir
+                .take()
+                .unwrap_or_else(|| PathBuf::from("."));
+            roots.push((Source::Project, project.join(".plughost").join("plugins")));
+        }
+        let seed = unavailable
+            .as_ref()
+            .map(|e| discovery::missing_bundled(e, lists, crate::dialects::formats()))
+            .unwrap_or_default();
+        let mut candidates =
+            discovery::discover_after(seed, &roots, lists, crate::dialects::formats());
+        // A runtime without Python runs no dialect's discovery: none of
+        // what it would find could load, and looking reads the interpreter's path.
+        if self.runtime.has_python() {
+            // Plugins found already will start Python: the dialects read
+            // its path in-process. Without any, they read it without
+            // starting the interpreter (a host of native parts never does).
+            if candidates
+                .iter()
+                .any(|c| c.enabled && c.skip_reason.is_none())
+            {
+                self.runtime.initialize_for_plugins();
+            }
+            for dialect in crate::dialects::DIALECTS {
+                for candidate in dialect.discover_in(home, lists, &self.runtime, extensions) {
+                    discovery::admit(&mut candidates, candidate);
+                }
+            }
+        }
+        crate::dialects::choose(home, &mut candidates)?;
+        if let Some(missing) = unavailable.and_then(|e| discovery::still_missing(e, &candidates)) {
+            if !self.allow_missing_bundled {
+                return Err(HostError::Bundled(missing));
+            }
+            tracing::error!("{missing}");
+        }
+        Ok(Found {
+            candidates,
+            roots,
+            bundled_copy,
+        })
+    }
+
+    /// The registry with the builder's native tools, commands and hooks.
+    fn native_registry(&mut self) -> (Registry, Vec<super::ToolCollision>) {
+        let mut registry = Registry::new();
+        registry.hook_timeout = self.hook_timeout;
+        registry.collision = self.collision;
+        let mut collisions = Vec::new();
+        for tool in std::mem::take(&mut self.tools) {
+            note_collision(&mut collisions, registry.add_tool(tool), NATIVE_OWNER);
+        }
+        for command in std::mem::take(&mut self.commands) {
+            registry.add_command(command);
+        }
+        for (event, entry) in std::mem::take(&mut self.hooks) {
+            registry.add_hook(event, entry);
+        }
+        (registry, collisions)
+    }
+}
+
+/// What [`HostBuilder::discover`] found: the candidates, the plugin
+/// directories looked in, and the bundled plugins' copy to keep.
+struct Found {
+    candidates: Vec<crate::plugins::discovery::Candidate>,
+    roots: Vec<(Source, PathBuf)>,
+    bundled_copy: Option<crate::plugins::bundled::Located>,
 }
 
 /// What plugin code outside any plugin package (the Python API's direct

@@ -79,59 +79,7 @@ pub(super) fn load_candidate(
     packages: &mut Vec<Box<dyn Send + Sync>>,
     workers: &mut Vec<crate::isolation::Supervisor>,
 ) -> PluginRecord {
-    let manifest = c.manifest.as_ref().ok();
-    let mut record = PluginRecord {
-        key: c.key.clone(),
-        name: manifest
-            .map(|m| m.name.clone())
-            .unwrap_or_else(|| c.key.clone()),
-        version: manifest.map(|m| m.version.clone()).unwrap_or_default(),
-        description: manifest.map(|m| m.description.clone()).unwrap_or_default(),
-        author: manifest.map(|m| m.author.clone()).unwrap_or_default(),
-        source: c.source,
-        kind: manifest
-            .map(|m| m.kind.as_str().to_string())
-            .unwrap_or_else(|| "standalone".into()),
-        enabled: c.enabled,
-        status: if !c.enabled {
-            if c.skip_reason == Some(crate::plugins::format::Verdict::Disabled) {
-                PluginStatus::Disabled
-            } else {
-                PluginStatus::NotEnabled
-            }
-        } else if c.skip_reason.is_some() {
-            use crate::plugins::manifest::PluginKind;
-            if matches!(&c.manifest, Ok(m) if matches!(m.kind, PluginKind::Exclusive | PluginKind::Platform | PluginKind::ModelProvider))
-            {
-                PluginStatus::Skipped
-            } else {
-                PluginStatus::Failed
-            }
-        } else {
-            PluginStatus::Loaded
-        },
-        loaded: false,
-        error: c.skip_reason.as_ref().map(ToString::to_string),
-        failure: None,
-        dialect: Some(c.dialect),
-        path: c.dir.clone(),
-        tools: Vec::new(),
-        hooks: Vec::new(),
-        commands: Vec::new(),
-        skills: Vec::new(),
-        requires_env: manifest
-            .map(|m| m.requires_env.iter().map(|r| r.name.clone()).collect())
-            .unwrap_or_default(),
-        provides_web_providers: manifest
-            .map(|m| m.provides_web_providers.clone())
-            .unwrap_or_default(),
-        isolated: isolate.is_some(),
-        entry: crate::dialects::by_id(c.dialect)
-            .and_then(|d| d.entry_in(&c.key, &c.dir, extensions)),
-        dependencies: crate::dialects::by_id(c.dialect)
-            .map(|d| d.dependencies(&c.key, &c.dir))
-            .unwrap_or_default(),
-    };
+    let mut record = record_of(&c, isolate.is_some(), extensions);
     if !c.enabled || c.skip_reason.is_some() {
         if record.status == PluginStatus::Failed {
             tracing::warn!(
@@ -208,6 +156,64 @@ pub(super) fn load_candidate(
         }
     }
     record
+}
+
+/// The record of candidate `c` before it loads: what its manifest says,
+/// and its status as discovery left it.
+fn record_of(c: &Candidate, isolated: bool, extensions: &Arc<Extensions>) -> PluginRecord {
+    let manifest = c.manifest.as_ref().ok();
+    PluginRecord {
+        key: c.key.clone(),
+        name: manifest
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| c.key.clone()),
+        version: manifest.map(|m| m.version.clone()).unwrap_or_default(),
+        description: manifest.map(|m| m.description.clone()).unwrap_or_default(),
+        author: manifest.map(|m| m.author.clone()).unwrap_or_default(),
+        source: c.source,
+        kind: manifest
+            .map(|m| m.kind.as_str().to_string())
+            .unwrap_or_else(|| "standalone".into()),
+        enabled: c.enabled,
+        status: if !c.enabled {
+            if c.skip_reason == Some(crate::plugins::format::Verdict::Disabled) {
+                PluginStatus::Disabled
+            } else {
+                PluginStatus::NotEnabled
+            }
+        } else if c.skip_reason.is_some() {
+            use crate::plugins::manifest::PluginKind;
+            if matches!(&c.manifest, Ok(m) if matches!(m.kind, PluginKind::Exclusive | PluginKind::Platform | PluginKind::ModelProvider))
+            {
+                PluginStatus::Skipped
+            } else {
+                PluginStatus::Failed
+            }
+        } else {
+            PluginStatus::Loaded
+        },
+        loaded: false,
+        error: c.skip_reason.as_ref().map(ToString::to_string),
+        failure: None,
+        dialect: Some(c.dialect),
+        path: c.dir.clone(),
+        tools: Vec::new(),
+        hooks: Vec::new(),
+        commands: Vec::new(),
+        skills: Vec::new(),
+        requires_env: manifest
+            .map(|m| m.requires_env.iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default(),
+        provides_web_providers: manifest
+            .map(|m| m.provides_web_providers.clone())
+            .unwrap_or_default(),
+        isolated,
+        entry: crate::dialects::by_id(c.dialect)
+            .and_then(|d| d.entry_in(&c.key, &c.dir, extensions)),
+        dependencies: crate::dialects::by_id(c.dialect)
+            .map(|d| d.dependencies(&c.key, &c.dir))
+            .unwrap_or_default(),
+    }
 }
 
 /// Where the registry looks up a tool a plugin registered while running
