@@ -12,6 +12,7 @@ pub mod handlers;
 pub mod hooks;
 pub mod link;
 pub mod manifest;
+mod python_fns;
 pub mod reference;
 pub mod render;
 
@@ -98,11 +99,11 @@ fn install(py: Python<'_>) -> PyResult<()> {
                 None => module_from_source(py, "_plughost_hermes", FINDER_SOURCE, false)?,
             };
             finder.add_class::<HermesContext>()?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::llm_complete, &finder)?)?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::check_schema, &finder)?)?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::schema_problem, &finder)?)?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::dispatch_tool, &finder)?)?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::parse_yaml, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::llm_complete, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::check_schema, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::schema_problem, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::dispatch_tool, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::parse_yaml, &finder)?)?;
             let sources = PyDict::new(py);
             for &(name, source, is_package) in COMPAT_MODULES {
                 sources.set_item(name, (source, is_package))?;
