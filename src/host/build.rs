@@ -319,7 +319,7 @@ impl HostBuilder {
     ) -> Result<Found, HostError> {
         let bundled = match self.bundled_dir.take() {
             Some(dir) => Ok(crate::plugins::bundled::Located::at(dir)),
-            None => crate::plugins::bundled::locate(&home),
+            None => crate::plugins::bundled::locate(home),
         };
         let (bundled_root, unavailable, bundled_copy) = match bundled {
             Ok(located) => (located.dir().to_path_buf(), None, Some(located)),
