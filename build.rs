@@ -16,6 +16,17 @@ fn main() {
     // itself; watching that directory here made every `maturin develop`
     // (which writes the extension module into it) and every `__pycache__`
     // rebuild the binary for nothing.
+    // The interpreter the crate is built against, for reading its
+    // `sys.path` in a child process while the embedded one has not started
+    // (a host of native parts only must not start it; runtime/mod.rs).
+    if let Some(executable) = config.executable() {
+        println!("cargo:rustc-env=PLUGHOST_BUILD_PYTHON={executable}");
+    }
+    let version = config.version();
+    println!(
+        "cargo:rustc-env=PLUGHOST_BUILD_PYTHON_VERSION={}.{}",
+        version.major, version.minor
+    );
     println!("cargo:rerun-if-changed=plugins_bundled");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
 }

@@ -369,7 +369,6 @@ fn core_and_plugins_have_no_python() {
 }
 
 #[test]
-#[ignore = "not yet: agent/tools/web.rs and host/web_report.rs (Flowly's web tools), cli/skills.rs (Hermes terminal commands), host/doctor.rs (per-dialect sections), host/mod.rs, wheel/ still name a dialect module"]
 fn no_file_outside_the_dialects_names_a_dialect() {
     assert_eq!(naming_a_dialect(|_| true), Vec::<String>::new());
 }

@@ -15,12 +15,76 @@ fn python_started() -> bool {
     unsafe { pyo3::ffi::Py_IsInitialized() != 0 }
 }
 
+/// One test function, so that its two hosts run in order in this process:
+/// the default runtime's host first, while nothing has started Python.
 #[test]
-fn a_native_only_host_runs_tools_and_hooks_without_starting_python() {
+fn native_only_hosts_never_start_python() {
     assert!(
         !python_started(),
         "nothing in this process starts Python first"
     );
+    a_default_host_of_native_parts_starts_no_python();
+    a_native_only_host_runs_tools_and_hooks_without_starting_python();
+}
+
+fn native_parts(
+    builder: plughost::HostBuilder,
+    log: Arc<Mutex<Vec<String>>>,
+) -> plughost::HostBuilder {
+    builder
+        .tool(Tool::from_fn(
+            "add",
+            "Add two numbers",
+            json!({"type": "object"}),
+            |a| Ok((a["a"].as_i64().unwrap() + a["b"].as_i64().unwrap()).to_string()),
+        ))
+        .hook(
+            HookEvent::PreToolCall,
+            move |_e: HookEvent, p: HookPayload<'_>| {
+                if let HookPayload::Tool(c) = p {
+                    log.lock().unwrap().push(c.tool_name.clone());
+                }
+                HookAction::Continue
+            },
+        )
+}
+
+/// `Host::builder()` (the default `Runtime::python()`) with an empty home
+/// and no bundled plugins: nothing needs Python, so it never starts.
+fn a_default_host_of_native_parts_starts_no_python() {
+    let home = tempfile::tempdir().unwrap();
+    let bundled = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let builder = Host::builder()
+        .home(home.path())
+        .bundled_dir(bundled.path());
+    let host = native_parts(builder, seen.clone())
+        .command(plughost::core::registry::Command {
+            name: "ping".into(),
+            description: "Answer pong".into(),
+            args_hint: String::new(),
+            plugin: "native".into(),
+            handler: Arc::new(|_: &str| Some("pong".to_string())),
+        })
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let result = rt.block_on(host.call_tool("add", json!({"a": 2, "b": 3}), "s"));
+    assert!(matches!(result.outcome, ToolOutcome::Ok), "{result:?}");
+    assert_eq!(result.text, "5");
+    assert_eq!(*seen.lock().unwrap(), ["add"]);
+    let reply = rt.block_on(host.run_command("/ping"));
+    assert_eq!(reply.unwrap().as_deref(), Some("pong"));
+    assert!(
+        !python_started(),
+        "a default host of native parts started CPython"
+    );
+}
+
+fn a_native_only_host_runs_tools_and_hooks_without_starting_python() {
     let home = tempfile::tempdir().unwrap();
     let bundled = tempfile::tempdir().unwrap();
     // A Python plugin in the home: found, and refused without Python.

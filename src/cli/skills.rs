@@ -43,9 +43,11 @@ pub(super) fn hermes(
     args: &[String],
 ) -> Result<Exit, Failure> {
     let host = build_host(cli, python_level)?;
+    let hermes = crate::dialects::by_name("hermes")
+        .ok_or_else(|| Failure::failed("this build has no Hermes dialect".to_string()))?;
     match name {
         None => {
-            let commands = crate::dialects::hermes::cli::list(host.extensions());
+            let commands = hermes.terminal_commands(host.extensions());
             if commands.is_empty() {
                 println!("No Hermes plugin registers a CLI command.");
             }
@@ -54,14 +56,16 @@ pub(super) fn hermes(
             }
             Ok(Exit::Success)
         }
-        Some(name) => crate::dialects::hermes::cli::run(host.extensions(), name, args)
-            .map(Exit::Plugin)
-            .map_err(|e| match e {
-                crate::dialects::hermes::cli::CliError::Unknown { .. } => {
-                    Failure::usage(e.to_string())
-                }
-                _ => Failure::failed(e.to_string()),
-            }),
+        Some(name) => match hermes.run_terminal_command(host.extensions(), name, args) {
+            None => Err(Failure::failed(
+                "the Hermes dialect has no terminal commands".to_string(),
+            )),
+            Some(Ok(code)) => Ok(Exit::Plugin(code)),
+            Some(Err(e @ crate::dialects::TerminalError::Unknown(_))) => {
+                Err(Failure::usage(e.to_string()))
+            }
+            Some(Err(e)) => Err(Failure::failed(e.to_string())),
+        },
     }
 }
 

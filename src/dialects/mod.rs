@@ -186,6 +186,81 @@ pub trait Dialect: Send + Sync + 'static {
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         None
     }
+    /// Tools the dialect itself offers the agents of the host at `home`,
+    /// registered as `owner`'s (Flowly's `web_search` / `web_extract`,
+    /// served by web backend plugins). None by default.
+    fn builtin_tools(&self, home: &Path, owner: &str) -> Vec<crate::core::registry::Tool> {
+        let _ = (home, owner);
+        Vec::new()
+    }
+    /// Its own section of `plugins doctor` for the host at `home` whose
+    /// plugins are `plugins` (Flowly's view of the web providers); `None`
+    /// when it has none (the default).
+    fn doctor_section(&self, home: &Path, plugins: &[DoctorPlugin<'_>]) -> Option<DoctorSection> {
+        let _ = (home, plugins);
+        None
+    }
+    /// The place of its `<name> modules: <origin>` line among the
+    /// interpreter's lines of `plugins doctor` (lowest first); `None` when
+    /// doctor does not show where its modules come from (the default).
+    fn doctor_modules_rank(&self) -> Option<u8> {
+        None
+    }
+    /// Whether `plugins doctor` lists its loaded plugins in the order they
+    /// loaded (it orders them itself, [`Dialect::order`]). Default: no.
+    fn shows_load_order(&self) -> bool {
+        false
+    }
+    /// What its plugin `key` registered that this host does not use (for
+    /// `plugins doctor`), as kept in the host's `state`. None by default.
+    fn not_used(&self, state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
+        let _ = (state, key);
+        Vec::new()
+    }
+    /// The terminal commands its plugins registered on the host whose state
+    /// is `state` (`plughost <dialect> NAME`): `(name, help, plugin)`.
+    fn terminal_commands(
+        &self,
+        state: &crate::core::extensions::Extensions,
+    ) -> Vec<(String, String, String)> {
+        let _ = state;
+        Vec::new()
+    }
+    /// Run its terminal command `name`; `None` when the dialect has no
+    /// terminal commands at all (the default), else the command's exit status.
+    fn run_terminal_command(
+        &self,
+        state: &crate::core::extensions::Extensions,
+        name: &str,
+        args: &[String],
+    ) -> Option<Result<u8, TerminalError>> {
+        let _ = (state, name, args);
+        None
+    }
+    /// The load order of `candidates` as this dialect wants its own plugins
+    /// ordered (the others keep their places); `isolated(key)` says whether
+    /// a plugin runs in a worker. By default they stay as they are.
+    fn order(&self, candidates: Vec<Candidate>, isolated: &dyn Fn(&str) -> bool) -> Vec<Candidate> {
+        let _ = isolated;
+        candidates
+    }
+    /// Keep its candidate `c` out when a plugin it depends on did not load
+    /// (`state_of(key)`: what became of the plugin `key` handled before it).
+    /// By default `c` is returned as it is.
+    fn check_dependencies(
+        &self,
+        c: Candidate,
+        state_of: &dyn Fn(&str) -> Option<DependencyState>,
+    ) -> Candidate {
+        let _ = state_of;
+        c
+    }
+    /// Add the Python classes its plugins and embedders use to the wheel's
+    /// module `m` (Flowly's `PluginContext`). None by default.
+    fn python_classes(&self, m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+        let _ = m;
+        Ok(())
+    }
 }
 
 /// A dialect's per-turn state on its way to an isolated worker: the value
@@ -316,6 +391,120 @@ pub fn sniff(dir: &Path) -> Option<DialectId> {
     });
     hermes.then_some(hermes::discover::DIALECT)
 }
+
+// --- added by host ---
+
+/// What became of a plugin handled before a dependent one (the host's
+/// record of it, as far as a dependency check or a doctor section needs it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DependencyState {
+    Loaded,
+    /// Disabled in config.
+    Disabled,
+    /// Not in the enabled list.
+    NotEnabled,
+    /// Failed (or was skipped), with its error when it has one.
+    Failed(Option<String>),
+}
+
+/// A plugin as a dialect's [`Dialect::doctor_section`] sees it (the host's
+/// record of it; the dialect layer does not know the host's types).
+pub struct DoctorPlugin<'a> {
+    pub key: &'a str,
+    pub loaded: bool,
+    /// Its status (`Failed` also for a skipped plugin).
+    pub state: DependencyState,
+    /// Its status as `plugins list` shows it (`failed`, `skipped`, …).
+    pub status_text: &'static str,
+    /// The web providers its manifest declares.
+    pub provides_web_providers: &'a [String],
+}
+
+/// One dialect's section of `plugins doctor`: its key in the JSON report
+/// and value there, and its lines in the text (`None`: no lines at all).
+pub struct DoctorSection {
+    pub key: &'static str,
+    pub json: serde_json::Value,
+    pub lines: Option<Vec<String>>,
+}
+
+/// Why a dialect's terminal command did not run: the name is unknown (a
+/// usage error), or the command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TerminalError {
+    #[error("{0}")]
+    Unknown(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Every dialect's built-in tools for the host at `home`, in table order.
+pub fn builtin_tools(home: &Path, owner: &str) -> Vec<crate::core::registry::Tool> {
+    DIALECTS
+        .iter()
+        .flat_map(|d| d.builtin_tools(home, owner))
+        .collect()
+}
+
+/// Every dialect's section of `plugins doctor`, in table order.
+pub fn doctor_sections(home: &Path, plugins: &[DoctorPlugin<'_>]) -> Vec<DoctorSection> {
+    DIALECTS
+        .iter()
+        .filter_map(|d| d.doctor_section(home, plugins))
+        .collect()
+}
+
+/// `(name, origin)` of every dialect whose modules `plugins doctor` shows,
+/// in its order (`not loaded` when the dialect's modules are not loaded).
+pub fn doctor_modules() -> Vec<(&'static str, String)> {
+    let mut ranked: Vec<(u8, &'static str, String)> = DIALECTS
+        .iter()
+        .filter_map(|d| {
+            let rank = d.doctor_modules_rank()?;
+            Some((
+                rank,
+                d.name(),
+                d.origin().unwrap_or_else(|| "not loaded".into()),
+            ))
+        })
+        .collect();
+    ranked.sort_by_key(|(rank, _, _)| *rank);
+    ranked.into_iter().map(|(_, n, o)| (n, o)).collect()
+}
+
+/// What plugin `key` registered that this host does not use, by every dialect.
+pub fn not_used(state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
+    DIALECTS
+        .iter()
+        .flat_map(|d| d.not_used(state, key))
+        .collect()
+}
+
+/// `candidates` in load order: each dialect orders its own, in table order.
+pub fn load_order(candidates: Vec<Candidate>, isolated: &dyn Fn(&str) -> bool) -> Vec<Candidate> {
+    DIALECTS
+        .iter()
+        .fold(candidates, |c, d| d.order(c, isolated))
+}
+
+/// `c`, kept out when its dialect says a dependency of it did not load.
+pub fn check_dependencies(
+    c: Candidate,
+    state_of: &dyn Fn(&str) -> Option<DependencyState>,
+) -> Candidate {
+    DIALECTS
+        .iter()
+        .fold(c, |c, d| d.check_dependencies(c, state_of))
+}
+
+/// Every dialect's Python classes, added to the wheel's module `m`.
+pub fn add_python_classes(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+    DIALECTS.iter().try_for_each(|d| d.python_classes(m))
+}
+
+/// The context object an embedder registers through directly (the wheel's
+/// `Host.context`, `Host.register_tool`, …): the default dialect's.
+pub type DirectContext = flowly::PluginContext;
 
 #[cfg(test)]
 mod tests {

@@ -74,6 +74,10 @@ impl Drop for PluginPackage {
 
 /// The package name for a load of `key`: its slug, with a suffix when this
 /// process already loaded a plugin under that slug (another host).
+///
+/// `LOADS` is process-wide on purpose, not per host: the names it hands out
+/// live in the one interpreter's `sys.modules`, which every host of the
+/// process shares, so two hosts must never be given the same one.
 fn unique_package(key: &str) -> String {
     static LOADS: std::sync::Mutex<Option<std::collections::HashMap<String, u32>>> =
         std::sync::Mutex::new(None);

@@ -115,6 +115,16 @@ impl Runtime {
         }
     }
 
+    /// Initialise the interpreter now (not plughost's runtime half) when a
+    /// host of this runtime found plugins that will need it: reading
+    /// [`search_path`](Self::search_path) in-process then costs nothing more,
+    /// where a host that found none reads it from a child process.
+    pub fn initialize_for_plugins(&self) {
+        if self.has_python() {
+            pyo3::Python::initialize();
+        }
+    }
+
     /// Start the interpreter (once per process) and return it.
     ///
     /// Safe to call from many threads at once (hosts built in parallel):
@@ -131,6 +141,39 @@ impl Runtime {
     }
 }
 
+/// The tokio runtime a host's agent runs on, captured when the agent is
+/// set on the host ([`CallerRuntime::capture`]): a plugin's synchronous
+/// call back into the agent (Hermes's `ctx.dispatch_tool`, `ctx.llm`) runs
+/// there, so a process keeps one tokio runtime (the embedder's, or the one
+/// plughost's CLI and wheel run on).
+#[derive(Default)]
+pub struct CallerRuntime(std::sync::RwLock<Option<tokio::runtime::Handle>>);
+
+impl CallerRuntime {
+    /// Remember the runtime of the calling thread, when it is a
+    /// multi-threaded one (a current-thread runtime's one thread may be the
+    /// very thread that then waits, which would never run the work).
+    pub fn capture(&self) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+            *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        }
+    }
+
+    /// Where to spawn work a thread outside it waits for: the captured
+    /// runtime; else plughost's own (started on first use, so only a
+    /// process whose agent runs on a current-thread runtime, or with no
+    /// agent, gets it); `None` when the interpreter is not running.
+    pub fn handle(&self) -> Option<tokio::runtime::Handle> {
+        if let Some(h) = self.0.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Some(h);
+        }
+        Runtime::get().map(|r| r.tokio().handle().clone())
+    }
+}
+
 /// The embedded interpreter's `sys.path` directories, read once per
 /// process. Discovery runs before plughost's runtime is installed, so this
 /// only initialises the interpreter (which the runtime does first anyway)
@@ -141,6 +184,13 @@ impl Runtime {
 fn sys_path() -> &'static [PathBuf] {
     static PATH: OnceLock<Vec<PathBuf>> = OnceLock::new();
     PATH.get_or_init(|| {
+        // SAFETY: Py_IsInitialized only reads the runtime's state flag; it
+        // may be called before (and without) Py_Initialize.
+        if unsafe { pyo3::ffi::Py_IsInitialized() } == 0 {
+            if let Some(dirs) = sys_path_outside() {
+                return dirs;
+            }
+        }
         pyo3::Python::initialize();
         let path: Option<(Vec<String>, Option<PathBuf>)> = try_attach(|py| {
             use pyo3::types::PyAnyMethods;
@@ -172,6 +222,46 @@ fn sys_path() -> &'static [PathBuf] {
         })
         .unwrap_or_default()
     })
+}
+
+/// The `sys.path` the embedded interpreter would have, read from a child
+/// process of the interpreter plughost was built against, so that looking
+/// where Python imports from does not start CPython in this process (a host
+/// of native parts only never does; Python starts when a plugin needs it).
+/// `None` (the caller then reads it in-process, starting the interpreter)
+/// when that interpreter is not there, is of another version, or is a
+/// virtualenv's (whose `sys.path` the embedded libpython would not have).
+/// The child runs with `-P` (3.11+), as embedded Python prepends no script
+/// directory; it inherits the environment (`PYTHONPATH`, `PYTHONHOME`).
+fn sys_path_outside() -> Option<Vec<PathBuf>> {
+    let executable = option_env!("PLUGHOST_BUILD_PYTHON")?;
+    let version = option_env!("PLUGHOST_BUILD_PYTHON_VERSION")?;
+    let script = "import sys\nif sys.prefix == sys.base_prefix:\n    print('%d.%d' % sys.version_info[:2])\n    print('\\0'.join(sys.path), end='')\n";
+    let out = std::process::Command::new(executable)
+        .args(["-P", "-c", script])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let (seen, path) = text.split_once('\n')?;
+    if !out.status.success() || seen != version {
+        return None;
+    }
+    let mut dirs: Vec<PathBuf> = path
+        .split('\0')
+        .map(|p| {
+            if p.is_empty() {
+                std::env::current_dir().unwrap_or_default()
+            } else {
+                PathBuf::from(p)
+            }
+        })
+        .collect();
+    if let Some(site) = venv_site_packages(version).filter(|s| !dirs.contains(s)) {
+        dirs.push(site);
+    }
+    Some(dirs)
 }
 
 /// The started interpreter: handles to the Python functions it calls on
@@ -329,11 +419,16 @@ fn honour_virtualenv(py: Python<'_>) -> PyResult<()> {
 /// The site-packages directory of the virtualenv `VIRTUAL_ENV` names, for
 /// this interpreter's version, when it exists.
 pub(crate) fn virtualenv_site_packages(py: Python<'_>) -> Option<std::path::PathBuf> {
-    let venv = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty())?;
     let version = py.version_info();
+    venv_site_packages(&format!("{}.{}", version.major, version.minor))
+}
+
+/// [`virtualenv_site_packages`] for Python `version` (`3.11`).
+fn venv_site_packages(version: &str) -> Option<std::path::PathBuf> {
+    let venv = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty())?;
     let site_packages = std::path::PathBuf::from(venv)
         .join("lib")
-        .join(format!("python{}.{}", version.major, version.minor))
+        .join(format!("python{version}"))
         .join("site-packages");
     site_packages.is_dir().then_some(site_packages)
 }

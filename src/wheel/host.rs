@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::awaitable::{PyCall, Reply};
 use super::{CommandNotFound, ConfigError, PlughostError, SkillNotFound};
 use crate::agent::tools::{self, DelegateSlot, Workspace};
-use crate::dialects::flowly::PluginContext;
+use crate::dialects::DirectContext as PluginContext;
 use crate::host::{CommandError, Host};
 use crate::runtime::bridge::InlineDriver;
 use crate::runtime::threads::detach_blocking;

@@ -27,16 +27,21 @@
 mod format;
 pub mod lanes;
 pub mod order;
+mod packages;
 mod payload;
 pub mod points;
+mod prepare;
+mod recorder;
 pub mod reference;
 pub mod turn;
 
-use std::collections::HashMap;
-use std::future::Future;
+use packages::{claim_held, unhold, PackageHold};
+use prepare::take_prepared;
+pub(crate) use prepare::{prepare, release_prepared, with_meta_dependencies};
+use recorder::{block_on, Recorder};
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -299,208 +304,6 @@ fn per_home<'py>(py: Python<'py>, home: &Path) -> PyResult<(Bound<'py, PyAny>, B
     Ok((table, host))
 }
 
-/// Receives `bus.on` subscriptions during one plugin's `register`.
-#[pyclass(module = "_plughost_codumentor", frozen)]
-struct Recorder {
-    key: String,
-    home: PathBuf,
-    table: Py<PyAny>,
-    pending: Mutex<Vec<Registration>>,
-}
-
-#[pymethods]
-impl Recorder {
-    fn __call__(
-        &self,
-        py: Python<'_>,
-        event: String,
-        handler: Bound<'_, PyAny>,
-        priority: i64,
-        entry: Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let label: String = entry.getattr("label")?.extract()?;
-        let _ = handler;
-        if never_fires(&event).is_some() && !OUT_OF_SCOPE.contains(&event.as_str()) {
-            tracing::warn!(
-                "plugin '{}' subscribes to '{event}', which is not a Codumentor event; it will never fire",
-                self.key
-            );
-        }
-        let label_entry = || HookEntry {
-            owner: self.key.clone(),
-            label: label.clone(),
-            priority: priority.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32,
-            callback: Arc::new(Subscription {
-                handler: None,
-                entry: entry.clone().unbind(),
-                table: self.table.clone_ref(py),
-            }),
-            stats: Arc::new(HookStats::default()),
-        };
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let at = points::points(&event);
-        if at.is_empty() {
-            // Out of scope or unknown: listed, never fired.
-            pending.push(Registration::Hook {
-                event: None,
-                name: event.clone(),
-                entry: label_entry(),
-            });
-        }
-        for &(core, rank) in at {
-            pending.push(Registration::Hook {
-                event: Some(core),
-                name: event.clone(),
-                entry: HookEntry {
-                    owner: self.key.clone(),
-                    label: label.clone(),
-                    priority: points::core_priority(rank, priority),
-                    callback: Arc::new(Subscription {
-                        handler: Some(points::Handler {
-                            home: self.home.clone(),
-                            event: event.clone(),
-                            entry: entry.clone().unbind(),
-                        }),
-                        entry: entry.clone().unbind(),
-                        table: self.table.clone_ref(py),
-                    }),
-                    stats: Arc::new(HookStats::default()),
-                },
-            });
-        }
-        Ok(())
-    }
-}
-
-/// One `bus.on` subscription as the core registry holds it: on its loop
-/// point ([`points`]) when plughost fires the event, else listed only.
-/// Dropping it (the host goes away, or the plugin's load is rolled back)
-/// takes the subscription out of the host's table (`bus.emit`'s).
-struct Subscription {
-    handler: Option<points::Handler>,
-    entry: Py<PyAny>,
-    table: Py<PyAny>,
-}
-
-impl HookCallback for Subscription {
-    fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
-        match &self.handler {
-            Some(h) => h.call(event, payload),
-            None => HookReturn::Ready(Ok(HookAction::Continue)),
-        }
-    }
-
-    fn event_name(&self, _event: HookEvent) -> Option<String> {
-        self.handler.as_ref().map(|h| h.event.clone())
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        let _ = try_attach(|py| {
-            if let Err(e) = self
-                .table
-                .bind(py)
-                .call_method1("remove", (self.entry.bind(py),))
-            {
-                tracing::debug!("could not drop a Codumentor subscription: {e}");
-            }
-        });
-    }
-}
-
-/// Run `fut` to completion on this thread (the GIL released by the caller).
-fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Arc::new(Unpark(std::thread::current())).into();
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park();
-    }
-}
-
-/// Which plugin provides each top-level package put on `sys.path`.
-///
-/// Process-wide on purpose: a top-level package name lives in the one
-/// interpreter's `sys.modules`, which every host of the process shares, so
-/// the claim on it must be seen by all of them (each host holds a
-/// [`Claim`] count, and the last to go unloads the package).
-static PACKAGES: Mutex<Option<HashMap<String, Claim>>> = Mutex::new(None);
-
-/// A top-level package's provider, and how many live hosts hold it (one
-/// process may run several hosts: the wheel's `Host`s).
-struct Claim {
-    key: String,
-    backend: PathBuf,
-    hosts: usize,
-}
-
-/// A host's hold on the package its Codumentor plugin provides: while any
-/// host holds it, no other plugin (nor the same key from another directory)
-/// may take the name; when the last one goes, the package is unloaded, so
-/// a later host imports it afresh.
-struct PackageHold {
-    top: String,
-    key: String,
-    backend: PathBuf,
-}
-
-impl PackageHold {
-    /// Take over the hold [`claim_held`] counted for a load that succeeded.
-    fn new(top: &str, key: &str, backend: &Path) -> PackageHold {
-        PackageHold {
-            top: top.to_string(),
-            key: key.to_string(),
-            backend: backend.to_path_buf(),
-        }
-    }
-}
-
-impl Drop for PackageHold {
-    fn drop(&mut self) {
-        unhold(&self.top, &self.key, &self.backend);
-    }
-}
-
-/// [`claim`], counting a hold from now on: a load in progress holds the
-/// name as a loaded plugin does, so another host's failed load of the same
-/// plugin cannot unload what this one is importing.
-fn claim_held(top: &str, key: &str, backend: &Path) -> Result<(), PluginError> {
-    let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
-    claim_in(packages.get_or_insert_with(HashMap::new), top, key, backend)?;
-    if let Some(claim) = packages.as_mut().and_then(|m| m.get_mut(top)) {
-        claim.hosts += 1;
-    }
-    Ok(())
-}
-
-/// Give back a hold of [`claim_held`] (a failed load, or a host gone);
-/// the last one unloads the package.
-fn unhold(top: &str, key: &str, backend: &Path) {
-    let last = {
-        let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
-        match packages.as_mut().and_then(|m| m.get_mut(top)) {
-            Some(claim) if claim.key == key && claim.backend == backend => {
-                claim.hosts = claim.hosts.saturating_sub(1);
-                claim.hosts == 0
-            }
-            _ => false,
-        }
-    };
-    if last {
-        release(top, key, backend);
-    }
-}
-
 /// `plugins.config.<key>` of `config.json`, merged over the manifest's
 /// `args` (a value that is not a mapping is warned about and ignored).
 fn constructor_args(key: &str, manifest: &Manifest, home: &Path) -> Map<String, Value> {
@@ -536,6 +339,30 @@ impl Dialect for Codumentor {
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
     }
+    fn doctor_modules_rank(&self) -> Option<u8> {
+        Some(1)
+    }
+
+    fn shows_load_order(&self) -> bool {
+        true
+    }
+
+    fn order(
+        &self,
+        candidates: Vec<crate::plugins::discovery::Candidate>,
+        isolated: &dyn Fn(&str) -> bool,
+    ) -> Vec<crate::plugins::discovery::Candidate> {
+        order::load_order_importing(candidates, isolated)
+    }
+
+    fn check_dependencies(
+        &self,
+        c: crate::plugins::discovery::Candidate,
+        state_of: &dyn Fn(&str) -> Option<super::DependencyState>,
+    ) -> crate::plugins::discovery::Candidate {
+        order::check_dependencies(c, state_of)
+    }
+
     fn id(&self) -> DialectId {
         DIALECT
     }
@@ -651,89 +478,6 @@ impl Dialect for Codumentor {
         .ok()
         .flatten()
     }
-}
-
-/// Claim top-level package `top` (under `backend`) for plugin `key`. The
-/// same plugin from the same directory shares it (another host of the
-/// process loading it too).
-fn claim(top: &str, key: &str, backend: &Path) -> Result<(), PluginError> {
-    let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
-    claim_in(packages.get_or_insert_with(HashMap::new), top, key, backend)
-}
-
-fn claim_in(
-    packages: &mut HashMap<String, Claim>,
-    top: &str,
-    key: &str,
-    backend: &Path,
-) -> Result<(), PluginError> {
-    match packages.get(top) {
-        Some(claim) if claim.key != key => Err(load_error(
-            "",
-            &format!(
-                "package '{top}' is already provided by plugin '{}'; two Codumentor plugins cannot share a top-level package name",
-                claim.key
-            ),
-        )),
-        Some(claim) if claim.backend != backend => Err(load_error(
-            "",
-            &format!(
-                "package '{top}' of plugin '{key}' is already imported from {} by another host of this process; while that host lives, the plugin cannot load from {}",
-                claim.backend.display(),
-                backend.display()
-            ),
-        )),
-        Some(_) => Ok(()),
-        None => {
-            packages.insert(
-                top.to_string(),
-                Claim {
-                    key: key.to_string(),
-                    backend: backend.to_path_buf(),
-                    hosts: 0,
-                },
-            );
-            Ok(())
-        }
-    }
-}
-
-/// Undo [`claim`] after a failed load (or when the last host holding it
-/// goes), and drop what the plugin imported.
-fn release(top: &str, key: &str, backend: &Path) {
-    {
-        let mut packages = PACKAGES.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(map) = packages.as_mut() {
-            match map.get(top) {
-                Some(c) if c.key == key && c.backend == backend && c.hosts == 0 => {
-                    map.remove(top);
-                }
-                // Another plugin's name, or one a live host still uses.
-                Some(_) => return,
-                None => {}
-            }
-        }
-    }
-    let _ = try_attach(|py| -> PyResult<()> {
-        let sys = py.import("sys")?;
-        let modules = sys.getattr("modules")?.cast_into::<PyDict>()?;
-        let prefix = format!("{top}.");
-        let names: Vec<String> = modules
-            .keys()
-            .iter()
-            .filter_map(|k| k.extract::<String>().ok())
-            .filter(|k| k == top || k.starts_with(&prefix))
-            .collect();
-        for name in names {
-            modules.del_item(name)?;
-        }
-        let path = sys.getattr("path")?;
-        let entry = backend.to_string_lossy().into_owned();
-        while path.call_method1("count", (&entry,))?.extract::<usize>()? > 0 {
-            path.call_method1("remove", (&entry,))?;
-        }
-        Ok(())
-    });
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -852,107 +596,4 @@ fn import_class<'py>(
             &format!("no class '{class_name}' in module '{module_name}'"),
         )),
     }
-}
-
-/// What the first phase of loading found, per plugin directory: the
-/// class's `meta["dependencies"]` (kept for the process), or the import's
-/// failure (taken by [`Codumentor::load`], so the module is not run twice).
-///
-/// Process-wide on purpose: it describes a module imported into the one
-/// interpreter (held in its `sys.modules` by the [`PACKAGES`] claim), which
-/// a second host of the process reuses instead of importing it again; its
-/// key is the plugin directory, so hosts of different plugins never meet.
-static PREPARED: Mutex<Option<HashMap<PathBuf, Prepared>>> = Mutex::new(None);
-
-/// One plugin's first phase: its class's `meta["dependencies"]`, or why
-/// its module could not be imported.
-type Prepared = Result<Vec<String>, PluginError>;
-
-/// Phase one of loading `key` (from `dir`, entry `entry`): claim its
-/// top-level package, import its module and read the class's
-/// `meta["dependencies"]`, without building the class. A failure is kept
-/// for [`Codumentor::load`] to report; nothing is raised here.
-pub(crate) fn prepare(key: &str, dir: &Path, entry: &str) {
-    let Some((module_name, class_name)) = entry.split_once(':') else {
-        return;
-    };
-    let top = module_name.split('.').next().unwrap_or(module_name);
-    let backend = dir.join("backend");
-    let found = claim(top, key, &backend).and_then(|()| {
-        attach(|py| {
-            // The compat `codumentor` package must be importable first.
-            installed(py).map_err(|e| plugin_error(py, &e))?;
-            let class = import_class(py, &backend, module_name, class_name)?;
-            Ok(meta_dependencies(key, &class))
-        })
-    });
-    let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
-    prepared
-        .get_or_insert_with(HashMap::new)
-        .insert(dir.to_path_buf(), found);
-}
-
-/// The names in the class's `meta["dependencies"]`; a value that is not a
-/// list of plugin keys is warned about and ignored.
-fn meta_dependencies(key: &str, class: &Bound<'_, PyAny>) -> Vec<String> {
-    let Ok(meta) = class.getattr("meta") else {
-        return Vec::new();
-    };
-    let Ok(value) = meta.get_item("dependencies") else {
-        return Vec::new();
-    };
-    if value.is_none() {
-        return Vec::new();
-    }
-    match value.extract::<Vec<String>>() {
-        Ok(names) if !value.is_instance_of::<pyo3::types::PyString>() => names,
-        _ => {
-            tracing::warn!(
-                "Codumentor plugin '{key}': its class's meta[\"dependencies\"] is not a list of plugin keys; ignored (declare them in plugin.yaml's dependencies)"
-            );
-            Vec::new()
-        }
-    }
-}
-
-/// `declared` (the manifest's dependencies) plus the names only the
-/// class's `meta["dependencies"]` gives, in that order.
-pub(crate) fn with_meta_dependencies(declared: &[String], dir: &Path) -> Vec<String> {
-    let mut all = declared.to_vec();
-    let prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(Ok(meta)) = prepared.as_ref().and_then(|p| p.get(dir)) {
-        for name in meta {
-            if !all.contains(name) {
-                all.push(name.clone());
-            }
-        }
-    }
-    all
-}
-
-/// Take a failure [`prepare`] kept for `dir` (its dependencies stay).
-fn take_prepared(dir: &Path) -> Option<Result<(), PluginError>> {
-    let mut prepared = PREPARED.lock().unwrap_or_else(|e| e.into_inner());
-    let map = prepared.as_mut()?;
-    match map.get(dir)? {
-        Ok(_) => Some(Ok(())),
-        Err(_) => map.remove(dir).map(|r| r.map(|_| ())),
-    }
-}
-
-/// A plugin [`prepare`]d (imported) but then kept out before its load (a
-/// cycle or a missing dependency found with its `meta["dependencies"]`):
-/// give back its package and drop its modules, as a failed load does.
-pub(crate) fn release_prepared(key: &str, dir: &Path, entry: &str) {
-    let was_prepared = PREPARED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .is_some_and(|p| p.contains_key(dir));
-    if !was_prepared {
-        return;
-    }
-    let module_name = entry.split_once(':').map_or(entry, |(m, _)| m);
-    let top = module_name.split('.').next().unwrap_or(module_name);
-    release(top, key, &dir.join("backend"));
 }

@@ -188,18 +188,7 @@ fn path_back(start: usize, edges: &[Vec<usize>]) -> Option<Vec<usize>> {
     None
 }
 
-/// What became of a plugin handled before a dependent one (the host's
-/// record of it, as far as a dependency check needs it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DependencyState {
-    Loaded,
-    /// Disabled in config.
-    Disabled,
-    /// Not in the enabled list.
-    NotEnabled,
-    /// Failed (or was skipped), with its error when it has one.
-    Failed(Option<String>),
-}
+pub use crate::dialects::DependencyState;
 
 /// Keep `c` out when one of its dependencies did not load: `state_of(key)`
 /// tells what became of the plugin `key` handled before it (the load order

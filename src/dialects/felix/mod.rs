@@ -94,6 +94,10 @@ impl Dialect for Felix {
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
     }
+    fn doctor_modules_rank(&self) -> Option<u8> {
+        Some(2)
+    }
+
     fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
     }

@@ -7,6 +7,7 @@ pub mod handlers;
 pub mod hooks;
 pub mod reference;
 pub mod web;
+pub mod web_report;
 
 use std::path::Path;
 
@@ -283,6 +284,31 @@ impl Dialect for Flowly {
         crate::runtime::try_attach(|py| classes(py).ok().map(|c| c.origin.clone()))
             .ok()
             .flatten()
+    }
+
+    fn builtin_tools(&self, home: &Path, owner: &str) -> Vec<crate::core::registry::Tool> {
+        web::web_tools(home, owner)
+    }
+
+    fn doctor_section(
+        &self,
+        home: &Path,
+        plugins: &[super::DoctorPlugin<'_>],
+    ) -> Option<super::DoctorSection> {
+        let report = web_report::WebReport::new(home, plugins);
+        Some(super::DoctorSection {
+            key: "web",
+            json: serde_json::to_value(&report).unwrap_or_default(),
+            lines: report.map(|r| r.lines()),
+        })
+    }
+
+    fn doctor_modules_rank(&self) -> Option<u8> {
+        Some(0)
+    }
+
+    fn python_classes(&self, m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add_class::<PluginContext>()
     }
 }
 

@@ -73,131 +73,6 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_approval_transport",
 ];
 
-/// `tools.registry.registry.dispatch`: as `ctx.dispatch_tool`.
-#[pyfunction]
-pub fn dispatch_tool(
-    py: Python<'_>,
-    name: String,
-    args: &Bound<'_, PyAny>,
-    task_id: String,
-) -> PyResult<String> {
-    let args = if args.is_none() {
-        Value::Object(Default::default())
-    } else {
-        crate::runtime::value::to_json(args).map_err(|e| {
-            PyValueError::new_err(format!("dispatch('{name}'): args are not JSON-like: {e}"))
-        })?
-    };
-    // The host of the tool call running now (none outside one).
-    let host = super::link::calling_turn(py)
-        .map(|(host, _)| host)
-        .unwrap_or_default();
-    Ok(py.detach(|| super::link::dispatch_tool(&host, &name, args, &task_id)))
-}
-
-/// `hermes_cli.config.load_config`'s parser: YAML `text` (of the file
-/// `path`, named in errors) as Python values.
-#[pyfunction]
-pub fn parse_yaml(py: Python<'_>, text: &str, path: &str) -> PyResult<Py<PyAny>> {
-    if text.trim().is_empty() {
-        return Ok(PyDict::new(py).into_any().unbind());
-    }
-    let value: Value = serde_saphyr::from_str(text)
-        .map_err(|e| PyValueError::new_err(format!("{path} is not valid YAML: {e}")))?;
-    Ok(pythonize::pythonize(py, &value)?.unbind())
-}
-
-/// `ctx.llm`'s backend: `messages` to the agent's model for `plugin`,
-/// with `params` (`temperature`, `max_tokens`, `response_format`, …)
-/// merged into the request; `(text, "provider:model", usage)`. Raises
-/// `RuntimeError` when no agent runs or the model call fails.
-#[pyfunction]
-#[pyo3(signature = (plugin, messages, params=None, ctx=None))]
-pub fn llm_complete(
-    py: Python<'_>,
-    plugin: String,
-    messages: &Bound<'_, PyAny>,
-    params: Option<&Bound<'_, PyAny>>,
-    ctx: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(String, String, Py<PyAny>)> {
-    // The host of the plugin's context, else of the tool call running now.
-    let host = ctx
-        .and_then(|c| c.cast::<HermesContext>().ok())
-        .map(|c| Arc::clone(&c.get().host))
-        .or_else(|| super::link::calling_turn(py).map(|(host, _)| host))
-        .unwrap_or_default();
-    let messages = match crate::runtime::value::to_json(messages) {
-        Ok(Value::Array(m)) => m,
-        Ok(_) => {
-            return Err(PyTypeError::new_err(
-                "ctx.llm.complete: messages must be a list of {\"role\", \"content\"} dicts",
-            ))
-        }
-        Err(e) => {
-            return Err(PyValueError::new_err(format!(
-                "ctx.llm.complete: messages are not JSON-like: {e}"
-            )))
-        }
-    };
-    let params = match params
-        .filter(|p| !p.is_none())
-        .map(crate::runtime::value::to_json)
-    {
-        None => serde_json::Map::new(),
-        Some(Ok(Value::Object(p))) => p,
-        Some(Ok(_)) => {
-            return Err(PyTypeError::new_err(
-                "ctx.llm: request parameters must be a dict",
-            ))
-        }
-        Some(Err(e)) => {
-            return Err(PyValueError::new_err(format!(
-                "ctx.llm: request parameters are not JSON-like: {e}"
-            )))
-        }
-    };
-    let done = py.detach(|| super::link::complete(&host, &plugin, messages, params));
-    let c = done.map_err(PyRuntimeError::new_err)?;
-    let usage = pythonize::pythonize(py, &Value::Object(c.usage))?.unbind();
-    Ok((c.text, c.model, usage))
-}
-
-/// `ctx.llm.complete_structured`'s check of the caller's `json_schema`
-/// before the model is asked: `ValueError` naming the problem.
-#[pyfunction]
-pub fn check_schema(schema: &Bound<'_, PyAny>) -> PyResult<()> {
-    json_schema_validator(schema).map(|_| ())
-}
-
-fn json_schema_validator(schema: &Bound<'_, PyAny>) -> PyResult<jsonschema::Validator> {
-    let schema = crate::runtime::value::to_json(schema)
-        .map_err(|e| PyValueError::new_err(format!("json_schema is not JSON-like: {e}")))?;
-    jsonschema::validator_for(&schema)
-        .map_err(|e| PyValueError::new_err(format!("json_schema is not a valid JSON Schema: {e}")))
-}
-
-/// `ctx.llm.complete_structured`'s check of a parsed answer against the
-/// caller's JSON Schema: the first problem (with where it is), or `None`.
-/// A `schema` that is not a JSON Schema raises `ValueError` saying so.
-#[pyfunction]
-pub fn schema_problem(
-    instance: &Bound<'_, PyAny>,
-    schema: &Bound<'_, PyAny>,
-) -> PyResult<Option<String>> {
-    let validator = json_schema_validator(schema)?;
-    let instance = crate::runtime::value::to_json(instance)
-        .map_err(|e| PyValueError::new_err(format!("the parsed answer is not JSON-like: {e}")))?;
-    let problem = validator.iter_errors(&instance).next().map(|error| {
-        let path = error.instance_path().to_string();
-        if path.is_empty() {
-            error.to_string()
-        } else {
-            format!("{error} (at {path})")
-        }
-    });
-    Ok(problem)
-}
-
 struct State {
     open: bool,
     pending: Vec<Registration>,
@@ -217,7 +92,7 @@ pub struct HermesContext {
     manifest: Py<PyAny>,
     state: Arc<Mutex<State>>,
     /// The state of the host loading the plugin (its agent, its sessions' inboxes).
-    host: Arc<Extensions>,
+    pub(super) host: Arc<Extensions>,
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {

@@ -28,40 +28,25 @@ use crate::runtime::plugin_error;
 pub const GROUP: &str = "hermes_agent.plugins";
 
 /// The directories the interpreter imports from: `sys.path` of the running
-/// runtime, else of a freshly initialised interpreter plus an active
-/// virtualenv's site-packages (what the runtime adds when it starts).
+/// runtime, else what a freshly initialised interpreter would have plus an
+/// active virtualenv's site-packages (what the runtime adds when it starts),
+/// read without starting CPython when nothing started it yet
+/// ([`crate::runtime::Runtime::search_path`]).
 fn import_dirs() -> Vec<PathBuf> {
-    let raw: Vec<String> = match crate::runtime::interpreter_report() {
-        Some(report) => report.path,
-        None => {
-            Python::initialize();
-            Python::attach(|py| -> PyResult<Vec<String>> {
-                let mut path: Vec<String> = py.import("sys")?.getattr("path")?.extract()?;
-                if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
-                    let v = py.version_info();
-                    let site = PathBuf::from(venv)
-                        .join("lib")
-                        .join(format!("python{}.{}", v.major, v.minor))
-                        .join("site-packages");
-                    path.push(site.to_string_lossy().into_owned());
+    match crate::runtime::interpreter_report() {
+        Some(report) => report
+            .path
+            .into_iter()
+            .map(|p| {
+                if p.is_empty() {
+                    std::env::current_dir().unwrap_or_default()
+                } else {
+                    PathBuf::from(p)
                 }
-                Ok(path)
             })
-            .unwrap_or_else(|e| {
-                tracing::warn!("cannot read the interpreter's sys.path ({e}); Hermes entry-point plugins are not searched");
-                Vec::new()
-            })
-        }
-    };
-    raw.into_iter()
-        .map(|p| {
-            if p.is_empty() {
-                std::env::current_dir().unwrap_or_default()
-            } else {
-                PathBuf::from(p)
-            }
-        })
-        .collect()
+            .collect(),
+        None => crate::runtime::Runtime::python().search_path().to_vec(),
+    }
 }
 
 /// Every `hermes_agent.plugins` entry point installed, as candidates whose

@@ -64,70 +64,8 @@ fn kwargs<'py>(
         |v: &serde_json::Value| -> PyResult<Bound<'py, PyAny>> { Ok(pythonize::pythonize(py, v)?) };
     let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
     match payload {
-        HookPayload::Tool(ctx) => {
-            let args = params_dict(py, ctx)?;
-            kw.set_item("tool_name", &ctx.tool_name)?;
-            kw.set_item("task_id", opt(&ctx.task_id))?;
-            kw.set_item("session_id", opt(&ctx.session_id))?;
-            kw.set_item("tool_call_id", opt(&ctx.tool_call_id))?;
-            match event {
-                HookEvent::TransformToolResult => {
-                    kw.set_item("arguments", args)?;
-                    kw.set_item("result", ctx.result.as_deref())?;
-                }
-                HookEvent::TransformTerminalOutput => {
-                    kw.set_item("command", args.get_item("command")?)?;
-                    kw.set_item("output", ctx.result.as_deref())?;
-                    kw.set_item("exit_code", py.None())?;
-                    kw.set_item("cwd", py.None())?;
-                }
-                HookEvent::PostToolCall => {
-                    kw.set_item("args", args)?;
-                    kw.set_item("result", ctx.result.as_deref())?;
-                    kw.set_item("duration_ms", ctx.duration_ms)?;
-                }
-                _ => {
-                    kw.set_item("args", args)?;
-                    kw.set_item("turn_id", py.None())?;
-                    kw.set_item("api_request_id", py.None())?;
-                    kw.set_item("middleware_trace", pyo3::types::PyList::empty(py))?;
-                }
-            }
-        }
-        HookPayload::Llm(ctx) => {
-            kw.set_item("session_id", opt(&ctx.session_id))?;
-            kw.set_item("task_id", opt(&ctx.task_id))?;
-            kw.set_item("model", &ctx.model)?;
-            kw.set_item("platform", PLATFORM)?;
-            kw.set_item("user_message", &ctx.user_message)?;
-            let history = serde_json::Value::Array(ctx.messages.clone());
-            kw.set_item("conversation_history", to_py(&history)?)?;
-            match event {
-                HookEvent::PreLlmCall => {
-                    let first = !ctx
-                        .messages
-                        .iter()
-                        .any(|m| m.get("role").and_then(|r| r.as_str()) == Some("assistant"));
-                    kw.set_item("is_first_turn", first)?;
-                }
-                HookEvent::PostLlmCall => {
-                    kw.set_item("assistant_response", &ctx.assistant_message)?;
-                }
-                HookEvent::TransformLlmOutput => {
-                    kw.set_item("response_text", &ctx.assistant_message)?;
-                }
-                HookEvent::ApiRequestError => {
-                    let error = ctx.response.get("error").and_then(|e| e.as_str());
-                    kw.set_item("error", error)?;
-                }
-                HookEvent::PostApiRequest => {
-                    kw.set_item("response", to_py(&ctx.response)?)?;
-                    let usage = serde_json::Value::Object(ctx.usage.clone());
-                    kw.set_item("usage", to_py(&usage)?)?;
-                }
-                _ => {}
-            }
-        }
+        HookPayload::Tool(ctx) => tool_kwargs(py, &kw, event, ctx)?,
+        HookPayload::Llm(ctx) => llm_kwargs(py, &kw, event, ctx)?,
         HookPayload::Session(ctx) => {
             kw.set_item("session_id", opt(&ctx.session_id))?;
             let platform = if ctx.platform.is_empty() {
@@ -188,6 +126,90 @@ fn kwargs<'py>(
         OBSERVER_SCHEMA_VERSION,
     )?;
     Ok(kw)
+}
+
+/// [`kwargs`] of a tool event.
+fn tool_kwargs(
+    py: Python<'_>,
+    kw: &Bound<'_, PyDict>,
+    event: HookEvent,
+    ctx: &mut crate::core::hooks::ToolCallContext,
+) -> PyResult<()> {
+    let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let args = params_dict(py, ctx)?;
+    kw.set_item("tool_name", &ctx.tool_name)?;
+    kw.set_item("task_id", opt(&ctx.task_id))?;
+    kw.set_item("session_id", opt(&ctx.session_id))?;
+    kw.set_item("tool_call_id", opt(&ctx.tool_call_id))?;
+    match event {
+        HookEvent::TransformToolResult => {
+            kw.set_item("arguments", args)?;
+            kw.set_item("result", ctx.result.as_deref())?;
+        }
+        HookEvent::TransformTerminalOutput => {
+            kw.set_item("command", args.get_item("command")?)?;
+            kw.set_item("output", ctx.result.as_deref())?;
+            kw.set_item("exit_code", py.None())?;
+            kw.set_item("cwd", py.None())?;
+        }
+        HookEvent::PostToolCall => {
+            kw.set_item("args", args)?;
+            kw.set_item("result", ctx.result.as_deref())?;
+            kw.set_item("duration_ms", ctx.duration_ms)?;
+        }
+        _ => {
+            kw.set_item("args", args)?;
+            kw.set_item("turn_id", py.None())?;
+            kw.set_item("api_request_id", py.None())?;
+            kw.set_item("middleware_trace", pyo3::types::PyList::empty(py))?;
+        }
+    }
+    Ok(())
+}
+
+/// [`kwargs`] of a model-call event.
+fn llm_kwargs<'py>(
+    py: Python<'py>,
+    kw: &Bound<'py, PyDict>,
+    event: HookEvent,
+    ctx: &crate::core::hooks::LlmCallContext,
+) -> PyResult<()> {
+    let to_py =
+        |v: &serde_json::Value| -> PyResult<Bound<'py, PyAny>> { Ok(pythonize::pythonize(py, v)?) };
+    let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    kw.set_item("session_id", opt(&ctx.session_id))?;
+    kw.set_item("task_id", opt(&ctx.task_id))?;
+    kw.set_item("model", &ctx.model)?;
+    kw.set_item("platform", PLATFORM)?;
+    kw.set_item("user_message", &ctx.user_message)?;
+    let history = serde_json::Value::Array(ctx.messages.clone());
+    kw.set_item("conversation_history", to_py(&history)?)?;
+    match event {
+        HookEvent::PreLlmCall => {
+            let first = !ctx
+                .messages
+                .iter()
+                .any(|m| m.get("role").and_then(|r| r.as_str()) == Some("assistant"));
+            kw.set_item("is_first_turn", first)?;
+        }
+        HookEvent::PostLlmCall => {
+            kw.set_item("assistant_response", &ctx.assistant_message)?;
+        }
+        HookEvent::TransformLlmOutput => {
+            kw.set_item("response_text", &ctx.assistant_message)?;
+        }
+        HookEvent::ApiRequestError => {
+            let error = ctx.response.get("error").and_then(|e| e.as_str());
+            kw.set_item("error", error)?;
+        }
+        HookEvent::PostApiRequest => {
+            kw.set_item("response", to_py(&ctx.response)?)?;
+            let usage = serde_json::Value::Object(ctx.usage.clone());
+            kw.set_item("usage", to_py(&usage)?)?;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 impl HermesHook {

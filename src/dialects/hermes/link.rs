@@ -142,15 +142,22 @@ fn error_json(message: &str) -> String {
     serde_json::json!({ "error": message }).to_string()
 }
 
-/// Run `future` on plughost's tokio runtime and wait for it on this
-/// (non-runtime) thread; the caller has released the GIL.
+/// Run `future` on the tokio runtime of the agent that runs `host` (the
+/// one it was set from, [`crate::runtime::CallerRuntime`]) and wait for it
+/// on this thread (a Python thread, or one of its workers while the others
+/// run it; the caller has released the GIL). When the agent runs on a current-thread
+/// runtime, or none was captured, plughost's own runtime runs it, started
+/// on first use (the one case with a second tokio runtime in the process).
 fn wait<T: Send + 'static>(
+    host: &Extensions,
     future: impl std::future::Future<Output = T> + Send + 'static,
 ) -> Result<T, String> {
-    let runtime = crate::runtime::Runtime::get()
+    let handle = host
+        .get::<crate::runtime::CallerRuntime>()
+        .handle()
         .ok_or_else(|| "plughost's Python runtime is not running".to_string())?;
     let (tx, rx) = std::sync::mpsc::channel();
-    runtime.tokio().spawn(async move {
+    handle.spawn(async move {
         let _ = tx.send(future.await);
     });
     rx.recv()
@@ -168,7 +175,10 @@ pub fn dispatch_tool(host: &Extensions, tool: &str, args: Value, task_id: &str) 
     let Some(link) = bound(host) else {
         return no_agent();
     };
-    match wait(link.dispatch_tool(tool.to_string(), args, task_id.to_string())) {
+    match wait(
+        host,
+        link.dispatch_tool(tool.to_string(), args, task_id.to_string()),
+    ) {
         Ok(None) => no_agent(),
         Ok(Some(result)) if matches!(result.outcome, ToolOutcome::Ok) => result.text,
         Ok(Some(result)) => HermesRenderer.render(tool, &result.outcome),
@@ -202,7 +212,8 @@ pub fn complete(
         // Its own conversation: never advances or reads an agent session.
         session_key: format!("plugin-llm:{plugin}"),
     };
-    let response = wait(link.complete(request))?.map_err(|e| format!("model call failed: {e}"))?;
+    let response =
+        wait(host, link.complete(request))?.map_err(|e| format!("model call failed: {e}"))?;
     Ok(Completion {
         text: response.text,
         model: response.model,

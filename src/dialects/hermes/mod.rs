@@ -12,6 +12,7 @@ pub mod handlers;
 pub mod hooks;
 pub mod link;
 pub mod manifest;
+mod python_fns;
 pub mod reference;
 pub mod render;
 
@@ -98,11 +99,11 @@ fn install(py: Python<'_>) -> PyResult<()> {
                 None => module_from_source(py, "_plughost_hermes", FINDER_SOURCE, false)?,
             };
             finder.add_class::<HermesContext>()?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::llm_complete, &finder)?)?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::check_schema, &finder)?)?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::schema_problem, &finder)?)?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::dispatch_tool, &finder)?)?;
-            finder.add_function(pyo3::wrap_pyfunction!(context::parse_yaml, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::llm_complete, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::check_schema, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::schema_problem, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::dispatch_tool, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::parse_yaml, &finder)?)?;
             let sources = PyDict::new(py);
             for &(name, source, is_package) in COMPAT_MODULES {
                 sources.set_item(name, (source, is_package))?;
@@ -239,6 +240,26 @@ impl Dialect for Hermes {
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
     }
+    fn not_used(&self, state: &Extensions, key: &str) -> Vec<String> {
+        not_used(state, key)
+    }
+
+    fn terminal_commands(&self, state: &Extensions) -> Vec<(String, String, String)> {
+        cli::list(state)
+    }
+
+    fn run_terminal_command(
+        &self,
+        state: &Extensions,
+        name: &str,
+        args: &[String],
+    ) -> Option<Result<u8, super::TerminalError>> {
+        Some(cli::run(state, name, args).map_err(|e| match e {
+            cli::CliError::Unknown { .. } => super::TerminalError::Unknown(e.to_string()),
+            _ => super::TerminalError::Failed(e.to_string()),
+        }))
+    }
+
     fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
     }

@@ -4,8 +4,9 @@
 
 use serde::Serialize;
 
-use crate::dialects::flowly::web::provider_states;
-use crate::dialects::flowly::web::CapabilityState;
+use super::web::provider_states;
+use super::web::CapabilityState;
+use crate::dialects::{DependencyState, DoctorPlugin};
 
 /// A provider a backend plugin declares but that is not registered: its
 /// plugin is disabled, not enabled, skipped or failed.
@@ -27,10 +28,10 @@ pub struct WebReport {
 }
 
 impl WebReport {
-    /// The report for `host`; None when no plugin declares a web provider.
-    pub fn new(host: &crate::host::Host) -> Option<WebReport> {
-        let declared: Vec<&crate::host::PluginRecord> = host
-            .plugins()
+    /// The report for the host at `home` whose plugins are `plugins`;
+    /// None when no plugin declares a web provider.
+    pub fn new(home: &std::path::Path, plugins: &[DoctorPlugin<'_>]) -> Option<WebReport> {
+        let declared: Vec<&DoctorPlugin<'_>> = plugins
             .iter()
             .filter(|p| !p.provides_web_providers.is_empty())
             .collect();
@@ -41,7 +42,7 @@ impl WebReport {
             declared
                 .iter()
                 .find(|p| p.loaded && p.provides_web_providers.iter().any(|n| n == name))
-                .map(|p| p.key.clone())
+                .map(|p| p.key.to_string())
         };
         let mut report = WebReport {
             search: CapabilityState::default(),
@@ -49,7 +50,7 @@ impl WebReport {
             not_registered: Vec::new(),
             problem: None,
         };
-        match provider_states(host.home()) {
+        match provider_states(home) {
             None => {}
             Some(Err(problem)) => report.problem = Some(problem),
             Some(Ok((search, extract))) => {
@@ -72,30 +73,28 @@ impl WebReport {
         };
         let mut missing = Vec::new();
         for p in &declared {
-            for name in &p.provides_web_providers {
+            for name in p.provides_web_providers {
                 if registered(name) {
                     continue;
                 }
-                let reason = match p.status {
-                    crate::host::PluginStatus::Loaded => {
+                let reason = match &p.state {
+                    DependencyState::Loaded => {
                         "its plugin loaded but did not register it".to_string()
                     }
-                    crate::host::PluginStatus::Disabled => "its plugin is disabled".into(),
-                    crate::host::PluginStatus::NotEnabled => format!(
+                    DependencyState::Disabled => "its plugin is disabled".into(),
+                    DependencyState::NotEnabled => format!(
                         "its plugin is not enabled (plughost plugins enable {})",
                         p.key
                     ),
-                    crate::host::PluginStatus::Skipped | crate::host::PluginStatus::Failed => {
-                        format!(
-                            "its plugin {}: {}",
-                            p.status.as_str(),
-                            p.error.as_deref().unwrap_or("no reason recorded")
-                        )
-                    }
+                    DependencyState::Failed(error) => format!(
+                        "its plugin {}: {}",
+                        p.status_text,
+                        error.as_deref().unwrap_or("no reason recorded")
+                    ),
                 };
                 missing.push(Unregistered {
                     name: name.clone(),
-                    plugin: p.key.clone(),
+                    plugin: p.key.to_string(),
                     reason,
                 });
             }

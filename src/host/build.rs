@@ -1,0 +1,452 @@
+//! Building a host: discovery of its plugins, its registry and the order
+//! they load in (each plugin's load is [`super::load`]'s).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::load::{apply_registrations, load_candidate, note_collision, RuntimeToolSource};
+use super::{Host, HostError, PluginRecord};
+use crate::core::extensions::Extensions;
+use crate::core::hooks::{HookCallback, HookEntry, HookEvent, HookStats};
+use crate::core::registry::{CollisionPolicy, Command, Registration, Registry, Tool, NATIVE_OWNER};
+use crate::plugins::config;
+use crate::plugins::discovery::{self, Source};
+
+/// How to build a [`Host`].
+#[derive(Default)]
+pub struct HostBuilder {
+    home: Option<PathBuf>,
+    project_dir: Option<PathBuf>,
+    enable_project_plugins: Option<bool>,
+    bundled_dir: Option<PathBuf>,
+    extra_enabled: Vec<String>,
+    extra_disabled: Vec<String>,
+    python_log_level: Option<u8>,
+    runtime: crate::runtime::Runtime,
+    collision: Option<CollisionPolicy>,
+    tools: Vec<Tool>,
+    hooks: Vec<(HookEvent, HookEntry)>,
+    commands: Vec<Command>,
+    hook_timeout: Option<std::time::Duration>,
+    direct: Vec<(String, Vec<Registration>)>,
+    allow_missing_bundled: bool,
+    isolation: Option<crate::plugins::config::Isolation>,
+    worker_command: Option<crate::isolation::WorkerCommand>,
+    isolation_load_timeout: Option<std::time::Duration>,
+    breaker: Option<(u32, std::time::Duration)>,
+    limits: Option<crate::plugins::config::LimitTable>,
+}
+
+impl HostBuilder {
+    /// What happens when two owners register one tool name, for every
+    /// source. Unset, each keeps its default: the last writer wins (native
+    /// tools, Flowly and the wheel's direct registrations, which come last,
+    /// with a warning), except that a Hermes tool registered without
+    /// `override=True` keeps a tool of another toolset, as Hermes does.
+    pub fn collision_policy(mut self, policy: CollisionPolicy) -> Self {
+        self.collision = Some(policy);
+        self
+    }
+
+    /// The runtime the host runs its plugins on (default:
+    /// [`Runtime::python`](crate::runtime::Runtime::python));
+    /// [`Runtime::none`](crate::runtime::Runtime::none) for a host of native
+    /// parts that must never start CPython.
+    pub fn runtime(mut self, runtime: &crate::runtime::Runtime) -> Self {
+        self.runtime = runtime.clone();
+        self
+    }
+
+    /// The plughost home (default: `$PLUGHOST_HOME`, else `~/.plughost`).
+    pub fn home(mut self, home: impl Into<PathBuf>) -> Self {
+        self.home = Some(home.into());
+        self
+    }
+    /// The project directory whose `.plughost/plugins/` is scanned when
+    /// project plugins are enabled (default: the current directory).
+    pub fn project_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.project_dir = Some(dir.into());
+        self
+    }
+    /// Scan project plugins (default: `PLUGHOST_ENABLE_PROJECT_PLUGINS` is truthy).
+    pub fn enable_project_plugins(mut self, on: bool) -> Self {
+        self.enable_project_plugins = Some(on);
+        self
+    }
+    /// Scan this directory for bundled plugins instead of the built-in ones.
+    pub fn bundled_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.bundled_dir = Some(dir.into());
+        self
+    }
+    /// Treat these plugin keys as listed in `plugins.enabled` (not saved).
+    pub fn enable(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.extra_enabled.extend(keys.into_iter().map(Into::into));
+        self
+    }
+    /// Treat these plugin keys as listed in `plugins.disabled` (not saved).
+    pub fn disable(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.extra_disabled.extend(keys.into_iter().map(Into::into));
+        self
+    }
+    /// The level Python `logging` is set to (10 debug … 40 error; default 30).
+    pub fn python_log_level(mut self, level: u8) -> Self {
+        self.python_log_level = Some(level);
+        self
+    }
+    /// Register a native Rust tool (plugins loaded later may override it by name).
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+    /// Register a native Rust hook (runs before plugin hooks of equal priority).
+    pub fn hook(self, event: HookEvent, callback: impl HookCallback) -> Self {
+        self.hook_with_priority(event, 0, callback)
+    }
+    /// Register a native Rust hook with a priority (lower runs first).
+    pub fn hook_with_priority(
+        mut self,
+        event: HookEvent,
+        priority: i32,
+        callback: impl HookCallback,
+    ) -> Self {
+        self.hooks.push((
+            event,
+            HookEntry {
+                owner: NATIVE_OWNER.into(),
+                label: std::any::type_name_of_val(&callback).to_string(),
+                priority,
+                callback: Arc::new(callback),
+                stats: Arc::new(HookStats::default()),
+            },
+        ));
+        self
+    }
+    /// Give async hooks this long before they are skipped (default: no limit).
+    pub fn hook_timeout(mut self, budget: std::time::Duration) -> Self {
+        self.hook_timeout = Some(budget);
+        self
+    }
+    /// Contributions made through a [`PluginContext`](crate::dialects::flowly::PluginContext)
+    /// outside any plugin directory (the Python API's `Host.register_*`);
+    /// applied after the plugins, so they win a name collision.
+    pub fn registrations(mut self, owner: &str, registrations: Vec<Registration>) -> Self {
+        self.direct.push((owner.to_string(), registrations));
+        self
+    }
+    /// Build even when the bundled plugins cannot be written to disk
+    /// (they are then listed as failed, with the reason, and an error is
+    /// logged); by default `build` refuses with [`HostError::Bundled`].
+    pub fn allow_missing_bundled(mut self) -> Self {
+        self.allow_missing_bundled = true;
+        self
+    }
+    /// Which plugins run in their own worker process; overrides
+    /// `plugins.isolate` of `config.json` (default: none).
+    pub fn isolate(mut self, isolation: crate::plugins::config::Isolation) -> Self {
+        self.isolation = Some(isolation);
+        self
+    }
+    /// How to start workers (default: this executable with the hidden
+    /// worker subcommand; see [`crate::isolation::serve_if_worker`]).
+    pub fn worker_command(mut self, command: crate::isolation::WorkerCommand) -> Self {
+        self.worker_command = Some(command);
+        self
+    }
+    /// How long an isolated plugin's `register()` may take (default 30 s);
+    /// past it the worker is killed and the plugin marked failed.
+    pub fn isolation_load_timeout(mut self, limit: std::time::Duration) -> Self {
+        self.isolation_load_timeout = Some(limit);
+        self
+    }
+    /// `crashes` worker crashes within `window` disable an isolated plugin
+    /// for the rest of the process (default 3 in 60 s).
+    /// OS resource limits of isolated plugins, by key (`"*"` for all);
+    /// default: `plugins.limits` of `config.json`.
+    pub fn isolation_limits(mut self, limits: crate::plugins::config::LimitTable) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+    pub fn isolation_breaker(mut self, crashes: u32, window: std::time::Duration) -> Self {
+        self.breaker = Some((crashes.max(1), window));
+        self
+    }
+    /// Register a native slash command.
+    pub fn command(mut self, command: Command) -> Self {
+        self.commands.push(command);
+        self
+    }
+
+    /// Discover, load and register everything.
+    pub fn build(mut self) -> Result<Host, HostError> {
+        let home = config::resolve_home(self.home.as_deref());
+        let mut lists = config::read_plugin_lists(&home)?;
+        lists
+            .enabled
+            .extend(std::mem::take(&mut self.extra_enabled));
+        lists
+            .disabled
+            .extend(std::mem::take(&mut self.extra_disabled));
+        let extensions = Arc::new(Extensions::default());
+        let Found {
+            candidates,
+            roots,
+            bundled_copy,
+        } = self.discover(&home, &lists, &extensions)?;
+        let (mut registry, mut collisions) = self.native_registry();
+
+        let (isolation, settings, limits) = self.isolation_plan(&home)?;
+        let needs_python = candidates
+            .iter()
+            .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
+        let level = self
+            .python_log_level
+            .or(self.runtime.log_level())
+            .unwrap_or(30);
+        // Whether in-process plugins can run: without Python they fail to
+        // load, saying why; a Python that does not start fails the build.
+        let python: Result<(), String> = if !needs_python {
+            Ok(())
+        } else if !self.runtime.has_python() {
+            Err("this host was built from Runtime::none(), which runs no Python plugins".into())
+        } else {
+            crate::runtime::Runtime::start(level)?;
+            set_default_home(&home);
+            Ok(())
+        };
+        let mut packages = Vec::new();
+        let mut workers = Vec::new();
+        let mut plugins: Vec<PluginRecord> = Vec::new();
+        let order = crate::dialects::load_order(candidates, &|key| isolation.covers(key));
+        for c in order {
+            let c = crate::dialects::check_dependencies(c, &|dep| {
+                plugins
+                    .iter()
+                    .rev()
+                    .find(|r| r.key == dep)
+                    .map(PluginRecord::dependency_state)
+            });
+            let isolate = isolation
+                .covers(&c.key)
+                .then(|| (&settings, limits.for_plugin(&c.key)));
+            plugins.push(load_candidate(
+                c,
+                (&home, &extensions, &python),
+                isolate,
+                &mut registry,
+                &mut collisions,
+                &mut packages,
+                &mut workers,
+            ));
+        }
+        if let Some(source) = RuntimeToolSource::of(&home, &plugins) {
+            registry.set_runtime_tools(Arc::new(source));
+        }
+        for (owner, registrations) in self.direct {
+            let mut record = PluginRecord::direct(&owner);
+            apply_registrations(
+                registrations,
+                &owner,
+                &mut record,
+                &mut registry,
+                &mut collisions,
+            );
+        }
+        if let Some(refused) = registry.refused().first() {
+            return Err(HostError::Collision(refused.clone()));
+        }
+        Ok(Host {
+            extensions,
+            home,
+            lists,
+            registry,
+            plugins,
+            collisions,
+            roots,
+            _packages: packages,
+            _bundled: bundled_copy,
+            workers,
+        })
+    }
+
+    /// Which plugins run isolated, how their workers are started, and
+    /// their resource limits (a limit on an in-process plugin is warned
+    /// about: it is not enforced).
+    #[allow(clippy::type_complexity)]
+    fn isolation_plan(
+        &mut self,
+        home: &Path,
+    ) -> Result<
+        (
+            config::Isolation,
+            Result<crate::isolation::Settings, String>,
+            config::LimitTable,
+        ),
+        HostError,
+    > {
+        let isolation = match self.isolation.take() {
+            Some(i) => i,
+            None => config::read_isolation(home)?,
+        };
+        let settings = isolation_settings(
+            &isolation,
+            self.worker_command.take(),
+            self.isolation_load_timeout,
+            self.breaker,
+            self.python_log_level.unwrap_or(30),
+        );
+        let limits = match self.limits.take() {
+            Some(l) => l,
+            None => config::read_limits(home)?,
+        };
+        for key in limits.0.keys() {
+            if key != "*" && !isolation.covers(key) {
+                tracing::warn!(
+                    "plugins.limits.{key} is not enforced: plugin '{key}' runs in-process (limits apply to isolated plugins; add it to plugins.isolate)"
+                );
+            }
+        }
+        Ok((isolation, settings, limits))
+    }
+
+    /// Every plugin this host may load: plughost's plugin directories
+    /// (bundled, the home's, the project's when enabled), then what each
+    /// dialect finds elsewhere, each with its dialect settled.
+    fn discover(
+        &mut self,
+        home: &Path,
+        lists: &config::PluginLists,
+        extensions: &Arc<Extensions>,
+    ) -> Result<Found, HostError> {
+        let bundled = match self.bundled_dir.take() {
+            Some(dir) => Ok(crate::plugins::bundled::Located::at(dir)),
+            None => crate::plugins::bundled::locate(home),
+        };
+        let (bundled_root, unavailable, bundled_copy) = match bundled {
+            Ok(located) => (located.dir().to_path_buf(), None, Some(located)),
+            Err(e) => (e.cache.clone(), Some(e), None),
+        };
+        let mut roots = vec![(Source::Bundled, bundled_root)];
+        roots.push((Source::User, home.join("plugins")));
+        let project_on = self.enable_project_plugins.unwrap_or_else(|| {
+            std::env::var("PLUGHOST_ENABLE_PROJECT_PLUGINS")
+                .map(|v| config::truthy(&v))
+                .unwrap_or(false)
+        });
+        if project_on {
+            let project = self
+                .project_dir
+                .take()
+                .unwrap_or_else(|| PathBuf::from("."));
+            roots.push((Source::Project, project.join(".plughost").join("plugins")));
+        }
+        let seed = unavailable
+            .as_ref()
+            .map(|e| discovery::missing_bundled(e, lists, crate::dialects::formats()))
+            .unwrap_or_default();
+        let mut candidates =
+            discovery::discover_after(seed, &roots, lists, crate::dialects::formats());
+        // A runtime without Python runs no dialect's discovery: none of
+        // what it would find could load, and looking reads the interpreter's path.
+        if self.runtime.has_python() {
+            // Plugins found already will start Python: the dialects read
+            // its path in-process. Without any, they read it without
+            // starting the interpreter (a host of native parts never does).
+            if candidates
+                .iter()
+                .any(|c| c.enabled && c.skip_reason.is_none())
+            {
+                self.runtime.initialize_for_plugins();
+            }
+            for dialect in crate::dialects::DIALECTS {
+                for candidate in dialect.discover_in(home, lists, &self.runtime, extensions) {
+                    discovery::admit(&mut candidates, candidate);
+                }
+            }
+        }
+        crate::dialects::choose(home, &mut candidates)?;
+        if let Some(missing) = unavailable.and_then(|e| discovery::still_missing(e, &candidates)) {
+            if !self.allow_missing_bundled {
+                return Err(HostError::Bundled(missing));
+            }
+            tracing::error!("{missing}");
+        }
+        Ok(Found {
+            candidates,
+            roots,
+            bundled_copy,
+        })
+    }
+
+    /// The registry with the builder's native tools, commands and hooks.
+    fn native_registry(&mut self) -> (Registry, Vec<super::ToolCollision>) {
+        let mut registry = Registry::new();
+        registry.hook_timeout = self.hook_timeout;
+        registry.collision = self.collision;
+        let mut collisions = Vec::new();
+        for tool in std::mem::take(&mut self.tools) {
+            note_collision(&mut collisions, registry.add_tool(tool), NATIVE_OWNER);
+        }
+        for command in std::mem::take(&mut self.commands) {
+            registry.add_command(command);
+        }
+        for (event, entry) in std::mem::take(&mut self.hooks) {
+            registry.add_hook(event, entry);
+        }
+        (registry, collisions)
+    }
+}
+
+/// What [`HostBuilder::discover`] found: the candidates, the plugin
+/// directories looked in, and the bundled plugins' copy to keep.
+struct Found {
+    candidates: Vec<crate::plugins::discovery::Candidate>,
+    roots: Vec<(Source, PathBuf)>,
+    bundled_copy: Option<crate::plugins::bundled::Located>,
+}
+
+/// What plugin code outside any plugin package (the Python API's direct
+/// registrations) sees as its home: the host built last.
+///
+/// Kept process-wide (an attribute of the interpreter's runtime module):
+/// code outside every plugin package belongs to no host, so there is no
+/// host to ask; each plugin package gets its own host's home when it is
+/// imported.
+fn set_default_home(home: &Path) {
+    let _ = crate::runtime::try_attach(|py| {
+        use pyo3::types::PyAnyMethods;
+        let module = crate::runtime::runtime().module(py);
+        if let Err(e) = module.setattr("HOME", home.to_string_lossy().as_ref()) {
+            tracing::debug!("could not set the default home: {e}");
+        }
+    });
+}
+
+/// How isolated plugins are run: the builder's choices over the defaults.
+/// A worker command that cannot be found is reported when a plugin loads.
+fn isolation_settings(
+    isolation: &crate::plugins::config::Isolation,
+    command: Option<crate::isolation::WorkerCommand>,
+    load_timeout: Option<std::time::Duration>,
+    breaker: Option<(u32, std::time::Duration)>,
+    python_log_level: u8,
+) -> Result<crate::isolation::Settings, String> {
+    use crate::isolation as iso;
+    if *isolation == crate::plugins::config::Isolation::None {
+        return Err("isolation is off".into());
+    }
+    let command = match command {
+        Some(c) => c,
+        None => iso::WorkerCommand::current_exe().map_err(|e| {
+            format!("cannot find this program to start workers from ({e}); name one with HostBuilder::worker_command")
+        })?,
+    };
+    let (breaker_crashes, breaker_window) =
+        breaker.unwrap_or((iso::DEFAULT_BREAKER_CRASHES, iso::DEFAULT_BREAKER_WINDOW));
+    Ok(iso::Settings {
+        command,
+        load_timeout: load_timeout.unwrap_or(iso::DEFAULT_LOAD_TIMEOUT),
+        breaker_crashes,
+        breaker_window,
+        python_log_level,
+    })
+}

@@ -1,0 +1,255 @@
+//! Loading one plugin candidate into a host being built: its record, its
+//! dialect's (or an isolated worker's) load, and its contributions put
+//! into the registry.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{PluginRecord, PluginStatus, ToolCollision};
+use crate::core::extensions::Extensions;
+use crate::core::outcome::PluginError;
+use crate::core::registry::{Registration, Registry, Tool};
+use crate::plugins::discovery::Candidate;
+
+pub(super) fn note_collision(
+    collisions: &mut Vec<ToolCollision>,
+    previous: Option<Tool>,
+    winner: &str,
+) {
+    if let Some(prev) = previous {
+        collisions.push(ToolCollision {
+            tool: prev.spec.name,
+            winner: winner.to_string(),
+            overridden: prev.spec.plugin,
+        });
+    }
+}
+
+/// Put a plugin's (or a direct caller's) contributions into the registry
+/// and note them in its record.
+pub(super) fn apply_registrations(
+    registrations: Vec<Registration>,
+    owner: &str,
+    record: &mut PluginRecord,
+    registry: &mut Registry,
+    collisions: &mut Vec<ToolCollision>,
+) {
+    for r in registrations {
+        match r {
+            Registration::Tool(t) => {
+                record.tools.push(t.spec.name.clone());
+                note_collision(collisions, registry.add_tool(t), owner);
+            }
+            Registration::Hook { event, name, entry } => {
+                if !record.hooks.contains(&name) {
+                    record.hooks.push(name.clone());
+                }
+                match event {
+                    Some(e) => registry.add_hook(e, entry),
+                    None => registry.hooks.add_unknown(&name, entry),
+                }
+            }
+            Registration::Command(cmd) => {
+                if crate::core::commands::answered_by_host(&cmd.name) {
+                    tracing::warn!(
+                        "'{owner}' registers '/{}', which the core command of that name shadows",
+                        cmd.name
+                    );
+                }
+                record.commands.push(cmd.name.clone());
+                registry.add_command(cmd);
+            }
+            Registration::Skill(s) => {
+                record.skills.push(s.name.clone());
+                registry.add_skill(s);
+            }
+        }
+    }
+}
+
+pub(super) fn load_candidate(
+    c: Candidate,
+    (home, extensions, python): (&Path, &Arc<Extensions>, &Result<(), String>),
+    isolate: Option<(
+        &Result<crate::isolation::Settings, String>,
+        crate::plugins::config::ResourceLimits,
+    )>,
+    registry: &mut Registry,
+    collisions: &mut Vec<ToolCollision>,
+    packages: &mut Vec<Box<dyn Send + Sync>>,
+    workers: &mut Vec<crate::isolation::Supervisor>,
+) -> PluginRecord {
+    let mut record = record_of(&c, isolate.is_some(), extensions);
+    if !c.enabled || c.skip_reason.is_some() {
+        if record.status == PluginStatus::Failed {
+            tracing::warn!(
+                "plugin '{}' cannot be loaded: {}",
+                c.key,
+                record.error.as_deref().unwrap_or_default()
+            );
+        }
+        return record;
+    }
+    let Some(dialect) = crate::dialects::by_id(c.dialect) else {
+        let message = format!("no dialect '{}' in this build", c.dialect);
+        tracing::warn!("plugin '{}' cannot be loaded: {message}", c.key);
+        record.error = Some(message);
+        record.status = PluginStatus::Failed;
+        return record;
+    };
+    let loaded = match isolate {
+        None => match python {
+            Ok(()) => dialect.load_in(&c.key, &c.dir, home, extensions),
+            Err(no_python) => Err(PluginError::native(no_python.clone())),
+        },
+        Some((Err(problem), _)) => Err(PluginError::native(problem.clone())),
+        Some((Ok(settings), limits)) => {
+            let spec = crate::isolation::LoadSpec {
+                key: c.key.clone(),
+                dir: c.dir.clone(),
+                home: home.to_path_buf(),
+                dialect: dialect.name().to_string(),
+                limits,
+            };
+            crate::isolation::load(spec, settings.clone()).map(|(registrations, worker)| {
+                workers.push(worker);
+                crate::dialects::LoadedPlugin {
+                    registrations,
+                    package: None,
+                    hold: None,
+                }
+            })
+        }
+    };
+    match loaded {
+        Err(failure) => {
+            let at = failure
+                .location
+                .as_deref()
+                .map(|l| format!(" (at {l})"))
+                .unwrap_or_default();
+            tracing::warn!(
+                "plugin '{}' failed to load and is disabled: {}{at}",
+                c.key,
+                failure.described()
+            );
+            if let Some(tb) = &failure.traceback {
+                tracing::info!("traceback of plugin '{}':\n{}", c.key, tb.trim_end());
+            }
+            record.error = Some(failure.described());
+            record.failure = Some(failure);
+            record.status = PluginStatus::Failed;
+        }
+        Ok(loaded) => {
+            apply_registrations(
+                loaded.registrations,
+                &c.key,
+                &mut record,
+                registry,
+                collisions,
+            );
+            packages.extend(loaded.package.map(|p| Box::new(p) as Box<dyn Send + Sync>));
+            packages.extend(loaded.hold);
+            record.loaded = true;
+            record.dialect = Some(dialect.id());
+            tracing::debug!("plugin '{}' loaded from {}", c.key, c.dir.display());
+        }
+    }
+    record
+}
+
+/// The record of candidate `c` before it loads: what its manifest says,
+/// and its status as discovery left it.
+fn record_of(c: &Candidate, isolated: bool, extensions: &Arc<Extensions>) -> PluginRecord {
+    let manifest = c.manifest.as_ref().ok();
+    PluginRecord {
+        key: c.key.clone(),
+        name: manifest
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| c.key.clone()),
+        version: manifest.map(|m| m.version.clone()).unwrap_or_default(),
+        description: manifest.map(|m| m.description.clone()).unwrap_or_default(),
+        author: manifest.map(|m| m.author.clone()).unwrap_or_default(),
+        source: c.source,
+        kind: manifest
+            .map(|m| m.kind.as_str().to_string())
+            .unwrap_or_else(|| "standalone".into()),
+        enabled: c.enabled,
+        status: if !c.enabled {
+            if c.skip_reason == Some(crate::plugins::format::Verdict::Disabled) {
+                PluginStatus::Disabled
+            } else {
+                PluginStatus::NotEnabled
+            }
+        } else if c.skip_reason.is_some() {
+            use crate::plugins::manifest::PluginKind;
+            if matches!(&c.manifest, Ok(m) if matches!(m.kind, PluginKind::Exclusive | PluginKind::Platform | PluginKind::ModelProvider))
+            {
+                PluginStatus::Skipped
+            } else {
+                PluginStatus::Failed
+            }
+        } else {
+            PluginStatus::Loaded
+        },
+        loaded: false,
+        error: c.skip_reason.as_ref().map(ToString::to_string),
+        failure: None,
+        dialect: Some(c.dialect),
+        path: c.dir.clone(),
+        tools: Vec::new(),
+        hooks: Vec::new(),
+        commands: Vec::new(),
+        skills: Vec::new(),
+        requires_env: manifest
+            .map(|m| m.requires_env.iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default(),
+        provides_web_providers: manifest
+            .map(|m| m.provides_web_providers.clone())
+            .unwrap_or_default(),
+        isolated,
+        entry: crate::dialects::by_id(c.dialect)
+            .and_then(|d| d.entry_in(&c.key, &c.dir, extensions)),
+        dependencies: crate::dialects::by_id(c.dialect)
+            .map(|d| d.dependencies(&c.key, &c.dir))
+            .unwrap_or_default(),
+    }
+}
+
+/// Where the registry looks up a tool a plugin registered while running
+/// (Codumentor's `agent.tool_registry`): each loaded dialect that has such
+/// tools, in-process first, then the isolated workers of this home.
+pub(super) struct RuntimeToolSource {
+    home: PathBuf,
+    dialects: Vec<&'static dyn crate::dialects::Dialect>,
+}
+
+impl RuntimeToolSource {
+    pub(super) fn of(home: &Path, plugins: &[PluginRecord]) -> Option<RuntimeToolSource> {
+        let mut dialects: Vec<&'static dyn crate::dialects::Dialect> = Vec::new();
+        for id in plugins
+            .iter()
+            .filter(|p| p.loaded)
+            .filter_map(|p| p.dialect)
+        {
+            if let Some(d) = crate::dialects::by_id(id).filter(|d| d.has_runtime_tools()) {
+                if !dialects.iter().any(|known| known.id() == d.id()) {
+                    dialects.push(d);
+                }
+            }
+        }
+        (!dialects.is_empty()).then(|| RuntimeToolSource {
+            home: home.to_path_buf(),
+            dialects,
+        })
+    }
+}
+
+impl crate::core::registry::RuntimeTools for RuntimeToolSource {
+    fn tool(&self, name: &str) -> Option<Tool> {
+        self.dialects
+            .iter()
+            .find_map(|d| d.runtime_tool(&self.home, name))
+            .or_else(|| crate::isolation::proxy::runtime_tool(&self.home, name))
+    }
+}
