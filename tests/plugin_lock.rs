@@ -443,3 +443,44 @@ fn plugins_without_an_entry_load_as_before() {
     assert_eq!(env.record("byhand")["lock"], Value::Null);
     assert!(!env.lock_path().exists());
 }
+
+/// A plugin a dialect finds itself in `<home>/plugins/` (a Felix source
+/// tree, no manifest) is checked as well.
+#[test]
+fn a_tampered_felix_source_tree_is_refused_too() {
+    let env = env();
+    let src = tempfile::tempdir().unwrap();
+    let tree = src.path().join("tree");
+    std::fs::create_dir_all(tree.join("src/lock_felix")).unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        "[project]\nname = \"tree\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nlocked = \"lock_felix:register\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("src/lock_felix/__init__.py"),
+        "def register(registry):\n    pass\n",
+    )
+    .unwrap();
+    let out = env.run(&["plugins", "install", tree.to_str().unwrap(), "--enable"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(env.lock()["plugins"]["locked"]["dialect"], "felix");
+    assert_eq!(env.record("locked")["loaded"], true);
+    std::fs::write(
+        env.home
+            .path()
+            .join("plugins/locked/src/lock_felix/__init__.py"),
+        "def register(registry):\n    pass  # changed\n",
+    )
+    .unwrap();
+    let record = env.record("locked");
+    assert_eq!(record["loaded"], false, "{record}");
+    let error = record["error"].as_str().unwrap();
+    assert!(
+        error.contains("modified: src/lock_felix/__init__.py"),
+        "{error}"
+    );
+    let out = env.run(&["plugins", "accept", "locked"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(env.record("locked")["loaded"], true);
+}

@@ -98,7 +98,7 @@ pub fn discover_after(
             if let Some(lock) = &lock {
                 check_lock(&mut candidate, lock);
             }
-            admit(&mut found, candidate);
+            settle(&mut found, candidate);
         }
     }
     found
@@ -185,7 +185,21 @@ pub fn still_missing(
 /// displaces an enabled one: it is listed beside it, saying what enabling
 /// it would do. Between candidates that are not enabled the later is kept.
 /// Add `candidate` to `found`, deciding a key collision by enablement.
+/// A dialect's candidate in a user plugin directory (a Felix source tree
+/// under `<home>/plugins/`) is first checked against the lock file beside
+/// that directory, as the ones [`discover_after`] finds are.
 pub fn admit(found: &mut Vec<Candidate>, mut candidate: Candidate) {
+    if candidate.source == Source::User && candidate.enabled && candidate.skip_reason.is_none() {
+        if let Some(root) = candidate.dir.parent() {
+            let lock = lock::read_file(&lock::lock_path_for_user_root(root));
+            check_lock(&mut candidate, &lock);
+        }
+    }
+    settle(found, candidate);
+}
+
+/// [`admit`] without the lock check (already done).
+fn settle(found: &mut Vec<Candidate>, mut candidate: Candidate) {
     let key = candidate.key.clone();
     let active = found.iter().position(|c| c.key == key && c.enabled);
     match active {
