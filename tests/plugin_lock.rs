@@ -311,6 +311,17 @@ fn a_tampered_plugin_is_refused_until_accepted() {
         "{table}"
     );
     assert!(env.call("which").contains("not found"));
+    // plugins doctor shows the entry and what changed.
+    let doctor = env.run(&["plugins", "doctor", "--json"]);
+    let report: Value = serde_json::from_str(&stdout(&doctor)).unwrap();
+    let state = report["lock"]["plugins"]["pin"]["state"].as_str().unwrap();
+    assert!(
+        state.starts_with("changed (modified: __init__.py"),
+        "{state}"
+    );
+    let doctor = stdout(&env.run(&["plugins", "doctor"]));
+    assert!(doctor.contains("lock file: "), "{doctor}");
+    assert!(doctor.contains("  pin: commit "), "{doctor}");
     // Bytecode Python writes is not a change.
     std::fs::create_dir_all(env.home.path().join("plugins/pin/__pycache__")).unwrap();
 

@@ -216,3 +216,71 @@ fn install_entry(
     }
     Ok(())
 }
+
+/// What `plugins doctor` says of one entry: is it as recorded.
+fn state_of(home: &Path, name: &str, entry: &lock::LockEntry) -> String {
+    let dir = home.join("plugins").join(name);
+    if !(dir.exists()) {
+        return "missing (the entry names no installed plugin)".into();
+    }
+    match lock::check(Some(entry), &dir) {
+        lock::Check::Unlocked | lock::Check::Unchanged => "unchanged".into(),
+        lock::Check::Editable => "editable (not checked)".into(),
+        lock::Check::Changed { drift, .. } => format!(
+            "changed ({}): run plughost plugins accept {name}",
+            drift.summary()
+        ),
+        lock::Check::Unreadable(e) => format!("unreadable: {e}"),
+    }
+}
+
+/// `lock` of `plugins doctor --json`: the file, why it cannot be read (or
+/// `null`), and each entry with its `state`.
+pub(super) fn doctor_json(home: &Path) -> Value {
+    let (error, plugins) = match lock::read(home) {
+        Ok(l) => (Value::Null, l.plugins),
+        Err(e) => (Value::from(e.to_string()), Default::default()),
+    };
+    let entries: serde_json::Map<String, Value> = plugins
+        .iter()
+        .map(|(name, entry)| {
+            let value = serde_json::json!({
+                "source": entry.source,
+                "commit": entry.commit,
+                "hash": entry.hash,
+                "editable": entry.editable,
+                "state": state_of(home, name, entry),
+            });
+            (name.clone(), value)
+        })
+        .collect();
+    serde_json::json!({
+        "file": lock::lock_path(home),
+        "error": error,
+        "plugins": entries,
+    })
+}
+
+/// The lock section of `plugins doctor`; `None` when there is no entry
+/// and nothing wrong with the file.
+pub(super) fn doctor_text(home: &Path) -> Option<String> {
+    let path = lock::lock_path(home);
+    let lock = match lock::read(home) {
+        Ok(l) if l.plugins.is_empty() => return None,
+        Ok(l) => l,
+        Err(e) => return Some(format!("lock file: {e}")),
+    };
+    let mut text = format!("lock file: {}", path.display());
+    for (name, entry) in &lock.plugins {
+        let at = match (&entry.commit, &entry.hash) {
+            (Some(c), _) => format!("commit {c}"),
+            (None, Some(h)) => h.clone(),
+            (None, None) => entry.source.clone(),
+        };
+        text.push_str(&format!(
+            "\n  {name}: {at}, {}",
+            state_of(home, name, entry)
+        ));
+    }
+    Some(text)
+}

@@ -320,9 +320,16 @@ pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
     crate::runtime::Runtime::start(30).map_err(|e| Failure::failed(e.to_string()))?;
     let report = Report::new(host);
     if json {
-        super::print_json(&report);
+        let mut value = serde_json::to_value(&report).expect("the report serialises");
+        if let serde_json::Value::Object(fields) = &mut value {
+            fields.insert("lock".into(), super::lock::doctor_json(host.home()));
+        }
+        super::print_json(&value);
     } else {
         println!("{}", report.text());
+        if let Some(lock) = super::lock::doctor_text(host.home()) {
+            println!("{lock}");
+        }
     }
     Ok(Exit::ok_if(!report.has_failures()))
 }
