@@ -102,7 +102,9 @@ pub(super) enum PluginsCmd {
     Disable { name: String },
     /// Install a plugin from a git URL, owner/repo[/sub/path], URL#sub/path, or a local directory.
     Install {
-        source: String,
+        /// The plugin to install (not with --from-lock).
+        #[arg(required_unless_present = "from_lock", conflicts_with = "from_lock")]
+        source: Option<String>,
         /// Add it to plugins.enabled.
         #[arg(long, overrides_with = "no_enable")]
         enable: bool,
@@ -116,7 +118,22 @@ pub(super) enum PluginsCmd {
         /// plugins.dialects.<name> in config.json.
         #[arg(long, value_name = "NAME")]
         dialect: Option<String>,
+        /// Check out this commit, branch or tag of a git source (pinned;
+        /// the commit is recorded in plugins.lock.json).
+        #[arg(long = "ref", value_name = "REV")]
+        git_ref: Option<String>,
+        /// Install every plugin a lock file records, each at its commit,
+        /// checking its content hash.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["git_ref", "editable", "dialect"])]
+        from_lock: Option<PathBuf>,
+        /// A development install: link the local directory instead of
+        /// copying it; its changes are never checked against the lock.
+        #[arg(long, conflicts_with = "git_ref")]
+        editable: bool,
     },
+    /// Accept the changed files of a plugin whose lock entry no longer
+    /// matches: show what changed and record the files as they are now.
+    Accept { name: String },
     /// Take names out of plugins.enabled and plugins.disabled of config.json
     /// (the plugins' files are not touched): stray entries, typos.
     Forget {

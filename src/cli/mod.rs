@@ -10,6 +10,7 @@ mod agent;
 mod args;
 mod commands;
 mod exit;
+mod lock;
 pub mod logging;
 mod plugins;
 mod serve;
@@ -210,20 +211,8 @@ fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<
         PluginsCmd::Enable { name, force } => plugins::set_enabled(cli, name, true, *force),
         PluginsCmd::Disable { name } => plugins::set_enabled(cli, name, false, true),
         PluginsCmd::Forget { names, stray } => plugins::forget(&home_of(cli), names, *stray),
-        PluginsCmd::Install {
-            source,
-            enable,
-            force,
-            dialect,
-            ..
-        } => plugins::install(
-            &home_of(cli),
-            source,
-            *enable,
-            *force,
-            dialect.as_deref(),
-            || build_host(cli, python_level),
-        ),
+        PluginsCmd::Install { .. } => plugins::install_command(cli, python_level, command),
+        PluginsCmd::Accept { name } => lock::accept(&home_of(cli), name),
         PluginsCmd::Remove { name, yes } => plugins::remove(&home_of(cli), name, *yes),
         PluginsCmd::Doctor { json } => {
             let host = build_host(cli, python_level)?;

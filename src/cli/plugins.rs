@@ -19,20 +19,61 @@ impl From<InstallError> for Failure {
     }
 }
 
+/// `plugins install …`: one SOURCE, or every entry of `--from-lock FILE`.
+pub(super) fn install_command(
+    cli: &Cli,
+    python_level: u8,
+    command: &super::args::PluginsCmd,
+) -> Result<Exit, Failure> {
+    let super::args::PluginsCmd::Install {
+        source,
+        enable,
+        force,
+        dialect,
+        git_ref,
+        from_lock,
+        editable,
+        ..
+    } = command
+    else {
+        unreachable!("install_command is called for plugins install");
+    };
+    let home = home_of(cli);
+    if let Some(file) = from_lock {
+        return super::lock::from_lock(&home, file, *force, *enable);
+    }
+    let options = install::Options {
+        force: *force,
+        git_ref: git_ref.as_deref(),
+        expect_hash: None,
+        editable: *editable,
+    };
+    install(
+        &home,
+        source.as_deref().unwrap_or_default(),
+        *enable,
+        &options,
+        dialect.as_deref(),
+        || build_host(cli, python_level),
+    )
+}
+
 /// `plugins install`. With `--enable` the plugin is loaded once right
 /// away: one that fails to import or register is reported with its error
 /// (exit 1) and left installed but not enabled, so no later command trips
-/// over it.
+/// over it. Every install is recorded in `plugins.lock.json`.
 pub(super) fn install(
     home: &Path,
     source: &str,
     enable: bool,
-    force: bool,
+    options: &install::Options<'_>,
     dialect: Option<&str>,
     load: impl FnOnce() -> Result<Host, Failure>,
 ) -> Result<Exit, Failure> {
     let spec = install::parse_source(source).map_err(|e| Failure::usage(e.to_string()))?;
     let dialect = dialect_named(dialect)?;
+    // A lock file that cannot be updated is refused before installing.
+    crate::plugins::lock::read(home)?;
     // A config.json that cannot be edited is refused before anything is
     // installed, not after.
     if dialect.is_some() {
@@ -46,7 +87,7 @@ pub(super) fn install(
         }
         None
     };
-    let done = install::install(home, &spec, force, crate::dialects::formats())?;
+    let done = install::install_with(home, &spec, options, crate::dialects::formats())?;
     let version = if done.version.is_empty() {
         String::new()
     } else {
@@ -58,6 +99,7 @@ pub(super) fn install(
         "Installed"
     };
     println!("{verb} {}{version} in {}.", done.name, done.path.display());
+    super::lock::record(home, &done, dialect)?;
     if let Some(d) = dialect {
         config::set_dialect(home, &done.name, d)?;
         println!(
@@ -268,6 +310,7 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<Exit, Failure
         l.enabled.retain(|n| *n != key);
         l.disabled.retain(|n| *n != key);
     })?;
+    super::lock::forget(home, &key);
     println!("Removed {key} ({}).", dir.display());
     println!("{RESTART}");
     Ok(Exit::Success)
@@ -277,9 +320,16 @@ pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
     crate::runtime::Runtime::start(30).map_err(|e| Failure::failed(e.to_string()))?;
     let report = Report::new(host);
     if json {
-        super::print_json(&report);
+        let mut value = serde_json::to_value(&report).expect("the report serialises");
+        if let serde_json::Value::Object(fields) = &mut value {
+            fields.insert("lock".into(), super::lock::doctor_json(host.home()));
+        }
+        super::print_json(&value);
     } else {
         println!("{}", report.text());
+        if let Some(lock) = super::lock::doctor_text(host.home()) {
+            println!("{lock}");
+        }
     }
     Ok(Exit::ok_if(!report.has_failures()))
 }
@@ -289,7 +339,10 @@ pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Fail
     crate::plugins::install::sweep_interrupted(&home_of(cli));
     let host = build_host(cli, python_level)?;
     if json {
-        print_json(&host.plugins());
+        print_json(&super::lock::with_lock_entries(
+            &home_of(cli),
+            host.plugins(),
+        ));
     } else {
         print_plugins(&host);
         let stray = stray_entries(&home_of(cli));

@@ -10,7 +10,9 @@
 //! On a key collision enablement is decided first: a later plugin takes an
 //! earlier one's place only when it is enabled (with a warning naming
 //! both), so installing a plugin that merely shares `command-guard`'s name
-//! cannot switch the bundled guard off.
+//! cannot switch the bundled guard off. An enabled user plugin with an
+//! entry in `<home>/plugins.lock.json` whose files changed since is not
+//! loaded ([`Verdict::Changed`], see [`crate::plugins::lock`]).
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +21,7 @@ use serde::Serialize;
 use crate::plugins::bundled::BundledUnavailable;
 use crate::plugins::config::PluginLists;
 use crate::plugins::format::{DialectId, Formats, Verdict};
+use crate::plugins::lock;
 use crate::plugins::manifest::{self, Manifest, PluginKind};
 
 /// Where a plugin was found.
@@ -86,11 +89,47 @@ pub fn discover_after(
     formats: Formats<'_>,
 ) -> Vec<Candidate> {
     for (source, root) in roots {
+        // User plugins are checked against the lock file beside their
+        // directory (`<home>/plugins.lock.json`), read once per scan.
+        let lock = (*source == Source::User)
+            .then(|| lock::read_file(&lock::lock_path_for_user_root(root)));
         for dir in plugin_dirs(root) {
-            admit(&mut found, examine(*source, &dir, lists, formats));
+            let mut candidate = examine(*source, &dir, lists, formats);
+            if let Some(lock) = &lock {
+                check_lock(&mut candidate, lock);
+            }
+            settle(&mut found, candidate);
         }
     }
     found
+}
+
+/// Refuse an enabled user plugin whose files changed since its lock entry
+/// ([`Verdict::Changed`]), or any enabled one while the lock file is
+/// unreadable (nothing can be checked). A plugin without an entry, an
+/// editable one, and one already refused for another reason are left as
+/// they are.
+fn check_lock(candidate: &mut Candidate, lock: &Result<lock::LockFile, lock::LockError>) {
+    if !candidate.enabled || candidate.skip_reason.is_some() {
+        return;
+    }
+    let lock = match lock {
+        Ok(lock) => lock,
+        Err(e) => {
+            candidate.skip_reason = Some(Verdict::Unloadable(e.to_string()));
+            return;
+        }
+    };
+    let name = &candidate.key;
+    candidate.skip_reason = match lock::check(lock.plugins.get(name), &candidate.dir) {
+        lock::Check::Unlocked | lock::Check::Editable | lock::Check::Unchanged => None,
+        lock::Check::Changed { drift, .. } => {
+            Some(Verdict::Changed(lock::changed_message(name, &drift)))
+        }
+        lock::Check::Unreadable(e) => Some(Verdict::Changed(format!(
+            "its files cannot be read to check them against plugins.lock.json: {e}"
+        ))),
+    };
 }
 
 /// Candidates for the bundled plugins `missing` names: listed with the
@@ -146,7 +185,21 @@ pub fn still_missing(
 /// displaces an enabled one: it is listed beside it, saying what enabling
 /// it would do. Between candidates that are not enabled the later is kept.
 /// Add `candidate` to `found`, deciding a key collision by enablement.
+/// A dialect's candidate in a user plugin directory (a Felix source tree
+/// under `<home>/plugins/`) is first checked against the lock file beside
+/// that directory, as the ones [`discover_after`] finds are.
 pub fn admit(found: &mut Vec<Candidate>, mut candidate: Candidate) {
+    if candidate.source == Source::User && candidate.enabled && candidate.skip_reason.is_none() {
+        if let Some(root) = candidate.dir.parent() {
+            let lock = lock::read_file(&lock::lock_path_for_user_root(root));
+            check_lock(&mut candidate, &lock);
+        }
+    }
+    settle(found, candidate);
+}
+
+/// [`admit`] without the lock check (already done).
+fn settle(found: &mut Vec<Candidate>, mut candidate: Candidate) {
     let key = candidate.key.clone();
     let active = found.iter().position(|c| c.key == key && c.enabled);
     match active {

@@ -67,6 +67,10 @@ pub enum Verdict {
     /// Enabled, but it cannot be loaded: its manifest, its layout, a
     /// dependency, a bundled plugin that could not be written out, …
     Unloadable(String),
+    /// Installed with a lock entry, and its files changed since
+    /// (`plugins.lock.json`): not loaded until `plugins accept NAME`. The
+    /// text names the changed files and that command.
+    Changed(String),
     /// Another verdict, with a note on what enabling the plugin would do
     /// to a plugin of the same key (`text` is the whole sentence).
     Shadowing { verdict: Box<Verdict>, text: String },
@@ -87,7 +91,10 @@ impl Verdict {
     pub fn as_str(&self) -> &str {
         match self {
             Verdict::Disabled => DISABLED,
-            Verdict::NotEnabled(t) | Verdict::Unsupported(t) | Verdict::Unloadable(t) => t,
+            Verdict::NotEnabled(t)
+            | Verdict::Unsupported(t)
+            | Verdict::Unloadable(t)
+            | Verdict::Changed(t) => t,
             Verdict::Shadowing { text, .. } => text,
         }
     }

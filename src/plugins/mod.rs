@@ -8,4 +8,5 @@ pub mod discovery;
 pub mod entry_points;
 pub mod format;
 pub mod install;
+pub mod lock;
 pub mod manifest;

@@ -98,3 +98,93 @@ fn classify_git_error(text: &str) -> &'static str {
         "git failed"
     }
 }
+
+/// Clone `url` whole (no checkout) and check out `rev` (a commit, branch or
+/// tag), detached; the commit it resolved to. A `rev` the repository does
+/// not have is [`InstallError::BadRef`], naming it.
+pub(super) fn git_clone_at(url: &str, rev: &str, into: &Path) -> Result<String, InstallError> {
+    if rev.trim().is_empty() || rev.starts_with('-') {
+        return Err(InstallError::BadRef {
+            rev: rev.into(),
+            url: url.into(),
+            detail: "not a revision".into(),
+        });
+    }
+    eprintln!("Cloning {url} at {rev} ...");
+    let status = Command::new("git")
+        .args(["clone", "--no-checkout", "--quiet", "--", url])
+        .arg(into)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| InstallError::Clone {
+            url: url.into(),
+            kind: "git is not available",
+            detail: format!("{e}; install git and try again"),
+        })?;
+    if !status.status.success() {
+        let text = String::from_utf8_lossy(&status.stderr).into_owned();
+        return Err(InstallError::Clone {
+            url: url.into(),
+            kind: classify_git_error(&text),
+            detail: text.trim().lines().last().unwrap_or("git failed").into(),
+        });
+    }
+    let commit = git_in(
+        into,
+        &["rev-parse", "--verify", "--quiet", "--end-of-options"],
+        &format!("{rev}^{{commit}}"),
+    )
+    .or_else(|_| {
+        // A branch of the remote that is not the default one.
+        git_in(
+            into,
+            &["rev-parse", "--verify", "--quiet", "--end-of-options"],
+            &format!("origin/{rev}^{{commit}}"),
+        )
+    })
+    .map_err(|_| InstallError::BadRef {
+        rev: rev.into(),
+        url: url.into(),
+        detail: "no such commit, branch or tag in the repository".into(),
+    })?;
+    git_in(into, &["checkout", "--quiet", "--detach"], &commit).map_err(|detail| {
+        InstallError::BadRef {
+            rev: rev.into(),
+            url: url.into(),
+            detail,
+        }
+    })?;
+    Ok(commit)
+}
+
+/// The commit checked out in the clone at `dir`.
+pub(super) fn head_commit(dir: &Path) -> Option<String> {
+    git_in(dir, &["rev-parse", "--verify", "--quiet"], "HEAD").ok()
+}
+
+/// The top of the git work tree holding `dir`, if it is in one.
+pub(super) fn work_tree_top(dir: &Path) -> Option<std::path::PathBuf> {
+    git_in(dir, &["rev-parse"], "--show-toplevel")
+        .ok()
+        .map(std::path::PathBuf::from)
+}
+
+/// `git -C dir ARGS LAST`: its first line of output, or its error text.
+fn git_in(dir: &Path, args: &[&str], last: &str) -> Result<String, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .arg(last)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}

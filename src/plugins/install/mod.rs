@@ -19,7 +19,8 @@ pub(crate) mod staging;
 
 use std::path::{Path, PathBuf};
 
-use crate::plugins::format::Formats;
+use crate::plugins::format::{DialectId, Formats};
+use crate::plugins::lock::{self, Capabilities, Content, LockEntry};
 use crate::plugins::manifest;
 
 use fetch::git_clone;
@@ -61,6 +62,18 @@ pub enum InstallError {
     SpecialFile { path: PathBuf, kind: &'static str },
     #[error("{0}")]
     Remove(String),
+    #[error("'{rev}' is not a revision of {url}: {detail}; nothing was installed or replaced")]
+    BadRef {
+        rev: String,
+        url: String,
+        detail: String,
+    },
+    #[error("plugin '{name}' does not match its lock entry: the lock records {expected}, the files fetched hash to {actual}; it was not installed")]
+    HashMismatch {
+        name: String,
+        expected: String,
+        actual: String,
+    },
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
 }
@@ -89,6 +102,51 @@ pub struct Installed {
     pub version: String,
     pub path: PathBuf,
     pub replaced: bool,
+    /// SOURCE as `plugins install` takes it to get this plugin again.
+    pub source: String,
+    /// The commit checked out (git sources).
+    pub commit: Option<String>,
+    /// The API its manifest (or project files) say it is written for.
+    pub dialect: DialectId,
+    /// What its manifest declares.
+    pub capabilities: Capabilities,
+    /// Its files as installed; `None` for an editable install.
+    pub content: Option<Content>,
+}
+
+impl Installed {
+    /// Its lock entry, loading through `dialect`.
+    pub fn lock_entry(&self, dialect: &str) -> LockEntry {
+        LockEntry {
+            source: self.source.clone(),
+            commit: self.commit.clone(),
+            hash: self.content.as_ref().map(|c| c.hash.clone()),
+            files: self
+                .content
+                .as_ref()
+                .map(|c| c.files.clone())
+                .unwrap_or_default(),
+            dialect: dialect.to_string(),
+            version: self.version.clone(),
+            capabilities: self.capabilities.clone(),
+            editable: self.content.is_none(),
+        }
+    }
+}
+
+/// How to install.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options<'a> {
+    /// Replace an installed plugin of the same name.
+    pub force: bool,
+    /// Check out this commit, branch or tag of a git source (a local
+    /// directory with `--ref` is cloned from its repository).
+    pub git_ref: Option<&'a str>,
+    /// Refuse the plugin unless its files hash to this (`--from-lock`).
+    pub expect_hash: Option<&'a str>,
+    /// Link the local directory instead of copying it (a development
+    /// install, never checked against the lock).
+    pub editable: bool,
 }
 
 /// Install from `source` into `<home>/plugins/`;
@@ -99,6 +157,20 @@ pub fn install(
     force: bool,
     formats: Formats<'_>,
 ) -> Result<Installed, InstallError> {
+    let options = Options {
+        force,
+        ..Options::default()
+    };
+    install_with(home, source, &options, formats)
+}
+
+/// [`install`] with every option.
+pub fn install_with(
+    home: &Path,
+    source: &PluginSource,
+    options: &Options<'_>,
+    formats: Formats<'_>,
+) -> Result<Installed, InstallError> {
     let plugins = home.join("plugins");
     std::fs::create_dir_all(&plugins).map_err(io_err(&plugins))?;
     sweep_interrupted(home);
@@ -106,52 +178,36 @@ pub fn install(
         .prefix(&staging::prefix(SCRATCH))
         .tempdir_in(&plugins)
         .map_err(io_err(&plugins))?;
-    let plugin_dir = match source {
-        PluginSource::Local { path, subpath } => resolve_inside(path, subpath.as_deref())?,
-        PluginSource::Git { url, subpath } => {
-            if let Some(sub) = subpath {
-                check_subpath(sub)?;
-            }
-            let checkout = scratch.path().join("checkout");
-            git_clone(url, &checkout)?;
-            resolve_inside(&checkout, subpath.as_deref())?
-        }
-    };
-    refuse_special_files(&plugin_dir)?;
-    let (name, version) = match manifest::load_with(&plugin_dir, formats) {
-        Ok(m) => {
-            if let Some(problem) = formats.of(&m).layout_problem(&m, &plugin_dir) {
-                return Err(InstallError::NotAPlugin(plugin_dir, problem));
-            }
-            (m.name, m.version)
-        }
-        // No manifest: a format whose own project files declare the key
-        // (a Felix source tree's pyproject.toml) installs it under that key.
-        Err(manifest::ManifestError::Missing) => {
-            match formats.all().find_map(|f| f.without_manifest(&plugin_dir)) {
-                Some(Ok(key_and_version)) => key_and_version,
-                Some(Err(problem)) => return Err(InstallError::NotAPlugin(plugin_dir, problem)),
-                None => {
-                    let problem = manifest::ManifestError::Missing.to_string();
-                    return Err(InstallError::NotAPlugin(plugin_dir, problem));
-                }
-            }
-        }
-        Err(e) => return Err(InstallError::NotAPlugin(plugin_dir, e.to_string())),
-    };
-    if name.starts_with('.') || name.contains(['/', '\\']) || name.trim().is_empty() {
-        return Err(InstallError::NotAPlugin(
-            plugin_dir,
-            format!("manifest name '{name}' cannot be a directory name"),
-        ));
+    let located = locate(source, options, scratch.path())?;
+    let plugin_dir = located.dir;
+    if !options.editable {
+        refuse_special_files(&plugin_dir)?;
     }
+    let found = identify(&plugin_dir, formats)?;
+    let name = found.name;
     let target = plugins.join(&name);
     let exists = target.exists() || target.is_symlink();
-    if exists && !force {
+    if exists && !options.force {
         return Err(InstallError::Exists { name, path: target });
     }
     let staged = scratch.path().join("plugin");
-    copy_plugin(&plugin_dir, &plugin_dir, &staged)?;
+    let content = if options.editable {
+        std::os::unix::fs::symlink(&plugin_dir, &staged).map_err(io_err(&staged))?;
+        None
+    } else {
+        copy_plugin(&plugin_dir, &plugin_dir, &staged)?;
+        let content = lock::content_hash(&staged).map_err(io_err(&staged))?;
+        if let Some(expected) = options.expect_hash {
+            if content.hash != expected {
+                return Err(InstallError::HashMismatch {
+                    name,
+                    expected: expected.to_string(),
+                    actual: content.hash,
+                });
+            }
+        }
+        Some(content)
+    };
     let previous = exists.then(|| scratch.path().join("previous"));
     if let Err(e) = swap_into_place(&staged, &target, previous.as_deref(), |from, to| {
         std::fs::rename(from, to)
@@ -172,13 +228,168 @@ pub fn install(
     drop(scratch);
     Ok(Installed {
         name,
-        version,
+        version: found.version,
         path: target,
         replaced: exists,
+        source: located.source,
+        commit: located.commit,
+        dialect: found.dialect,
+        capabilities: found.capabilities,
+        content,
     })
 }
 
-/// Delete the user plugin directory `dir`.
+/// The plugin directory a source names, fetched into `scratch` when it is
+/// a git source.
+struct Located {
+    dir: PathBuf,
+    commit: Option<String>,
+    /// SOURCE to get it again.
+    source: String,
+}
+
+fn with_fragment(base: &str, subpath: Option<&str>) -> String {
+    match subpath {
+        Some(sub) => format!("{base}#{sub}"),
+        None => base.to_string(),
+    }
+}
+
+fn locate(
+    source: &PluginSource,
+    options: &Options<'_>,
+    scratch: &Path,
+) -> Result<Located, InstallError> {
+    match (source, options.git_ref) {
+        (PluginSource::Local { .. }, Some(_)) | (PluginSource::Git { .. }, _)
+            if options.editable =>
+        {
+            Err(InstallError::BadSource(
+                "--editable takes a local directory (not a git source, nor --ref)".into(),
+            ))
+        }
+        (PluginSource::Local { path, subpath }, None) => {
+            let dir = resolve_inside(path, subpath.as_deref())?;
+            Ok(Located {
+                source: dir.display().to_string(),
+                dir,
+                commit: None,
+            })
+        }
+        (PluginSource::Local { path, subpath }, Some(_)) => {
+            // `--ref` with a local directory: clone its repository at REV,
+            // the directory being a sub-path of it.
+            let dir = resolve_inside(path, subpath.as_deref())?;
+            let top = fetch::work_tree_top(&dir)
+                .and_then(|t| t.canonicalize().ok())
+                .ok_or_else(|| {
+                    InstallError::BadSource(format!(
+                        "--ref needs a git source; {} is not in a git repository",
+                        dir.display()
+                    ))
+                })?;
+            let inner = dir.strip_prefix(&top).unwrap_or(Path::new(""));
+            let inner = inner.to_string_lossy().into_owned();
+            let git = PluginSource::Git {
+                url: top.display().to_string(),
+                subpath: (!inner.is_empty()).then_some(inner),
+            };
+            locate(&git, options, scratch)
+        }
+        (PluginSource::Git { url, subpath }, rev) => {
+            if let Some(sub) = subpath {
+                check_subpath(sub)?;
+            }
+            let checkout = scratch.join("checkout");
+            let commit = match rev {
+                Some(rev) => Some(fetch::git_clone_at(url, rev, &checkout)?),
+                None => {
+                    git_clone(url, &checkout)?;
+                    fetch::head_commit(&checkout)
+                }
+            };
+            Ok(Located {
+                dir: resolve_inside(&checkout, subpath.as_deref())?,
+                commit,
+                source: with_fragment(url, subpath.as_deref()),
+            })
+        }
+    }
+}
+
+/// What a plugin directory declares.
+struct Identified {
+    name: String,
+    version: String,
+    dialect: DialectId,
+    capabilities: Capabilities,
+}
+
+/// Read `plugin_dir`'s manifest (or, for a format whose project files
+/// declare the key, those) and check it can be a plugin directory.
+fn identify(plugin_dir: &Path, formats: Formats<'_>) -> Result<Identified, InstallError> {
+    let found = match manifest::load_with(plugin_dir, formats) {
+        Ok(m) => {
+            let format = formats.of(&m);
+            if let Some(problem) = format.layout_problem(&m, plugin_dir) {
+                return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem));
+            }
+            Identified {
+                dialect: format.id(),
+                capabilities: Capabilities {
+                    hooks: m.provides_hooks,
+                    tools: m.provides_tools,
+                    web_providers: m.provides_web_providers,
+                },
+                name: m.name,
+                version: m.version,
+            }
+        }
+        // No manifest: a format whose own project files declare the key
+        // (a Felix source tree's pyproject.toml) installs it under that key.
+        Err(manifest::ManifestError::Missing) => {
+            let claimed = formats
+                .all()
+                .find_map(|f| f.without_manifest(plugin_dir).map(|r| (f.id(), r)));
+            match claimed {
+                Some((dialect, Ok((name, version)))) => Identified {
+                    name,
+                    version,
+                    dialect,
+                    capabilities: Capabilities::default(),
+                },
+                Some((_, Err(problem))) => {
+                    return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem))
+                }
+                None => {
+                    let problem = manifest::ManifestError::Missing.to_string();
+                    return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem));
+                }
+            }
+        }
+        Err(e) => {
+            return Err(InstallError::NotAPlugin(
+                plugin_dir.to_path_buf(),
+                e.to_string(),
+            ))
+        }
+    };
+    let name = &found.name;
+    if name.starts_with('.') || name.contains(['/', '\\']) || name.trim().is_empty() {
+        return Err(InstallError::NotAPlugin(
+            plugin_dir.to_path_buf(),
+            format!("manifest name '{name}' cannot be a directory name"),
+        ));
+    }
+    Ok(found)
+}
+
+/// Delete the user plugin directory `dir`; an editable install's link is
+/// removed, never the directory it points to.
 pub fn remove_dir(dir: &Path) -> Result<(), InstallError> {
+    let is_link = std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link {
+        return std::fs::remove_file(dir).map_err(io_err(dir));
+    }
     std::fs::remove_dir_all(dir).map_err(io_err(dir))
 }
