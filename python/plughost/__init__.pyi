@@ -151,6 +151,35 @@ class PluginInfo(TypedDict):
     """The web search/extract backends its manifest declares (`kind: backend`)."""
     isolated: bool
     """Runs in a worker process of its own (`plugins.isolate`, `--isolate`)."""
+    lock: LockEntry | None
+    """Its entry of `<home>/plugins.lock.json` (a user plugin that
+    `plugins install` placed); None for the others (docs/plugin-lock.md)."""
+
+@type_check_only
+class LockCapabilities(TypedDict):
+    """What a plugin's manifest declares it registers."""
+
+    hooks: list[str]
+    tools: list[str]
+    web_providers: list[str]
+
+@type_check_only
+class LockEntry(TypedDict):
+    """What one plugin was when it was installed or last accepted."""
+
+    source: str
+    """What `plugins install` takes to get it again (a git URL or a directory)."""
+    commit: str | None
+    """The commit checked out (git sources); None for a local directory."""
+    hash: str | None
+    """`sha256:<hex>` over its files; None for an editable install."""
+    files: dict[str, str]
+    """Each file's `sha256:<hex>`, by relative path."""
+    dialect: str
+    version: str
+    capabilities: LockCapabilities
+    editable: bool
+    """A development install (`--editable`): never checked."""
 
 @type_check_only
 class ToolInfo(TypedDict):

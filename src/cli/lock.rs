@@ -62,27 +62,8 @@ pub(super) fn forget(home: &Path, name: &str) {
     }
 }
 
-/// `plugins list --json`: each record with `lock`, its user plugin's lock
-/// entry (`null` when it has none, is not a user plugin, or the lock file
-/// is unreadable — the plugin's `error` then says so).
 pub(super) fn with_lock_entries(home: &Path, records: impl serde::Serialize) -> Value {
-    let mut value = serde_json::to_value(records).expect("records serialise");
-    let entries = lock::read(home).map(|l| l.plugins).unwrap_or_default();
-    if let Value::Array(items) = &mut value {
-        for item in items.iter_mut() {
-            let Value::Object(record) = item else {
-                continue;
-            };
-            let entry = (record.get("source") == Some(&Value::from("user")))
-                .then(|| record.get("key").and_then(Value::as_str))
-                .flatten()
-                .and_then(|key| entries.get(key))
-                .map(|e| serde_json::to_value(e).expect("an entry serialises"))
-                .unwrap_or(Value::Null);
-            record.insert("lock".into(), entry);
-        }
-    }
-    value
+    lock::with_entries(home, records)
 }
 
 /// `plugins accept NAME`: show which files changed since `NAME`'s lock

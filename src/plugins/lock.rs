@@ -27,6 +27,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The lock file's name in the home.
@@ -351,6 +352,29 @@ pub fn changed_message(name: &str, drift: &Drift) -> String {
     format!(
         "its files changed since it was installed{what}; it is not loaded until the change is accepted: review it, then run: plughost plugins accept {name}"
     )
+}
+
+/// `plugins list --json` and the wheel's `Host.plugins()`: each record with `lock`, its user plugin's lock
+/// entry (`null` when it has none, is not a user plugin, or the lock file
+/// is unreadable — the plugin's `error` then says so).
+pub fn with_entries(home: &Path, records: impl serde::Serialize) -> Value {
+    let mut value = serde_json::to_value(records).expect("records serialise");
+    let entries = read(home).map(|l| l.plugins).unwrap_or_default();
+    if let Value::Array(items) = &mut value {
+        for item in items.iter_mut() {
+            let Value::Object(record) = item else {
+                continue;
+            };
+            let entry = (record.get("source") == Some(&Value::from("user")))
+                .then(|| record.get("key").and_then(Value::as_str))
+                .flatten()
+                .and_then(|key| entries.get(key))
+                .map(|e| serde_json::to_value(e).expect("an entry serialises"))
+                .unwrap_or(Value::Null);
+            record.insert("lock".into(), entry);
+        }
+    }
+    value
 }
 
 #[cfg(test)]

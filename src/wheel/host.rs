@@ -286,7 +286,8 @@ impl PyHost {
     /// Every discovered plugin, as `plughost plugins list --json`.
     fn plugins<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let host = self.host(py)?;
-        Ok(pythonize::pythonize(py, host.plugins())?)
+        let records = crate::plugins::lock::with_entries(host.home(), host.plugins());
+        Ok(pythonize::pythonize(py, &records)?)
     }
 
     /// Every tool, as `plughost tools list --json`.

@@ -31,6 +31,20 @@ def test_plugins_and_tools_lists(home: Path) -> None:
     assert tools["greet"]["plugin"] == "demo"
 
 
+def test_plugins_show_their_lock_entry_as_the_cli_does(home: Path, tmp_path: Path) -> None:
+    source = write_plugin(tmp_path / "src", "pinned", "def register(ctx):\n    pass\n", "name: pinned\nversion: 1.0.0\n")
+    subprocess.run(
+        [sys.executable, "-m", "plughost", "--home", str(home), "plugins", "install", str(source)],
+        check=True,
+        capture_output=True,
+    )
+    plugins = {p["key"]: p for p in plughost.Host(home=home).plugins()}
+    lock = plugins["pinned"]["lock"]
+    assert lock is not None and lock["hash"].startswith("sha256:"), lock
+    assert Path(lock["source"]).name == source.name and lock["version"] == "1.0.0" and not lock["editable"]
+    assert plugins["demo"]["lock"] is None, "placed by hand: no entry"
+
+
 def test_call_tool_runs_the_full_pipeline_and_keeps_tool_errors_as_strings(home: Path) -> None:
     host = plughost.Host(home=home)
     assert host.call_tool("greet", {"name": "Ada"}) == "Hello, Ada!"
