@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 
 
 def _on_pre_tool_call(ctx) -> None:
+    if getattr(ctx, "tool_name", "") not in calls.SNAPSHOT_TOOLS:
+        return  # the call can create no file this plugin tracks: no snapshot
     try:
         calls.before(ctx)
     except Exception:  # a failing hook must never break the agent loop
@@ -39,6 +41,8 @@ def _on_pre_tool_call(ctx) -> None:
 
 
 def _on_post_tool_call(ctx) -> None:
+    if getattr(ctx, "tool_name", "") not in calls.SNAPSHOT_TOOLS:
+        return  # never snapshotted (see _on_pre_tool_call): nothing to compare
     try:
         new = calls.created(ctx)
         if not new:

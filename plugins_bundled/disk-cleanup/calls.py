@@ -42,6 +42,8 @@ WRITE_TOOLS = {"write_file": ("path", "file_path", "filename")}
 #: naming the directory it runs in.
 EXEC_TOOLS = {"exec": ("command", "cmd")}
 CWD_PARAMS = ("cwd", "working_dir", "workdir")
+#: The tools whose calls are snapshotted; the hooks return at once for the others.
+SNAPSHOT_TOOLS = frozenset(WRITE_TOOLS) | frozenset(EXEC_TOOLS)
 
 #: How much older than the call a new file's mtime may be (coarse
 #: filesystem timestamps, a clock a little behind) and still be the call's.

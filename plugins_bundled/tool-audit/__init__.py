@@ -2,8 +2,9 @@
 
 Uses only the public Flowly plugin API, so it runs unmodified under any host
 that implements it.  Every finished tool call is appended as one JSON line to
-``<home>/tool-audit/calls.jsonl``; ``audit_summary`` (a tool) and ``/audit``
-(a command) read it back.
+``<home>/tool-audit/calls.jsonl`` (by a writer thread, off the tool-call
+path: ``store`` says when what is on disk); ``audit_summary`` (a tool) and
+``/audit`` (a command) read it back.
 """
 
 from __future__ import annotations
@@ -16,37 +17,35 @@ from . import store
 logger = logging.getLogger(__name__)
 
 
-def _on_post_tool_call(ctx) -> None:
-    if ctx.tool_name == "audit_summary":
-        return
-    store.append(
-        {
-            "tool": ctx.tool_name,
-            "session_id": ctx.session_id,
-            "duration_ms": round(float(ctx.duration_ms or 0.0), 3),
-            "success": bool(ctx.success),
-        }
-    )
-
-
-def _audit_summary(limit: int = 10) -> str:
-    return store.summary(limit=limit)
-
-
-def _audit_command(raw_args: str) -> str:
+def _audit_command(log: store.AuditLog, raw_args: str) -> str:
     args = raw_args.split()
     if not args or args[0] == "recent":
         count = int(args[1]) if len(args) > 1 and args[1].isdigit() else 10
-        return store.recent(count)
+        return log.recent(count)
     if args[0] == "summary":
-        return store.summary(limit=10)
+        return log.summary(limit=10)
     if args[0] == "clear":
-        removed = store.clear()
+        removed = log.clear()
         return f"Cleared {removed} audit record(s)."
     return "Usage: /audit [recent [N] | summary | clear]"
 
 
 def register(ctx) -> None:
+    # The log is reachable only from these callables (never from a module
+    # global), so when the host lets them go the log goes too and writes
+    # out what it still holds (see ``store``).
+    log = store.AuditLog()
+    append = log.append
+
+    def _on_post_tool_call(ctx) -> None:
+        tool = ctx.tool_name
+        if tool == "audit_summary":
+            return
+        append(tool, ctx.session_id, ctx.duration_ms, ctx.success)
+
+    def _audit_summary(limit: int = 10) -> str:
+        return log.summary(limit=limit)
+
     ctx.register_hook("post_tool_call", _on_post_tool_call)
     ctx.register_tool(
         name="audit_summary",
@@ -66,7 +65,7 @@ def register(ctx) -> None:
     )
     ctx.register_command(
         "audit",
-        handler=_audit_command,
+        handler=lambda raw_args: _audit_command(log, raw_args),
         description="Show the tool-call audit trail.",
         args_hint="[recent [N] | summary | clear]",
     )

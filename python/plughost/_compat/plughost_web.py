@@ -28,9 +28,6 @@ import ipaddress
 import json
 import os
 import re
-import socket
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import urlparse
@@ -146,14 +143,28 @@ def _validate_url(url: str) -> tuple[bool, str]:
 # ── Fetching a page (the local provider) ─────────────────────────
 
 
-class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
-    """Follows a redirect only to a URL the rule allows."""
+_checked_redirects = None
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
-        ok, reason = _validate_url(newurl)
-        if not ok:
-            raise urllib.error.URLError(f"redirect to {newurl} refused: {reason}")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+def _redirect_handler():
+    """The redirect handler that follows a redirect only to a URL the rule
+    allows (built on first use: the HTTP stack loads when a page is fetched)."""
+    global _checked_redirects
+    if _checked_redirects is None:
+        import urllib.error
+        import urllib.request
+
+        class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+            """Follows a redirect only to a URL the rule allows."""
+
+            def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
+                ok, reason = _validate_url(newurl)
+                if not ok:
+                    raise urllib.error.URLError(f"redirect to {newurl} refused: {reason}")
+                return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+        _checked_redirects = _CheckedRedirects
+    return _checked_redirects
 
 
 def _strip_tags(text: str) -> str:
@@ -246,7 +257,9 @@ def _extract_relevant_passages(text: str, query: str, max_chars: int = 5000) -> 
 
 
 def _fetch(url: str, timeout: float) -> tuple[str, int, str, str]:
-    opener = urllib.request.build_opener(_CheckedRedirects)
+    import urllib.request
+
+    opener = urllib.request.build_opener(_redirect_handler())
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     with opener.open(request, timeout=timeout) as response:
         body = response.read(20 * 1024 * 1024 + 1)
@@ -270,6 +283,9 @@ async def _fetch_readable(
 ) -> dict[str, Any]:
     """Fetch *url* and return its readable content (Flowly's result keys),
     or ``{"error": ..., "url": ...}``.  The caller checks *url* first."""
+    import socket
+    import urllib.error
+
     try:
         with pinned_home():
             final_url, status, ctype, body = await asyncio.to_thread(_fetch, url, timeout)

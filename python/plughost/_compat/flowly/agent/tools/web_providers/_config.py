@@ -9,7 +9,6 @@ has already reported it when it started).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -68,6 +67,8 @@ def pinned_home():
 
 def web_search_config() -> Section | None:
     """The ``tools.web.search`` block, or None when absent or unreadable."""
+    import json
+
     try:
         data = json.loads((_home() / "config.json").read_text(encoding="utf-8"))
         block = data["tools"]["web"]["search"]

@@ -1,13 +1,12 @@
 """One JSON request to a provider's service, with errors that say what
-went wrong (plughost compat; standard library only, no httpx needed)."""
+went wrong (plughost compat; standard library only, no httpx needed).
+
+The HTTP stack (``urllib.request``, which brings ``http.client``, ``ssl``
+and ``email``) is imported by the first request, not with this module:
+every host that loads a Flowly plugin installs it, few send a request."""
 
 from __future__ import annotations
 
-import json
-import socket
-import urllib.error
-import urllib.parse
-import urllib.request
 from typing import Any
 
 
@@ -21,6 +20,8 @@ class ServiceError(Exception):
 
 def _detail(body: bytes) -> str:
     """The service's own error message in an error response, if any."""
+    import json
+
     try:
         data = json.loads(body.decode("utf-8", "replace"))
     except ValueError:
@@ -53,6 +54,12 @@ def request_json(
     (401/403 point at *credentials*, 429 says to retry later), a timeout,
     an unreachable service, or an answer that is not JSON.
     """
+    import json
+    import socket
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
     if params:
         url = f"{url}?{urllib.parse.urlencode(params)}"
     data = None

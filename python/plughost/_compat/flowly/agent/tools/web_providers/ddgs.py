@@ -9,7 +9,6 @@ says which is missing.  One search is capped at 30 s of wall-clock time
 
 from __future__ import annotations
 
-import concurrent.futures as _cf
 import importlib.util
 import logging
 from typing import Any
@@ -79,6 +78,8 @@ class DDGSWebSearchProvider(WebSearchProvider):
     def search(self, query: str, limit: int = 5) -> dict[str, Any]:
         if not _ddgs_importable():
             return {"success": False, "error": "ddgs package is not installed — run `pip install ddgs`"}
+        import concurrent.futures as _cf  # when a search runs, not with the backend
+
         safe_limit = max(1, int(limit))
         pool = _cf.ThreadPoolExecutor(max_workers=1)
         try:

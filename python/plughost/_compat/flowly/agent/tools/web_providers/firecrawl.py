@@ -14,7 +14,6 @@ thread, and the page's final URL is checked again against the URL rule.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from flowly.agent.tools.web_providers._config import pinned_home, provider_section, text_setting
@@ -101,6 +100,8 @@ class FirecrawlWebSearchProvider(ServiceProvider):
         return {"success": True, "data": {"web": web}}
 
     async def extract(self, urls: list[str], **kwargs: Any) -> list[dict[str, Any]]:
+        import asyncio
+
         from flowly.agent.tools.web import _validate_url
 
         fmt = kwargs.get("format")

@@ -13,7 +13,6 @@ otherwise.  Search is sync, extract ``async`` (as Flowly's).
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
@@ -94,6 +93,8 @@ class ParallelWebSearchProvider(ServiceProvider):
         return {"success": True, "data": {"web": web}}
 
     async def extract(self, urls: list[str], **kwargs: Any) -> list[dict[str, Any]]:
+        import asyncio
+
         try:
             with pinned_home():
                 data = await asyncio.to_thread(_post, "extract", {"urls": list(urls), "full_content": True})
