@@ -106,6 +106,14 @@ pub(super) fn install(
             "Loads as a {d} plugin (plugins.dialects.{} in config.json).",
             done.name
         );
+    } else if done.dialect == crate::dialects::formats().default_id() {
+        // The choice its own files made: said, never silent.
+        if let Some((d, why)) = crate::dialects::sniff_why(&done.path) {
+            println!(
+                "Loads as a {d} plugin: {why}. If it is written for another plugin API, install it with --dialect NAME (or set plugins.dialects.{} in config.json).",
+                done.name
+            );
+        }
     }
     let Some(before) = before else {
         println!(

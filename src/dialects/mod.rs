@@ -186,6 +186,14 @@ pub trait Dialect: Send + Sync + 'static {
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         None
     }
+    /// Why the plugin directory `dir`, which names no dialect, is one of
+    /// this dialect's (what its files show), or `None`. Asked in table
+    /// order for a plugin in plughost's own directories; the reason is what
+    /// `plugins install` prints.
+    fn sniff(&self, dir: &Path) -> Option<String> {
+        let _ = dir;
+        None
+    }
     /// Tools the dialect itself offers the agents of the host at `home`,
     /// registered as `owner`'s (Flowly's `web_search` / `web_extract`,
     /// served by web backend plugins). None by default.
@@ -359,8 +367,8 @@ pub fn choose(
                 }
             }
         } else if c.dialect == formats().default_id() {
-            if let Some(d) = sniff(&c.dir) {
-                tracing::debug!("plugin '{}' is a {d} plugin (its imports say so)", c.key);
+            if let Some((d, why)) = sniff_why(&c.dir) {
+                tracing::debug!("plugin '{}' is a {d} plugin: {why}", c.key);
                 c.dialect = d;
             }
         }
@@ -368,28 +376,18 @@ pub fn choose(
     Ok(())
 }
 
-/// What a plugin's own files show: its `__init__.py` (first 64 KiB)
-/// importing a Hermes core module (`hermes_constants`, `hermes_cli`,
-/// `tools.registry`) makes it a `hermes` plugin. Nothing else is guessed.
+/// The dialect a plugin directory's own files show, and why
+/// ([`Dialect::sniff`], asked in table order); `None`: nothing but the
+/// default's conventions.
+pub fn sniff_why(dir: &Path) -> Option<(DialectId, String)> {
+    DIALECTS
+        .iter()
+        .find_map(|d| d.sniff(dir).map(|why| (d.id(), why)))
+}
+
+/// The dialect a plugin directory's own files show ([`sniff_why`]).
 pub fn sniff(dir: &Path) -> Option<DialectId> {
-    use std::io::Read;
-    let mut text = String::new();
-    let file = std::fs::File::open(dir.join("__init__.py")).ok()?;
-    let _ = file.take(64 * 1024).read_to_string(&mut text);
-    let hermes = text.lines().map(str::trim_start).any(|line| {
-        ["hermes_constants", "hermes_cli", "tools.registry"]
-            .iter()
-            .any(|m| {
-                line.strip_prefix("import ")
-                    .or_else(|| line.strip_prefix("from "))
-                    .is_some_and(|rest| {
-                        rest.strip_prefix(m).is_some_and(|after| {
-                            after.is_empty() || after.starts_with([' ', '.', ','])
-                        })
-                    })
-            })
-    });
-    hermes.then_some(hermes::discover::DIALECT)
+    sniff_why(dir).map(|(d, _)| d)
 }
 
 // --- added by host ---

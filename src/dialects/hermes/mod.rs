@@ -15,6 +15,7 @@ pub mod manifest;
 mod python_fns;
 pub mod reference;
 pub mod render;
+pub mod sniff;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -239,6 +240,9 @@ pub struct Hermes;
 impl Dialect for Hermes {
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
+    }
+    fn sniff(&self, dir: &Path) -> Option<String> {
+        sniff::evidence(dir)
     }
     fn not_used(&self, state: &Extensions, key: &str) -> Vec<String> {
         not_used(state, key)

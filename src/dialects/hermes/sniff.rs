@@ -1,0 +1,326 @@
+//! What a plugin directory's own files show of the Hermes plugin API, for
+//! a plugin placed or installed without `--dialect`: its manifest's
+//! Hermes-only fields, and any module of its package importing a Hermes
+//! module, calling a registration only Hermes's `PluginContext` has, calling
+//! `register_tool` with Hermes's four positional arguments
+//! (`name, toolset, schema, handler`), or defining a handler the Hermes
+//! way (`def handler(args, **kwargs)`). The first sign found is the reason
+//! given, so the choice is never silent.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Manifest fields Hermes reads and Flowly does not (spec: hermes-plugin-api.md, "Manifest").
+const MANIFEST_FIELDS: &[&str] = &[
+    "requires_hermes",
+    "pip_dependencies",
+    "python_dependencies",
+    "platforms",
+    "manifest_version",
+    "api_version",
+    "requires_plugins",
+    "config_schema",
+    "external_dependencies",
+    "provides_browser_providers",
+    "capabilities",
+    "optional_env",
+];
+
+/// `kind` values only Hermes has.
+const KINDS: &[&str] = &["platform", "model-provider"];
+
+/// Modules only a Hermes plugin imports (Hermes's own packages).
+const MODULES: &[&str] = &[
+    "hermes_constants",
+    "hermes_cli",
+    "hermes_plugins",
+    "tools.registry",
+    "tools.approval",
+    "tools.mcp_tool",
+    "gateway",
+    "agent.plugin_llm",
+];
+
+/// `PluginContext` members only Hermes's context has.
+const METHODS: &[&str] = &[
+    "register_cli_command",
+    "register_platform",
+    "register_middleware",
+    "register_context_engine",
+    "register_memory_provider",
+    "register_slack_action_handler",
+    "register_auxiliary_task",
+    "register_system_prompt_section",
+    "register_approval_transport",
+    "inject_message",
+    "dispatch_tool",
+    "spawn_task",
+    "on_unload",
+];
+
+/// Files read per plugin, and bytes per file: a sniff, not an audit.
+const MAX_FILES: usize = 64;
+const MAX_BYTES: u64 = 256 * 1024;
+
+/// Why the plugin in `dir` is a Hermes plugin, when its files say so.
+pub fn evidence(dir: &Path) -> Option<String> {
+    if let Some(why) = manifest_evidence(dir) {
+        return Some(why);
+    }
+    for file in python_files(dir) {
+        let Some(text) = read_bounded(&file) else {
+            continue;
+        };
+        let rel = file
+            .strip_prefix(dir)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        if let Some(why) = source_evidence(&text) {
+            return Some(format!("{rel} {why}"));
+        }
+    }
+    None
+}
+
+fn read_bounded(path: &Path) -> Option<String> {
+    let mut text = String::new();
+    let file = std::fs::File::open(path).ok()?;
+    file.take(MAX_BYTES).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+fn manifest_evidence(dir: &Path) -> Option<String> {
+    let (name, text) = ["plugin.yaml", "plugin.yml"]
+        .iter()
+        .find_map(|n| read_bounded(&dir.join(n)).map(|t| (*n, t)))?;
+    let doc: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+    let map = doc.as_object()?;
+    for field in MANIFEST_FIELDS {
+        if map.contains_key(*field) {
+            return Some(format!("its {name} has `{field}`, a Hermes manifest field"));
+        }
+    }
+    let kind = map.get("kind").and_then(serde_json::Value::as_str)?;
+    KINDS
+        .contains(&kind)
+        .then(|| format!("its {name} has `kind: {kind}`, a Hermes plugin kind"))
+}
+
+/// The package's Python files, `__init__.py` first, at most [`MAX_FILES`],
+/// `__pycache__` and hidden directories skipped.
+fn python_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.join("__init__.py")];
+    let mut stack = vec![(dir.to_path_buf(), 0)];
+    while let Some((at, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
+        entries.sort();
+        for path in entries {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with('.') || name == "__pycache__" {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if meta.is_dir() && depth < 3 {
+                stack.push((path, depth + 1));
+            } else if meta.is_file() && name.ends_with(".py") && !out.contains(&path) {
+                out.push(path);
+            }
+            if out.len() >= MAX_FILES {
+                return out;
+            }
+        }
+    }
+    out
+}
+
+/// What one module's source shows, as the end of a sentence.
+fn source_evidence(text: &str) -> Option<String> {
+    for line in text.lines().map(str::trim_start) {
+        if line.starts_with('#') {
+            continue;
+        }
+        if let Some(module) = imported_hermes_module(line) {
+            return Some(format!("imports {module}, a Hermes module"));
+        }
+    }
+    let code = without_comments(text);
+    for method in METHODS {
+        if calls(&code, method) {
+            return Some(format!(
+                "calls ctx.{method}(), which only Hermes's PluginContext has"
+            ));
+        }
+    }
+    if register_tool_positional(&code).is_some_and(|n| n >= 4) {
+        return Some(
+            "calls register_tool with four positional arguments (name, toolset, schema, handler), Hermes's signature".into(),
+        );
+    }
+    if hermes_handler(&code) {
+        return Some("defines a tool handler the Hermes way, `def …(args, **kwargs)`".into());
+    }
+    None
+}
+
+fn imported_hermes_module(line: &str) -> Option<&'static str> {
+    let rest = line
+        .strip_prefix("import ")
+        .or_else(|| line.strip_prefix("from "))?
+        .trim_start();
+    MODULES.iter().copied().find(|m| {
+        rest.strip_prefix(m)
+            .is_some_and(|after| after.is_empty() || after.starts_with([' ', '.', ',']))
+    })
+}
+
+fn without_comments(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `.<method>(` called on anything (`ctx.inject_message(`).
+fn calls(code: &str, method: &str) -> bool {
+    code.match_indices(method).any(|(at, _)| {
+        code[..at].ends_with('.') && code[at + method.len()..].trim_start().starts_with('(')
+    })
+}
+
+/// The most top-level positional arguments of any `register_tool(` call.
+fn register_tool_positional(code: &str) -> Option<usize> {
+    code.match_indices("register_tool(")
+        .filter_map(|(at, m)| positional_args(&code[at + m.len()..]))
+        .max()
+}
+
+/// How many top-level positional arguments the call whose argument text
+/// starts `rest` has (`None` when its parenthesis never closes).
+fn positional_args(rest: &str) -> Option<usize> {
+    let (mut depth, mut args, mut current) = (0i32, Vec::new(), String::new());
+    let mut quote: Option<char> = None;
+    for c in rest.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '(' | '[' | '{' => depth += 1,
+                ')' if depth == 0 => {
+                    args.push(std::mem::take(&mut current));
+                    let positional = args
+                        .iter()
+                        .map(|a| a.trim())
+                        .filter(|a| !a.is_empty() && !is_keyword(a) && !a.starts_with('*'))
+                        .count();
+                    return Some(positional);
+                }
+                ')' | ']' | '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    args.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            },
+        }
+        if depth >= 0 {
+            current.push(c);
+        }
+    }
+    None
+}
+
+/// `name=value` (not `a == b`).
+fn is_keyword(arg: &str) -> bool {
+    let Some((name, value)) = arg.split_once('=') else {
+        return false;
+    };
+    !value.starts_with('=')
+        && !name.ends_with(['!', '<', '>'])
+        && name.trim().chars().all(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// A `def name(args, **kwargs)` (the dict of arguments, then keyword extras).
+fn hermes_handler(code: &str) -> bool {
+    code.match_indices("def ").any(|(at, _)| {
+        let rest = &code[at + 4..];
+        let Some(open) = rest.find('(') else {
+            return false;
+        };
+        let Some(close) = rest[open..].find(')') else {
+            return false;
+        };
+        let params: Vec<&str> = rest[open + 1..open + close]
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect();
+        params.len() == 2
+            && (params[0] == "args" || params[0].starts_with("args:"))
+            && params[1].starts_with("**")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plugin(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    fn why(files: &[(&str, &str)]) -> Option<String> {
+        evidence(plugin(files).path())
+    }
+
+    #[test]
+    fn each_kind_of_sign_is_named() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("plugin.yaml", "name: a\nrequires_hermes: '>=0.9'\n")], "`requires_hermes`"),
+            (&[("plugin.yaml", "name: a\nkind: platform\n")], "`kind: platform`"),
+            (&[("__init__.py", "from hermes_constants import get_hermes_home\n")], "imports hermes_constants"),
+            (&[("__init__.py", "from .tools import register\n"), ("tools/impl.py", "from tools.registry import registry\n")], "tools/impl.py imports tools.registry"),
+            (&[("__init__.py", "def register(ctx):\n    ctx.register_cli_command('x', 'help', setup)\n")], "ctx.register_cli_command()"),
+            (&[("__init__.py", "def register(ctx):\n    ctx.register_tool('scan', 'security', SCHEMA, handle)\n")], "four positional arguments"),
+            (&[("__init__.py", "def handle(args, **kwargs):\n    return '{}'\n")], "the Hermes way"),
+        ];
+        for (files, expected) in cases {
+            let got = why(files).unwrap_or_default();
+            assert!(got.contains(expected), "{files:?}: {got}");
+        }
+    }
+
+    #[test]
+    fn flowly_plugins_and_comments_show_nothing() {
+        for files in [
+            &[("__init__.py", "from flowly.plugins import PluginContext\n\ndef register(ctx):\n    ctx.register_tool('greet', SCHEMA, greet, description='Hi')\n    ctx.register_tool(name='x', schema={'a': (1, 2)}, handler=h, toolset='t')\n")][..],
+            &[("__init__.py", "# from hermes_constants import x\n# ctx.inject_message('hi')\nimport hermes_constantsx\n")][..],
+            &[("plugin.yaml", "name: a\nkind: backend\nprovides_web_providers: [x]\n"), ("__init__.py", "def greet(name: str, **kw):\n    pass\n")][..],
+        ] {
+            assert_eq!(why(files), None, "{files:?}");
+        }
+    }
+
+    #[test]
+    fn positional_arguments_are_counted_at_the_top_level() {
+        assert_eq!(positional_args("a, b, c)"), Some(3));
+        assert_eq!(
+            positional_args("'n', 't', {'x': f(1, 2)}, h, check_fn=c)"),
+            Some(4)
+        );
+        assert_eq!(positional_args("'a,b', x == y, *rest)"), Some(2));
+        assert_eq!(positional_args("never closed"), None);
+    }
+}
