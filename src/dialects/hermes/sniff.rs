@@ -16,7 +16,6 @@ const MANIFEST_FIELDS: &[&str] = &[
     "pip_dependencies",
     "python_dependencies",
     "platforms",
-    "manifest_version",
     "api_version",
     "requires_plugins",
     "config_schema",
@@ -100,6 +99,16 @@ fn manifest_evidence(dir: &Path) -> Option<String> {
         if map.contains_key(*field) {
             return Some(format!("its {name} has `{field}`, a Hermes manifest field"));
         }
+    }
+    // Flowly's manifests carry `manifest_version: 1` too; only Hermes reads 2.
+    let version = map
+        .get("manifest_version")
+        .and_then(serde_json::Value::as_u64);
+    if version.is_some_and(|v| v >= 2) {
+        return Some(format!(
+            "its {name} has `manifest_version: {}`, which only Hermes reads",
+            version.unwrap_or_default()
+        ));
     }
     let kind = map.get("kind").and_then(serde_json::Value::as_str)?;
     KINDS
@@ -290,6 +299,7 @@ mod tests {
         let cases: &[(&[(&str, &str)], &str)] = &[
             (&[("plugin.yaml", "name: a\nrequires_hermes: '>=0.9'\n")], "`requires_hermes`"),
             (&[("plugin.yaml", "name: a\nkind: platform\n")], "`kind: platform`"),
+            (&[("plugin.yaml", "name: a\nmanifest_version: 2\n")], "`manifest_version: 2`"),
             (&[("__init__.py", "from hermes_constants import get_hermes_home\n")], "imports hermes_constants"),
             (&[("__init__.py", "from .tools import register\n"), ("tools/impl.py", "from tools.registry import registry\n")], "tools/impl.py imports tools.registry"),
             (&[("__init__.py", "def register(ctx):\n    ctx.register_cli_command('x', 'help', setup)\n")], "ctx.register_cli_command()"),
@@ -307,7 +317,7 @@ mod tests {
         for files in [
             &[("__init__.py", "from flowly.plugins import PluginContext\n\ndef register(ctx):\n    ctx.register_tool('greet', SCHEMA, greet, description='Hi')\n    ctx.register_tool(name='x', schema={'a': (1, 2)}, handler=h, toolset='t')\n")][..],
             &[("__init__.py", "# from hermes_constants import x\n# ctx.inject_message('hi')\nimport hermes_constantsx\n")][..],
-            &[("plugin.yaml", "name: a\nkind: backend\nprovides_web_providers: [x]\n"), ("__init__.py", "def greet(name: str, **kw):\n    pass\n")][..],
+            &[("plugin.yaml", "name: a\nmanifest_version: 1\nkind: backend\nprovides_web_providers: [x]\n"), ("__init__.py", "def greet(name: str, **kw):\n    pass\n")][..],
         ] {
             assert_eq!(why(files), None, "{files:?}");
         }
