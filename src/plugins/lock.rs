@@ -22,8 +22,8 @@
 //! before the lock existed) load as before.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::File;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -149,31 +149,12 @@ pub fn read(home: &Path) -> Result<LockFile, LockError> {
 pub fn update(home: &Path, change: impl FnOnce(&mut LockFile)) -> Result<(), LockError> {
     let path = lock_path(home);
     let io = io_error(&path);
-    std::fs::create_dir_all(home).map_err(&io)?;
-    let guard = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(home.join(".plugins.lock.lock"))
-        .map_err(&io)?;
-    guard.lock().map_err(&io)?;
+    let _held = crate::plugins::atomic::lock(home, ".plugins.lock.lock").map_err(&io)?;
     let mut lock = read_file(&path)?;
     change(&mut lock);
     let mut text = serde_json::to_string_pretty(&lock).expect("a lock file serialises");
     text.push('\n');
-    let tmp = path.with_extension(format!("json.tmp.{}", std::process::id()));
-    let written = File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    drop(guard);
-    Ok(())
+    crate::plugins::atomic::replace(&path, &text).map_err(&io)
 }
 
 /// A plugin directory's content: the sha256 of the whole and of each file.

@@ -2,6 +2,7 @@
 //! the home and the project, `config.json`, the bundled plugins, installs and
 //! Python entry points.
 
+pub mod atomic;
 pub mod bundled;
 pub mod config;
 pub mod discovery;

@@ -6,8 +6,6 @@
 //! the file and key named and is never overwritten: a list that was ignored
 //! would be replaced by the edit, losing what the user wrote.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
@@ -199,48 +197,20 @@ pub fn update_plugin_lists(
     change: impl FnOnce(&mut PluginLists),
 ) -> Result<PluginLists, ConfigError> {
     let path = config_path(home);
-    let io = |e: std::io::Error| ConfigError::Io {
-        path: path.clone(),
-        message: e.to_string(),
-    };
-    std::fs::create_dir_all(home).map_err(io)?;
-    let lock_file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(home.join(".config.lock"))
-        .map_err(io)?;
-    lock_file.lock().map_err(io)?;
-
-    let mut doc = read_document(&path)?;
-    // Refused before any change: nothing of a wrong-typed file is replaced.
-    let mut lists = lists_of(&doc, &path)?;
-    change(&mut lists);
-    let plugins = doc
-        .entry("plugins")
-        .or_insert_with(|| Value::Object(Map::new()))
-        .as_object_mut()
-        .expect("checked by lists_of: absent or an object");
-    plugins.insert("enabled".into(), Value::from(lists.enabled.clone()));
-    plugins.insert("disabled".into(), Value::from(lists.disabled.clone()));
-
-    let mut text =
-        serde_json::to_string_pretty(&Value::Object(doc)).expect("a JSON value serialises");
-    text.push('\n');
-    let tmp = path.with_extension(format!("json.tmp.{}", std::process::id()));
-    let written = File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if let Err(e) = written {
-        // A full disk must not leave a half-written temp file beside it.
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    drop(lock_file);
-    Ok(lists)
+    let mut written = None;
+    update_document(home, |doc| {
+        let mut lists = lists_of(doc, &path).expect("checked by update_document");
+        change(&mut lists);
+        let plugins = doc
+            .entry("plugins")
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+            .expect("checked by lists_of: absent or an object");
+        plugins.insert("enabled".into(), Value::from(lists.enabled.clone()));
+        plugins.insert("disabled".into(), Value::from(lists.disabled.clone()));
+        written = Some(lists);
+    })?;
+    Ok(written.expect("update_document ran the change"))
 }
 
 /// Add `name` to `plugins.enabled` and take it out of `plugins.disabled`.
@@ -273,31 +243,13 @@ fn update_document(
         path: path.clone(),
         message: e.to_string(),
     };
-    std::fs::create_dir_all(home).map_err(io)?;
-    let lock_file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(home.join(".config.lock"))
-        .map_err(io)?;
-    lock_file.lock().map_err(io)?;
+    let _held = crate::plugins::atomic::lock(home, ".config.lock").map_err(io)?;
     let mut doc = read_document(&path)?;
+    // Refused before any change: nothing of a wrong-typed file is replaced.
     lists_of(&doc, &path)?;
     change(&mut doc);
     let mut text =
         serde_json::to_string_pretty(&Value::Object(doc)).expect("a JSON value serialises");
     text.push('\n');
-    let tmp = path.with_extension(format!("json.tmp.{}", std::process::id()));
-    let written = File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
-    }
-    drop(lock_file);
-    Ok(())
+    crate::plugins::atomic::replace(&path, &text).map_err(io)
 }
