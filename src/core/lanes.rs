@@ -82,6 +82,33 @@ pub struct Lane {
     pub fires: &'static str,
 }
 
+impl Lane {
+    /// A plain lane of decisions that fails open (every dialect lane today):
+    /// `me` is the static being defined, so its row names itself.
+    pub const fn plain(
+        me: &'static Lane,
+        name: &'static str,
+        point: Point,
+        order: u8,
+        policy: Policy,
+        fires: &'static str,
+    ) -> Lane {
+        Lane {
+            name,
+            point,
+            order,
+            spec: HookSpec {
+                event: HookEvent::Lane(LaneId(me)),
+                policy,
+                accepts: DECIDE,
+                on_error: FailMode::Open,
+            },
+            form: LaneForm::Plain,
+            fires,
+        }
+    }
+}
+
 /// A typed id of a dialect's lane: a reference to its row.
 #[derive(Clone, Copy)]
 pub struct LaneId(pub &'static Lane);
@@ -196,9 +223,6 @@ pub const HOOK_SPECS: [HookSpec; HookEvent::COUNT] = [
 ];
 
 const DECIDE: &[ActionKind] = &[ActionKind::Decide];
-
-/// The accepted answers of a lane whose callbacks answer with decisions.
-pub const DECISIONS: &[ActionKind] = DECIDE;
 
 impl HookEvent {
     /// This event's row: of [`HOOK_SPECS`], or of its dialect's lane.

@@ -2,57 +2,40 @@
 //! no other lane at the point has. Its other events fire on the core's
 //! lanes ([`super::points::points`]).
 
-use crate::core::hooks::{
-    FailMode, HookEvent, HookSpec, Lane, LaneForm, LaneId, Point, Policy, DECISIONS,
-};
+use crate::core::hooks::{Lane, Point, Policy};
 
 /// `onPromptAssemble`: each edit of the in-flight list is what the next
 /// handler sees, and is carried to later model calls.
-pub static PROMPT_ASSEMBLE: Lane = Lane {
-    name: "prompt_assemble",
-    point: Point::PromptAssembly,
-    order: 2,
-    spec: HookSpec {
-        event: HookEvent::Lane(LaneId(&PROMPT_ASSEMBLE)),
-        policy: Policy::Chain,
-        accepts: DECISIONS,
-        on_error: FailMode::Open,
-    },
-    form: LaneForm::Plain,
-    fires: "P5, second lane: before every model call; edits of the in-flight list are carried, never stored.",
-};
+pub static PROMPT_ASSEMBLE: Lane = Lane::plain(
+    &PROMPT_ASSEMBLE,
+    "prompt_assemble",
+    Point::PromptAssembly,
+    2,
+    Policy::Chain,
+    "P5, second lane: before every model call; edits of the in-flight list are carried, never stored.",
+);
 
 /// `onToolInvokeStart`: every handler runs; the first veto wins and an
 /// abort outranks it.
-pub static TOOL_VET: Lane = Lane {
-    name: "tool_vet",
-    point: Point::ToolBefore,
-    order: 2,
-    spec: HookSpec {
-        event: HookEvent::Lane(LaneId(&TOOL_VET)),
-        policy: Policy::Collect,
-        accepts: DECISIONS,
-        on_error: FailMode::Open,
-    },
-    form: LaneForm::Plain,
-    fires: "P9, second lane: before a tool call; every callback runs, the first refusal wins, an abort outranks it.",
-};
+pub static TOOL_VET: Lane = Lane::plain(
+    &TOOL_VET,
+    "tool_vet",
+    Point::ToolBefore,
+    2,
+    Policy::Collect,
+    "P9, second lane: before a tool call; every callback runs, the first refusal wins, an abort outranks it.",
+);
 
 /// `onToolInvokeEnd`, `onAfterTool`: edits of the result chain; the point
 /// keeps the first of each kind (a short-circuit, a re-run) and every append.
-pub static TOOL_AFTER_CHAIN: Lane = Lane {
-    name: "tool_after_chain",
-    point: Point::ToolAfter,
-    order: 2,
-    spec: HookSpec {
-        event: HookEvent::Lane(LaneId(&TOOL_AFTER_CHAIN)),
-        policy: Policy::Collect,
-        accepts: DECISIONS,
-        on_error: FailMode::Open,
-    },
-    form: LaneForm::Plain,
-    fires: "P10, second lane: after the call ran; each edit of the result is what the next callback sees.",
-};
+pub static TOOL_AFTER_CHAIN: Lane = Lane::plain(
+    &TOOL_AFTER_CHAIN,
+    "tool_after_chain",
+    Point::ToolAfter,
+    2,
+    Policy::Collect,
+    "P10, second lane: after the call ran; each edit of the result is what the next callback sees.",
+);
 
 /// Codumentor's lanes, for the dialect table.
 pub static LANES: &[&Lane] = &[&PROMPT_ASSEMBLE, &TOOL_VET, &TOOL_AFTER_CHAIN];
