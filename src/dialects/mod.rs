@@ -298,23 +298,28 @@ pub static DIALECTS: &[&dyn Dialect] = &[
 /// The bus event a wire name stands for: a core event, a loop point, or a
 /// lane of a dialect (what the isolation protocol carries by name).
 pub fn event_by_name(name: &str) -> Option<crate::core::hooks::HookEvent> {
-    use crate::core::hooks::HookEvent;
-    HookEvent::from_name(name).or_else(|| loop_lanes().into_iter().find(|e| e.name() == name))
+    crate::core::hooks::HookEvent::ALL
+        .into_iter()
+        .chain(loop_lanes_iter())
+        .find(|e| e.name() == name)
 }
 
 /// Every loop lane: the core's loop points, then each dialect's lanes in
 /// the dialect table's order.
 pub fn loop_lanes() -> Vec<crate::core::hooks::HookEvent> {
+    loop_lanes_iter().collect()
+}
+
+/// [`loop_lanes`] without collecting them (the isolation protocol looks
+/// an event up by name on every hook call of a worker).
+fn loop_lanes_iter() -> impl Iterator<Item = crate::core::hooks::HookEvent> {
     use crate::core::hooks::{HookEvent, LaneId};
-    HookEvent::LOOP_POINTS
-        .into_iter()
-        .chain(
-            DIALECTS
-                .iter()
-                .flat_map(|d| d.lanes().iter())
-                .map(|l| HookEvent::Lane(LaneId(l))),
-        )
-        .collect()
+    HookEvent::LOOP_POINTS.into_iter().chain(
+        DIALECTS
+            .iter()
+            .flat_map(|d| d.lanes().iter())
+            .map(|l| HookEvent::Lane(LaneId(l))),
+    )
 }
 
 /// The dialect called `name` (as `config.json` or a user writes it).
