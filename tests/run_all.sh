@@ -20,7 +20,7 @@ rm -rf "$venv"
 python3 -m venv "$venv"
 step "wheel: installing pip, pytest, pytest-asyncio, mypy, and the mcp and openai clients"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet pytest pytest-asyncio mypy mcp openai
+"$venv/bin/python" -m pip install --quiet pytest pytest-asyncio mypy mcp openai uv
 step "wheel: pip install . (maturin compiles plughost in release mode; its pyo3 crates have their own artifacts in target/, the rest is shared with cargo)"
 # pip hides the build's output; a line every 30 s says it is still going.
 ( while sleep 30; do echo "   … still building the wheel (${SECONDS}s so far)"; done ) &

@@ -130,6 +130,11 @@ pub(super) enum PluginsCmd {
         /// copying it; its changes are never checked against the lock.
         #[arg(long, conflicts_with = "git_ref")]
         editable: bool,
+        /// Give it a Python environment of its own (on the CPython its
+        /// requires-python asks for) instead of the shared one; it then
+        /// always runs isolated, in a worker on that environment.
+        #[arg(long)]
+        own_env: bool,
     },
     /// Accept the changed files of a plugin whose lock entry no longer
     /// matches: show what changed and record the files as they are now.
@@ -155,6 +160,17 @@ pub(super) enum PluginsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// The plugins' Python dependencies (installed with uv).
+    #[command(subcommand)]
+    Deps(DepsCmd),
+}
+
+/// `plugins deps …`.
+#[derive(Subcommand, Debug)]
+pub(super) enum DepsCmd {
+    /// Install every installed plugin's dependencies again: its own
+    /// environment, or the shared one resolved from all the others.
+    Sync,
 }
 
 #[derive(Subcommand, Debug)]

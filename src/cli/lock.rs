@@ -166,11 +166,19 @@ fn install_entry(
     enable: bool,
 ) -> Result<(), Failure> {
     let spec = install::parse_source(&entry.source)?;
+    let ask = super::deps::Ask {
+        home,
+        own_env: entry.environment.as_deref() == Some("own"),
+        constraints: &entry.dependencies,
+        placed: Default::default(),
+    };
+    let prepare = |dir: &Path, name: &str| ask.run(dir, name);
     let options = install::Options {
         force,
         git_ref: entry.commit.as_deref(),
         expect_hash: entry.hash.as_deref().filter(|_| !entry.editable),
         editable: entry.editable,
+        prepare: Some(install::Prepare(&prepare)),
     };
     let done = install::install_with(home, &spec, &options, crate::dialects::formats())?;
     if done.name != name {
@@ -192,6 +200,7 @@ fn install_entry(
         config::set_dialect(home, &done.name, d)?;
     }
     record(home, &done, Some(entry.dialect.as_str()))?;
+    super::deps::record(home, &done.name, &ask.placed.borrow())?;
     if enable {
         config::enable_plugin(home, &done.name)?;
     }

@@ -18,6 +18,8 @@ mod skills;
 mod suggest;
 mod table;
 mod tools;
+// --- added by supply ---
+mod deps;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -225,6 +227,8 @@ fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<
             plugins::doctor(&host, *json)
         }
         PluginsCmd::List { json } => plugins::list(cli, python_level, *json),
+        // --- added by supply ---
+        PluginsCmd::Deps(args::DepsCmd::Sync) => deps::sync(&home_of(cli)),
     }
 }
 

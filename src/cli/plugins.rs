@@ -33,6 +33,7 @@ pub(super) fn install_command(
         git_ref,
         from_lock,
         editable,
+        own_env,
         ..
     } = command
     else {
@@ -42,17 +43,26 @@ pub(super) fn install_command(
     if let Some(file) = from_lock {
         return super::lock::from_lock(&home, file, *force, *enable);
     }
+    let no_pins = Default::default();
+    let ask = super::deps::Ask {
+        home: &home,
+        own_env: *own_env,
+        constraints: &no_pins,
+        placed: Default::default(),
+    };
+    let prepare = |dir: &Path, name: &str| ask.run(dir, name);
     let options = install::Options {
         force: *force,
         git_ref: git_ref.as_deref(),
         expect_hash: None,
         editable: *editable,
+        prepare: Some(install::Prepare(&prepare)),
     };
     install(
         &home,
         source.as_deref().unwrap_or_default(),
         *enable,
-        &options,
+        (&options, &ask),
         dialect.as_deref(),
         || build_host(cli, python_level),
     )
@@ -66,7 +76,7 @@ pub(super) fn install(
     home: &Path,
     source: &str,
     enable: bool,
-    options: &install::Options<'_>,
+    (options, ask): (&install::Options<'_>, &super::deps::Ask<'_>),
     dialect: Option<&str>,
     load: impl FnOnce() -> Result<Host, Failure>,
 ) -> Result<Exit, Failure> {
@@ -100,6 +110,7 @@ pub(super) fn install(
     };
     println!("{verb} {}{version} in {}.", done.name, done.path.display());
     super::lock::record(home, &done, dialect)?;
+    super::deps::record(home, &done.name, &ask.placed.borrow())?;
     if let Some(d) = dialect {
         config::set_dialect(home, &done.name, d)?;
         println!(

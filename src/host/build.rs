@@ -211,6 +211,8 @@ impl HostBuilder {
         } else {
             crate::runtime::Runtime::start(level)?;
             set_default_home(&home);
+            // --- added by supply ---
+            add_shared_env(&home);
             Ok(())
         };
         let mut packages = Vec::new();
@@ -287,6 +289,8 @@ impl HostBuilder {
             Some(i) => i,
             None => config::read_isolation(home)?,
         };
+        // --- added by supply --- (a plugin in its own environment runs only in a worker on it)
+        let isolation = crate::plugins::deps::own::isolate_own_envs(isolation, home);
         let settings = isolation_settings(
             &isolation,
             self.worker_command.take(),
@@ -417,6 +421,29 @@ fn set_default_home(home: &Path) {
         let module = crate::runtime::runtime().module(py);
         if let Err(e) = module.setattr("HOME", home.to_string_lossy().as_ref()) {
             tracing::debug!("could not set the default home: {e}");
+        }
+    });
+}
+
+// --- added by supply ---
+/// Put the home's shared plugin environment (`<home>/envs/shared`, see
+/// `plugins::deps::shared`) on `sys.path`, before the interpreter's own
+/// site-packages so the versions its plugins were resolved with win, and
+/// with its `.pth` files read (`site.addsitedir`). Process-wide, as
+/// `sys.path` is: a second host of another home adds its own.
+fn add_shared_env(home: &Path) {
+    let Some(site) = crate::plugins::deps::shared::site_dir(home) else {
+        return;
+    };
+    const ADD: &std::ffi::CStr = c"import site, sys\nbefore = list(sys.path)\nif d not in before:\n    site.addsitedir(d)\n    new = [p for p in sys.path if p not in before]\n    old = [p for p in sys.path if p in before]\n    at = next((i for i, p in enumerate(old) if p.endswith(('site-packages', 'dist-packages'))), len(old))\n    sys.path[:] = old[:at] + new + old[at:]\n";
+    let _ = crate::runtime::try_attach(|py| {
+        use pyo3::types::PyDictMethods;
+        let locals = pyo3::types::PyDict::new(py);
+        let run = locals
+            .set_item("d", site.to_string_lossy().as_ref())
+            .and_then(|()| py.run(ADD, None, Some(&locals)));
+        if let Err(e) = run {
+            tracing::warn!("could not put {} on sys.path: {e}", site.display());
         }
     });
 }

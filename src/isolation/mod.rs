@@ -21,6 +21,8 @@ pub mod protocol;
 pub mod proxy;
 pub mod supervisor;
 pub mod worker;
+// --- added by supply ---
+pub mod interpreter;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

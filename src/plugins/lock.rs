@@ -83,6 +83,18 @@ pub struct LockEntry {
     /// A development install: a link to the directory, never checked.
     #[serde(default)]
     pub editable: bool,
+    /// Where its dependencies are installed: `shared` (the home's shared
+    /// environment) or `own` (its own, `<home>/envs/plugins/<name>`);
+    /// absent when it declares none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// The requirements it declares (see `plugins::deps`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requirements: Vec<String>,
+    /// The packages of its environment as uv installed them, `name →
+    /// version` (`uv pip freeze`): what `--from-lock` installs again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub dependencies: BTreeMap<String, String>,
 }
 
 /// The hooks, tools and web providers a manifest declares

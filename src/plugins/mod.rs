@@ -11,3 +11,5 @@ pub mod format;
 pub mod install;
 pub mod lock;
 pub mod manifest;
+// --- added by supply ---
+pub mod deps;

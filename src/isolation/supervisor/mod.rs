@@ -232,8 +232,8 @@ impl Supervisor {
             .try_clone()
             .map_err(|e| unavailable(format!("cannot make the worker's socket: {e}")))?;
         let command = &self.inner.settings.command;
-        let child = std::process::Command::new(&command.program)
-            .args(&command.args)
+        // --- added by supply --- (the plugin's own environment, if any)
+        let child = super::interpreter::command(command, &self.inner.load)
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
             .stderr(Stdio::inherit())

@@ -76,6 +76,10 @@ pub enum InstallError {
     },
     #[error("{path}: {message}")]
     Io { path: PathBuf, message: String },
+    /// Its dependencies could not be installed ([`Options::prepare`]); it
+    /// was not installed.
+    #[error("{0}")]
+    Dependencies(String),
 }
 
 fn io_err(path: &Path) -> impl Fn(std::io::Error) -> InstallError + '_ {
@@ -130,6 +134,9 @@ impl Installed {
             version: self.version.clone(),
             capabilities: self.capabilities.clone(),
             editable: self.content.is_none(),
+            environment: None,
+            requirements: Vec::new(),
+            dependencies: Default::default(),
         }
     }
 }
@@ -147,6 +154,20 @@ pub struct Options<'a> {
     /// Link the local directory instead of copying it (a development
     /// install, never checked against the lock).
     pub editable: bool,
+    /// Run on the plugin's files (and its name) once they are staged and
+    /// before they replace anything: installs its dependencies; an error
+    /// refuses the install and leaves the installed plugin as it was.
+    pub prepare: Option<Prepare<'a>>,
+}
+
+/// The step [`Options::prepare`] runs.
+#[derive(Clone, Copy)]
+pub struct Prepare<'a>(pub &'a dyn Fn(&Path, &str) -> Result<(), String>);
+
+impl std::fmt::Debug for Prepare<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prepare(..)")
+    }
 }
 
 /// Install from `source` into `<home>/plugins/`;
@@ -208,6 +229,9 @@ pub fn install_with(
         }
         Some(content)
     };
+    if let Some(Prepare(prepare)) = options.prepare {
+        prepare(&staged, &name).map_err(InstallError::Dependencies)?;
+    }
     let previous = exists.then(|| scratch.path().join("previous"));
     if let Err(e) = swap_into_place(&staged, &target, previous.as_deref(), |from, to| {
         std::fs::rename(from, to)

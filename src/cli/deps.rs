@@ -1,0 +1,340 @@
+//! A plugin's dependencies at the command line: installed by `plugins
+//! install` (before the plugin is put in place), and by `plugins deps
+//! sync` for the plugins already there; recorded in the lock file.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::exit::{Exit, Failure};
+use crate::isolation::interpreter;
+use crate::plugins::config;
+use crate::plugins::deps::{self, own, shared, uv::Uv, DepsError, Requirements};
+use crate::plugins::lock;
+
+/// Where a plugin's dependencies went.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Placed {
+    /// `shared` or `own`; `None` when it needs nothing.
+    pub environment: Option<String>,
+    pub requirements: Vec<String>,
+    pub versions: BTreeMap<String, String>,
+    /// The shared environment's packages after this install, when it changed.
+    pub shared_versions: Option<BTreeMap<String, String>>,
+}
+
+/// What an install asks of the dependency step.
+pub(super) struct Ask<'a> {
+    pub home: &'a Path,
+    /// `--own-env`.
+    pub own_env: bool,
+    /// Versions to install again (`--from-lock`).
+    pub constraints: &'a BTreeMap<String, String>,
+    /// What the step did, for the lock entry.
+    pub placed: RefCell<Placed>,
+}
+
+impl Ask<'_> {
+    /// The step `install::Options::prepare` runs.
+    pub(super) fn run(&self, dir: &Path, name: &str) -> Result<(), String> {
+        let placed = prepare(self, dir, name).map_err(|e| e.message)?;
+        *self.placed.borrow_mut() = placed;
+        Ok(())
+    }
+}
+
+fn failed(e: DepsError) -> Failure {
+    Failure::failed(e.to_string())
+}
+
+/// The requirements of every user plugin but `except`, by name, with
+/// whether it has its own environment.
+fn others(home: &Path, except: &str) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(home.join("plugins")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .filter(|(n, p)| !n.starts_with('.') && n != except && p.is_dir())
+        .collect();
+    out.sort();
+    out
+}
+
+fn embedded_ok(reqs: &Requirements) -> bool {
+    match (&reqs.requires_python, interpreter::embedded_version()) {
+        (None, _) => true,
+        (Some(spec), Some((a, b))) => {
+            let micro = interpreter::embedded_python()
+                .and_then(|_| interpreter::choose(None).ok())
+                .map_or(0, |f| f.version.2);
+            interpreter::satisfies(spec, (a, b, micro))
+        }
+        (Some(_), None) => false,
+    }
+}
+
+fn shared_python() -> Result<PathBuf, Failure> {
+    interpreter::embedded_python().ok_or_else(|| {
+        Failure::failed(
+            "the CPython plughost was built against is not on this machine any more, so the shared environment cannot be resolved for it",
+        )
+    })
+}
+
+/// Install plugin `name`'s dependencies (its files at `dir`): in its own
+/// environment when asked or when it runs isolated, else in the shared one.
+fn prepare(ask: &Ask<'_>, dir: &Path, name: &str) -> Result<Placed, Failure> {
+    let home = ask.home;
+    let reqs = deps::read(dir).map_err(failed)?;
+    let isolated = config::read_isolation(home)?.covers(name);
+    let fits = embedded_ok(&reqs);
+    let own_env = ask.own_env || (isolated && (!reqs.is_empty() || !fits));
+    if !own_env && !fits {
+        let rp = reqs.requires_python.clone().unwrap_or_default();
+        let chosen = interpreter::choose(Some(&rp))
+            .map(|f| {
+                format!(
+                    "it then runs in a worker on Python {} ({})",
+                    f.version_text(),
+                    f.path.display()
+                )
+            })
+            .unwrap_or_else(|e| e);
+        return Err(Failure::failed(format!(
+            "plugin '{name}' requires Python {rp}, which the embedded interpreter (Python {}) is not; install it with --own-env to give it an environment of its own: {chosen}",
+            embedded_text()
+        )));
+    }
+    if own_env {
+        let versions = build_own(home, name, &reqs, ask.constraints)?;
+        let shared_versions = resync_shared(home, name, None)?;
+        return Ok(Placed {
+            environment: Some("own".into()),
+            requirements: reqs.requires,
+            versions,
+            shared_versions,
+        });
+    }
+    let shared_versions = resync_shared(home, name, Some((&reqs, ask.constraints)))?;
+    own::remove(home, name);
+    if reqs.is_empty() {
+        return Ok(Placed {
+            shared_versions,
+            ..Placed::default()
+        });
+    }
+    println!(
+        "Installed its requirements ({}) in the shared environment {}.",
+        reqs.requires.join(", "),
+        shared::link(home).display()
+    );
+    Ok(Placed {
+        environment: Some("shared".into()),
+        requirements: reqs.requires,
+        versions: shared_versions.clone().unwrap_or_default(),
+        shared_versions,
+    })
+}
+
+fn embedded_text() -> String {
+    interpreter::embedded_version()
+        .map(|(a, b)| format!("{a}.{b}"))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Resolve the shared environment again from every plugin without an
+/// environment of its own, `name` with `new` requirements (or left out);
+/// the packages it now holds, `None` when nothing needed a change.
+fn resync_shared(
+    home: &Path,
+    name: &str,
+    new: Option<(&Requirements, &BTreeMap<String, String>)>,
+) -> Result<Option<BTreeMap<String, String>>, Failure> {
+    let mut members = Vec::new();
+    for (other, path) in others(home, name) {
+        if own::find(home, &other).is_some() {
+            continue;
+        }
+        let requirements = deps::read(&path).map_err(failed)?;
+        members.push(shared::Member {
+            name: other,
+            requirements,
+        });
+    }
+    let empty = BTreeMap::new();
+    let constraints = new.map_or(&empty, |(_, c)| c);
+    if let Some((reqs, _)) = new {
+        members.push(shared::Member {
+            name: name.to_string(),
+            requirements: reqs.clone(),
+        });
+    }
+    let needed = members.iter().any(|m| !m.requirements.is_empty());
+    if !needed && shared::site_dir(home).is_none() {
+        return Ok(None);
+    }
+    let uv = Uv::locate().map_err(failed)?;
+    let python = shared_python()?;
+    match shared::sync(home, &uv, &python, &members, Some(name), constraints) {
+        Ok(s) => Ok(Some(s.versions)),
+        Err(e @ DepsError::Unresolvable { .. }) => {
+            let own_hint = if new.is_some() {
+                format!("\nplugin '{name}' was not installed; give it an environment of its own with: plughost plugins install --own-env … (it then runs isolated)")
+            } else {
+                String::new()
+            };
+            Err(Failure::failed(format!("{e}{own_hint}")))
+        }
+        Err(e) => Err(failed(e)),
+    }
+}
+
+/// Build plugin `name`'s own environment on the CPython its
+/// `requires-python` asks for, saying which was chosen.
+fn build_own(
+    home: &Path,
+    name: &str,
+    reqs: &Requirements,
+    constraints: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, Failure> {
+    let chosen = interpreter::choose(reqs.requires_python.as_deref()).map_err(Failure::failed)?;
+    let why = match &reqs.requires_python {
+        Some(rp) => format!(" for requires-python '{rp}'"),
+        None => String::new(),
+    };
+    println!(
+        "Its own environment runs on Python {} ({}{}){why}.",
+        chosen.version_text(),
+        chosen.path.display(),
+        if chosen.embedded {
+            ", the embedded one"
+        } else {
+            ""
+        }
+    );
+    let mut extra = own::Extra::default();
+    if !chosen.embedded {
+        let (a, b, _) = chosen.version;
+        extra.find_links = wheel_dirs(home, a, b).map_err(Failure::failed)?;
+        extra.requirements.push("plughost".into());
+    }
+    let uv = Uv::locate().map_err(failed)?;
+    own::build(home, &uv, name, reqs, &chosen.path, &extra, constraints).map_err(failed)
+}
+
+/// Directories holding a plughost wheel for CPython `a.b`: those of
+/// `PLUGHOST_WHEELS` (separated by `:`) and `<home>/wheels`.
+fn wheel_dirs(home: &Path, a: u32, b: u32) -> Result<Vec<PathBuf>, String> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PLUGHOST_WHEELS")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    dirs.push(home.join("wheels"));
+    let tag = format!("-cp{a}{b}-");
+    let holds = |d: &PathBuf| {
+        std::fs::read_dir(d).is_ok_and(|entries| {
+            entries.flatten().any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.starts_with("plughost-") && n.contains(&tag) && n.ends_with(".whl")
+            })
+        })
+    };
+    let found: Vec<PathBuf> = dirs.iter().filter(|d| holds(d)).cloned().collect();
+    if found.is_empty() {
+        return Err(format!(
+            "a worker on Python {a}.{b} runs the plughost wheel built for it, and none was found (looked in PLUGHOST_WHEELS and {}): build it with `maturin build -i python{a}.{b} --out {}` in plughost's source tree, then install again",
+            home.join("wheels").display(),
+            home.join("wheels").display()
+        ));
+    }
+    Ok(found)
+}
+
+/// Write what `placed` says into `name`'s lock entry, and bring the
+/// shared environment's versions up to date in every entry that uses it.
+pub(super) fn record(home: &Path, name: &str, placed: &Placed) -> Result<(), Failure> {
+    lock::update(home, |l| {
+        if let Some(e) = l.plugins.get_mut(name) {
+            e.environment = placed.environment.clone();
+            e.requirements = placed.requirements.clone();
+            e.dependencies = placed.versions.clone();
+        }
+        if let Some(shared) = &placed.shared_versions {
+            for (n, e) in l.plugins.iter_mut() {
+                if n != name && e.environment.as_deref() == Some("shared") {
+                    e.dependencies = shared.clone();
+                }
+            }
+        }
+    })?;
+    Ok(())
+}
+
+/// `plugins deps sync`: every user plugin's dependencies installed again —
+/// its own environment rebuilt, the shared one resolved from all the rest —
+/// and the lock entries brought up to date.
+pub(super) fn sync(home: &Path) -> Result<Exit, Failure> {
+    let isolation = config::read_isolation(home)?;
+    let mut members = Vec::new();
+    let mut owned = Vec::new();
+    for (name, path) in others(home, "") {
+        let requirements = deps::read(&path).map_err(failed)?;
+        let wants_own = own::find(home, &name).is_some()
+            || (isolation.covers(&name) && !requirements.is_empty());
+        if wants_own {
+            owned.push((name, requirements));
+        } else {
+            members.push(shared::Member { name, requirements });
+        }
+    }
+    let mut failures = 0;
+    for (name, reqs) in &owned {
+        println!("{name}: its own environment");
+        match build_own(home, name, reqs, &BTreeMap::new()) {
+            Ok(versions) => record(
+                home,
+                name,
+                &Placed {
+                    environment: Some("own".into()),
+                    requirements: reqs.requires.clone(),
+                    versions,
+                    shared_versions: None,
+                },
+            )?,
+            Err(e) => {
+                eprintln!("plughost: {name}: {}", e.message);
+                failures += 1;
+            }
+        }
+    }
+    let needed = members.iter().any(|m| !m.requirements.is_empty());
+    if needed || shared::site_dir(home).is_some() {
+        let uv = Uv::locate().map_err(failed)?;
+        let python = shared_python()?;
+        let synced =
+            shared::sync(home, &uv, &python, &members, None, &BTreeMap::new()).map_err(failed)?;
+        for m in members.iter().filter(|m| !m.requirements.is_empty()) {
+            record(
+                home,
+                &m.name,
+                &Placed {
+                    environment: Some("shared".into()),
+                    requirements: m.requirements.requires.clone(),
+                    versions: synced.versions.clone(),
+                    shared_versions: None,
+                },
+            )?;
+        }
+        println!(
+            "The shared environment {} holds {} package(s) for {} plugin(s).",
+            shared::link(home).display(),
+            synced.versions.len(),
+            members
+                .iter()
+                .filter(|m| !m.requirements.is_empty())
+                .count()
+        );
+    }
+    Ok(Exit::ok_if(failures == 0))
+}

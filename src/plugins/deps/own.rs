@@ -1,0 +1,162 @@
+//! A plugin's own environment, `<home>/envs/plugins/<name>`: a virtualenv
+//! (`uv venv`) on the CPython chosen for it, holding its requirements only.
+//! A plugin that has one always runs isolated, in a worker on that
+//! environment (see `isolation::interpreter`): its packages never meet
+//! another plugin's.
+//!
+//! A new environment is built beside the one in use and renamed into place
+//! only once uv finished, so a failed resolution leaves the old one intact.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::uv::Uv;
+use super::{io, DepsError, Requirements};
+use crate::plugins::config::Isolation;
+
+/// `<home>/envs/plugins`.
+fn root(home: &Path) -> PathBuf {
+    super::envs_dir(home).join("plugins")
+}
+
+/// `<home>/envs/plugins/<name>`.
+pub fn env_dir(home: &Path, name: &str) -> PathBuf {
+    root(home).join(name)
+}
+
+/// Plugin `name`'s own environment, when it has one: its directory and
+/// the Python version it runs (`pyvenv.cfg`'s `version_info`, `3.12.1`).
+pub fn find(home: &Path, name: &str) -> Option<(PathBuf, String)> {
+    let dir = env_dir(home, name);
+    let cfg = std::fs::read_to_string(dir.join("pyvenv.cfg")).ok()?;
+    let version = cfg.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        matches!(k.trim(), "version_info" | "version").then(|| v.trim().to_string())
+    })?;
+    Some((dir, version))
+}
+
+/// The names of the plugins that have their own environment.
+pub fn names(home: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root(home)) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.') && find(home, n).is_some())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `isolation` with every plugin that has its own environment added: such a
+/// plugin can only run in a worker on it (its packages are nowhere else).
+pub fn isolate_own_envs(isolation: Isolation, home: &Path) -> Isolation {
+    let own = names(home);
+    match isolation {
+        Isolation::All => Isolation::All,
+        _ if own.is_empty() => isolation,
+        Isolation::None => Isolation::Only(own),
+        Isolation::Only(mut keys) => {
+            for k in own {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            Isolation::Only(keys)
+        }
+    }
+}
+
+/// `site-packages` of the virtualenv `dir` for Python `version` (`3.12.1`).
+pub fn site_packages(dir: &Path, version: &str) -> PathBuf {
+    let minor: Vec<&str> = version.split('.').take(2).collect();
+    dir.join("lib")
+        .join(format!("python{}", minor.join(".")))
+        .join("site-packages")
+}
+
+/// What else a worker on the environment needs installed beside the
+/// plugin's requirements (the plughost wheel for a CPython other than the
+/// embedded one), and where uv finds it.
+#[derive(Clone, Debug, Default)]
+pub struct Extra {
+    pub requirements: Vec<String>,
+    pub find_links: Vec<PathBuf>,
+}
+
+/// Build plugin `name`'s environment on `python` with `requirements` (and
+/// `extra`), replacing its old one only once uv succeeded; what it holds,
+/// `name → version`.
+pub fn build(
+    home: &Path,
+    uv: &Uv,
+    name: &str,
+    requirements: &Requirements,
+    python: &Path,
+    extra: &Extra,
+    constraints: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, DepsError> {
+    let root = root(home);
+    std::fs::create_dir_all(&root).map_err(io(root.display().to_string()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!(".{name}-"))
+        .tempdir_in(&root)
+        .map_err(io(root.display().to_string()))?;
+    let venv = scratch.path().join("env");
+    let mut cmd = uv.command(["venv", "--quiet", "--relocatable", "--python"]);
+    cmd.arg(python).arg(&venv);
+    uv.run(
+        cmd,
+        &format!("uv cannot make an environment for plugin '{name}'"),
+    )?;
+    let venv_python = venv.join("bin").join("python");
+    let reqs: Vec<&String> = requirements
+        .requires
+        .iter()
+        .chain(&extra.requirements)
+        .collect();
+    if !reqs.is_empty() {
+        let file = scratch.path().join("requirements.txt");
+        let text: String = reqs.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(&file, text).map_err(io(file.display().to_string()))?;
+        let mut cmd = uv.command(["pip", "install", "--quiet", "--python"]);
+        cmd.arg(&venv_python).arg("-r").arg(&file);
+        for dir in &extra.find_links {
+            cmd.arg("--find-links").arg(dir);
+        }
+        if !constraints.is_empty() {
+            let c = scratch.path().join("constraints.txt");
+            let text: String = constraints
+                .iter()
+                .map(|(n, v)| format!("{n}=={v}\n"))
+                .collect();
+            std::fs::write(&c, text).map_err(io(c.display().to_string()))?;
+            cmd.arg("-c").arg(&c);
+        }
+        uv.run(
+            cmd,
+            &format!("uv cannot install the requirements of plugin '{name}' in its own environment (the one in use, if any, is left as it was)"),
+        )?;
+    }
+    let versions = uv.freeze(&venv_python, None)?;
+    let target = env_dir(home, name);
+    let old = scratch.path().join("old");
+    let had = target.exists();
+    if had {
+        std::fs::rename(&target, &old).map_err(io(target.display().to_string()))?;
+    }
+    if let Err(e) = std::fs::rename(&venv, &target) {
+        if had {
+            let _ = std::fs::rename(&old, &target);
+        }
+        return Err(io(target.display().to_string())(e));
+    }
+    Ok(versions)
+}
+
+/// Delete plugin `name`'s own environment (after `plugins remove`).
+pub fn remove(home: &Path, name: &str) {
+    let _ = std::fs::remove_dir_all(env_dir(home, name));
+}
