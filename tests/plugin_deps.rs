@@ -305,3 +305,83 @@ fn without_uv_the_error_says_how_to_get_it() {
     );
     assert!(!env.home.path().join("plugins/old").exists());
 }
+
+/// A CPython 3.12 of this machine (PATH, then pyenv), if any.
+fn python_312() -> Option<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join("python3.12"))
+        .collect();
+    let pyenv = std::env::var_os("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")))?;
+    if let Ok(entries) = std::fs::read_dir(pyenv.join("versions")) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("3.12") {
+                paths.push(e.path().join("bin/python3"));
+            }
+        }
+    }
+    paths.into_iter().find(|p| p.is_file())
+}
+
+/// A directory holding the plughost wheel built for CPython 3.12
+/// (`maturin build -i python3.12 --out DIR`), named by PLUGHOST_TEST_WHEELS.
+fn wheel_312() -> Option<PathBuf> {
+    let dir = PathBuf::from(std::env::var_os("PLUGHOST_TEST_WHEELS")?);
+    let found = std::fs::read_dir(&dir).ok()?.flatten().any(|e| {
+        let n = e.file_name().to_string_lossy().into_owned();
+        n.starts_with("plughost-") && n.contains("-cp312-")
+    });
+    found.then_some(dir)
+}
+
+#[test]
+fn a_plugin_needing_python_312_runs_in_a_worker_on_another_cpython() {
+    let env = env();
+    let code = "import sys\n\ntype Answer = str  # Python 3.12 syntax\n\ndef register(ctx):\n    ctx.register_tool(\"py_version\", {}, lambda: '%d.%d' % sys.version_info[:2])\n";
+    let src = write_plugin(
+        &env.work.path().join("src"),
+        "newpy",
+        "name: newpy\nversion: 1.0.0\nprovides_tools: [py_version]\n",
+        &[
+            ("__init__.py", code),
+            (
+                "pyproject.toml",
+                "[project]\nname = \"newpy\"\nversion = \"1.0\"\nrequires-python = \">=3.12,<3.13\"\ndependencies = [\"pinlib==1.0\"]\n",
+            ),
+        ],
+    );
+    // Without --own-env: refused, saying what would work.
+    let out = env.run(&["plugins", "install", s(&src), "--enable"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("requires Python >=3.12,<3.13"), "{err}");
+    assert!(err.contains("--own-env"), "{err}");
+    assert!(!env.home.path().join("plugins/newpy").exists());
+
+    let Some(python) = python_312() else {
+        eprintln!("skipped: no CPython 3.12 on PATH or under pyenv");
+        return;
+    };
+    let Some(wheels) = wheel_312() else {
+        eprintln!(
+            "skipped: a worker on {} needs the plughost wheel built for 3.12; build it with `maturin build -i python3.12 --out DIR` and set PLUGHOST_TEST_WHEELS=DIR",
+            python.display()
+        );
+        return;
+    };
+    let out = env
+        .command(&["plugins", "install", s(&src), "--enable", "--own-env"])
+        .env("PLUGHOST_WHEELS", &wheels)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout(&out).contains("runs on Python 3.12."),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(env.ok(&["tools", "call", "py_version"]), "3.12\n");
+    let doctor = env.ok(&["plugins", "doctor"]);
+    assert!(doctor.contains("own environment"), "{doctor}");
+}

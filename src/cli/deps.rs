@@ -217,37 +217,37 @@ fn build_own(
     let mut extra = own::Extra::default();
     if !chosen.embedded {
         let (a, b, _) = chosen.version;
-        extra.find_links = wheel_dirs(home, a, b).map_err(Failure::failed)?;
-        extra.requirements.push("plughost".into());
+        let wheel = plughost_wheel(home, a, b).map_err(Failure::failed)?;
+        extra.requirements.push(wheel.display().to_string());
     }
     let uv = Uv::locate().map_err(failed)?;
     own::build(home, &uv, name, reqs, &chosen.path, &extra, constraints).map_err(failed)
 }
 
-/// Directories holding a plughost wheel for CPython `a.b`: those of
+/// The plughost wheel for CPython `a.b`, from the directories of
 /// `PLUGHOST_WHEELS` (separated by `:`) and `<home>/wheels`.
-fn wheel_dirs(home: &Path, a: u32, b: u32) -> Result<Vec<PathBuf>, String> {
+fn plughost_wheel(home: &Path, a: u32, b: u32) -> Result<PathBuf, String> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PLUGHOST_WHEELS")
         .map(|v| std::env::split_paths(&v).collect())
         .unwrap_or_default();
     dirs.push(home.join("wheels"));
     let tag = format!("-cp{a}{b}-");
-    let holds = |d: &PathBuf| {
-        std::fs::read_dir(d).is_ok_and(|entries| {
-            entries.flatten().any(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                n.starts_with("plughost-") && n.contains(&tag) && n.ends_with(".whl")
-            })
-        })
-    };
-    let found: Vec<PathBuf> = dirs.iter().filter(|d| holds(d)).cloned().collect();
-    if found.is_empty() {
+    let found = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|entries| entries.flatten())
+        .map(|e| e.path())
+        .find(|p| {
+            let n = p.file_name().unwrap_or_default().to_string_lossy();
+            n.starts_with("plughost-") && n.contains(&tag) && n.ends_with(".whl")
+        });
+    let Some(found) = found else {
         return Err(format!(
             "a worker on Python {a}.{b} runs the plughost wheel built for it, and none was found (looked in PLUGHOST_WHEELS and {}): build it with `maturin build -i python{a}.{b} --out {}` in plughost's source tree, then install again",
             home.join("wheels").display(),
             home.join("wheels").display()
         ));
-    }
+    };
     Ok(found)
 }
 
@@ -337,4 +337,73 @@ pub(super) fn sync(home: &Path) -> Result<Exit, Failure> {
         );
     }
     Ok(Exit::ok_if(failures == 0))
+}
+
+/// The built-in tools' names (what a plugin's tool of the same name shadows).
+pub(super) fn builtin_tool_names() -> Vec<String> {
+    let Ok(scratch) = tempfile::tempdir() else {
+        return Vec::new();
+    };
+    let Ok(ws) = crate::agent::tools::Workspace::new(scratch.path()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> =
+        crate::agent::tools::builtin_tools(&ws, &crate::agent::tools::ToolLimits::default())
+            .into_iter()
+            .map(|t| t.spec.name)
+            .collect();
+    names.push("delegate".into());
+    names
+}
+
+/// The install-time summary of what the plugin at `dir` will be able to do.
+pub(super) fn print_risk(name: &str, caps: &lock::Capabilities, dir: &Path) {
+    use crate::plugins::install::risk;
+    let badges = risk::badges(caps, dir, &builtin_tool_names());
+    println!("{}", risk::summary(name, &badges));
+}
+
+/// What a loaded plugin registered beyond its manifest's declarations.
+pub(super) fn undeclared(
+    p: &crate::host::PluginRecord,
+    strict: bool,
+) -> crate::plugins::install::risk::Undeclared {
+    let declared = crate::plugins::manifest::load_with(&p.path, crate::dialects::formats())
+        .map(|m| lock::Capabilities {
+            hooks: m.provides_hooks,
+            tools: m.provides_tools,
+            web_providers: m.provides_web_providers,
+        })
+        .unwrap_or_default();
+    crate::plugins::install::risk::Undeclared::between(&declared, &p.hooks, &p.tools, strict)
+}
+
+/// The environments section of `plugins doctor`, and each loaded
+/// plugin's undeclared registrations; `None` when there is nothing to say.
+pub(super) fn doctor_text(host: &crate::host::Host) -> Option<String> {
+    let home = host.home();
+    let mut lines = Vec::new();
+    if let Some(site) = shared::site_dir(home) {
+        lines.push(format!("shared environment: {}", site.display()));
+    }
+    for p in host.plugins().iter().filter(|p| p.loaded) {
+        if let Some(own) = interpreter::describe(home, &p.key) {
+            lines.push(format!("  {}: {own}", p.key));
+        }
+        let strict = crate::plugins::install::risk::strict_hooks(home);
+        let u = undeclared(p, strict);
+        if !u.is_empty() {
+            lines.push(format!(
+                "  {}: registers what its manifest does not declare: {}{}",
+                p.key,
+                u.describe(),
+                if strict {
+                    " (plugins.strict_hooks is on: reinstalling it is refused)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
 }

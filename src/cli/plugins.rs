@@ -109,6 +109,7 @@ pub(super) fn install(
         "Installed"
     };
     println!("{verb} {}{version} in {}.", done.name, done.path.display());
+    super::deps::print_risk(&done.name, &done.capabilities, &done.path);
     super::lock::record(home, &done, dialect)?;
     super::deps::record(home, &done.name, &ask.placed.borrow())?;
     if let Some(d) = dialect {
@@ -141,6 +142,26 @@ pub(super) fn install(
         .iter()
         .find(|p| p.key == done.name && p.path == done.path)
         .or_else(|| host.plugins().iter().find(|p| p.key == done.name));
+    if let Some(p) = record.filter(|p| p.loaded) {
+        let strict = crate::plugins::install::risk::strict_hooks(home);
+        let undeclared = super::deps::undeclared(p, strict);
+        if !undeclared.is_empty() {
+            let what = undeclared.describe();
+            if strict {
+                if !before.enabled.contains(&done.name) {
+                    config::update_plugin_lists(home, |l| l.enabled.retain(|n| *n != done.name))?;
+                }
+                return Err(Failure::failed(format!(
+                    "plugin '{}' registers what its manifest does not declare: {what}; plugins.strict_hooks in config.json refuses it, so it was installed but not enabled (declare them in its manifest, or turn strict_hooks off)",
+                    done.name
+                )));
+            }
+            eprintln!(
+                "plughost: note: plugin '{}' registers what its manifest does not declare: {what}",
+                done.name
+            );
+        }
+    }
     match record {
         Some(p) if p.loaded => {
             println!("Enabled {} (it loads: {}).", done.name, provides(p));
@@ -348,6 +369,9 @@ pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
         println!("{}", report.text());
         if let Some(lock) = super::lock::doctor_text(host.home()) {
             println!("{lock}");
+        }
+        if let Some(envs) = super::deps::doctor_text(host) {
+            println!("{envs}");
         }
     }
     Ok(Exit::ok_if(!report.has_failures()))

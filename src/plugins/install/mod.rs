@@ -14,6 +14,7 @@
 
 mod fetch;
 mod place;
+pub mod risk;
 mod source;
 pub(crate) mod staging;
 

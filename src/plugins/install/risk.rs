@@ -1,0 +1,271 @@
+//! What a plugin will be able to do, from what it declares, shown at
+//! install as Flowly's marketplace risk badges are; and what it registered
+//! beyond what it declared.
+//!
+//! The badges: hooks that see every model call (`pre_llm_call`,
+//! `post_llm_call`, `pre_api_request`, …), hooks that rewrite results
+//! (`transform_*`, `pre_tool_call`, which can block or change a call),
+//! tools that shadow built-in ones, and the network and file access a
+//! manifest declares (`capabilities`, `permissions`, `network`, `files`
+//! of a Hermes or Flowly manifest; plughost enforces none of them — they
+//! are the author's word, shown so the user can judge).
+//!
+//! Strictness: a plugin that registers a hook or tool its manifest does
+//! not list (`provides_hooks`, `provides_tools`) is reported by `plugins
+//! doctor` and at install, and refused at install when config.json's
+//! `plugins.strict_hooks` is true (Hermes's `plugins.strict_hooks`, which
+//! plughost reads from the same place for every dialect).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::plugins::lock::Capabilities;
+
+/// Hooks that see every model request or reply.
+const MODEL_HOOKS: &[&str] = &[
+    "pre_llm_call",
+    "post_llm_call",
+    "pre_api_request",
+    "post_api_request",
+    "transform_llm_output",
+];
+
+/// Hooks that can change or block what the agent does or sees.
+const REWRITING_HOOKS: &[&str] = &[
+    "pre_tool_call",
+    "transform_tool_result",
+    "transform_terminal_output",
+    "transform_llm_output",
+    "pre_gateway_dispatch",
+];
+
+/// One line of the summary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Badge {
+    /// `model`, `rewrite`, `shadow`, `network`, `files`, `env`.
+    pub kind: &'static str,
+    pub text: String,
+}
+
+/// The badges of a plugin declaring `caps` (and the raw manifest of
+/// `dir`, for its declared access), given the built-in tool names.
+pub fn badges(caps: &Capabilities, dir: &Path, builtins: &[String]) -> Vec<Badge> {
+    let mut out = Vec::new();
+    let pick = |set: &[&str]| -> Vec<String> {
+        caps.hooks
+            .iter()
+            .filter(|h| set.contains(&h.as_str()))
+            .cloned()
+            .collect()
+    };
+    let model = pick(MODEL_HOOKS);
+    if !model.is_empty() {
+        out.push(Badge {
+            kind: "model",
+            text: format!("sees every model call ({})", model.join(", ")),
+        });
+    }
+    let rewrite = pick(REWRITING_HOOKS);
+    if !rewrite.is_empty() {
+        out.push(Badge {
+            kind: "rewrite",
+            text: format!(
+                "can block or rewrite calls and results ({})",
+                rewrite.join(", ")
+            ),
+        });
+    }
+    let shadow: Vec<String> = caps
+        .tools
+        .iter()
+        .filter(|t| builtins.contains(t))
+        .cloned()
+        .collect();
+    if !shadow.is_empty() {
+        out.push(Badge {
+            kind: "shadow",
+            text: format!("replaces built-in tools ({})", shadow.join(", ")),
+        });
+    }
+    let declared = declared_access(dir);
+    for (kind, what) in [("network", &declared.0), ("files", &declared.1)] {
+        if !what.is_empty() {
+            out.push(Badge {
+                kind,
+                text: format!("declares {kind} access ({})", what.join(", ")),
+            });
+        }
+    }
+    out
+}
+
+/// The network and file access a manifest declares: `capabilities` /
+/// `permissions` lists or mappings naming them, `network:` / `files:`.
+fn declared_access(dir: &Path) -> (Vec<String>, Vec<String>) {
+    let Some(root) = raw_manifest(dir) else {
+        return Default::default();
+    };
+    let (mut net, mut files) = (Vec::new(), Vec::new());
+    let mut note = |key: &str, value: &Value| {
+        let k = key.to_ascii_lowercase();
+        let text = match value {
+            Value::Bool(true) | Value::Null => key.to_string(),
+            Value::Bool(false) => return,
+            Value::String(s) => format!("{key}: {s}"),
+            other => format!("{key}: {other}"),
+        };
+        if ["network", "net", "http", "internet", "web"]
+            .iter()
+            .any(|n| k.contains(n))
+        {
+            net.push(text);
+        } else if ["file", "fs", "filesystem", "disk", "read", "write"]
+            .iter()
+            .any(|n| k.contains(n))
+        {
+            files.push(text);
+        }
+    };
+    for field in ["capabilities", "permissions"] {
+        match root.get(field) {
+            Some(Value::Array(items)) => {
+                for i in items.iter().filter_map(Value::as_str) {
+                    note(i, &Value::Null);
+                }
+            }
+            Some(Value::Object(m)) => {
+                for (k, v) in m {
+                    note(k, v);
+                }
+            }
+            _ => {}
+        }
+    }
+    for field in ["network", "files"] {
+        if let Some(v) = root.get(field) {
+            note(field, v);
+        }
+    }
+    (net, files)
+}
+
+fn raw_manifest(dir: &Path) -> Option<Value> {
+    let path = crate::plugins::manifest::MANIFEST_FILES
+        .iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.is_file())?;
+    let text = std::fs::read_to_string(&path).ok()?;
+    if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).ok()
+    } else {
+        serde_saphyr::from_str(&text).ok()
+    }
+}
+
+/// The one-screen summary printed at install.
+pub fn summary(name: &str, badges: &[Badge]) -> String {
+    if badges.is_empty() {
+        return format!("{name} declares no hooks on model calls, no rewriting hooks, no built-in tool replacements and no network or file access.");
+    }
+    let mut text = format!("What {name} will be able to do (from its manifest):");
+    for b in badges {
+        text.push_str(&format!("\n  [{}] {}", b.kind, b.text));
+    }
+    text
+}
+
+/// What a plugin registered that its manifest does not declare.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Undeclared {
+    pub hooks: Vec<String>,
+    pub tools: Vec<String>,
+}
+
+impl Undeclared {
+    /// Registered `hooks` and `tools` not in `declared`. A manifest that
+    /// lists no hooks (or no tools) at all made no claim about them and is
+    /// not reported for them, unless `strict` (then every registration
+    /// must be declared).
+    pub fn between(
+        declared: &Capabilities,
+        hooks: &[String],
+        tools: &[String],
+        strict: bool,
+    ) -> Undeclared {
+        let not_in = |list: &[String], known: &[String]| -> Vec<String> {
+            if known.is_empty() && !strict {
+                return Vec::new();
+            }
+            list.iter()
+                .filter(|x| !known.contains(x))
+                .cloned()
+                .collect()
+        };
+        Undeclared {
+            hooks: not_in(hooks, &declared.hooks),
+            tools: not_in(tools, &declared.tools),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hooks.is_empty() && self.tools.is_empty()
+    }
+
+    /// `hooks a, b; tools c`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.hooks.is_empty() {
+            parts.push(format!(
+                "hooks {} (not in provides_hooks)",
+                self.hooks.join(", ")
+            ));
+        }
+        if !self.tools.is_empty() {
+            parts.push(format!(
+                "tools {} (not in provides_tools)",
+                self.tools.join(", ")
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+/// `plugins.strict_hooks` of config.json (false when absent or not a bool).
+pub fn strict_hooks(home: &Path) -> bool {
+    let path = crate::plugins::config::config_path(home);
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v.get("plugins")?.get("strict_hooks")?.as_bool())
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn badges_and_undeclared() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("plugin.yaml"),
+            "name: p\ncapabilities: [network, read_files]\n",
+        )
+        .unwrap();
+        let caps = Capabilities {
+            hooks: vec!["pre_llm_call".into(), "transform_tool_result".into()],
+            tools: vec!["exec".into(), "mine".into()],
+            web_providers: vec![],
+        };
+        let b = badges(&caps, dir.path(), &["exec".to_string()]);
+        let kinds: Vec<&str> = b.iter().map(|b| b.kind).collect();
+        assert_eq!(kinds, ["model", "rewrite", "shadow", "network", "files"]);
+        let none = Capabilities::default();
+        assert!(Undeclared::between(&none, &["a".into()], &[], false).is_empty());
+        assert!(!Undeclared::between(&none, &["a".into()], &[], true).is_empty());
+        let u = Undeclared::between(&caps, &["on_session_start".into()], &["mine".into()], false);
+        assert_eq!(u.hooks, ["on_session_start"]);
+        assert!(u.tools.is_empty());
+    }
+}
