@@ -76,6 +76,33 @@ fn the_install_summary_and_undeclared_registrations() {
         "{doctor}"
     );
 
+    // Turned on later, strictness refuses it at load.
+    let config = serde_json::json!({"plugins": {"enabled": ["sneaky"], "disabled": [], "strict_hooks": true}});
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    let out = run(
+        home.path(),
+        bundled.path(),
+        &["tools", "call", "extra_tool"],
+    );
+    assert!(!out.status.success(), "{}", text(&out));
+    let listed = run(home.path(), bundled.path(), &["plugins", "list", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let record = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "sneaky")
+        .unwrap()
+        .clone();
+    assert_eq!(record["status"], "failed", "{record}");
+    assert!(
+        record["error"]
+            .as_str()
+            .unwrap()
+            .contains("plugins.strict_hooks in config.json refuses it"),
+        "{record}"
+    );
+
     // Under plugins.strict_hooks the same install is refused, not enabled.
     let strict = home_with(&[]);
     let config =

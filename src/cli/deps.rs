@@ -390,20 +390,63 @@ pub(super) fn doctor_text(host: &crate::host::Host) -> Option<String> {
         if let Some(own) = interpreter::describe(home, &p.key) {
             lines.push(format!("  {}: {own}", p.key));
         }
-        let strict = crate::plugins::install::risk::strict_hooks(home);
-        let u = undeclared(p, strict);
+        let u = undeclared(p, false);
         if !u.is_empty() {
             lines.push(format!(
-                "  {}: registers what its manifest does not declare: {}{}",
+                "  {}: registers what its manifest does not declare: {}",
                 p.key,
-                u.describe(),
-                if strict {
-                    " (plugins.strict_hooks is on: reinstalling it is refused)"
-                } else {
-                    ""
-                }
+                u.describe()
             ));
         }
     }
     (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+/// After `plugins remove NAME`: its own environment deleted, and the shared
+/// one resolved again without it (a failure is reported, not fatal: the
+/// plugin is gone either way, and its packages only linger).
+pub(super) fn forget(home: &Path, name: &str) {
+    own::remove(home, name);
+    if shared::site_dir(home).is_some() {
+        if let Err(e) = resync_shared(home, name, None) {
+            eprintln!(
+                "plughost: the shared environment still holds the packages of '{name}': {}",
+                e.message
+            );
+        }
+    }
+}
+
+/// `environments` of `plugins doctor --json`: the shared environment (or
+/// `null`), and by plugin key its own environment and undeclared
+/// registrations; `None` (the key left out) when there is none of these.
+pub(super) fn doctor_json(host: &crate::host::Host) -> Option<serde_json::Value> {
+    let home = host.home();
+    let strict = crate::plugins::install::risk::strict_hooks(home);
+    let plugins: serde_json::Map<String, serde_json::Value> = host
+        .plugins()
+        .iter()
+        .filter(|p| p.loaded)
+        .filter_map(|p| {
+            let u = undeclared(p, false);
+            let own_env = own::find(home, &p.key);
+            if u.is_empty() && own_env.is_none() {
+                return None;
+            }
+            let value = serde_json::json!({
+                "own_environment": own_env.map(|(dir, version)| serde_json::json!({"path": dir, "python": version})),
+                "undeclared": {"hooks": u.hooks, "tools": u.tools},
+            });
+            Some((p.key.clone(), value))
+        })
+        .collect();
+    let shared = shared::site_dir(home);
+    if plugins.is_empty() && shared.is_none() {
+        return None;
+    }
+    Some(serde_json::json!({
+        "shared": shared,
+        "strict_hooks": strict,
+        "plugins": plugins,
+    }))
 }

@@ -143,19 +143,11 @@ pub(super) fn install(
         .find(|p| p.key == done.name && p.path == done.path)
         .or_else(|| host.plugins().iter().find(|p| p.key == done.name));
     if let Some(p) = record.filter(|p| p.loaded) {
-        let strict = crate::plugins::install::risk::strict_hooks(home);
-        let undeclared = super::deps::undeclared(p, strict);
+        // Under plugins.strict_hooks the host refused to load it: it is not
+        // loaded, and load_failure below says why.
+        let undeclared = super::deps::undeclared(p, false);
         if !undeclared.is_empty() {
             let what = undeclared.describe();
-            if strict {
-                if !before.enabled.contains(&done.name) {
-                    config::update_plugin_lists(home, |l| l.enabled.retain(|n| *n != done.name))?;
-                }
-                return Err(Failure::failed(format!(
-                    "plugin '{}' registers what its manifest does not declare: {what}; plugins.strict_hooks in config.json refuses it, so it was installed but not enabled (declare them in its manifest, or turn strict_hooks off)",
-                    done.name
-                )));
-            }
             eprintln!(
                 "plughost: note: plugin '{}' registers what its manifest does not declare: {what}",
                 done.name
@@ -351,6 +343,7 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<Exit, Failure
         l.disabled.retain(|n| *n != key);
     })?;
     super::lock::forget(home, &key);
+    super::deps::forget(home, &key);
     println!("Removed {key} ({}).", dir.display());
     println!("{RESTART}");
     Ok(Exit::Success)
@@ -363,6 +356,9 @@ pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
         let mut value = serde_json::to_value(&report).expect("the report serialises");
         if let serde_json::Value::Object(fields) = &mut value {
             fields.insert("lock".into(), super::lock::doctor_json(host.home()));
+            if let Some(envs) = super::deps::doctor_json(host) {
+                fields.insert("environments".into(), envs);
+            }
         }
         super::print_json(&value);
     } else {

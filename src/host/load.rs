@@ -121,6 +121,14 @@ pub(super) fn load_candidate(
             })
         }
     };
+    // --- added by supply --- (plugins.strict_hooks: undeclared registrations refuse the plugin)
+    let loaded = loaded.and_then(|l| {
+        let manifest = c.manifest.as_ref().ok();
+        match crate::plugins::install::risk::strict_refusal(home, manifest, &l.registrations) {
+            Some(why) => Err(PluginError::native(why)),
+            None => Ok(l),
+        }
+    });
     match loaded {
         Err(failure) => {
             let at = failure

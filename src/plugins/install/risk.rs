@@ -231,6 +231,42 @@ impl Undeclared {
     }
 }
 
+/// Why `plugins.strict_hooks` refuses a plugin that registered
+/// `registrations` while its manifest declares what `manifest` says;
+/// `None` when strictness is off or everything is declared.
+pub fn strict_refusal(
+    home: &Path,
+    manifest: Option<&crate::plugins::manifest::Manifest>,
+    registrations: &[crate::core::registry::Registration],
+) -> Option<String> {
+    use crate::core::registry::Registration;
+    if !strict_hooks(home) {
+        return None;
+    }
+    let declared = manifest
+        .map(|m| Capabilities {
+            hooks: m.provides_hooks.clone(),
+            tools: m.provides_tools.clone(),
+            web_providers: Vec::new(),
+        })
+        .unwrap_or_default();
+    let (mut hooks, mut tools) = (Vec::new(), Vec::new());
+    for r in registrations {
+        match r {
+            Registration::Hook { name, .. } if !hooks.contains(name) => hooks.push(name.clone()),
+            Registration::Tool(t) => tools.push(t.spec.name.clone()),
+            _ => {}
+        }
+    }
+    let undeclared = Undeclared::between(&declared, &hooks, &tools, true);
+    (!undeclared.is_empty()).then(|| {
+        format!(
+            "plugins.strict_hooks in config.json refuses it: it registers what its manifest does not declare: {} (declare them in its manifest, or turn strict_hooks off)",
+            undeclared.describe()
+        )
+    })
+}
+
 /// `plugins.strict_hooks` of config.json (false when absent or not a bool).
 pub fn strict_hooks(home: &Path) -> bool {
     let path = crate::plugins::config::config_path(home);
