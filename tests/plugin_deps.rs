@@ -260,9 +260,8 @@ fn deps_sync_installs_for_plugins_already_present_and_lock_reproduces_versions()
         work: tempfile::tempdir().unwrap(),
     };
     std::fs::create_dir_all(other.wheels()).unwrap();
-    for w in ["pinlib-1.0-py3-none-any.whl"] {
-        std::fs::copy(env.wheels().join(w), other.wheels().join(w)).unwrap();
-    }
+    let only_old = "pinlib-1.0-py3-none-any.whl";
+    std::fs::copy(env.wheels().join(only_old), other.wheels().join(only_old)).unwrap();
     other.ok(&["plugins", "install", s(&src), "--enable"]);
     assert_eq!(
         other.lock()["plugins"]["pinned"]["dependencies"]["pinlib"],
@@ -384,4 +383,45 @@ fn a_plugin_needing_python_312_runs_in_a_worker_on_another_cpython() {
     assert_eq!(env.ok(&["tools", "call", "py_version"]), "3.12\n");
     let doctor = env.ok(&["plugins", "doctor"]);
     assert!(doctor.contains("own environment"), "{doctor}");
+}
+
+#[test]
+fn a_hermes_manifests_pip_dependencies_install_and_an_isolated_plugin_gets_its_own_env() {
+    let env = env();
+    let code = "import json\nimport pinlib\n\ndef answer(args, **kwargs):\n    return json.dumps({\"pinlib\": pinlib.VERSION})\n\ndef register(ctx):\n    ctx.register_tool(\"hermes_pin\", \"demo\", {\"name\": \"hermes_pin\", \"description\": \"d\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}, answer)\n";
+    let src = write_plugin(
+        &env.work.path().join("src"),
+        "herm",
+        "name: herm\nversion: 1.0.0\npip_dependencies:\n  - pinlib==2.0\n",
+        &[("__init__.py", code)],
+    );
+    let said = env.ok(&["plugins", "install", s(&src), "--enable"]);
+    assert!(said.contains("Loads as a hermes plugin"), "{said}");
+    assert!(
+        said.contains("(pinlib==2.0) in the shared environment"),
+        "{said}"
+    );
+    assert!(
+        env.ok(&["tools", "call", "hermes_pin"])
+            .contains("\"pinlib\": \"2.0\""),
+        "{}",
+        env.ok(&["tools", "call", "hermes_pin"])
+    );
+
+    // A plugin plugins.isolate names gets an environment of its own
+    // without being asked.
+    let config =
+        serde_json::json!({"plugins": {"enabled": ["herm"], "disabled": [], "isolate": ["iso"]}});
+    std::fs::write(env.home.path().join("config.json"), config.to_string()).unwrap();
+    let iso = env.plugin("iso", &[("requirements.txt", "pinlib==1.0\n")]);
+    let said = env.ok(&["plugins", "install", s(&iso), "--enable"]);
+    assert!(
+        said.contains("Its own environment runs on Python"),
+        "{said}"
+    );
+    assert_eq!(env.lock()["plugins"]["iso"]["environment"], "own");
+    assert_eq!(env.ok(&["tools", "call", "iso_version"]), "1.0\n");
+    // Removing it deletes its environment.
+    env.ok(&["plugins", "remove", "iso", "-y"]);
+    assert!(!env.home.path().join("envs/plugins/iso").exists());
 }

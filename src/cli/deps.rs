@@ -90,7 +90,10 @@ fn prepare(ask: &Ask<'_>, dir: &Path, name: &str) -> Result<Placed, Failure> {
     let reqs = deps::read(dir).map_err(failed)?;
     let isolated = config::read_isolation(home)?.covers(name);
     let fits = embedded_ok(&reqs);
-    let own_env = ask.own_env || (isolated && (!reqs.is_empty() || !fits));
+    // An environment of its own stays with a plugin reinstalled without
+    // --own-env (remove it to move it back to the shared one).
+    let own_env =
+        ask.own_env || own::find(home, name).is_some() || (isolated && (!reqs.is_empty() || !fits));
     if !own_env && !fits {
         let rp = reqs.requires_python.clone().unwrap_or_default();
         let chosen = interpreter::choose(Some(&rp))

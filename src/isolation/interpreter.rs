@@ -108,7 +108,7 @@ pub fn candidates() -> Vec<Found> {
             });
         }
     }
-    found.sort_by(|a, b| b.version.cmp(&a.version));
+    found.sort_by_key(|f| std::cmp::Reverse(f.version));
     found.dedup_by(|a, b| a.version == b.version && !a.embedded);
     found
 }
