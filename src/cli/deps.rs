@@ -62,16 +62,13 @@ fn others(home: &Path, except: &str) -> Vec<(String, PathBuf)> {
     out
 }
 
+/// Whether the embedded interpreter meets the plugin's `requires-python`.
 fn embedded_ok(reqs: &Requirements) -> bool {
-    match (&reqs.requires_python, interpreter::embedded_version()) {
+    match (&reqs.requires_python, interpreter::embedded()) {
         (None, _) => true,
-        (Some(spec), Some((a, b))) => {
-            let micro = interpreter::embedded_python()
-                .and_then(|_| interpreter::choose(None).ok())
-                .map_or(0, |f| f.version.2);
-            interpreter::satisfies(spec, (a, b, micro))
-        }
-        (Some(_), None) => false,
+        (Some(spec), Some(found)) => interpreter::satisfies(spec, found.version),
+        (Some(spec), None) => interpreter::embedded_version()
+            .is_some_and(|(a, b)| interpreter::satisfies(spec, (a, b, 0))),
     }
 }
 

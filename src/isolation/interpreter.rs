@@ -53,6 +53,18 @@ pub fn embedded_python() -> Option<PathBuf> {
     crate::plugins::deps::uv::is_executable(&p).then_some(p)
 }
 
+/// The CPython plughost embeds, as found on disk (its executable, its
+/// full version).
+pub fn embedded() -> Option<Found> {
+    let (exe, (a, b)) = (embedded_python()?, embedded_version()?);
+    let version = version_of(&exe).unwrap_or((a, b, 0));
+    Some(Found {
+        path: exe,
+        version,
+        embedded: true,
+    })
+}
+
 fn version_of(python: &Path) -> Option<(u32, u32, u32)> {
     let out = Command::new(python)
         .args([
@@ -118,15 +130,8 @@ pub fn candidates() -> Vec<Found> {
 /// was found.
 pub fn choose(requires_python: Option<&str>) -> Result<Found, String> {
     let spec = requires_python.unwrap_or("").trim();
-    if let (Some(exe), Some((a, b))) = (embedded_python(), embedded_version()) {
-        let version = version_of(&exe).unwrap_or((a, b, 0));
-        if satisfies(spec, version) {
-            return Ok(Found {
-                path: exe,
-                version,
-                embedded: true,
-            });
-        }
+    if let Some(found) = embedded().filter(|f| satisfies(spec, f.version)) {
+        return Ok(found);
     }
     let all = candidates();
     if let Some(f) = all.iter().find(|f| satisfies(spec, f.version)) {
