@@ -100,6 +100,8 @@ pub fn build(
 ) -> Result<BTreeMap<String, String>, DepsError> {
     let root = root(home);
     std::fs::create_dir_all(&root).map_err(io(root.display().to_string()))?;
+    let _held =
+        crate::plugins::atomic::lock(&root, ".lock").map_err(io(root.display().to_string()))?;
     let scratch = tempfile::Builder::new()
         .prefix(&format!(".{name}-"))
         .tempdir_in(&root)

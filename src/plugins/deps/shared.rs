@@ -67,6 +67,9 @@ pub fn sync(
 ) -> Result<Synced, DepsError> {
     let envs = super::envs_dir(home);
     std::fs::create_dir_all(&envs).map_err(io(envs.display().to_string()))?;
+    // One change of the environments at a time (two installs at once).
+    let _held =
+        crate::plugins::atomic::lock(&envs, ".lock").map_err(io(envs.display().to_string()))?;
     sweep(&envs);
     if members.iter().all(|m| m.requirements.is_empty()) {
         remove_link(home)?;
