@@ -47,6 +47,11 @@ pub struct ServeArgs {
     /// is finalized and unloaded (its transcript stays); 0: never.
     #[arg(long, value_name = "SECS", default_value = "1800", allow_negative_numbers = true, value_parser = session_idle)]
     pub session_idle: SessionIdle,
+    // --- added by server ---
+    /// Seconds between two runs of every plugin scheduled task (Felix's
+    /// `cron_tasks` run once a minute by default).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub cron_every: Option<Duration>,
 }
 
 /// `--session-idle`: how long a named session may go unused; `None` never.
@@ -185,6 +190,9 @@ pub(super) fn serve(
             "plughost serve: listening on http://{local} (MCP at /mcp, OpenAI API at /v1; model {})",
             args.agent.model
         );
+        let scheduler = tokio_util::sync::CancellationToken::new();
+        crate::serve::cron::start(chat.agent.host(), args.cron_every, scheduler.clone());
+        let _stop_scheduler = scheduler.drop_guard();
         http::serve_until(
             listener,
             app,

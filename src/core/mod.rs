@@ -22,4 +22,5 @@ pub mod pipeline;
 pub mod points;
 pub mod reference;
 pub mod registry;
+pub mod schedule;
 pub mod wrappers;

@@ -277,6 +277,8 @@ pub enum Registration {
     },
     Command(Command),
     Skill(Skill),
+    /// A background job a serving host runs on a schedule.
+    Task(crate::core::schedule::ScheduledTask),
 }
 
 /// Normalise a slash-command name: strip, drop a leading `/`, lowercase,
@@ -337,6 +339,8 @@ pub struct Registry {
     tools: HashMap<String, Tool>,
     commands: HashMap<String, Command>,
     skills: HashMap<String, Skill>,
+    /// Scheduled jobs, by name, in registration order.
+    tasks: Vec<crate::core::schedule::ScheduledTask>,
     pub(crate) hooks: HookBus,
     /// How long an async hook may take before it is skipped (and counted).
     pub(crate) hook_timeout: Option<std::time::Duration>,
@@ -446,6 +450,32 @@ impl Registry {
 
     pub fn add_skill(&mut self, skill: Skill) {
         self.skills.insert(skill.name.clone(), skill);
+    }
+
+    /// Add a scheduled job; a later one of the same name replaces it, with
+    /// a warning naming both plugins.
+    pub fn add_task(&mut self, task: crate::core::schedule::ScheduledTask) {
+        if let Some(old) = self.tasks.iter_mut().find(|t| t.name == task.name) {
+            tracing::warn!(
+                "scheduled task '{}' of '{}' replaces the one of '{}'",
+                task.name,
+                task.plugin,
+                old.plugin
+            );
+            *old = task;
+        } else {
+            self.tasks.push(task);
+        }
+    }
+
+    /// Scheduled jobs in registration order.
+    pub fn tasks(&self) -> &[crate::core::schedule::ScheduledTask] {
+        &self.tasks
+    }
+
+    /// The scheduled job named `name`.
+    pub fn task(&self, name: &str) -> Option<&crate::core::schedule::ScheduledTask> {
+        self.tasks.iter().find(|t| t.name == name)
     }
 
     /// Subscribe a callback; see [`HookBus::add`].

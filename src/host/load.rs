@@ -63,6 +63,7 @@ pub(super) fn apply_registrations(
                 record.skills.push(s.name.clone());
                 registry.add_skill(s);
             }
+            Registration::Task(t) => registry.add_task(t),
         }
     }
 }

@@ -404,6 +404,13 @@ fn load(
                 description: s.description,
                 path: s.path,
             }),
+            // The protocol has no message for a scheduled job yet: the
+            // plugin's tools and hooks still serve from the worker.
+            Registration::Task(t) => tracing::warn!(
+                "scheduled task '{}' of '{}' does not run: the plugin is isolated, and scheduled tasks run only in-process",
+                t.name,
+                t.plugin
+            ),
         }
     }
     (Some(served), Reply::Loaded { contributions })

@@ -3,8 +3,9 @@
 //! behind an OpenAI-compatible Chat Completions endpoint ([`openai_api`]),
 //! all in one axum server ([`http`], `plughost serve`) with
 //! Prometheus metrics ([`metrics`]); named sessions left idle are evicted
-//! ([`idle`]).
+//! ([`idle`]); plugins' scheduled tasks run on their timers ([`cron`]).
 
+pub mod cron;
 pub mod http;
 pub mod idle;
 pub mod mcp;

@@ -16,6 +16,7 @@
 //! registers at [`FIRST_LANE_PRIORITY`], so at a shared point Felix's run
 //! before Codumentor's, in registration order.
 
+mod cron;
 pub mod discover;
 mod format;
 pub mod hooks;
@@ -202,7 +203,7 @@ impl Dialect for Felix {
 }
 
 /// Registrations from what `_plughost_felix.load` returned:
-/// `(tools, hooks, startup_hooks, unused)`.
+/// `(tools, hooks, startup_hooks, unused, cron_tasks)`.
 fn collect(
     py: Python<'_>,
     key: &str,
@@ -263,6 +264,10 @@ fn collect(
     for item in loaded.get_item(2)?.try_iter()? {
         let (callback, label): (Py<PyAny>, String) = item?.extract()?;
         add_hook("startup_hook".into(), callback, label);
+    }
+    for item in loaded.get_item(4)?.try_iter()? {
+        let (name, run): (String, Py<PyAny>) = item?.extract()?;
+        registrations.push(Registration::Task(cron::task(key, &name, run)));
     }
     let unused: Vec<String> = loaded.get_item(3)?.extract()?;
     if !unused.is_empty() {

@@ -167,8 +167,9 @@ def _label(fn) -> str:
 def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     """Import the entry point, call ``register(registry)`` and collect what it registered.
 
-    Returns ``(tools, hooks, startup_hooks, unused)``: tools as
-    ``(name, description, parameters, tool)``, hooks as ``(kind, fn, label)``.
+    Returns ``(tools, hooks, startup_hooks, unused, cron_tasks)``: tools as
+    ``(name, description, parameters, tool)``, hooks as ``(kind, fn, label)``,
+    cron tasks as ``(name, run)``.
     """
     if source_dir and source_dir not in sys.path:
         sys.path.insert(0, source_dir)
@@ -242,10 +243,39 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     startup = [(fn, _label(fn)) for fn in registry.startup_hooks]
     unused = sorted(set(registry.unused))
     for plugin in registry.plugins:
-        for attr_name in ("routes", "cron_tasks", "rate_limit_key", "body_limit_bytes", "self_authenticating_mounts"):
+        for attr_name in ("routes", "rate_limit_key", "body_limit_bytes", "self_authenticating_mounts"):
             if getattr(plugin, attr_name, None) is not None:
                 unused.append(attr_name)
-    return tools, hooks, startup, unused
+    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins)
+
+
+def _cron_tasks(key: str, plugins) -> list:
+    """``(name, run)`` of every plugin's ``cron_tasks`` (Felix reads them
+    with ``getattr``; a task without a callable ``run`` is skipped, as
+    Felix's worker skips it — with a warning here)."""
+    import logging
+
+    out = []
+    for plugin in plugins:
+        try:
+            tasks = getattr(plugin, "cron_tasks", ()) or ()
+            tasks = list(tasks)
+        except Exception as exc:
+            logging.getLogger("plughost.felix").warning(
+                "Felix plugin '%s': reading cron_tasks raised %s: %s; its cron tasks are skipped",
+                key, type(exc).__name__, exc,
+            )
+            continue
+        for task in tasks:
+            name = getattr(task, "name", None) or "unnamed"
+            run = getattr(task, "run", None)
+            if not callable(run):
+                logging.getLogger("plughost.felix").warning(
+                    "Felix plugin '%s': cron task '%s' has no callable run; it is skipped", key, name
+                )
+                continue
+            out.append((str(name), run))
+    return out
 
 
 def _parameters(tool) -> dict:

@@ -1,0 +1,268 @@
+//! Felix plugins' `cron_tasks` (`PluginCronTask(name, run)`, Felix's own
+//! shape): run now by `plughost cron run plugin_<name>`, listed by `cron
+//! list` and `plugins doctor`, and run on their timer by `plughost serve`
+//! — never twice at once, a failing one counted in `/metrics` while the
+//! server goes on.
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A Felix plugin in the shape of felix-run/felix's example plugin: a
+/// plugin object whose `cron_tasks` property lists `PluginCronTask`s.
+const PLUGIN: &str = r#"
+import asyncio, os
+from felix.plugins import PluginCronTask
+
+LOG = os.path.join(os.environ["PLUGHOST_HOME_FOR_TEST"], "cron.log")
+
+def note(line):
+    with open(LOG, "a") as f:
+        f.write(line + "\n")
+
+async def tick():
+    note("tick-start")
+    # Longer than the test's period: the next tick finds it running.
+    await asyncio.sleep(float(os.environ.get("CRON_NAP", "0")))
+    note("tick-end")
+
+async def broken():
+    raise RuntimeError("the job failed")
+
+class Plugin:
+    name = "ticker"
+
+    def register_tools(self, register):
+        pass
+
+    @property
+    def cron_tasks(self):
+        return (PluginCronTask(name="tick", run=tick), PluginCronTask(name="broken", run=broken))
+
+def register(registry):
+    registry.register_plugin(Plugin())
+"#;
+
+struct Env {
+    home: tempfile::TempDir,
+    bundled: tempfile::TempDir,
+}
+
+fn env() -> Env {
+    let home = common::home_with(&["ticker"]);
+    let tree = home.path().join("plugins").join("felix-ticker");
+    std::fs::create_dir_all(tree.join("src").join("felix_ticker")).unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        "[project]\nname = \"felix-ticker\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nticker = \"felix_ticker:register\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("src").join("felix_ticker").join("__init__.py"),
+        PLUGIN,
+    )
+    .unwrap();
+    Env {
+        home,
+        bundled: common::no_bundled(),
+    }
+}
+
+impl Env {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+        cmd.arg("--home")
+            .arg(self.home.path())
+            .args(args)
+            .env("PLUGHOST_BUNDLED_DIR", self.bundled.path())
+            .env("PLUGHOST_HOME_FOR_TEST", self.home.path())
+            .env_remove("PLUGHOST_LOG")
+            .env_remove("PYTHONPATH")
+            .env_remove("PLUGHOST_API_KEY");
+        cmd
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        common::run_bounded(self.command(args), Duration::from_secs(60))
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+    fn log_path(&self) -> PathBuf {
+        self.home.path().join("cron.log")
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn cron_run_runs_one_task_now_and_reports_a_failing_one() {
+    let env = env();
+    let out = env.run(&["cron", "list", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["plugin_tick", "plugin_broken"]);
+    assert_eq!(list[0]["plugin"], "ticker");
+    assert_eq!(
+        list[0]["every_seconds"], 60.0,
+        "Felix runs them once a minute"
+    );
+
+    let out = env.run(&["cron", "run", "plugin_tick"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "plugin_tick: done");
+    assert_eq!(env.log(), "tick-start\ntick-end\n");
+
+    let out = env.run(&["cron", "run", "plugin_broken"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("scheduled task 'plugin_broken' of 'ticker' failed: the job failed")
+            && err.contains("Traceback"),
+        "{err}"
+    );
+
+    let out = env.run(&["cron", "run", "tick"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no scheduled task 'tick'; the loaded ones are: plugin_tick, plugin_broken"),
+        "{err}"
+    );
+
+    let out = env.run(&["plugins", "doctor"]);
+    let report = text(&out.stdout);
+    assert!(
+        report.contains("scheduled task plugin_tick: every 60 s under plughost serve; 0 runs"),
+        "{report}"
+    );
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(env: &Env, nap: &str) -> Server {
+    let mut child = env
+        .command(&[
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            "scripted",
+            "--cron-every",
+            "0.2",
+        ])
+        .env("CRON_NAP", nap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    // Owned by the Server from here on: dropped, it kills and reaps the child.
+    let mut server = Server {
+        child,
+        url: String::new(),
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.url.is_empty() {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("plughost serve printed its address");
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            server.url = rest.split_whitespace().next().unwrap().to_string();
+        }
+    }
+    server
+}
+
+fn metrics(server: &Server) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        reqwest::get(format!("{}/metrics", server.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    })
+}
+
+fn series(metrics: &str, prefix: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn count(log: &Path, what: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| *l == what)
+        .count()
+}
+
+#[test]
+fn serve_runs_tasks_on_their_timer_never_twice_at_once() {
+    let env = env();
+    // Each run naps 0.5 s; ticks come every 0.2 s.
+    let server = serve(&env, "0.5");
+    common::wait_until("three runs of plugin_tick", Duration::from_secs(60), || {
+        count(&env.log_path(), "tick-end") >= 3
+    });
+    let log = env.log();
+    // Never two at once: every start is followed by its end before the next start.
+    let events: Vec<&str> = log.lines().collect();
+    for pair in events.chunks(2) {
+        if pair.len() == 2 {
+            assert_eq!(pair, ["tick-start", "tick-end"], "{log}");
+        }
+    }
+    let m = metrics(&server);
+    assert!(
+        series(&m, "plughost_scheduled_skipped_total{task=\"plugin_tick\"") >= 1,
+        "ticks during a run are skipped and counted:\n{m}"
+    );
+    assert!(
+        series(&m, "plughost_scheduled_runs_total{task=\"plugin_broken\",plugin=\"ticker\",result=\"failed\"}") >= 1,
+        "{m}"
+    );
+    assert!(
+        series(
+            &m,
+            "plughost_scheduled_runs_total{task=\"plugin_tick\",plugin=\"ticker\",result=\"ok\"}"
+        ) >= 2,
+        "{m}"
+    );
+    // The failing task did not stop the server: it still answers.
+    assert!(metrics(&server).contains("plughost_http_requests_total"));
+}
