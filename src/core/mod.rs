@@ -17,6 +17,7 @@ pub mod fire;
 pub mod hooks;
 pub mod lanes;
 pub mod loop_points;
+pub mod observers;
 pub mod outcome;
 pub mod pipeline;
 pub mod points;

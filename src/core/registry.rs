@@ -279,6 +279,8 @@ pub enum Registration {
     Skill(Skill),
     /// A background job a serving host runs on a schedule.
     Task(crate::core::schedule::ScheduledTask),
+    /// A watcher of every tool call's outcome and every model call's usage.
+    Observer(Arc<dyn crate::core::observers::CallObserver>),
 }
 
 /// Normalise a slash-command name: strip, drop a leading `/`, lowercase,
@@ -341,6 +343,8 @@ pub struct Registry {
     skills: HashMap<String, Skill>,
     /// Scheduled jobs, by name, in registration order.
     tasks: Vec<crate::core::schedule::ScheduledTask>,
+    /// Audit and usage observers, in registration order.
+    observers: Vec<Arc<dyn crate::core::observers::CallObserver>>,
     pub(crate) hooks: HookBus,
     /// How long an async hook may take before it is skipped (and counted).
     pub(crate) hook_timeout: Option<std::time::Duration>,
@@ -471,6 +475,30 @@ impl Registry {
     /// Scheduled jobs in registration order.
     pub fn tasks(&self) -> &[crate::core::schedule::ScheduledTask] {
         &self.tasks
+    }
+
+    /// Watch every call from now on ([`crate::core::observers`]).
+    pub fn add_observer(&mut self, observer: Arc<dyn crate::core::observers::CallObserver>) {
+        self.observers.push(observer);
+    }
+
+    /// Whether anything watches calls (the pipeline skips the bookkeeping else).
+    pub fn observed(&self) -> bool {
+        !self.observers.is_empty()
+    }
+
+    /// Tell every observer of a finished tool call.
+    pub fn observe_tool_call(&self, call: &crate::core::observers::ObservedToolCall<'_>) {
+        for o in &self.observers {
+            o.tool_call(call);
+        }
+    }
+
+    /// Tell every observer of a model call's usage.
+    pub fn observe_model_call(&self, call: &crate::core::observers::ObservedModelCall<'_>) {
+        for o in &self.observers {
+            o.model_call(call);
+        }
     }
 
     /// The scheduled job named `name`.

@@ -64,6 +64,7 @@ pub(super) fn apply_registrations(
                 registry.add_skill(s);
             }
             Registration::Task(t) => registry.add_task(t),
+            Registration::Observer(o) => registry.add_observer(o),
         }
     }
 }

@@ -411,6 +411,10 @@ fn load(
                 t.name,
                 t.plugin
             ),
+            Registration::Observer(o) => tracing::warn!(
+                "the audit/usage sink of '{}' does not run: the plugin is isolated, and sinks run only in-process",
+                o.owner()
+            ),
         }
     }
     (Some(served), Reply::Loaded { contributions })

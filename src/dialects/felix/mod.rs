@@ -22,6 +22,7 @@ mod format;
 pub mod hooks;
 pub mod lanes;
 pub mod reference;
+mod sinks;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -203,7 +204,7 @@ impl Dialect for Felix {
 }
 
 /// Registrations from what `_plughost_felix.load` returned:
-/// `(tools, hooks, startup_hooks, unused, cron_tasks)`.
+/// `(tools, hooks, startup_hooks, unused, cron_tasks, sinks)`.
 fn collect(
     py: Python<'_>,
     key: &str,
@@ -268,6 +269,12 @@ fn collect(
     for item in loaded.get_item(4)?.try_iter()? {
         let (name, run): (String, Py<PyAny>) = item?.extract()?;
         registrations.push(Registration::Task(cron::task(key, &name, run)));
+    }
+    let (audit, usage): (Option<Py<PyAny>>, Option<Py<PyAny>>) = loaded.get_item(5)?.extract()?;
+    if audit.is_some() || usage.is_some() {
+        let sinks =
+            sinks::FelixSinks::new(key.to_string(), audit, usage, felix_module.clone_ref(py));
+        registrations.push(Registration::Observer(Arc::new(sinks)));
     }
     let unused: Vec<String> = loaded.get_item(3)?.extract()?;
     if !unused.is_empty() {

@@ -81,6 +81,8 @@ class PluginRegistry:
         self.startup_hooks: list = []
         self.run_finished: list = []
         self.unused: list = []  # names of accepted, never-used registrations
+        self.audit_sink_factory = None
+        self.usage_sink_factory = None
 
     def _check(self, what: str) -> None:
         if self._closed:
@@ -101,6 +103,18 @@ class PluginRegistry:
         self._check("register_run_finished")
         self.run_finished.append((hook, origin))
         self.unused.append("register_run_finished")
+
+    def register_audit_sink(self, factory) -> None:
+        """Felix's: the last registration wins; ``factory()`` is built once,
+        at the first event, and its ``record(event)`` gets every audit row."""
+        self._check("register_audit_sink")
+        self.audit_sink_factory = factory
+
+    def register_usage_sink(self, factory) -> None:
+        """Felix's: ``factory(settings).record(tenant_id=, manifest_id=,
+        model_id=, usage=)`` for every model call that reported usage."""
+        self._check("register_usage_sink")
+        self.usage_sink_factory = factory
 
     def _unused(self, name):
         def accept(*args, **kwargs) -> None:
@@ -123,8 +137,6 @@ class PluginRegistry:
                 return add
             if kind in (
                 "authenticator",
-                "audit_sink",
-                "usage_sink",
                 "model_provider",
                 "decision_provider",
             ):
@@ -167,9 +179,10 @@ def _label(fn) -> str:
 def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     """Import the entry point, call ``register(registry)`` and collect what it registered.
 
-    Returns ``(tools, hooks, startup_hooks, unused, cron_tasks)``: tools as
-    ``(name, description, parameters, tool)``, hooks as ``(kind, fn, label)``,
-    cron tasks as ``(name, run)``.
+    Returns ``(tools, hooks, startup_hooks, unused, cron_tasks, sinks)``:
+    tools as ``(name, description, parameters, tool)``, hooks as ``(kind, fn,
+    label)``, cron tasks as ``(name, run)``, sinks as ``(audit factory, usage
+    factory)`` (each ``None`` when not registered).
     """
     if source_dir and source_dir not in sys.path:
         sys.path.insert(0, source_dir)
@@ -246,7 +259,8 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
         for attr_name in ("routes", "rate_limit_key", "body_limit_bytes", "self_authenticating_mounts"):
             if getattr(plugin, attr_name, None) is not None:
                 unused.append(attr_name)
-    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins)
+    sinks = (registry.audit_sink_factory, registry.usage_sink_factory)
+    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins), sinks
 
 
 def _cron_tasks(key: str, plugins) -> list:
@@ -485,3 +499,50 @@ class App:
 
     def __init__(self, plugins, tools) -> None:
         self.state = types.SimpleNamespace(settings=types.SimpleNamespace(), plugins=list(plugins), tools=list(tools))
+
+
+# --- audit and usage sinks -----------------------------------------------------
+
+
+def audit_row(event_type: str, manifest_id: str, status: str, payload: dict) -> dict:
+    """An audit event in the shape of Felix's ``record_event`` rows."""
+    import time
+    import uuid
+
+    return {
+        "tenant_id": "default",
+        "id": uuid.uuid4().hex,
+        "ts": int(time.time() * 1000),
+        "event_type": event_type,
+        "manifest_id": manifest_id,
+        "principal_subj": "",
+        "status": status,
+        "payload_json": payload,
+    }
+
+
+def record_usage(factory, manifest_id: str, model_id: str, usage: dict) -> None:
+    """Felix's usage fan-out: ``factory(settings).record(...)`` with a
+    ``TokenUsage`` made of the provider's counts."""
+    from felix_ai.types import TokenUsage
+
+    def count(*names):
+        for name in names:
+            value = usage.get(name)
+            if isinstance(value, (int, float)):
+                return int(value)
+        return 0
+
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    tokens = TokenUsage(
+        input=count("prompt_tokens", "input_tokens", "input"),
+        output=count("completion_tokens", "output_tokens", "output"),
+        cache_creation=count("cache_creation_input_tokens", "cache_creation"),
+        cache_read=int(cached) if isinstance(cached, (int, float)) else count("cache_read_input_tokens", "cache_read"),
+    )
+    sink = factory(types.SimpleNamespace())
+    record = getattr(sink, "record", None)
+    if callable(record):
+        record(tenant_id="default", manifest_id=manifest_id, model_id=model_id, usage=tokens)
+

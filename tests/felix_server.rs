@@ -1,8 +1,10 @@
-//! Felix plugins' `cron_tasks` (`PluginCronTask(name, run)`, Felix's own
-//! shape): run now by `plughost cron run plugin_<name>`, listed by `cron
-//! list` and `plugins doctor`, and run on their timer by `plughost serve`
-//! — never twice at once, a failing one counted in `/metrics` while the
-//! server goes on.
+//! The server side of Felix plugins. Their `cron_tasks`
+//! (`PluginCronTask(name, run)`, Felix's own shape): run now by `plughost
+//! cron run plugin_<name>`, listed by `cron list` and `plugins doctor`, and
+//! run on their timer by `plughost serve` — never twice at once, a failing
+//! one counted in `/metrics` while the server goes on. Their audit and
+//! usage sinks: a row per tool call in Felix's shape, `policy_deny` for a
+//! hook's block, token counts per model call; a raising sink fails nothing.
 mod common;
 
 use std::io::{BufRead, BufReader};
@@ -265,4 +267,179 @@ fn serve_runs_tasks_on_their_timer_never_twice_at_once() {
     );
     // The failing task did not stop the server: it still answers.
     assert!(metrics(&server).contains("plughost_http_requests_total"));
+}
+
+/// Felix sinks in the shape Felix calls them: the audit sink's factory is
+/// called once and its `record(event)` gets every row; the usage sink's
+/// factory gets the settings and its `record(...)` keyword arguments.
+const SINKS: &str = r#"
+import json, os
+from felix.tools.types import define_tool
+
+LOG = os.path.join(os.environ["PLUGHOST_HOME_FOR_TEST"], "sinks.log")
+
+def note(kind, value):
+    with open(LOG, "a") as f:
+        f.write(json.dumps({"kind": kind, "value": value}) + "\n")
+
+BUILT = []
+
+class Audit:
+    def __init__(self):
+        BUILT.append(1)
+        note("built", len(BUILT))
+
+    def record(self, event):
+        note("audit", event)
+        if event["payload_json"].get("tool") == "sinks__boom_audit":
+            raise RuntimeError("the audit sink broke")
+
+class Usage:
+    def record(self, *, tenant_id, manifest_id, model_id, usage):
+        note("usage", {"tenant_id": tenant_id, "manifest_id": manifest_id, "model_id": model_id,
+                       "input": usage.input, "output": usage.output})
+
+def _echo():
+    async def handler(args, ctx=None):
+        return "echoed"
+    return define_tool(name="sinks__echo", description="echo", handler=handler)
+
+def _forbidden():
+    async def handler(args, ctx=None):
+        return "unreachable"
+    return define_tool(name="sinks__forbidden", description="blocked", handler=handler)
+
+def _boom_audit():
+    async def handler(args, ctx=None):
+        return "fine"
+    return define_tool(name="sinks__boom_audit", description="its audit row makes the sink raise", handler=handler)
+
+class Plugin:
+    name = "sinks"
+    def register_tools(self, register):
+        register("sinks__echo", _echo)
+        register("sinks__forbidden", _forbidden)
+        register("sinks__boom_audit", _boom_audit)
+
+async def before_tool(tool_call, ctx):
+    if tool_call["name"] == "sinks__forbidden":
+        return {"block": True, "reason": "not this one"}
+    return None
+
+def register(registry):
+    registry.register_plugin(Plugin())
+    registry.register_before_tool(before_tool)
+    registry.register_audit_sink(Audit)
+    registry.register_usage_sink(lambda settings: Usage())
+"#;
+
+#[test]
+fn audit_and_usage_sinks_see_every_call_and_never_fail_one() {
+    let home = common::home_with(&["sinks"]);
+    let tree = home.path().join("plugins").join("felix-sinks");
+    std::fs::create_dir_all(tree.join("src").join("felix_sinks")).unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        "[project]\nname = \"felix-sinks\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nsinks = \"felix_sinks:register\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("src").join("felix_sinks").join("__init__.py"),
+        SINKS,
+    )
+    .unwrap();
+    let env = Env {
+        home,
+        bundled: common::no_bundled(),
+    };
+    let script = env.home.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - say: \"calling\"\n    usage: {prompt_tokens: 11, completion_tokens: 7}\n    tool_calls:\n      - name: sinks__echo\n        args: {}\n      - name: sinks__forbidden\n        args: {}\n      - name: sinks__boom_audit\n        args: {}\n  - say: \"Done: {tool_results}\"\n",
+    )
+    .unwrap();
+    let out = env.run(&[
+        "run",
+        "--json",
+        "--model",
+        "scripted",
+        "--script",
+        script.to_str().unwrap(),
+        "go",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let results: Vec<&str> = report["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["result"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        results,
+        ["echoed", "[error/blocked] not this one", "fine"],
+        "a raising sink fails no call"
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("Felix plugin 'sinks': its audit sink failed: the audit sink broke")
+            && err.contains("Traceback"),
+        "{err}"
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(env.home.path().join("sinks.log"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of = |kind: &str| -> Vec<&serde_json::Value> {
+        lines
+            .iter()
+            .filter(|l| l["kind"] == kind)
+            .map(|l| &l["value"])
+            .collect()
+    };
+    assert_eq!(of("built").len(), 1, "the audit sink is built once");
+    let audit = of("audit");
+    // The batch's calls run at once: rows come in the order they finish.
+    let mut rows: Vec<(&str, &str, &str)> = audit
+        .iter()
+        .map(|r| {
+            (
+                r["event_type"].as_str().unwrap(),
+                r["status"].as_str().unwrap(),
+                r["payload_json"]["tool"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    rows.sort_by_key(|r| r.2);
+    assert_eq!(
+        rows,
+        [
+            ("tool_call", "ok", "sinks__boom_audit"),
+            ("tool_call", "ok", "sinks__echo"),
+            ("policy_deny", "denied", "sinks__forbidden"),
+        ]
+    );
+    let deny = audit
+        .iter()
+        .find(|r| r["event_type"] == "policy_deny")
+        .unwrap();
+    assert_eq!(deny["payload_json"]["control"], "hook");
+    assert!(
+        !deny.to_string().contains("not this one"),
+        "the reason goes to the model, not into the row: {deny}"
+    );
+    for key in ["tenant_id", "id", "ts", "manifest_id", "principal_subj"] {
+        assert!(audit[0].get(key).is_some(), "{key} in {}", audit[0]);
+    }
+    assert_eq!(audit[0]["manifest_id"], "main");
+    let usage = of("usage");
+    assert_eq!(
+        usage.len(),
+        1,
+        "one row per model call that reported usage: {usage:?}"
+    );
+    assert_eq!(usage[0]["input"], 11);
+    assert_eq!(usage[0]["output"], 7);
+    assert_eq!(usage[0]["model_id"], "scripted");
 }
