@@ -152,6 +152,10 @@ fn cron_run_runs_one_task_now_and_reports_a_failing_one() {
 struct Server {
     child: Child,
     url: String,
+    /// Standard error, line by line, after the address line.
+    lines: std::sync::mpsc::Receiver<String>,
+    /// Standard error before the address line.
+    early: Vec<String>,
 }
 
 impl Drop for Server {
@@ -162,28 +166,35 @@ impl Drop for Server {
 }
 
 fn serve(env: &Env, nap: &str) -> Server {
-    let mut child = env
-        .command(&[
-            "serve",
-            "--port",
-            "0",
-            "--model",
-            "scripted",
-            "--cron-every",
-            "0.2",
-        ])
-        .env("CRON_NAP", nap)
+    let mut cmd = env.command(&[
+        "serve",
+        "--port",
+        "0",
+        "--model",
+        "scripted",
+        "--cron-every",
+        "0.2",
+    ]);
+    cmd.env("CRON_NAP", nap);
+    start(cmd)
+}
+
+/// Start `plughost serve` and wait for its address.
+fn start(mut cmd: Command) -> Server {
+    let mut child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
     // Owned by the Server from here on: dropped, it kills and reaps the child.
     let mut server = Server {
         child,
         url: String::new(),
+        lines: rx,
+        early: Vec::new(),
     };
-    let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in stderr.lines().map_while(Result::ok) {
             let _ = tx.send(line);
@@ -191,11 +202,14 @@ fn serve(env: &Env, nap: &str) -> Server {
     });
     let deadline = Instant::now() + Duration::from_secs(60);
     while server.url.is_empty() {
-        let line = rx
+        let line = server
+            .lines
             .recv_timeout(deadline.saturating_duration_since(Instant::now()))
             .expect("plughost serve printed its address");
         if let Some(rest) = line.split("listening on ").nth(1) {
             server.url = rest.split_whitespace().next().unwrap().to_string();
+        } else {
+            server.early.push(line);
         }
     }
     server
@@ -442,4 +456,267 @@ fn audit_and_usage_sinks_see_every_call_and_never_fail_one() {
     assert_eq!(usage[0]["input"], 11);
     assert_eq!(usage[0]["output"], 7);
     assert_eq!(usage[0]["model_id"], "scripted");
+}
+
+/// A Felix plugin with routes, in the shape of felix-run/felix's example
+/// plugin: `routes(app, *, tools)` adds an `APIRouter` to the FastAPI app,
+/// `self_authenticating_mounts` and `body_limit_bytes` are properties.
+const ROUTES: &str = r#"
+import asyncio, os
+LOG = os.path.join(os.environ["PLUGHOST_HOME_FOR_TEST"], "web.log")
+
+def note(line):
+    with open(LOG, "a") as f:
+        f.write(line + "\n")
+
+class Web:
+    name = "web"
+
+    def register_tools(self, register):
+        pass
+
+    def routes(self, app, *, tools):
+        from fastapi import APIRouter, Request
+        from fastapi.responses import StreamingResponse
+
+        router = APIRouter()
+
+        @router.get("/web/ping")
+        async def ping():
+            return {"plugin": "web", "status": "ok"}
+
+        @router.post("/web/echo")
+        async def echo(request: Request):
+            body = await request.body()
+            return {"len": len(body), "query": dict(request.query_params)}
+
+        @router.get("/web/stream")
+        async def stream():
+            async def chunks():
+                for i in range(3):
+                    yield f"chunk {i}\n"
+                    await asyncio.sleep(0.01)
+            return StreamingResponse(chunks(), media_type="text/plain")
+
+        @router.get("/web/boom")
+        async def boom():
+            raise RuntimeError("the route broke")
+
+        @router.post("/hooks/incoming")
+        async def incoming():
+            return {"open": True}
+
+        app.include_router(router)
+        app.router.on_startup.append(lambda: note("startup"))
+        app.router.on_shutdown.append(lambda: note("shutdown"))
+
+    @property
+    def self_authenticating_mounts(self):
+        return ("/hooks",)
+
+    @property
+    def body_limit_bytes(self):
+        return 3_000_000
+
+def register(registry):
+    registry.register_plugin(Web())
+"#;
+
+fn routes_env() -> Env {
+    let home = common::home_with(&["web"]);
+    let tree = home.path().join("plugins").join("felix-web");
+    std::fs::create_dir_all(tree.join("src").join("felix_web")).unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        "[project]\nname = \"felix-web\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nweb = \"felix_web:register\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("src").join("felix_web").join("__init__.py"),
+        ROUTES,
+    )
+    .unwrap();
+    Env {
+        home,
+        bundled: common::no_bundled(),
+    }
+}
+
+/// Whether plughost's Python can import FastAPI (`.ci/run` installs it).
+fn have_fastapi() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import fastapi"])
+        .env_remove("PYTHONPATH")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "skipped: FastAPI is not installed for python3 (pip install fastapi; .ci/run does)"
+        );
+    }
+    ok
+}
+
+fn sigterm(child: &Child) {
+    // SAFETY: sends a signal to our own child process by its id; no memory is involved.
+    let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+}
+
+#[test]
+fn plugin_routes_answer_beside_plughost_endpoints_under_its_key() {
+    if !have_fastapi() {
+        return;
+    }
+    let env = routes_env();
+    let mut cmd = env.command(&[
+        "serve",
+        "--port",
+        "0",
+        "--model",
+        "scripted",
+        "--api-key",
+        "k1",
+        "--max-body-bytes",
+        "1024",
+    ]);
+    cmd.env("PLUGHOST_HOME_FOR_TEST", env.home.path());
+    let mut server = start(cmd);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let url = server.url.clone();
+    rt.block_on(async {
+        let get = |path: &str, key: bool| {
+            let r = client.get(format!("{url}{path}"));
+            if key {
+                r.bearer_auth("k1")
+            } else {
+                r
+            }
+        };
+        let ping = get("/web/ping", true).send().await.unwrap();
+        assert_eq!(ping.status(), 200);
+        assert_eq!(
+            ping.json::<serde_json::Value>().await.unwrap(),
+            serde_json::json!({"plugin": "web", "status": "ok"})
+        );
+        let refused = get("/web/ping", false).send().await.unwrap();
+        assert_eq!(
+            refused.status(),
+            401,
+            "plugin routes are under plughost's key"
+        );
+        // The plugin's body limit raises the server's 1 KiB one.
+        let big = vec![b'x'; 100_000];
+        let echo = client
+            .post(format!("{url}/web/echo?a=1"))
+            .bearer_auth("k1")
+            .body(big)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(echo.status(), 200);
+        assert_eq!(
+            echo.json::<serde_json::Value>().await.unwrap(),
+            serde_json::json!({"len": 100_000, "query": {"a": "1"}})
+        );
+        // Its own connection: a refused body is not read, and the server
+        // closes the connection it came on.
+        let too_big = reqwest::Client::new()
+            .post(format!("{url}/web/echo"))
+            .bearer_auth("k1")
+            .body(vec![b'x'; 4_000_000])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(too_big.status(), 413);
+        let mut stream = get("/web/stream", true).send().await.unwrap();
+        let mut chunks = Vec::new();
+        while let Some(chunk) = stream.chunk().await.unwrap() {
+            chunks.push(String::from_utf8(chunk.to_vec()).unwrap());
+        }
+        assert_eq!(chunks.concat(), "chunk 0\nchunk 1\nchunk 2\n");
+        let boom = get("/web/boom", true).send().await.unwrap();
+        assert_eq!(boom.status(), 500);
+        let open = client
+            .post(format!("{url}/hooks/incoming"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            open.status(),
+            200,
+            "a self-authenticating mount needs no key"
+        );
+        let closed = client
+            .post(format!("{url}/v1/chat/completions"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            closed.status(),
+            401,
+            "plughost's own endpoints keep their key"
+        );
+        let missing = get("/nowhere", true).send().await.unwrap();
+        assert_eq!(missing.status(), 404);
+        let health = get("/healthz", false).send().await.unwrap();
+        assert_eq!(health.status(), 200);
+    });
+    sigterm(&server.child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "plughost serve did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = std::fs::read_to_string(env.home.path().join("web.log")).unwrap_or_default();
+    assert_eq!(
+        log, "startup\nshutdown\n",
+        "the app's lifespan ran once each way"
+    );
+    let err: Vec<String> = server.lines.try_iter().collect();
+    assert!(
+        err.iter()
+            .any(|l| l.contains("a plugin route raised after it answered: the route broke")),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn routes_without_fastapi_are_reported_and_the_server_serves_the_rest() {
+    let env = routes_env();
+    // A `fastapi` that cannot be imported, first on the path.
+    let fake = env.home.path().join("nofastapi");
+    std::fs::create_dir_all(fake.join("fastapi")).unwrap();
+    std::fs::write(
+        fake.join("fastapi").join("__init__.py"),
+        "raise ImportError('no FastAPI here')\n",
+    )
+    .unwrap();
+    let mut cmd = env.command(&["serve", "--port", "0", "--model", "scripted"]);
+    cmd.env("PYTHONPATH", &fake);
+    let server = start(cmd);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let models = reqwest::get(format!("{}/v1/models", server.url))
+            .await
+            .unwrap();
+        assert_eq!(models.status(), 200);
+        let ping = reqwest::get(format!("{}/web/ping", server.url))
+            .await
+            .unwrap();
+        assert_eq!(ping.status(), 404);
+    });
+    let err = server.early.join("\n");
+    assert!(
+        err.contains("the HTTP routes of 'web' are not mounted")
+            && err.contains("pip install fastapi"),
+        "{err}"
+    );
 }

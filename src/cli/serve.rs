@@ -151,10 +151,18 @@ pub(super) fn serve(
         &args.agent,
         crate::serve::openai_api::IterationMarks::wrap,
     )?;
+    let plugin_routes = crate::serve::plugin_routes::PluginRoutes::mount(agent.host())
+        .map(|r| rt.block_on(r.startup()));
+    // Felix's rule: a plugin's body_limit_bytes raises the cap, the largest wins.
+    let max_body = plugin_routes
+        .as_ref()
+        .and_then(|r| r.body_limit)
+        .map_or(args.max_body_bytes, |l| l.max(args.max_body_bytes));
     let options = ServeOptions {
         api_key: key,
-        max_body: args.max_body_bytes as usize,
+        max_body: max_body as usize,
         shutdown_grace: args.shutdown_grace,
+        plugin_routes: plugin_routes.clone(),
     };
     let metrics = Arc::new(Metrics::default());
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
@@ -203,6 +211,9 @@ pub(super) fn serve(
         )
         .await
         .map_err(|e| Failure::failed(format!("the server failed: {e}")))?;
+        if let Some(routes) = &plugin_routes {
+            routes.shutdown().await;
+        }
         eprintln!("plughost serve: stopped");
         Ok::<_, Failure>(())
     })?;

@@ -15,6 +15,7 @@ pub mod dispatch;
 pub mod extensions;
 pub mod fire;
 pub mod hooks;
+pub mod http_app;
 pub mod lanes;
 pub mod loop_points;
 pub mod observers;

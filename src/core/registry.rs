@@ -281,6 +281,8 @@ pub enum Registration {
     Task(crate::core::schedule::ScheduledTask),
     /// A watcher of every tool call's outcome and every model call's usage.
     Observer(Arc<dyn crate::core::observers::CallObserver>),
+    /// HTTP routes a serving host mounts.
+    Routes(crate::core::http_app::RoutesEntry),
 }
 
 /// Normalise a slash-command name: strip, drop a leading `/`, lowercase,
@@ -345,6 +347,8 @@ pub struct Registry {
     tasks: Vec<crate::core::schedule::ScheduledTask>,
     /// Audit and usage observers, in registration order.
     observers: Vec<Arc<dyn crate::core::observers::CallObserver>>,
+    /// Plugins' HTTP routes, in registration order.
+    routes: Vec<crate::core::http_app::RoutesEntry>,
     pub(crate) hooks: HookBus,
     /// How long an async hook may take before it is skipped (and counted).
     pub(crate) hook_timeout: Option<std::time::Duration>,
@@ -499,6 +503,16 @@ impl Registry {
         for o in &self.observers {
             o.model_call(call);
         }
+    }
+
+    /// Add a plugin's HTTP routes (mounted by `plughost serve`).
+    pub fn add_routes(&mut self, routes: crate::core::http_app::RoutesEntry) {
+        self.routes.push(routes);
+    }
+
+    /// Plugins' HTTP routes in registration order.
+    pub fn routes(&self) -> &[crate::core::http_app::RoutesEntry] {
+        &self.routes
     }
 
     /// The scheduled job named `name`.

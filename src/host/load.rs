@@ -65,6 +65,7 @@ pub(super) fn apply_registrations(
             }
             Registration::Task(t) => registry.add_task(t),
             Registration::Observer(o) => registry.add_observer(o),
+            Registration::Routes(r) => registry.add_routes(r),
         }
     }
 }

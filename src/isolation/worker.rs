@@ -411,6 +411,10 @@ fn load(
                 t.name,
                 t.plugin
             ),
+            Registration::Routes(r) => tracing::warn!(
+                "the HTTP routes of '{}' are not mounted: the plugin is isolated, and routes are served only in-process",
+                r.plugin
+            ),
             Registration::Observer(o) => tracing::warn!(
                 "the audit/usage sink of '{}' does not run: the plugin is isolated, and sinks run only in-process",
                 o.owner()

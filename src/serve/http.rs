@@ -35,6 +35,9 @@ pub struct ServeOptions {
     pub max_body: usize,
     /// How long running turns may go on after a shutdown signal.
     pub shutdown_grace: Duration,
+    // --- added by server ---
+    /// Plugins' HTTP routes, answering what plughost's endpoints do not.
+    pub plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
 }
 
 /// Where to listen: every address `host:port` resolves to must be loopback
@@ -64,6 +67,7 @@ struct Shared {
     chat: Arc<ChatState>,
     metrics: Arc<Metrics>,
     api_key: Option<String>,
+    plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
 }
 
 /// Compare without an early exit on the first differing byte.
@@ -76,6 +80,13 @@ async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
         return next.run(request).await;
     };
     if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    if shared
+        .plugin_routes
+        .as_ref()
+        .is_some_and(|r| r.open(request.uri().path()))
+    {
         return next.run(request).await;
     }
     let given = request
@@ -189,11 +200,19 @@ pub fn router(
         metrics: chat.metrics.clone(),
         chat: chat.clone(),
         api_key: options.api_key.clone(),
+        plugin_routes: options.plugin_routes.clone(),
     });
     let chat_routes = Router::new()
         .route("/v1/chat/completions", post(openai_api::chat_completions))
         .route("/v1/models", get(openai_api::models))
         .with_state(chat);
+    let fallback = match options.plugin_routes.clone().filter(|r| !r.is_empty()) {
+        Some(routes) => {
+            let limit = options.max_body;
+            Router::new().fallback(move |request: Request| routes.clone().handle(request, limit))
+        }
+        None => Router::new().fallback(not_found),
+    };
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
@@ -205,7 +224,7 @@ pub fn router(
                 .fallback_service(mcp_service)
                 .layer(middleware::from_fn(session_ended_ok)),
         )
-        .fallback(not_found)
+        .merge(fallback)
         .layer(DefaultBodyLimit::max(options.max_body))
         .layer(middleware::from_fn_with_state(shared.clone(), auth))
         .layer(middleware::from_fn_with_state(shared, count))

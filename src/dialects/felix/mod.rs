@@ -22,6 +22,7 @@ mod format;
 pub mod hooks;
 pub mod lanes;
 pub mod reference;
+mod routes;
 mod sinks;
 
 use std::path::Path;
@@ -204,7 +205,7 @@ impl Dialect for Felix {
 }
 
 /// Registrations from what `_plughost_felix.load` returned:
-/// `(tools, hooks, startup_hooks, unused, cron_tasks, sinks)`.
+/// `(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes)`.
 fn collect(
     py: Python<'_>,
     key: &str,
@@ -275,6 +276,11 @@ fn collect(
         let sinks =
             sinks::FelixSinks::new(key.to_string(), audit, usage, felix_module.clone_ref(py));
         registrations.push(Registration::Observer(Arc::new(sinks)));
+    }
+    for item in loaded.get_item(6)?.try_iter()? {
+        let (plugin, mounts, limit): (Py<PyAny>, Vec<String>, Option<u64>) = item?.extract()?;
+        let entry = routes::entry(key, plugin, mounts, limit, felix_module.clone_ref(py));
+        registrations.push(Registration::Routes(entry));
     }
     let unused: Vec<String> = loaded.get_item(3)?.extract()?;
     if !unused.is_empty() {

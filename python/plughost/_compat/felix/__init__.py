@@ -179,10 +179,11 @@ def _label(fn) -> str:
 def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     """Import the entry point, call ``register(registry)`` and collect what it registered.
 
-    Returns ``(tools, hooks, startup_hooks, unused, cron_tasks, sinks)``:
+    Returns ``(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes)``:
     tools as ``(name, description, parameters, tool)``, hooks as ``(kind, fn,
     label)``, cron tasks as ``(name, run)``, sinks as ``(audit factory, usage
-    factory)`` (each ``None`` when not registered).
+    factory)`` (each ``None`` when not registered), routes as ``(plugin,
+    self_authenticating_mounts, body_limit_bytes)``.
     """
     if source_dir and source_dir not in sys.path:
         sys.path.insert(0, source_dir)
@@ -256,11 +257,65 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     startup = [(fn, _label(fn)) for fn in registry.startup_hooks]
     unused = sorted(set(registry.unused))
     for plugin in registry.plugins:
-        for attr_name in ("routes", "rate_limit_key", "body_limit_bytes", "self_authenticating_mounts"):
-            if getattr(plugin, attr_name, None) is not None:
-                unused.append(attr_name)
+        if getattr(plugin, "rate_limit_key", None) is not None:
+            unused.append("rate_limit_key")
     sinks = (registry.audit_sink_factory, registry.usage_sink_factory)
-    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins), sinks
+    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins), sinks, _routes(key, registry.plugins)
+
+
+def _routes(key: str, plugins) -> list:
+    """``(plugin, self_authenticating_mounts, body_limit_bytes)`` of every
+    plugin object with a callable ``routes`` (read with ``getattr``, as
+    Felix reads them; a property that raises is reported and taken as unset)."""
+    import logging
+
+    def read(plugin, name, default):
+        try:
+            value = getattr(plugin, name, default)
+        except Exception as exc:
+            logging.getLogger("plughost.felix").warning(
+                "Felix plugin '%s': reading %s raised %s: %s; it is taken as unset", key, name, type(exc).__name__, exc
+            )
+            return default
+        return default if value is None else value
+
+    out = []
+    for plugin in plugins:
+        if not callable(getattr(plugin, "routes", None)):
+            continue
+        mounts = [str(m) for m in read(plugin, "self_authenticating_mounts", ())]
+        limit = read(plugin, "body_limit_bytes", None)
+        out.append((plugin, mounts, int(limit) if isinstance(limit, int) and limit > 0 else None))
+    return out
+
+
+_APP = None
+
+
+def plugin_app():
+    """The FastAPI app every Felix plugin's ``routes(app, tools=…)`` adds to
+    (one, as Felix's API process has one), made when ``plughost serve``
+    first mounts routes."""
+    global _APP
+    if _APP is None:
+        try:
+            from fastapi import FastAPI
+        except ImportError as exc:
+            raise ImportError(
+                "Felix plugin routes are mounted on a FastAPI app, as Felix mounts them, and FastAPI is not "
+                "installed for plughost's Python: pip install fastapi (or add it to the plugin's dependencies)"
+            ) from exc
+        _APP = FastAPI(title="plughost: Felix plugin routes", docs_url=None, redoc_url=None, openapi_url=None)
+    return _APP
+
+
+def mount_routes(plugin):
+    """``plugin.routes(app, tools=None)`` on :func:`plugin_app`; the app.
+    (Felix passes its tool provider as ``tools``; plughost's tools are the
+    agent's, reached through ``/v1`` and ``/mcp``.)"""
+    app = plugin_app()
+    plugin.routes(app, tools=None)
+    return app
 
 
 def _cron_tasks(key: str, plugins) -> list:
