@@ -720,3 +720,89 @@ fn routes_without_fastapi_are_reported_and_the_server_serves_the_rest() {
         "{err}"
     );
 }
+
+const AUTH: &str = r#"
+from felix.auth.context import AuthContext, Principal
+
+class HeaderAuth:
+    async def authenticate(self, request):
+        token = request.headers.get("x-token")
+        if token == "raise":
+            raise RuntimeError("the authenticator broke")
+        if token != "good":
+            from starlette.responses import JSONResponse
+            return JSONResponse({"error": "unauthorized", "reason": "bad_token"}, status_code=401)
+        return AuthContext(principal=Principal(subject="ada", tenant_id="acme", scheme="header"))
+
+def register(registry):
+    registry.register_authenticator("header", lambda settings: HeaderAuth())
+"#;
+
+#[test]
+fn a_plugin_auth_mode_judges_every_request_under_serve_auth() {
+    if !have_fastapi() {
+        return;
+    }
+    let home = common::home_with(&["auth"]);
+    let tree = home.path().join("plugins").join("felix-auth");
+    std::fs::create_dir_all(tree.join("src").join("felix_auth")).unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        "[project]\nname = \"felix-auth\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nauth = \"felix_auth:register\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("src").join("felix_auth").join("__init__.py"),
+        AUTH,
+    )
+    .unwrap();
+    let env = Env {
+        home,
+        bundled: common::no_bundled(),
+    };
+    let out = env.run(&["serve", "--port", "0", "--auth", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "--auth nosuch: no such auth mode; the modes are api_key, header (plugin auth)"
+        ),
+        "{err}"
+    );
+
+    let server = start(env.command(&[
+        "serve", "--port", "0", "--model", "scripted", "--auth", "header",
+    ]));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = server.url.clone();
+    rt.block_on(async {
+        let client = reqwest::Client::new();
+        let models = |token: Option<&'static str>| {
+            let r = client.get(format!("{url}/v1/models"));
+            match token {
+                Some(t) => r.header("x-token", t),
+                None => r,
+            }
+        };
+        assert_eq!(models(Some("good")).send().await.unwrap().status(), 200);
+        let refused = models(Some("bad")).send().await.unwrap();
+        assert_eq!(refused.status(), 401);
+        assert_eq!(
+            refused.json::<serde_json::Value>().await.unwrap(),
+            serde_json::json!({"error": "unauthorized", "reason": "bad_token"}),
+            "the plugin's own answer"
+        );
+        let broke = models(Some("raise")).send().await.unwrap();
+        assert_eq!(broke.status(), 401, "an authenticator that fails refuses");
+        assert_eq!(
+            broke.json::<serde_json::Value>().await.unwrap(),
+            serde_json::json!({"error": "unauthorized", "reason": "authenticator_error"})
+        );
+        assert_eq!(models(None).send().await.unwrap().status(), 401);
+        let health = client.get(format!("{url}/healthz")).send().await.unwrap();
+        assert_eq!(health.status(), 200, "probes stay open");
+    });
+}

@@ -52,6 +52,10 @@ pub struct ServeArgs {
     /// `cron_tasks` run once a minute by default).
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub cron_every: Option<Duration>,
+    /// How callers authenticate: api_key (Bearer keys, the default) or a
+    /// mode a plugin registered (Felix's register_authenticator).
+    #[arg(long, value_name = "MODE", default_value = "api_key")]
+    pub auth: String,
 }
 
 /// `--session-idle`: how long a named session may go unused; `None` never.
@@ -65,6 +69,31 @@ fn session_idle(value: &str) -> Result<SessionIdle, String> {
     seconds(value)
         .map(|d| SessionIdle(Some(d)))
         .map_err(|e| format!("{e} (or 0: never evict)"))
+}
+
+/// `--auth MODE`: `api_key` (plughost's Bearer keys), or the mode a loaded
+/// plugin registered; anything else is refused, naming the modes there are.
+fn auth_mode(
+    host: &crate::host::Host,
+    mode: &str,
+) -> Result<Option<crate::core::http_app::AuthMode>, Failure> {
+    if mode == "api_key" {
+        return Ok(None);
+    }
+    let modes = host.registry().auth_modes();
+    if let Some(m) = modes.iter().find(|m| m.mode == mode) {
+        return Ok(Some(m.clone()));
+    }
+    let mut known = vec!["api_key".to_string()];
+    known.extend(
+        modes
+            .iter()
+            .map(|m| format!("{} (plugin {})", m.mode, m.plugin)),
+    );
+    Err(Failure::usage(format!(
+        "--auth {mode}: no such auth mode; the modes are {} (a plugin's mode exists once the plugin that registers it loads)",
+        known.join(", ")
+    )))
 }
 
 /// The API key from `--api-key`, else `PLUGHOST_API_KEY`; empty is an error.
@@ -158,7 +187,9 @@ pub(super) fn serve(
         .as_ref()
         .and_then(|r| r.body_limit)
         .map_or(args.max_body_bytes, |l| l.max(args.max_body_bytes));
+    let auth_mode = auth_mode(agent.host(), &args.auth)?;
     let options = ServeOptions {
+        auth_mode,
         api_key: key,
         max_body: max_body as usize,
         shutdown_grace: args.shutdown_grace,

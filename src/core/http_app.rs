@@ -82,3 +82,35 @@ impl std::fmt::Debug for RoutesEntry {
             .finish()
     }
 }
+
+/// What an authenticator says of a request.
+pub enum AuthAnswer {
+    /// The caller is who `subject` says.
+    Accepted { subject: String },
+    /// The caller is refused with this answer (a 401 the plugin built).
+    Refused(AppResponse),
+}
+
+/// A plugin's authentication mode (Felix's `register_authenticator(mode,
+/// builder)`), selected with `plughost serve --auth MODE`.
+pub trait Authenticator: Send + Sync + 'static {
+    /// Judge one request (its method, path and headers; the body is not read).
+    fn authenticate(&self, request: AppRequest) -> BoxFuture<Result<AuthAnswer, PluginError>>;
+}
+
+/// One registered authentication mode.
+#[derive(Clone)]
+pub struct AuthMode {
+    pub mode: String,
+    pub plugin: String,
+    pub authenticator: Arc<dyn Authenticator>,
+}
+
+impl std::fmt::Debug for AuthMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthMode")
+            .field("mode", &self.mode)
+            .field("plugin", &self.plugin)
+            .finish()
+    }
+}

@@ -283,6 +283,8 @@ pub enum Registration {
     Observer(Arc<dyn crate::core::observers::CallObserver>),
     /// HTTP routes a serving host mounts.
     Routes(crate::core::http_app::RoutesEntry),
+    /// An authentication mode a serving host can be started with.
+    Authenticator(crate::core::http_app::AuthMode),
 }
 
 /// Normalise a slash-command name: strip, drop a leading `/`, lowercase,
@@ -349,6 +351,8 @@ pub struct Registry {
     observers: Vec<Arc<dyn crate::core::observers::CallObserver>>,
     /// Plugins' HTTP routes, in registration order.
     routes: Vec<crate::core::http_app::RoutesEntry>,
+    /// Plugins' authentication modes, by mode.
+    auth_modes: Vec<crate::core::http_app::AuthMode>,
     pub(crate) hooks: HookBus,
     /// How long an async hook may take before it is skipped (and counted).
     pub(crate) hook_timeout: Option<std::time::Duration>,
@@ -513,6 +517,17 @@ impl Registry {
     /// Plugins' HTTP routes in registration order.
     pub fn routes(&self) -> &[crate::core::http_app::RoutesEntry] {
         &self.routes
+    }
+
+    /// Add an authentication mode; a later one of the same mode replaces it.
+    pub fn add_auth_mode(&mut self, mode: crate::core::http_app::AuthMode) {
+        self.auth_modes.retain(|m| m.mode != mode.mode);
+        self.auth_modes.push(mode);
+    }
+
+    /// The authentication modes plugins registered.
+    pub fn auth_modes(&self) -> &[crate::core::http_app::AuthMode] {
+        &self.auth_modes
     }
 
     /// The scheduled job named `name`.

@@ -66,6 +66,7 @@ pub(super) fn apply_registrations(
             Registration::Task(t) => registry.add_task(t),
             Registration::Observer(o) => registry.add_observer(o),
             Registration::Routes(r) => registry.add_routes(r),
+            Registration::Authenticator(a) => registry.add_auth_mode(a),
         }
     }
 }

@@ -415,6 +415,11 @@ fn load(
                 "the HTTP routes of '{}' are not mounted: the plugin is isolated, and routes are served only in-process",
                 r.plugin
             ),
+            Registration::Authenticator(a) => tracing::warn!(
+                "the auth mode '{}' of '{}' is not available: the plugin is isolated, and authenticators run only in-process",
+                a.mode,
+                a.plugin
+            ),
             Registration::Observer(o) => tracing::warn!(
                 "the audit/usage sink of '{}' does not run: the plugin is isolated, and sinks run only in-process",
                 o.owner()

@@ -75,6 +75,27 @@ impl AsgiApp {
     }
 }
 
+/// The ASGI connection scope of `request`.
+fn connection_of<'py>(py: Python<'py>, request: &AppRequest) -> PyResult<Bound<'py, PyAny>> {
+    let client = request.client.map(|a| (a.ip().to_string(), a.port()));
+    module(py)?.getattr("scope")?.call1((
+        &request.method,
+        &request.path,
+        &request.query,
+        request
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_slice()))
+            .collect::<Vec<_>>(),
+        client,
+        Option::<(String, u16)>::None,
+    ))
+}
+
+fn error_of(e: &PyErr) -> PluginError {
+    try_attach(|py| plugin_error(py, e)).unwrap_or_else(|e| PluginError::native(e.to_string()))
+}
+
 fn settle(r: bridge::Outcome) -> Result<(), PluginError> {
     r.map(|_| ()).map_err(|e| {
         try_attach(|py| plugin_error(py, &e)).unwrap_or_else(|e| PluginError::native(e.to_string()))
@@ -94,19 +115,7 @@ impl HttpApp for AsgiApp {
         let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
         let started = try_attach(|py| -> PyResult<Awaited> {
             let m = module(py)?;
-            let client = request.client.map(|a| (a.ip().to_string(), a.port()));
-            let connection = m.getattr("scope")?.call1((
-                &request.method,
-                &request.path,
-                &request.query,
-                request
-                    .headers
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_slice()))
-                    .collect::<Vec<_>>(),
-                client,
-                Option::<(String, u16)>::None,
-            ))?;
+            let connection = connection_of(py, &request)?;
             let emit = PyCFunction::new_closure(
                 py,
                 None,
@@ -253,4 +262,57 @@ async fn forward(
 /// An application object as a shared [`HttpApp`].
 pub fn app(py: Python<'_>, app: Py<PyAny>) -> PyResult<Arc<dyn HttpApp>> {
     Ok(Arc::new(AsgiApp::new(py, app)?))
+}
+
+/// Run the coroutine `make(connection, emit)` builds for `request` to its
+/// end: what it returned, and the response it sent through `emit`, if any.
+pub fn run_collected(
+    request: &AppRequest,
+    make: impl for<'py> FnOnce(
+        Python<'py>,
+        Bound<'py, PyAny>,
+        Bound<'py, PyCFunction>,
+    ) -> PyResult<Bound<'py, PyAny>>,
+) -> BoxFuture<Result<(Py<PyAny>, Option<AppResponse>), PluginError>> {
+    let (tx, rx) = mpsc::unbounded_channel::<Message>();
+    let started = try_attach(|py| -> PyResult<Awaited> {
+        let connection = connection_of(py, request)?;
+        let emit = PyCFunction::new_closure(
+            py,
+            None,
+            None,
+            move |args: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<()> {
+                let _ = tx.send(message(args)?);
+                Ok(())
+            },
+        )?;
+        Ok(bridge::resolve(py, make(py, connection, emit)?))
+    });
+    Box::pin(async move {
+        let done = match started {
+            Ok(Ok(Awaited::Ready(r))) => r,
+            Ok(Ok(Awaited::Pending(task))) => task.await,
+            Ok(Err(e)) => return Err(error_of(&e)),
+            Err(e) => return Err(PluginError::native(e.to_string())),
+        };
+        let value = done.map_err(|e| error_of(&e))?;
+        let mut rx = rx;
+        let response = match rx.try_recv() {
+            Ok(Message::Start(status, headers)) => {
+                let (body_tx, body_rx) = mpsc::unbounded_channel();
+                while let Ok(m) = rx.try_recv() {
+                    if let Message::Body(chunk, _) = m {
+                        let _ = body_tx.send(Ok(chunk));
+                    }
+                }
+                Some(AppResponse {
+                    status,
+                    headers,
+                    body: body_rx,
+                })
+            }
+            _ => None,
+        };
+        Ok((value, response))
+    })
 }

@@ -38,6 +38,8 @@ pub struct ServeOptions {
     // --- added by server ---
     /// Plugins' HTTP routes, answering what plughost's endpoints do not.
     pub plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
+    /// A plugin's authentication mode (`--auth MODE`) in place of the API key.
+    pub auth_mode: Option<crate::core::http_app::AuthMode>,
 }
 
 /// Where to listen: every address `host:port` resolves to must be loopback
@@ -68,6 +70,47 @@ struct Shared {
     metrics: Arc<Metrics>,
     api_key: Option<String>,
     plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
+    auth_mode: Option<crate::core::http_app::AuthMode>,
+}
+
+/// `serve --auth MODE`: the plugin's authenticator judges the request, as
+/// Felix's middleware has it judge; one that fails refuses (fail closed).
+async fn plugin_auth(
+    mode: &crate::core::http_app::AuthMode,
+    request: Request,
+    next: Next,
+) -> Response {
+    use crate::core::http_app::AuthAnswer;
+    match mode
+        .authenticator
+        .authenticate(super::plugin_routes::head_of(&request))
+        .await
+    {
+        Ok(AuthAnswer::Accepted { subject }) => {
+            tracing::debug!("auth mode '{}' accepted '{subject}'", mode.mode);
+            next.run(request).await
+        }
+        Ok(AuthAnswer::Refused(answer)) => super::plugin_routes::response_of(answer),
+        Err(e) => {
+            tracing::warn!(
+                "the authenticator of auth mode '{}' ('{}') failed: {}{}",
+                mode.mode,
+                mode.plugin,
+                e.message,
+                e.traceback
+                    .as_deref()
+                    .map(|t| format!("\n{t}"))
+                    .unwrap_or_default()
+            );
+            (
+                StatusCode::UNAUTHORIZED,
+                axum::Json(
+                    serde_json::json!({"error": "unauthorized", "reason": "authenticator_error"}),
+                ),
+            )
+                .into_response()
+        }
+    }
 }
 
 /// Compare without an early exit on the first differing byte.
@@ -76,9 +119,6 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let Some(key) = &shared.api_key else {
-        return next.run(request).await;
-    };
     if request.uri().path() == "/healthz" {
         return next.run(request).await;
     }
@@ -89,6 +129,12 @@ async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
     {
         return next.run(request).await;
     }
+    if let Some(mode) = &shared.auth_mode {
+        return plugin_auth(mode, request, next).await;
+    }
+    let Some(key) = &shared.api_key else {
+        return next.run(request).await;
+    };
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -201,6 +247,7 @@ pub fn router(
         chat: chat.clone(),
         api_key: options.api_key.clone(),
         plugin_routes: options.plugin_routes.clone(),
+        auth_mode: options.auth_mode.clone(),
     });
     let chat_routes = Router::new()
         .route("/v1/chat/completions", post(openai_api::chat_completions))

@@ -148,20 +148,7 @@ impl PluginRoutes {
             client: None,
         };
         match app.call(call).await {
-            Ok(answer) => {
-                let mut response = Response::new(Body::from_stream(chunks(answer.body)));
-                *response.status_mut() = StatusCode::from_u16(answer.status)
-                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                for (name, value) in answer.headers {
-                    if let (Ok(n), Ok(v)) = (
-                        HeaderName::from_bytes(&name),
-                        HeaderValue::from_bytes(&value),
-                    ) {
-                        response.headers_mut().append(n, v);
-                    }
-                }
-                response
-            }
+            Ok(answer) => response_of(answer),
             Err(e) => {
                 tracing::warn!(
                     "a plugin route failed on {}: {}{}",
@@ -175,6 +162,39 @@ impl PluginRoutes {
                 (StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error").into_response()
             }
         }
+    }
+}
+
+/// A plugin application's answer as axum's response, its body streamed.
+pub fn response_of(answer: crate::core::http_app::AppResponse) -> Response {
+    let mut response = Response::new(Body::from_stream(chunks(answer.body)));
+    *response.status_mut() =
+        StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (name, value) in answer.headers {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(&name),
+            HeaderValue::from_bytes(&value),
+        ) {
+            response.headers_mut().append(n, v);
+        }
+    }
+    response
+}
+
+/// `request`'s method, path, query and headers for an authenticator (the
+/// body stays with the request).
+pub fn head_of(request: &Request) -> AppRequest {
+    AppRequest {
+        method: request.method().as_str().to_string(),
+        path: request.uri().path().to_string(),
+        query: request.uri().query().unwrap_or_default().to_string(),
+        headers: request
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.as_bytes().to_vec()))
+            .collect(),
+        body: Vec::new(),
+        client: None,
     }
 }
 

@@ -16,6 +16,7 @@
 //! registers at [`FIRST_LANE_PRIORITY`], so at a shared point Felix's run
 //! before Codumentor's, in registration order.
 
+mod auth;
 mod cron;
 pub mod discover;
 mod format;
@@ -205,7 +206,8 @@ impl Dialect for Felix {
 }
 
 /// Registrations from what `_plughost_felix.load` returned:
-/// `(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes)`.
+/// `(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes,
+/// authenticators)`.
 fn collect(
     py: Python<'_>,
     key: &str,
@@ -281,6 +283,11 @@ fn collect(
         let (plugin, mounts, limit): (Py<PyAny>, Vec<String>, Option<u64>) = item?.extract()?;
         let entry = routes::entry(key, plugin, mounts, limit, felix_module.clone_ref(py));
         registrations.push(Registration::Routes(entry));
+    }
+    for item in loaded.get_item(7)?.try_iter()? {
+        let (mode, builder): (String, Py<PyAny>) = item?.extract()?;
+        let mode = auth::mode(key, mode, builder, felix_module.clone_ref(py));
+        registrations.push(Registration::Authenticator(mode));
     }
     let unused: Vec<String> = loaded.get_item(3)?.extract()?;
     if !unused.is_empty() {

@@ -83,6 +83,7 @@ class PluginRegistry:
         self.unused: list = []  # names of accepted, never-used registrations
         self.audit_sink_factory = None
         self.usage_sink_factory = None
+        self.authenticators: dict = {}
 
     def _check(self, what: str) -> None:
         if self._closed:
@@ -116,6 +117,19 @@ class PluginRegistry:
         self._check("register_usage_sink")
         self.usage_sink_factory = factory
 
+    def register_authenticator(self, mode: str, builder) -> None:
+        """Felix's: ``builder(settings)`` makes the authenticator of ``mode``
+        (``plughost serve --auth MODE``); a later registration of a mode
+        replaces it. The built-in modes (none, api_key, jwt) cannot be taken."""
+        self._check("register_authenticator")
+        if not callable(builder):
+            raise TypeError(f"register_authenticator() needs a callable builder, got {type(builder).__name__}")
+        from felix.auth.context import BUILTIN_AUTH_MODES
+
+        if mode in BUILTIN_AUTH_MODES:
+            raise ValueError(f"auth mode {mode!r} is built in and cannot be registered by a plugin")
+        self.authenticators[str(mode)] = builder
+
     def _unused(self, name):
         def accept(*args, **kwargs) -> None:
             self._check(name)
@@ -136,7 +150,6 @@ class PluginRegistry:
 
                 return add
             if kind in (
-                "authenticator",
                 "model_provider",
                 "decision_provider",
             ):
@@ -179,11 +192,13 @@ def _label(fn) -> str:
 def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     """Import the entry point, call ``register(registry)`` and collect what it registered.
 
-    Returns ``(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes)``:
+    Returns ``(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes,
+    authenticators)``:
     tools as ``(name, description, parameters, tool)``, hooks as ``(kind, fn,
     label)``, cron tasks as ``(name, run)``, sinks as ``(audit factory, usage
     factory)`` (each ``None`` when not registered), routes as ``(plugin,
-    self_authenticating_mounts, body_limit_bytes)``.
+    self_authenticating_mounts, body_limit_bytes)``, authenticators as
+    ``(mode, builder)``.
     """
     if source_dir and source_dir not in sys.path:
         sys.path.insert(0, source_dir)
@@ -260,7 +275,9 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
         if getattr(plugin, "rate_limit_key", None) is not None:
             unused.append("rate_limit_key")
     sinks = (registry.audit_sink_factory, registry.usage_sink_factory)
-    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins), sinks, _routes(key, registry.plugins)
+    routes = _routes(key, registry.plugins)
+    authenticators = sorted(registry.authenticators.items())
+    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins), sinks, routes, authenticators
 
 
 def _routes(key: str, plugins) -> list:
@@ -600,4 +617,49 @@ def record_usage(factory, manifest_id: str, model_id: str, usage: dict) -> None:
     record = getattr(sink, "record", None)
     if callable(record):
         record(tenant_id="default", manifest_id=manifest_id, model_id=model_id, usage=tokens)
+
+
+# --- authenticators ----------------------------------------------------------------
+
+
+async def authenticate(builder, connection: dict, emit):
+    """Felix's ``_call_authenticator``: ``builder(settings)`` then its
+    ``authenticate(request)`` (or the authenticator itself called), either
+    step sync or async, with a Starlette ``Request``. An ``AuthContext``
+    accepts the caller: its principal's subject is returned. A Starlette
+    response refuses it: the response is sent through ``emit`` as an ASGI
+    application sends one, and ``None`` is returned."""
+    import inspect
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from felix.auth.context import AuthContext
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    authenticator = builder(types.SimpleNamespace())
+    if inspect.isawaitable(authenticator):
+        authenticator = await authenticator
+    call = getattr(authenticator, "authenticate", authenticator)
+    result = call(Request(connection, receive))
+    if inspect.isawaitable(result):
+        result = await result
+    if isinstance(result, Response):
+        async def send(message):
+            kind = message["type"]
+            if kind == "http.response.start":
+                emit(("start", int(message["status"]), [(bytes(k), bytes(v)) for k, v in message.get("headers") or ()]))
+            elif kind == "http.response.body":
+                emit(("body", bytes(message.get("body") or b""), bool(message.get("more_body", False))))
+
+        await result(connection, receive, send)
+        return None
+    if isinstance(result, AuthContext) or type(result).__name__ == "AuthContext":
+        principal = getattr(result, "principal", None)
+        return str(getattr(principal, "subject", "") or "")
+    raise TypeError(
+        f"plugin authenticator returned {type(result).__name__}, expected AuthContext or JSONResponse"
+    )
 
