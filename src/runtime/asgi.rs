@@ -264,6 +264,10 @@ pub fn app(py: Python<'_>, app: Py<PyAny>) -> PyResult<Arc<dyn HttpApp>> {
     Ok(Arc::new(AsgiApp::new(py, app)?))
 }
 
+/// What [`run_collected`] hands back: the coroutine's value, and the
+/// response it sent, if it sent one.
+pub type Collected = (Py<PyAny>, Option<AppResponse>);
+
 /// Run the coroutine `make(connection, emit)` builds for `request` to its
 /// end: what it returned, and the response it sent through `emit`, if any.
 pub fn run_collected(
@@ -273,7 +277,7 @@ pub fn run_collected(
         Bound<'py, PyAny>,
         Bound<'py, PyCFunction>,
     ) -> PyResult<Bound<'py, PyAny>>,
-) -> BoxFuture<Result<(Py<PyAny>, Option<AppResponse>), PluginError>> {
+) -> BoxFuture<Result<Collected, PluginError>> {
     let (tx, rx) = mpsc::unbounded_channel::<Message>();
     let started = try_attach(|py| -> PyResult<Awaited> {
         let connection = connection_of(py, request)?;
