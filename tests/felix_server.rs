@@ -806,3 +806,92 @@ fn a_plugin_auth_mode_judges_every_request_under_serve_auth() {
         assert_eq!(health.status(), 200, "probes stay open");
     });
 }
+
+/// A Codumentor plugin gating scheduled runs as the seed says: patch
+/// `skip`/`skip_reason` into the run descriptor; told when a task is
+/// auto-disabled.
+const GATE: &str = r#"
+import json, os
+
+LOG = os.path.join(os.environ["PLUGHOST_HOME_FOR_TEST"], "gate.log")
+
+def note(kind, payload):
+    with open(LOG, "a") as f:
+        f.write(json.dumps({"kind": kind, "payload": payload}) + "\n")
+
+class Gate:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onScheduledRunGate", self.gate)
+        bus.on("onScheduledRunAutoDisabled", self.disabled)
+
+    async def gate(self, agent, ctx, payload):
+        note("gate", payload)
+        if payload["name"] == "plugin_tick":
+            return {"type": "continue", "patch": {"skip": True, "skip_reason": "paused by the gate"}}
+        return None
+
+    async def disabled(self, agent, ctx, payload):
+        note("disabled", payload)
+        return None
+"#;
+
+#[test]
+fn codumentor_gates_scheduled_runs_and_hears_of_auto_disabled_ones() {
+    let env = env();
+    let gate = env.home.path().join("plugins").join("gate");
+    std::fs::create_dir_all(gate.join("backend").join("gate_pkg")).unwrap();
+    std::fs::write(
+        gate.join("plugin.yaml"),
+        "name: gate\ndialect: codumentor\nentry: gate_pkg:Gate\n",
+    )
+    .unwrap();
+    std::fs::write(
+        gate.join("backend").join("gate_pkg").join("__init__.py"),
+        GATE,
+    )
+    .unwrap();
+    std::fs::write(
+        env.home.path().join("config.json"),
+        serde_json::json!({"plugins": {"enabled": ["ticker", "gate"], "disabled": []}}).to_string(),
+    )
+    .unwrap();
+    let out = env.run(&["cron", "run", "plugin_tick"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).trim(),
+        "plugin_tick: skipped (paused by the gate)"
+    );
+    assert_eq!(env.log(), "", "a skipped run does not run");
+
+    // Under serve, the failing task is disabled after 5 failures in a row.
+    let server = serve(&env, "0");
+    let log = env.home.path().join("gate.log");
+    common::wait_until("the auto-disabled notice", Duration::from_secs(60), || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("\"disabled\"")
+    });
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let disabled: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["kind"] == "disabled").collect();
+    assert_eq!(disabled.len(), 1, "{lines:?}");
+    assert_eq!(disabled[0]["payload"]["name"], "plugin_broken");
+    assert_eq!(disabled[0]["payload"]["consecutive_failures"], 5);
+    let m = metrics(&server);
+    assert!(
+        series(&m, "plughost_scheduled_runs_total{task=\"plugin_broken\",plugin=\"ticker\",result=\"failed\"}") == 5,
+        "no run after it was disabled:\n{m}"
+    );
+    assert_eq!(
+        count(&env.log_path(), "tick-end"),
+        0,
+        "the gate skips every tick run"
+    );
+}

@@ -57,7 +57,7 @@ pub(super) fn run(
             )
         }));
     };
-    match rt.block_on(task.run_once()) {
+    match rt.block_on(task.run_scheduled(host.registry())) {
         TaskRunOutcome::Completed => {
             println!("{}: done", task.name);
             Ok(Exit::Success)
@@ -71,6 +71,12 @@ pub(super) fn run(
                 task.name, task.plugin, e.message
             )))
         }
-        TaskRunOutcome::AlreadyRunning => unreachable!("a fresh host runs nothing yet"),
+        TaskRunOutcome::Skipped(reason) => {
+            println!("{}: skipped ({reason})", task.name);
+            Ok(Exit::Success)
+        }
+        TaskRunOutcome::AlreadyRunning | TaskRunOutcome::Disabled => {
+            unreachable!("a fresh host runs nothing yet")
+        }
     }
 }

@@ -11,8 +11,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::hooks::BoxFuture;
+use serde_json::{json, Map, Value};
+
+use super::fire::fire_entries;
+use super::hooks::{BoxFuture, HookPayload, LoopContext, Point};
 use super::outcome::PluginError;
+use super::registry::Registry;
+
+/// Failures in a row after which a task is disabled until the host
+/// restarts (Codumentor's schedules are "auto-disabled after too many
+/// consecutive failures"; plughost's number).
+pub const MAX_CONSECUTIVE_FAILURES: u64 = 5;
 
 /// How often a Felix cron task runs: Felix's worker schedules every
 /// plugin cron task `* * * * *` (once a minute) and awaits `run()` with no
@@ -32,6 +41,9 @@ pub struct TaskStats {
     runs: AtomicU64,
     failures: AtomicU64,
     overlaps: AtomicU64,
+    gated: AtomicU64,
+    consecutive: AtomicU64,
+    disabled: AtomicBool,
     last_error: Mutex<Option<String>>,
 }
 
@@ -47,6 +59,14 @@ impl TaskStats {
     /// Ticks skipped because the previous run had not finished.
     pub fn overlaps(&self) -> u64 {
         self.overlaps.load(Ordering::Relaxed)
+    }
+    /// Runs a gate (Codumentor's `onScheduledRunGate`) skipped.
+    pub fn gated(&self) -> u64 {
+        self.gated.load(Ordering::Relaxed)
+    }
+    /// Whether the task was disabled after failing too often in a row.
+    pub fn disabled(&self) -> bool {
+        self.disabled.load(Ordering::Relaxed)
     }
     /// Whether a run is in progress now.
     pub fn running(&self) -> bool {
@@ -65,6 +85,10 @@ pub enum TaskRunOutcome {
     Failed(PluginError),
     /// The previous run is still going: this one was not started.
     AlreadyRunning,
+    /// A gate skipped the run, saying why.
+    Skipped(String),
+    /// The task is disabled (it failed too often in a row).
+    Disabled,
 }
 
 /// One plugin's scheduled job.
@@ -110,6 +134,78 @@ impl ScheduledTask {
             run,
             stats: Arc::default(),
         }
+    }
+
+    /// What the gates are shown: the run descriptor.
+    fn descriptor(&self) -> Map<String, Value> {
+        let d = json!({
+            "name": self.name,
+            "plugin": self.plugin,
+            "every_seconds": self.every.as_secs_f64(),
+            "runs": self.stats.runs(),
+            "failures": self.stats.failures(),
+            "consecutive_failures": self.stats.consecutive.load(Ordering::Relaxed),
+        });
+        match d {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    /// Fire the lanes of `point` with the run descriptor; what they left.
+    async fn fire_point(&self, registry: &Registry, point: Point) -> Map<String, Value> {
+        let mut lc = LoopContext {
+            params: self.descriptor(),
+            ..Default::default()
+        };
+        for (lane, entries) in registry.hooks().lanes_at(point) {
+            lc.stage = Some(lane);
+            fire_entries(
+                entries,
+                lane,
+                HookPayload::Loop(&mut lc),
+                registry.hook_timeout,
+            )
+            .await;
+        }
+        lc.params
+    }
+
+    /// One scheduled run in `registry`'s host: skipped when the task is
+    /// disabled or a gate says so, else [`run_once`](Self::run_once); a
+    /// failure that makes [`MAX_CONSECUTIVE_FAILURES`] in a row disables
+    /// the task and fires [`Point::ScheduledDisabled`].
+    pub async fn run_scheduled(&self, registry: &Registry) -> TaskRunOutcome {
+        if self.stats.disabled() {
+            return TaskRunOutcome::Disabled;
+        }
+        let gated = self.fire_point(registry, Point::ScheduledRun).await;
+        if gated.get("skip").is_some_and(|v| v.as_bool() == Some(true)) {
+            self.stats.gated.fetch_add(1, Ordering::Relaxed);
+            let reason = gated
+                .get("skip_reason")
+                .and_then(Value::as_str)
+                .unwrap_or("skipped by a gate")
+                .to_string();
+            return TaskRunOutcome::Skipped(reason);
+        }
+        let outcome = self.run_once().await;
+        if let TaskRunOutcome::Failed(_) = outcome {
+            let in_a_row = self.stats.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
+            if in_a_row >= MAX_CONSECUTIVE_FAILURES
+                && !self.stats.disabled.swap(true, Ordering::Relaxed)
+            {
+                tracing::warn!(
+                    "scheduled task '{}' of '{}' failed {in_a_row} times in a row: disabled until plughost restarts",
+                    self.name,
+                    self.plugin
+                );
+                self.fire_point(registry, Point::ScheduledDisabled).await;
+            }
+        } else if let TaskRunOutcome::Completed = outcome {
+            self.stats.consecutive.store(0, Ordering::Relaxed);
+        }
+        outcome
     }
 
     /// Run the job once, unless it is already running; count the result.

@@ -25,11 +25,11 @@ pub fn start(host: &Arc<Host>, every: Option<Duration>, stop: CancellationToken)
             task.plugin,
             period.as_secs_f64()
         );
-        tokio::spawn(schedule(task.clone(), period, stop.clone()));
+        tokio::spawn(schedule(host.clone(), task.clone(), period, stop.clone()));
     }
 }
 
-async fn schedule(task: ScheduledTask, period: Duration, stop: CancellationToken) {
+async fn schedule(host: Arc<Host>, task: ScheduledTask, period: Duration, stop: CancellationToken) {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -37,13 +37,16 @@ async fn schedule(task: ScheduledTask, period: Duration, stop: CancellationToken
             _ = stop.cancelled() => return,
             _ = ticks.tick() => {}
         }
-        let (task, stop) = (task.clone(), stop.clone());
+        if task.stats.disabled() {
+            return;
+        }
+        let (host, task, stop) = (host.clone(), task.clone(), stop.clone());
         // A run longer than the period must not delay the next tick's
         // check: the tick finds it running and is counted as skipped.
         tokio::spawn(async move {
             tokio::select! {
                 _ = stop.cancelled() => {}
-                outcome = task.run_once() => report(&task, &outcome),
+                outcome = task.run_scheduled(host.registry()) => report(&task, &outcome),
             }
         });
     }
@@ -58,6 +61,10 @@ pub fn report(task: &ScheduledTask, outcome: &TaskRunOutcome) {
             task.name,
             task.plugin
         ),
+        TaskRunOutcome::Skipped(reason) => {
+            tracing::info!("scheduled task '{}' skipped: {reason}", task.name)
+        }
+        TaskRunOutcome::Disabled => {}
         TaskRunOutcome::Failed(e) => tracing::warn!(
             "scheduled task '{}' of '{}' failed: {}{}",
             task.name,
