@@ -77,6 +77,22 @@ pub(super) enum Command {
     /// Serve one isolated plugin on stdin/stdout (started by plughost itself).
     #[command(name = "__worker", hide = true)]
     Worker,
+    // --- added by server ---
+    /// List the plugins' scheduled tasks, or run one now.
+    #[command(subcommand)]
+    Cron(CronCmd),
+}
+
+/// `plughost cron …`.
+#[derive(Subcommand, Debug)]
+pub(super) enum CronCmd {
+    /// The scheduled tasks of the loaded plugins (Felix cron_tasks).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one scheduled task now, as plughost serve runs it on its timer.
+    Run { name: String },
 }
 
 /// `--isolate`: all, none, or plugin keys separated by commas.

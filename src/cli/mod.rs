@@ -9,6 +9,7 @@
 mod agent;
 mod args;
 mod commands;
+mod cron;
 mod exit;
 mod lock;
 pub mod logging;
@@ -28,7 +29,7 @@ use std::sync::Arc;
 use clap::Parser;
 
 pub use args::Cli;
-use args::{Command, CommandsCmd, PluginsCmd, SkillsCmd, ToolsCmd};
+use args::{Command, CommandsCmd, CronCmd, PluginsCmd, SkillsCmd, ToolsCmd};
 use exit::{Exit, Failure};
 
 use crate::host::Host;
@@ -124,9 +125,9 @@ impl Command {
             | Command::Chat { .. }
             | Command::Mcp { .. }
             | Command::Serve { .. } => Flavour::MultiThread,
-            Command::Tools(ToolsCmd::Call { .. }) | Command::Commands(CommandsCmd::Run { .. }) => {
-                Flavour::CurrentThread
-            }
+            Command::Tools(ToolsCmd::Call { .. })
+            | Command::Commands(CommandsCmd::Run { .. })
+            | Command::Cron(CronCmd::Run { .. }) => Flavour::CurrentThread,
             _ => Flavour::None,
         }
     }
@@ -210,6 +211,8 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
         Command::Skills(SkillsCmd::List { json }) => skills::list(&cli, python_level, *json),
         Command::Skills(SkillsCmd::View { name }) => skills::view(&cli, python_level, name),
         Command::Hermes { name, args } => skills::hermes(&cli, python_level, name.as_ref(), args),
+        Command::Cron(CronCmd::List { json }) => cron::list(&cli, python_level, *json),
+        Command::Cron(CronCmd::Run { name }) => cron::run(rt(), &cli, python_level, name),
     }
 }
 

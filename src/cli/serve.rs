@@ -47,6 +47,15 @@ pub struct ServeArgs {
     /// is finalized and unloaded (its transcript stays); 0: never.
     #[arg(long, value_name = "SECS", default_value = "1800", allow_negative_numbers = true, value_parser = session_idle)]
     pub session_idle: SessionIdle,
+    // --- added by server ---
+    /// Seconds between two runs of every plugin scheduled task (Felix's
+    /// `cron_tasks` run once a minute by default).
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub cron_every: Option<Duration>,
+    /// How callers authenticate: api_key (Bearer keys, the default) or a
+    /// mode a plugin registered (Felix's register_authenticator).
+    #[arg(long, value_name = "MODE", default_value = "api_key")]
+    pub auth: String,
 }
 
 /// `--session-idle`: how long a named session may go unused; `None` never.
@@ -60,6 +69,31 @@ fn session_idle(value: &str) -> Result<SessionIdle, String> {
     seconds(value)
         .map(|d| SessionIdle(Some(d)))
         .map_err(|e| format!("{e} (or 0: never evict)"))
+}
+
+/// `--auth MODE`: `api_key` (plughost's Bearer keys), or the mode a loaded
+/// plugin registered; anything else is refused, naming the modes there are.
+fn auth_mode(
+    host: &crate::host::Host,
+    mode: &str,
+) -> Result<Option<crate::core::http_app::AuthMode>, Failure> {
+    if mode == "api_key" {
+        return Ok(None);
+    }
+    let modes = host.registry().auth_modes();
+    if let Some(m) = modes.iter().find(|m| m.mode == mode) {
+        return Ok(Some(m.clone()));
+    }
+    let mut known = vec!["api_key".to_string()];
+    known.extend(
+        modes
+            .iter()
+            .map(|m| format!("{} (plugin {})", m.mode, m.plugin)),
+    );
+    Err(Failure::usage(format!(
+        "--auth {mode}: no such auth mode; the modes are {} (a plugin's mode exists once the plugin that registers it loads)",
+        known.join(", ")
+    )))
 }
 
 /// The API key from `--api-key`, else `PLUGHOST_API_KEY`; empty is an error.
@@ -146,10 +180,20 @@ pub(super) fn serve(
         &args.agent,
         crate::serve::openai_api::IterationMarks::wrap,
     )?;
+    let plugin_routes = crate::serve::plugin_routes::PluginRoutes::mount(agent.host())
+        .map(|r| rt.block_on(r.startup()));
+    // Felix's rule: a plugin's body_limit_bytes raises the cap, the largest wins.
+    let max_body = plugin_routes
+        .as_ref()
+        .and_then(|r| r.body_limit)
+        .map_or(args.max_body_bytes, |l| l.max(args.max_body_bytes));
+    let auth_mode = auth_mode(agent.host(), &args.auth)?;
     let options = ServeOptions {
+        auth_mode,
         api_key: key,
-        max_body: args.max_body_bytes as usize,
+        max_body: max_body as usize,
         shutdown_grace: args.shutdown_grace,
+        plugin_routes: plugin_routes.clone(),
     };
     let metrics = Arc::new(Metrics::default());
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
@@ -185,6 +229,9 @@ pub(super) fn serve(
             "plughost serve: listening on http://{local} (MCP at /mcp, OpenAI API at /v1; model {})",
             args.agent.model
         );
+        let scheduler = tokio_util::sync::CancellationToken::new();
+        crate::serve::cron::start(chat.agent.host(), args.cron_every, scheduler.clone());
+        let _stop_scheduler = scheduler.drop_guard();
         http::serve_until(
             listener,
             app,
@@ -195,6 +242,9 @@ pub(super) fn serve(
         )
         .await
         .map_err(|e| Failure::failed(format!("the server failed: {e}")))?;
+        if let Some(routes) = &plugin_routes {
+            routes.shutdown().await;
+        }
         eprintln!("plughost serve: stopped");
         Ok::<_, Failure>(())
     })?;

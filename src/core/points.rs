@@ -223,11 +223,16 @@ pub enum Point {
     Compaction,
     SubagentStart,
     SubagentStop,
+    /// Before a plugin's scheduled task runs (no core lane: dialects bring
+    /// theirs, as Codumentor's `onScheduledRunGate`).
+    ScheduledRun,
+    /// A scheduled task was disabled after failing too often in a row.
+    ScheduledDisabled,
 }
 
 impl Point {
     /// Every point, in the order a turn meets them.
-    pub const ALL: [Point; 22] = [
+    pub const ALL: [Point; 24] = [
         Point::HostStart,
         Point::InboundMessage,
         Point::SessionStart,
@@ -250,6 +255,8 @@ impl Point {
         Point::Compaction,
         Point::SubagentStart,
         Point::SubagentStop,
+        Point::ScheduledRun,
+        Point::ScheduledDisabled,
     ];
 
     /// The core's lanes of the point, in firing order; the lanes dialects
@@ -280,6 +287,7 @@ impl Point {
             Point::Compaction => &[E::CompactBefore, E::CompactFailed],
             Point::SubagentStart => &[E::SubagentStart],
             Point::SubagentStop => &[E::SubagentStop],
+            Point::ScheduledRun | Point::ScheduledDisabled => &[],
         }
     }
 }

@@ -277,6 +277,14 @@ pub enum Registration {
     },
     Command(Command),
     Skill(Skill),
+    /// A background job a serving host runs on a schedule.
+    Task(crate::core::schedule::ScheduledTask),
+    /// A watcher of every tool call's outcome and every model call's usage.
+    Observer(Arc<dyn crate::core::observers::CallObserver>),
+    /// HTTP routes a serving host mounts.
+    Routes(crate::core::http_app::RoutesEntry),
+    /// An authentication mode a serving host can be started with.
+    Authenticator(crate::core::http_app::AuthMode),
 }
 
 /// Normalise a slash-command name: strip, drop a leading `/`, lowercase,
@@ -337,6 +345,14 @@ pub struct Registry {
     tools: HashMap<String, Tool>,
     commands: HashMap<String, Command>,
     skills: HashMap<String, Skill>,
+    /// Scheduled jobs, by name, in registration order.
+    tasks: Vec<crate::core::schedule::ScheduledTask>,
+    /// Audit and usage observers, in registration order.
+    observers: Vec<Arc<dyn crate::core::observers::CallObserver>>,
+    /// Plugins' HTTP routes, in registration order.
+    routes: Vec<crate::core::http_app::RoutesEntry>,
+    /// Plugins' authentication modes, by mode.
+    auth_modes: Vec<crate::core::http_app::AuthMode>,
     pub(crate) hooks: HookBus,
     /// How long an async hook may take before it is skipped (and counted).
     pub(crate) hook_timeout: Option<std::time::Duration>,
@@ -446,6 +462,77 @@ impl Registry {
 
     pub fn add_skill(&mut self, skill: Skill) {
         self.skills.insert(skill.name.clone(), skill);
+    }
+
+    /// Add a scheduled job; a later one of the same name replaces it, with
+    /// a warning naming both plugins.
+    pub fn add_task(&mut self, task: crate::core::schedule::ScheduledTask) {
+        if let Some(old) = self.tasks.iter_mut().find(|t| t.name == task.name) {
+            tracing::warn!(
+                "scheduled task '{}' of '{}' replaces the one of '{}'",
+                task.name,
+                task.plugin,
+                old.plugin
+            );
+            *old = task;
+        } else {
+            self.tasks.push(task);
+        }
+    }
+
+    /// Scheduled jobs in registration order.
+    pub fn tasks(&self) -> &[crate::core::schedule::ScheduledTask] {
+        &self.tasks
+    }
+
+    /// Watch every call from now on ([`crate::core::observers`]).
+    pub fn add_observer(&mut self, observer: Arc<dyn crate::core::observers::CallObserver>) {
+        self.observers.push(observer);
+    }
+
+    /// Whether anything watches calls (the pipeline skips the bookkeeping else).
+    pub fn observed(&self) -> bool {
+        !self.observers.is_empty()
+    }
+
+    /// Tell every observer of a finished tool call.
+    pub fn observe_tool_call(&self, call: &crate::core::observers::ObservedToolCall<'_>) {
+        for o in &self.observers {
+            o.tool_call(call);
+        }
+    }
+
+    /// Tell every observer of a model call's usage.
+    pub fn observe_model_call(&self, call: &crate::core::observers::ObservedModelCall<'_>) {
+        for o in &self.observers {
+            o.model_call(call);
+        }
+    }
+
+    /// Add a plugin's HTTP routes (mounted by `plughost serve`).
+    pub fn add_routes(&mut self, routes: crate::core::http_app::RoutesEntry) {
+        self.routes.push(routes);
+    }
+
+    /// Plugins' HTTP routes in registration order.
+    pub fn routes(&self) -> &[crate::core::http_app::RoutesEntry] {
+        &self.routes
+    }
+
+    /// Add an authentication mode; a later one of the same mode replaces it.
+    pub fn add_auth_mode(&mut self, mode: crate::core::http_app::AuthMode) {
+        self.auth_modes.retain(|m| m.mode != mode.mode);
+        self.auth_modes.push(mode);
+    }
+
+    /// The authentication modes plugins registered.
+    pub fn auth_modes(&self) -> &[crate::core::http_app::AuthMode] {
+        &self.auth_modes
+    }
+
+    /// The scheduled job named `name`.
+    pub fn task(&self, name: &str) -> Option<&crate::core::schedule::ScheduledTask> {
+        self.tasks.iter().find(|t| t.name == name)
     }
 
     /// Subscribe a callback; see [`HookBus::add`].

@@ -63,6 +63,10 @@ pub(super) fn apply_registrations(
                 record.skills.push(s.name.clone());
                 registry.add_skill(s);
             }
+            Registration::Task(t) => registry.add_task(t),
+            Registration::Observer(o) => registry.add_observer(o),
+            Registration::Routes(r) => registry.add_routes(r),
+            Registration::Authenticator(a) => registry.add_auth_mode(a),
         }
     }
 }

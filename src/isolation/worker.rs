@@ -404,6 +404,26 @@ fn load(
                 description: s.description,
                 path: s.path,
             }),
+            // The protocol has no message for a scheduled job yet: the
+            // plugin's tools and hooks still serve from the worker.
+            Registration::Task(t) => tracing::warn!(
+                "scheduled task '{}' of '{}' does not run: the plugin is isolated, and scheduled tasks run only in-process",
+                t.name,
+                t.plugin
+            ),
+            Registration::Routes(r) => tracing::warn!(
+                "the HTTP routes of '{}' are not mounted: the plugin is isolated, and routes are served only in-process",
+                r.plugin
+            ),
+            Registration::Authenticator(a) => tracing::warn!(
+                "the auth mode '{}' of '{}' is not available: the plugin is isolated, and authenticators run only in-process",
+                a.mode,
+                a.plugin
+            ),
+            Registration::Observer(o) => tracing::warn!(
+                "the audit/usage sink of '{}' does not run: the plugin is isolated, and sinks run only in-process",
+                o.owner()
+            ),
         }
     }
     (Some(served), Reply::Loaded { contributions })

@@ -14,6 +14,7 @@
 //! This module is interpreter mechanics only: no plugin API lives here,
 //! and nothing here knows about the layers built on it.
 
+pub mod asgi;
 pub mod bridge;
 pub mod loader;
 pub mod native;

@@ -35,6 +35,11 @@ pub struct ServeOptions {
     pub max_body: usize,
     /// How long running turns may go on after a shutdown signal.
     pub shutdown_grace: Duration,
+    // --- added by server ---
+    /// Plugins' HTTP routes, answering what plughost's endpoints do not.
+    pub plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
+    /// A plugin's authentication mode (`--auth MODE`) in place of the API key.
+    pub auth_mode: Option<crate::core::http_app::AuthMode>,
 }
 
 /// Where to listen: every address `host:port` resolves to must be loopback
@@ -64,6 +69,48 @@ struct Shared {
     chat: Arc<ChatState>,
     metrics: Arc<Metrics>,
     api_key: Option<String>,
+    plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
+    auth_mode: Option<crate::core::http_app::AuthMode>,
+}
+
+/// `serve --auth MODE`: the plugin's authenticator judges the request, as
+/// Felix's middleware has it judge; one that fails refuses (fail closed).
+async fn plugin_auth(
+    mode: &crate::core::http_app::AuthMode,
+    request: Request,
+    next: Next,
+) -> Response {
+    use crate::core::http_app::AuthAnswer;
+    match mode
+        .authenticator
+        .authenticate(super::plugin_routes::head_of(&request))
+        .await
+    {
+        Ok(AuthAnswer::Accepted { subject }) => {
+            tracing::debug!("auth mode '{}' accepted '{subject}'", mode.mode);
+            next.run(request).await
+        }
+        Ok(AuthAnswer::Refused(answer)) => super::plugin_routes::response_of(answer),
+        Err(e) => {
+            tracing::warn!(
+                "the authenticator of auth mode '{}' ('{}') failed: {}{}",
+                mode.mode,
+                mode.plugin,
+                e.message,
+                e.traceback
+                    .as_deref()
+                    .map(|t| format!("\n{t}"))
+                    .unwrap_or_default()
+            );
+            (
+                StatusCode::UNAUTHORIZED,
+                axum::Json(
+                    serde_json::json!({"error": "unauthorized", "reason": "authenticator_error"}),
+                ),
+            )
+                .into_response()
+        }
+    }
 }
 
 /// Compare without an early exit on the first differing byte.
@@ -72,12 +119,22 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 }
 
 async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let Some(key) = &shared.api_key else {
-        return next.run(request).await;
-    };
     if request.uri().path() == "/healthz" {
         return next.run(request).await;
     }
+    if shared
+        .plugin_routes
+        .as_ref()
+        .is_some_and(|r| r.open(request.uri().path()))
+    {
+        return next.run(request).await;
+    }
+    if let Some(mode) = &shared.auth_mode {
+        return plugin_auth(mode, request, next).await;
+    }
+    let Some(key) = &shared.api_key else {
+        return next.run(request).await;
+    };
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -189,11 +246,20 @@ pub fn router(
         metrics: chat.metrics.clone(),
         chat: chat.clone(),
         api_key: options.api_key.clone(),
+        plugin_routes: options.plugin_routes.clone(),
+        auth_mode: options.auth_mode.clone(),
     });
     let chat_routes = Router::new()
         .route("/v1/chat/completions", post(openai_api::chat_completions))
         .route("/v1/models", get(openai_api::models))
         .with_state(chat);
+    let fallback = match options.plugin_routes.clone().filter(|r| !r.is_empty()) {
+        Some(routes) => {
+            let limit = options.max_body;
+            Router::new().fallback(move |request: Request| routes.clone().handle(request, limit))
+        }
+        None => Router::new().fallback(not_found),
+    };
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
@@ -205,7 +271,7 @@ pub fn router(
                 .fallback_service(mcp_service)
                 .layer(middleware::from_fn(session_ended_ok)),
         )
-        .fallback(not_found)
+        .merge(fallback)
         .layer(DefaultBodyLimit::max(options.max_body))
         .layer(middleware::from_fn_with_state(shared.clone(), auth))
         .layer(middleware::from_fn_with_state(shared, count))

@@ -176,6 +176,40 @@ impl Metrics {
                 escape(event)
             );
         }
+        scheduled_tasks(&mut out, host);
         out
+    }
+}
+
+/// The scheduled tasks' counters, read from the tasks at scrape time.
+fn scheduled_tasks(out: &mut String, host: &Host) {
+    let tasks = host.registry().tasks();
+    if tasks.is_empty() {
+        return;
+    }
+    out.push_str("# HELP plughost_scheduled_runs_total Runs of plugins' scheduled tasks, by task and result (ok, failed).\n# TYPE plughost_scheduled_runs_total counter\n");
+    for t in tasks {
+        let (name, plugin) = (escape(&t.name), escape(&t.plugin));
+        let (runs, failed) = (t.stats.runs(), t.stats.failures());
+        // A run in progress is neither yet.
+        let ok = runs.saturating_sub(failed + u64::from(t.stats.running()));
+        let _ = writeln!(
+            out,
+            "plughost_scheduled_runs_total{{task=\"{name}\",plugin=\"{plugin}\",result=\"ok\"}} {ok}"
+        );
+        let _ = writeln!(
+            out,
+            "plughost_scheduled_runs_total{{task=\"{name}\",plugin=\"{plugin}\",result=\"failed\"}} {failed}"
+        );
+    }
+    out.push_str("# HELP plughost_scheduled_skipped_total Ticks of a scheduled task skipped because its last run had not finished.\n# TYPE plughost_scheduled_skipped_total counter\n");
+    for t in tasks {
+        let _ = writeln!(
+            out,
+            "plughost_scheduled_skipped_total{{task=\"{}\",plugin=\"{}\"}} {}",
+            escape(&t.name),
+            escape(&t.plugin),
+            t.stats.overlaps()
+        );
     }
 }

@@ -3,13 +3,16 @@
 //! behind an OpenAI-compatible Chat Completions endpoint ([`openai_api`]),
 //! all in one axum server ([`http`], `plughost serve`) with
 //! Prometheus metrics ([`metrics`]); named sessions left idle are evicted
-//! ([`idle`]).
+//! ([`idle`]); plugins' scheduled tasks run on their timers ([`cron`]) and
+//! their HTTP routes answer beside plughost's own ([`plugin_routes`]).
 
+pub mod cron;
 pub mod http;
 pub mod idle;
 pub mod mcp;
 pub mod metrics;
 pub mod openai_api;
+pub mod plugin_routes;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -9,6 +9,7 @@
 //!     tool_calls:              # optional
 //!       - name: list_dir
 //!         args: {path: "."}
+//!     usage: {prompt_tokens: 11, completion_tokens: 7}   # optional: the usage it reports
 //!   - say: "Done: {tool_results}"   # placeholders: {tool_results}, {user_message}, {home}
 //! after_end: "(the script has no more turns)"   # optional reply once turns run out
 //! ```
@@ -42,6 +43,10 @@ pub struct ScriptTurn {
     pub say: String,
     #[serde(default)]
     pub tool_calls: Vec<ScriptCall>,
+    /// The usage the turn reports, as a provider's `usage` object
+    /// (`{prompt_tokens: 11, completion_tokens: 7}`); none when left out.
+    #[serde(default)]
+    pub usage: serde_json::Map<String, Value>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -204,6 +209,7 @@ impl Provider for Scripted {
                     text,
                     tool_calls,
                     finish_reason: finish_reason.into(),
+                    usage: turn.usage.clone(),
                     ..Default::default()
                 }
             }

@@ -323,6 +323,13 @@ impl Inner {
                 + v.as_f64().unwrap_or(0.0);
             t.report.usage.insert(k.clone(), json!(sum));
         }
+        if registry.observed() {
+            registry.observe_model_call(&crate::core::observers::ObservedModelCall {
+                model: &sent.request.model,
+                session_id: &t.session.key,
+                usage: &response.usage,
+            });
+        }
         // Each event gets its own context: a hook's edits to one never leak into the next.
         let post_api = || answered(&sent.api, &response);
         points::observe(registry, HookEvent::PostApiRequest, post_api).await;

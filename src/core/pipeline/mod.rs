@@ -82,6 +82,7 @@ pub async fn call_tool_in_turn(
         turn,
     };
     let mut marks = ToolMarks::default();
+    let started = registry.observed().then(std::time::Instant::now);
     let mut result = pipeline(registry, &ids, args, &mut marks, false).await;
     // A re-run (Codumentor's `retry_with`, `requeue_tool`): its result, and
     // what its hooks decide, replace the first run's.
@@ -92,7 +93,27 @@ pub async fn call_tool_in_turn(
         again.insert.splice(0..0, std::mem::take(&mut marks.insert));
         marks = again;
     }
+    if let Some(started) = started {
+        observe(registry, &ids, &result, started.elapsed());
+    }
     TurnToolResult { result, marks }
+}
+
+/// Tell the registry's observers how the call ended.
+fn observe(registry: &Registry, ids: &Ids<'_>, result: &ToolResult, took: Duration) {
+    let plugin = registry
+        .tool(ids.name)
+        .map(|t| t.spec.plugin.clone())
+        .unwrap_or_default();
+    registry.observe_tool_call(&crate::core::observers::ObservedToolCall {
+        tool: ids.name,
+        plugin: &plugin,
+        session_id: ids.session_id,
+        tool_call_id: ids.tool_call_id,
+        delegate: ids.turn.as_ref().is_some_and(|(_, delegate)| *delegate),
+        result,
+        took,
+    });
 }
 
 /// Who calls what, for every stage.

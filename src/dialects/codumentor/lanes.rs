@@ -37,5 +37,34 @@ pub static TOOL_AFTER_CHAIN: Lane = Lane::plain(
     "P10, second lane: after the call ran; each edit of the result is what the next callback sees.",
 );
 
+/// `onScheduledRunGate`: before a scheduled task runs, each handler sees
+/// the run descriptor as the previous one patched it; `skip` records a
+/// skipped run instead of running it.
+pub static SCHEDULED_RUN_GATE: Lane = Lane::plain(
+    &SCHEDULED_RUN_GATE,
+    "scheduled_run_gate",
+    Point::ScheduledRun,
+    1,
+    Policy::Chain,
+    "Before a plugin's scheduled task runs under `plughost serve` (or `plughost cron run`); patch `skip`/`skip_reason` into the run descriptor to skip this run.",
+);
+
+/// `onScheduledRunAutoDisabled`: a task was disabled after too many
+/// consecutive failures.
+pub static SCHEDULED_RUN_AUTO_DISABLED: Lane = Lane::plain(
+    &SCHEDULED_RUN_AUTO_DISABLED,
+    "scheduled_run_auto_disabled",
+    Point::ScheduledDisabled,
+    1,
+    Policy::Observe,
+    "A scheduled task failed too many times in a row and was disabled until plughost restarts.",
+);
+
 /// Codumentor's lanes, for the dialect table.
-pub static LANES: &[&Lane] = &[&PROMPT_ASSEMBLE, &TOOL_VET, &TOOL_AFTER_CHAIN];
+pub static LANES: &[&Lane] = &[
+    &PROMPT_ASSEMBLE,
+    &TOOL_VET,
+    &TOOL_AFTER_CHAIN,
+    &SCHEDULED_RUN_GATE,
+    &SCHEDULED_RUN_AUTO_DISABLED,
+];

@@ -124,8 +124,6 @@ pub const OUT_OF_SCOPE: &[&str] = &[
     "onOAuthAccountAdded",
     "onOAuthAccountRemoved",
     "onOAuthTokenRefreshed",
-    "onScheduledRunGate",
-    "onScheduledRunAutoDisabled",
 ];
 
 /// Events plughost fires (spec §2.4), at the loop points of §1.2.
@@ -152,6 +150,8 @@ pub const IN_SCOPE: &[&str] = &[
     "onTurnInterrupted",
     "onError",
     "onSessionEvict",
+    "onScheduledRunGate",
+    "onScheduledRunAutoDisabled",
 ];
 
 /// Why a Codumentor subscription will never be called, if it will not:

@@ -95,6 +95,18 @@ pub(super) fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Va
             json!({})
         }
         "onInputReceived" => json!({"raw": lc.text}),
+        // The run descriptor the scheduler put in `params`.
+        "onScheduledRunGate" | "onScheduledRunAutoDisabled" => {
+            let field = |k: &str| lc.params.get(k).cloned().unwrap_or(Value::Null);
+            json!({
+                "name": field("name"),
+                "plugin": field("plugin"),
+                "every_seconds": field("every_seconds"),
+                "runs": field("runs"),
+                "failures": field("failures"),
+                "consecutive_failures": field("consecutive_failures"),
+            })
+        }
         "onContextReady" => {
             json!({"session_id": lc.session_id, "user_id": "user", "messages": without_system(&lc.messages)})
         }
@@ -211,6 +223,8 @@ pub(super) fn edit_of(event: &str, payload: &Map<String, Value>) -> Option<LoopE
         "onToolInvokeStart" => payload.get("args").cloned().map(LoopEdit::Arguments),
         "onToolInvokeEnd" => text("result").map(LoopEdit::Result),
         "onBeforeSendResponse" => text("assistant_text").map(LoopEdit::Text),
+        // {"skip": True, "skip_reason": "…"} patched into the descriptor.
+        "onScheduledRunGate" => Some(LoopEdit::Params(payload.clone())),
         _ => None,
     }
 }

@@ -35,6 +35,9 @@ use crate::runtime::{plugin_error, try_attach};
 const PROMPT_ASSEMBLE: HookEvent = HookEvent::Lane(LaneId(&super::lanes::PROMPT_ASSEMBLE));
 const TOOL_VET: HookEvent = HookEvent::Lane(LaneId(&super::lanes::TOOL_VET));
 const TOOL_AFTER_CHAIN: HookEvent = HookEvent::Lane(LaneId(&super::lanes::TOOL_AFTER_CHAIN));
+const SCHEDULED_RUN_GATE: HookEvent = HookEvent::Lane(LaneId(&super::lanes::SCHEDULED_RUN_GATE));
+const SCHEDULED_RUN_AUTO_DISABLED: HookEvent =
+    HookEvent::Lane(LaneId(&super::lanes::SCHEDULED_RUN_AUTO_DISABLED));
 
 /// The loop point(s) of an in-scope event, and its rank at the point.
 pub fn points(event: &str) -> &'static [(HookEvent, i32)] {
@@ -57,6 +60,8 @@ pub fn points(event: &str) -> &'static [(HookEvent, i32)] {
         "onBeforeSendResponse" => &[(HookEvent::ResponseBeforeSend, 0)],
         "onResponsePersist" => &[(HookEvent::ResponsePersisted, 0)],
         "onTurnAborted" | "onTurnInterrupted" | "onError" => &[(HookEvent::TurnEnded, 0)],
+        "onScheduledRunGate" => &[(SCHEDULED_RUN_GATE, 0)],
+        "onScheduledRunAutoDisabled" => &[(SCHEDULED_RUN_AUTO_DISABLED, 0)],
         // P2 (`/new`, `/clear`: explicit removal) and P14 (unloaded).
         "onSessionEvict" => &[
             (HookEvent::OnSessionReset, 0),

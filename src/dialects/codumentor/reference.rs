@@ -17,6 +17,12 @@ pub static DOC: DialectDoc = DialectDoc {
         ("emit", "Run every Codumentor handler of `event` as a chain and return the final payload; failures are logged as warnings."),
     ],
     fields: &[
+        ("name", "the scheduled task (`plugin_<name>` for a Felix cron task)"),
+        ("plugin", "the plugin that registered the scheduled task"),
+        ("every_seconds", "the task's period under `plughost serve`"),
+        ("runs", "runs of the task so far in this process"),
+        ("failures", "failed runs so far in this process"),
+        ("consecutive_failures", "failures in a row, the last run's included"),
         ("raw", "the inbound message's text"),
         ("session_id", "the session"),
         ("user_id", "always `user` on the command line"),
@@ -93,6 +99,8 @@ fn answers(event: &str) -> Option<&'static str> {
         "onToolInvokeEnd" => "a changed `result` replaces the result; `{\"type\": \"retry_with\", \"patched_args\": {…}, \"backoff_ms\": N}` runs the call once more with those arguments after the wait, its result replacing the first.",
         "onAfterTool" => "`{\"type\": \"short_circuit\", \"assistant_text\": \"…\"}` ends the turn with that text. `{\"type\": \"insert_step\", \"messages\": […]}` places messages after the batch's tool results (never stored); `{\"type\": \"requeue_tool\"}` runs the call once more with the same arguments.",
         "onBeforeSendResponse" => "a changed `assistant_text` replaces the final answer.",
+        "onScheduledRunGate" => "`{\"type\": \"continue\", \"patch\": {\"skip\": true, \"skip_reason\": \"…\"}}` skips this run of the scheduled task (counted, the reason logged); the payload is the run descriptor (`name`, `plugin`, `every_seconds`, `runs`, `failures`, `consecutive_failures`).",
+        "onScheduledRunAutoDisabled" => "a notification: the task named in the run descriptor failed 5 times in a row and is disabled until plughost restarts.",
         "onLLMStream" => "plughost does not stream model deltas to hooks: a subscription is accepted and `plugins doctor` lists it as never firing (`stream_control` is ignored).",
         _ => return None,
     })
@@ -103,7 +111,7 @@ fn answers(event: &str) -> Option<&'static str> {
 /// directory (a Codumentor plugin has no tool of its own at load time).
 const RECORDER: &str = r#"import inspect, json, pathlib
 
-EVENTS = ['onServerReady', 'onInputReceived', 'onContextReady', 'onAfterInput', 'onPromptAssemble', 'onAfterPromptAssemble', 'onLLMCallStart', 'onLLMStream', 'onLLMCallEnd', 'onUsageTracked', 'onLLMError', 'onAfterLLM', 'onToolInvokeStart', 'onToolExecuting', 'onToolInvokeEnd', 'onAfterTool', 'onBeforeSendResponse', 'onResponsePersist', 'onTurnAborted', 'onTurnInterrupted', 'onError', 'onSessionEvict']
+EVENTS = ['onServerReady', 'onInputReceived', 'onContextReady', 'onAfterInput', 'onPromptAssemble', 'onAfterPromptAssemble', 'onLLMCallStart', 'onLLMStream', 'onLLMCallEnd', 'onUsageTracked', 'onLLMError', 'onAfterLLM', 'onToolInvokeStart', 'onToolExecuting', 'onToolInvokeEnd', 'onAfterTool', 'onBeforeSendResponse', 'onResponsePersist', 'onTurnAborted', 'onTurnInterrupted', 'onError', 'onSessionEvict', 'onScheduledRunGate', 'onScheduledRunAutoDisabled']
 RECORD = {"methods": [], "events": {}, "objects": {}}
 
 def save():

@@ -1,6 +1,8 @@
 /// The compat modules: (module, source, is a package); generated from python/plughost/_compat/felix/src.
-const COMPAT_MODULES: [(&str, &str, bool); 21] = [
+const COMPAT_MODULES: [(&str, &str, bool); 23] = [
     ("felix", include_str!("../../../python/plughost/_compat/felix/src/felix/__init__.py"), true),
+    ("felix.auth", include_str!("../../../python/plughost/_compat/felix/src/felix/auth/__init__.py"), true),
+    ("felix.auth.context", include_str!("../../../python/plughost/_compat/felix/src/felix/auth/context.py"), false),
     ("felix.hooks", include_str!("../../../python/plughost/_compat/felix/src/felix/hooks.py"), false),
     ("felix.memory", include_str!("../../../python/plughost/_compat/felix/src/felix/memory/__init__.py"), true),
     ("felix.memory.embedder", include_str!("../../../python/plughost/_compat/felix/src/felix/memory/embedder.py"), false),

@@ -16,11 +16,15 @@
 //! registers at [`FIRST_LANE_PRIORITY`], so at a shared point Felix's run
 //! before Codumentor's, in registration order.
 
+mod auth;
+mod cron;
 pub mod discover;
 mod format;
 pub mod hooks;
 pub mod lanes;
 pub mod reference;
+mod routes;
+mod sinks;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -202,7 +206,8 @@ impl Dialect for Felix {
 }
 
 /// Registrations from what `_plughost_felix.load` returned:
-/// `(tools, hooks, startup_hooks, unused)`.
+/// `(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes,
+/// authenticators)`.
 fn collect(
     py: Python<'_>,
     key: &str,
@@ -263,6 +268,26 @@ fn collect(
     for item in loaded.get_item(2)?.try_iter()? {
         let (callback, label): (Py<PyAny>, String) = item?.extract()?;
         add_hook("startup_hook".into(), callback, label);
+    }
+    for item in loaded.get_item(4)?.try_iter()? {
+        let (name, run): (String, Py<PyAny>) = item?.extract()?;
+        registrations.push(Registration::Task(cron::task(key, &name, run)));
+    }
+    let (audit, usage): (Option<Py<PyAny>>, Option<Py<PyAny>>) = loaded.get_item(5)?.extract()?;
+    if audit.is_some() || usage.is_some() {
+        let sinks =
+            sinks::FelixSinks::new(key.to_string(), audit, usage, felix_module.clone_ref(py));
+        registrations.push(Registration::Observer(Arc::new(sinks)));
+    }
+    for item in loaded.get_item(6)?.try_iter()? {
+        let (plugin, mounts, limit): (Py<PyAny>, Vec<String>, Option<u64>) = item?.extract()?;
+        let entry = routes::entry(key, plugin, mounts, limit, felix_module.clone_ref(py));
+        registrations.push(Registration::Routes(entry));
+    }
+    for item in loaded.get_item(7)?.try_iter()? {
+        let (mode, builder): (String, Py<PyAny>) = item?.extract()?;
+        let mode = auth::mode(key, mode, builder, felix_module.clone_ref(py));
+        registrations.push(Registration::Authenticator(mode));
     }
     let unused: Vec<String> = loaded.get_item(3)?.extract()?;
     if !unused.is_empty() {

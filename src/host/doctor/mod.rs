@@ -80,6 +80,21 @@ pub struct PluginDiagnosis {
     /// breaker, with its crash counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker: Option<crate::isolation::WorkerStatus>,
+    /// Its scheduled tasks (Felix `cron_tasks`) with their counters.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scheduled: Vec<TaskReport>,
+}
+
+/// One scheduled task and what its runs did in this process.
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskReport {
+    pub name: String,
+    pub every_seconds: f64,
+    pub runs: u64,
+    pub failures: u64,
+    /// Ticks skipped because the previous run had not finished.
+    pub skipped: u64,
+    pub last_error: Option<String>,
 }
 
 /// The interpreter in use, and where each plugin API's modules come from.
@@ -241,6 +256,20 @@ fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
         hook_counts: hook_counts(host, &p.key),
         not_used: crate::dialects::not_used(host.extensions(), &p.key),
         worker: host.worker_status(&p.key),
+        scheduled: host
+            .registry()
+            .tasks()
+            .iter()
+            .filter(|t| t.plugin == p.key)
+            .map(|t| TaskReport {
+                name: t.name.clone(),
+                every_seconds: t.every.as_secs_f64(),
+                runs: t.stats.runs(),
+                failures: t.stats.failures(),
+                skipped: t.stats.overlaps(),
+                last_error: t.stats.last_error(),
+            })
+            .collect(),
     }
 }
 

@@ -159,6 +159,20 @@ fn plugin_lines(p: &PluginDiagnosis) -> Vec<String> {
     if let Some(w) = &p.worker {
         out.push(format!("    worker: {}", worker_text(w)));
     }
+    for t in &p.scheduled {
+        out.push(format!(
+            "    scheduled task {}: every {} s under plughost serve; {} runs, {} failed, {} skipped (still running){}",
+            t.name,
+            t.every_seconds,
+            t.runs,
+            t.failures,
+            t.skipped,
+            t.last_error
+                .as_deref()
+                .map(|e| format!("; last error: {e}"))
+                .unwrap_or_default()
+        ));
+    }
     for h in &p.hook_problems {
         out.push(format!(
             "    hook {} {}: {} of {} answers not used ({} raised, {} wrong shape, {} timed out)",

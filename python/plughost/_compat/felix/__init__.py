@@ -81,6 +81,9 @@ class PluginRegistry:
         self.startup_hooks: list = []
         self.run_finished: list = []
         self.unused: list = []  # names of accepted, never-used registrations
+        self.audit_sink_factory = None
+        self.usage_sink_factory = None
+        self.authenticators: dict = {}
 
     def _check(self, what: str) -> None:
         if self._closed:
@@ -102,6 +105,31 @@ class PluginRegistry:
         self.run_finished.append((hook, origin))
         self.unused.append("register_run_finished")
 
+    def register_audit_sink(self, factory) -> None:
+        """Felix's: the last registration wins; ``factory()`` is built once,
+        at the first event, and its ``record(event)`` gets every audit row."""
+        self._check("register_audit_sink")
+        self.audit_sink_factory = factory
+
+    def register_usage_sink(self, factory) -> None:
+        """Felix's: ``factory(settings).record(tenant_id=, manifest_id=,
+        model_id=, usage=)`` for every model call that reported usage."""
+        self._check("register_usage_sink")
+        self.usage_sink_factory = factory
+
+    def register_authenticator(self, mode: str, builder) -> None:
+        """Felix's: ``builder(settings)`` makes the authenticator of ``mode``
+        (``plughost serve --auth MODE``); a later registration of a mode
+        replaces it. The built-in modes (none, api_key, jwt) cannot be taken."""
+        self._check("register_authenticator")
+        if not callable(builder):
+            raise TypeError(f"register_authenticator() needs a callable builder, got {type(builder).__name__}")
+        from felix.auth.context import BUILTIN_AUTH_MODES
+
+        if mode in BUILTIN_AUTH_MODES:
+            raise ValueError(f"auth mode {mode!r} is built in and cannot be registered by a plugin")
+        self.authenticators[str(mode)] = builder
+
     def _unused(self, name):
         def accept(*args, **kwargs) -> None:
             self._check(name)
@@ -122,9 +150,6 @@ class PluginRegistry:
 
                 return add
             if kind in (
-                "authenticator",
-                "audit_sink",
-                "usage_sink",
                 "model_provider",
                 "decision_provider",
             ):
@@ -167,8 +192,13 @@ def _label(fn) -> str:
 def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     """Import the entry point, call ``register(registry)`` and collect what it registered.
 
-    Returns ``(tools, hooks, startup_hooks, unused)``: tools as
-    ``(name, description, parameters, tool)``, hooks as ``(kind, fn, label)``.
+    Returns ``(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes,
+    authenticators)``:
+    tools as ``(name, description, parameters, tool)``, hooks as ``(kind, fn,
+    label)``, cron tasks as ``(name, run)``, sinks as ``(audit factory, usage
+    factory)`` (each ``None`` when not registered), routes as ``(plugin,
+    self_authenticating_mounts, body_limit_bytes)``, authenticators as
+    ``(mode, builder)``.
     """
     if source_dir and source_dir not in sys.path:
         sys.path.insert(0, source_dir)
@@ -242,10 +272,96 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     startup = [(fn, _label(fn)) for fn in registry.startup_hooks]
     unused = sorted(set(registry.unused))
     for plugin in registry.plugins:
-        for attr_name in ("routes", "cron_tasks", "rate_limit_key", "body_limit_bytes", "self_authenticating_mounts"):
-            if getattr(plugin, attr_name, None) is not None:
-                unused.append(attr_name)
-    return tools, hooks, startup, unused
+        if getattr(plugin, "rate_limit_key", None) is not None:
+            unused.append("rate_limit_key")
+    sinks = (registry.audit_sink_factory, registry.usage_sink_factory)
+    routes = _routes(key, registry.plugins)
+    authenticators = sorted(registry.authenticators.items())
+    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins), sinks, routes, authenticators
+
+
+def _routes(key: str, plugins) -> list:
+    """``(plugin, self_authenticating_mounts, body_limit_bytes)`` of every
+    plugin object with a callable ``routes`` (read with ``getattr``, as
+    Felix reads them; a property that raises is reported and taken as unset)."""
+    import logging
+
+    def read(plugin, name, default):
+        try:
+            value = getattr(plugin, name, default)
+        except Exception as exc:
+            logging.getLogger("plughost.felix").warning(
+                "Felix plugin '%s': reading %s raised %s: %s; it is taken as unset", key, name, type(exc).__name__, exc
+            )
+            return default
+        return default if value is None else value
+
+    out = []
+    for plugin in plugins:
+        if not callable(getattr(plugin, "routes", None)):
+            continue
+        mounts = [str(m) for m in read(plugin, "self_authenticating_mounts", ())]
+        limit = read(plugin, "body_limit_bytes", None)
+        out.append((plugin, mounts, int(limit) if isinstance(limit, int) and limit > 0 else None))
+    return out
+
+
+_APP = None
+
+
+def plugin_app():
+    """The FastAPI app every Felix plugin's ``routes(app, tools=…)`` adds to
+    (one, as Felix's API process has one), made when ``plughost serve``
+    first mounts routes."""
+    global _APP
+    if _APP is None:
+        try:
+            from fastapi import FastAPI
+        except ImportError as exc:
+            raise ImportError(
+                "Felix plugin routes are mounted on a FastAPI app, as Felix mounts them, and FastAPI is not "
+                "installed for plughost's Python: pip install fastapi (or add it to the plugin's dependencies)"
+            ) from exc
+        _APP = FastAPI(title="plughost: Felix plugin routes", docs_url=None, redoc_url=None, openapi_url=None)
+    return _APP
+
+
+def mount_routes(plugin):
+    """``plugin.routes(app, tools=None)`` on :func:`plugin_app`; the app.
+    (Felix passes its tool provider as ``tools``; plughost's tools are the
+    agent's, reached through ``/v1`` and ``/mcp``.)"""
+    app = plugin_app()
+    plugin.routes(app, tools=None)
+    return app
+
+
+def _cron_tasks(key: str, plugins) -> list:
+    """``(name, run)`` of every plugin's ``cron_tasks`` (Felix reads them
+    with ``getattr``; a task without a callable ``run`` is skipped, as
+    Felix's worker skips it — with a warning here)."""
+    import logging
+
+    out = []
+    for plugin in plugins:
+        try:
+            tasks = getattr(plugin, "cron_tasks", ()) or ()
+            tasks = list(tasks)
+        except Exception as exc:
+            logging.getLogger("plughost.felix").warning(
+                "Felix plugin '%s': reading cron_tasks raised %s: %s; its cron tasks are skipped",
+                key, type(exc).__name__, exc,
+            )
+            continue
+        for task in tasks:
+            name = getattr(task, "name", None) or "unnamed"
+            run = getattr(task, "run", None)
+            if not callable(run):
+                logging.getLogger("plughost.felix").warning(
+                    "Felix plugin '%s': cron task '%s' has no callable run; it is skipped", key, name
+                )
+                continue
+            out.append((str(name), run))
+    return out
 
 
 def _parameters(tool) -> dict:
@@ -455,3 +571,95 @@ class App:
 
     def __init__(self, plugins, tools) -> None:
         self.state = types.SimpleNamespace(settings=types.SimpleNamespace(), plugins=list(plugins), tools=list(tools))
+
+
+# --- audit and usage sinks -----------------------------------------------------
+
+
+def audit_row(event_type: str, manifest_id: str, status: str, payload: dict) -> dict:
+    """An audit event in the shape of Felix's ``record_event`` rows."""
+    import time
+    import uuid
+
+    return {
+        "tenant_id": "default",
+        "id": uuid.uuid4().hex,
+        "ts": int(time.time() * 1000),
+        "event_type": event_type,
+        "manifest_id": manifest_id,
+        "principal_subj": "",
+        "status": status,
+        "payload_json": payload,
+    }
+
+
+def record_usage(factory, manifest_id: str, model_id: str, usage: dict) -> None:
+    """Felix's usage fan-out: ``factory(settings).record(...)`` with a
+    ``TokenUsage`` made of the provider's counts."""
+    from felix_ai.types import TokenUsage
+
+    def count(*names):
+        for name in names:
+            value = usage.get(name)
+            if isinstance(value, (int, float)):
+                return int(value)
+        return 0
+
+    details = usage.get("prompt_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    tokens = TokenUsage(
+        input=count("prompt_tokens", "input_tokens", "input"),
+        output=count("completion_tokens", "output_tokens", "output"),
+        cache_creation=count("cache_creation_input_tokens", "cache_creation"),
+        cache_read=int(cached) if isinstance(cached, (int, float)) else count("cache_read_input_tokens", "cache_read"),
+    )
+    sink = factory(types.SimpleNamespace())
+    record = getattr(sink, "record", None)
+    if callable(record):
+        record(tenant_id="default", manifest_id=manifest_id, model_id=model_id, usage=tokens)
+
+
+# --- authenticators ----------------------------------------------------------------
+
+
+async def authenticate(builder, connection: dict, emit):
+    """Felix's ``_call_authenticator``: ``builder(settings)`` then its
+    ``authenticate(request)`` (or the authenticator itself called), either
+    step sync or async, with a Starlette ``Request``. An ``AuthContext``
+    accepts the caller: its principal's subject is returned. A Starlette
+    response refuses it: the response is sent through ``emit`` as an ASGI
+    application sends one, and ``None`` is returned."""
+    import inspect
+
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from felix.auth.context import AuthContext
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    authenticator = builder(types.SimpleNamespace())
+    if inspect.isawaitable(authenticator):
+        authenticator = await authenticator
+    call = getattr(authenticator, "authenticate", authenticator)
+    result = call(Request(connection, receive))
+    if inspect.isawaitable(result):
+        result = await result
+    if isinstance(result, Response):
+        async def send(message):
+            kind = message["type"]
+            if kind == "http.response.start":
+                emit(("start", int(message["status"]), [(bytes(k), bytes(v)) for k, v in message.get("headers") or ()]))
+            elif kind == "http.response.body":
+                emit(("body", bytes(message.get("body") or b""), bool(message.get("more_body", False))))
+
+        await result(connection, receive, send)
+        return None
+    if isinstance(result, AuthContext) or type(result).__name__ == "AuthContext":
+        principal = getattr(result, "principal", None)
+        return str(getattr(principal, "subject", "") or "")
+    raise TypeError(
+        f"plugin authenticator returned {type(result).__name__}, expected AuthContext or JSONResponse"
+    )
+

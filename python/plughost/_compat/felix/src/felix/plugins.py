@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from _plughost_felix import PluginRegistry
 
+CronRunner = Callable[..., Awaitable[None]]
 
-@dataclass(slots=True)
+
+@dataclass
 class PluginCronTask:
+    """A background job of a plugin (its ``cron_tasks``): ``plughost serve``
+    awaits ``run()`` once a minute, as Felix's worker does, as the task
+    ``plugin_<name>``; ``plughost cron run plugin_<name>`` runs it now."""
+
     name: str
-    schedule: str = ""
-    handler: Any = None
+    run: CronRunner
 
 
 _REGISTRY = PluginRegistry("")

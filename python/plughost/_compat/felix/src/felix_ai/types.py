@@ -50,15 +50,20 @@ class ChatMessage:
 
 @dataclass(slots=True)
 class TokenUsage:
-    input_tokens: int = 0
-    output_tokens: int = 0
+    """Felix's fields (``TokenUsage(input=..., output=...)``, as its example
+    plugin's model provider builds it)."""
+
+    input: int = 0
+    output: int = 0
+    cache_creation: int = 0
+    cache_read: int = 0
 
 
 @dataclass(slots=True)
 class ModelChatResult:
     message: ChatMessage
     stop_reason: str = "end_turn"
-    usage: TokenUsage = field(default_factory=TokenUsage)
+    usage: "TokenUsage | None" = None
 
 
 __all__ = ["ChatMessage", "ToolCall", "TokenUsage", "ModelChatResult", "ImageAttachment"]

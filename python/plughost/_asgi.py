@@ -1,0 +1,112 @@
+"""plughost's ASGI server half (``_plughost_asgi``): runs a plugin's ASGI
+application (Felix's FastAPI app) on plughost's asyncio loop for requests
+axum received. The Rust side (``runtime/asgi.rs``) hands each request in
+with the whole body and an ``emit`` callable that forwards the response's
+messages to the client as they come; cancelling the task (a client that
+went away) cancels the application's handling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+ASGI = {"version": "3.0", "spec_version": "2.3"}
+
+
+def scope(method, path, query, headers, client, server) -> dict:
+    """An HTTP connection scope, as uvicorn builds it."""
+    return {
+        "type": "http",
+        "asgi": ASGI,
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode("utf-8", "surrogateescape"),
+        "query_string": query.encode("latin-1"),
+        "root_path": "",
+        "headers": [(name.lower().encode("latin-1"), bytes(value)) for name, value in headers],
+        "client": client,
+        "server": server,
+        "state": {},
+    }
+
+
+async def http(app, connection: dict, body: bytes, emit) -> None:
+    """Run one request through ``app``; ``emit`` gets ``("start", status,
+    headers)`` then ``("body", bytes, more)`` messages."""
+    delivered = False
+
+    async def receive():
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        # The client is still there until the task is cancelled.
+        await asyncio.get_running_loop().create_future()
+
+    async def send(message):
+        kind = message["type"]
+        if kind == "http.response.start":
+            headers = [(bytes(k), bytes(v)) for k, v in message.get("headers") or ()]
+            emit(("start", int(message["status"]), headers))
+        elif kind == "http.response.body":
+            emit(("body", bytes(message.get("body") or b""), bool(message.get("more_body", False))))
+
+    await app(connection, receive, send)
+
+
+class Lifespan:
+    """The ASGI lifespan protocol, as uvicorn drives it: ``startup`` sends
+    ``lifespan.startup`` and waits for its answer; ``shutdown`` likewise.
+    An application that raises on a lifespan scope has none."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+        self.queue: "asyncio.Queue | None" = None
+        self.started: "asyncio.Future | None" = None
+        self.stopped: "asyncio.Future | None" = None
+        self.task = None
+        self.supported = True
+
+    async def startup(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.queue = asyncio.Queue()
+        self.started = loop.create_future()
+        self.stopped = loop.create_future()
+        self.task = loop.create_task(self._main())
+        await self.queue.put({"type": "lifespan.startup"})
+        await self.started
+
+    async def _main(self) -> None:
+        async def receive():
+            return await self.queue.get()
+
+        async def send(message):
+            kind = message["type"]
+            if kind == "lifespan.startup.complete":
+                self.started.set_result(None)
+            elif kind == "lifespan.startup.failed":
+                self.started.set_exception(RuntimeError(message.get("message") or "lifespan startup failed"))
+            elif kind == "lifespan.shutdown.complete":
+                self.stopped.set_result(None)
+            elif kind == "lifespan.shutdown.failed":
+                self.stopped.set_exception(RuntimeError(message.get("message") or "lifespan shutdown failed"))
+
+        try:
+            await self.app({"type": "lifespan", "asgi": ASGI, "state": {}}, receive, send)
+        except BaseException as exc:
+            if not self.started.done():
+                # No lifespan support (uvicorn's "auto" mode goes on).
+                self.supported = False
+                self.started.set_result(None)
+            elif not self.stopped.done():
+                self.stopped.set_exception(exc)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+
+    async def shutdown(self) -> None:
+        if not self.supported or self.task is None or self.task.done():
+            return
+        await self.queue.put({"type": "lifespan.shutdown"})
+        await asyncio.wait_for(asyncio.shield(self.stopped), 10)

@@ -1,0 +1,1 @@
+"""``felix.auth``: the authentication types plugin authenticators return (plughost's)."""

@@ -1,0 +1,79 @@
+//! Running plugins' scheduled tasks ([`crate::core::schedule`]) inside
+//! `plughost serve`: each task on its own timer, the first run one period
+//! after the server starts (Felix's worker waits for the next minute), a
+//! tick that finds the previous run still going skipped and counted, a
+//! failure logged with its traceback and counted — never a reason for the
+//! server or the next tick to stop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::core::schedule::{ScheduledTask, TaskRunOutcome};
+use crate::host::Host;
+
+/// Start every scheduled task of `host`'s registry; `every` replaces each
+/// task's own period when given (`serve --cron-every`). Stops scheduling
+/// when `stop` is cancelled; runs in progress then are dropped (cancelled).
+pub fn start(host: &Arc<Host>, every: Option<Duration>, stop: CancellationToken) {
+    for task in host.registry().tasks() {
+        let period = every.unwrap_or(task.every);
+        tracing::info!(
+            "scheduled task '{}' of '{}' runs every {} s",
+            task.name,
+            task.plugin,
+            period.as_secs_f64()
+        );
+        tokio::spawn(schedule(host.clone(), task.clone(), period, stop.clone()));
+    }
+}
+
+async fn schedule(host: Arc<Host>, task: ScheduledTask, period: Duration, stop: CancellationToken) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        if task.stats.disabled() {
+            return;
+        }
+        let (host, task, stop) = (host.clone(), task.clone(), stop.clone());
+        // A run longer than the period must not delay the next tick's
+        // check: the tick finds it running and is counted as skipped.
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                outcome = task.run_scheduled(host.registry()) => report(&task, &outcome),
+            }
+        });
+    }
+}
+
+/// Log one run's outcome the way a tool's failure is logged.
+pub fn report(task: &ScheduledTask, outcome: &TaskRunOutcome) {
+    match outcome {
+        TaskRunOutcome::Completed => tracing::debug!("scheduled task '{}' ran", task.name),
+        TaskRunOutcome::AlreadyRunning => tracing::warn!(
+            "scheduled task '{}' of '{}' is still running from its last tick; this tick is skipped",
+            task.name,
+            task.plugin
+        ),
+        TaskRunOutcome::Skipped(reason) => {
+            tracing::info!("scheduled task '{}' skipped: {reason}", task.name)
+        }
+        TaskRunOutcome::Disabled => {}
+        TaskRunOutcome::Failed(e) => tracing::warn!(
+            "scheduled task '{}' of '{}' failed: {}{}",
+            task.name,
+            task.plugin,
+            e.message,
+            e.traceback
+                .as_deref()
+                .map(|t| format!("\n{t}"))
+                .unwrap_or_default()
+        ),
+    }
+}
