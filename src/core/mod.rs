@@ -23,3 +23,5 @@ pub mod points;
 pub mod reference;
 pub mod registry;
 pub mod wrappers;
+// --- added by mcpc ---
+pub mod mcp;
