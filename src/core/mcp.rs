@@ -4,6 +4,7 @@
 //! [`Extensions`](super::extensions::Extensions) ([`McpSlot`]); a
 //! dialect's context (Hermes's `ctx.call_mcp`) calls through it.
 
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -54,16 +55,29 @@ pub trait McpCalls: Send + Sync + 'static {
     ) -> BoxFuture<Result<McpAnswer, McpCallError>>;
 }
 
-/// The MCP client of a host, once it has one.
+/// The MCP client of a host, once it has one, and the home whose
+/// `config.json` says which plugin may call which server (set even for a
+/// host without servers, so a refusal names the real reason).
 #[derive(Default)]
-pub struct McpSlot(RwLock<Option<Arc<dyn McpCalls>>>);
+pub struct McpSlot {
+    calls: RwLock<Option<Arc<dyn McpCalls>>>,
+    home: RwLock<Option<PathBuf>>,
+}
 
 impl McpSlot {
     pub fn set(&self, calls: Arc<dyn McpCalls>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(calls);
+        *self.calls.write().unwrap_or_else(|e| e.into_inner()) = Some(calls);
     }
 
     pub fn get(&self) -> Option<Arc<dyn McpCalls>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.calls.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn set_home(&self, home: &Path) {
+        *self.home.write().unwrap_or_else(|e| e.into_inner()) = Some(home.to_path_buf());
+    }
+
+    pub fn home(&self) -> Option<PathBuf> {
+        self.home.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }

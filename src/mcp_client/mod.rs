@@ -83,6 +83,7 @@ impl McpCalls for McpClient {
 /// error for `plugins doctor` and offers no tools; a malformed
 /// `mcp_servers` fails the build, as other config errors do.
 pub fn attach(home: &Path, extensions: &Arc<Extensions>) -> Result<Vec<Tool>, ConfigError> {
+    extensions.get::<McpSlot>().set_home(home);
     let mut specs = config::read_mcp_servers(home)?;
     if let Some(declared) = extensions.peek::<DeclaredMcpServers>() {
         specs.extend(declared.take());
