@@ -4,6 +4,7 @@
 //! tools called in agent turns with the scripted model through the host's
 //! pipeline (hooks, argument validation, outcomes), a killed server
 //! restarted by the next call, and `plugins doctor` showing each server.
+mod common;
 mod mcp_client_common;
 
 use std::sync::{Arc, Mutex};
@@ -292,4 +293,35 @@ fn a_malformed_mcp_servers_entry_fails_the_build_naming_it() {
         .err()
         .expect("refused");
     assert!(err.to_string().contains("mcp_servers.x.args"), "{err}");
+}
+
+#[test]
+fn the_cli_calls_an_mcp_tool_and_doctor_shows_the_server() {
+    let Some(python) = mcp_python() else { return };
+    let f = fixture(&python, false, json!({}));
+    let run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_plughost"));
+        cmd.args(args).arg("--home").arg(f.home.path());
+        common::run_bounded(cmd, std::time::Duration::from_secs(60))
+    };
+    let out = run(&[
+        "tools",
+        "call",
+        "mcp_local_echo",
+        "--args",
+        r#"{"text": "cli"}"#,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("echo: cli (hi)"), "{stdout}");
+    let out = run(&["plugins", "doctor"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("local (stdio, from config): connected, 5 tools"),
+        "{stdout}"
+    );
 }
