@@ -76,6 +76,8 @@ pub mod plugins;
 pub mod runtime;
 pub mod serve;
 pub mod wheel;
+// --- added by mcpc ---
+pub mod mcp_client;
 
 pub use crate::core::hooks::{HookAction, HookEvent, HookPayload};
 pub use crate::core::outcome::{PluginError, ToolOutcome, ToolResult, Unavailability};

@@ -12,11 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The dialect modules no file outside `src/dialects/` may name.
-const DIALECT_MODULES: [&str; 4] = [
+const DIALECT_MODULES: [&str; 5] = [
     "dialects::flowly",
     "dialects::hermes",
     "dialects::felix",
     "dialects::codumentor",
+    // --- added by mcpc ---
+    "dialects::bundle",
 ];
 
 struct Source {

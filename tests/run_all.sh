@@ -11,6 +11,12 @@ step() { echo; echo "== [$(date +%H:%M:%S)] $*"; }
 ticker=""
 trap '[ -n "$ticker" ] && kill "$ticker" 2>/dev/null; echo "== done in ${SECONDS}s"' EXIT
 
+# --- added by mcpc ---
+step "MCP test servers: the official mcp package from PyPI in .venv-mcp (tests/mcp_client*.rs and tests/bundle*.rs start their servers with it)"
+python3 -m venv .venv-mcp
+.venv-mcp/bin/python -m pip install --quiet mcp
+export PLUGHOST_TEST_MCP_PYTHON="$PWD/.venv-mcp/bin/python"
+
 step "cargo test (builds the tests first: minutes on a cold target/)"
 cargo test
 

@@ -26,3 +26,5 @@ pub mod reference;
 pub mod registry;
 pub mod schedule;
 pub mod wrappers;
+// --- added by mcpc ---
+pub mod mcp;

@@ -7,6 +7,8 @@
 //! hooks) and the host stay as they are.
 
 pub mod codumentor;
+// --- added by mcpc ---
+pub mod bundle;
 pub mod felix;
 pub mod flowly;
 pub mod hermes;
@@ -269,6 +271,16 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = m;
         Ok(())
     }
+
+    // --- added by mcpc ---
+    /// Settle candidate `c`, just given to this dialect by its files
+    /// ([`Dialect::sniff`]) or by `plugins.dialects`, whose manifest was
+    /// read by the directory default's rules: a dialect whose plugins'
+    /// manifests are their own (a bundle's v1 `plugin.json`) reads it again
+    /// and says whether the plugin loads. By default `c` stays as it is.
+    fn admit_sniffed(&self, c: &mut Candidate) {
+        let _ = c;
+    }
 }
 
 /// A dialect's per-turn state on its way to an isolated worker: the value
@@ -293,6 +305,8 @@ pub static DIALECTS: &[&dyn Dialect] = &[
     &hermes::Hermes,
     &felix::Felix,
     &codumentor::Codumentor,
+    // --- added by mcpc ---
+    &bundle::Bundle,
 ];
 
 /// The bus event a wire name stands for: a core event, a loop point, or a
@@ -361,7 +375,11 @@ pub fn choose(
     for c in candidates.iter_mut() {
         if let Some(name) = explicit.get(&c.key) {
             match by_name(name) {
-                Some(d) => c.dialect = d.id(),
+                Some(d) => {
+                    c.dialect = d.id();
+                    // --- added by mcpc ---
+                    d.admit_sniffed(c);
+                }
                 None => {
                     let known: Vec<&str> = DIALECTS.iter().map(|d| d.name()).collect();
                     c.skip_reason = Some(Verdict::Unloadable(format!(
@@ -375,6 +393,10 @@ pub fn choose(
             if let Some((d, why)) = sniff_why(&c.dir) {
                 tracing::debug!("plugin '{}' is a {d} plugin: {why}", c.key);
                 c.dialect = d;
+                // --- added by mcpc ---
+                if let Some(dialect) = by_id(d) {
+                    dialect.admit_sniffed(c);
+                }
             }
         }
     }

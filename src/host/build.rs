@@ -243,6 +243,11 @@ impl HostBuilder {
         if let Some(source) = RuntimeToolSource::of(&home, &plugins) {
             registry.set_runtime_tools(Arc::new(source));
         }
+        // --- added by mcpc ---
+        for tool in crate::mcp_client::attach(&home, &extensions)? {
+            let owner = tool.spec.plugin.clone();
+            note_collision(&mut collisions, registry.add_tool(tool), &owner);
+        }
         for (owner, registrations) in self.direct {
             let mut record = PluginRecord::direct(&owner);
             apply_registrations(

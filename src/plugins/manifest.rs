@@ -230,7 +230,21 @@ fn parse_in(
         version: text_field("version")?.unwrap_or_default(),
         manifest_version,
         description: text_field("description")?.unwrap_or_default(),
-        author: text_field("author")?.unwrap_or_default(),
+        // --- added by mcpc --- (Agent Plugins v1 and Claude Code's
+        // plugin.json write the author as an object: its name is read.)
+        author: match map.get("author") {
+            Some(Value::Object(a)) => match a.get("name") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(_) => {
+                    return Err(bad(
+                        "author",
+                        "must be a string or an object with a string name",
+                    ))
+                }
+            },
+            _ => text_field("author")?.unwrap_or_default(),
+        },
         kind,
         requires_env,
         provides_tools: list_field("provides_tools")?,

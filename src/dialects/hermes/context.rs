@@ -509,6 +509,21 @@ impl HermesContext {
         Ok(())
     }
 
+    // --- added by mcpc ---
+    /// `ctx.call_mcp`: a tool of one of the host's MCP servers, with
+    /// Hermes's per-server allowlist and envelope (see [`super::mcp`]).
+    #[pyo3(signature = (server, tool, arguments=None, timeout=None))]
+    fn call_mcp(
+        &self,
+        py: Python<'_>,
+        server: &str,
+        tool: &str,
+        arguments: Option<&Bound<'_, PyAny>>,
+        timeout: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        super::mcp::call_mcp(py, &self.host, &self.key, server, tool, arguments, timeout)
+    }
+
     /// Hermes's provider and host-specific registrars: accepted, recorded,
     /// not used. The parts of Hermes's context plughost lacks raise an
     /// `AttributeError` saying so.

@@ -16,6 +16,8 @@ mod python_fns;
 pub mod reference;
 pub mod render;
 pub mod sniff;
+// --- added by mcpc ---
+pub mod mcp;
 
 use std::path::Path;
 use std::sync::Arc;

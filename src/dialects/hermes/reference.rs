@@ -18,6 +18,8 @@ pub static DOC: DialectDoc = DialectDoc {
         ("inject_message", "Queue a user message into the running conversation; the agent adds it at its next model call. `False` when no agent runs."),
         ("register_web_search_provider", "A web search/extract backend (an `agent.web_search_provider.WebSearchProvider`) for the built-in `web_search` and `web_extract` tools; `plugins doctor` lists it under *web*."),
         ("register_cli_command", "A terminal command run as `plughost hermes <name> [ARGS…]` through its own argparse parser (`setup_fn(parser)`, `handler_fn(args)`); `plughost hermes` lists them."),
+        // --- added by mcpc ---
+        ("call_mcp", "Call a tool of one of the host's MCP servers (`mcp_servers` of `config.json`): only servers in `plugins.entries.<plugin>.mcp_allowlist` (else `PermissionError`); `timeout` 1–600 s; Hermes's `{\"ok\", \"result\" | \"error\"}` envelope back. See docs/mcp-client.md."),
     ],
     fields: &[
         ("session_id", "the session key; `None` for a direct `tools call` without `--session`"),

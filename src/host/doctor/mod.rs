@@ -146,6 +146,11 @@ impl Report {
             sections.insert(section.key.to_string(), section.json);
             section_lines.extend(section.lines);
         }
+        // --- added by mcpc ---
+        if let Some((json, lines)) = crate::mcp_client::doctor_section(host.extensions()) {
+            sections.insert("mcp_servers".into(), json);
+            section_lines.push(lines);
+        }
         Report {
             home: host.home().display().to_string(),
             config: crate::plugins::config::config_path(host.home())

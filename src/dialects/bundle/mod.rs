@@ -1,0 +1,165 @@
+//! Portable bundles: a directory with an Agent Plugins v1 `plugin.json`
+//! (Hermes reads them: `hermes_cli/agent_plugins.py`). Declarative, no
+//! Python: its `skills/<name>/SKILL.md` become the plugin's skills
+//! (`<key>:<name>`), and the MCP servers of its `mcp.json` are started by
+//! the host's MCP client (`crate::mcp_client`), their tools offered as the
+//! plugin's (`mcp_<server>_<tool>`), with `${PLUGIN_ROOT}` and
+//! `${PLUGIN_DATA}` replaced (the data directory is
+//! `<home>/plugin-data/<key>`).
+//!
+//! A plugin directory is a bundle when its `plugin.json` declares the v1
+//! schema ([`Dialect::sniff`]), or when `plugins.dialects.<key>` says
+//! `bundle`. Enable it like any plugin (`plugins enable <key>`).
+
+pub mod package;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::core::extensions::Extensions;
+use crate::core::outcome::PluginError;
+use crate::core::registry::{Registration, Skill};
+use crate::plugins::config::DeclaredMcpServers;
+use crate::plugins::discovery::Candidate;
+use crate::plugins::format::{DialectId, PluginFormat, Verdict};
+use crate::plugins::manifest::{DialectFields, Manifest, PluginKind};
+
+use super::{Dialect, LoadedPlugin};
+
+pub const DIALECT: DialectId = DialectId::new("bundle");
+
+/// The portable-bundle dialect.
+pub struct Bundle;
+
+/// Where bundle `key` of the host at `home` keeps its data (`${PLUGIN_DATA}`).
+pub fn data_dir(home: &Path, key: &str) -> std::path::PathBuf {
+    home.join("plugin-data").join(key)
+}
+
+fn read(key: &str, dir: &Path, home: &Path) -> Result<package::Package, PluginError> {
+    let package = package::load(dir, &data_dir(home, key), true).map_err(PluginError::native)?;
+    for d in &package.diagnostics {
+        tracing::warn!("bundle '{key}': {d} (left out)");
+    }
+    Ok(package)
+}
+
+fn skills_of(key: &str, package: &package::Package) -> Vec<Registration> {
+    package
+        .skills
+        .iter()
+        .map(|s| {
+            Registration::Skill(Skill {
+                name: format!("{key}:{}", s.name),
+                plugin: key.to_string(),
+                description: s.description.clone(),
+                path: s.skill_md.clone(),
+            })
+        })
+        .collect()
+}
+
+impl Dialect for Bundle {
+    fn id(&self) -> DialectId {
+        DIALECT
+    }
+
+    /// Without the host's state (a worker): its skills only; its MCP
+    /// servers need the host's client.
+    fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
+        let package = read(key, dir, home)?;
+        if !package.servers.is_empty() {
+            tracing::warn!(
+                "bundle '{key}' runs without its host's MCP client here; its MCP servers are not started"
+            );
+        }
+        Ok(LoadedPlugin {
+            registrations: skills_of(key, &package),
+            package: None,
+            hold: None,
+        })
+    }
+
+    fn load_in(
+        &self,
+        key: &str,
+        dir: &Path,
+        home: &Path,
+        state: &Arc<Extensions>,
+    ) -> Result<LoadedPlugin, PluginError> {
+        let package = read(key, dir, home)?;
+        let declared = state.get::<DeclaredMcpServers>();
+        for mut server in package.servers.iter().cloned() {
+            server.owner = key.to_string();
+            declared.push(server);
+        }
+        Ok(LoadedPlugin {
+            registrations: skills_of(key, &package),
+            package: None,
+            hold: None,
+        })
+    }
+
+    fn format(&self) -> Option<&'static dyn PluginFormat> {
+        Some(&Bundle)
+    }
+
+    fn sniff(&self, dir: &Path) -> Option<String> {
+        package::is_v1(dir).then(|| {
+            "its plugin.json declares the Agent Plugins v1 schema (a portable bundle)".into()
+        })
+    }
+
+    fn admit_sniffed(&self, c: &mut Candidate) {
+        if c.missing {
+            return;
+        }
+        let manifest_path = c.dir.join("plugin.json");
+        // Checked without making its data directory (loading does).
+        let read = package::load(&c.dir, Path::new("${PLUGIN_DATA}"), false);
+        match read {
+            Ok(p) => {
+                c.manifest = Ok(Manifest {
+                    name: p.name,
+                    version: p.version,
+                    manifest_version: 1,
+                    description: p.description,
+                    author: p.author,
+                    kind: PluginKind::Standalone,
+                    requires_env: Vec::new(),
+                    provides_tools: Vec::new(),
+                    provides_hooks: Vec::new(),
+                    provides_web_providers: Vec::new(),
+                    dialect: DialectFields::default(),
+                    path: manifest_path,
+                    warnings: Vec::new(),
+                });
+                if matches!(c.skip_reason, Some(Verdict::Unloadable(_))) {
+                    c.skip_reason = None;
+                }
+            }
+            Err(problem) => {
+                if c.enabled && matches!(c.skip_reason, None | Some(Verdict::Unloadable(_))) {
+                    c.skip_reason = Some(Verdict::Unloadable(problem.clone()));
+                }
+                c.manifest = Err(problem);
+            }
+        }
+    }
+}
+
+impl PluginFormat for Bundle {
+    fn id(&self) -> DialectId {
+        DIALECT
+    }
+
+    /// Its manifest is the v1 `plugin.json`, which has no `dialect:`.
+    fn named_by_manifest(&self) -> bool {
+        false
+    }
+
+    /// Declarative: no `__init__.py`.
+    fn layout_problem(&self, _m: &Manifest, _dir: &Path) -> Option<String> {
+        None
+    }
+}
