@@ -175,3 +175,46 @@ fn a_bundle_with_a_bad_plugin_json_is_listed_with_the_reason() {
     let error = record.error.clone().unwrap_or_default();
     assert!(error.contains("does not satisfy v1 constraints"), "{error}");
 }
+
+#[test]
+fn plugins_install_takes_a_bundle_directory() {
+    let src = tempfile::tempdir().unwrap();
+    let dir = src.path().join("portable");
+    std::fs::create_dir_all(dir.join("skills/greet")).unwrap();
+    std::fs::write(
+        dir.join("plugin.json"),
+        json!({"$schema": PLUGIN_SCHEMA, "name": "portable", "version": "1.2.0", "description": "A portable test bundle"})
+            .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("skills/greet/SKILL.md"),
+        "---\nname: greet\ndescription: Greet people warmly.\n---\nSay hello first.\n",
+    )
+    .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let bundled = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_plughost"))
+            .arg("--home")
+            .arg(home.path())
+            .args(args)
+            .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+            .env_remove("PYTHONPATH")
+            .output()
+            .unwrap()
+    };
+    let out = run(&["plugins", "install", dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("Installed portable 1.2.0"), "{said}");
+    assert!(run(&["plugins", "enable", "portable"]).status.success());
+    let out = run(&["skills", "list", "--json"]);
+    let skills = String::from_utf8_lossy(&out.stdout);
+    assert!(skills.contains("greet"), "{skills}");
+}

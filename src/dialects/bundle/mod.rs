@@ -162,4 +162,13 @@ impl PluginFormat for Bundle {
     fn layout_problem(&self, _m: &Manifest, _dir: &Path) -> Option<String> {
         None
     }
+
+    /// `plugins install` of a bundle directory: its key and version are
+    /// its v1 `plugin.json`'s `name` and `version`.
+    fn without_manifest(&self, dir: &Path) -> Option<Result<(String, String), String>> {
+        if !package::is_v1(dir) {
+            return None;
+        }
+        Some(package::load(dir, Path::new("${PLUGIN_DATA}"), false).map(|p| (p.name, p.version)))
+    }
 }

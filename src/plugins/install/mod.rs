@@ -353,51 +353,69 @@ struct Identified {
 /// Read `plugin_dir`'s manifest (or, for a format whose project files
 /// declare the key, those) and check it can be a plugin directory.
 fn identify(plugin_dir: &Path, formats: Formats<'_>) -> Result<Identified, InstallError> {
-    let found = match manifest::load_with(plugin_dir, formats) {
-        Ok(m) => {
-            let format = formats.of(&m);
-            if let Some(problem) = format.layout_problem(&m, plugin_dir) {
-                return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem));
-            }
-            Identified {
-                dialect: format.id(),
-                capabilities: Capabilities {
-                    hooks: m.provides_hooks,
-                    tools: m.provides_tools,
-                    web_providers: m.provides_web_providers,
-                },
-                name: m.name,
-                version: m.version,
-            }
+    // A format whose manifest no `dialect:` names (an Agent Plugins v1
+    // `plugin.json`) claims its directory before the manifest of the
+    // default format is read from the same file.
+    let claimed = formats
+        .all()
+        .filter(|f| !f.named_by_manifest())
+        .find_map(|f| f.without_manifest(plugin_dir).map(|r| (f.id(), r)));
+    let found = match (claimed, manifest::load_with(plugin_dir, formats)) {
+        (Some((dialect, Ok((name, version)))), _) => Identified {
+            name,
+            version,
+            dialect,
+            capabilities: Capabilities::default(),
+        },
+        (Some((_, Err(problem))), _) => {
+            return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem))
         }
-        // No manifest: a format whose own project files declare the key
-        // (a Felix source tree's pyproject.toml) installs it under that key.
-        Err(manifest::ManifestError::Missing) => {
-            let claimed = formats
-                .all()
-                .find_map(|f| f.without_manifest(plugin_dir).map(|r| (f.id(), r)));
-            match claimed {
-                Some((dialect, Ok((name, version)))) => Identified {
-                    name,
-                    version,
-                    dialect,
-                    capabilities: Capabilities::default(),
-                },
-                Some((_, Err(problem))) => {
-                    return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem))
-                }
-                None => {
-                    let problem = manifest::ManifestError::Missing.to_string();
+        (None, loaded) => match loaded {
+            Ok(m) => {
+                let format = formats.of(&m);
+                if let Some(problem) = format.layout_problem(&m, plugin_dir) {
                     return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem));
                 }
+                Identified {
+                    dialect: format.id(),
+                    capabilities: Capabilities {
+                        hooks: m.provides_hooks,
+                        tools: m.provides_tools,
+                        web_providers: m.provides_web_providers,
+                    },
+                    name: m.name,
+                    version: m.version,
+                }
             }
-        }
-        Err(e) => {
-            return Err(InstallError::NotAPlugin(
-                plugin_dir.to_path_buf(),
-                e.to_string(),
-            ))
-        }
+            // No manifest: a format whose own project files declare the key
+            // (a Felix source tree's pyproject.toml) installs it under that key.
+            Err(manifest::ManifestError::Missing) => {
+                let claimed = formats
+                    .all()
+                    .find_map(|f| f.without_manifest(plugin_dir).map(|r| (f.id(), r)));
+                match claimed {
+                    Some((dialect, Ok((name, version)))) => Identified {
+                        name,
+                        version,
+                        dialect,
+                        capabilities: Capabilities::default(),
+                    },
+                    Some((_, Err(problem))) => {
+                        return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem))
+                    }
+                    None => {
+                        let problem = manifest::ManifestError::Missing.to_string();
+                        return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem));
+                    }
+                }
+            }
+            Err(e) => {
+                return Err(InstallError::NotAPlugin(
+                    plugin_dir.to_path_buf(),
+                    e.to_string(),
+                ))
+            }
+        },
     };
     let name = &found.name;
     if name.starts_with('.') || name.contains(['/', '\\']) || name.trim().is_empty() {
