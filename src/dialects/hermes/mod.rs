@@ -16,6 +16,7 @@ mod python_fns;
 pub mod reference;
 pub mod render;
 pub mod sniff;
+pub mod tool_names;
 
 use std::path::Path;
 use std::sync::Arc;
