@@ -212,3 +212,59 @@ fn a_hermes_env_guard_protects_plughosts_builtins_under_hermes_names() {
     assert_eq!(search["args"]["target"], "files");
     assert_eq!(search["args"]["path"], ".");
 }
+
+/// `tools list` marks what cannot be used now (issue 21 item 6): a
+/// Flowly tool whose `check_fn` says no, a Hermes one likewise, the web
+/// tools with no provider; the rest are listed as before.
+#[test]
+fn tools_list_marks_tools_unavailable_right_now() {
+    let env = Env::new();
+    let flowly = "def register(ctx):\n    ctx.register_tool('off', {'type': 'object', 'properties': {}}, lambda: 'x', check_fn=lambda: False)\n    ctx.register_tool('on', {'type': 'object', 'properties': {}}, lambda: 'x', requires_env=['PLUGHOST_SURELY_UNSET_VAR'], toolset='made-up')\n";
+    let src = tempfile::tempdir().unwrap();
+    let dir = common::write_plugin(
+        src.path(),
+        "fl",
+        "name: fl\nversion: 1.0.0\n",
+        &[("__init__.py", flowly)],
+    );
+    let out = env.run(&["plugins", "install", "--enable", dir.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    env.install(
+        "hm",
+        "import json\ndef register(ctx):\n    ctx.register_tool('hoff', 'hm', {'name': 'hoff'}, lambda args, **kw: json.dumps({}), check_fn=lambda: False)\n",
+    );
+    let out = env.run(&["tools", "list", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let tool = |name: &str| listed.iter().find(|t| t["name"] == name).unwrap().clone();
+    for name in ["off", "hoff"] {
+        assert_eq!(tool(name)["available"], false, "{listed:#?}");
+        assert_eq!(tool(name)["unavailable"], "its check_fn returned False");
+    }
+    assert_eq!(tool("web_search")["available"], false);
+    assert!(tool("web_search")["unavailable"]
+        .as_str()
+        .unwrap()
+        .contains("no web search provider"));
+    // requires_env does not gate a Flowly tool; an unknown toolset is `extensions`.
+    assert_eq!(tool("on")["available"], true, "{listed:#?}");
+    assert_eq!(tool("on")["toolset"], "extensions");
+    assert_eq!(tool("read_file")["available"], true);
+    let out = env.run(&["tools", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.starts_with("off ")).unwrap();
+    assert!(
+        line.contains("(unavailable: its check_fn returned False)"),
+        "{text}"
+    );
+    let out = env.run(&["tools", "call", "on"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "x");
+}
