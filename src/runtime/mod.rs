@@ -382,6 +382,10 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Interpreter> {
         sys_modules.set_item("_plughost_native", native)?;
     }
     honour_virtualenv(py)?;
+    set_argv(py)?;
+    if PLUGIN_STDOUT_TO_STDERR.load(std::sync::atomic::Ordering::SeqCst) {
+        stdout_to_stderr(py)?;
+    }
     let module = module_from_source(py, "_plughost_runtime", RUNTIME_SOURCE, false)?;
     // Level 0: an embedding Python application keeps its own logging set-up.
     if python_log_level > 0 {
@@ -404,6 +408,46 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Interpreter> {
         module: module.unbind(),
         tokio: OnceLock::new(),
     })
+}
+
+/// Set by a command whose stdout is for a program (the process's one
+/// stdout, not per-host state): see [`plugin_stdout_to_stderr`].
+static PLUGIN_STDOUT_TO_STDERR: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, what plugins write to `sys.stdout` goes to stderr: the
+/// command prints machine-readable output (`--json`, MCP over stdio) on
+/// stdout, which a chatty `register()` must not break. plughost's own
+/// output (written by Rust to the file descriptor) is unaffected.
+pub fn plugin_stdout_to_stderr() {
+    PLUGIN_STDOUT_TO_STDERR.store(true, std::sync::atomic::Ordering::SeqCst);
+    if RUNTIME.get().is_some() {
+        let _ = try_attach(|py| stdout_to_stderr(py).ok());
+    }
+}
+
+fn stdout_to_stderr(py: Python<'_>) -> PyResult<()> {
+    let sys = py.import("sys")?;
+    sys.setattr("stdout", sys.getattr("stderr")?)
+}
+
+/// An embedded interpreter starts with `sys.argv == ['']`; plugins that
+/// read it (argparse defaults, `prog` names) see what plughost was started
+/// with, as a Python program would. An embedding application's own
+/// `sys.argv` is kept.
+fn set_argv(py: Python<'_>) -> PyResult<()> {
+    let sys = py.import("sys")?;
+    let current: Vec<String> = sys
+        .getattr("argv")
+        .and_then(|a| a.extract())
+        .unwrap_or_default();
+    if current.iter().all(|a| a.is_empty()) {
+        let argv: Vec<String> = std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        sys.setattr("argv", argv)?;
+    }
+    Ok(())
 }
 
 /// An embedded interpreter does not notice an activated virtualenv by
