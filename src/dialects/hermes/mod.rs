@@ -39,6 +39,10 @@ use crate::runtime::{attach, module_from_source, plugin_error};
 /// The finder serving the compat modules.
 const FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/hermes/__init__.py");
 
+/// The parts of the current `PluginContext` kept in Python ([`context`]
+/// hands them out): teardown, events, state, settings.
+const CTX_SOURCE: &str = include_str!("../../../python/plughost/_compat/hermes/_ctx.py");
+
 /// The compat Hermes modules: (module, source, is a package). Only what
 /// real plugins import: the Hermes home, config and plugin types, the tool
 /// registry and its JSON helpers, the provider and platform base classes.
@@ -106,6 +110,13 @@ fn install(py: Python<'_>) -> PyResult<()> {
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::schema_problem, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::dispatch_tool, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::parse_yaml, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(
+                python_fns::write_plugin_setting,
+                &finder
+            )?)?;
+            if !sys_modules.contains("_plughost_hermes_ctx")? {
+                module_from_source(py, "_plughost_hermes_ctx", CTX_SOURCE, false)?;
+            }
             let sources = PyDict::new(py);
             for &(name, source, is_package) in COMPAT_MODULES {
                 sources.set_item(name, (source, is_package))?;
@@ -219,6 +230,44 @@ pub fn not_used(host: &Extensions, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The host's event bus and loaded-plugin table (`_plughost_hermes_ctx.HostBus`),
+/// made on first use; in the host's [`Extensions`].
+#[derive(Default)]
+struct Bus(std::sync::OnceLock<Py<PyAny>>);
+
+fn bus<'py>(py: Python<'py>, host: &Extensions) -> PyResult<Bound<'py, PyAny>> {
+    let table = host.get::<Bus>();
+    if let Some(b) = table.0.get() {
+        return Ok(b.bind(py).clone());
+    }
+    let made = py
+        .import("_plughost_hermes_ctx")?
+        .getattr("HostBus")?
+        .call0()?
+        .unbind();
+    Ok(table.0.get_or_init(|| made).bind(py).clone())
+}
+
+/// A loaded plugin's teardown, run when the host drops it (unload or the
+/// host stopping): its `on_unload` callbacks and `spawn_task` tasks in
+/// reverse order, its subscriptions, its place in `has_plugin`.
+struct Teardown {
+    runtime: Py<PyAny>,
+    bus: Py<PyAny>,
+    key: String,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        let _ = crate::runtime::try_attach(|py| {
+            if let Err(e) = self.runtime.bind(py).call_method0("unload") {
+                tracing::warn!("Hermes plugin '{}' unload failed: {e}", self.key);
+            }
+            let _ = self.bus.bind(py).call_method1("unloaded", (&self.key,));
+        });
+    }
+}
+
 /// Hand a loaded plugin's web providers to the registry the `web_search`
 /// tool uses (the Flowly provider registry, its compat installed if needed).
 fn register_web_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult<()> {
@@ -327,9 +376,37 @@ impl Dialect for Hermes {
                     (register, Some(package), manifest)
                 }
             };
+            let bus = bus(py, state).map_err(|e| plugin_error(py, &e))?;
+            let runtime = py
+                .import("_plughost_hermes_ctx")
+                .and_then(|m| m.getattr("PluginRuntime"))
+                .and_then(|c| {
+                    c.call1((
+                        key,
+                        &bus,
+                        discover::hermes_home().to_string_lossy().as_ref(),
+                        home.to_string_lossy().as_ref(),
+                    ))
+                })
+                .map_err(|e| plugin_error(py, &e))?;
+            let name: String = manifest
+                .getattr("name")
+                .and_then(|n| n.extract())
+                .unwrap_or_else(|_| key.to_string());
+            let teardown = Teardown {
+                runtime: runtime.clone().unbind(),
+                bus: bus.clone().unbind(),
+                key: key.to_string(),
+            };
             let ctx = Py::new(
                 py,
-                HermesContext::new(key, dir, manifest.unbind(), Arc::clone(state)),
+                HermesContext::new(
+                    key,
+                    dir,
+                    manifest.unbind(),
+                    Arc::clone(state),
+                    runtime.unbind(),
+                ),
             )
             .map_err(|e| plugin_error(py, &e))?;
             // tools.registry.register inside register(ctx) reaches this context.
@@ -344,7 +421,8 @@ impl Dialect for Hermes {
             let (registrations, unused) = ctx.get().finish();
             let cli_commands = ctx.get().take_cli_commands();
             let web_providers = ctx.get().take_web_providers();
-            registered(py, outcome)?;
+            registered(py, outcome)?; // a failure drops `teardown`: what it spawned is released
+            let _ = bus.call_method1("loaded", (key, name));
             register_web_providers(py, web_providers).map_err(|e| plugin_error(py, &e))?;
             cli::commit(state, key, cli_commands);
             record_not_used(state, key, &unused);
@@ -357,7 +435,7 @@ impl Dialect for Hermes {
             Ok(LoadedPlugin {
                 registrations,
                 package,
-                hold: None,
+                hold: Some(Box::new(teardown)),
             })
         })
     }
