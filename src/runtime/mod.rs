@@ -383,6 +383,7 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Interpreter> {
     }
     honour_virtualenv(py)?;
     set_argv(py)?;
+    set_executable(py)?;
     if PLUGIN_STDOUT_TO_STDERR.load(std::sync::atomic::Ordering::SeqCst) {
         stdout_to_stderr(py)?;
     }
@@ -446,6 +447,41 @@ fn set_argv(py: Python<'_>) -> PyResult<()> {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         sys.setattr("argv", argv)?;
+    }
+    Ok(())
+}
+
+/// An embedded interpreter's `sys.executable` is plughost itself, so a
+/// plugin's `subprocess.run([sys.executable, "-m", "helper"])` would run
+/// plughost: point it at a real interpreter of this Python (the active
+/// virtualenv's, else the one plughost was built against or its prefix's),
+/// when one exists. An embedding application's interpreter is kept.
+fn set_executable(py: Python<'_>) -> PyResult<()> {
+    let sys = py.import("sys")?;
+    let current: String = sys.getattr("executable")?.extract().unwrap_or_default();
+    let named_python = std::path::Path::new(&current)
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("python"));
+    if named_python {
+        return Ok(());
+    }
+    let version = py.version_info();
+    let versioned = format!("python{}.{}", version.major, version.minor);
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+        candidates.push(PathBuf::from(&venv).join("bin").join("python"));
+    }
+    if let Some(built) = option_env!("PLUGHOST_BUILD_PYTHON") {
+        candidates.push(PathBuf::from(built));
+    }
+    for prefix in ["prefix", "base_prefix"] {
+        if let Ok(p) = sys.getattr(prefix).and_then(|p| p.extract::<String>()) {
+            candidates.push(PathBuf::from(&p).join("bin").join(&versioned));
+            candidates.push(PathBuf::from(&p).join("bin").join("python3"));
+        }
+    }
+    if let Some(found) = candidates.into_iter().find(|c| c.is_file()) {
+        sys.setattr("executable", found.to_string_lossy().as_ref())?;
     }
     Ok(())
 }

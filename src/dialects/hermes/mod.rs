@@ -87,13 +87,24 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("gateway", "gateway/__init__.py", true),
     ("gateway.platforms", "gateway/platforms/__init__.py", true),
     ("gateway.platforms.base", "gateway/platforms/base.py", false),
+    ("gateway.status", "gateway/status.py", false),
+    ("gateway.session", "gateway/session.py", false),
+    (
+        "gateway.session_context",
+        "gateway/session_context.py",
+        false
+    ),
+    ("tools.approval", "tools/approval.py", false),
 ];
+
+/// `_plughost_hermes` for processes a plugin starts ([`child_path`]).
+const CHILD_STUB: &str = include_str!("../../../python/plughost/_compat/hermes/_child_stub.py");
 
 static INSTALLED: PyOnceLock<()> = PyOnceLock::new();
 
 /// Install the compat finder (once): appended to `sys.meta_path`, so a
 /// module of the same name anywhere on `sys.path` is found first.
-fn install(py: Python<'_>) -> PyResult<()> {
+fn install(py: Python<'_>, plughost_home: &Path) -> PyResult<()> {
     INSTALLED
         .get_or_try_init(py, || {
             let sys_modules = py
@@ -125,9 +136,90 @@ fn install(py: Python<'_>) -> PyResult<()> {
             finder
                 .getattr("install")?
                 .call1((sources, home.to_string_lossy().as_ref()))?;
+            export_for_children(py, plughost_home, &home)?;
             Ok(())
         })
         .map(|_| ())
+}
+
+/// The compat modules as files, for processes a plugin starts
+/// (`sys.executable -m helper` importing `hermes_constants`): written once
+/// per content under `<plughost home>/cache/hermes-compat-<hash>/`.
+fn child_path(plughost_home: &Path) -> std::io::Result<std::path::PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for (name, source, _) in COMPAT_MODULES {
+        (name, source).hash(&mut hasher);
+    }
+    CHILD_STUB.hash(&mut hasher);
+    let dir = plughost_home
+        .join("cache")
+        .join(format!("hermes-compat-{:016x}", hasher.finish()));
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    let scratch = dir.with_extension(format!("tmp.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    for &(name, source, is_package) in COMPAT_MODULES {
+        let rel = name.replace('.', "/");
+        let file = if is_package {
+            scratch.join(&rel).join("__init__.py")
+        } else {
+            scratch.join(format!("{rel}.py"))
+        };
+        std::fs::create_dir_all(file.parent().expect("a module file has a parent"))?;
+        std::fs::write(file, source)?;
+    }
+    std::fs::write(scratch.join("_plughost_hermes.py"), CHILD_STUB)?;
+    match std::fs::rename(&scratch, &dir) {
+        Ok(()) => Ok(dir),
+        // Another process wrote the same content first.
+        Err(_) if dir.is_dir() => {
+            let _ = std::fs::remove_dir_all(&scratch);
+            Ok(dir)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Let processes a plugin starts import what it imports: unless a real
+/// Hermes is importable here (it wins, and is not shadowed), the compat
+/// modules' directory is appended to `PYTHONPATH`; `HERMES_HOME` is the
+/// home plugins were found in. A failure to write the files is only
+/// logged: plugins in this process are not affected.
+fn export_for_children(py: Python<'_>, plughost_home: &Path, hermes_home: &Path) -> PyResult<()> {
+    let environ = py.import("os")?.getattr("environ")?;
+    if environ.call_method1("get", ("HERMES_HOME",))?.is_none() {
+        environ.set_item("HERMES_HOME", hermes_home.to_string_lossy().as_ref())?;
+    }
+    if py
+        .import("importlib.util")?
+        .call_method1("find_spec", ("hermes_constants",))?
+        .getattr("origin")?
+        .extract::<String>()?
+        .starts_with("<plughost:")
+    {
+        let dir = match child_path(plughost_home) {
+            Ok(dir) => dir,
+            Err(e) => {
+                tracing::warn!(
+                    "processes Hermes plugins start will not see the compat modules: {e}"
+                );
+                return Ok(());
+            }
+        };
+        let dir = dir.to_string_lossy().into_owned();
+        let current: String = environ.call_method1("get", ("PYTHONPATH", ""))?.extract()?;
+        if !current.split(':').any(|p| p == dir) {
+            let joined = if current.is_empty() {
+                dir
+            } else {
+                format!("{current}:{dir}")
+            };
+            environ.set_item("PYTHONPATH", joined)?;
+        }
+    }
+    Ok(())
 }
 
 /// Where `hermes_constants` comes from: a real installation, or compat.
@@ -352,7 +444,7 @@ impl Dialect for Hermes {
         state: &Arc<Extensions>,
     ) -> Result<LoadedPlugin, PluginError> {
         attach(|py| {
-            install(py).map_err(|e| plugin_error(py, &e))?;
+            install(py, home).map_err(|e| plugin_error(py, &e))?;
             // An installed distribution's entry point (its metadata
             // directory stands for it), loaded as Hermes's `ep.load()`;
             // else a plugin directory, imported as a package of its own.
