@@ -211,3 +211,41 @@ fn the_current_plugin_context_works_the_hermes_way() {
         "state is durable"
     );
 }
+
+/// `requires_hermes` is checked against the Hermes API version plughost
+/// declares: a plugin needing a newer Hermes fails to load, saying so.
+#[test]
+fn requires_hermes_gates_loading() {
+    let env = Env {
+        home: home_with(&["new", "old"]),
+        hermes: tempfile::tempdir().unwrap(),
+        bundled: no_bundled(),
+    };
+    let plugins = env.hermes.path().join("plugins");
+    common::write_plugin(
+        &plugins,
+        "new",
+        "name: new\nrequires_hermes: '>=99.0'\n",
+        &[("__init__.py", "def register(ctx):\n    pass\n")],
+    );
+    common::write_plugin(
+        &plugins,
+        "old",
+        "name: old\nrequires_hermes: '>=0.9,<1'\n",
+        &[("__init__.py", "def register(ctx):\n    pass\n")],
+    );
+    let out = env.run(&["plugins", "list", "--json"]);
+    assert!(out.status.success());
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let find = |k: &str| list.iter().find(|p| p["key"] == k).unwrap().clone();
+    let new = find("new");
+    assert_eq!(new["status"], "failed", "{new:#}");
+    assert!(
+        new["error"]
+            .as_str()
+            .unwrap()
+            .contains("requires Hermes >=99.0; plughost provides the Hermes 0.19.0 plugin API"),
+        "{new:#}"
+    );
+    assert_eq!(find("old")["status"], "loaded");
+}

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod context;
 pub mod discover;
 pub mod entry_point;
+pub mod gates;
 pub mod handlers;
 pub mod hooks;
 pub mod link;
@@ -457,6 +458,9 @@ impl Dialect for Hermes {
                     (register, None, manifest)
                 }
                 None => {
+                    if let Some(why) = gates::unmet(dir) {
+                        return Err(PluginError::native(why));
+                    }
                     let package = PluginPackage::import(key, dir, home)?;
                     let module = package.module(py);
                     let register = register_function(
