@@ -129,6 +129,9 @@ pub fn to_plughost(
     Ok(out)
 }
 
+/// A built-in's name and arguments in plughost's shape.
+pub type BuiltinCall = (&'static str, Map<String, Value>);
+
 /// The built-in a Hermes `dispatch_tool(name, …)` stands for, when no tool
 /// of that name is registered: plughost's name and arguments, or why
 /// plughost's tool cannot do what was asked. `None` when `name` is not a
@@ -136,7 +139,7 @@ pub fn to_plughost(
 pub fn from_hermes_call(
     name: &str,
     args: &Map<String, Value>,
-) -> Option<Result<(&'static str, Map<String, Value>), NoCounterpart>> {
+) -> Option<Result<BuiltinCall, NoCounterpart>> {
     let r = RENAMED.iter().find(|r| r.hermes == name)?;
     // Hermes's `search_files` searches contents unless told `target: files`.
     if name == "search_files" && args.get("target").and_then(Value::as_str) != Some("files") {
