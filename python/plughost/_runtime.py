@@ -61,9 +61,30 @@ def import_plugin(slug: str, directory: str, init_file: str, home: str) -> Modul
     return module
 
 
+def _running_in(name: str) -> bool:
+    """Whether another thread is running code of package ``name`` now."""
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        if ident == me:
+            continue
+        while frame is not None:
+            module = frame.f_globals.get("__name__", "")
+            if module == name or module.startswith(name + "."):
+                return True
+            frame = frame.f_back
+    return False
+
+
 def forget_plugin(slug: str) -> None:
-    """Drop a plugin's package and submodules from ``sys.modules``."""
+    """Drop a plugin's package and submodules from ``sys.modules``.
+
+    Not while another thread runs the plugin's code (a background thread
+    still importing its submodules at exit): the package is left in place
+    for it, and a later load of the plugin gets a name of its own.
+    """
     name = f"{PLUGIN_PACKAGE}.{slug}"
+    if _running_in(name):
+        return
     PACKAGE_HOMES.pop(slug, None)
     for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
         del sys.modules[key]

@@ -58,7 +58,11 @@ pub(super) enum Command {
     },
     /// Run a terminal command a Hermes plugin registered (register_cli_command);
     /// without NAME, list them.
+    // Everything after NAME is the plugin's, `-h` included (its argparse
+    // help); `plughost hermes -h` lists the commands.
+    #[command(disable_help_flag = true)]
     Hermes {
+        #[arg(allow_hyphen_values = true)]
         name: Option<String>,
         /// The command's own arguments (parsed by its argparse parser).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

@@ -165,6 +165,10 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
     if !matches!(cli.command, Command::Worker) {
         crate::runtime::signals::own_interrupt();
     }
+    // --- added by hermes ---
+    if cli.command.stdout_is_machine_readable() {
+        crate::runtime::plugin_stdout_to_stderr();
+    }
     let rt = tokio_runtime(cli.command.flavour());
     let rt = || rt.as_ref().expect("the command's flavour builds a runtime");
     let (home, isolate) = (cli.home.as_ref(), cli.isolate.as_ref());
@@ -241,4 +245,21 @@ fn home_of(cli: &Cli) -> PathBuf {
 
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
+}
+
+// --- added by hermes ---
+impl Command {
+    /// Whether the command's stdout is for a program (`--json`, MCP over
+    /// stdio): a plugin's `print()` then goes to stderr (issue 21 item 5).
+    fn stdout_is_machine_readable(&self) -> bool {
+        match self {
+            Command::Run { json, .. }
+            | Command::Tools(ToolsCmd::List { json, .. })
+            | Command::Commands(CommandsCmd::List { json })
+            | Command::Skills(SkillsCmd::List { json }) => *json,
+            Command::Plugins(PluginsCmd::List { json } | PluginsCmd::Doctor { json }) => *json,
+            Command::Mcp { .. } => true,
+            _ => false,
+        }
+    }
 }

@@ -9,7 +9,9 @@ use super::exit::{Exit, Failure};
 use super::{first_line, home_of, host_builder, print_json, suggest, table, Cli};
 use crate::host::Host;
 
-/// `tools list`: every registered tool, the built-in ones included.
+/// `tools list`: every registered tool, the built-in ones included; one
+/// that cannot be used right now (its `check_fn` says no, a variable it
+/// requires is unset, no web provider serves it) is marked, with why.
 pub(super) fn list(
     cli: &Cli,
     python_level: u8,
@@ -21,16 +23,35 @@ pub(super) fn list(
         .registry()
         .tools()
         .into_iter()
-        .map(|t| &t.spec)
+        .map(|t| (&t.spec, unavailable(t)))
         .collect();
     if json {
-        print_json(&tools);
+        let listed: Vec<Value> = tools
+            .iter()
+            .map(|(spec, why)| {
+                let mut v = serde_json::to_value(spec).unwrap_or(Value::Null);
+                if let Value::Object(m) = &mut v {
+                    m.insert("available".into(), Value::Bool(why.is_none()));
+                    if let Some(why) = why {
+                        m.insert("unavailable".into(), Value::String(why.clone()));
+                    }
+                }
+                v
+            })
+            .collect();
+        print_json(&listed);
     } else if tools.is_empty() {
         println!("No tools registered.");
     } else {
         let rows = tools
             .iter()
-            .map(|t| vec![t.name.clone(), t.plugin.clone(), first_line(&t.description)])
+            .map(|(t, why)| {
+                let description = match why {
+                    None => first_line(&t.description),
+                    Some(why) => format!("(unavailable: {why}) {}", first_line(&t.description)),
+                };
+                vec![t.name.clone(), t.plugin.clone(), description]
+            })
             .collect::<Vec<_>>();
         println!(
             "{}",
@@ -38,6 +59,25 @@ pub(super) fn list(
         );
     }
     Ok(Exit::Success)
+}
+
+/// Why `tool` cannot be used right now, in a few words; `None` when it can.
+/// The same order of checks as a call's (`requires_env`, then the check).
+fn unavailable(tool: &crate::core::registry::Tool) -> Option<String> {
+    use crate::core::outcome::Unavailability;
+    let unset = |v: &String| std::env::var_os(v).is_none_or(|x| x.is_empty());
+    if let Some(variable) = tool.spec.requires_env.iter().find(|v| unset(v)) {
+        return Some(format!("{variable} is not set"));
+    }
+    match tool.handler.check()? {
+        Ok(true) => None,
+        Ok(false) => Some(match tool.handler.unavailability() {
+            Unavailability::CheckFn => "its check_fn returned False".into(),
+            Unavailability::MissingEnv { variable } => format!("{variable} is not set"),
+            Unavailability::Unmet { problem } => problem,
+        }),
+        Err(error) => Some(format!("its check_fn raised: {}", error.shown())),
+    }
 }
 
 /// What `tools call` was asked to do.

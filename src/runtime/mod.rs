@@ -383,6 +383,11 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Interpreter> {
         sys_modules.set_item("_plughost_native", native)?;
     }
     honour_virtualenv(py)?;
+    set_argv(py)?;
+    set_executable(py)?;
+    if PLUGIN_STDOUT_TO_STDERR.load(std::sync::atomic::Ordering::SeqCst) {
+        stdout_to_stderr(py)?;
+    }
     let module = module_from_source(py, "_plughost_runtime", RUNTIME_SOURCE, false)?;
     // Level 0: an embedding Python application keeps its own logging set-up.
     if python_log_level > 0 {
@@ -405,6 +410,81 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Interpreter> {
         module: module.unbind(),
         tokio: OnceLock::new(),
     })
+}
+
+/// Set by a command whose stdout is for a program (the process's one
+/// stdout, not per-host state): see [`plugin_stdout_to_stderr`].
+static PLUGIN_STDOUT_TO_STDERR: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, what plugins write to `sys.stdout` goes to stderr: the
+/// command prints machine-readable output (`--json`, MCP over stdio) on
+/// stdout, which a chatty `register()` must not break. plughost's own
+/// output (written by Rust to the file descriptor) is unaffected.
+pub fn plugin_stdout_to_stderr() {
+    PLUGIN_STDOUT_TO_STDERR.store(true, std::sync::atomic::Ordering::SeqCst);
+    if RUNTIME.get().is_some() {
+        let _ = try_attach(|py| stdout_to_stderr(py).ok());
+    }
+}
+
+fn stdout_to_stderr(py: Python<'_>) -> PyResult<()> {
+    let sys = py.import("sys")?;
+    sys.setattr("stdout", sys.getattr("stderr")?)
+}
+
+/// An embedded interpreter starts with `sys.argv == ['']`; plugins that
+/// read it (argparse defaults, `prog` names) see what plughost was started
+/// with, as a Python program would. An embedding application's own
+/// `sys.argv` is kept.
+fn set_argv(py: Python<'_>) -> PyResult<()> {
+    let sys = py.import("sys")?;
+    let current: Vec<String> = sys
+        .getattr("argv")
+        .and_then(|a| a.extract())
+        .unwrap_or_default();
+    if current.iter().all(|a| a.is_empty()) {
+        let argv: Vec<String> = std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        sys.setattr("argv", argv)?;
+    }
+    Ok(())
+}
+
+/// An embedded interpreter's `sys.executable` is plughost itself, so a
+/// plugin's `subprocess.run([sys.executable, "-m", "helper"])` would run
+/// plughost: point it at a real interpreter of this Python (the active
+/// virtualenv's, else the one plughost was built against or its prefix's),
+/// when one exists. An embedding application's interpreter is kept.
+fn set_executable(py: Python<'_>) -> PyResult<()> {
+    let sys = py.import("sys")?;
+    let current: String = sys.getattr("executable")?.extract().unwrap_or_default();
+    let named_python = std::path::Path::new(&current)
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("python"));
+    if named_python {
+        return Ok(());
+    }
+    let version = py.version_info();
+    let versioned = format!("python{}.{}", version.major, version.minor);
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Some(venv) = std::env::var_os("VIRTUAL_ENV").filter(|v| !v.is_empty()) {
+        candidates.push(PathBuf::from(&venv).join("bin").join("python"));
+    }
+    if let Some(built) = option_env!("PLUGHOST_BUILD_PYTHON") {
+        candidates.push(PathBuf::from(built));
+    }
+    for prefix in ["prefix", "base_prefix"] {
+        if let Ok(p) = sys.getattr(prefix).and_then(|p| p.extract::<String>()) {
+            candidates.push(PathBuf::from(&p).join("bin").join(&versioned));
+            candidates.push(PathBuf::from(&p).join("bin").join("python3"));
+        }
+    }
+    if let Some(found) = candidates.into_iter().find(|c| c.is_file()) {
+        sys.setattr("executable", found.to_string_lossy().as_ref())?;
+    }
+    Ok(())
 }
 
 /// An embedded interpreter does not notice an activated virtualenv by

@@ -152,6 +152,79 @@ impl PluginContext {
     }
 }
 
+impl PluginContext {
+    /// plughost's own `Host.register_tool` (the wheel), in Flowly's
+    /// keywords: `toolset` kept as given, an unset `requires_env` variable
+    /// makes the tool unavailable.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn py_register_tool(
+        &self,
+        py: Python<'_>,
+        name: &Bound<'_, PyAny>,
+        schema: Option<&Bound<'_, PyAny>>,
+        handler: Option<&Bound<'_, PyAny>>,
+        check_fn: Option<&Bound<'_, PyAny>>,
+        description: &str,
+        toolset: Option<&Bound<'_, PyAny>>,
+        requires_env: Option<&Bound<'_, PyAny>>,
+        is_async: Option<&Bound<'_, PyAny>>,
+        emoji: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let _ = (is_async, emoji);
+        let label: String = name.extract().unwrap_or_default();
+        let extras = tool_extras(&label, toolset, requires_env)?;
+        self.add_tool(py, name, schema, handler, check_fn, description, extras)
+    }
+}
+
+/// The toolsets Flowly knows (those of Hermes's `toolsets.py`, which
+/// Flowly's are derived from); a plugin's other toolset is `extensions`.
+const FLOWLY_TOOLSETS: &[&str] = &[
+    "web",
+    "search",
+    "terminal",
+    "file",
+    "browser",
+    "vision",
+    "image_gen",
+    "tts",
+    "memory",
+    "skills",
+    "todo",
+    "clarify",
+    "delegation",
+    "code_execution",
+    "cronjob",
+    "messaging",
+    "session_search",
+    "homeassistant",
+    "moa",
+    "rl",
+    "extensions",
+];
+
+/// `toolset=` and `requires_env=` checked for shape.
+fn tool_extras(
+    label: &str,
+    toolset: Option<&Bound<'_, PyAny>>,
+    requires_env: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ToolExtras> {
+    let toolset = match toolset.filter(|t| !t.is_none()) {
+        None => String::new(),
+        Some(t) => t.extract::<String>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "register_tool('{label}'): toolset must be a string, got {}",
+                type_name(t)
+            ))
+        })?,
+    };
+    let requires_env = env_names(label, requires_env)?;
+    Ok(ToolExtras {
+        toolset,
+        requires_env,
+    })
+}
+
 /// What Flowly's `register_tool` takes beyond plughost's own arguments.
 #[derive(Default)]
 struct ToolExtras {
@@ -250,12 +323,16 @@ impl PluginContext {
             .map(|m| m.clone_ref(py))
     }
 
-    /// Flowly's `register_tool`: `toolset` is kept on the tool, an unset
-    /// `requires_env` variable makes it unavailable; `is_async` and `emoji`
-    /// are accepted and ignored, as Flowly does (awaitables are detected).
-    #[pyo3(name = "register_tool", signature = (name, schema=None, handler=None, *, check_fn=None, description="", toolset=None, requires_env=None, is_async=None, emoji=None))]
+    /// Flowly's `register_tool`, as a plugin calls it: `requires_env` is
+    /// checked for shape, stored by Flowly and ignored (gating on it is
+    /// Hermes's rule, not Flowly's), and a `toolset` Flowly does not know
+    /// becomes `extensions` (Flowly's
+    /// `test_unknown_plugin_toolset_fails_closed_to_extensions`);
+    /// `is_async` and `emoji` are accepted and ignored (awaitables are
+    /// detected).
+    #[pyo3(signature = (name, schema=None, handler=None, *, check_fn=None, description="", toolset=None, requires_env=None, is_async=None, emoji=None))]
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn py_register_tool(
+    fn register_tool(
         &self,
         py: Python<'_>,
         name: &Bound<'_, PyAny>,
@@ -270,28 +347,24 @@ impl PluginContext {
     ) -> PyResult<()> {
         let _ = (is_async, emoji);
         let label: String = name.extract().unwrap_or_default();
-        let toolset = match toolset.filter(|t| !t.is_none()) {
-            None => String::new(),
-            Some(t) => t.extract::<String>().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "register_tool('{label}'): toolset must be a string, got {}",
-                    type_name(t)
-                ))
-            })?,
-        };
-        let requires_env = env_names(&label, requires_env)?;
-        self.add_tool(
-            py,
-            name,
-            schema,
-            handler,
-            check_fn,
-            description,
-            ToolExtras {
-                toolset,
-                requires_env,
-            },
-        )
+        let mut extras = tool_extras(&label, toolset, requires_env)?;
+        if !extras.requires_env.is_empty() {
+            tracing::debug!(
+                "Flowly plugin '{}' tool '{label}' declares requires_env {:?}: stored by Flowly and ignored",
+                self.key,
+                extras.requires_env
+            );
+            extras.requires_env.clear();
+        }
+        if !extras.toolset.is_empty() && !FLOWLY_TOOLSETS.contains(&extras.toolset.as_str()) {
+            tracing::debug!(
+                "Flowly plugin '{}' tool '{label}' names toolset '{}', which Flowly does not know: it joins 'extensions'",
+                self.key,
+                extras.toolset
+            );
+            extras.toolset = "extensions".into();
+        }
+        self.add_tool(py, name, schema, handler, check_fn, description, extras)
     }
 
     /// Register a web search/extract backend (a `WebSearchProvider`). It

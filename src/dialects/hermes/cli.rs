@@ -74,6 +74,14 @@ pub enum CliError {
 
 /// Run command `name` of `host` with `args`; its exit code.
 pub fn run(host: &Extensions, name: &str, args: &[String]) -> Result<u8, CliError> {
+    if name == "-h" || name == "--help" {
+        // `plughost hermes -h`: what `plughost hermes` lists, with the usage.
+        println!("Usage: plughost hermes NAME [ARGS]... (ARGS, -h included, are the command's)");
+        for (name, help, plugin) in list(host) {
+            println!("{name}  {help}  ({plugin})");
+        }
+        return Ok(0);
+    }
     let table = host.get::<Commands>();
     let table = table.0.lock().unwrap_or_else(|e| e.into_inner());
     let Some(command) = table.get(name) else {

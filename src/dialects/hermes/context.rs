@@ -71,6 +71,9 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_system_prompt_section",
     "register_redaction_patterns",
     "register_approval_transport",
+    "register_context_reference",
+    "register_terminal_environment_provider",
+    "register_secret_source",
 ];
 
 struct State {
@@ -93,6 +96,8 @@ pub struct HermesContext {
     state: Arc<Mutex<State>>,
     /// The state of the host loading the plugin (its agent, its sessions' inboxes).
     pub(super) host: Arc<Extensions>,
+    /// Its `_plughost_hermes_ctx.PluginRuntime`: the members kept in Python.
+    runtime: Py<PyAny>,
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -121,9 +126,16 @@ fn callable_label(obj: &Bound<'_, PyAny>) -> String {
 }
 
 impl HermesContext {
-    pub fn new(key: &str, dir: &Path, manifest: Py<PyAny>, host: Arc<Extensions>) -> HermesContext {
+    pub fn new(
+        key: &str,
+        dir: &Path,
+        manifest: Py<PyAny>,
+        host: Arc<Extensions>,
+        runtime: Py<PyAny>,
+    ) -> HermesContext {
         HermesContext {
             host,
+            runtime,
             key: key.to_string(),
             dir: dir.to_path_buf(),
             manifest,
@@ -528,6 +540,12 @@ impl HermesContext {
     /// not used. The parts of Hermes's context plughost lacks raise an
     /// `AttributeError` saying so.
     fn __getattr__(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        // The current context's teardown, events, state, settings and
+        // capability probes (`_plughost_hermes_ctx`).
+        let members = py.import("_plughost_hermes_ctx")?.getattr("MEMBERS")?;
+        if members.contains(name)? {
+            return Ok(self.runtime.bind(py).getattr(name)?.unbind());
+        }
         if UNUSED_REGISTRARS.contains(&name) {
             let state = Arc::clone(&self.state);
             let key = self.key.clone();

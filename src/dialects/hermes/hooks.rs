@@ -17,6 +17,83 @@ use crate::dialects::flowly::hooks::params_dict;
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{plugin_error, runtime, try_attach};
 
+use super::tool_names;
+
+/// The arguments of a tool call as a Hermes hook sees them: the call's
+/// shared dict itself when Hermes names the tool as plughost does, else a
+/// copy in Hermes's shape ([`tool_names`]) whose edits (`modify`, or in
+/// place) are carried back into the shared dict after a `pre_tool_call`.
+struct ToolView {
+    /// plughost's name of the tool.
+    tool: String,
+    /// The call's arguments, shared by every dialect's hooks and the handler.
+    shared: Py<PyDict>,
+    /// What the hook gets (the shared dict, or the Hermes-shaped copy).
+    shown: Py<PyDict>,
+}
+
+impl ToolView {
+    fn new(py: Python<'_>, ctx: &mut crate::core::hooks::ToolCallContext) -> PyResult<ToolView> {
+        let shared = params_dict(py, ctx)?;
+        let shown = if tool_names::translated(&ctx.tool_name) {
+            let plughost = json_map(shared.as_any())?;
+            let hermes = tool_names::to_hermes(&ctx.tool_name, &plughost);
+            pythonize::pythonize(py, &hermes)?.cast_into::<PyDict>()?
+        } else {
+            shared.clone()
+        };
+        Ok(ToolView {
+            tool: ctx.tool_name.clone(),
+            shared: shared.unbind(),
+            shown: shown.unbind(),
+        })
+    }
+
+    /// Carry the hook's edits of a Hermes-shaped copy back into the call's
+    /// arguments, in plughost's shape; an edit plughost's tool cannot
+    /// follow (`patch` switched to V4A mode) blocks the call, saying so.
+    fn write_back(&self, py: Python<'_>) -> Result<(), HookError> {
+        if self.shown.is(&self.shared) {
+            return Ok(());
+        }
+        let shown = json_map(self.shown.bind(py).as_any()).map_err(|e| raised(py, &e))?;
+        let back = tool_names::to_plughost(&self.tool, &shown).map_err(|no| {
+            HookError::WrongShape(
+                format!(
+                    "arguments plughost's {} cannot take ({} = {})",
+                    self.tool, no.key, no.value
+                ),
+                HookEvent::PreToolCall,
+            )
+        })?;
+        let shared = self.shared.bind(py);
+        let current = json_map(shared.as_any()).map_err(|e| raised(py, &e))?;
+        if current != back {
+            let new = pythonize::pythonize(py, &back)
+                .map_err(|e| raised(py, &e.into()))?
+                .cast_into::<PyDict>()
+                .map_err(|e| raised(py, &e.into()))?;
+            shared.clear();
+            shared
+                .update(new.as_mapping())
+                .map_err(|e| raised(py, &e))?;
+        }
+        Ok(())
+    }
+}
+
+fn json_map(v: &Bound<'_, PyAny>) -> PyResult<serde_json::Map<String, serde_json::Value>> {
+    match crate::runtime::value::to_json(v) {
+        Ok(serde_json::Value::Object(m)) => Ok(m),
+        Ok(_) => Err(pyo3::exceptions::PyTypeError::new_err(
+            "the call's arguments are not a dict",
+        )),
+        Err(e) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "the call's arguments are not JSON-like: {e}"
+        ))),
+    }
+}
+
 /// `telemetry_schema_version` Hermes adds to every hook call
 /// (`hermes_cli/middleware.py` `OBSERVER_SCHEMA_VERSION`).
 const OBSERVER_SCHEMA_VERSION: &str = "hermes.observer.v1";
@@ -58,13 +135,21 @@ fn kwargs<'py>(
     py: Python<'py>,
     event: HookEvent,
     payload: HookPayload<'_>,
+    view: Option<&ToolView>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let kw = PyDict::new(py);
     let to_py =
         |v: &serde_json::Value| -> PyResult<Bound<'py, PyAny>> { Ok(pythonize::pythonize(py, v)?) };
     let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
     match payload {
-        HookPayload::Tool(ctx) => tool_kwargs(py, &kw, event, ctx)?,
+        HookPayload::Tool(ctx) => match view {
+            Some(view) => tool_kwargs(py, &kw, event, ctx, view)?,
+            None => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "a tool event without its arguments",
+                ))
+            }
+        },
         HookPayload::Llm(ctx) => llm_kwargs(py, &kw, event, ctx)?,
         HookPayload::Session(ctx) => {
             kw.set_item("session_id", opt(&ctx.session_id))?;
@@ -134,10 +219,11 @@ fn tool_kwargs(
     kw: &Bound<'_, PyDict>,
     event: HookEvent,
     ctx: &mut crate::core::hooks::ToolCallContext,
+    view: &ToolView,
 ) -> PyResult<()> {
     let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
-    let args = params_dict(py, ctx)?;
-    kw.set_item("tool_name", &ctx.tool_name)?;
+    let args = view.shown.bind(py);
+    kw.set_item("tool_name", tool_names::hermes_name(&ctx.tool_name))?;
     kw.set_item("task_id", opt(&ctx.task_id))?;
     kw.set_item("session_id", opt(&ctx.session_id))?;
     kw.set_item("tool_call_id", opt(&ctx.tool_call_id))?;
@@ -334,6 +420,23 @@ fn interpret(
     }
 }
 
+/// [`interpret`] the answer, then carry a `pre_tool_call`'s edits of a
+/// Hermes-shaped view back into the call (a block needs none).
+fn answered(
+    py: Python<'_>,
+    event: HookEvent,
+    ret: &Bound<'_, PyAny>,
+    view: Option<&ToolView>,
+) -> Result<HookAction, HookError> {
+    let action = interpret(py, event, ret, view.map(|v| v.shown.bind(py)))?;
+    if let (HookEvent::PreToolCall, Some(view), false) =
+        (event, view, matches!(action, HookAction::Block(_)))
+    {
+        view.write_back(py)?;
+    }
+    Ok(action)
+}
+
 fn raised(py: Python<'_>, e: &PyErr) -> HookError {
     HookError::Raised(plugin_error(py, e))
 }
@@ -341,32 +444,27 @@ fn raised(py: Python<'_>, e: &PyErr) -> HookError {
 impl HookCallback for HermesHook {
     fn call(&self, event: HookEvent, mut payload: HookPayload<'_>) -> HookReturn {
         let called = try_attach(|py| {
-            let args = match &mut payload {
-                HookPayload::Tool(ctx) => match params_dict(py, ctx) {
-                    Ok(d) => Some(d.unbind()),
+            let view = match &mut payload {
+                HookPayload::Tool(ctx) => match ToolView::new(py, ctx) {
+                    Ok(v) => Some(v),
                     Err(e) => return HookReturn::Ready(Err(raised(py, &e))),
                 },
                 _ => None,
             };
-            let called = kwargs(py, event, payload)
+            let called = kwargs(py, event, payload, view.as_ref())
                 .and_then(|all| self.narrowed(py, all))
                 .and_then(|kw| self.callback.bind(py).call((), Some(&kw)));
             match called {
                 Err(e) => HookReturn::Ready(Err(raised(py, &e))),
                 Ok(ret) => match bridge::resolve(py, ret) {
-                    Awaited::Ready(Ok(v)) => HookReturn::Ready(interpret(
-                        py,
-                        event,
-                        v.bind(py),
-                        args.as_ref().map(|a| a.bind(py)),
-                    )),
+                    Awaited::Ready(Ok(v)) => {
+                        HookReturn::Ready(answered(py, event, v.bind(py), view.as_ref()))
+                    }
                     Awaited::Ready(Err(e)) => HookReturn::Ready(Err(raised(py, &e))),
                     Awaited::Pending(task) => HookReturn::Pending(Box::pin(async move {
                         let r = task.await;
                         try_attach(|py| match r {
-                            Ok(v) => {
-                                interpret(py, event, v.bind(py), args.as_ref().map(|a| a.bind(py)))
-                            }
+                            Ok(v) => answered(py, event, v.bind(py), view.as_ref()),
                             Err(e) => Err(raised(py, &e)),
                         })
                         .unwrap_or_else(|e| Err(HookError::NotRun(e.to_string())))

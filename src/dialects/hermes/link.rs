@@ -165,7 +165,10 @@ fn wait<T: Send + 'static>(
 }
 
 /// `ctx.dispatch_tool`: call `tool` with `args` through the host's pipeline;
-/// its result text, or Hermes's error JSON.
+/// its result text, or Hermes's error JSON. A Hermes name of a built-in
+/// (`terminal`, `patch`, `delegate_task`, `search_files` for files) no
+/// registered tool has runs plughost's built-in, its arguments translated
+/// ([`super::tool_names`]).
 pub fn dispatch_tool(host: &Extensions, tool: &str, args: Value, task_id: &str) -> String {
     let no_agent = || {
         error_json(&format!(
@@ -175,10 +178,30 @@ pub fn dispatch_tool(host: &Extensions, tool: &str, args: Value, task_id: &str) 
     let Some(link) = bound(host) else {
         return no_agent();
     };
-    match wait(
-        host,
-        link.dispatch_tool(tool.to_string(), args, task_id.to_string()),
-    ) {
+    let run = |name: &str, args: Value| {
+        wait(
+            host,
+            link.dispatch_tool(name.to_string(), args, task_id.to_string()),
+        )
+    };
+    let mut ran = run(tool, args.clone());
+    if let (Ok(Some(result)), Value::Object(map)) = (&ran, &args) {
+        if matches!(result.outcome, ToolOutcome::NotFound) {
+            match super::tool_names::from_hermes_call(tool, map) {
+                Some(Ok((builtin, translated))) => {
+                    ran = run(builtin, Value::Object(translated));
+                }
+                Some(Err(no)) => {
+                    return error_json(&format!(
+                        "{tool} with {} = {} has no counterpart among plughost's built-in tools",
+                        no.key, no.value
+                    ))
+                }
+                None => {}
+            }
+        }
+    }
+    match ran {
         Ok(None) => no_agent(),
         Ok(Some(result)) if matches!(result.outcome, ToolOutcome::Ok) => result.text,
         Ok(Some(result)) => HermesRenderer.render(tool, &result.outcome),

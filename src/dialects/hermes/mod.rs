@@ -8,6 +8,7 @@ pub mod cli;
 pub mod context;
 pub mod discover;
 pub mod entry_point;
+pub mod gates;
 pub mod handlers;
 pub mod hooks;
 pub mod link;
@@ -16,8 +17,8 @@ mod python_fns;
 pub mod reference;
 pub mod render;
 pub mod sniff;
-// --- added by mcpc ---
 pub mod mcp;
+pub mod tool_names;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -39,6 +40,10 @@ use crate::runtime::{attach, module_from_source, plugin_error};
 
 /// The finder serving the compat modules.
 const FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/hermes/__init__.py");
+
+/// The parts of the current `PluginContext` kept in Python ([`context`]
+/// hands them out): teardown, events, state, settings.
+const CTX_SOURCE: &str = include_str!("../../../python/plughost/_compat/hermes/_ctx.py");
 
 /// The compat Hermes modules: (module, source, is a package). Only what
 /// real plugins import: the Hermes home, config and plugin types, the tool
@@ -84,13 +89,24 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("gateway", "gateway/__init__.py", true),
     ("gateway.platforms", "gateway/platforms/__init__.py", true),
     ("gateway.platforms.base", "gateway/platforms/base.py", false),
+    ("gateway.status", "gateway/status.py", false),
+    ("gateway.session", "gateway/session.py", false),
+    (
+        "gateway.session_context",
+        "gateway/session_context.py",
+        false
+    ),
+    ("tools.approval", "tools/approval.py", false),
 ];
+
+/// `_plughost_hermes` for processes a plugin starts ([`child_path`]).
+const CHILD_STUB: &str = include_str!("../../../python/plughost/_compat/hermes/_child_stub.py");
 
 static INSTALLED: PyOnceLock<()> = PyOnceLock::new();
 
 /// Install the compat finder (once): appended to `sys.meta_path`, so a
 /// module of the same name anywhere on `sys.path` is found first.
-fn install(py: Python<'_>) -> PyResult<()> {
+fn install(py: Python<'_>, plughost_home: &Path) -> PyResult<()> {
     INSTALLED
         .get_or_try_init(py, || {
             let sys_modules = py
@@ -107,6 +123,13 @@ fn install(py: Python<'_>) -> PyResult<()> {
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::schema_problem, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::dispatch_tool, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::parse_yaml, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(
+                python_fns::write_plugin_setting,
+                &finder
+            )?)?;
+            if !sys_modules.contains("_plughost_hermes_ctx")? {
+                module_from_source(py, "_plughost_hermes_ctx", CTX_SOURCE, false)?;
+            }
             let sources = PyDict::new(py);
             for &(name, source, is_package) in COMPAT_MODULES {
                 sources.set_item(name, (source, is_package))?;
@@ -115,9 +138,90 @@ fn install(py: Python<'_>) -> PyResult<()> {
             finder
                 .getattr("install")?
                 .call1((sources, home.to_string_lossy().as_ref()))?;
+            export_for_children(py, plughost_home, &home)?;
             Ok(())
         })
         .map(|_| ())
+}
+
+/// The compat modules as files, for processes a plugin starts
+/// (`sys.executable -m helper` importing `hermes_constants`): written once
+/// per content under `<plughost home>/cache/hermes-compat-<hash>/`.
+fn child_path(plughost_home: &Path) -> std::io::Result<std::path::PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for (name, source, _) in COMPAT_MODULES {
+        (name, source).hash(&mut hasher);
+    }
+    CHILD_STUB.hash(&mut hasher);
+    let dir = plughost_home
+        .join("cache")
+        .join(format!("hermes-compat-{:016x}", hasher.finish()));
+    if dir.is_dir() {
+        return Ok(dir);
+    }
+    let scratch = dir.with_extension(format!("tmp.{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    for &(name, source, is_package) in COMPAT_MODULES {
+        let rel = name.replace('.', "/");
+        let file = if is_package {
+            scratch.join(&rel).join("__init__.py")
+        } else {
+            scratch.join(format!("{rel}.py"))
+        };
+        std::fs::create_dir_all(file.parent().expect("a module file has a parent"))?;
+        std::fs::write(file, source)?;
+    }
+    std::fs::write(scratch.join("_plughost_hermes.py"), CHILD_STUB)?;
+    match std::fs::rename(&scratch, &dir) {
+        Ok(()) => Ok(dir),
+        // Another process wrote the same content first.
+        Err(_) if dir.is_dir() => {
+            let _ = std::fs::remove_dir_all(&scratch);
+            Ok(dir)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Let processes a plugin starts import what it imports: unless a real
+/// Hermes is importable here (it wins, and is not shadowed), the compat
+/// modules' directory is appended to `PYTHONPATH`; `HERMES_HOME` is the
+/// home plugins were found in. A failure to write the files is only
+/// logged: plugins in this process are not affected.
+fn export_for_children(py: Python<'_>, plughost_home: &Path, hermes_home: &Path) -> PyResult<()> {
+    let environ = py.import("os")?.getattr("environ")?;
+    if environ.call_method1("get", ("HERMES_HOME",))?.is_none() {
+        environ.set_item("HERMES_HOME", hermes_home.to_string_lossy().as_ref())?;
+    }
+    if py
+        .import("importlib.util")?
+        .call_method1("find_spec", ("hermes_constants",))?
+        .getattr("origin")?
+        .extract::<String>()?
+        .starts_with("<plughost:")
+    {
+        let dir = match child_path(plughost_home) {
+            Ok(dir) => dir,
+            Err(e) => {
+                tracing::warn!(
+                    "processes Hermes plugins start will not see the compat modules: {e}"
+                );
+                return Ok(());
+            }
+        };
+        let dir = dir.to_string_lossy().into_owned();
+        let current: String = environ.call_method1("get", ("PYTHONPATH", ""))?.extract()?;
+        if !current.split(':').any(|p| p == dir) {
+            let joined = if current.is_empty() {
+                dir
+            } else {
+                format!("{current}:{dir}")
+            };
+            environ.set_item("PYTHONPATH", joined)?;
+        }
+    }
+    Ok(())
 }
 
 /// Where `hermes_constants` comes from: a real installation, or compat.
@@ -220,6 +324,44 @@ pub fn not_used(host: &Extensions, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The host's event bus and loaded-plugin table (`_plughost_hermes_ctx.HostBus`),
+/// made on first use; in the host's [`Extensions`].
+#[derive(Default)]
+struct Bus(std::sync::OnceLock<Py<PyAny>>);
+
+fn bus<'py>(py: Python<'py>, host: &Extensions) -> PyResult<Bound<'py, PyAny>> {
+    let table = host.get::<Bus>();
+    if let Some(b) = table.0.get() {
+        return Ok(b.bind(py).clone());
+    }
+    let made = py
+        .import("_plughost_hermes_ctx")?
+        .getattr("HostBus")?
+        .call0()?
+        .unbind();
+    Ok(table.0.get_or_init(|| made).bind(py).clone())
+}
+
+/// A loaded plugin's teardown, run when the host drops it (unload or the
+/// host stopping): its `on_unload` callbacks and `spawn_task` tasks in
+/// reverse order, its subscriptions, its place in `has_plugin`.
+struct Teardown {
+    runtime: Py<PyAny>,
+    bus: Py<PyAny>,
+    key: String,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        let _ = crate::runtime::try_attach(|py| {
+            if let Err(e) = self.runtime.bind(py).call_method0("unload") {
+                tracing::warn!("Hermes plugin '{}' unload failed: {e}", self.key);
+            }
+            let _ = self.bus.bind(py).call_method1("unloaded", (&self.key,));
+        });
+    }
+}
+
 /// Hand a loaded plugin's web providers to the registry the `web_search`
 /// tool uses (the Flowly provider registry, its compat installed if needed).
 fn register_web_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult<()> {
@@ -304,7 +446,7 @@ impl Dialect for Hermes {
         state: &Arc<Extensions>,
     ) -> Result<LoadedPlugin, PluginError> {
         attach(|py| {
-            install(py).map_err(|e| plugin_error(py, &e))?;
+            install(py, home).map_err(|e| plugin_error(py, &e))?;
             // An installed distribution's entry point (its metadata
             // directory stands for it), loaded as Hermes's `ep.load()`;
             // else a plugin directory, imported as a package of its own.
@@ -317,6 +459,9 @@ impl Dialect for Hermes {
                     (register, None, manifest)
                 }
                 None => {
+                    if let Some(why) = gates::unmet(dir) {
+                        return Err(PluginError::native(why));
+                    }
                     let package = PluginPackage::import(key, dir, home)?;
                     let module = package.module(py);
                     let register = register_function(
@@ -328,9 +473,37 @@ impl Dialect for Hermes {
                     (register, Some(package), manifest)
                 }
             };
+            let bus = bus(py, state).map_err(|e| plugin_error(py, &e))?;
+            let runtime = py
+                .import("_plughost_hermes_ctx")
+                .and_then(|m| m.getattr("PluginRuntime"))
+                .and_then(|c| {
+                    c.call1((
+                        key,
+                        &bus,
+                        discover::hermes_home().to_string_lossy().as_ref(),
+                        home.to_string_lossy().as_ref(),
+                    ))
+                })
+                .map_err(|e| plugin_error(py, &e))?;
+            let name: String = manifest
+                .getattr("name")
+                .and_then(|n| n.extract())
+                .unwrap_or_else(|_| key.to_string());
+            let teardown = Teardown {
+                runtime: runtime.clone().unbind(),
+                bus: bus.clone().unbind(),
+                key: key.to_string(),
+            };
             let ctx = Py::new(
                 py,
-                HermesContext::new(key, dir, manifest.unbind(), Arc::clone(state)),
+                HermesContext::new(
+                    key,
+                    dir,
+                    manifest.unbind(),
+                    Arc::clone(state),
+                    runtime.unbind(),
+                ),
             )
             .map_err(|e| plugin_error(py, &e))?;
             // tools.registry.register inside register(ctx) reaches this context.
@@ -345,7 +518,8 @@ impl Dialect for Hermes {
             let (registrations, unused) = ctx.get().finish();
             let cli_commands = ctx.get().take_cli_commands();
             let web_providers = ctx.get().take_web_providers();
-            registered(py, outcome)?;
+            registered(py, outcome)?; // a failure drops `teardown`: what it spawned is released
+            let _ = bus.call_method1("loaded", (key, name));
             register_web_providers(py, web_providers).map_err(|e| plugin_error(py, &e))?;
             cli::commit(state, key, cli_commands);
             record_not_used(state, key, &unused);
@@ -358,7 +532,7 @@ impl Dialect for Hermes {
             Ok(LoadedPlugin {
                 registrations,
                 package,
-                hold: None,
+                hold: Some(Box::new(teardown)),
             })
         })
     }

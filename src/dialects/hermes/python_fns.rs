@@ -135,3 +135,66 @@ pub fn schema_problem(
     });
     Ok(problem)
 }
+
+/// `ctx.set_config`'s writer: `value_json` at
+/// `plugins.entries.<plugin>.settings.<segments…>` of plughost's
+/// `config.json` in `home`, under the config lock and replaced whole (as
+/// `plugins enable` writes it); every other key is kept. Hermes's own
+/// `config.yaml` is never written.
+#[pyfunction]
+pub fn write_plugin_setting(
+    home: std::path::PathBuf,
+    plugin: String,
+    segments: Vec<String>,
+    value_json: String,
+) -> PyResult<()> {
+    let value: Value = serde_json::from_str(&value_json)
+        .map_err(|e| PyValueError::new_err(format!("set_config: the value is not JSON: {e}")))?;
+    let io = |e: std::io::Error| PyRuntimeError::new_err(format!("set_config: {e}"));
+    let _held = crate::plugins::atomic::lock(&home, ".config.lock").map_err(io)?;
+    let path = crate::plugins::config::config_path(&home);
+    let mut doc: Value = match std::fs::read_to_string(&path) {
+        Ok(text) if !text.trim().is_empty() => serde_json::from_str(&text).map_err(|e| {
+            PyValueError::new_err(format!(
+                "set_config: {} is not valid JSON: {e}",
+                path.display()
+            ))
+        })?,
+        Ok(_) => Value::Object(Default::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Value::Object(Default::default()),
+        Err(e) => return Err(io(e)),
+    };
+    let mut node = &mut doc;
+    let path_keys = ["plugins", "entries", plugin.as_str(), "settings"];
+    let all: Vec<&str> = path_keys
+        .iter()
+        .copied()
+        .chain(segments.iter().map(String::as_str))
+        .collect();
+    let (last, parents) = all.split_last().expect("at least the fixed keys");
+    for key in parents {
+        let Value::Object(map) = node else {
+            return Err(PyValueError::new_err(format!(
+                "set_config: {} has a value that is not an object where '{key}' goes",
+                path.display()
+            )));
+        };
+        node = map
+            .entry(key.to_string())
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    match node {
+        Value::Object(map) => {
+            map.insert(last.to_string(), value);
+        }
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "set_config: {} has a value that is not an object where '{last}' goes",
+                path.display()
+            )))
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&doc).expect("a JSON value serialises");
+    text.push('\n');
+    crate::plugins::atomic::replace(&path, &text).map_err(io)
+}

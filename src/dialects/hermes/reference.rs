@@ -24,9 +24,9 @@ pub static DOC: DialectDoc = DialectDoc {
     fields: &[
         ("session_id", "the session key; `None` for a direct `tools call` without `--session`"),
         ("task_id", "the task (sub-agent) the call belongs to, or `None`"),
-        ("tool_name", "the tool's registered name"),
+        ("tool_name", "the tool's registered name; plughost's built-ins under Hermes's names (`exec` is `terminal`, `edit_file` is `patch`, `list_dir` is `search_files`, `delegate` is `delegate_task`)"),
         ("tool_call_id", "the model's id for this call, or `None`"),
-        ("args", "the call's arguments (the dict the handler gets)"),
+        ("args", "the call's arguments (the dict the handler gets); a built-in's in Hermes's shape (`terminal`'s `workdir`, `patch`'s `mode`, `delegate_task`'s `goal`), edits carried back"),
         ("arguments", "the call's arguments (as `args`)"),
         ("result", "the handler's result string"),
         ("duration_ms", "how long the handler took, in milliseconds (`None` for a sub-agent)"),

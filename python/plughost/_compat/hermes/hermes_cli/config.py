@@ -1,9 +1,12 @@
-"""``hermes_cli.config`` compat (plughost): Hermes's ``config.yaml``, read-only.
+"""``hermes_cli.config`` compat (plughost): Hermes's ``config.yaml``.
 
 Served only when no real ``hermes_cli`` is importable.  ``load_config`` reads
 ``<hermes home>/config.yaml`` (parsed by plughost, so PyYAML is not needed);
-a missing file is an empty config.  plughost never writes Hermes's config:
-``save_config`` raises, naming the file to edit.
+a missing file is an empty config.  ``save_config`` of a whole document
+raises, naming the file to edit; ``set_config_value`` changes one dotted
+key and rewrites the file (as Hermes's does, comments are not kept), and
+``save_env_value`` sets a variable in ``<hermes home>/.env`` and in this
+process's environment.
 """
 
 from __future__ import annotations
@@ -50,3 +53,91 @@ def save_config(config: dict) -> None:
     raise PermissionError(
         f"plughost does not write Hermes's configuration; edit {get_config_path()} instead"
     )
+
+
+def _yaml_scalar(value: Any) -> str:
+    import json
+
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    return json.dumps(str(value), ensure_ascii=False)  # a YAML double-quoted scalar
+
+
+def _yaml_lines(value: Any, indent: int) -> list:
+    pad = "  " * indent
+    if isinstance(value, dict):
+        if not value:
+            return [pad + "{}"]
+        out = []
+        for k, v in value.items():
+            key = _yaml_scalar(str(k))
+            if isinstance(v, (dict, list)) and v:
+                out.append(f"{pad}{key}:")
+                out.extend(_yaml_lines(v, indent + 1))
+            else:
+                out.append(f"{pad}{key}: {_yaml_lines(v, 0)[0].strip()}")
+        return out
+    if isinstance(value, list):
+        if not value:
+            return [pad + "[]"]
+        out = []
+        for item in value:
+            if isinstance(item, (dict, list)) and item:
+                nested = _yaml_lines(item, indent + 1)
+                out.append(f"{pad}- {nested[0].strip()}")
+                out.extend(nested[1:])
+            else:
+                out.append(f"{pad}- {_yaml_lines(item, 0)[0].strip()}")
+        return out
+    return [pad + _yaml_scalar(value)]
+
+
+def set_config_value(key: str, value: Any) -> None:
+    """Set dotted ``key`` (``display.skin``) in ``config.yaml`` and write it back whole."""
+    import os
+
+    parts = [p for p in str(key).split(".")]
+    if not parts or any(not p for p in parts):
+        raise ValueError(f"config key {key!r} has an empty segment")
+    config = load_config()
+    node = config
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+    path = get_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_suffix(f".yaml.tmp.{os.getpid()}")
+    scratch.write_text("\n".join(_yaml_lines(config, 0)) + "\n", encoding="utf-8")
+    os.replace(scratch, path)
+
+
+def get_env_path() -> Path:
+    return get_hermes_home() / ".env"
+
+
+def save_env_value(key: str, value: str) -> None:
+    """``KEY=value`` in ``<hermes home>/.env`` (replacing an earlier line) and in ``os.environ``."""
+    import os
+
+    if not key or "=" in key or any(c.isspace() for c in key):
+        raise ValueError(f"not an environment variable name: {key!r}")
+    value = "" if value is None else str(value)
+    path = get_env_path()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    kept = [l for l in lines if not l.split("=", 1)[0].strip().removeprefix("export ").strip() == key]
+    kept.append(f"{key}={value}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".env.tmp.{os.getpid()}")
+    scratch.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    os.chmod(scratch, 0o600)
+    os.replace(scratch, path)
+    os.environ[key] = value

@@ -1,0 +1,450 @@
+"""The parts of Hermes's current ``PluginContext`` kept in Python
+(``_plughost_hermes_ctx``): teardown (``on_unload``, ``spawn_task``),
+events (``emit``/``subscribe``), ``state``, ``profile_name``, and the
+facades plughost has no host for (``platform_actions``,
+``subagent_lifecycle``). One :class:`HostBus` per host, one
+:class:`PluginRuntime` per loaded plugin; the Rust context hands them out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import queue
+import threading
+from pathlib import Path
+
+logger = logging.getLogger("hermes_cli.plugins")
+
+#: Hermes reserves this namespace for core events.
+HERMES_EVENT_NAMESPACE = "hermes"
+#: Events queued and not yet delivered, per host, past which emit drops.
+MAX_PENDING_EVENTS = 1000
+#: How deep an emit from inside a subscriber may nest before it is dropped.
+MAX_EVENT_DEPTH = 8
+
+
+class HostBus:
+    """``<plugin_key>:<event>`` delivery for one host: a single worker
+    thread, so order is preserved and a blocking subscriber cannot stall
+    the emitter."""
+
+    def __init__(self) -> None:
+        self._subscribers: "dict[str, list[tuple[str, object]]]" = {}
+        self._lock = threading.Lock()
+        self._queue: "queue.Queue" = queue.Queue()
+        self._worker = None
+        self._local = threading.local()
+        #: key -> manifest name of each plugin loaded on the host.
+        self._loaded: "dict[str, str]" = {}
+
+    def subscribe(self, owner: str, event: str, callback) -> None:
+        with self._lock:
+            self._subscribers.setdefault(event, []).append((owner, callback))
+
+    def remove_owner(self, owner: str) -> None:
+        with self._lock:
+            for event, subs in list(self._subscribers.items()):
+                subs[:] = [s for s in subs if s[0] != owner]
+                if not subs:
+                    del self._subscribers[event]
+
+    def dispatch(self, event: str, payload: dict) -> int:
+        with self._lock:
+            subs = list(self._subscribers.get(event, ()))
+        if not subs:
+            return 0
+        depth = getattr(self._local, "depth", 0) + 1
+        if depth > MAX_EVENT_DEPTH:
+            logger.warning("event %s dropped: emitted %d levels deep from subscribers (at most %d)",
+                           event, depth, MAX_EVENT_DEPTH)
+            return 0
+        if self._queue.qsize() >= MAX_PENDING_EVENTS:
+            logger.warning("event %s dropped: %d events are waiting for delivery", event, MAX_PENDING_EVENTS)
+            return 0
+        self._start()
+        self._queue.put((event, dict(payload), subs, depth))
+        return len(subs)
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._deliver, name="hermes-plugin-events", daemon=True)
+                self._worker.start()
+
+    def _deliver(self) -> None:
+        while True:
+            event, payload, subs, depth = self._queue.get()
+            self._local.depth = depth
+            for owner, callback in subs:
+                try:
+                    result = _call_subscriber(callback, event, payload)
+                    if inspect.isawaitable(result):
+                        asyncio.run(_awaited(result))
+                except Exception as exc:  # a subscriber never breaks delivery
+                    logger.warning("plugin %s subscriber of %s raised: %s", owner, event, exc)
+            self._local.depth = 0
+            self._queue.task_done()
+
+    def drain(self, limit: float = 2.0) -> None:
+        """Wait (a bounded time) until the events queued so far are
+        delivered: a plugin being unloaded still gets what was emitted to
+        it. Not from the delivery thread itself."""
+        if threading.current_thread() is self._worker:
+            return
+        import time
+
+        deadline = time.monotonic() + limit
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks and time.monotonic() < deadline:
+                self._queue.all_tasks_done.wait(max(0.0, deadline - time.monotonic()))
+
+    # -- which plugins are loaded (for has_plugin) -------------------------
+    def loaded(self, key: str, name: str) -> None:
+        with self._lock:
+            self._loaded[key] = name
+
+    def unloaded(self, key: str) -> None:
+        with self._lock:
+            self._loaded.pop(key, None)
+
+    def has_plugin(self, plugin_id: str) -> bool:
+        with self._lock:
+            return any(k == plugin_id or n == plugin_id for k, n in self._loaded.items())
+
+
+def _cancel_and_wait(future, holder: dict, loop, limit: float = 2.0) -> None:
+    """Cancel a task on plughost's loop and wait (a bounded time) until its
+    own cancellation handling has run, so a teardown is over when unload
+    returns; from the loop's own thread, only cancel."""
+    if future.done():
+        return
+    future.cancel()
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop:
+        return
+    finished = threading.Event()
+
+    def watch():
+        task = holder.get("task")
+        if task is None or task.done():
+            finished.set()
+        else:
+            task.add_done_callback(lambda _t: finished.set())
+
+    loop.call_soon_threadsafe(watch)
+    finished.wait(limit)
+
+
+async def _awaited(awaitable):
+    return await awaitable
+
+
+def _call_subscriber(callback, event: str, payload: dict):
+    """``callback(event, payload)`` when it takes two arguments, else ``callback(payload)``."""
+    try:
+        inspect.signature(callback).bind(event, payload)
+    except (TypeError, ValueError):
+        return callback(payload)
+    return callback(event, payload)
+
+
+class PluginState:
+    """A plugin's durable JSON state in the Hermes home
+    (``plugin_state/<plugin_id>.json``): ``get``/``set``/``delete``/
+    ``keys``/``all`` and mapping access; every write replaces the file
+    whole."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+
+    def _load(self) -> dict:
+        try:
+            data = json.loads(self._path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _save(self, data: dict) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self._path.with_suffix(f".tmp.{os.getpid()}")
+        scratch.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+        os.replace(scratch, self._path)
+
+    def get(self, key: str, default=None):
+        return self._load().get(key, default)
+
+    def set(self, key: str, value) -> None:
+        json.dumps(value)  # refuse what would not persist, before writing
+        with self._lock:
+            data = self._load()
+            data[key] = value
+            self._save(data)
+
+    def delete(self, key: str) -> bool:
+        with self._lock:
+            data = self._load()
+            found = data.pop(key, _MISSING) is not _MISSING
+            if found:
+                self._save(data)
+            return found
+
+    def keys(self) -> list:
+        return list(self._load())
+
+    def all(self) -> dict:
+        return self._load()
+
+    def __getitem__(self, key):
+        data = self._load()
+        if key not in data:
+            raise KeyError(key)
+        return data[key]
+
+    def __setitem__(self, key, value) -> None:
+        self.set(key, value)
+
+    def __delitem__(self, key) -> None:
+        if not self.delete(key):
+            raise KeyError(key)
+
+    def __contains__(self, key) -> bool:
+        return key in self._load()
+
+    def __repr__(self) -> str:
+        return f"<PluginState {self._path}>"
+
+
+_MISSING = object()
+
+
+def _segments(key, plugin_id: str) -> tuple:
+    if not isinstance(key, str) or not key.strip():
+        raise ValueError(f"Plugin '{plugin_id}' config key must be a non-empty string")
+    parts = tuple(key.split("."))
+    if any(not p.strip() for p in parts):
+        logger.warning("Rejected config path %r from plugin %s", key, plugin_id)
+        raise ValueError(f"config key {key!r} has an empty segment")
+    return parts
+
+
+def _dig(node, path, default=None):
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return default
+        node = node[part]
+    return node
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _plughost_config(home: Path) -> dict:
+    try:
+        data = json.loads((home / "config.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _hermes_config(home: Path) -> dict:
+    import _plughost_hermes
+
+    path = home / "config.yaml"
+    try:
+        data = _plughost_hermes.parse_yaml(path.read_text(encoding="utf-8-sig"), str(path))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class _Unavailable:
+    """A facade whose every verb answers ``{"ok": False, "error": …}``, as
+    Hermes's do when their host is absent or the capability is off."""
+
+    def __init__(self, what: str, why: str) -> None:
+        self._what, self._why = what, why
+
+    def __getattr__(self, verb: str):
+        if verb.startswith("_"):
+            raise AttributeError(verb)
+
+        def refused(*_args, **_kwargs):
+            return {"ok": False, "error": f"{self._what}.{verb}: {self._why}"}
+
+        return refused
+
+    def __repr__(self) -> str:
+        return f"<{self._what}: {self._why}>"
+
+
+class PluginRuntime:
+    """One loaded plugin's teardown and event ends."""
+
+    def __init__(self, plugin_id: str, bus: HostBus, hermes_home: str, plughost_home: str) -> None:
+        self.plugin_id = plugin_id
+        self._plughost_home = Path(plughost_home)
+        self._bus = bus
+        self._home = Path(hermes_home)
+        #: (kind, label, release) in acquisition order; released in reverse.
+        self._teardown: "list[tuple[str, str, object]]" = []
+        self._lock = threading.Lock()
+        self._state = None
+        self.platform_actions = _Unavailable(
+            "platform_actions", "plughost has no messaging platform (gateway.platform_actions is off)")
+        self.subagent_lifecycle = _Unavailable(
+            "subagent_lifecycle", "plughost's sub-agents (the delegate tool) have no lifecycle service")
+
+    # -- teardown ---------------------------------------------------------
+    def on_unload(self, callback):
+        if not callable(callback):
+            raise TypeError("on_unload callback must be callable")
+        with self._lock:
+            self._teardown.append(("on_unload", getattr(callback, "__name__", "callback"), callback))
+
+    def spawn_task(self, coro, *, name=None):
+        """A supervised task: on the running loop when there is one (as in
+        Hermes), else on plughost's own loop; unload cancels it."""
+        if not asyncio.iscoroutine(coro):
+            raise TypeError("spawn_task expects a coroutine")
+        task_name = name or f"plugin:{self.plugin_id}:task"
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            task = loop.create_task(coro, name=task_name)
+            release = lambda: task.done() or task.cancel()  # noqa: E731
+        else:
+            import _plughost_runtime
+
+            loop = _plughost_runtime.event_loop()
+            holder: dict = {}
+
+            async def supervised():
+                holder["task"] = asyncio.current_task()
+                return await coro
+
+            task = asyncio.run_coroutine_threadsafe(supervised(), loop)
+            release = lambda: _cancel_and_wait(task, holder, loop)  # noqa: E731
+        entry = ("background_task", task_name, release)
+        with self._lock:
+            self._teardown.append(entry)
+
+        def _done(_t):
+            with self._lock:
+                if entry in self._teardown:
+                    self._teardown.remove(entry)
+
+        task.add_done_callback(_done)
+        return task
+
+    def unload(self) -> None:
+        """Release everything in reverse acquisition order; failures are logged."""
+        self._bus.drain()
+        self._bus.remove_owner(self.plugin_id)
+        with self._lock:
+            items, self._teardown = self._teardown[::-1], []
+        for kind, label, release in items:
+            try:
+                release()
+            except Exception as exc:
+                logger.warning("plugin %s %s %s raised during unload: %s", self.plugin_id, kind, label, exc)
+
+    # -- events -----------------------------------------------------------
+    def emit(self, event, payload=None) -> int:
+        key = self.plugin_id
+        if not event or not isinstance(event, str):
+            raise ValueError(f"Plugin '{key}' emit() requires a non-empty event name")
+        if ":" in event:
+            raise ValueError(
+                f"Plugin '{key}' may not emit '{event}': emit only the bare event name; "
+                f"the namespace is forced to '{key}:' and the '{HERMES_EVENT_NAMESPACE}:' "
+                f"prefix is reserved for core")
+        if payload is not None and not isinstance(payload, dict):
+            raise TypeError(f"Plugin '{key}' emit() payload must be a dict or None")
+        return self._bus.dispatch(f"{key}:{event}", payload or {})
+
+    def subscribe(self, event, callback) -> None:
+        if not event or not isinstance(event, str):
+            raise ValueError(f"Plugin '{self.plugin_id}' subscribe() requires a non-empty event name")
+        if not callable(callback):
+            raise TypeError("subscribe callback must be callable")
+        self._bus.subscribe(self.plugin_id, event, callback)
+
+    # -- other plugins, settings, capabilities -----------------------------
+    def has_plugin(self, plugin_id: str) -> bool:
+        """Whether another plugin is loaded on this host (key or manifest name)."""
+        return plugin_id != self.plugin_id and self._bus.has_plugin(plugin_id)
+
+    def _entry(self) -> dict:
+        """``plugins.entries.<id>``: plughost's ``config.json`` over Hermes's ``config.yaml``."""
+        merged: dict = {}
+        for document in (_hermes_config(self._home), _plughost_config(self._plughost_home)):
+            entry = _dig(document, ("plugins", "entries", self.plugin_id))
+            if isinstance(entry, dict):
+                merged = _merge(merged, entry)
+        return merged
+
+    def get_config(self, key, default=None):
+        value = _dig(self._entry().get("settings"), _segments(key, self.plugin_id), _MISSING)
+        return default if value is _MISSING else value
+
+    def set_config(self, key, value) -> None:
+        import _plughost_hermes
+
+        segments = _segments(key, self.plugin_id)
+        _plughost_hermes.write_plugin_setting(
+            str(self._plughost_home), self.plugin_id, list(segments), json.dumps(value))
+
+    def has_capability(self, name) -> bool:
+        """Granted by the operator: ``plugins.entries.<id>.capabilities``, a
+        list of names or a mapping of name to true (default: none)."""
+        granted = self._entry().get("capabilities")
+        if isinstance(granted, dict):
+            return granted.get(name) is True
+        return isinstance(granted, list) and name in granted
+
+    # -- state and profile ------------------------------------------------
+    @property
+    def state(self) -> PluginState:
+        if self._state is None:
+            safe = self.plugin_id.replace("/", "__")
+            self._state = PluginState(self._home / "plugin_state" / f"{safe}.json")
+        return self._state
+
+    @property
+    def profile_name(self) -> str:
+        """``default`` for ``~/.hermes``, ``<name>`` for ``~/.hermes/profiles/<name>``, else ``custom``."""
+        try:
+            home = self._home.resolve()
+            root = (Path.home() / ".hermes").resolve()
+            if home == root:
+                return "default"
+            parts = home.relative_to(root / "profiles").parts
+            return parts[0] if len(parts) == 1 and parts[0] else "custom"
+        except (OSError, RuntimeError, ValueError):
+            return "custom"
+
+
+#: The members of Hermes's context served from :class:`PluginRuntime`.
+MEMBERS = frozenset({
+    "on_unload", "spawn_task", "emit", "subscribe", "state", "profile_name",
+    "platform_actions", "subagent_lifecycle", "has_plugin", "get_config", "set_config",
+    "has_capability",
+})
+
+
+def member(runtime: PluginRuntime, name: str):
+    return getattr(runtime, name)
