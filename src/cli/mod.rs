@@ -221,6 +221,10 @@ fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<
         PluginsCmd::Accept { name } => lock::accept(&home_of(cli), name),
         PluginsCmd::Remove { name, yes } => plugins::remove(&home_of(cli), name, *yes),
         PluginsCmd::Doctor { json } => {
+            // --- added by rely: the checks run in a child a crash cannot take the report with ---
+            if let Some(code) = crate::host::doctor::child::checked_in_child(&home_of(cli)) {
+                return Ok(Exit::Plugin(code));
+            }
             let host = build_host(cli, python_level)?;
             plugins::doctor(&host, *json)
         }

@@ -115,7 +115,12 @@ pub(super) fn mcp(
 ) -> Result<Exit, Failure> {
     #[cfg(unix)]
     let output = take_stdout()?;
-    let host = Arc::new(super::build_host(cli, python_level)?);
+    // A long-running host: third-party plugins run isolated by default.
+    let host = Arc::new(
+        super::host_builder(cli, python_level)
+            .isolate_third_party(true)
+            .build()?,
+    );
     let server = PluginServer::new(host, args.tool_timeout);
     rt.block_on(async move {
         #[cfg(unix)]
@@ -141,7 +146,7 @@ pub(super) fn serve(
         .map_err(Failure::usage)?;
     let agent = super::agent::build_agent_with(
         cli.home.as_ref(),
-        cli.isolate.as_ref(),
+        (cli.isolate.as_ref(), true),
         python_level,
         &args.agent,
         crate::serve::openai_api::IterationMarks::wrap,

@@ -78,6 +78,7 @@ pub(super) fn load_candidate(
     collisions: &mut Vec<ToolCollision>,
     packages: &mut Vec<Box<dyn Send + Sync>>,
     workers: &mut Vec<crate::isolation::Supervisor>,
+    journal: &crate::isolation::journal::Lazy,
 ) -> PluginRecord {
     let mut record = record_of(&c, isolate.is_some(), extensions);
     if !c.enabled || c.skip_reason.is_some() {
@@ -99,7 +100,13 @@ pub(super) fn load_candidate(
     };
     let loaded = match isolate {
         None => match python {
-            Ok(()) => dialect.load_in(&c.key, &c.dir, home, extensions),
+            // A bundled plugin is plughost's own code: not journaled.
+            Ok(()) if c.source == crate::plugins::discovery::Source::Bundled => {
+                dialect.load_in(&c.key, &c.dir, home, extensions)
+            }
+            Ok(()) => journal.around(&c.key, "register()", || {
+                dialect.load_in(&c.key, &c.dir, home, extensions)
+            }),
             Err(no_python) => Err(PluginError::native(no_python.clone())),
         },
         Some((Err(problem), _)) => Err(PluginError::native(problem.clone())),
@@ -156,6 +163,56 @@ pub(super) fn load_candidate(
         }
     }
     record
+}
+
+/// Which plugins run isolated: what the builder or `plugins.isolate` says
+/// (`explicit`), else, when `third_party` (the long-running hosts), every
+/// plugin that is neither bundled nor `trusted`; and in any case every
+/// plugin the crash journal caught taking plughost down (`crashed`).
+pub(super) fn isolation_choice(
+    explicit: Option<crate::plugins::config::Isolation>,
+    third_party: bool,
+    trusted: &[String],
+    crashed: &[crate::isolation::journal::Crashed],
+    candidates: &[Candidate],
+) -> crate::plugins::config::Isolation {
+    use crate::plugins::config::Isolation;
+    use crate::plugins::discovery::Source;
+    let base = match explicit {
+        Some(i) => i,
+        None if third_party => Isolation::Only(
+            candidates
+                .iter()
+                .filter(|c| c.source != Source::Bundled && !trusted.contains(&c.key))
+                .map(|c| c.key.clone())
+                .collect(),
+        ),
+        None => Isolation::None,
+    };
+    let caught: Vec<String> = crashed
+        .iter()
+        .filter(|c| candidates.iter().any(|k| k.key == c.key) && !base.covers(&c.key))
+        .map(|c| c.key.clone())
+        .collect();
+    for key in &caught {
+        tracing::warn!(
+            "plugin '{key}' runs isolated: it crashed plughost before (listed in {})",
+            "crash-journal/isolated of the home"
+        );
+    }
+    match base {
+        Isolation::All => Isolation::All,
+        Isolation::None if caught.is_empty() => Isolation::None,
+        Isolation::None => Isolation::Only(caught),
+        Isolation::Only(mut keys) => {
+            keys.extend(caught);
+            if keys.is_empty() {
+                Isolation::None
+            } else {
+                Isolation::Only(keys)
+            }
+        }
+    }
 }
 
 /// The record of candidate `c` before it loads: what its manifest says,

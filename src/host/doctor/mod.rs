@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+pub mod child;
 mod text;
 
 use crate::host::{Host, PluginRecord, PluginStatus, ToolCollision};

@@ -15,6 +15,8 @@ mod isolation;
 
 pub use dialects::{read_dialects, set_dialect};
 pub use isolation::{read_isolation, read_limits, Isolation, LimitTable, ResourceLimits};
+// --- added by rely ---
+pub use isolation::{read_isolation_choice, IsolationChoice};
 
 /// Resolve the home: an explicit path, else `$PLUGHOST_HOME`, else `~/.plughost`.
 pub fn resolve_home(explicit: Option<&Path>) -> PathBuf {
@@ -81,7 +83,10 @@ pub fn config_path(home: &Path) -> PathBuf {
 }
 
 fn read_document(path: &Path) -> Result<Map<String, Value>, ConfigError> {
-    let text = match std::fs::read_to_string(path) {
+    // A special file (a FIFO) is refused, never opened for a blocking read.
+    let text = match crate::plugins::atomic::read_regular(path)
+        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+    {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
         Err(e) => {
