@@ -162,7 +162,8 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
     if !matches!(cli.command, Command::Worker) {
         crate::runtime::signals::own_interrupt();
     }
-    let rt = tokio_runtime(cli.command.flavour());
+    // --- changed by rely: the end waits for no stuck plugin thread ---
+    let rt = exit::BoundedRuntime(tokio_runtime(cli.command.flavour()));
     let rt = || rt.as_ref().expect("the command's flavour builds a runtime");
     let (home, isolate) = (cli.home.as_ref(), cli.isolate.as_ref());
     match &cli.command {

@@ -154,8 +154,10 @@ impl HostBuilder {
         self.worker_command = Some(command);
         self
     }
-    /// How long an isolated plugin's `register()` may take (default 30 s);
-    /// past it the worker is killed and the plugin marked failed.
+    /// How long a plugin's `register()` may take (default 10 s, else
+    /// `plugins.load_timeout_seconds`); past it an isolated plugin's worker
+    /// is killed, an in-process one's Python code gets a `TimeoutError`,
+    /// and the plugin is marked failed.
     pub fn isolation_load_timeout(mut self, limit: std::time::Duration) -> Self {
         self.isolation_load_timeout = Some(limit);
         self
@@ -229,7 +231,8 @@ impl HostBuilder {
         let mut workers = Vec::new();
         let mut plugins: Vec<PluginRecord> = Vec::new();
         let order = crate::dialects::load_order(candidates, &|key| isolation.covers(key));
-        let journal = crate::isolation::journal::Lazy::new(&home);
+        let guard =
+            super::load::CallGuard::new(&home, self.hook_timeout, self.isolation_load_timeout);
         for c in order {
             let c = crate::dialects::check_dependencies(c, &|dep| {
                 plugins
@@ -249,10 +252,9 @@ impl HostBuilder {
                 &mut collisions,
                 &mut packages,
                 &mut workers,
-                &journal,
+                &guard,
             ));
         }
-        drop(journal);
         if let Some(source) = RuntimeToolSource::of(&home, &plugins) {
             registry.set_runtime_tools(Arc::new(source));
         }
