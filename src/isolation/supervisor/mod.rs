@@ -232,21 +232,30 @@ impl Supervisor {
             .try_clone()
             .map_err(|e| unavailable(format!("cannot make the worker's socket: {e}")))?;
         let command = &self.inner.settings.command;
-        let child = std::process::Command::new(&command.program)
-            .args(&command.args)
-            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
-            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                unavailable(format!(
-                    "cannot start its worker {}: {e}",
-                    command.program.display()
-                ))
-            })?;
+        // Its own process group: what its plugin forks is killed with it.
+        let child = std::os::unix::process::CommandExt::process_group(
+            &mut std::process::Command::new(&command.program),
+            0,
+        )
+        .args(&command.args)
+        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| {
+            unavailable(format!(
+                "cannot start its worker {}: {e}",
+                command.program.display()
+            ))
+        })?;
         let reader = ours
             .try_clone()
             .map_err(|e| unavailable(format!("cannot read the worker's socket: {e}")))?;
+        let watched = ours
+            .try_clone()
+            .map_err(|e| unavailable(format!("cannot watch the worker: {e}")))?;
+        live::watch_process(&key, child.id(), watched)
+            .map_err(|e| unavailable(format!("cannot start its watcher thread: {e}")))?;
         let live = Arc::new(Live {
             key: key.clone(),
             child: Mutex::new(child),
