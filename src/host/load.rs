@@ -113,6 +113,7 @@ pub(super) fn load_candidate(
                 home: home.to_path_buf(),
                 dialect: dialect.name().to_string(),
                 limits,
+                guard: crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir),
             };
             crate::isolation::load(spec, settings.clone()).map(|(registrations, worker)| {
                 workers.push(worker);
@@ -146,7 +147,13 @@ pub(super) fn load_candidate(
         Ok(mut loaded) => {
             if isolate.is_none() {
                 let third_party = c.source != crate::plugins::discovery::Source::Bundled;
-                guard.wrap(&c.key, third_party, &mut loaded.registrations);
+                let fails_closed =
+                    crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir);
+                guard.wrap(
+                    &c.key,
+                    (third_party, fails_closed),
+                    &mut loaded.registrations,
+                );
             }
             apply_registrations(
                 loaded.registrations,
@@ -372,9 +379,11 @@ impl CallGuard {
 
     /// Wrap the in-process registrations of plugin `key`: journaled when
     /// `journaled` (third-party), hooks watched when the host has a budget.
-    fn wrap(&self, key: &str, journaled: bool, registrations: &mut [Registration]) {
+    /// `how`: (journaled, fails closed).
+    fn wrap(&self, key: &str, how: (bool, bool), registrations: &mut [Registration]) {
+        let (journaled, fails_closed) = how;
         let journal = journaled.then(|| self.journal.clone());
-        if journal.is_none() && self.hook_timeout.is_none() {
+        if journal.is_none() && self.hook_timeout.is_none() && !fails_closed {
             return;
         }
         for r in registrations {
@@ -385,6 +394,7 @@ impl CallGuard {
                         key: key.into(),
                         journal: journal.clone(),
                         limit: self.hook_timeout,
+                        fails_closed,
                     });
                 }
                 Registration::Tool(tool) => {
@@ -409,6 +419,8 @@ struct GuardedHook {
     key: Arc<str>,
     journal: Option<Arc<crate::isolation::journal::Lazy>>,
     limit: Option<std::time::Duration>,
+    /// A guard ([`crate::isolation::guard`]): its failures refuse.
+    fails_closed: bool,
 }
 
 impl crate::core::hooks::HookCallback for GuardedHook {
@@ -428,7 +440,11 @@ impl crate::core::hooks::HookCallback for GuardedHook {
         event: crate::core::hooks::HookEvent,
         error: &crate::core::hooks::HookError,
     ) -> Option<crate::core::hooks::HookAction> {
-        self.inner.fail_closed(event, error)
+        self.inner.fail_closed(event, error).or_else(|| {
+            self.fails_closed
+                .then(|| crate::isolation::guard::refusal(&self.key, event, error))
+                .flatten()
+        })
     }
     fn event_name(&self, event: crate::core::hooks::HookEvent) -> Option<String> {
         self.inner.event_name(event)

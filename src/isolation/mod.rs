@@ -16,6 +16,7 @@
 //! the worker), or names a plughost binary with
 //! `HostBuilder::worker_command` (the host's builder).
 
+pub mod guard;
 pub mod journal;
 pub mod limits;
 pub mod protocol;

@@ -81,6 +81,10 @@ pub struct PluginDiagnosis {
     /// breaker, with its crash counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker: Option<crate::isolation::WorkerStatus>,
+    /// It declares itself a guard (`fail_closed: true`, the bundled
+    /// `command-guard`): while it cannot answer, what it guards is refused.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fail_closed: bool,
 }
 
 /// The interpreter in use, and where each plugin API's modules come from.
@@ -242,6 +246,7 @@ fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
         hook_counts: hook_counts(host, &p.key),
         not_used: crate::dialects::not_used(host.extensions(), &p.key),
         worker: host.worker_status(&p.key),
+        fail_closed: crate::isolation::guard::declares_guard(&p.key, p.source, &p.path),
     }
 }
 

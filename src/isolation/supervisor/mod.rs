@@ -35,6 +35,9 @@ pub struct LoadSpec {
     pub dialect: String,
     /// The OS limits its worker runs under.
     pub limits: ResourceLimits,
+    /// It declares itself a guard ([`crate::isolation::guard`]): its hooks
+    /// fail closed, its breaker open included.
+    pub guard: bool,
 }
 
 /// What a call is, for the log and the reason a worker was stopped
@@ -82,6 +85,10 @@ pub struct WorkerStatus {
     /// While restarting: how long the backoff holds the next start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_start_in_ms: Option<u64>,
+    /// A guard: while it is disabled (or restarting) the events it guards
+    /// are refused, not let through.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fail_closed: bool,
 }
 
 /// The state of an isolated plugin's worker.
@@ -161,6 +168,11 @@ impl Supervisor {
         &self.inner.load.key
     }
 
+    /// Whether the plugin declares itself a guard (fails closed).
+    pub fn is_guard(&self) -> bool {
+        self.inner.load.guard
+    }
+
     /// The plugin API the plugin is loaded through.
     pub fn dialect(&self) -> &str {
         &self.inner.load.dialect
@@ -214,6 +226,7 @@ impl Supervisor {
             breaker_crashes: settings.breaker_crashes,
             breaker_window_seconds: window.as_secs(),
             next_start_in_ms: next_start,
+            fail_closed: self.inner.load.guard,
         }
     }
 
