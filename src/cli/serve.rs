@@ -47,6 +47,21 @@ pub struct ServeArgs {
     /// is finalized and unloaded (its transcript stays); 0: never.
     #[arg(long, value_name = "SECS", default_value = "1800", allow_negative_numbers = true, value_parser = session_idle)]
     pub session_idle: SessionIdle,
+    /// Connections served at once (more wait to be accepted).
+    #[arg(long, value_name = "N", default_value = "512", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// Seconds a client may take to send a request's headers.
+    #[arg(long, value_name = "SECS", default_value = "10", allow_negative_numbers = true, value_parser = seconds)]
+    pub header_timeout: Duration,
+    /// Seconds a request body may go without sending data.
+    #[arg(long, value_name = "SECS", default_value = "30", allow_negative_numbers = true, value_parser = seconds)]
+    pub body_timeout: Duration,
+    /// MCP HTTP sessions open at once (more are refused with 503).
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_mcp_sessions: u32,
+    /// Seconds an MCP HTTP session may go unused before it is closed.
+    #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
+    pub mcp_session_idle: Duration,
 }
 
 /// `--session-idle`: how long a named session may go unused; `None` never.
@@ -175,6 +190,11 @@ pub(super) fn serve(
         api_key: key,
         max_body: args.max_body_bytes as usize,
         shutdown_grace: args.shutdown_grace,
+        max_connections: args.max_connections as usize,
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
+        max_mcp_sessions: args.max_mcp_sessions as usize,
+        mcp_session_idle: args.mcp_session_idle,
     };
     let metrics = Arc::new(Metrics::default());
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
@@ -215,7 +235,7 @@ pub(super) fn serve(
             app,
             chat,
             mcp_cancel,
-            options.shutdown_grace,
+            (options.shutdown_grace, &options),
             signal,
         )
         .await
