@@ -35,26 +35,38 @@ fn a_40_mib_stdio_request_is_answered_with_an_error_and_the_session_goes_on() {
     });
     let answer = |id: u64| -> Value {
         loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("an answer");
+            let line = rx.recv_timeout(Duration::from_secs(30)).expect("an answer");
             let v: Value = serde_json::from_str(&line).expect(&line);
             if v["id"] == id {
                 return v;
             }
         }
     };
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-03-26", "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"}}}))
+        "clientInfo": {"name": "test", "version": "0"}}})
+    )
     .unwrap();
     answer(0);
-    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .unwrap();
     // The id first, then 40 MiB of arguments.
     let big = "x".repeat(40 << 20);
     let writer = std::thread::spawn(move || {
         write!(stdin, "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{\"name\":\"nope\",\"arguments\":{{\"blob\":\"{big}\"}}}}}}\n").unwrap();
-        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})).unwrap();
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"})
+        )
+        .unwrap();
         stdin
     });
     let too_big = answer(5);

@@ -51,7 +51,10 @@ where
 
 enum Line {
     Whole,
-    TooLong { id: serde_json::Value, length: usize },
+    TooLong {
+        id: serde_json::Value,
+        length: usize,
+    },
     End,
 }
 
@@ -70,7 +73,10 @@ async fn read_bounded_line<R: AsyncRead + Unpin>(
         if buf.is_empty() {
             // EOF: a last line without its newline is passed on as it is.
             return Ok(match prefix {
-                Some(p) => Line::TooLong { id: id_of(&p), length },
+                Some(p) => Line::TooLong {
+                    id: id_of(&p),
+                    length,
+                },
                 None if line.is_empty() => Line::End,
                 None => Line::Whole,
             });
@@ -94,7 +100,10 @@ async fn read_bounded_line<R: AsyncRead + Unpin>(
         input.consume(taken);
         if done {
             return Ok(match prefix {
-                Some(p) => Line::TooLong { id: id_of(&p), length },
+                Some(p) => Line::TooLong {
+                    id: id_of(&p),
+                    length,
+                },
                 None => Line::Whole,
             });
         }
