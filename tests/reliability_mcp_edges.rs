@@ -60,7 +60,7 @@ fn a_40_mib_stdio_request_is_answered_with_an_error_and_the_session_goes_on() {
     // The id first, then 40 MiB of arguments.
     let big = "x".repeat(40 << 20);
     let writer = std::thread::spawn(move || {
-        write!(stdin, "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{\"name\":\"nope\",\"arguments\":{{\"blob\":\"{big}\"}}}}}}\n").unwrap();
+        writeln!(stdin, "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{\"name\":\"nope\",\"arguments\":{{\"blob\":\"{big}\"}}}}}}").unwrap();
         writeln!(
             stdin,
             "{}",

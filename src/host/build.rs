@@ -246,13 +246,12 @@ impl HostBuilder {
                 .then(|| (&settings, limits.for_plugin(&c.key)));
             plugins.push(load_candidate(
                 c,
-                (&home, &extensions, &python),
+                (&home, &extensions, &python, &guard),
                 isolate,
                 &mut registry,
                 &mut collisions,
                 &mut packages,
                 &mut workers,
-                &guard,
             ));
         }
         if let Some(source) = RuntimeToolSource::of(&home, &plugins) {

@@ -69,7 +69,7 @@ pub(super) fn apply_registrations(
 
 pub(super) fn load_candidate(
     c: Candidate,
-    (home, extensions, python): (&Path, &Arc<Extensions>, &Result<(), String>),
+    (home, extensions, python, guard): (&Path, &Arc<Extensions>, &Result<(), String>, &CallGuard),
     isolate: Option<(
         &Result<crate::isolation::Settings, String>,
         crate::plugins::config::ResourceLimits,
@@ -78,7 +78,6 @@ pub(super) fn load_candidate(
     collisions: &mut Vec<ToolCollision>,
     packages: &mut Vec<Box<dyn Send + Sync>>,
     workers: &mut Vec<crate::isolation::Supervisor>,
-    guard: &CallGuard,
 ) -> PluginRecord {
     let mut record = record_of(&c, isolate.is_some(), extensions);
     if !c.enabled || c.skip_reason.is_some() {
@@ -366,13 +365,11 @@ impl CallGuard {
         } else {
             self.journal.around(key, "register()", f)
         };
-        if watch.fired() {
-            if loaded.is_err() {
-                return Err(PluginError::native(format!(
-                    "register() did not return within {} s (plugins.load_timeout_seconds); the plugin is abandoned",
-                    self.load_timeout.as_secs_f64()
-                )));
-            }
+        if watch.fired() && loaded.is_err() {
+            return Err(PluginError::native(format!(
+                "register() did not return within {} s (plugins.load_timeout_seconds); the plugin is abandoned",
+                self.load_timeout.as_secs_f64()
+            )));
         }
         loaded
     }
