@@ -190,3 +190,39 @@ impl Lazy {
         r
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the journal costs a call (printed; `cargo test --lib journal --
+    /// --nocapture`), and that a record left behind by a dead process is
+    /// moved to the isolated list while a cleared one is not.
+    #[test]
+    fn a_record_left_by_a_dead_process_isolates_its_plugin() {
+        let home = tempfile::tempdir().unwrap();
+        let lazy = Lazy::new(home.path());
+        let n = 20_000u32;
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            lazy.around("p", "tool 'x'", || ());
+        }
+        let per_call = started.elapsed() / n;
+        println!("crash journal: {per_call:?} per journaled call (two 256-byte pwrites)");
+        // A journal of a process that is gone: pid 2^22+1 is above Linux's pid_max default.
+        let dead = directory(home.path()).join("4194305");
+        std::fs::write(&dead, b"plugin-a\ttool 'boom'\0\0\0").unwrap();
+        let cleared = directory(home.path()).join("4194306");
+        std::fs::write(&cleared, [0u8; RECORD]).unwrap();
+        let list = quarantine(home.path());
+        assert_eq!(
+            list,
+            vec![Crashed {
+                key: "plugin-a".into(),
+                what: "tool 'boom'".into()
+            }]
+        );
+        assert!(!dead.exists() && !cleared.exists());
+        assert_eq!(read_list(home.path()), list);
+    }
+}
