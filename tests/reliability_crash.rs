@@ -249,3 +249,111 @@ fn common_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[test]
+fn the_start_after_a_tool_crashed_plughost_runs_that_plugin_isolated() {
+    let (home, bundled) = home(&[("crashy", SEGV_TOOL)]);
+    let script = home.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: boom\n        args: {}\n  - say: \"Done: {tool_results}\"\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let run = || {
+        common::run_bounded(
+            plughost(
+                home.path(),
+                bundled.path(),
+                &["run", "--model", "scripted", "--script", script, "go"],
+            ),
+            LIMIT,
+        )
+    };
+    assert_eq!(
+        run().status.code(),
+        None,
+        "in-process, the segfault is plughost's"
+    );
+    let second = run();
+    let (stdout, stderr) = (text(&second.stdout), text(&second.stderr));
+    assert_eq!(second.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("SIGSEGV"), "{stdout}");
+    assert!(stderr.contains("during tool 'boom'"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_other_sessions_while_a_plugin_crashes_and_keeps_the_transcript() {
+    let (home, bundled) = home(&[("crashy", SEGV_TOOL), ("fine", FINE)]);
+    let script = home.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: boom\n        args: {}\n  - say: \"Done: {tool_results}\"\n",
+    )
+    .unwrap();
+    let mut child = plughost(
+        home.path(),
+        bundled.path(),
+        &[
+            "serve",
+            "--port",
+            "0",
+            "--model",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "serve ended early"
+        );
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    });
+    let client = reqwest::Client::builder().timeout(LIMIT).build().unwrap();
+    let chat = |session: &'static str| {
+        let client = client.clone();
+        let url = url.clone();
+        async move {
+            let r = client
+                .post(format!("{url}/v1/chat/completions"))
+                .header("x-plughost-session", session)
+                .json(&json!({"model": "m", "messages": [{"role": "user", "content": "go"}]}))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    // Two sessions at once, each crashing the plugin's worker.
+    let (a, b) = tokio::join!(chat("alpha"), chat("beta"));
+    for (status, body) in [&a, &b] {
+        assert_eq!(*status, 200, "{body}");
+        let reply = body["choices"][0]["message"]["content"].as_str().unwrap();
+        assert!(reply.contains("SIGSEGV"), "{reply}");
+    }
+    let health = client.get(format!("{url}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    for session in ["alpha", "beta"] {
+        let transcript =
+            std::fs::read_to_string(home.path().join(format!("sessions/{session}.jsonl"))).unwrap();
+        assert!(transcript.contains("\"role\":\"tool\""), "{transcript}");
+        assert!(transcript.contains("Done:"), "{transcript}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
