@@ -245,22 +245,17 @@ impl Supervisor {
             .try_clone()
             .map_err(|e| unavailable(format!("cannot make the worker's socket: {e}")))?;
         let command = &self.inner.settings.command;
-        // Its own process group: what its plugin forks is killed with it.
-        let child = std::os::unix::process::CommandExt::process_group(
-            &mut std::process::Command::new(&command.program),
-            0,
-        )
-        .args(&command.args)
-        .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
-        .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| {
-            unavailable(format!(
-                "cannot start its worker {}: {e}",
-                command.program.display()
-            ))
-        })?;
+        let child = worker_process(command)
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| {
+                unavailable(format!(
+                    "cannot start its worker {}: {e}",
+                    command.program.display()
+                ))
+            })?;
         let reader = ours
             .try_clone()
             .map_err(|e| unavailable(format!("cannot read the worker's socket: {e}")))?;
@@ -464,6 +459,16 @@ impl WeakSupervisor {
     pub fn upgrade(&self) -> Option<Supervisor> {
         self.0.upgrade().map(|inner| Supervisor { inner })
     }
+}
+
+/// The process a worker runs as: the program and arguments of `command`
+/// (the one place that chooses what runs the worker), in a process group
+/// of its own, so what its plugin forks is killed with it.
+fn worker_process(command: &super::WorkerCommand) -> std::process::Command {
+    let mut process = std::process::Command::new(&command.program);
+    process.args(&command.args);
+    std::os::unix::process::CommandExt::process_group(&mut process, 0);
+    process
 }
 
 /// After `recent` crashes in the window, wait this long before the next start.
