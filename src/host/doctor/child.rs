@@ -27,6 +27,16 @@ pub fn checked_in_child(home: &Path) -> Option<u8> {
     }
     let exe = std::env::current_exe().ok()?;
     let args: Vec<_> = std::env::args_os().skip(1).collect();
+    // Started again only when this process's own command line is the
+    // doctor's (the binary, or the wheel's console script under its
+    // interpreter); a program that calls the CLI with arguments of its own
+    // gets the checks in-process, as before.
+    if !args
+        .windows(2)
+        .any(|w| w[0] == "plugins" && w[1] == "doctor")
+    {
+        return None;
+    }
     for _ in 0..MOST_CRASHES {
         let before = journal::read_list(home);
         let status = Command::new(&exe)
