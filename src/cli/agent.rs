@@ -85,13 +85,15 @@ pub(super) fn build_agent(
     python_level: u8,
     args: &AgentSettings,
 ) -> Result<Agent, Failure> {
-    build_agent_with(home, isolation, python_level, args, |p| p)
+    build_agent_with(home, (isolation, false), python_level, args, |p| p)
 }
 
-/// [`build_agent`], with the model provider passed through `wrap` first.
+/// [`build_agent`], with the model provider passed through `wrap` first;
+/// `isolation.1`: third-party plugins run isolated unless told otherwise
+/// (the long-running hosts' default, see docs/reliability.md).
 pub(super) fn build_agent_with(
     home: Option<&PathBuf>,
-    isolation: Option<&crate::plugins::config::Isolation>,
+    isolation: (Option<&crate::plugins::config::Isolation>, bool),
     python_level: u8,
     args: &AgentSettings,
     wrap: impl FnOnce(Arc<dyn provider::Provider>) -> Arc<dyn provider::Provider>,
@@ -111,8 +113,9 @@ pub(super) fn build_agent_with(
     let mut builder = Host::builder()
         .home(&home_dir)
         .python_log_level(python_level)
-        .hook_timeout(args.hook_timeout);
-    if let Some(isolation) = isolation {
+        .hook_timeout(args.hook_timeout)
+        .isolate_third_party(isolation.1);
+    if let Some(isolation) = isolation.0 {
         builder = builder.isolate(isolation.clone());
     }
     for tool in tools::agent_tools(&workspace, &home_dir, &slot) {

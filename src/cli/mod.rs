@@ -169,7 +169,8 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
     if cli.command.stdout_is_machine_readable() {
         crate::runtime::plugin_stdout_to_stderr();
     }
-    let rt = tokio_runtime(cli.command.flavour());
+    // --- changed by rely: the end waits for no stuck plugin thread ---
+    let rt = exit::BoundedRuntime(tokio_runtime(cli.command.flavour()));
     let rt = || rt.as_ref().expect("the command's flavour builds a runtime");
     let (home, isolate) = (cli.home.as_ref(), cli.isolate.as_ref());
     match &cli.command {
@@ -230,6 +231,10 @@ fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<
         PluginsCmd::Accept { name } => lock::accept(&home_of(cli), name),
         PluginsCmd::Remove { name, yes } => plugins::remove(&home_of(cli), name, *yes),
         PluginsCmd::Doctor { json } => {
+            // --- added by rely: the checks run in a child a crash cannot take the report with ---
+            if let Some(code) = crate::host::doctor::child::checked_in_child(&home_of(cli)) {
+                return Ok(Exit::Plugin(code));
+            }
             let host = build_host(cli, python_level)?;
             plugins::doctor(&host, *json)
         }

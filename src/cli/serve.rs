@@ -56,6 +56,21 @@ pub struct ServeArgs {
     /// mode a plugin registered (Felix's register_authenticator).
     #[arg(long, value_name = "MODE", default_value = "api_key")]
     pub auth: String,
+    /// Connections served at once (more wait to be accepted).
+    #[arg(long, value_name = "N", default_value = "512", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// Seconds a client may take to send a request's headers.
+    #[arg(long, value_name = "SECS", default_value = "10", allow_negative_numbers = true, value_parser = seconds)]
+    pub header_timeout: Duration,
+    /// Seconds a request body may go without sending data.
+    #[arg(long, value_name = "SECS", default_value = "30", allow_negative_numbers = true, value_parser = seconds)]
+    pub body_timeout: Duration,
+    /// MCP HTTP sessions open at once (more are refused with 503).
+    #[arg(long, value_name = "N", default_value = "1000", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_mcp_sessions: u32,
+    /// Seconds an MCP HTTP session may go unused before it is closed.
+    #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
+    pub mcp_session_idle: Duration,
 }
 
 /// `--session-idle`: how long a named session may go unused; `None` never.
@@ -111,33 +126,50 @@ fn api_key(args: &ServeArgs) -> Result<Option<String>, Failure> {
     }
 }
 
-/// Point file descriptor 1 at standard error and hand back a descriptor of
-/// the real standard output: the MCP messages go there alone, and a
-/// plugin's `print` (or anything else writing to fd 1) cannot corrupt them.
+/// Move the MCP stream to descriptors of its own, out of every plugin's
+/// reach: the real standard input and output are duplicated (close-on-exec,
+/// so no worker or plugin child inherits them), then fd 0 is pointed at
+/// `/dev/null` and fd 1 at standard error. A plugin's `print` (or anything
+/// writing to fd 1) cannot corrupt the messages, and a plugin reading
+/// stdin cannot steal the client's requests.
 #[cfg(unix)]
-fn take_stdout() -> Result<std::fs::File, Failure> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: dup and dup2 on the process's standard descriptors, before
-    // any thread of ours writes to them; every return value is checked.
-    let protocol = unsafe {
-        let fd = libc::dup(1);
-        if fd < 0 {
-            return Err(Failure::failed(format!(
-                "cannot duplicate standard output: {}",
-                std::io::Error::last_os_error()
-            )));
+fn take_stdio() -> Result<(std::fs::File, std::fs::File), Failure> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let failed = |what: &str| {
+        Failure::failed(format!(
+            "cannot {what}: {}",
+            std::io::Error::last_os_error()
+        ))
+    };
+    let null = std::fs::File::open("/dev/null")
+        .map_err(|e| Failure::failed(format!("cannot open /dev/null: {e}")))?;
+    // SAFETY: fcntl and dup2 on the process's standard descriptors, before
+    // any thread of ours reads or writes them; every return value is checked.
+    let (input, output) = unsafe {
+        let input = libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3);
+        if input < 0 {
+            return Err(failed("duplicate standard input"));
+        }
+        let output = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
+        if output < 0 {
+            return Err(failed("duplicate standard output"));
+        }
+        if libc::dup2(null.as_raw_fd(), 0) < 0 {
+            return Err(failed("point standard input at /dev/null"));
         }
         if libc::dup2(2, 1) < 0 {
-            return Err(Failure::failed(format!(
-                "cannot point standard output at standard error: {}",
-                std::io::Error::last_os_error()
-            )));
+            return Err(failed("point standard output at standard error"));
         }
-        fd
+        (input, output)
     };
-    // SAFETY: `protocol` is a fresh descriptor from dup above, owned by no
-    // one else; the File takes sole ownership and closes it.
-    Ok(unsafe { std::fs::File::from_raw_fd(protocol) })
+    // SAFETY: `input` and `output` are fresh descriptors from fcntl above,
+    // owned by no one else; each File takes sole ownership and closes it.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(input),
+            std::fs::File::from_raw_fd(output),
+        )
+    })
 }
 
 /// `plughost mcp`.
@@ -148,15 +180,23 @@ pub(super) fn mcp(
     args: &McpArgs,
 ) -> Result<Exit, Failure> {
     #[cfg(unix)]
-    let output = take_stdout()?;
-    let host = Arc::new(super::build_host(cli, python_level)?);
+    let (input, output) = take_stdio()?;
+    // A long-running host: third-party plugins run isolated by default.
+    let host = Arc::new(
+        super::host_builder(cli, python_level)
+            .isolate_third_party(true)
+            .build()?,
+    );
     let server = PluginServer::new(host, args.tool_timeout);
     rt.block_on(async move {
         #[cfg(unix)]
-        let output = tokio::fs::File::from_std(output);
+        let (input, output) = (
+            tokio::fs::File::from_std(input),
+            tokio::fs::File::from_std(output),
+        );
         #[cfg(not(unix))]
-        let output = tokio::io::stdout();
-        crate::serve::mcp::serve_stdio(server, tokio::io::stdin(), output).await
+        let (input, output) = (tokio::io::stdin(), tokio::io::stdout());
+        crate::serve::mcp::serve_stdio(server, input, output).await
     })
     .map_err(Failure::failed)?;
     Ok(Exit::Success)
@@ -175,7 +215,7 @@ pub(super) fn serve(
         .map_err(Failure::usage)?;
     let agent = super::agent::build_agent_with(
         cli.home.as_ref(),
-        cli.isolate.as_ref(),
+        (cli.isolate.as_ref(), true),
         python_level,
         &args.agent,
         crate::serve::openai_api::IterationMarks::wrap,
@@ -194,6 +234,11 @@ pub(super) fn serve(
         max_body: max_body as usize,
         shutdown_grace: args.shutdown_grace,
         plugin_routes: plugin_routes.clone(),
+        max_connections: args.max_connections as usize,
+        header_timeout: args.header_timeout,
+        body_timeout: args.body_timeout,
+        max_mcp_sessions: args.max_mcp_sessions as usize,
+        mcp_session_idle: args.mcp_session_idle,
     };
     let metrics = Arc::new(Metrics::default());
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
@@ -237,7 +282,7 @@ pub(super) fn serve(
             app,
             chat,
             mcp_cancel,
-            options.shutdown_grace,
+            (options.shutdown_grace, &options),
             signal,
         )
         .await

@@ -35,6 +35,8 @@ pub struct HostBuilder {
     isolation_load_timeout: Option<std::time::Duration>,
     breaker: Option<(u32, std::time::Duration)>,
     limits: Option<crate::plugins::config::LimitTable>,
+    // --- added by rely ---
+    isolate_third_party: bool,
 }
 
 impl HostBuilder {
@@ -152,12 +154,24 @@ impl HostBuilder {
         self.worker_command = Some(command);
         self
     }
-    /// How long an isolated plugin's `register()` may take (default 30 s);
-    /// past it the worker is killed and the plugin marked failed.
+    /// How long a plugin's `register()` may take (default 10 s, else
+    /// `plugins.load_timeout_seconds`); past it an isolated plugin's worker
+    /// is killed, an in-process one's Python code gets a `TimeoutError`,
+    /// and the plugin is marked failed.
     pub fn isolation_load_timeout(mut self, limit: std::time::Duration) -> Self {
         self.isolation_load_timeout = Some(limit);
         self
     }
+    // --- added by rely ---
+    /// Run third-party plugins (neither bundled nor in `plugins.trusted`)
+    /// isolated when neither the builder nor `plugins.isolate` says
+    /// otherwise: the policy of the long-running hosts (`serve`, `mcp`),
+    /// which must outlive a plugin's crash (docs/reliability.md).
+    pub fn isolate_third_party(mut self, on: bool) -> Self {
+        self.isolate_third_party = on;
+        self
+    }
+
     /// `crashes` worker crashes within `window` disable an isolated plugin
     /// for the rest of the process (default 3 in 60 s).
     /// OS resource limits of isolated plugins, by key (`"*"` for all);
@@ -194,7 +208,7 @@ impl HostBuilder {
         } = self.discover(&home, &lists, &extensions)?;
         let (mut registry, mut collisions) = self.native_registry();
 
-        let (isolation, settings, limits) = self.isolation_plan(&home)?;
+        let (isolation, settings, limits) = self.isolation_plan(&home, &candidates)?;
         let needs_python = candidates
             .iter()
             .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
@@ -219,6 +233,8 @@ impl HostBuilder {
         let mut workers = Vec::new();
         let mut plugins: Vec<PluginRecord> = Vec::new();
         let order = crate::dialects::load_order(candidates, &|key| isolation.covers(key));
+        let guard =
+            super::load::CallGuard::new(&home, self.hook_timeout, self.isolation_load_timeout);
         for c in order {
             let c = crate::dialects::check_dependencies(c, &|dep| {
                 plugins
@@ -232,7 +248,7 @@ impl HostBuilder {
                 .then(|| (&settings, limits.for_plugin(&c.key)));
             plugins.push(load_candidate(
                 c,
-                (&home, &extensions, &python),
+                (&home, &extensions, &python, &guard),
                 isolate,
                 &mut registry,
                 &mut collisions,
@@ -282,6 +298,7 @@ impl HostBuilder {
     fn isolation_plan(
         &mut self,
         home: &Path,
+        candidates: &[discovery::Candidate],
     ) -> Result<
         (
             config::Isolation,
@@ -290,16 +307,24 @@ impl HostBuilder {
         ),
         HostError,
     > {
-        let isolation = match self.isolation.take() {
-            Some(i) => i,
-            None => config::read_isolation(home)?,
-        };
+        // --- changed by rely: the default policy and the crash journal ---
+        let choice = config::read_isolation_choice(home)?;
+        let isolation = super::load::isolation_choice(
+            self.isolation.take().or(choice.isolate),
+            self.isolate_third_party,
+            &choice.trusted,
+            &crate::isolation::journal::quarantine(home),
+            candidates,
+        );
         // --- added by supply --- (a plugin in its own environment runs only in a worker on it)
         let isolation = crate::plugins::deps::own::isolate_own_envs(isolation, home);
+        let load_timeout = self.isolation_load_timeout.or(choice
+            .load_timeout_seconds
+            .map(std::time::Duration::from_secs_f64));
         let settings = isolation_settings(
             &isolation,
             self.worker_command.take(),
-            self.isolation_load_timeout,
+            load_timeout,
             self.breaker,
             self.python_log_level.unwrap_or(30),
         );

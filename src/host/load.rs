@@ -73,7 +73,7 @@ pub(super) fn apply_registrations(
 
 pub(super) fn load_candidate(
     c: Candidate,
-    (home, extensions, python): (&Path, &Arc<Extensions>, &Result<(), String>),
+    (home, extensions, python, guard): (&Path, &Arc<Extensions>, &Result<(), String>, &CallGuard),
     isolate: Option<(
         &Result<crate::isolation::Settings, String>,
         crate::plugins::config::ResourceLimits,
@@ -103,7 +103,9 @@ pub(super) fn load_candidate(
     };
     let loaded = match isolate {
         None => match python {
-            Ok(()) => dialect.load_in(&c.key, &c.dir, home, extensions),
+            Ok(()) => guard.load(&c.key, c.source, || {
+                dialect.load_in(&c.key, &c.dir, home, extensions)
+            }),
             Err(no_python) => Err(PluginError::native(no_python.clone())),
         },
         Some((Err(problem), _)) => Err(PluginError::native(problem.clone())),
@@ -114,6 +116,7 @@ pub(super) fn load_candidate(
                 home: home.to_path_buf(),
                 dialect: dialect.name().to_string(),
                 limits,
+                guard: crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir),
             };
             crate::isolation::load(spec, settings.clone()).map(|(registrations, worker)| {
                 workers.push(worker);
@@ -152,7 +155,17 @@ pub(super) fn load_candidate(
             record.failure = Some(failure);
             record.status = PluginStatus::Failed;
         }
-        Ok(loaded) => {
+        Ok(mut loaded) => {
+            if isolate.is_none() {
+                let third_party = c.source != crate::plugins::discovery::Source::Bundled;
+                let fails_closed =
+                    crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir);
+                guard.wrap(
+                    &c.key,
+                    (third_party, fails_closed),
+                    &mut loaded.registrations,
+                );
+            }
             apply_registrations(
                 loaded.registrations,
                 &c.key,
@@ -168,6 +181,56 @@ pub(super) fn load_candidate(
         }
     }
     record
+}
+
+/// Which plugins run isolated: what the builder or `plugins.isolate` says
+/// (`explicit`), else, when `third_party` (the long-running hosts), every
+/// plugin that is neither bundled nor `trusted`; and in any case every
+/// plugin the crash journal caught taking plughost down (`crashed`).
+pub(super) fn isolation_choice(
+    explicit: Option<crate::plugins::config::Isolation>,
+    third_party: bool,
+    trusted: &[String],
+    crashed: &[crate::isolation::journal::Crashed],
+    candidates: &[Candidate],
+) -> crate::plugins::config::Isolation {
+    use crate::plugins::config::Isolation;
+    use crate::plugins::discovery::Source;
+    let base = match explicit {
+        Some(i) => i,
+        None if third_party => Isolation::Only(
+            candidates
+                .iter()
+                .filter(|c| c.source != Source::Bundled && !trusted.contains(&c.key))
+                .map(|c| c.key.clone())
+                .collect(),
+        ),
+        None => Isolation::None,
+    };
+    let caught: Vec<String> = crashed
+        .iter()
+        .filter(|c| candidates.iter().any(|k| k.key == c.key) && !base.covers(&c.key))
+        .map(|c| c.key.clone())
+        .collect();
+    for key in &caught {
+        tracing::warn!(
+            "plugin '{key}' runs isolated: it crashed plughost before (listed in {})",
+            "crash-journal/isolated of the home"
+        );
+    }
+    match base {
+        Isolation::All => Isolation::All,
+        Isolation::None if caught.is_empty() => Isolation::None,
+        Isolation::None => Isolation::Only(caught),
+        Isolation::Only(mut keys) => {
+            keys.extend(caught);
+            if keys.is_empty() {
+                Isolation::None
+            } else {
+                Isolation::Only(keys)
+            }
+        }
+    }
 }
 
 /// The record of candidate `c` before it loads: what its manifest says,
@@ -263,5 +326,168 @@ impl crate::core::registry::RuntimeTools for RuntimeToolSource {
             .iter()
             .find_map(|d| d.runtime_tool(&self.home, name))
             .or_else(|| crate::isolation::proxy::runtime_tool(&self.home, name))
+    }
+}
+
+/// What guards the calls into in-process plugins: the crash journal (for
+/// third-party plugins) and the watchdog bounding sync hooks by the host's
+/// hook timeout. Shared by every wrapped callback, so this process's
+/// journal lives as long as the host's plugins do.
+pub(super) struct CallGuard {
+    journal: Arc<crate::isolation::journal::Lazy>,
+    hook_timeout: Option<std::time::Duration>,
+    load_timeout: std::time::Duration,
+}
+
+impl CallGuard {
+    /// `load_timeout`: the builder's, else `plugins.load_timeout_seconds`,
+    /// else [`crate::isolation::DEFAULT_LOAD_TIMEOUT`].
+    pub(super) fn new(
+        home: &Path,
+        hook_timeout: Option<std::time::Duration>,
+        load_timeout: Option<std::time::Duration>,
+    ) -> CallGuard {
+        let load_timeout = load_timeout
+            .or_else(|| {
+                crate::plugins::config::read_isolation_choice(home)
+                    .ok()?
+                    .load_timeout_seconds
+                    .map(std::time::Duration::from_secs_f64)
+            })
+            .unwrap_or(crate::isolation::DEFAULT_LOAD_TIMEOUT);
+        CallGuard {
+            journal: Arc::new(crate::isolation::journal::Lazy::new(home)),
+            hook_timeout,
+            load_timeout,
+        }
+    }
+
+    /// Run an in-process `register()` under the load deadline (past it a
+    /// `TimeoutError` ends Python code still running, and the plugin fails
+    /// saying why), journaled unless the plugin is bundled.
+    fn load(
+        &self,
+        key: &str,
+        source: crate::plugins::discovery::Source,
+        f: impl FnOnce() -> Result<crate::dialects::LoadedPlugin, PluginError>,
+    ) -> Result<crate::dialects::LoadedPlugin, PluginError> {
+        let watch = crate::runtime::threads::watch(self.load_timeout);
+        let loaded = if source == crate::plugins::discovery::Source::Bundled {
+            f()
+        } else {
+            self.journal.around(key, "register()", f)
+        };
+        if watch.fired() && loaded.is_err() {
+            return Err(PluginError::native(format!(
+                "register() did not return within {} s (plugins.load_timeout_seconds); the plugin is abandoned",
+                self.load_timeout.as_secs_f64()
+            )));
+        }
+        loaded
+    }
+
+    /// Wrap the in-process registrations of plugin `key`: journaled when
+    /// `journaled` (third-party), hooks watched when the host has a budget.
+    /// `how`: (journaled, fails closed).
+    fn wrap(&self, key: &str, how: (bool, bool), registrations: &mut [Registration]) {
+        let (journaled, fails_closed) = how;
+        let journal = journaled.then(|| self.journal.clone());
+        if journal.is_none() && self.hook_timeout.is_none() && !fails_closed {
+            return;
+        }
+        for r in registrations {
+            match r {
+                Registration::Hook { entry, .. } => {
+                    entry.callback = Arc::new(GuardedHook {
+                        inner: entry.callback.clone(),
+                        key: key.into(),
+                        journal: journal.clone(),
+                        limit: self.hook_timeout,
+                        fails_closed,
+                    });
+                }
+                Registration::Tool(tool) => {
+                    if let Some(journal) = &journal {
+                        tool.handler = Arc::new(JournaledTool {
+                            inner: tool.handler.clone(),
+                            key: key.into(),
+                            what: format!("tool '{}'", tool.spec.name),
+                            journal: journal.clone(),
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A hook callback of an in-process plugin, journaled and watched.
+struct GuardedHook {
+    inner: Arc<dyn crate::core::hooks::HookCallback>,
+    key: Arc<str>,
+    journal: Option<Arc<crate::isolation::journal::Lazy>>,
+    limit: Option<std::time::Duration>,
+    /// A guard ([`crate::isolation::guard`]): its failures refuse.
+    fails_closed: bool,
+}
+
+impl crate::core::hooks::HookCallback for GuardedHook {
+    fn call(
+        &self,
+        event: crate::core::hooks::HookEvent,
+        payload: crate::core::hooks::HookPayload<'_>,
+    ) -> crate::core::hooks::HookReturn {
+        let _watch = self.limit.map(crate::runtime::threads::watch);
+        match &self.journal {
+            Some(j) => j.around(&self.key, event.name(), || self.inner.call(event, payload)),
+            None => self.inner.call(event, payload),
+        }
+    }
+    fn fail_closed(
+        &self,
+        event: crate::core::hooks::HookEvent,
+        error: &crate::core::hooks::HookError,
+    ) -> Option<crate::core::hooks::HookAction> {
+        self.inner.fail_closed(event, error).or_else(|| {
+            self.fails_closed
+                .then(|| crate::isolation::guard::refusal(&self.key, event, error))
+                .flatten()
+        })
+    }
+    fn event_name(&self, event: crate::core::hooks::HookEvent) -> Option<String> {
+        self.inner.event_name(event)
+    }
+}
+
+/// A tool of an in-process third-party plugin, journaled while its code
+/// runs (the synchronous part; an async tool's own awaits are not).
+struct JournaledTool {
+    inner: Arc<dyn crate::core::registry::ToolHandler>,
+    key: Arc<str>,
+    what: String,
+    journal: Arc<crate::isolation::journal::Lazy>,
+}
+
+impl crate::core::registry::ToolHandler for JournaledTool {
+    fn check(&self) -> Option<Result<bool, PluginError>> {
+        self.journal
+            .around(&self.key, "check_fn", || self.inner.check())
+    }
+    fn unavailability(&self) -> crate::core::outcome::Unavailability {
+        self.inner.unavailability()
+    }
+    fn call(
+        &self,
+        ctx: &mut crate::core::contexts::ToolCallContext,
+    ) -> crate::core::registry::ToolReturn {
+        self.journal
+            .around(&self.key, &self.what, || self.inner.call(ctx))
+    }
+    fn reads_rust_params(&self) -> bool {
+        self.inner.reads_rust_params()
+    }
+    fn fatal(&self, error: &PluginError) -> bool {
+        self.inner.fatal(error)
     }
 }

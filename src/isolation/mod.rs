@@ -16,6 +16,8 @@
 //! the worker), or names a plughost binary with
 //! `HostBuilder::worker_command` (the host's builder).
 
+pub mod guard;
+pub mod journal;
 pub mod limits;
 pub mod protocol;
 pub mod proxy;
@@ -87,8 +89,9 @@ pub struct Settings {
     pub python_log_level: u8,
 }
 
-/// Defaults: `register()` may take 30 s; 3 crashes in 60 s trip the breaker.
-pub const DEFAULT_LOAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Defaults: `register()` may take 10 s (Hermes's
+/// `plugins.load_timeout_seconds`); 3 crashes in 60 s trip the breaker.
+pub const DEFAULT_LOAD_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BREAKER_CRASHES: u32 = 3;
 pub const DEFAULT_BREAKER_WINDOW: Duration = Duration::from_secs(60);
 

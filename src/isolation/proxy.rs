@@ -464,8 +464,14 @@ impl HookCallback for ProxyHook {
         error: &HookError,
     ) -> Option<crate::core::hooks::HookAction> {
         self.sup
-            .dialect_table()?
-            .fail_closed(&self.label, event, error)
+            .dialect_table()
+            .and_then(|d| d.fail_closed(&self.label, event, error))
+            .or_else(|| {
+                self.sup
+                    .is_guard()
+                    .then(|| crate::isolation::guard::refusal(self.sup.key(), event, error))
+                    .flatten()
+            })
     }
 }
 

@@ -34,3 +34,52 @@ pub fn replace(path: &Path, text: &str) -> std::io::Result<()> {
     }
     written
 }
+
+// --- added by rely ---
+
+/// Read the regular file at `path` whole; anything else there (a FIFO, a
+/// device, a socket, a directory) is refused without being opened for a
+/// blocking read, so a FIFO named `config.json` cannot hang plughost.
+/// Symbolic links are followed to what they name, which is held to the
+/// same rule.
+pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = |kind: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is {kind}, not a regular file; plughost reads only regular files there"),
+        )
+    };
+    let kind = |meta: &std::fs::Metadata| {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_file() {
+            None
+        } else if t.is_fifo() {
+            Some("a FIFO")
+        } else if t.is_dir() {
+            Some("a directory")
+        } else if t.is_socket() {
+            Some("a socket")
+        } else {
+            Some("a device or other special file")
+        }
+    };
+    if let Some(k) = kind(&std::fs::metadata(path)?) {
+        return Err(not_regular(k));
+    }
+    // O_NONBLOCK: should the file be swapped for a FIFO after the check,
+    // opening it does not wait for a writer; the check is then repeated on
+    // what was opened.
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if let Some(k) = kind(&file.metadata()?) {
+        return Err(not_regular(k));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}

@@ -137,10 +137,13 @@ pub fn load_with(dir: &Path, formats: Formats<'_>) -> Result<Manifest, ManifestE
 
 fn load_in(dir: &Path, formats: Option<Formats<'_>>) -> Result<Manifest, ManifestError> {
     let path = find_manifest(dir).ok_or(ManifestError::Missing)?;
-    let text = std::fs::read_to_string(&path).map_err(|source| ManifestError::Read {
-        path: path.clone(),
-        source,
-    })?;
+    // A special file (a FIFO) is refused, never opened for a blocking read.
+    let text = crate::plugins::atomic::read_regular(&path)
+        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+        .map_err(|source| ManifestError::Read {
+            path: path.clone(),
+            source,
+        })?;
     let default_name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

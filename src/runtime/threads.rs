@@ -182,3 +182,136 @@ fn keep_thread_state() {
         }
     });
 }
+
+/// A sync Python call that must not outlive `limit` (a sync hook under
+/// `--hook-timeout`): past it, a `TimeoutError` is raised in the thread
+/// running it, which ends Python code that loops or spins (the exception
+/// is seen between two bytecodes). A call blocked inside C for good (one
+/// long `time.sleep`, a blocking read) cannot be stopped in-process: that
+/// is what isolation is for (`docs/reliability.md`). Dropped when the call
+/// returns; an exception raised too late to matter is withdrawn then.
+pub struct Watch {
+    id: u64,
+}
+
+/// Start watching the calling thread's Python call; see [`Watch`].
+pub fn watch(limit: Duration) -> Watch {
+    // SAFETY: reads the calling thread's identity; no interpreter state is touched.
+    let thread = unsafe { ffi::PyThread_get_thread_ident() };
+    let dog = watchdog();
+    let mut state = dog.state.lock().unwrap_or_else(|e| e.into_inner());
+    state.next += 1;
+    let id = state.next;
+    state.watched.insert(
+        id,
+        Watched {
+            deadline: Instant::now() + limit,
+            thread,
+            fired: false,
+        },
+    );
+    dog.wake.notify_one();
+    Watch { id }
+}
+
+impl Watch {
+    /// Whether the call went past its limit (the `TimeoutError` was raised).
+    pub fn fired(&self) -> bool {
+        let dog = watchdog();
+        let state = dog.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.watched.get(&self.id).is_some_and(|w| w.fired)
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let dog = watchdog();
+        let watched = dog
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .watched
+            .remove(&self.id);
+        if let Some(w) = watched.filter(|w| w.fired) {
+            // SAFETY: with the GIL held; a null exception withdraws one not yet raised.
+            let _ = try_attach(|_py| unsafe {
+                ffi::PyThreadState_SetAsyncExc(w.thread as _, std::ptr::null_mut())
+            });
+        }
+    }
+}
+
+struct Watched {
+    deadline: Instant,
+    thread: std::os::raw::c_ulong,
+    fired: bool,
+}
+
+#[derive(Default)]
+struct WatchState {
+    next: u64,
+    watched: std::collections::HashMap<u64, Watched>,
+}
+
+/// The process's one watchdog thread and what it watches (calls, not host state).
+struct Watchdog {
+    state: std::sync::Mutex<WatchState>,
+    wake: std::sync::Condvar,
+}
+
+fn watchdog() -> &'static Watchdog {
+    static DOG: std::sync::OnceLock<&'static Watchdog> = std::sync::OnceLock::new();
+    DOG.get_or_init(|| {
+        let dog: &'static Watchdog = Box::leak(Box::new(Watchdog {
+            state: std::sync::Mutex::new(WatchState::default()),
+            wake: std::sync::Condvar::new(),
+        }));
+        let _ = std::thread::Builder::new()
+            .name("plughost-watchdog".into())
+            .spawn(move || dog.run());
+        dog
+    })
+}
+
+impl Watchdog {
+    fn run(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let now = Instant::now();
+            let mut due = Vec::new();
+            let mut next: Option<Instant> = None;
+            for w in state.watched.values_mut().filter(|w| !w.fired) {
+                if w.deadline <= now {
+                    w.fired = true;
+                    due.push(w.thread);
+                } else {
+                    next = Some(next.map_or(w.deadline, |n| n.min(w.deadline)));
+                }
+            }
+            if !due.is_empty() {
+                drop(state);
+                let _ = try_attach(|_py| {
+                    for thread in due {
+                        // SAFETY: with the GIL held; PyExc_TimeoutError is a
+                        // static type object, and SetAsyncExc takes its own reference.
+                        unsafe {
+                            ffi::PyThreadState_SetAsyncExc(thread as _, ffi::PyExc_TimeoutError)
+                        };
+                    }
+                });
+                state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            state = match next {
+                Some(at) => {
+                    let wait = at.saturating_duration_since(now);
+                    self.wake
+                        .wait_timeout(state, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                }
+                None => self.wake.wait(state).unwrap_or_else(|e| e.into_inner()),
+            };
+        }
+    }
+}

@@ -40,7 +40,27 @@ pub struct ServeOptions {
     pub plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
     /// A plugin's authentication mode (`--auth MODE`) in place of the API key.
     pub auth_mode: Option<crate::core::http_app::AuthMode>,
+    /// Connections served at once; past it new ones wait in the kernel's
+    /// accept queue (a slow-loris client cannot use up the descriptors).
+    pub max_connections: usize,
+    /// How long a client may take to send a request's headers (hyper's
+    /// `header_read_timeout`; an idle keep-alive connection too).
+    pub header_timeout: Duration,
+    /// How long a request body may go without sending data (tower-http's
+    /// `RequestBodyTimeout`).
+    pub body_timeout: Duration,
+    /// MCP HTTP sessions open at once; past it `initialize` gets 503.
+    pub max_mcp_sessions: usize,
+    /// An MCP HTTP session unused this long is closed (rmcp's `keep_alive`).
+    pub mcp_session_idle: Duration,
 }
+
+/// Defaults of [`ServeOptions`]' limits (the `serve` flags' defaults).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_MAX_MCP_SESSIONS: usize = 1000;
+pub const DEFAULT_MCP_SESSION_IDLE: Duration = Duration::from_secs(300);
 
 /// Where to listen: every address `host:port` resolves to must be loopback
 /// unless a key is set.
@@ -237,11 +257,14 @@ pub fn router(
     if !loopback {
         config = config.disable_allowed_hosts();
     }
-    let mcp_service = StreamableHttpService::new(
-        move || Ok(mcp.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(options.mcp_session_idle);
+    let sessions = Arc::new(sessions);
+    let cap = SessionCap {
+        sessions: sessions.clone(),
+        max: options.max_mcp_sessions,
+    };
+    let mcp_service = StreamableHttpService::new(move || Ok(mcp.clone()), sessions, config);
     let shared = Arc::new(Shared {
         metrics: chat.metrics.clone(),
         chat: chat.clone(),
@@ -269,7 +292,8 @@ pub fn router(
             "/mcp",
             Router::new()
                 .fallback_service(mcp_service)
-                .layer(middleware::from_fn(session_ended_ok)),
+                .layer(middleware::from_fn(session_ended_ok))
+                .layer(middleware::from_fn_with_state(cap, cap_sessions)),
         )
         .merge(fallback)
         .layer(DefaultBodyLimit::max(options.max_body))
@@ -286,7 +310,7 @@ pub async fn serve_until(
     app: Router,
     chat: Arc<ChatState>,
     mcp_cancel: CancellationToken,
-    grace: Duration,
+    (grace, limits): (Duration, &ServeOptions),
     signal: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let stopping = CancellationToken::new();
@@ -310,17 +334,9 @@ pub async fn serve_until(
         stopping.clone(),
     ));
     let graceful = stopping.clone();
-    use axum::serve::ListenerExt;
-    // Small request/response exchanges: without TCP_NODELAY, Nagle's
-    // algorithm and delayed ACKs add tens of milliseconds to each.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {e}");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { graceful.cancelled().await })
-        .await?;
+    // Small request/response exchanges: TCP_NODELAY is set on each
+    // connection (Nagle's algorithm and delayed ACKs add tens of ms).
+    serve_connections(listener, app, graceful, limits).await?;
     // Connections are closed; turns spawned for them have ended or been
     // cancelled (a disconnected client cancels its turn).
     chat.turns_cancel.cancel();
@@ -367,4 +383,84 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
             _ = term => {},
         }
     }
+}
+
+/// What [`cap_sessions`] needs: rmcp's session table and the cap.
+#[derive(Clone)]
+struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    max: usize,
+}
+
+/// Refuse a new MCP session (a POST without `Mcp-Session-Id`: an
+/// `initialize`) while [`ServeOptions::max_mcp_sessions`] are open, with a
+/// JSON-RPC error and 503, so abandoned sessions cannot grow memory
+/// without bound (they also close after `mcp_session_idle`).
+async fn cap_sessions(State(cap): State<SessionCap>, request: Request, next: Next) -> Response {
+    let opens = request.method() == axum::http::Method::POST
+        && !request.headers().contains_key("mcp-session-id");
+    if opens && cap.sessions.sessions.read().await.len() >= cap.max {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32000, "message": format!(
+                "too many MCP sessions open ({}); end one (DELETE /mcp) or wait for idle ones to close",
+                cap.max
+            )},
+        });
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response();
+    }
+    next.run(request).await
+}
+
+/// The accept loop: at most `max_connections` connections at once (one
+/// semaphore permit each; past it the listener is not polled and clients
+/// wait in the accept queue), each served by hyper with a header read
+/// timeout and a request body timeout; on `stop`, no new connections and
+/// the open ones finish their requests (hyper's graceful shutdown).
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    stop: CancellationToken,
+    limits: &ServeOptions,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let service = tower_http::timeout::RequestBodyTimeout::new(app, limits.body_timeout);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            () = stop.cancelled() => break,
+        };
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // EMFILE and the like: back off instead of spinning.
+                    tracing::debug!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            () = stop.cancelled() => break,
+        };
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {e}");
+        }
+        let hyper_service = hyper_util::service::TowerToHyperService::new(service.clone());
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(tcp), hyper_service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended: {e}");
+            }
+            drop(permit);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }

@@ -264,6 +264,12 @@ impl ServerHandler for PluginServer {
     }
 }
 
+mod stdio_limit;
+
+/// The largest MCP message read from stdio (rmcp's own default); a longer
+/// one is answered with a JSON-RPC error instead of being dropped unseen.
+pub const MAX_STDIO_MESSAGE: usize = 16 * 1024 * 1024;
+
 /// Serve `server` on this process's stdin/stdout until the client closes
 /// them. Whatever else writes to standard output (a plugin's `print`) must
 /// already be pointed elsewhere (see `plughost mcp`).
@@ -273,13 +279,18 @@ where
     W: tokio::io::AsyncWrite + Send + Unpin + 'static,
 {
     use rmcp::ServiceExt;
+    let (input, output, writer) = stdio_limit::bounded(input, output, MAX_STDIO_MESSAGE);
     let running = server
         .serve((input, output))
         .await
         .map_err(|e| format!("the MCP client did not complete the handshake: {e}"))?;
-    running
+    let ended = running
         .waiting()
         .await
-        .map_err(|e| format!("the MCP server stopped: {e}"))?;
+        .map_err(|e| format!("the MCP server stopped: {e}"));
+    // rmcp has dropped its end: the writer copies what is left, then ends
+    // (bounded, should a plugin's child hold something open).
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
+    ended?;
     Ok(())
 }

@@ -177,6 +177,8 @@ impl Metrics {
             );
         }
         scheduled_tasks(&mut out, host);
+        // --- added by rely ---
+        guard_gauge(&mut out, host);
         out
     }
 }
@@ -210,6 +212,23 @@ fn scheduled_tasks(out: &mut String, host: &Host) {
             escape(&t.name),
             escape(&t.plugin),
             t.stats.overlaps()
+        );
+    }
+}
+
+/// `plughost_guard_refusing`: 1 for a guard plugin whose isolated worker is
+/// disabled by its breaker (every event it guards is refused), else 0.
+fn guard_gauge(out: &mut String, host: &Host) {
+    out.push_str("# HELP plughost_guard_refusing Guard plugins (fail_closed) refusing what they guard because their breaker is open.\n# TYPE plughost_guard_refusing gauge\n");
+    for p in host.plugins().iter().filter(|p| p.loaded) {
+        let Some(status) = host.worker_status(&p.key).filter(|s| s.fail_closed) else {
+            continue;
+        };
+        let refusing = u8::from(status.state == crate::isolation::WorkerState::Disabled);
+        let _ = writeln!(
+            out,
+            "plughost_guard_refusing{{plugin=\"{}\"}} {refusing}",
+            escape(&p.key)
         );
     }
 }

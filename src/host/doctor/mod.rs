@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+pub mod child;
 mod text;
 
 use crate::host::{Host, PluginRecord, PluginStatus, ToolCollision};
@@ -80,6 +81,10 @@ pub struct PluginDiagnosis {
     /// breaker, with its crash counts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worker: Option<crate::isolation::WorkerStatus>,
+    /// It declares itself a guard (`fail_closed: true`, the bundled
+    /// `command-guard`): while it cannot answer, what it guards is refused.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fail_closed: bool,
     /// Its scheduled tasks (Felix `cron_tasks`) with their counters.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scheduled: Vec<TaskReport>,
@@ -275,6 +280,7 @@ fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
                 last_error: t.stats.last_error(),
             })
             .collect(),
+        fail_closed: crate::isolation::guard::declares_guard(&p.key, p.source, &p.path),
     }
 }
 

@@ -158,6 +158,12 @@ fn plugin_lines(p: &PluginDiagnosis) -> Vec<String> {
     }
     if let Some(w) = &p.worker {
         out.push(format!("    worker: {}", worker_text(w)));
+        if w.fail_closed && w.state == crate::isolation::WorkerState::Disabled {
+            out.push(
+                "    guard: fails closed; refusing every call it guards while its breaker is open"
+                    .into(),
+            );
+        }
     }
     for t in &p.scheduled {
         out.push(format!(

@@ -110,7 +110,12 @@ impl Live {
         }
         let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
         if matches!(child.try_wait(), Ok(None)) {
-            let _ = child.kill();
+            // The whole group: the worker and whatever its plugin started.
+            // SAFETY: a signal to the worker's own process group (its id),
+            // which exists while the unreaped worker does.
+            if unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) } != 0 {
+                let _ = child.kill();
+            }
         }
     }
 
@@ -144,6 +149,42 @@ impl Live {
             std::thread::sleep(Duration::from_millis(2));
         }
     }
+}
+
+/// Watch worker `pid` itself, not only its stream (a child its plugin
+/// forked may hold the stream open after the worker died): when it exits,
+/// kill what is left of its process group and shut the stream down, so the
+/// reader sees the end at once. The exit status is left for [`Live::reap`]
+/// (`WNOWAIT`).
+pub(super) fn watch_process(key: &str, pid: u32, stream: UnixStream) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name(format!("plughost-watch-{key}"))
+        .spawn(move || {
+            // SAFETY: waitid writes only into `info`, a zeroed siginfo_t we own.
+            let exited = unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                loop {
+                    let rc = libc::waitid(
+                        libc::P_PID,
+                        pid as libc::id_t,
+                        &mut info,
+                        libc::WEXITED | libc::WNOWAIT,
+                    );
+                    if rc == 0
+                        || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+                    {
+                        break rc == 0;
+                    }
+                }
+            };
+            if exited {
+                // SAFETY: the worker is a zombie (not reaped: WNOWAIT), so its
+                // group id still names its group; SIGKILL to what is left.
+                unsafe { libc::killpg(pid as i32, libc::SIGKILL) };
+            }
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        })
+        .map(|_| ())
 }
 
 /// How long a worker may live on after closing its stream.

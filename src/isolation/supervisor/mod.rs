@@ -35,6 +35,9 @@ pub struct LoadSpec {
     pub dialect: String,
     /// The OS limits its worker runs under.
     pub limits: ResourceLimits,
+    /// It declares itself a guard ([`crate::isolation::guard`]): its hooks
+    /// fail closed, its breaker open included.
+    pub guard: bool,
 }
 
 /// What a call is, for the log and the reason a worker was stopped
@@ -82,6 +85,10 @@ pub struct WorkerStatus {
     /// While restarting: how long the backoff holds the next start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_start_in_ms: Option<u64>,
+    /// A guard: while it is disabled (or restarting) the events it guards
+    /// are refused, not let through.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fail_closed: bool,
 }
 
 /// The state of an isolated plugin's worker.
@@ -161,6 +168,11 @@ impl Supervisor {
         &self.inner.load.key
     }
 
+    /// Whether the plugin declares itself a guard (fails closed).
+    pub fn is_guard(&self) -> bool {
+        self.inner.load.guard
+    }
+
     /// The plugin API the plugin is loaded through.
     pub fn dialect(&self) -> &str {
         &self.inner.load.dialect
@@ -214,6 +226,7 @@ impl Supervisor {
             breaker_crashes: settings.breaker_crashes,
             breaker_window_seconds: window.as_secs(),
             next_start_in_ms: next_start,
+            fail_closed: self.inner.load.guard,
         }
     }
 
@@ -232,8 +245,7 @@ impl Supervisor {
             .try_clone()
             .map_err(|e| unavailable(format!("cannot make the worker's socket: {e}")))?;
         let command = &self.inner.settings.command;
-        // --- added by supply --- (the plugin's own environment, if any)
-        let child = super::interpreter::command(command, &self.inner.load)
+        let child = worker_process(command, &self.inner.load)
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
             .stderr(Stdio::inherit())
@@ -247,6 +259,11 @@ impl Supervisor {
         let reader = ours
             .try_clone()
             .map_err(|e| unavailable(format!("cannot read the worker's socket: {e}")))?;
+        let watched = ours
+            .try_clone()
+            .map_err(|e| unavailable(format!("cannot watch the worker: {e}")))?;
+        live::watch_process(&key, child.id(), watched)
+            .map_err(|e| unavailable(format!("cannot start its watcher thread: {e}")))?;
         let live = Arc::new(Live {
             key: key.clone(),
             child: Mutex::new(child),
@@ -442,6 +459,19 @@ impl WeakSupervisor {
     pub fn upgrade(&self) -> Option<Supervisor> {
         self.0.upgrade().map(|inner| Supervisor { inner })
     }
+}
+
+/// The process a worker runs as: the program and arguments of `command`
+/// (the one place that chooses what runs the worker), in a process group
+/// of its own, so what its plugin forks is killed with it.
+fn worker_process(
+    command: &super::WorkerCommand,
+    load: &crate::isolation::LoadSpec,
+) -> std::process::Command {
+    // The plugin's own environment, if any (supply's interpreter choice).
+    let mut process = super::interpreter::command(command, load);
+    std::os::unix::process::CommandExt::process_group(&mut process, 0);
+    process
 }
 
 /// After `recent` crashes in the window, wait this long before the next start.

@@ -240,3 +240,65 @@ mod isolation_tests {
         }
     }
 }
+
+// --- added by rely ---
+
+/// What `config.json` says about where plugins run, as written: whether
+/// `plugins.isolate` is set at all (unset, the host's default applies:
+/// the long-running hosts isolate third-party plugins), which plugins are
+/// trusted to run in-process (`plugins.trusted`), and how long a plugin's
+/// `register()` may take (`plugins.load_timeout_seconds`, Hermes's key).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IsolationChoice {
+    pub isolate: Option<Isolation>,
+    pub trusted: Vec<String>,
+    pub load_timeout_seconds: Option<f64>,
+}
+
+/// [`IsolationChoice`] of the home's `config.json`.
+pub fn read_isolation_choice(home: &Path) -> Result<IsolationChoice, ConfigError> {
+    let path = config_path(home);
+    let doc = read_document(&path)?;
+    let Some(Value::Object(plugins)) = doc.get("plugins") else {
+        return Ok(IsolationChoice::default());
+    };
+    let isolate = match plugins.get("isolate") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(isolation_of(&doc, &path)?),
+    };
+    let wrong = |key: &str, expected: &'static str, found: &Value| ConfigError::WrongType {
+        path: path.clone(),
+        key: key.to_string(),
+        expected,
+        found: json_type(found),
+    };
+    let trusted = match plugins.get("trusted") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                other => Err(wrong("plugins.trusted", "a list of plugin names", other)),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(wrong("plugins.trusted", "a list of plugin names", other)),
+    };
+    let load_timeout_seconds = match plugins.get("load_timeout_seconds") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|s| s > 0.0 && s.is_finite()) => {
+            n.as_f64()
+        }
+        Some(other) => {
+            return Err(wrong(
+                "plugins.load_timeout_seconds",
+                "a positive number of seconds",
+                other,
+            ))
+        }
+    };
+    Ok(IsolationChoice {
+        isolate,
+        trusted,
+        load_timeout_seconds,
+    })
+}

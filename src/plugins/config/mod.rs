@@ -22,6 +22,8 @@ pub use mcp::{
     parse_server, read_mcp_allowlist, read_mcp_servers, DeclaredMcpServers, MapError,
     McpServerSpec, McpTransport, CONFIG_OWNER, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
 };
+// --- added by rely ---
+pub use isolation::{read_isolation_choice, IsolationChoice};
 
 /// Resolve the home: an explicit path, else `$PLUGHOST_HOME`, else `~/.plughost`.
 pub fn resolve_home(explicit: Option<&Path>) -> PathBuf {
@@ -88,7 +90,10 @@ pub fn config_path(home: &Path) -> PathBuf {
 }
 
 fn read_document(path: &Path) -> Result<Map<String, Value>, ConfigError> {
-    let text = match std::fs::read_to_string(path) {
+    // A special file (a FIFO) is refused, never opened for a blocking read.
+    let text = match crate::plugins::atomic::read_regular(path)
+        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+    {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
         Err(e) => {

@@ -1,0 +1,228 @@
+//! The crash journal: which in-process plugin plughost was inside when it
+//! died, so the next start runs that plugin isolated instead of crashing
+//! the same way (see `docs/reliability.md`).
+//!
+//! Each process writes one small file, `<home>/crash-journal/<pid>`, with a
+//! fixed-size record overwritten in place before it enters a plugin's code
+//! ("in plugin X, doing Y") and cleared when it comes back; the file is
+//! removed when the process is done with it. No `fsync`: a process crash
+//! leaves the page cache intact, which is all the journal must survive.
+//! A file whose process is gone and whose record is not clear names the
+//! plugin that took its process down: [`quarantine`] moves it into the
+//! home's `crash-journal/isolated` list, whose plugins run isolated until
+//! the user takes them off it.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The record's size: a plugin key and what it was doing, truncated.
+const RECORD: usize = 256;
+
+/// The directory of the journals under a home.
+pub fn directory(home: &Path) -> PathBuf {
+    home.join("crash-journal")
+}
+
+/// The list of plugins that crashed plughost (one `key<TAB>what` a line).
+pub fn isolated_list(home: &Path) -> PathBuf {
+    directory(home).join("isolated")
+}
+
+/// This process's journal; dropping it removes the file.
+pub struct Journal {
+    file: File,
+    path: PathBuf,
+}
+
+impl Journal {
+    /// Open this process's journal under `home`; `None` when it cannot be
+    /// written (a read-only home): plughost then runs without one.
+    pub fn open(home: &Path) -> Option<Journal> {
+        let dir = directory(home);
+        std::fs::create_dir_all(&dir).ok()?;
+        let path = dir.join(std::process::id().to_string());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .ok()?;
+        file.set_len(RECORD as u64).ok()?;
+        Some(Journal { file, path })
+    }
+
+    /// plughost enters plugin `key`'s code to do `what`.
+    pub fn enter(&self, key: &str, what: &str) {
+        let mut record = [0u8; RECORD];
+        let mut at = &mut record[..RECORD - 1];
+        let _ = write!(at, "{key}\t{what}");
+        let _ = self.file.write_all_at(&record, 0);
+    }
+
+    /// It came back.
+    pub fn leave(&self) {
+        let _ = self.file.write_all_at(&[0u8; RECORD], 0);
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A plugin on the home's isolated list: its key and what it was doing
+/// when it took plughost down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Crashed {
+    pub key: String,
+    pub what: String,
+}
+
+/// Move every journal left by a dead process into the isolated list
+/// (warning once for each, naming the plugin), then return the whole list.
+pub fn quarantine(home: &Path) -> Vec<Crashed> {
+    let dir = directory(home);
+    let mut list = read_list(home);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return list;
+    };
+    let mut added = false;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid as u32 == std::process::id() || process_lives(pid) {
+            continue;
+        }
+        let Some(crashed) = read_record(&entry.path()) else {
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        };
+        tracing::warn!(
+            "plugin '{}' crashed plughost (process {pid}) during {}; it runs isolated from now on (remove its line from {} to run it in-process again)",
+            crashed.key,
+            crashed.what,
+            isolated_list(home).display()
+        );
+        if !list.iter().any(|c| c.key == crashed.key) {
+            list.push(crashed);
+            added = true;
+        }
+        let _ = std::fs::remove_file(entry.path());
+    }
+    if added {
+        let text: String = list
+            .iter()
+            .map(|c| format!("{}\t{}\n", c.key, c.what))
+            .collect();
+        let _ = crate::plugins::atomic::replace(&isolated_list(home), &text);
+    }
+    list
+}
+
+/// The home's isolated list as it is.
+pub fn read_list(home: &Path) -> Vec<Crashed> {
+    let Ok(text) = crate::plugins::atomic::read_regular(&isolated_list(home)) else {
+        return Vec::new();
+    };
+    String::from_utf8_lossy(&text)
+        .lines()
+        .filter_map(|line| {
+            let (key, what) = line.split_once('\t').unwrap_or((line, "a call"));
+            let key = key.trim();
+            (!key.is_empty()).then(|| Crashed {
+                key: key.to_string(),
+                what: what.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The unfinished record of a journal, if there is one.
+fn read_record(path: &Path) -> Option<Crashed> {
+    let bytes = crate::plugins::atomic::read_regular(path).ok()?;
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    let text = std::str::from_utf8(&bytes[..end]).ok()?;
+    let (key, what) = text.split_once('\t')?;
+    (!key.is_empty()).then(|| Crashed {
+        key: key.to_string(),
+        what: what.to_string(),
+    })
+}
+
+/// Whether process `pid` still runs (a journal of a live plughost is not a crash).
+fn process_lives(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists; no memory is involved.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A journal opened on first use, so a home whose plugins are all bundled
+/// or isolated gets no `crash-journal/` directory.
+pub struct Lazy {
+    home: PathBuf,
+    journal: std::sync::OnceLock<Option<Journal>>,
+}
+
+impl Lazy {
+    pub fn new(home: &Path) -> Lazy {
+        Lazy {
+            home: home.to_path_buf(),
+            journal: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Run `f` recorded as plugin `key` doing `what`: a crash inside it
+    /// leaves the record behind for the next start.
+    pub fn around<R>(&self, key: &str, what: &str, f: impl FnOnce() -> R) -> R {
+        let journal = self.journal.get_or_init(|| Journal::open(&self.home));
+        if let Some(j) = journal {
+            j.enter(key, what);
+        }
+        let r = f();
+        if let Some(j) = journal {
+            j.leave();
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the journal costs a call (printed; `cargo test --lib journal --
+    /// --nocapture`), and that a record left behind by a dead process is
+    /// moved to the isolated list while a cleared one is not.
+    #[test]
+    fn a_record_left_by_a_dead_process_isolates_its_plugin() {
+        let home = tempfile::tempdir().unwrap();
+        let lazy = Lazy::new(home.path());
+        let n = 20_000u32;
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            lazy.around("p", "tool 'x'", || ());
+        }
+        let per_call = started.elapsed() / n;
+        println!("crash journal: {per_call:?} per journaled call (two 256-byte pwrites)");
+        // A journal of a process that is gone: pid 2^22+1 is above Linux's pid_max default.
+        let dead = directory(home.path()).join("4194305");
+        std::fs::write(&dead, b"plugin-a\ttool 'boom'\0\0\0").unwrap();
+        let cleared = directory(home.path()).join("4194306");
+        std::fs::write(&cleared, [0u8; RECORD]).unwrap();
+        let list = quarantine(home.path());
+        assert_eq!(
+            list,
+            vec![Crashed {
+                key: "plugin-a".into(),
+                what: "tool 'boom'".into()
+            }]
+        );
+        assert!(!dead.exists() && !cleared.exists());
+        assert_eq!(read_list(home.path()), list);
+    }
+}
