@@ -52,8 +52,19 @@ struct Env {
     bundled: tempfile::TempDir,
 }
 
+/// A home whose config enables and trusts `plugins`: `serve` runs trusted
+/// plugins in-process, where their server-side parts (routes, tasks,
+/// sinks, authenticators) are served; it isolates other third-party ones.
+fn trusted_home(plugins: &[&str]) -> tempfile::TempDir {
+    let home = common::home_with(plugins);
+    let config =
+        serde_json::json!({"plugins": {"enabled": plugins, "disabled": [], "trusted": plugins}});
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    home
+}
+
 fn env() -> Env {
-    let home = common::home_with(&["ticker"]);
+    let home = trusted_home(&["ticker"]);
     let tree = home.path().join("plugins").join("felix-ticker");
     std::fs::create_dir_all(tree.join("src").join("felix_ticker")).unwrap();
     std::fs::write(
@@ -523,7 +534,7 @@ def register(registry):
 "#;
 
 fn routes_env() -> Env {
-    let home = common::home_with(&["web"]);
+    let home = trusted_home(&["web"]);
     let tree = home.path().join("plugins").join("felix-web");
     std::fs::create_dir_all(tree.join("src").join("felix_web")).unwrap();
     std::fs::write(
@@ -743,7 +754,7 @@ fn a_plugin_auth_mode_judges_every_request_under_serve_auth() {
     if !have_fastapi() {
         return;
     }
-    let home = common::home_with(&["auth"]);
+    let home = trusted_home(&["auth"]);
     let tree = home.path().join("plugins").join("felix-auth");
     std::fs::create_dir_all(tree.join("src").join("felix_auth")).unwrap();
     std::fs::write(
@@ -855,7 +866,7 @@ fn codumentor_gates_scheduled_runs_and_hears_of_auto_disabled_ones() {
     .unwrap();
     std::fs::write(
         env.home.path().join("config.json"),
-        serde_json::json!({"plugins": {"enabled": ["ticker", "gate"], "disabled": []}}).to_string(),
+        serde_json::json!({"plugins": {"enabled": ["ticker", "gate"], "disabled": [], "trusted": ["ticker", "gate"]}}).to_string(),
     )
     .unwrap();
     let out = env.run(&["cron", "run", "plugin_tick"]);

@@ -13,11 +13,11 @@ pub mod handlers;
 pub mod hooks;
 pub mod link;
 pub mod manifest;
+pub mod mcp;
 mod python_fns;
 pub mod reference;
 pub mod render;
 pub mod sniff;
-pub mod mcp;
 pub mod tool_names;
 
 use std::path::Path;
