@@ -83,6 +83,10 @@ pub(super) fn read_replies(live: Arc<Live>, stream: UnixStream, supervisor: Weak
                 }
             }
             Ok(None) => break,
+            // The worker died and the kernel reset its end of the stream:
+            // the end of the stream, its exit status says how it ended
+            // (`reap`), not a broken protocol.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
             Err(e) => {
                 tracing::warn!(
                     "the worker of plugin '{}' broke the protocol ({e}); it is stopped",

@@ -359,17 +359,17 @@ fn identify(plugin_dir: &Path, formats: Formats<'_>) -> Result<Identified, Insta
     let claimed = formats
         .all()
         .filter(|f| !f.named_by_manifest())
-        .find_map(|f| f.without_manifest(plugin_dir).map(|r| (f.id(), r)));
+        .find_map(|f| match f.without_manifest(plugin_dir) {
+            Some(Ok(found)) => Some((f.id(), found)),
+            _ => None,
+        });
     let found = match (claimed, manifest::load_with(plugin_dir, formats)) {
-        (Some((dialect, Ok((name, version)))), _) => Identified {
+        (Some((dialect, (name, version))), _) => Identified {
             name,
             version,
             dialect,
             capabilities: Capabilities::default(),
         },
-        (Some((_, Err(problem))), _) => {
-            return Err(InstallError::NotAPlugin(plugin_dir.to_path_buf(), problem))
-        }
         (None, loaded) => match loaded {
             Ok(m) => {
                 let format = formats.of(&m);
