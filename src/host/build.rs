@@ -468,10 +468,12 @@ fn add_shared_env(home: &Path) {
     const ADD: &std::ffi::CStr = c"import site, sys\nbefore = list(sys.path)\nif d not in before:\n    site.addsitedir(d)\n    new = [p for p in sys.path if p not in before]\n    old = [p for p in sys.path if p in before]\n    at = next((i for i, p in enumerate(old) if p.endswith(('site-packages', 'dist-packages'))), len(old))\n    sys.path[:] = old[:at] + new + old[at:]\n";
     let _ = crate::runtime::try_attach(|py| {
         use pyo3::types::PyDictMethods;
+        // One namespace (globals): the comprehensions below read `before`,
+        // which a separate locals mapping would hide from them.
         let locals = pyo3::types::PyDict::new(py);
         let run = locals
             .set_item("d", site.to_string_lossy().as_ref())
-            .and_then(|()| py.run(ADD, None, Some(&locals)));
+            .and_then(|()| py.run(ADD, Some(&locals), None));
         if let Err(e) = run {
             tracing::warn!("could not put {} on sys.path: {e}", site.display());
         }
