@@ -179,7 +179,42 @@ def execute(state: dict, roots: safety.Roots, todo: Plan) -> Result:
     return done
 
 
+#: ``(stamp of tracked.json, sessions with test entries in it)``, so a
+#: session that tracked nothing ends without the lock, the state's read and
+#: the roots' glob (every session end of a server runs this).
+_sessions_of_state: "tuple[tuple, frozenset] | None" = None
+
+
+def _may_have_files(session: str) -> bool:
+    """False only when the state surely holds no test file of ``session``:
+    no state file (nor backup), or one whose test entries, read before at
+    the same inode, size and modification time, name other sessions. The
+    state file is replaced by rename, so reading it unlocked sees a whole
+    version; the cleanup itself reads it again under the lock."""
+    global _sessions_of_state
+    path = tracker.state_file()
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return path.with_name(path.name + ".bak").exists()
+    except OSError:
+        return True
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if _sessions_of_state is None or _sessions_of_state[0] != stamp:
+        try:
+            files = tracker._read(path)["files"]
+        except (OSError, ValueError):
+            return True  # the locked load recovers it
+        sessions = frozenset(
+            e.get("session") for e in files.values() if isinstance(e, dict) and e.get("category", "temp") == "test"
+        )
+        _sessions_of_state = (stamp, sessions)
+    return session in _sessions_of_state[1]
+
+
 def clean_session(session: str) -> Result:
+    if not _may_have_files(session):
+        return Result()
     roots = safety.Roots.current()
     with tracker.locked():
         state = tracker.load()
@@ -190,14 +225,37 @@ def clean_session(session: str) -> Result:
     return done
 
 
+#: ``(path, open handle)`` of the log, kept open between lines.
+_log = None
+
+
 def log_line(text: str) -> None:
+    """Append one line to ``cleanup.log``, written through before returning,
+    through a handle kept open (reopened when the file was removed or
+    replaced, or the home changed)."""
+    global _log
     path = tracker.state_dir() / "cleanup.log"
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
+        if _log is not None and (_log[0] != path or not _same_file(_log[1], path)):
+            _log[1].close()
+            _log = None
+        if _log is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _log = (path, open(path, "a", encoding="utf-8"))
+        _log[1].write(line)
+        _log[1].flush()
     except OSError as exc:
+        _log = None
         logger.warning("disk-cleanup: cannot write %s: %s", path, exc)
+
+
+def _same_file(fh, path) -> bool:
+    try:
+        a, b = os.fstat(fh.fileno()), os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def command(raw_args: str) -> str:
