@@ -192,11 +192,11 @@ def _may_have_files(session: str) -> bool:
     state file is replaced by rename, so reading it unlocked sees a whole
     version; the cleanup itself reads it again under the lock."""
     global _sessions_of_state
-    path = tracker.state_file()
+    path = _paths()[0]
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return path.with_name(path.name + ".bak").exists()
+        return os.path.exists(path + ".bak")
     except OSError:
         return True
     stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -225,7 +225,23 @@ def clean_session(session: str) -> Result:
     return done
 
 
-#: ``(path, open handle)`` of the log, kept open between lines.
+#: ``(home, (state file, log file))``: the paths of the last home seen.
+_home_paths: "tuple[str, tuple[str, str]] | None" = None
+
+
+def _paths() -> "tuple[str, str]":
+    """``tracked.json`` and ``cleanup.log`` of this host's home, as strings
+    (made once per home: every session end asks)."""
+    global _home_paths
+    from flowly.profile import get_flowly_home
+
+    home = get_flowly_home()
+    if _home_paths is None or _home_paths[0] != home:
+        _home_paths = (home, (str(tracker.state_file()), str(tracker.state_dir() / "cleanup.log")))
+    return _home_paths[1]
+
+
+#: ``(path, (st_dev, st_ino), open handle)`` of the log, kept open between lines.
 _log = None
 
 
@@ -234,28 +250,30 @@ def log_line(text: str) -> None:
     through a handle kept open (reopened when the file was removed or
     replaced, or the home changed)."""
     global _log
-    path = tracker.state_dir() / "cleanup.log"
+    path = _paths()[1]
     line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n"
     try:
-        if _log is not None and (_log[0] != path or not _same_file(_log[1], path)):
-            _log[1].close()
+        if _log is not None and (_log[0] != path or _identity(path) != _log[1]):
+            _log[2].close()
             _log = None
         if _log is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _log = (path, open(path, "a", encoding="utf-8"))
-        _log[1].write(line)
-        _log[1].flush()
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fh = open(path, "a", encoding="utf-8")
+            st = os.fstat(fh.fileno())
+            _log = (path, (st.st_dev, st.st_ino), fh)
+        _log[2].write(line)
+        _log[2].flush()
     except OSError as exc:
         _log = None
         logger.warning("disk-cleanup: cannot write %s: %s", path, exc)
 
 
-def _same_file(fh, path) -> bool:
+def _identity(path: str):
     try:
-        a, b = os.fstat(fh.fileno()), os.stat(path)
-    except (OSError, ValueError):
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def command(raw_args: str) -> str:
