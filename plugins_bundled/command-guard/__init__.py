@@ -68,5 +68,10 @@ def _pre_tool_call(ctx):
     return None
 
 
+# The tools the hook looks at: plughost does not call it for others (a
+# host that does not know the attribute calls it, and it returns at once).
+_pre_tool_call.__plughost_tools__ = tuple(sorted(SHELL_TOOLS))
+
+
 def register(ctx):
     ctx.register_hook("pre_tool_call", _pre_tool_call)

@@ -89,6 +89,11 @@ def _handle_slash(raw_args: str) -> str:
         return f"disk-cleanup failed: {type(exc).__name__}: {exc}"
 
 
+# The tools the tool hooks look at: plughost does not call them for others
+# (a host that does not know the attribute calls them; they return at once).
+_on_pre_tool_call.__plughost_tools__ = _on_post_tool_call.__plughost_tools__ = tuple(sorted(calls.SNAPSHOT_TOOLS))
+
+
 def register(ctx) -> None:
     ctx.register_hook("pre_tool_call", _on_pre_tool_call)
     ctx.register_hook("post_tool_call", _on_post_tool_call)

@@ -179,7 +179,42 @@ def execute(state: dict, roots: safety.Roots, todo: Plan) -> Result:
     return done
 
 
+#: ``(stamp of tracked.json, sessions with test entries in it)``, so a
+#: session that tracked nothing ends without the lock, the state's read and
+#: the roots' glob (every session end of a server runs this).
+_sessions_of_state: "tuple[tuple, frozenset] | None" = None
+
+
+def _may_have_files(session: str) -> bool:
+    """False only when the state surely holds no test file of ``session``:
+    no state file (nor backup), or one whose test entries, read before at
+    the same inode, size and modification time, name other sessions. The
+    state file is replaced by rename, so reading it unlocked sees a whole
+    version; the cleanup itself reads it again under the lock."""
+    global _sessions_of_state
+    path = _paths()[0]
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return os.path.exists(path + ".bak")
+    except OSError:
+        return True
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    if _sessions_of_state is None or _sessions_of_state[0] != stamp:
+        try:
+            files = tracker._read(path)["files"]
+        except (OSError, ValueError):
+            return True  # the locked load recovers it
+        sessions = frozenset(
+            e.get("session") for e in files.values() if isinstance(e, dict) and e.get("category", "temp") == "test"
+        )
+        _sessions_of_state = (stamp, sessions)
+    return session in _sessions_of_state[1]
+
+
 def clean_session(session: str) -> Result:
+    if not _may_have_files(session):
+        return Result()
     roots = safety.Roots.current()
     with tracker.locked():
         state = tracker.load()
@@ -190,14 +225,55 @@ def clean_session(session: str) -> Result:
     return done
 
 
+#: ``(home, (state file, log file))``: the paths of the last home seen.
+_home_paths: "tuple[str, tuple[str, str]] | None" = None
+
+
+def _paths() -> "tuple[str, str]":
+    """``tracked.json`` and ``cleanup.log`` of this host's home, as strings
+    (made once per home: every session end asks)."""
+    global _home_paths
+    from flowly.profile import get_flowly_home
+
+    home = get_flowly_home()
+    if _home_paths is None or _home_paths[0] != home:
+        _home_paths = (home, (str(tracker.state_file()), str(tracker.state_dir() / "cleanup.log")))
+    return _home_paths[1]
+
+
+#: ``(path, (st_dev, st_ino), open handle)`` of the log, kept open between lines.
+_log = None
+
+
 def log_line(text: str) -> None:
-    path = tracker.state_dir() / "cleanup.log"
+    """Append one line to ``cleanup.log``, written through before returning,
+    through a handle kept open (reopened when the file was removed or
+    replaced, or the home changed)."""
+    global _log
+    path = _paths()[1]
+    line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {text}\n")
+        if _log is not None and (_log[0] != path or _identity(path) != _log[1]):
+            _log[2].close()
+            _log = None
+        if _log is None:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fh = open(path, "a", encoding="utf-8")
+            st = os.fstat(fh.fileno())
+            _log = (path, (st.st_dev, st.st_ino), fh)
+        _log[2].write(line)
+        _log[2].flush()
     except OSError as exc:
+        _log = None
         logger.warning("disk-cleanup: cannot write %s: %s", path, exc)
+
+
+def _identity(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def command(raw_args: str) -> str:

@@ -80,6 +80,9 @@ struct Inner {
     sessions: SessionStore,
     config: AgentConfig,
     subagents: std::sync::atomic::AtomicU64,
+    /// The last iteration's tool definitions and which tools they were
+    /// made of, reused while the same tools are offered.
+    tool_defs: std::sync::Mutex<Option<(Vec<usize>, Vec<Value>)>>,
 }
 
 /// The agent loop over a host's tools and hooks.
@@ -106,6 +109,7 @@ impl Agent {
             sessions,
             config,
             subagents: Default::default(),
+            tool_defs: Default::default(),
         });
         if let Some(slot) = delegate {
             // Same allocation as `inner`: upgradable exactly while the agent lives.
@@ -412,19 +416,38 @@ impl Inner {
         self.run_command_line(session, line).await
     }
 
+    /// What the model is offered this iteration. The definitions are made
+    /// again only when the offered tools changed (a check said otherwise):
+    /// a copy of the last ones is cheaper than serialising every schema.
     fn tool_definitions(&self, filter: Option<&[String]>) -> Vec<Value> {
-        self.host
+        let offered: Vec<&crate::core::registry::Tool> = self
+            .host
             .registry()
             .tools()
             .into_iter()
             .filter(|t| filter.is_none_or(|f| f.contains(&t.spec.name)))
             // A tool whose check_fn says no (or raises) is not offered this iteration.
             .filter(|t| matches!(t.handler.check(), None | Some(Ok(true))))
+            .collect();
+        let key: Vec<usize> = offered
+            .iter()
+            .map(|t| std::ptr::from_ref(*t) as usize)
+            .collect();
+        let mut cached = self.tool_defs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((seen, defs)) = &*cached {
+            if *seen == key {
+                return defs.clone();
+            }
+        }
+        let defs: Vec<Value> = offered
+            .iter()
             .map(|t| {
                 json!({"type": "function", "function": {
                     "name": t.spec.name, "description": t.spec.description, "parameters": t.spec.parameters}})
             })
-            .collect()
+            .collect();
+        *cached = Some((key, defs.clone()));
+        defs
     }
 
     /// A loop point's context for this turn.

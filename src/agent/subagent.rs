@@ -24,6 +24,7 @@ impl SubagentRunner for Inner {
             sessions: SessionStore::new(self.sessions.dir().to_path_buf()),
             config: self.config.clone(),
             subagents: Default::default(),
+            tool_defs: Default::default(),
         });
         // A fresh transcript for every call, unique across processes sharing
         // the home: a new process never resumes an old sub-agent conversation.

@@ -136,6 +136,15 @@ pub trait HookCallback: Send + Sync + 'static {
         let _ = event;
         None
     }
+    // --- added by perf ---
+    /// The tools this callback's tool events are for, when it declared them
+    /// (a Flowly callback's `__plughost_tools__`): the pipeline does not
+    /// call it for any other tool's `pre_tool_call`, `post_tool_call` or
+    /// `transform_*`, so a guard of `exec` costs other calls nothing.
+    /// `None`: every tool.
+    fn tools(&self) -> Option<&[String]> {
+        None
+    }
 }
 
 impl<F> HookCallback for F

@@ -112,3 +112,78 @@ pub fn slug(key: &str) -> String {
     }
     s
 }
+
+/// The code object of embedded module `name` (`source`), compiled once per
+/// binary and kept as bytecode the way CPython keeps its own modules'
+/// (`__pycache__`): in `<cache>/plughost/bytecode/`, where `<cache>` is
+/// `XDG_CACHE_HOME`, else `~/.cache`. A file's name carries a hash of the
+/// binary's version, the interpreter's magic number and the source, so a
+/// new binary, another Python or edited source never reads a stale one.
+/// Nothing is written when Python is told not to write bytecode
+/// (`PYTHONDONTWRITEBYTECODE`, `-B`); an unreadable or unwritable cache
+/// only costs the compile.
+pub fn compiled<'py>(py: Python<'py>, name: &str, source: &str) -> PyResult<Bound<'py, PyAny>> {
+    let marshal = py.import("marshal")?;
+    let magic: Vec<u8> = py
+        .import("_frozen_importlib_external")?
+        .getattr("MAGIC_NUMBER")?
+        .extract()?;
+    let file = bytecode_dir().map(|dir| dir.join(bytecode_name(name, source, &magic)));
+    if let Some(bytes) = file.as_ref().and_then(|f| std::fs::read(f).ok()) {
+        let bytes = pyo3::types::PyBytes::new(py, &bytes);
+        if let Ok(code) = marshal.call_method1("loads", (bytes,)) {
+            return Ok(code);
+        }
+    }
+    let builtins = py.import("builtins")?;
+    let code = builtins.call_method1("compile", (source, format!("<plughost:{name}>"), "exec"))?;
+    let dont_write: bool = py
+        .import("sys")?
+        .getattr("dont_write_bytecode")?
+        .extract()
+        .unwrap_or(false);
+    if let (Some(file), false) = (file, dont_write) {
+        let bytes: Vec<u8> = marshal.call_method1("dumps", (&code,))?.extract()?;
+        if let Err(e) = write_whole(&file, &bytes) {
+            tracing::debug!("bytecode cache {}: {e}", file.display());
+        }
+    }
+    Ok(code)
+}
+
+fn bytecode_dir() -> Option<std::path::PathBuf> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
+    Some(cache.join("plughost").join("bytecode"))
+}
+
+/// `<name>.<hash>.pyc`, the hash (FNV-1a, stable across builds) over the
+/// binary's version, the interpreter's magic number and the source.
+fn bytecode_name(name: &str, source: &str, magic: &[u8]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let parts: [&[u8]; 3] = [
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        magic,
+        source.as_bytes(),
+    ];
+    for part in parts {
+        for &b in part.iter().chain(&[0xff]) {
+            hash ^= u64::from(b);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{name}.{hash:016x}.pyc")
+}
+
+/// Write `bytes` to a temporary file beside `file`, then rename it over:
+/// a reader sees the whole file or none.
+fn write_whole(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    std::io::Write::write_all(&mut tmp, bytes)?;
+    tmp.persist(file).map_err(|e| e.error)?;
+    Ok(())
+}

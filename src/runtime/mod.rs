@@ -522,9 +522,8 @@ pub fn module_from_source<'py>(
     source: &str,
     is_package: bool,
 ) -> PyResult<Bound<'py, PyModule>> {
-    let code = CString::new(source).expect("embedded sources have no NUL byte");
-    let file = CString::new(format!("<plughost:{name}>")).expect("no NUL");
-    let cname = CString::new(name).expect("no NUL");
+    // --- changed by perf: the code object comes from the bytecode cache ---
+    let code = loader::compiled(py, name, source)?;
     if is_package {
         let module = PyModule::new(py, name)?;
         module.setattr("__path__", pyo3::types::PyList::empty(py))?;
@@ -534,10 +533,24 @@ pub fn module_from_source<'py>(
             .set_item(name, &module)?;
         let globals = module.dict();
         globals.set_item("__builtins__", py.import("builtins")?)?;
-        py.run(&code, Some(&globals), None)?;
+        py.import("builtins")?
+            .call_method1("exec", (code, globals))?;
         return Ok(module);
     }
-    PyModule::from_code(py, &code, &file, &cname)
+    let file = CString::new(format!("<plughost:{name}>")).expect("no NUL");
+    let cname = CString::new(name).expect("no NUL");
+    // SAFETY: the GIL is held (`py`); `cname` and `file` are NUL-terminated
+    // and outlive the call; `code` is a code object (from `compile` or
+    // `marshal.loads` of one). The call returns a new reference or NULL
+    // with an exception set, which `from_owned_ptr_or_err` takes over. It is
+    // what `PyModule::from_code` calls once it has compiled the source.
+    let module = unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            pyo3::ffi::PyImport_ExecCodeModuleEx(cname.as_ptr(), code.as_ptr(), file.as_ptr()),
+        )?
+    };
+    Ok(module.cast_into::<PyModule>()?)
 }
 
 /// The interpreter in use, for `plugins doctor`.

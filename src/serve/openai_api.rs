@@ -309,7 +309,7 @@ struct Turn {
 impl Turn {
     fn new(
         state: Arc<ChatState>,
-        conversation: &Conversation,
+        conversation: &mut Conversation,
         session: Option<String>,
         in_use: Option<InUse>,
     ) -> Result<Turn, String> {
@@ -324,14 +324,11 @@ impl Turn {
                 (format!("api-{}-{nanos}-{n}", std::process::id()), true)
             }
         };
-        if ephemeral && !conversation.history.is_empty() {
-            let path = state.agent.sessions().path_of(&key);
-            write_transcript(&path, &conversation.history).map_err(|e| {
-                format!(
-                    "cannot write the conversation's transcript {}: {e}",
-                    path.display()
-                )
-            })?;
+        // A request's own conversation lives in memory: its key is this
+        // request's alone, so no transcript or lock file is needed.
+        if ephemeral {
+            let history = std::mem::take(&mut conversation.history);
+            state.agent.sessions().open_in_memory(&key, history);
         }
         let mut inbound = Inbound::new(&key, &conversation.input);
         inbound.channel = "openai".into();
@@ -373,31 +370,9 @@ impl Turn {
         }
         if self.ephemeral {
             agent.finalize_session(&self.key).await;
-            let path = agent.sessions().path_of(&self.key);
-            let mut lock = path.clone().into_os_string();
-            lock.push(".lock");
-            for file in [path, lock.into()] {
-                if let Err(e) = std::fs::remove_file(&file) {
-                    if e.kind() != std::io::ErrorKind::NotFound {
-                        tracing::warn!("cannot remove {}: {e}", file.display());
-                    }
-                }
-            }
         }
         report
     }
-}
-
-fn write_transcript(path: &std::path::Path, history: &[Value]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut text = String::new();
-    for message in history {
-        text.push_str(&message.to_string());
-        text.push('\n');
-    }
-    std::fs::write(path, text)
 }
 
 /// `POST /v1/chat/completions`.
@@ -406,7 +381,7 @@ pub async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let conversation = match parse_request(&body) {
+    let mut conversation = match parse_request(&body) {
         Ok(c) => c,
         Err(message) => return bad_request(message),
     };
@@ -428,7 +403,7 @@ pub async fn chat_completions(
         Some(name) => Some(state.named.enter(name).await),
         None => None,
     };
-    let turn = match Turn::new(state.clone(), &conversation, session.clone(), in_use) {
+    let turn = match Turn::new(state.clone(), &mut conversation, session.clone(), in_use) {
         Ok(t) => t,
         Err(message) => {
             return error(

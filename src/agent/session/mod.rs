@@ -177,6 +177,10 @@ pub struct Session {
     /// The transcript as of this process's last read or write; `None` when
     /// unknown (never synced, or a write failed part-way).
     synced: Option<DiskState>,
+    /// Kept in memory only: no transcript, no lock file (a request's own
+    /// conversation on `/v1/chat/completions`, whose key no other turn
+    /// uses; see [`SessionStore::open_in_memory`]).
+    in_memory: bool,
 }
 
 impl Session {
@@ -184,6 +188,11 @@ impl Session {
     pub fn append(&mut self, mut message: Value) -> std::io::Result<()> {
         if message.get("ts").is_none() {
             message["ts"] = Value::from(now_ts());
+        }
+        if self.in_memory {
+            self.messages.push(message);
+            self.last_active = Instant::now();
+            return Ok(());
         }
         if self.file.is_none() {
             if let Some(dir) = self.path.parent() {
@@ -241,6 +250,9 @@ impl Session {
     /// one) for a turn, waiting at most `wait` for a turn in progress there
     /// to end. Within one agent, the session's mutex already serialises.
     pub async fn lock_turn(&self, wait: Duration) -> Result<TurnLock, SessionError> {
+        if self.in_memory {
+            return Ok(TurnLock { file: None });
+        }
         let path = self.lock_path();
         let io = |doing, source| SessionError::Io {
             key: self.key.clone(),
@@ -303,6 +315,13 @@ impl Session {
     /// Call it holding [`lock_turn`](Self::lock_turn): a repair must not race
     /// a live turn's writes.
     pub fn resync(&mut self) -> Result<Repairs, SessionError> {
+        if self.in_memory {
+            // Nothing on disk to read back; what the history lacks is
+            // answered in memory.
+            return Ok(self
+                .repair(Vec::new(), false, &interrupted_result)
+                .unwrap_or_default());
+        }
         let (key, path) = (self.key.clone(), self.path.clone());
         let io = move |doing, source| SessionError::Io {
             key: key.clone(),
@@ -353,6 +372,9 @@ impl Session {
             side_file: None,
         };
         if !repaired.changed && unreadable.is_empty() && !unterminated {
+            return Ok(repairs);
+        }
+        if self.in_memory {
             return Ok(repairs);
         }
         let written = self.write_repairs(unreadable, &repaired.aside, &mut repairs);
@@ -432,7 +454,7 @@ impl Session {
     /// Start over: the old transcript is kept beside as `<key>.<time>.jsonl`.
     pub fn reset(&mut self) -> std::io::Result<()> {
         self.file = None;
-        if self.path.exists() {
+        if !self.in_memory && self.path.exists() {
             let archived = self.path.with_extension(format!("{}.jsonl", now_millis()));
             std::fs::rename(&self.path, archived)?;
         }
@@ -476,6 +498,9 @@ impl Session {
             kept.insert(0, summary);
         }
         self.messages = kept;
+        if self.in_memory {
+            return Ok(dropped);
+        }
         let tmp = self.write_beside()?;
         self.file = None;
         tmp.persist(&self.path).map_err(|e| e.error)?;

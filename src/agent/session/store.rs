@@ -50,10 +50,35 @@ impl SessionStore {
             path,
             file: None,
             synced: None,
+            in_memory: false,
         };
         let session = Arc::new(tokio::sync::Mutex::new(session));
         open.insert(key.to_string(), session.clone());
         session
+    }
+
+    /// A session of `key` kept in memory only, with `messages` (transcript
+    /// form) as its history: no transcript or lock file is written, read or
+    /// removed for it. For a key no other turn or process uses (one
+    /// request's own conversation); [`unload`](Self::unload) forgets it.
+    pub fn open_in_memory(&self, key: &str, messages: Vec<Value>) {
+        let session = Session {
+            key: key.to_string(),
+            started: !messages.is_empty(),
+            messages,
+            finalized: false,
+            last_active: Instant::now(),
+            slots: Arc::default(),
+            path: self.path_of(key),
+            file: None,
+            synced: None,
+            in_memory: true,
+        };
+        let session = Arc::new(tokio::sync::Mutex::new(session));
+        self.open
+            .lock()
+            .expect("session map")
+            .insert(key.to_string(), session);
     }
 
     /// A key `<parent>/sub-N` that no session has used, N counting up from

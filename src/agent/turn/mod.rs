@@ -74,6 +74,22 @@ impl<'a> Turn<'a> {
     }
 }
 
+/// Whether a callback sees a model event's context (`pre_llm_call` and the
+/// other events built on [`LlmCallContext`]): without one, the contexts
+/// need not copy the call's messages and tools.
+fn llm_observed(registry: &crate::core::registry::Registry) -> bool {
+    [
+        HookEvent::PreLlmCall,
+        HookEvent::PreApiRequest,
+        HookEvent::PostApiRequest,
+        HookEvent::PostLlmCall,
+        HookEvent::ApiRequestError,
+        HookEvent::TransformLlmOutput,
+    ]
+    .into_iter()
+    .any(|event| !registry.hooks().entries(event).is_empty())
+}
+
 /// Whether a stage ended the turn.
 enum Flow {
     Next,
@@ -181,15 +197,20 @@ impl Inner {
         // P6: this call's copy (Flowly's injection, then the edits of this call only).
         let mut call_messages = inflight.clone();
         let (system, mut messages) = split_system(&call_messages);
+        // The model events' contexts carry this call's messages and tools
+        // only when a callback will see them.
+        let observed = llm_observed(registry);
         let mut llm = LlmCallContext {
             session_id: t.session.key.clone(),
             model: self.model(),
-            messages: messages.clone(),
-            tools: offered.clone(),
             system: system.clone(),
             user_message: t.content.to_string(),
             ..Default::default()
         };
+        if observed {
+            llm.messages = messages.clone();
+            llm.tools = offered.clone();
+        }
         let injected = dispatch::fire_pre_llm(registry, &mut llm).await;
         if !injected.is_empty() {
             if let Some(last_user) = messages.iter_mut().rev().find(|m| m["role"] == "user") {
@@ -213,14 +234,14 @@ impl Inner {
             model: self.model(),
             system,
             messages,
-            tools: offered.clone(),
+            tools: offered,
             session_key: t.session.key.clone(),
             params: Map::new(),
         };
-        let mut api = LlmCallContext {
-            messages: request.messages.clone(),
-            ..llm_base(&llm)
-        };
+        let mut api = llm_base(&llm);
+        if observed {
+            api.messages = request.messages.clone();
+        }
         points::observe_in(registry, HookEvent::PreApiRequest, &mut api).await;
         // P7: the model and parameters of this call.
         let mut params = Map::new();
@@ -229,7 +250,7 @@ impl Inner {
                 t,
                 HookEvent::ModelCallStart,
                 call_messages.clone(),
-                offered.clone(),
+                request.tools.clone(),
             )
         };
         if let Some((model, edited)) = points::model_call_start(registry, context).await {

@@ -11,6 +11,7 @@
 
 mod tool_points;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -266,13 +267,16 @@ impl Call<'_> {
 
     /// `pre_tool_call`: the first block wins.
     async fn pre_tool_call(&self, ctx: &mut ToolCallContext) -> Stage<()> {
-        let pre = self.registry.hooks().entries(HookEvent::PreToolCall);
+        let pre = for_tool(
+            self.registry.hooks().entries(HookEvent::PreToolCall),
+            self.ids.name,
+        );
         if pre.is_empty() {
             return Ok(());
         }
         let budget = self.registry.hook_timeout;
         let payload = HookPayload::Tool(ctx);
-        let actions = fire_entries(pre, HookEvent::PreToolCall, payload, budget).await;
+        let actions = fire_entries(&pre, HookEvent::PreToolCall, payload, budget).await;
         if let Some(HookAction::Block(message)) = actions.into_iter().next() {
             return Err(self.finish(ToolOutcome::Blocked { message }));
         }
@@ -414,14 +418,17 @@ impl Call<'_> {
         let hooks = self.registry.hooks();
         let budget = self.registry.hook_timeout;
         if self.tool.terminal {
-            let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
+            let terminal = for_tool(
+                hooks.entries(HookEvent::TransformTerminalOutput),
+                self.ids.name,
+            );
             if !terminal.is_empty() {
                 let event = HookEvent::TransformTerminalOutput;
-                text = transform_text(terminal, event, ctx, budget, text).await;
+                text = transform_text(&terminal, event, ctx, budget, text).await;
             }
         }
-        let post = hooks.entries(HookEvent::PostToolCall);
-        let transform = hooks.entries(HookEvent::TransformToolResult);
+        let post = for_tool(hooks.entries(HookEvent::PostToolCall), self.ids.name);
+        let transform = for_tool(hooks.entries(HookEvent::TransformToolResult), self.ids.name);
         if post.is_empty() && transform.is_empty() {
             return text;
         }
@@ -429,12 +436,12 @@ impl Call<'_> {
         if !post.is_empty() {
             ctx.result = Some(text);
             let payload = HookPayload::Tool(ctx);
-            fire_entries(post, HookEvent::PostToolCall, payload, budget).await;
+            fire_entries(&post, HookEvent::PostToolCall, payload, budget).await;
             text = ctx.result.take().unwrap_or_default();
         }
         if !transform.is_empty() {
             let event = HookEvent::TransformToolResult;
-            text = transform_text(transform, event, ctx, budget, text).await;
+            text = transform_text(&transform, event, ctx, budget, text).await;
         }
         text
     }
@@ -478,6 +485,22 @@ impl Call<'_> {
             None => {}
         }
         after.result
+    }
+}
+
+/// The callbacks of a tool event that are for `tool`: those that declared
+/// no tools ([`HookCallback::tools`](crate::core::hooks::HookCallback::tools))
+/// and those that named it. Borrowed (nothing copied) when all of them are.
+fn for_tool<'a>(entries: &'a [HookEntry], tool: &str) -> Cow<'a, [HookEntry]> {
+    let wanted = |e: &HookEntry| {
+        e.callback
+            .tools()
+            .is_none_or(|names| names.iter().any(|n| n == tool))
+    };
+    if entries.iter().all(wanted) {
+        Cow::Borrowed(entries)
+    } else {
+        Cow::Owned(entries.iter().filter(|e| wanted(e)).cloned().collect())
     }
 }
 

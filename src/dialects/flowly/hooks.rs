@@ -256,12 +256,32 @@ mod erased {
 /// A Python hook callback: `callback(ctx)`, sync or async.
 pub struct PyHook {
     callback: Py<PyAny>,
+    // --- added by perf ---
+    /// The callback's `__plughost_tools__`, read once (see [`HookCallback::tools`]).
+    tools: Option<Vec<String>>,
 }
 
 impl PyHook {
     pub fn new(callback: Py<PyAny>) -> PyHook {
-        PyHook { callback }
+        // --- added by perf ---
+        let tools = try_attach(|py| declared_tools(callback.bind(py))).unwrap_or(None);
+        PyHook { callback, tools }
     }
+}
+
+// --- added by perf ---
+/// A callback's `__plughost_tools__`: a tool name or a collection of them
+/// (another host ignores the attribute); anything else declares nothing.
+fn declared_tools(callback: &Bound<'_, PyAny>) -> Option<Vec<String>> {
+    let declared = callback.getattr("__plughost_tools__").ok()?;
+    if let Ok(one) = declared.extract::<String>() {
+        return Some(vec![one]);
+    }
+    let mut names = Vec::new();
+    for item in declared.try_iter().ok()? {
+        names.push(item.ok()?.extract::<String>().ok()?);
+    }
+    Some(names)
 }
 
 /// A short, readable description of an answer, for the wrong-shape log.
@@ -342,6 +362,11 @@ fn raised(py: Python<'_>, e: &PyErr) -> HookError {
 }
 
 impl HookCallback for PyHook {
+    // --- added by perf ---
+    fn tools(&self) -> Option<&[String]> {
+        self.tools.as_deref()
+    }
+
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
         let called = try_attach(|py| {
             let called =

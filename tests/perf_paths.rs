@@ -1,0 +1,120 @@
+//! The fast paths of issue 26, through real plugins and the real
+//! interpreter: a tool hook declaring its tools (`__plughost_tools__`) is
+//! called for those only; embedded compat modules are cached as bytecode
+//! and read back from it.
+
+use std::process::Command;
+
+use plughost::Host;
+use serde_json::json;
+
+const FILTERED: &str = r#"
+seen = []
+
+def _guard(ctx):
+    seen.append(("pre", ctx.tool_name))
+
+def _after(ctx):
+    seen.append(("post", ctx.tool_name))
+
+def _every(ctx):
+    seen.append(("every", ctx.tool_name))
+
+_guard.__plughost_tools__ = ("exec", "shell")
+_after.__plughost_tools__ = "shell"
+
+def register(ctx):
+    ctx.register_hook("pre_tool_call", _guard)
+    ctx.register_hook("post_tool_call", _after)
+    ctx.register_hook("post_tool_call", _every)
+    ctx.register_tool("shell", {"type": "object", "properties": {}}, lambda: "ran")
+    ctx.register_tool("greet", {"type": "object", "properties": {}}, lambda: "hi")
+    ctx.register_tool("seen", {"type": "object", "properties": {}}, lambda: repr(seen))
+"#;
+
+fn home_with(plugin: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("plugins/filtered");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("plugin.yaml"), "name: filtered\n").unwrap();
+    std::fs::write(dir.join("__init__.py"), plugin).unwrap();
+    std::fs::write(
+        home.path().join("config.json"),
+        r#"{"plugins": {"enabled": ["filtered"]}}"#,
+    )
+    .unwrap();
+    home
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_names_its_tools_is_called_for_those_only() {
+    let home = home_with(FILTERED);
+    let empty = tempfile::tempdir().unwrap();
+    let host = Host::builder()
+        .home(home.path())
+        .bundled_dir(empty.path())
+        .build()
+        .unwrap();
+    assert_eq!(host.call_tool("greet", json!({}), "s").await.text, "hi");
+    assert_eq!(host.call_tool("shell", json!({}), "s").await.text, "ran");
+    let seen = host.call_tool("seen", json!({}), "s").await.text;
+    // `_every` (no declaration) sees every call, the `seen` call's
+    // pre-hook list is read before its own post hooks run.
+    assert_eq!(
+        seen,
+        "[('every', 'greet'), ('pre', 'shell'), ('post', 'shell'), ('every', 'shell')]"
+    );
+}
+
+#[test]
+fn embedded_compat_modules_are_cached_as_bytecode_and_read_back() {
+    let home = home_with(FILTERED);
+    let cache = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let list = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
+            .arg("--home")
+            .arg(home.path())
+            .args(["plugins", "list"])
+            .env("XDG_CACHE_HOME", cache.path())
+            .env("PLUGHOST_BUNDLED_DIR", empty.path())
+            .env_remove("PYTHONDONTWRITEBYTECODE")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = list();
+    assert!(first.contains("filtered"), "{first}");
+    let dir = cache.path().join("plughost/bytecode");
+    let cached: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(
+        cached
+            .iter()
+            .any(|n| n.starts_with("flowly.agent.hooks.") && n.ends_with(".pyc")),
+        "{cached:?}"
+    );
+    let modified = |name: &str| {
+        std::fs::metadata(dir.join(name))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let before: Vec<_> = cached.iter().map(|n| modified(n)).collect();
+    // Read back, not written again, and the command answers the same.
+    assert_eq!(list(), first);
+    let after: Vec<_> = cached.iter().map(|n| modified(n)).collect();
+    assert_eq!(before, after);
+    // A corrupt cache file costs a compile, nothing else.
+    for name in &cached {
+        std::fs::write(dir.join(name), b"not bytecode").unwrap();
+    }
+    assert_eq!(list(), first);
+}
