@@ -64,7 +64,7 @@ fn a_hermes_plugin_installs_as_hermes_and_the_choice_is_said() {
 }
 
 #[test]
-fn a_flowly_plugin_installs_as_before_with_nothing_more_said() {
+fn a_flowly_plugin_installs_as_before_with_the_default_stated() {
     let (home, bundled) = (home_with(&[]), no_bundled());
     let src = tempfile::tempdir().unwrap();
     let dir = src.path().join("greeter");
@@ -82,7 +82,11 @@ fn a_flowly_plugin_installs_as_before_with_nothing_more_said() {
     );
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}");
-    assert!(!said.contains("Loads as a"), "{said}");
+    // Nothing in it is Hermes's: the default, said so, never silently.
+    assert!(
+        said.contains("Loads as a flowly plugin, the default: nothing in its files is specific to another plugin API. If it is written for another plugin API, install it with --dialect NAME"),
+        "{said}"
+    );
     let out = run(
         home.path(),
         bundled.path(),

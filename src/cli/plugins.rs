@@ -120,11 +120,15 @@ pub(super) fn install(
         );
     } else if done.dialect == crate::dialects::formats().default_id() {
         // The choice its own files made: said, never silent.
-        if let Some((d, why)) = crate::dialects::sniff_why(&done.path) {
-            println!(
+        match crate::dialects::sniff_why(&done.path) {
+            Some((d, why)) => println!(
                 "Loads as a {d} plugin: {why}. If it is written for another plugin API, install it with --dialect NAME (or set plugins.dialects.{} in config.json).",
                 done.name
-            );
+            ),
+            None => println!(
+                "Loads as a {} plugin, the default: nothing in its files is specific to another plugin API. If it is written for another plugin API, install it with --dialect NAME (or set plugins.dialects.{} in config.json).",
+                done.dialect, done.name
+            ),
         }
     }
     let Some(before) = before else {

@@ -3,9 +3,10 @@
 //! Hermes-only fields, and any module of its package importing a Hermes
 //! module, calling a registration only Hermes's `PluginContext` has, calling
 //! `register_tool` with Hermes's four positional arguments
-//! (`name, toolset, schema, handler`), or defining a handler the Hermes
-//! way (`def handler(args, **kwargs)`). The first sign found is the reason
-//! given, so the choice is never silent.
+//! (`name, toolset, schema, handler`), defining a handler the Hermes way
+//! (`def handler(args, **kwargs)`), or reading Hermes's home (`~/.hermes`,
+//! `HERMES_HOME`). The first sign found is the reason given, so the choice
+//! is never silent.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -174,7 +175,23 @@ fn source_evidence(text: &str) -> Option<String> {
     if hermes_handler(&code) {
         return Some("defines a tool handler the Hermes way, `def …(args, **kwargs)`".into());
     }
+    if reads_hermes_home(&code) {
+        return Some("reads Hermes's home (`~/.hermes` or `HERMES_HOME`)".into());
+    }
     None
+}
+
+/// A string literal naming Hermes's home directory or its variable.
+fn reads_hermes_home(code: &str) -> bool {
+    const LITERALS: &[&str] = &[
+        "\"HERMES_HOME\"",
+        "'HERMES_HOME'",
+        "\"~/.hermes",
+        "'~/.hermes",
+        "\".hermes\"",
+        "'.hermes'",
+    ];
+    LITERALS.iter().any(|l| code.contains(l))
 }
 
 fn imported_hermes_module(line: &str) -> Option<&'static str> {
@@ -305,6 +322,8 @@ mod tests {
             (&[("__init__.py", "def register(ctx):\n    ctx.register_cli_command('x', 'help', setup)\n")], "ctx.register_cli_command()"),
             (&[("__init__.py", "def register(ctx):\n    ctx.register_tool('scan', 'security', SCHEMA, handle)\n")], "four positional arguments"),
             (&[("__init__.py", "def handle(args, **kwargs):\n    return '{}'\n")], "the Hermes way"),
+            (&[("__init__.py", "CONFIG = Path.home() / \".hermes\" / \"config.yaml\"\n")], "Hermes's home"),
+            (&[("__init__.py", "from .store import x\n"), ("store.py", "home = os.getenv('HERMES_HOME')\n")], "store.py reads Hermes's home"),
         ];
         for (files, expected) in cases {
             let got = why(files).unwrap_or_default();
