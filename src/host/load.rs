@@ -458,6 +458,11 @@ impl crate::core::hooks::HookCallback for GuardedHook {
     fn event_name(&self, event: crate::core::hooks::HookEvent) -> Option<String> {
         self.inner.event_name(event)
     }
+    /// The tools the wrapped callback declared: the pipeline's filter
+    /// must see through the journal's wrapper.
+    fn tools(&self) -> Option<&[String]> {
+        self.inner.tools()
+    }
 }
 
 /// A tool of an in-process third-party plugin, journaled while its code
