@@ -22,7 +22,10 @@ const MOST_CRASHES: usize = 8;
 /// itself, or when this program cannot be started again (the checks then
 /// run in-process, as before).
 pub fn checked_in_child(home: &Path) -> Option<u8> {
-    if std::env::var_os(CHILD).is_some() {
+    // The wheel's console script runs under its interpreter: this program
+    // cannot be started again by its own path there; the checks run
+    // in-process.
+    if std::env::var_os(CHILD).is_some() || cfg!(feature = "extension-module") {
         return None;
     }
     let exe = std::env::current_exe().ok()?;
