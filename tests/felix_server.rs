@@ -63,24 +63,28 @@ fn trusted_home(plugins: &[&str]) -> tempfile::TempDir {
     home
 }
 
-fn env() -> Env {
-    let home = trusted_home(&["ticker"]);
-    let tree = home.path().join("plugins").join("felix-ticker");
-    std::fs::create_dir_all(tree.join("src").join("felix_ticker")).unwrap();
+/// A trusted home with one Felix source tree `plugins/felix-<key>`:
+/// `pyproject.toml` declaring the `felix.plugins` entry point `<key>` and
+/// `src/felix_<key>/__init__.py` holding `code`.
+fn felix_env(key: &str, code: &str) -> Env {
+    let home = trusted_home(&[key]);
+    let tree = home.path().join("plugins").join(format!("felix-{key}"));
+    let package = format!("felix_{key}");
+    std::fs::create_dir_all(tree.join("src").join(&package)).unwrap();
     std::fs::write(
         tree.join("pyproject.toml"),
-        "[project]\nname = \"felix-ticker\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nticker = \"felix_ticker:register\"\n",
+        format!("[project]\nname = \"felix-{key}\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\n{key} = \"{package}:register\"\n"),
     )
     .unwrap();
-    std::fs::write(
-        tree.join("src").join("felix_ticker").join("__init__.py"),
-        PLUGIN,
-    )
-    .unwrap();
+    std::fs::write(tree.join("src").join(&package).join("__init__.py"), code).unwrap();
     Env {
         home,
         bundled: common::no_bundled(),
     }
+}
+
+fn env() -> Env {
+    felix_env("ticker", PLUGIN)
 }
 
 impl Env {
@@ -360,23 +364,7 @@ def register(registry):
 
 #[test]
 fn audit_and_usage_sinks_see_every_call_and_never_fail_one() {
-    let home = common::home_with(&["sinks"]);
-    let tree = home.path().join("plugins").join("felix-sinks");
-    std::fs::create_dir_all(tree.join("src").join("felix_sinks")).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[project]\nname = \"felix-sinks\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nsinks = \"felix_sinks:register\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("src").join("felix_sinks").join("__init__.py"),
-        SINKS,
-    )
-    .unwrap();
-    let env = Env {
-        home,
-        bundled: common::no_bundled(),
-    };
+    let env = felix_env("sinks", SINKS);
     let script = env.home.path().join("script.yaml");
     std::fs::write(
         &script,
@@ -534,23 +522,7 @@ def register(registry):
 "#;
 
 fn routes_env() -> Env {
-    let home = trusted_home(&["web"]);
-    let tree = home.path().join("plugins").join("felix-web");
-    std::fs::create_dir_all(tree.join("src").join("felix_web")).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[project]\nname = \"felix-web\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nweb = \"felix_web:register\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("src").join("felix_web").join("__init__.py"),
-        ROUTES,
-    )
-    .unwrap();
-    Env {
-        home,
-        bundled: common::no_bundled(),
-    }
+    felix_env("web", ROUTES)
 }
 
 /// Whether plughost's Python can import FastAPI (`.ci/run` installs it).
@@ -754,23 +726,7 @@ fn a_plugin_auth_mode_judges_every_request_under_serve_auth() {
     if !have_fastapi() {
         return;
     }
-    let home = trusted_home(&["auth"]);
-    let tree = home.path().join("plugins").join("felix-auth");
-    std::fs::create_dir_all(tree.join("src").join("felix_auth")).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[project]\nname = \"felix-auth\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nauth = \"felix_auth:register\"\n",
-    )
-    .unwrap();
-    std::fs::write(
-        tree.join("src").join("felix_auth").join("__init__.py"),
-        AUTH,
-    )
-    .unwrap();
-    let env = Env {
-        home,
-        bundled: common::no_bundled(),
-    };
+    let env = felix_env("auth", AUTH);
     let out = env.run(&["serve", "--port", "0", "--auth", "nosuch"]);
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
