@@ -148,7 +148,7 @@ fn error_json(message: &str) -> String {
 /// run it; the caller has released the GIL). When the agent runs on a current-thread
 /// runtime, or none was captured, plughost's own runtime runs it, started
 /// on first use (the one case with a second tokio runtime in the process).
-fn wait<T: Send + 'static>(
+pub(super) fn wait<T: Send + 'static>(
     host: &Extensions,
     future: impl std::future::Future<Output = T> + Send + 'static,
 ) -> Result<T, String> {

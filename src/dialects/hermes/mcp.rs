@@ -83,7 +83,7 @@ pub fn call_mcp(
         None => envelope(Err(McpCallError::UnknownServer(server.to_string()))),
         Some(calls) => {
             let pending = calls.call(server, tool, arguments, timeout);
-            let done = py.detach(|| wait(host, pending));
+            let done = py.detach(|| super::link::wait(host, pending));
             envelope(done.unwrap_or_else(|problem| {
                 Err(McpCallError::NotConnected {
                     server: server.to_string(),
@@ -95,24 +95,6 @@ pub fn call_mcp(
     tracing::debug!("Plugin {plugin} called MCP {server}/{tool} (timeout={timeout:?})");
     let text = envelope.to_string();
     Ok(py.import("json")?.call_method1("loads", (text,))?.unbind())
-}
-
-/// Wait on this thread (the GIL released) for `pending`, run on the
-/// runtime of the agent running the host (as `ctx.dispatch_tool` does).
-fn wait<T: Send + 'static>(
-    host: &Extensions,
-    pending: impl std::future::Future<Output = T> + Send + 'static,
-) -> Result<T, String> {
-    let handle = host
-        .get::<crate::runtime::CallerRuntime>()
-        .handle()
-        .ok_or_else(|| "plughost's Python runtime is not running".to_string())?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    handle.spawn(async move {
-        let _ = tx.send(pending.await);
-    });
-    rx.recv()
-        .map_err(|_| "the call was dropped before it finished".to_string())
 }
 
 /// Hermes's envelope of a call's outcome.
