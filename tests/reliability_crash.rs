@@ -308,22 +308,7 @@ async fn serve_answers_other_sessions_while_a_plugin_crashes_and_keeps_the_trans
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let url = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "serve ended early"
-        );
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
-    });
+    let url = common::serve_url(&mut child);
     let client = reqwest::Client::builder().timeout(LIMIT).build().unwrap();
     let chat = |session: &'static str| {
         let client = client.clone();

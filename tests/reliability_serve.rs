@@ -5,7 +5,7 @@
 //! it, room again once one ends). Real binary on loopback, bounded waits.
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,22 +44,9 @@ fn start(extra: &[&str]) -> Server {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    let addr = loop {
-        line.clear();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "serve ended early"
-        );
-        if let Some(rest) = line.split("listening on http://").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = stderr.read_to_string(&mut rest);
-    });
+    let addr = common::serve_url(&mut child)
+        .trim_start_matches("http://")
+        .to_string();
     Server {
         child,
         addr,

@@ -98,3 +98,27 @@ pub fn wait_until(what: &str, limit: std::time::Duration, mut ready: impl FnMut(
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+/// The address a started `plughost serve` announces on standard error
+/// (`http://127.0.0.1:PORT`); the rest of its standard error is drained
+/// on a thread so the server never blocks writing it.
+pub fn serve_url(child: &mut std::process::Child) -> String {
+    use std::io::{BufRead, Read};
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut line = String::new();
+    let url = loop {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "serve ended early"
+        );
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = stderr.read_to_string(&mut rest);
+    });
+    url
+}
