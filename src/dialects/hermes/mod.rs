@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod link;
 pub mod manifest;
 pub mod mcp;
+pub mod order;
 mod python_fns;
 pub mod reference;
 pub mod render;
@@ -553,5 +554,18 @@ impl Dialect for Hermes {
 
     fn discover(&self, _home: &Path, lists: &PluginLists) -> Vec<Candidate> {
         discover::discover(lists)
+    }
+
+    /// `requires_plugins` first, as Hermes orders them ([`order`]).
+    fn order(
+        &self,
+        candidates: Vec<Candidate>,
+        _isolated: &dyn Fn(&str) -> bool,
+    ) -> Vec<Candidate> {
+        order::load_order(candidates)
+    }
+
+    fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
+        order::requires(dir)
     }
 }
