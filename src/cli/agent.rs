@@ -36,9 +36,10 @@ pub struct AgentSettings {
     /// Seconds a tool call may take.
     #[arg(long, value_name = "SECS", default_value = "120", allow_negative_numbers = true, value_parser = seconds)]
     pub tool_timeout: Duration,
-    /// Seconds an async hook may take before it is skipped.
-    #[arg(long, value_name = "SECS", default_value = "30", allow_negative_numbers = true, value_parser = seconds)]
-    pub hook_timeout: Duration,
+    /// Seconds an async hook may take before it is skipped (default 30, or
+    /// plugins.hook_callback_timeout of Hermes's config.yaml).
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true, value_parser = seconds)]
+    pub hook_timeout: Option<Duration>,
     /// Seconds the model API may stay silent (before answering, or between
     /// two chunks of a streamed answer) before the call fails.
     #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
@@ -113,8 +114,11 @@ pub(super) fn build_agent_with(
     let mut builder = Host::builder()
         .home(&home_dir)
         .python_log_level(python_level)
-        .hook_timeout(args.hook_timeout)
         .isolate_third_party(isolation.1);
+    // --- changed by h5 --- (Hermes's plugins.hook_callback_timeout when the flag is not given)
+    if let Some(budget) = crate::plugins::config::hermes_yaml::hook_timeout(args.hook_timeout) {
+        builder = builder.hook_timeout(budget);
+    }
     if let Some(isolation) = isolation.0 {
         builder = builder.isolate(isolation.clone());
     }

@@ -26,18 +26,7 @@ pub const DIALECT: DialectId = DialectId::new("hermes");
 
 /// Hermes's home: `$HERMES_HOME`, else `~/.hermes`.
 pub fn hermes_home() -> PathBuf {
-    if let Some(home) = std::env::var("HERMES_HOME")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-    {
-        return PathBuf::from(home);
-    }
-    std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .or_else(std::env::home_dir)
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join(".hermes")
+    crate::plugins::config::hermes_yaml::hermes_home()
 }
 
 /// `plugins.enabled` / `plugins.disabled` of `<hermes home>/config.yaml`.

@@ -296,6 +296,9 @@ pub fn read_isolation_choice(home: &Path) -> Result<IsolationChoice, ConfigError
             ))
         }
     };
+    // --- added by h5 --- (unset here: Hermes's config.yaml's plugins.load_timeout_seconds)
+    let load_timeout_seconds =
+        load_timeout_seconds.or_else(|| super::hermes_yaml::read().load_timeout_seconds);
     Ok(IsolationChoice {
         isolate,
         trusted,

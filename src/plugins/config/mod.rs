@@ -24,6 +24,8 @@ pub use mcp::{
 };
 // --- added by rely ---
 pub use isolation::{read_isolation_choice, IsolationChoice};
+// --- added by h5 --- (Hermes's plugins.* operator settings from its config.yaml)
+pub mod hermes_yaml;
 
 /// Resolve the home: an explicit path, else `$PLUGHOST_HOME`, else `~/.plughost`.
 pub fn resolve_home(explicit: Option<&Path>) -> PathBuf {

@@ -240,9 +240,10 @@ pub fn strict_refusal(
     registrations: &[crate::core::registry::Registration],
 ) -> Option<String> {
     use crate::core::registry::Registration;
-    if !strict_hooks(home) {
+    // --- changed by h5 --- (strict_hooks may come from Hermes's config.yaml)
+    let Some(source) = strict_hooks_source(home) else {
         return None;
-    }
+    };
     let declared = manifest
         .map(|m| Capabilities {
             hooks: m.provides_hooks.clone(),
@@ -261,20 +262,34 @@ pub fn strict_refusal(
     let undeclared = Undeclared::between(&declared, &hooks, &tools, true);
     (!undeclared.is_empty()).then(|| {
         format!(
-            "plugins.strict_hooks in config.json refuses it: it registers what its manifest does not declare: {} (declare them in its manifest, or turn strict_hooks off)",
+            "plugins.strict_hooks in {source} refuses it: it registers what its manifest does not declare: {} (declare them in its manifest, or turn strict_hooks off)",
             undeclared.describe()
         )
     })
 }
 
-/// `plugins.strict_hooks` of config.json (false when absent or not a bool).
+/// `plugins.strict_hooks` of config.json, else of Hermes's config.yaml
+/// (false when absent or not a bool in both).
 pub fn strict_hooks(home: &Path) -> bool {
+    strict_hooks_source(home).is_some()
+}
+
+// --- added by h5 ---
+/// Which file turned `plugins.strict_hooks` on (`config.json`, else
+/// Hermes's `config.yaml` when config.json does not set it); `None`: off.
+pub fn strict_hooks_source(home: &Path) -> Option<&'static str> {
     let path = crate::plugins::config::config_path(home);
-    std::fs::read_to_string(path)
+    let own = std::fs::read_to_string(path)
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .and_then(|v| v.get("plugins")?.get("strict_hooks")?.as_bool())
-        .unwrap_or(false)
+        .and_then(|v| v.get("plugins")?.get("strict_hooks")?.as_bool());
+    match own {
+        Some(on) => on.then_some("config.json"),
+        None => crate::plugins::config::hermes_yaml::read()
+            .strict_hooks
+            .filter(|on| *on)
+            .map(|_| "Hermes's config.yaml"),
+    }
 }
 
 #[cfg(test)]
