@@ -23,32 +23,10 @@ use crate::dialects::flowly::handlers::PyCommand;
 use crate::dialects::flowly::normalize_schema;
 use crate::dialects::shared::{skill_name_problem, SkillNameProblem};
 
-/// Hermes hook names plughost's loop never fires (v-mid `VALID_HOOKS` and
-/// v-new additions): accepted, listed, never called.
-const HERMES_ONLY_HOOKS: &[&str] = &[
-    "pre_approval_request",
-    "post_approval_response",
-    "pre_response_delivery",
-    "pre_verify",
-    "on_interim_message",
-    "transform_api_error_classification",
-    "on_skill_lifecycle",
-    "agent_loop_stopped",
-    "pre_command",
-    "on_stream_start",
-    "on_stream_delta",
-    "on_stream_end",
-    "on_room_member_activity",
-    "pre_transcription",
-    "gateway_platform_event",
-];
-
-/// Families of v-new Hermes hook names (`kanban_task_completed`, …).
-const HERMES_ONLY_PREFIXES: &[&str] = &["kanban_task_", "on_kanban_"];
-
-/// Whether `name` is a Hermes hook plughost accepts and never fires.
+/// Whether `name` is a Hermes hook plughost accepts and never fires
+/// ([`super::valid_hooks`] says why).
 pub fn never_fires(name: &str) -> bool {
-    HERMES_ONLY_HOOKS.contains(&name) || HERMES_ONLY_PREFIXES.iter().any(|p| name.starts_with(p))
+    super::valid_hooks::never_fires(name).is_some()
 }
 
 /// Registrars Hermes offers that plughost accepts and does not use:

@@ -20,6 +20,7 @@ pub mod reference;
 pub mod render;
 pub mod sniff;
 pub mod tool_names;
+pub mod valid_hooks;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -427,8 +428,8 @@ impl Dialect for Hermes {
     fn never_fires(&self, event: &str) -> Option<&'static str> {
         if crate::core::hooks::HookEvent::from_name(event).is_some() {
             None
-        } else if context::never_fires(event) {
-            Some("a Hermes event plughost's loop has no place for: it never fires")
+        } else if let Some(why) = valid_hooks::never_fires(event) {
+            Some(why)
         } else {
             Some("not a known event: it never fires")
         }
