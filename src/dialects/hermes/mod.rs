@@ -99,6 +99,31 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
         false
     ),
     ("tools.approval", "tools/approval.py", false),
+    ("tools.interrupt", "tools/interrupt.py", false),
+    // Not hosted: importing them raises an ImportError saying why ([`NOT_HOSTED`]).
+    ("hermes_cli.kanban_db", "hermes_cli/kanban_db.py", false),
+    ("cron", "cron/__init__.py", true),
+    ("tools.mcp_tool", "tools/mcp_tool.py", false),
+    ("tools.mcp_oauth", "tools/mcp_oauth.py", false),
+    ("gateway.config", "gateway/config.py", false),
+    (
+        "gateway.platform_registry",
+        "gateway/platform_registry.py",
+        false
+    ),
+];
+
+/// The compat modules that only refuse (an `ImportError` naming what
+/// plughost does not host): served in-process, where the finder comes last,
+/// but not written for child processes, where `PYTHONPATH` would put them
+/// ahead of a real module of the same name.
+const NOT_HOSTED: &[&str] = &[
+    "hermes_cli.kanban_db",
+    "cron",
+    "tools.mcp_tool",
+    "tools.mcp_oauth",
+    "gateway.config",
+    "gateway.platform_registry",
 ];
 
 /// `_plughost_hermes` for processes a plugin starts ([`child_path`]).
@@ -165,6 +190,9 @@ fn child_path(plughost_home: &Path) -> std::io::Result<std::path::PathBuf> {
     let scratch = dir.with_extension(format!("tmp.{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     for &(name, source, is_package) in COMPAT_MODULES {
+        if NOT_HOSTED.contains(&name) {
+            continue;
+        }
         let rel = name.replace('.', "/");
         let file = if is_package {
             scratch.join(&rel).join("__init__.py")

@@ -141,3 +141,28 @@ def save_env_value(key: str, value: str) -> None:
     os.chmod(scratch, 0o600)
     os.replace(scratch, path)
     os.environ[key] = value
+
+
+def get_env_value(key: str):
+    """``key`` from the process environment, else from ``<hermes home>/.env``
+    (as Hermes's ``get_env_value``); ``None`` when neither has it."""
+    import os
+
+    if key in os.environ:
+        return os.environ[key]
+    try:
+        lines = get_env_path().read_text(encoding="utf-8").splitlines()
+    except (FileNotFoundError, OSError):
+        return None
+    value = None
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        name, _, raw = line.partition("=")
+        if name.strip().removeprefix("export ").strip() == key:
+            raw = raw.strip()
+            if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+                raw = raw[1:-1]
+            value = raw
+    return value

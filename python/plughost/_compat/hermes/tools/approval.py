@@ -30,6 +30,8 @@ def _get_approval_mode() -> str:
     from hermes_cli.config import cfg_get, load_config
 
     mode = cfg_get(load_config(), "approvals", "mode", default="manual")
+    if mode is False:  # a YAML 1.1 reader reads an unquoted ``off`` as false
+        return "off"
     return str(mode).strip().lower() if mode is not None else "manual"
 
 
@@ -61,3 +63,22 @@ def check_dangerous_command(command: str, env_type: str = "local", approval_call
 
 def check_all_command_guards(command: str, env_type: str = "local", approval_callback=None, **kwargs) -> dict:
     return check_dangerous_command(command, env_type, approval_callback, **kwargs)
+
+
+def request_tool_approval(tool_name: str, reason: str, rule_key=None, **_kwargs) -> dict:
+    """Hermes asks a human whether ``tool_name`` may do what ``reason`` says.
+    plughost has no one to ask: the request is refused, saying how to allow it,
+    unless ``approvals.mode`` is ``off`` in the Hermes ``config.yaml``."""
+    if _get_approval_mode() == "off":
+        return {"approved": True, "message": None, "rule_key": rule_key}
+    return {
+        "approved": False,
+        "status": "denied",
+        "rule_key": rule_key,
+        "description": reason,
+        "message": (
+            f"BLOCKED: {tool_name} needs approval ({reason}). plughost has no interactive "
+            "approval, so the request is refused. To allow it, set approvals.mode: off in "
+            "the Hermes config.yaml."
+        ),
+    }
