@@ -114,7 +114,7 @@ pub fn parse(text: &str, path: &Path) -> HermesPluginSettings {
                 warn("hook_callback_timeout", "0 or more seconds", v);
                 None
             }
-            Some(s) if s == 0.0 => Some(None),
+            Some(0.0) => Some(None),
             Some(s) => {
                 let s = if s > MAX_HOOK_CALLBACK_TIMEOUT_SECS {
                     tracing::warn!(

@@ -241,9 +241,7 @@ pub fn strict_refusal(
 ) -> Option<String> {
     use crate::core::registry::Registration;
     // --- changed by h5 --- (strict_hooks may come from Hermes's config.yaml)
-    let Some(source) = strict_hooks_source(home) else {
-        return None;
-    };
+    let source = strict_hooks_source(home)?;
     let declared = manifest
         .map(|m| Capabilities {
             hooks: m.provides_hooks.clone(),
