@@ -165,3 +165,57 @@ fn a_real_module_of_the_same_name_wins() {
         .unwrap()
         .contains("not hosted"));
 }
+
+/// A Hermes messaging-platform adapter installed into plughost's own
+/// directory (as onebot11 is) is listed with why it does not load, instead
+/// of failing on its adapter's `gateway.config` import.
+#[test]
+fn an_installed_platform_plugin_is_listed_not_loaded() {
+    let home = home_with(&[]);
+    let hermes = tempfile::tempdir().unwrap();
+    let bundled = no_bundled();
+    let src = tempfile::tempdir().unwrap();
+    let dir = write_plugin(
+        src.path(),
+        "qq-platform",
+        "name: qq-platform\nkind: platform\nversion: 0.1.0\noptional_env: [QQ_TOKEN]\n",
+        &[(
+            "__init__.py",
+            "try:\n    from gateway.config import Platform\n    def register(ctx):\n        pass\nexcept ImportError:\n    register = None\n",
+        )],
+    );
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+        cmd.args(args)
+            .env("PLUGHOST_HOME", home.path())
+            .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+            .env("HERMES_HOME", hermes.path())
+            .env_remove("PLUGHOST_LOG");
+        run_bounded(cmd, Duration::from_secs(60))
+    };
+    let out = run(&["plugins", "install", "--enable", dir.to_str().unwrap()]);
+    let said =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("Loads as a hermes plugin"), "{said}");
+    assert!(
+        said.contains("it is a messaging-platform adapter") && !said.contains("not callable"),
+        "{said}"
+    );
+    // Enabled anyway (config.json), it is listed with the reason, not loaded.
+    std::fs::write(
+        home.path().join("config.json"),
+        r#"{"plugins": {"enabled": ["qq-platform"]}}"#,
+    )
+    .unwrap();
+    let out = run(&["plugins", "list", "--json"]);
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let p = list.iter().find(|p| p["key"] == "qq-platform").unwrap();
+    assert_ne!(p["status"], "loaded", "{p:#}");
+    assert!(
+        p["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("plughost runs no messaging gateway"),
+        "{p:#}"
+    );
+}

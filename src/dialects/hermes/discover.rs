@@ -170,6 +170,26 @@ fn scan_level(dir: &Path, category: Option<&str>, out: &mut Vec<(String, PathBuf
     }
 }
 
+/// Why a plugin of Hermes kind `kind` is listed and not loaded: Hermes
+/// loads platform and model-provider plugins through discoveries of their
+/// own (a messaging gateway, its providers directory); `None` for the kinds
+/// plughost loads (and for `exclusive`, which only a Hermes home refuses:
+/// in plughost's directories a memory provider loads and says what it
+/// registered that the host does not use).
+pub fn unsupported_kind(kind: HermesKind) -> Option<String> {
+    match kind {
+        HermesKind::Standalone | HermesKind::Backend | HermesKind::Exclusive => None,
+        HermesKind::Platform => Some(
+            "kind=platform is not supported by plughost: it is a messaging-platform adapter, which Hermes's gateway loads through its own platform discovery, and plughost runs no messaging gateway".into(),
+        ),
+        other => Some(format!(
+            "kind={} is not supported by plughost (Hermes loads it through its own {} discovery)",
+            other.as_str(),
+            other.as_str()
+        )),
+    }
+}
+
 fn examine(
     source: Source,
     category_key: String,
@@ -214,15 +234,10 @@ fn examine(
                     tracing::warn!("Hermes plugin '{key}': {w}");
                 }
                 skip_reason = match m.kind {
-                    HermesKind::Standalone | HermesKind::Backend => None,
                     HermesKind::Exclusive => Some(Verdict::Unsupported(
                         "exclusive plugin — Hermes activates it via <category>.provider config; plughost does not load exclusive plugins".into(),
                     )),
-                    other => Some(Verdict::Unsupported(format!(
-                        "kind={} is not supported by plughost (Hermes loads it through its own {} discovery)",
-                        other.as_str(),
-                        other.as_str()
-                    ))),
+                    other => unsupported_kind(other).map(Verdict::Unsupported),
                 };
                 if skip_reason.is_none() && !dir.join("__init__.py").is_file() {
                     skip_reason = Some(Verdict::Unloadable(

@@ -597,4 +597,25 @@ impl Dialect for Hermes {
     fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
         order::requires(dir)
     }
+
+    /// A plugin in plughost's own directories read as Hermes's: a
+    /// `kind: platform` (a messaging-gateway adapter) is listed, not
+    /// loaded, as in a Hermes home; plughost runs no gateway. (Model and
+    /// memory providers are left to load: issue 22 gives them a use.)
+    fn admit_sniffed(&self, c: &mut Candidate) {
+        if c.missing || !c.enabled || c.skip_reason.is_some() {
+            return;
+        }
+        let Some(path) = manifest::find(&c.dir) else {
+            return;
+        };
+        if let Ok(m) = manifest::load(&path, &c.dir) {
+            if let Some(why) = (m.kind == manifest::HermesKind::Platform)
+                .then(|| discover::unsupported_kind(m.kind))
+                .flatten()
+            {
+                c.skip_reason = Some(crate::plugins::format::Verdict::Unsupported(why));
+            }
+        }
+    }
 }

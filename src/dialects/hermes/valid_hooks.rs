@@ -80,7 +80,7 @@ pub fn never_fires(name: &str) -> Option<&'static str> {
             "plughost has no gateway /stop; an interrupted plughost turn does not fire it: it never fires"
         }
         "pre_approval_request" | "post_approval_response" => {
-            "plughost has no human approval prompt (the compat tools.approval refuses instead of asking): it never fires"
+            "plughost has no human approval prompt, where Hermes fires its approval observers (the compat tools.approval refuses instead of asking): it never fires"
         }
         "on_room_member_activity" => "plughost hosts no Group Chat rooms: it never fires",
         "pre_transcription" => "plughost has no speech-to-text: it never fires",
