@@ -122,3 +122,48 @@ fn a_cycle_is_named_and_every_plugin_loads_in_plain_order() {
         "{stderr}"
     );
 }
+
+/// The same order for plugins installed into plughost's own directory with
+/// `plugins install` (the Hermes dialect chosen from their files).
+#[test]
+fn installed_hermes_plugins_load_after_what_they_require() {
+    let home = home_with(&[]);
+    let hermes = tempfile::tempdir().unwrap();
+    let bundled = no_bundled();
+    let src = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+        cmd.args(args)
+            .env("PLUGHOST_HOME", home.path())
+            .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+            .env("HERMES_HOME", hermes.path())
+            .env_remove("PLUGHOST_LOG");
+        run_bounded(cmd, Duration::from_secs(60))
+    };
+    for (name, requires) in [
+        ("aa-needs-zz", "requires_plugins: [zz-base]\n"),
+        ("zz-base", ""),
+    ] {
+        let manifest = format!("name: {name}\nversion: 1.0.0\n{requires}");
+        let dir = write_plugin(src.path(), name, &manifest, &[("__init__.py", INIT)]);
+        let out = run(&["plugins", "install", "--enable", dir.to_str().unwrap()]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let _ = std::fs::remove_file(hermes.path().join("order.log"));
+    let out = run(&["plugins", "list", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "aa-needs-zz")
+        .unwrap();
+    assert_eq!(first["dialect"], "hermes", "{first:#}");
+    assert_eq!(first["dependencies"], serde_json::json!(["zz-base"]));
+    let order = std::fs::read_to_string(hermes.path().join("order.log")).unwrap();
+    assert_eq!(
+        order.lines().collect::<Vec<_>>(),
+        ["zz-base", "aa-needs-zz"]
+    );
+}
