@@ -55,7 +55,6 @@ pub fn never_fires(name: &str) -> bool {
 /// provider and host-specific registrations.
 pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_browser_provider",
-    "register_memory_provider",
     "register_tts_provider",
     "register_transcription_provider",
     "register_image_gen_provider",
@@ -534,6 +533,30 @@ impl HermesContext {
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         super::mcp::call_mcp(py, &self.host, &self.key, server, tool, arguments, timeout)
+    }
+
+    // --- added by mp5 ---
+    /// The host's memory provider (see [`super::memory`]): its lanes and
+    /// tools are committed with the plugin's other registrations.
+    fn register_memory_provider(
+        &self,
+        py: Python<'_>,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let home = self
+            .runtime
+            .bind(py)
+            .getattr("_plughost_home")?
+            .str()?
+            .to_string();
+        match super::memory::register(py, &self.key, &self.host, Path::new(&home), provider)? {
+            Some(registrations) => registrations.into_iter().try_for_each(|r| self.push(r)),
+            None => {
+                let mut state = self.state.lock().expect("context lock");
+                state.unused.push("register_memory_provider".into());
+                Ok(())
+            }
+        }
     }
 
     /// Hermes's provider and host-specific registrars: accepted, recorded,

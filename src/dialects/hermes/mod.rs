@@ -19,6 +19,8 @@ pub mod reference;
 pub mod render;
 pub mod sniff;
 pub mod tool_names;
+// --- added by mp5 ---
+pub mod memory;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -551,7 +553,8 @@ impl Dialect for Hermes {
         Some(std::sync::Arc::new(render::HermesRenderer))
     }
 
-    fn discover(&self, _home: &Path, lists: &PluginLists) -> Vec<Candidate> {
-        discover::discover(lists)
+    fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
+        // mp5: memory providers load by `memory.provider`, not `plugins.enabled`.
+        memory::select(home, discover::discover(lists))
     }
 }
