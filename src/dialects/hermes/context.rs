@@ -61,7 +61,6 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_video_gen_provider",
     "register_context_engine",
     "register_dashboard_auth_provider",
-    "register_middleware",
     "register_platform",
     "register_slack_action_handler",
     "register_auxiliary_task",
@@ -556,6 +555,15 @@ impl HermesContext {
                 state.unused.push("register_memory_provider".into());
                 Ok(())
             }
+        }
+    }
+
+    /// Middleware around tool calls and model calls (see [`super::middleware`]).
+    fn register_middleware(&self, kind: &str, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        require_callable(callback, "register_middleware: callback")?;
+        match super::middleware::register(&self.key, kind, callback) {
+            Some(registration) => self.push(registration),
+            None => Ok(()),
         }
     }
 

@@ -21,6 +21,7 @@ pub mod sniff;
 pub mod tool_names;
 // --- added by mp5 ---
 pub mod memory;
+pub mod middleware;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -60,6 +61,7 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("hermes_cli", "hermes_cli/__init__.py", true),
     ("hermes_cli.config", "hermes_cli/config.py", false),
     ("hermes_cli.plugins", "hermes_cli/plugins.py", false),
+    ("hermes_cli.middleware", "hermes_cli/middleware.py", false), // mp5
     ("tools", "tools/__init__.py", true),
     ("tools.registry", "tools/registry.py", false),
     ("agent", "agent/__init__.py", true),
