@@ -57,7 +57,6 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_browser_provider",
     "register_tts_provider",
     "register_transcription_provider",
-    "register_image_gen_provider",
     "register_video_gen_provider",
     "register_context_engine",
     "register_dashboard_auth_provider",
@@ -556,6 +555,23 @@ impl HermesContext {
                 Ok(())
             }
         }
+    }
+
+    /// An image generation backend for the `image_generate` tool (see [`super::providers`]).
+    fn register_image_gen_provider(
+        &self,
+        py: Python<'_>,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let home = self
+            .runtime
+            .bind(py)
+            .getattr("_plughost_home")?
+            .str()?
+            .to_string();
+        super::providers::register_image_gen(py, &self.key, &self.host, Path::new(&home), provider)?
+            .into_iter()
+            .try_for_each(|r| self.push(r))
     }
 
     /// Middleware around tool calls and model calls (see [`super::middleware`]).

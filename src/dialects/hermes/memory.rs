@@ -336,8 +336,17 @@ pub fn register(
         return Ok(Some(Vec::new()));
     };
     let tail = plugin.rsplit('/').next().unwrap_or(plugin);
-    let selected = configured(home).is_some_and(|a| a == name || a == plugin || a == tail);
-    if !selected {
+    let wanted = configured(home);
+    let states = host.get::<super::providers::ProviderStates>();
+    if !wanted
+        .as_ref()
+        .is_some_and(|a| *a == name || a == plugin || a == tail)
+    {
+        let why = match wanted {
+            Some(w) => format!("not active: memory.provider is '{w}'"),
+            None => "not active: no memory.provider is set".to_string(),
+        };
+        states.record(plugin, "memory", &name, why);
         return Ok(None);
     }
     let slot = host.get::<MemorySlot>();
@@ -374,6 +383,7 @@ pub fn register(
         }
         *active = Some((plugin.to_string(), name.clone()));
     }
+    states.record(plugin, "memory", &name, "active (memory.provider)".into());
     let memory = Arc::new(ActiveMemory {
         plugin: plugin.to_string(),
         name: name.clone(),

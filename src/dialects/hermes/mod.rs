@@ -22,6 +22,7 @@ pub mod tool_names;
 // --- added by mp5 ---
 pub mod memory;
 pub mod middleware;
+pub mod providers;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -394,6 +395,11 @@ impl Dialect for Hermes {
     }
     fn not_used(&self, state: &Extensions, key: &str) -> Vec<String> {
         not_used(state, key)
+    }
+
+    // mp5: each provider plugin's provider, active or why not.
+    fn providers(&self, state: &Extensions, key: &str) -> Vec<String> {
+        providers::doctor_lines(state, key)
     }
 
     fn terminal_commands(&self, state: &Extensions) -> Vec<(String, String, String)> {

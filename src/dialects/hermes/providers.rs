@@ -1,0 +1,179 @@
+//! Hermes providers that back a tool: a registered provider gives the
+//! agent the tool Hermes offers for it, its output the tool's result.
+//!
+//! Done: image generation (`register_image_gen_provider` → `image_generate`,
+//! the provider's response dict as JSON). Selection as in Hermes:
+//! `image_gen.provider` (plughost's `config.json` or Hermes's
+//! `config.yaml`) names the active one; unset, the first registered in the
+//! host is active. Each provider plugin's state is recorded for
+//! `plugins doctor` ([`ProviderStates`]): active, or why not.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use serde_json::Value;
+
+use crate::core::extensions::Extensions;
+use crate::core::registry::{Registration, Tool, ToolSpec};
+use crate::runtime::plugin_error;
+
+use super::handlers::HermesTool;
+use super::render::HermesRenderer;
+
+/// Per plugin key: the providers it registered, each `(kind, name, state)`.
+#[derive(Default)]
+pub struct ProviderStates(Mutex<BTreeMap<String, Vec<(String, String, String)>>>);
+
+impl ProviderStates {
+    /// Record `plugin`'s provider `name` of `kind` and its state.
+    pub fn record(&self, plugin: &str, kind: &str, name: &str, state: String) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let list = map.entry(plugin.to_string()).or_default();
+        list.retain(|(k, n, _)| !(k == kind && n == name));
+        list.push((kind.to_string(), name.to_string(), state));
+    }
+
+    /// What `plugin` registered, as doctor lines.
+    pub fn lines(&self, plugin: &str) -> Vec<String> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(plugin)
+            .into_iter()
+            .flatten()
+            .map(|(kind, name, state)| format!("{kind} provider '{name}': {state}"))
+            .collect()
+    }
+}
+
+/// Which image provider is active in a host (one, as Hermes's registry).
+#[derive(Default)]
+struct ImageSlot(Mutex<Option<String>>);
+
+/// `<section>.provider` of plughost's `config.json`, else Hermes's `config.yaml`.
+pub fn configured(home: &Path, section: &str) -> Option<String> {
+    let plughost = std::fs::read_to_string(crate::plugins::config::config_path(home))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok());
+    let hermes = std::fs::read_to_string(super::discover::hermes_home().join("config.yaml"))
+        .ok()
+        .and_then(|t| serde_saphyr::from_str::<Value>(&t).ok());
+    [plughost, hermes]
+        .into_iter()
+        .flatten()
+        .find_map(|doc| {
+            Some(
+                doc.get(section)?
+                    .get("provider")?
+                    .as_str()?
+                    .trim()
+                    .to_string(),
+            )
+        })
+        .filter(|s| !s.is_empty())
+}
+
+fn name_of(provider: &Bound<'_, PyAny>) -> Option<String> {
+    provider
+        .getattr("name")
+        .ok()
+        .and_then(|n| n.extract::<String>().ok())
+        .filter(|n| !n.trim().is_empty())
+}
+
+/// `ctx.register_image_gen_provider(provider)`: the `image_generate` tool
+/// when it is the active provider; nothing (its state recorded) otherwise.
+pub fn register_image_gen(
+    py: Python<'_>,
+    plugin: &str,
+    host: &Arc<Extensions>,
+    home: &Path,
+    provider: &Bound<'_, PyAny>,
+) -> PyResult<Vec<Registration>> {
+    let module = py.import("agent.image_gen_provider")?;
+    let base = module.getattr("ImageGenProvider")?;
+    let states = host.get::<ProviderStates>();
+    let Some(name) = name_of(provider).filter(|_| provider.is_instance(&base).unwrap_or(false))
+    else {
+        tracing::warn!("Plugin '{plugin}' tried to register an image_gen provider that is not an ImageGenProvider with a name. Ignoring.");
+        return Ok(Vec::new());
+    };
+    let kind = "image_gen";
+    let available = provider
+        .call_method0("is_available")
+        .and_then(|a| a.is_truthy())
+        .unwrap_or_else(|e| {
+            let error = plugin_error(py, &e);
+            tracing::warn!(
+                "image_gen provider '{name}': is_available() raised {}",
+                error.described()
+            );
+            false
+        });
+    if !available {
+        states.record(
+            plugin,
+            kind,
+            &name,
+            "not active: is_available() is false".into(),
+        );
+        return Ok(Vec::new());
+    }
+    let wanted = configured(home, kind);
+    if let Some(w) = wanted.as_ref().filter(|w| **w != name) {
+        states.record(
+            plugin,
+            kind,
+            &name,
+            format!("not active: image_gen.provider is '{w}'"),
+        );
+        return Ok(Vec::new());
+    }
+    let slot = host.get::<ImageSlot>();
+    {
+        let mut active = slot.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(other) = active.as_ref() {
+            states.record(
+                plugin,
+                kind,
+                &name,
+                format!(
+                    "not active: '{other}' was registered first (set image_gen.provider to choose)"
+                ),
+            );
+            return Ok(Vec::new());
+        }
+        *active = Some(name.clone());
+    }
+    let schema: Value = crate::runtime::value::to_json(&module.getattr("IMAGE_GENERATE_SCHEMA")?)
+        .unwrap_or(Value::Null);
+    let (parameters, description) = crate::dialects::flowly::normalize_schema(&schema);
+    let handler = module.getattr("_plughost_tool")?.call1((provider,))?;
+    let handler = HermesTool::new(py, handler.unbind(), None, Vec::new(), Arc::clone(host))?;
+    let mut tool = Tool::new(
+        ToolSpec {
+            name: "image_generate".into(),
+            description,
+            parameters,
+            plugin: plugin.to_string(),
+            toolset: "image_gen".into(),
+            ..Default::default()
+        },
+        Arc::new(handler),
+    );
+    tool.renderer = Some(Arc::new(HermesRenderer));
+    states.record(
+        plugin,
+        kind,
+        &name,
+        "active (backs the image_generate tool)".into(),
+    );
+    Ok(vec![Registration::Tool(tool)])
+}
+
+/// What `plugin`'s providers are, as doctor lines (see [`ProviderStates`]).
+pub fn doctor_lines(host: &Extensions, plugin: &str) -> Vec<String> {
+    host.peek::<ProviderStates>()
+        .map(|s| s.lines(plugin))
+        .unwrap_or_default()
+}
