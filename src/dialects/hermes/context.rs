@@ -569,9 +569,20 @@ impl HermesContext {
             .getattr("_plughost_home")?
             .str()?
             .to_string();
-        super::providers::register_image_gen(py, &self.key, &self.host, Path::new(&home), provider)?
-            .into_iter()
-            .try_for_each(|r| self.push(r))
+        match super::providers::register_image_gen(
+            py,
+            &self.key,
+            &self.host,
+            Path::new(&home),
+            provider,
+        )? {
+            Some(registrations) => registrations.into_iter().try_for_each(|r| self.push(r)),
+            None => {
+                let mut state = self.state.lock().expect("context lock");
+                state.unused.push("register_image_gen_provider".into());
+                Ok(())
+            }
+        }
     }
 
     /// Middleware around tool calls and model calls (see [`super::middleware`]).

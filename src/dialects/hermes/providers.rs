@@ -22,9 +22,12 @@ use crate::runtime::plugin_error;
 use super::handlers::HermesTool;
 use super::render::HermesRenderer;
 
-/// Per plugin key: the providers it registered, each `(kind, name, state)`.
+/// One registered provider: `(kind, name, state)`.
+type ProviderState = (String, String, String);
+
+/// Per plugin key: the providers it registered, with their states.
 #[derive(Default)]
-pub struct ProviderStates(Mutex<BTreeMap<String, Vec<(String, String, String)>>>);
+pub struct ProviderStates(Mutex<BTreeMap<String, Vec<ProviderState>>>);
 
 impl ProviderStates {
     /// Record `plugin`'s provider `name` of `kind` and its state.
@@ -82,21 +85,23 @@ fn name_of(provider: &Bound<'_, PyAny>) -> Option<String> {
 }
 
 /// `ctx.register_image_gen_provider(provider)`: the `image_generate` tool
-/// when it is the active provider; nothing (its state recorded) otherwise.
+/// when it is the active provider; nothing (its state recorded) otherwise;
+/// `None` for what is not an `ImageGenProvider` (ignored, as Hermes does:
+/// registered, not used).
 pub fn register_image_gen(
     py: Python<'_>,
     plugin: &str,
     host: &Arc<Extensions>,
     home: &Path,
     provider: &Bound<'_, PyAny>,
-) -> PyResult<Vec<Registration>> {
+) -> PyResult<Option<Vec<Registration>>> {
     let module = py.import("agent.image_gen_provider")?;
     let base = module.getattr("ImageGenProvider")?;
     let states = host.get::<ProviderStates>();
     let Some(name) = name_of(provider).filter(|_| provider.is_instance(&base).unwrap_or(false))
     else {
         tracing::warn!("Plugin '{plugin}' tried to register an image_gen provider that is not an ImageGenProvider with a name. Ignoring.");
-        return Ok(Vec::new());
+        return Ok(None);
     };
     let kind = "image_gen";
     let available = provider
@@ -117,7 +122,7 @@ pub fn register_image_gen(
             &name,
             "not active: is_available() is false".into(),
         );
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     }
     let wanted = configured(home, kind);
     if let Some(w) = wanted.as_ref().filter(|w| **w != name) {
@@ -127,7 +132,7 @@ pub fn register_image_gen(
             &name,
             format!("not active: image_gen.provider is '{w}'"),
         );
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     }
     let slot = host.get::<ImageSlot>();
     {
@@ -141,7 +146,7 @@ pub fn register_image_gen(
                     "not active: '{other}' was registered first (set image_gen.provider to choose)"
                 ),
             );
-            return Ok(Vec::new());
+            return Ok(Some(Vec::new()));
         }
         *active = Some(name.clone());
     }
@@ -168,7 +173,7 @@ pub fn register_image_gen(
         &name,
         "active (backs the image_generate tool)".into(),
     );
-    Ok(vec![Registration::Tool(tool)])
+    Ok(Some(vec![Registration::Tool(tool)]))
 }
 
 /// What `plugin`'s providers are, as doctor lines (see [`ProviderStates`]).
