@@ -9,6 +9,7 @@
 //! and counted, never propagated. Each stage that ends the call early
 //! returns its result as the `Err` of a [`Stage`].
 
+mod execution;
 pub mod middleware;
 mod tool_points;
 
@@ -267,20 +268,6 @@ impl Call<'_> {
         }
     }
 
-    /// `tool_request` middleware: the arguments every later stage sees
-    /// (validated again when a middleware replaced them).
-    async fn tool_request(&self, params: Map<String, Value>) -> Stage<Map<String, Value>> {
-        let arguments = Value::Object(params);
-        let context = || self.loop_context(None, &arguments);
-        match tool_points::request(self.registry, &arguments, context).await {
-            None => match arguments {
-                Value::Object(params) => Ok(params),
-                _ => unreachable!("made from a map"),
-            },
-            Some(edited) => self.validate(self.object(edited)?),
-        }
-    }
-
     /// `pre_tool_call`: the first block wins.
     async fn pre_tool_call(&self, ctx: &mut ToolCallContext) -> Stage<()> {
         let pre = for_tool(
@@ -399,72 +386,6 @@ impl Call<'_> {
         };
         entered.exit(&call, &result);
         (text, outcome)
-    }
-
-    /// The handler inside the `tool_execution` middleware chain, if any
-    /// ([`middleware::run_chain`]): run synchronously on this thread, as a
-    /// sync Python hook is; the handler's own future is driven to its end
-    /// by `next`.
-    async fn middleware_execute(
-        &self,
-        ctx: &mut ToolCallContext,
-        marks: &mut ToolMarks,
-    ) -> (String, ToolOutcome) {
-        let lane = HookEvent::Lane(crate::core::hooks::LaneId(&middleware::TOOL_EXECUTION));
-        let entries = self.registry.hooks().entries(lane);
-        if entries.is_empty() {
-            return self.execute(ctx, marks).await;
-        }
-        let call = middleware::ExecCall {
-            kind: "tool_execution",
-            session_id: self.ids.session_id.to_string(),
-            tool: self.ids.name.to_string(),
-            original: Value::Object(ctx.params.clone()),
-        };
-        let mut ran: Option<ToolOutcome> = None;
-        let payload = call.original.clone();
-        let result = {
-            let mut terminal = |args: Value| {
-                if let Value::Object(params) = args {
-                    ctx.params = params;
-                }
-                let (text, outcome) =
-                    futures_util::FutureExt::now_or_never(Box::pin(self.execute(ctx, marks)))
-                        .unwrap_or_else(|| {
-                            (
-                                "tool_execution middleware: the tool did not finish synchronously"
-                                    .into(),
-                                ToolOutcome::Raised {
-                                    error: crate::core::outcome::PluginError::native(
-                                        "an asynchronous tool under tool_execution middleware",
-                                    ),
-                                },
-                            )
-                        });
-                let failed = !matches!(outcome, ToolOutcome::Ok);
-                ran = Some(outcome);
-                if failed {
-                    Err(middleware::ExecError::Downstream(text))
-                } else {
-                    Ok(Value::String(text))
-                }
-            };
-            middleware::run_chain(entries, &call, payload, &mut terminal)
-        };
-        match (result, ran) {
-            (Ok(Value::String(text)), Some(outcome)) => (text, outcome),
-            (Ok(Value::String(text)), None) => (text, ToolOutcome::Ok),
-            (Ok(other), outcome) => (other.to_string(), outcome.unwrap_or(ToolOutcome::Ok)),
-            (Err(middleware::ExecError::Downstream(text)), Some(outcome)) => (text, outcome),
-            (Err(e), _) => {
-                let message = match e {
-                    middleware::ExecError::Blocked { reason, .. } => reason,
-                    middleware::ExecError::Failed(m) | middleware::ExecError::Downstream(m) => m,
-                };
-                let outcome = ToolOutcome::Blocked { message };
-                (self.renderer.render(self.ids.name, &outcome), outcome)
-            }
-        }
     }
 
     async fn execute(
