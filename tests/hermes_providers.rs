@@ -13,6 +13,7 @@ use serde_json::Value;
 
 const FAKE: &str = r#"
 from agent.image_gen_provider import ImageGenProvider, success_response
+from agent.tts_provider import TTSProvider
 
 class Fake(ImageGenProvider):
     @property
@@ -25,8 +26,17 @@ class Fake(ImageGenProvider):
         return success_response(image="/tmp/fake-%s.png" % aspect_ratio, model="fake-1",
                                 prompt=prompt, aspect_ratio=aspect_ratio, provider=self.name)
 
+class Voice(TTSProvider):
+    name = "fakevoice"
+
+    def synthesize(self, text, output_path, *, voice=None, model=None, speed=None, format="mp3", **extra):
+        with open(output_path, "wb") as f:
+            f.write(b"ID3" + text.encode())
+        return output_path
+
 def register(ctx):
     ctx.register_image_gen_provider(Fake())
+    ctx.register_tts_provider(Voice())
 "#;
 
 const OTHER: &str = r#"
@@ -88,9 +98,16 @@ impl Env {
     }
 
     fn turn(&self, prompt: &str) -> Value {
+        self.call(
+            "image_generate",
+            &format!("{{prompt: \"{prompt}\", aspect_ratio: square}}"),
+        )
+    }
+
+    fn call(&self, tool: &str, args: &str) -> Value {
         let script = self.plughost_home.path().join("script.yaml");
         let text = format!(
-            "turns:\n  - tool_calls:\n      - name: image_generate\n        args: {{prompt: \"{prompt}\", aspect_ratio: square}}\n  - say: \"{{tool_results}}\"\n"
+            "turns:\n  - tool_calls:\n      - name: {tool}\n        args: {args}\n  - say: \"{{tool_results}}\"\n"
         );
         std::fs::write(&script, text).unwrap();
         let out = self.run(
@@ -148,4 +165,20 @@ fn doctor_says_which_provider_is_active() {
         text.contains("image_gen provider 'other': not active: image_gen.provider is 'fake'"),
         "{text}"
     );
+}
+
+#[test]
+fn the_active_tts_provider_backs_text_to_speech() {
+    let env = Env::new();
+    let turn = env.call("text_to_speech", "{text: \"hello there\"}");
+    let result: Value = serde_json::from_str(turn["reply"].as_str().unwrap()).unwrap();
+    assert_eq!(result["success"], true, "{result:#}");
+    assert_eq!(result["provider"], "fakevoice");
+    let path = std::path::PathBuf::from(result["file_path"].as_str().unwrap());
+    assert!(
+        path.starts_with(env.hermes_home.path().join("cache").join("audio")),
+        "{path:?}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), b"ID3hello there");
+    assert_eq!(result["media_tag"], format!("MEDIA:{}", path.display()));
 }

@@ -55,7 +55,6 @@ pub fn never_fires(name: &str) -> bool {
 /// provider and host-specific registrations.
 pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_browser_provider",
-    "register_tts_provider",
     "register_transcription_provider",
     "register_video_gen_provider",
     "register_context_engine",
@@ -164,6 +163,33 @@ impl HermesContext {
             std::mem::take(&mut state.pending),
             std::mem::take(&mut state.unused),
         )
+    }
+
+    // --- added by mp5 ---
+    /// A provider that backs a tool ([`super::providers::register`]); what is
+    /// not one is recorded as registered, not used.
+    fn tool_provider(
+        &self,
+        py: Python<'_>,
+        spec: &super::providers::ToolProvider,
+        registrar: &str,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let home = self
+            .runtime
+            .bind(py)
+            .getattr("_plughost_home")?
+            .str()?
+            .to_string();
+        let at = (self.key.as_str(), &self.host, Path::new(&home));
+        match super::providers::register(py, spec, at, provider)? {
+            Some(registrations) => registrations.into_iter().try_for_each(|r| self.push(r)),
+            None => {
+                let mut state = self.state.lock().expect("context lock");
+                state.unused.push(registrar.into());
+                Ok(())
+            }
+        }
     }
 
     fn push(&self, registration: Registration) -> PyResult<()> {
@@ -563,26 +589,22 @@ impl HermesContext {
         py: Python<'_>,
         provider: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let home = self
-            .runtime
-            .bind(py)
-            .getattr("_plughost_home")?
-            .str()?
-            .to_string();
-        match super::providers::register_image_gen(
+        self.tool_provider(
             py,
-            &self.key,
-            &self.host,
-            Path::new(&home),
+            &super::providers::IMAGE_GEN,
+            "register_image_gen_provider",
             provider,
-        )? {
-            Some(registrations) => registrations.into_iter().try_for_each(|r| self.push(r)),
-            None => {
-                let mut state = self.state.lock().expect("context lock");
-                state.unused.push("register_image_gen_provider".into());
-                Ok(())
-            }
-        }
+        )
+    }
+
+    /// A text-to-speech backend for the `text_to_speech` tool (see [`super::providers`]).
+    fn register_tts_provider(&self, py: Python<'_>, provider: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.tool_provider(
+            py,
+            &super::providers::TTS,
+            "register_tts_provider",
+            provider,
+        )
     }
 
     /// Middleware around tool calls and model calls (see [`super::middleware`]).

@@ -2,10 +2,10 @@
 //! agent the tool Hermes offers for it, its output the tool's result.
 //!
 //! Done: image generation (`register_image_gen_provider` → `image_generate`,
-//! the provider's response dict as JSON). Selection as in Hermes:
-//! `image_gen.provider` (plughost's `config.json` or Hermes's
-//! `config.yaml`) names the active one; unset, the first registered in the
-//! host is active. Each provider plugin's state is recorded for
+//! the provider's response dict as JSON) and text to speech
+//! (`register_tts_provider` → `text_to_speech`). Selection as in Hermes:
+//! `<kind>.provider` (plughost's `config.json` or Hermes's `config.yaml`)
+//! names the active one; unset, the first registered in the host is active. Each provider plugin's state is recorded for
 //! `plugins doctor` ([`ProviderStates`]): active, or why not.
 
 use std::collections::BTreeMap;
@@ -49,9 +49,36 @@ impl ProviderStates {
     }
 }
 
-/// Which image provider is active in a host (one, as Hermes's registry).
+/// A provider kind that backs one tool: where its base class and the
+/// compat tool helper live (`TOOL_SCHEMA`, `_plughost_tool(provider)`).
+pub struct ToolProvider {
+    /// The config section (`image_gen`, `tts`) and the doctor's word.
+    pub kind: &'static str,
+    pub module: &'static str,
+    pub base: &'static str,
+    pub tool: &'static str,
+}
+
+/// `register_image_gen_provider` → `image_generate`.
+pub const IMAGE_GEN: ToolProvider = ToolProvider {
+    kind: "image_gen",
+    module: "agent.image_gen_provider",
+    base: "ImageGenProvider",
+    tool: "image_generate",
+};
+
+/// `register_tts_provider` → `text_to_speech`.
+pub const TTS: ToolProvider = ToolProvider {
+    kind: "tts",
+    module: "agent.tts_provider",
+    base: "TTSProvider",
+    tool: "text_to_speech",
+};
+
+/// Which provider of each kind is active in a host (one per kind, as
+/// Hermes's registries), by kind.
 #[derive(Default)]
-struct ImageSlot(Mutex<Option<String>>);
+struct ActiveSlots(Mutex<BTreeMap<&'static str, String>>);
 
 /// `<section>.provider` of plughost's `config.json`, else Hermes's `config.yaml`.
 pub fn configured(home: &Path, section: &str) -> Option<String> {
@@ -84,33 +111,36 @@ fn name_of(provider: &Bound<'_, PyAny>) -> Option<String> {
         .filter(|n| !n.trim().is_empty())
 }
 
-/// `ctx.register_image_gen_provider(provider)`: the `image_generate` tool
-/// when it is the active provider; nothing (its state recorded) otherwise;
-/// `None` for what is not an `ImageGenProvider` (ignored, as Hermes does:
-/// registered, not used).
-pub fn register_image_gen(
+/// `ctx.register_<kind>_provider(provider)`: `spec`'s tool when it is the
+/// active provider of its kind; nothing (its state recorded) otherwise;
+/// `None` for what is not an instance of the kind's base class (ignored,
+/// as Hermes does: registered, not used).
+pub fn register(
     py: Python<'_>,
-    plugin: &str,
-    host: &Arc<Extensions>,
-    home: &Path,
+    spec: &ToolProvider,
+    (plugin, host, home): (&str, &Arc<Extensions>, &Path),
     provider: &Bound<'_, PyAny>,
 ) -> PyResult<Option<Vec<Registration>>> {
-    let module = py.import("agent.image_gen_provider")?;
-    let base = module.getattr("ImageGenProvider")?;
+    let module = py.import(spec.module)?;
+    let base = module.getattr(spec.base)?;
     let states = host.get::<ProviderStates>();
     let Some(name) = name_of(provider).filter(|_| provider.is_instance(&base).unwrap_or(false))
     else {
-        tracing::warn!("Plugin '{plugin}' tried to register an image_gen provider that is not an ImageGenProvider with a name. Ignoring.");
+        tracing::warn!(
+            "Plugin '{plugin}' tried to register a {} provider that is not a {} with a name. Ignoring.",
+            spec.kind,
+            spec.base
+        );
         return Ok(None);
     };
-    let kind = "image_gen";
+    let kind = spec.kind;
     let available = provider
         .call_method0("is_available")
         .and_then(|a| a.is_truthy())
         .unwrap_or_else(|e| {
             let error = plugin_error(py, &e);
             tracing::warn!(
-                "image_gen provider '{name}': is_available() raised {}",
+                "{kind} provider '{name}': is_available() raised {}",
                 error.described()
             );
             false
@@ -130,38 +160,34 @@ pub fn register_image_gen(
             plugin,
             kind,
             &name,
-            format!("not active: image_gen.provider is '{w}'"),
+            format!("not active: {kind}.provider is '{w}'"),
         );
         return Ok(Some(Vec::new()));
     }
-    let slot = host.get::<ImageSlot>();
+    let slots = host.get::<ActiveSlots>();
     {
-        let mut active = slot.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(other) = active.as_ref() {
-            states.record(
-                plugin,
-                kind,
-                &name,
-                format!(
-                    "not active: '{other}' was registered first (set image_gen.provider to choose)"
-                ),
+        let mut active = slots.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(other) = active.get(kind) {
+            let why = format!(
+                "not active: '{other}' was registered first (set {kind}.provider to choose)"
             );
+            states.record(plugin, kind, &name, why);
             return Ok(Some(Vec::new()));
         }
-        *active = Some(name.clone());
+        active.insert(kind, name.clone());
     }
-    let schema: Value = crate::runtime::value::to_json(&module.getattr("IMAGE_GENERATE_SCHEMA")?)
-        .unwrap_or(Value::Null);
+    let schema: Value =
+        crate::runtime::value::to_json(&module.getattr("TOOL_SCHEMA")?).unwrap_or(Value::Null);
     let (parameters, description) = crate::dialects::flowly::normalize_schema(&schema);
     let handler = module.getattr("_plughost_tool")?.call1((provider,))?;
     let handler = HermesTool::new(py, handler.unbind(), None, Vec::new(), Arc::clone(host))?;
     let mut tool = Tool::new(
         ToolSpec {
-            name: "image_generate".into(),
+            name: spec.tool.into(),
             description,
             parameters,
             plugin: plugin.to_string(),
-            toolset: "image_gen".into(),
+            toolset: kind.into(),
             ..Default::default()
         },
         Arc::new(handler),
@@ -171,7 +197,7 @@ pub fn register_image_gen(
         plugin,
         kind,
         &name,
-        "active (backs the image_generate tool)".into(),
+        format!("active (backs the {} tool)", spec.tool),
     );
     Ok(Some(vec![Registration::Tool(tool)]))
 }

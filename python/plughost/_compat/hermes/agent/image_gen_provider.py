@@ -105,7 +105,7 @@ def error_response(*, error: str, error_type: str = "provider_error", provider: 
 
 # --- plughost's tool (not part of Hermes's API) ---------------------------
 
-IMAGE_GENERATE_SCHEMA = {
+TOOL_SCHEMA = {
     "name": "image_generate",
     "description": (
         "Generate an image from a text prompt, or edit/transform a source image when "
@@ -151,3 +151,6 @@ def _plughost_tool(provider: ImageGenProvider):
 
     image_generate.__qualname__ = f"{type(provider).__name__}.generate"
     return image_generate
+
+
+IMAGE_GENERATE_SCHEMA = TOOL_SCHEMA
