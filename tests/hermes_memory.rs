@@ -303,3 +303,63 @@ fn plugins_list_says_which_memory_provider_is_active() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("the active one is 'recall'"), "{text}");
 }
+
+/// `plughost chat`: one session of two turns initialises the provider once,
+/// recalls and syncs per turn, and ends the session (and shuts the
+/// provider down) when the chat exits.
+#[test]
+fn chat_initialises_once_per_session_and_ends_it_at_exit() {
+    use std::io::Write;
+    let env = Env::new("recall");
+    let script = env.plughost_home.path().join("chat.yaml");
+    std::fs::write(&script, "turns:\n  - say: one\n  - say: two\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["chat", "--session", "c", "--model", "scripted", "--script"])
+        .arg(&script)
+        .env("PLUGHOST_HOME", env.plughost_home.path())
+        .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+        .env("HERMES_HOME", env.hermes_home.path())
+        .env("MEM_LOG", env.log())
+        .env_remove("PLUGHOST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"what tea do I like\nand what coffee\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = env.events();
+    assert_eq!(
+        names(&events),
+        [
+            "initialize",
+            "prefetch",
+            "sync_turn",
+            "queue_prefetch",
+            "prefetch",
+            "sync_turn",
+            "queue_prefetch",
+            "on_session_end",
+            "shutdown"
+        ],
+        "{events:#?}"
+    );
+    assert_eq!(events[0]["session_id"], "c");
+    assert_eq!(events[2]["assistant"], "one");
+    assert_eq!(events[5]["user"], "and what coffee");
+    // The second sync sees the whole conversation so far.
+    assert_eq!(
+        events[5]["roles"],
+        serde_json::json!(["user", "assistant", "user", "assistant"])
+    );
+}

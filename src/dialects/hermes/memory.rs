@@ -122,7 +122,12 @@ impl ActiveMemory {
             s.turns += 1;
             s.user = query.clone();
             s.recall.clear();
-            s.messages = messages.to_vec();
+            // The conversation, as Hermes's `messages` (its system prompt apart).
+            s.messages = messages
+                .iter()
+                .filter(|m| m["role"] != "system")
+                .cloned()
+                .collect();
             !std::mem::replace(&mut s.initialized, true)
         };
         if first {
