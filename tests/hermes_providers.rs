@@ -14,6 +14,7 @@ use serde_json::Value;
 const FAKE: &str = r#"
 from agent.image_gen_provider import ImageGenProvider, success_response
 from agent.tts_provider import TTSProvider
+from agent.transcription_provider import TranscriptionProvider
 
 class Fake(ImageGenProvider):
     @property
@@ -34,9 +35,18 @@ class Voice(TTSProvider):
             f.write(b"ID3" + text.encode())
         return output_path
 
+class Ears(TranscriptionProvider):
+    name = "fakeears"
+
+    def transcribe(self, file_path, *, model=None, language=None, **extra):
+        with open(file_path, "rb") as f:
+            data = f.read()
+        return {"success": True, "transcript": data[3:].decode() + "/" + str(language), "provider": self.name}
+
 def register(ctx):
     ctx.register_image_gen_provider(Fake())
     ctx.register_tts_provider(Voice())
+    ctx.register_transcription_provider(Ears())
 "#;
 
 const OTHER: &str = r#"
@@ -181,4 +191,18 @@ fn the_active_tts_provider_backs_text_to_speech() {
     );
     assert_eq!(std::fs::read(&path).unwrap(), b"ID3hello there");
     assert_eq!(result["media_tag"], format!("MEDIA:{}", path.display()));
+}
+
+#[test]
+fn the_active_transcription_provider_backs_transcribe_audio() {
+    let env = Env::new();
+    let audio = env.plughost_home.path().join("clip.mp3");
+    std::fs::write(&audio, b"ID3good morning").unwrap();
+    let args = format!("{{file_path: \"{}\", language: en}}", audio.display());
+    let turn = env.call("transcribe_audio", &args);
+    let result: Value = serde_json::from_str(turn["reply"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        result,
+        serde_json::json!({"success": true, "transcript": "good morning/en", "provider": "fakeears"})
+    );
 }

@@ -55,7 +55,6 @@ pub fn never_fires(name: &str) -> bool {
 /// provider and host-specific registrations.
 pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_browser_provider",
-    "register_transcription_provider",
     "register_video_gen_provider",
     "register_context_engine",
     "register_dashboard_auth_provider",
@@ -603,6 +602,20 @@ impl HermesContext {
             py,
             &super::providers::TTS,
             "register_tts_provider",
+            provider,
+        )
+    }
+
+    /// A speech-to-text backend for the `transcribe_audio` tool (see [`super::providers`]).
+    fn register_transcription_provider(
+        &self,
+        py: Python<'_>,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.tool_provider(
+            py,
+            &super::providers::STT,
+            "register_transcription_provider",
             provider,
         )
     }

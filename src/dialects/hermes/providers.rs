@@ -3,7 +3,8 @@
 //!
 //! Done: image generation (`register_image_gen_provider` → `image_generate`,
 //! the provider's response dict as JSON) and text to speech
-//! (`register_tts_provider` → `text_to_speech`). Selection as in Hermes:
+//! (`register_tts_provider` → `text_to_speech`), speech to text
+//! (`register_transcription_provider` → `transcribe_audio`, section `stt`). Selection as in Hermes:
 //! `<kind>.provider` (plughost's `config.json` or Hermes's `config.yaml`)
 //! names the active one; unset, the first registered in the host is active. Each provider plugin's state is recorded for
 //! `plugins doctor` ([`ProviderStates`]): active, or why not.
@@ -73,6 +74,14 @@ pub const TTS: ToolProvider = ToolProvider {
     module: "agent.tts_provider",
     base: "TTSProvider",
     tool: "text_to_speech",
+};
+
+/// `register_transcription_provider` → `transcribe_audio` (section `stt`).
+pub const STT: ToolProvider = ToolProvider {
+    kind: "stt",
+    module: "agent.transcription_provider",
+    base: "TranscriptionProvider",
+    tool: "transcribe_audio",
 };
 
 /// Which provider of each kind is active in a host (one per kind, as

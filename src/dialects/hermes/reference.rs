@@ -25,6 +25,7 @@ pub static DOC: DialectDoc = DialectDoc {
         ("register_middleware", "Middleware `callback` of kind `tool_request`, `tool_execution`, `llm_request` or `llm_execution`, with Hermes's semantics (`LLMExecutionBlocked` stops a model call). See docs/hermes-providers.md."),
         ("register_image_gen_provider", "An image backend (an `agent.image_gen_provider.ImageGenProvider`) for the `image_generate` tool; `image_gen.provider` picks the active one. See docs/hermes-providers.md."),
         ("register_tts_provider", "A text-to-speech backend (an `agent.tts_provider.TTSProvider`) for the `text_to_speech` tool; `tts.provider` picks the active one. See docs/hermes-providers.md."),
+        ("register_transcription_provider", "A speech-to-text backend (an `agent.transcription_provider.TranscriptionProvider`) for the `transcribe_audio` tool; `stt.provider` picks the active one. See docs/hermes-providers.md."),
     ],
     fields: &[
         ("session_id", "the session key; `None` for a direct `tools call` without `--session`"),
