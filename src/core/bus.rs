@@ -145,6 +145,13 @@ pub trait HookCallback: Send + Sync + 'static {
     fn tools(&self) -> Option<&[String]> {
         None
     }
+    // --- added by mp5 ---
+    /// This callback as an execution middleware (a subscription of
+    /// [`TOOL_EXECUTION`](crate::core::pipeline::middleware::TOOL_EXECUTION)
+    /// or `LLM_EXECUTION`, which wraps the call instead of answering).
+    fn execution(&self) -> Option<&dyn crate::core::pipeline::middleware::Execution> {
+        None
+    }
 }
 
 impl<F> HookCallback for F

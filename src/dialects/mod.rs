@@ -281,6 +281,14 @@ pub trait Dialect: Send + Sync + 'static {
     fn admit_sniffed(&self, c: &mut Candidate) {
         let _ = c;
     }
+
+    // --- added by mp5 ---
+    /// The providers its plugin `key` registered on the host whose state is
+    /// `state`, each with whether it is active (for `plugins doctor`).
+    fn providers(&self, state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
+        let _ = (state, key);
+        Vec::new()
+    }
 }
 
 /// A dialect's per-turn state on its way to an isolated worker: the value
@@ -595,4 +603,13 @@ mod lane_rows {
             }
         }
     }
+}
+
+// --- added by mp5 ---
+/// The providers plugin `key` registered, with their state, by every dialect.
+pub fn providers(state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
+    DIALECTS
+        .iter()
+        .flat_map(|d| d.providers(state, key))
+        .collect()
 }

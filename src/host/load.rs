@@ -463,6 +463,10 @@ impl crate::core::hooks::HookCallback for GuardedHook {
     fn tools(&self) -> Option<&[String]> {
         self.inner.tools()
     }
+    // --- added by mp5 ---
+    fn execution(&self) -> Option<&dyn crate::core::pipeline::middleware::Execution> {
+        self.inner.execution()
+    }
 }
 
 /// A tool of an in-process third-party plugin, journaled while its code

@@ -7,6 +7,7 @@
 mod answer;
 mod end;
 mod messages;
+mod middleware;
 mod tools;
 
 use std::sync::Arc;
@@ -260,6 +261,8 @@ impl Inner {
             params = edited;
             request.params = params.clone();
         }
+        let context = || self.point(t, HookEvent::ModelCallStart, Vec::new(), Vec::new());
+        middleware::request(registry, &mut request, context).await;
         Sent {
             request,
             call_messages,
@@ -288,11 +291,14 @@ impl Inner {
         let mut retries = 0;
         let response = loop {
             let (delta_tx, relay) = relay_deltas(t.events.cloned());
-            let response = self.provider.complete(request.clone(), delta_tx).await;
+            let response =
+                middleware::complete(registry, &self.provider, request.clone(), delta_tx).await;
             drop(relay);
             let error = match response {
                 Ok(r) => break Ok(r),
-                Err(e) => e.to_string(),
+                // A block is the call's end: never retried.
+                Err(middleware::Failed::Blocked(reason)) => break Err(reason),
+                Err(middleware::Failed::Call(e)) => e,
             };
             // P7e: a callback may ask for the call again (bounded).
             if retries >= MAX_MODEL_RETRIES {

@@ -9,6 +9,8 @@
 //! and counted, never propagated. Each stage that ends the call early
 //! returns its result as the `Err` of a [`Stage`].
 
+mod execution;
+pub mod middleware;
 mod tool_points;
 
 use std::borrow::Cow;
@@ -171,6 +173,7 @@ async fn pipeline(
 impl Call<'_> {
     async fn run(&self, args: Value, marks: &mut ToolMarks, rerun: bool) -> Stage<ToolResult> {
         let params = self.validate(self.object(args)?)?;
+        let params = self.tool_request(params).await?;
         let mut ctx = self.tool_context(params);
         self.pre_tool_call(&mut ctx).await?;
         // What every loop point of the call is shown (P9's edits aside);
@@ -365,7 +368,7 @@ impl Call<'_> {
     ) -> (String, ToolOutcome) {
         let entries = self.registry.hooks().wrappers(&wrappers::TOOL_HANDLER);
         if entries.is_empty() {
-            return self.execute(ctx, marks).await;
+            return self.middleware_execute(ctx, marks).await;
         }
         let arguments = ctx.params.clone();
         let call = wrappers::Wrapped {
@@ -375,7 +378,7 @@ impl Call<'_> {
             arguments: &arguments,
         };
         let entered = wrappers::enter(entries, &call);
-        let (text, outcome) = self.execute(ctx, marks).await;
+        let (text, outcome) = self.middleware_execute(ctx, marks).await;
         let result = wrappers::Unwrapped {
             text: &text,
             outcome: &outcome,

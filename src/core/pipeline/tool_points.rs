@@ -41,6 +41,10 @@ pub async fn before(
     let budget = registry.hook_timeout;
     let mut edited = None;
     for (lane, entries) in registry.hooks().lanes_at(Point::ToolBefore) {
+        // tool_request middleware ran before `pre_tool_call` (its own stage).
+        if lane == request_lane() {
+            continue;
+        }
         let mut lc = context(lane);
         let answers = fire_entries(entries, lane, HookPayload::Loop(&mut lc), budget).await;
         let mut refusal = None;
@@ -79,6 +83,34 @@ pub async fn before(
         }
     }
     Before::Proceed(edited)
+}
+
+fn request_lane() -> HookEvent {
+    HookEvent::Lane(crate::core::hooks::LaneId(&super::middleware::TOOL_REQUEST))
+}
+
+/// `tool_request` middleware: the arguments as its chain left them
+/// (`None`: no callback, or none changed them).
+pub async fn request(
+    registry: &Registry,
+    arguments: &Value,
+    context: impl FnOnce() -> LoopContext,
+) -> Option<Value> {
+    let lane = request_lane();
+    let entries = registry.hooks().entries(lane);
+    if entries.is_empty() {
+        return None;
+    }
+    let mut lc = context();
+    lc.tool_call.arguments = arguments.clone();
+    fire_entries(
+        entries,
+        lane,
+        HookPayload::Loop(&mut lc),
+        registry.hook_timeout,
+    )
+    .await;
+    (&lc.tool_call.arguments != arguments).then_some(lc.tool_call.arguments)
 }
 
 /// P9x: immediately before the handler (an observer point).

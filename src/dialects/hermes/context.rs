@@ -33,14 +33,9 @@ pub fn never_fires(name: &str) -> bool {
 /// provider and host-specific registrations.
 pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_browser_provider",
-    "register_memory_provider",
-    "register_tts_provider",
-    "register_transcription_provider",
-    "register_image_gen_provider",
     "register_video_gen_provider",
     "register_context_engine",
     "register_dashboard_auth_provider",
-    "register_middleware",
     "register_platform",
     "register_slack_action_handler",
     "register_auxiliary_task",
@@ -145,6 +140,33 @@ impl HermesContext {
             std::mem::take(&mut state.pending),
             std::mem::take(&mut state.unused),
         )
+    }
+
+    // --- added by mp5 ---
+    /// A provider that backs a tool ([`super::providers::register`]); what is
+    /// not one is recorded as registered, not used.
+    fn tool_provider(
+        &self,
+        py: Python<'_>,
+        spec: &super::providers::ToolProvider,
+        registrar: &str,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let home = self
+            .runtime
+            .bind(py)
+            .getattr("_plughost_home")?
+            .str()?
+            .to_string();
+        let at = (self.key.as_str(), &self.host, Path::new(&home));
+        match super::providers::register(py, spec, at, provider)? {
+            Some(registrations) => registrations.into_iter().try_for_each(|r| self.push(r)),
+            None => {
+                let mut state = self.state.lock().expect("context lock");
+                state.unused.push(registrar.into());
+                Ok(())
+            }
+        }
     }
 
     fn push(&self, registration: Registration) -> PyResult<()> {
@@ -512,6 +534,77 @@ impl HermesContext {
         timeout: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         super::mcp::call_mcp(py, &self.host, &self.key, server, tool, arguments, timeout)
+    }
+
+    // --- added by mp5 ---
+    /// The host's memory provider (see [`super::memory`]): its lanes and
+    /// tools are committed with the plugin's other registrations.
+    fn register_memory_provider(
+        &self,
+        py: Python<'_>,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let home = self
+            .runtime
+            .bind(py)
+            .getattr("_plughost_home")?
+            .str()?
+            .to_string();
+        match super::memory::register(py, &self.key, &self.host, Path::new(&home), provider)? {
+            Some(registrations) => registrations.into_iter().try_for_each(|r| self.push(r)),
+            None => {
+                let mut state = self.state.lock().expect("context lock");
+                state.unused.push("register_memory_provider".into());
+                Ok(())
+            }
+        }
+    }
+
+    /// An image generation backend for the `image_generate` tool (see [`super::providers`]).
+    fn register_image_gen_provider(
+        &self,
+        py: Python<'_>,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.tool_provider(
+            py,
+            &super::providers::IMAGE_GEN,
+            "register_image_gen_provider",
+            provider,
+        )
+    }
+
+    /// A text-to-speech backend for the `text_to_speech` tool (see [`super::providers`]).
+    fn register_tts_provider(&self, py: Python<'_>, provider: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.tool_provider(
+            py,
+            &super::providers::TTS,
+            "register_tts_provider",
+            provider,
+        )
+    }
+
+    /// A speech-to-text backend for the `transcribe_audio` tool (see [`super::providers`]).
+    fn register_transcription_provider(
+        &self,
+        py: Python<'_>,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.tool_provider(
+            py,
+            &super::providers::STT,
+            "register_transcription_provider",
+            provider,
+        )
+    }
+
+    /// Middleware around tool calls and model calls (see [`super::middleware`]).
+    fn register_middleware(&self, kind: &str, callback: &Bound<'_, PyAny>) -> PyResult<()> {
+        require_callable(callback, "register_middleware: callback")?;
+        match super::middleware::register(&self.key, kind, callback) {
+            Some(registration) => self.push(registration),
+            None => Ok(()),
+        }
     }
 
     /// Hermes's provider and host-specific registrars: accepted, recorded,

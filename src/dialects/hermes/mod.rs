@@ -21,6 +21,10 @@ pub mod render;
 pub mod sniff;
 pub mod tool_names;
 pub mod valid_hooks;
+// --- added by mp5 ---
+pub mod memory;
+pub mod middleware;
+pub mod providers;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -60,6 +64,7 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("hermes_cli", "hermes_cli/__init__.py", true),
     ("hermes_cli.config", "hermes_cli/config.py", false),
     ("hermes_cli.plugins", "hermes_cli/plugins.py", false),
+    ("hermes_cli.middleware", "hermes_cli/middleware.py", false), // mp5
     ("tools", "tools/__init__.py", true),
     ("tools.registry", "tools/registry.py", false),
     ("agent", "agent/__init__.py", true),
@@ -422,6 +427,11 @@ impl Dialect for Hermes {
         not_used(state, key)
     }
 
+    // mp5: each provider plugin's provider, active or why not.
+    fn providers(&self, state: &Extensions, key: &str) -> Vec<String> {
+        providers::doctor_lines(state, key)
+    }
+
     fn terminal_commands(&self, state: &Extensions) -> Vec<(String, String, String)> {
         cli::list(state)
     }
@@ -581,8 +591,9 @@ impl Dialect for Hermes {
         Some(std::sync::Arc::new(render::HermesRenderer))
     }
 
-    fn discover(&self, _home: &Path, lists: &PluginLists) -> Vec<Candidate> {
-        discover::discover(lists)
+    fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
+        // mp5: memory providers load by `memory.provider`, not `plugins.enabled`.
+        memory::select(home, discover::discover(lists))
     }
 
     /// `requires_plugins` first, as Hermes orders them ([`order`]).

@@ -88,6 +88,11 @@ pub struct PluginDiagnosis {
     /// Its scheduled tasks (Felix `cron_tasks`) with their counters.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scheduled: Vec<TaskReport>,
+    // --- added by mp5 ---
+    /// The providers it registered (memory, image generation, …), each
+    /// with whether this host uses it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub providers: Vec<String>,
 }
 
 /// One scheduled task and what its runs did in this process.
@@ -281,6 +286,7 @@ fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
             })
             .collect(),
         fail_closed: crate::isolation::guard::declares_guard(&p.key, p.source, &p.path),
+        providers: crate::dialects::providers(host.extensions(), &p.key), // mp5
     }
 }
 

@@ -156,6 +156,9 @@ fn plugin_lines(p: &PluginDiagnosis) -> Vec<String> {
     for r in &p.not_used {
         out.push(format!("    {r}: registered, not used by this host"));
     }
+    for r in &p.providers {
+        out.push(format!("    {r}")); // mp5
+    }
     if let Some(w) = &p.worker {
         out.push(format!("    worker: {}", worker_text(w)));
         if w.fail_closed && w.state == crate::isolation::WorkerState::Disabled {

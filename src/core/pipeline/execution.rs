@@ -1,0 +1,95 @@
+//! The middleware stages of a tool call ([`middleware`]): `tool_request`
+//! before `pre_tool_call`, `tool_execution` around the handler.
+
+use serde_json::{Map, Value};
+
+use super::{middleware, tool_points, Call, Stage, ToolMarks};
+use crate::core::hooks::{HookEvent, ToolCallContext};
+use crate::core::outcome::ToolOutcome;
+
+// A stage's `Err` is the call's result (see the parent module).
+#[allow(clippy::result_large_err)]
+impl Call<'_> {
+    /// `tool_request` middleware: the arguments every later stage sees
+    /// (validated again when a middleware replaced them).
+    pub(super) async fn tool_request(
+        &self,
+        params: Map<String, Value>,
+    ) -> Stage<Map<String, Value>> {
+        let arguments = Value::Object(params);
+        let context = || self.loop_context(None, &arguments);
+        match tool_points::request(self.registry, &arguments, context).await {
+            None => match arguments {
+                Value::Object(params) => Ok(params),
+                _ => unreachable!("made from a map"),
+            },
+            Some(edited) => self.validate(self.object(edited)?),
+        }
+    }
+
+    /// The handler inside the `tool_execution` middleware chain, if any
+    /// ([`middleware::run_chain`]): run synchronously on this thread, as a
+    /// sync Python hook is; the handler's own future is driven to its end
+    /// by `next`.
+    pub(super) async fn middleware_execute(
+        &self,
+        ctx: &mut ToolCallContext,
+        marks: &mut ToolMarks,
+    ) -> (String, ToolOutcome) {
+        let lane = HookEvent::Lane(crate::core::hooks::LaneId(&middleware::TOOL_EXECUTION));
+        let entries = self.registry.hooks().entries(lane);
+        if entries.is_empty() {
+            return self.execute(ctx, marks).await;
+        }
+        let call = middleware::ExecCall {
+            kind: "tool_execution",
+            session_id: self.ids.session_id.to_string(),
+            tool: self.ids.name.to_string(),
+            original: Value::Object(ctx.params.clone()),
+        };
+        let mut ran: Option<ToolOutcome> = None;
+        let payload = call.original.clone();
+        let result = {
+            let mut terminal = |args: Value| {
+                if let Value::Object(params) = args {
+                    ctx.params = params;
+                }
+                let (text, outcome) =
+                    futures_util::FutureExt::now_or_never(Box::pin(self.execute(ctx, marks)))
+                        .unwrap_or_else(|| {
+                            (
+                                "tool_execution middleware: the tool did not finish synchronously"
+                                    .into(),
+                                ToolOutcome::Raised {
+                                    error: crate::core::outcome::PluginError::native(
+                                        "an asynchronous tool under tool_execution middleware",
+                                    ),
+                                },
+                            )
+                        });
+                let failed = !matches!(outcome, ToolOutcome::Ok);
+                ran = Some(outcome);
+                if failed {
+                    Err(middleware::ExecError::Downstream(text))
+                } else {
+                    Ok(Value::String(text))
+                }
+            };
+            middleware::run_chain(entries, &call, payload, &mut terminal)
+        };
+        match (result, ran) {
+            (Ok(Value::String(text)), Some(outcome)) => (text, outcome),
+            (Ok(Value::String(text)), None) => (text, ToolOutcome::Ok),
+            (Ok(other), outcome) => (other.to_string(), outcome.unwrap_or(ToolOutcome::Ok)),
+            (Err(middleware::ExecError::Downstream(text)), Some(outcome)) => (text, outcome),
+            (Err(e), _) => {
+                let message = match e {
+                    middleware::ExecError::Blocked { reason, .. } => reason,
+                    middleware::ExecError::Failed(m) | middleware::ExecError::Downstream(m) => m,
+                };
+                let outcome = ToolOutcome::Blocked { message };
+                (self.renderer.render(self.ids.name, &outcome), outcome)
+            }
+        }
+    }
+}
