@@ -154,3 +154,83 @@ fn hooks_under_a_limit_cost_one_hand_off_each() {
         "tool call with 3 no-op sync hooks: {inline:?} unbounded, {bounded:?} under --hook-timeout"
     );
 }
+
+/// A tool that forks without exec; the child sleeps on, holding whatever
+/// it inherited. Answers the child's pid, so the test can end it.
+const FORKER: &str = r#"
+import os, time
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    return "child %d" % pid
+def register(ctx):
+    ctx.register_tool("fork", {"type": "object"}, fork)
+"#;
+
+#[test]
+fn a_forked_child_of_a_plugin_does_not_keep_the_mcp_stream_open() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = common::home_with(&["forker"]);
+    common::write_plugin(
+        &home.path().join("plugins"),
+        "forker",
+        "name: forker\n",
+        &[("__init__.py", FORKER)],
+    );
+    let bundled = common::no_bundled();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["--isolate", "none", "mcp"])
+        .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+        .env_remove("PLUGHOST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fork","arguments":{}}}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut forked = None;
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("child ") {
+                let digits: String = line[at + 6..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                forked = digits.parse::<i32>().ok();
+                let _ = tx.send(Some(forked));
+            }
+        }
+        // End of the stream: plughost and every holder of it are gone.
+        let _ = tx.send(None);
+        forked
+    });
+    let forked = rx
+        .recv_timeout(LIMIT)
+        .expect("the call is answered")
+        .expect("a pid");
+    drop(stdin);
+    let eof = rx.recv_timeout(Duration::from_secs(10));
+    let status = child.wait().unwrap();
+    if let Some(pid) = forked {
+        // SAFETY: a signal to the plugin's child, by the pid it reported.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(status.success(), "{status:?}");
+    assert!(
+        matches!(eof, Ok(None)),
+        "the MCP client saw no end of stream while the plugin's forked child lived"
+    );
+}

@@ -186,6 +186,13 @@ pub(super) fn mcp(
 ) -> Result<Exit, Failure> {
     #[cfg(unix)]
     let (input, output) = take_stdio()?;
+    // A plugin's forked child must not hold the client's stream open.
+    #[cfg(unix)]
+    let _forks = {
+        use std::os::fd::AsRawFd;
+        [input.as_raw_fd(), output.as_raw_fd()]
+            .map(crate::isolation::inherit::close_in_forked_children)
+    };
     // A long-running host: third-party plugins run isolated by default
     // (not yet from the wheel's console script: see docs/reliability.md).
     let host = Arc::new(
@@ -263,6 +270,11 @@ pub(super) fn serve(
         let listener = tokio::net::TcpListener::bind(bind)
             .await
             .map_err(|e| Failure::failed(format!("cannot listen on {bind}: {e}")))?;
+        // A plugin's forked child must not keep the port.
+        let _forks = {
+            use std::os::fd::AsRawFd;
+            crate::isolation::inherit::close_in_forked_children(listener.as_raw_fd())
+        };
         let local = listener
             .local_addr()
             .map_err(|e| Failure::failed(format!("cannot read the listening address: {e}")))?;

@@ -17,6 +17,7 @@
 //! `HostBuilder::worker_command` (the host's builder).
 
 pub mod guard;
+pub mod inherit;
 pub mod journal;
 pub mod limits;
 pub mod protocol;
