@@ -103,6 +103,9 @@ pub(super) fn load_candidate(
         record.status = PluginStatus::Failed;
         return record;
     };
+    // An isolated plugin's worker, kept only once the plugin is accepted:
+    // dropped, it is stopped (a refused plugin's code goes on running nowhere).
+    let mut started = None;
     let loaded = match isolate {
         None => match python {
             Ok(()) => guard.load(&c.key, c.source, || {
@@ -121,7 +124,7 @@ pub(super) fn load_candidate(
                 guard: crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir),
             };
             crate::isolation::load(spec, settings.clone()).map(|(registrations, worker)| {
-                workers.push(worker);
+                started = Some(worker);
                 crate::dialects::LoadedPlugin {
                     registrations,
                     package: None,
@@ -138,6 +141,9 @@ pub(super) fn load_candidate(
             None => Ok(l),
         }
     });
+    if loaded.is_ok() {
+        workers.extend(started);
+    }
     match loaded {
         Err(failure) => {
             let at = failure
