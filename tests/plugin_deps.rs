@@ -425,3 +425,39 @@ fn a_hermes_manifests_pip_dependencies_install_and_an_isolated_plugin_gets_its_o
     env.ok(&["plugins", "remove", "iso", "-y"]);
     assert!(!env.home.path().join("envs/plugins/iso").exists());
 }
+
+/// The shared environment goes on `sys.path` before the interpreter's own
+/// site-packages, so the versions its plugins were resolved with win over
+/// packages the interpreter has too. (`site.addsitedir` alone appends it
+/// last, which is what a failed placement left: the packages were found,
+/// so only the order shows the difference.)
+#[test]
+fn the_shared_environment_comes_before_the_interpreters_site_packages() {
+    let env = env();
+    let code = "import sys\nimport pinlib\n\ndef where():\n    shared = [i for i, p in enumerate(sys.path) if '/envs/' in p]\n    own = [i for i, p in enumerate(sys.path) if p.endswith(('site-packages', 'dist-packages')) and '/envs/' not in p]\n    return '%d %d' % (shared[0] if shared else -1, own[0] if own else -1)\n\ndef register(ctx):\n    ctx.register_tool('where', {}, where)\n";
+    let src = write_plugin(
+        &env.work.path().join("src"),
+        "order",
+        "name: order\nversion: 1.0.0\nprovides_tools: [where]\n",
+        &[("__init__.py", code), ("requirements.txt", "pinlib==1.0\n")],
+    );
+    env.ok(&["plugins", "install", s(&src), "--enable"]);
+    let answer = env.ok(&["tools", "call", "where"]);
+    let (shared, own) = answer
+        .trim()
+        .split_once(' ')
+        .map(|(a, b)| (a.parse::<i64>().unwrap(), b.parse::<i64>().unwrap()))
+        .unwrap();
+    assert!(
+        shared >= 0,
+        "the shared environment is not on sys.path: {answer}"
+    );
+    assert!(
+        own >= 0,
+        "the embedded interpreter has no site-packages on sys.path (uv is installed there by .ci/run): {answer}"
+    );
+    assert!(
+        shared < own,
+        "shared environment at {shared}, own site-packages at {own}"
+    );
+}

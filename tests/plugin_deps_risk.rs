@@ -121,3 +121,68 @@ fn the_install_summary_and_undeclared_registrations() {
             .unwrap();
     assert_eq!(config["plugins"]["enabled"], serde_json::json!([]));
 }
+
+/// Under `plugins.strict_hooks`, an isolated plugin refused at load has its
+/// worker stopped at once: the refused code does not go on running beside
+/// a long-running host (`mcp` here, its stdin kept open).
+#[test]
+fn a_refused_isolated_plugins_worker_is_stopped() {
+    let src = tempfile::tempdir().unwrap();
+    let pidfile = src.path().join("worker.pid");
+    let code = format!(
+        "import os\n{CODE}    open({:?}, 'w').write(str(os.getpid()))\n",
+        pidfile.to_str().unwrap()
+    );
+    let home = home_with(&["sneaky"]);
+    write_plugin(
+        &home.path().join("plugins"),
+        "sneaky",
+        MANIFEST,
+        &[("__init__.py", code.as_str())],
+    );
+    std::fs::write(
+        home.path().join("config.json"),
+        r#"{"plugins": {"enabled": ["sneaky"], "disabled": [], "strict_hooks": true}}"#,
+    )
+    .unwrap();
+    let bundled = no_bundled();
+    let mut mcp = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["--isolate", "all", "mcp"])
+        .env("PLUGHOST_HOME", home.path())
+        .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+        .env_remove("PLUGHOST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let limit = std::time::Duration::from_secs(20);
+    common::wait_until("the worker ran register()", limit, || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|t| !t.is_empty())
+    });
+    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().parse().unwrap();
+    let gone = || {
+        // SAFETY: signal 0 only checks that the process exists.
+        let alive = unsafe { libc::kill(pid, 0) } == 0;
+        // A zombie is gone for this purpose (its parent reaps it later).
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        });
+        !alive || zombie
+    };
+    let started = std::time::Instant::now();
+    while !gone() && started.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let stopped = gone();
+    let still_serving = mcp.try_wait().unwrap().is_none();
+    drop(mcp.stdin.take());
+    let _ = mcp.wait();
+    assert!(still_serving, "mcp ended early");
+    assert!(
+        stopped,
+        "the refused plugin's worker {pid} still runs beside the host"
+    );
+}

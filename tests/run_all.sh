@@ -17,6 +17,25 @@ python3 -m venv .venv-mcp
 .venv-mcp/bin/python -m pip install --quiet mcp
 export PLUGHOST_TEST_MCP_PYTHON="$PWD/.venv-mcp/bin/python"
 
+# --- c5 ---
+# tests/plugin_deps.rs runs a plugin needing Python 3.12 in a worker on a
+# CPython 3.12 of the machine; that worker imports plughost, so it needs the
+# wheel built for 3.12 (a dev build: only the test uses it).
+py312="$(command -v python3.12 || true)"
+if [ -z "$py312" ]; then
+    py312="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3 2>/dev/null | head -n 1 || true)"
+fi
+if [ -n "$py312" ]; then
+    step "wheel for CPython 3.12 ($py312): maturin (the PyPI package) in .venv-mcp, output in target/wheels-cp312"
+    .venv-mcp/bin/python -m pip install --quiet "maturin>=1.5,<2"
+    rm -rf target/wheels-cp312
+    .venv-mcp/bin/maturin build --quiet --profile dev -i "$py312" --out target/wheels-cp312
+    export PLUGHOST_TEST_WHEELS="$PWD/target/wheels-cp312"
+else
+    step "no CPython 3.12 on PATH or under pyenv: tests/plugin_deps.rs skips its Python 3.12 case"
+fi
+# --- end c5 ---
+
 step "cargo test (builds the tests first: minutes on a cold target/)"
 cargo test
 

@@ -14,10 +14,10 @@ use crate::serve::mcp::PluginServer;
 use crate::serve::metrics::Metrics;
 use crate::serve::openai_api::ChatState;
 
-/// Whether `serve` and `mcp` isolate third-party plugins by default: the
-/// binary does; the wheel's console script does not yet (its workers are
-/// started from its interpreter, and that path is not yet tested).
-pub(super) const ISOLATE_THIRD_PARTY: bool = !cfg!(feature = "extension-module");
+/// Whether `serve` and `mcp` isolate third-party plugins by default: both
+/// the binary and the wheel's console script do (the wheel's workers are
+/// its interpreter's `sys.executable`, see `WorkerCommand::current_exe`).
+pub(super) const ISOLATE_THIRD_PARTY: bool = true;
 
 /// `plughost mcp` options.
 #[derive(Args, Debug, Clone)]
@@ -186,8 +186,14 @@ pub(super) fn mcp(
 ) -> Result<Exit, Failure> {
     #[cfg(unix)]
     let (input, output) = take_stdio()?;
-    // A long-running host: third-party plugins run isolated by default
-    // (not yet from the wheel's console script: see docs/reliability.md).
+    // A plugin's forked child must not hold the client's stream open.
+    #[cfg(unix)]
+    let _forks = {
+        use std::os::fd::AsRawFd;
+        [input.as_raw_fd(), output.as_raw_fd()]
+            .map(crate::isolation::inherit::close_in_forked_children)
+    };
+    // A long-running host: third-party plugins run isolated by default.
     let host = Arc::new(
         super::host_builder(cli, python_level)
             .isolate_third_party(ISOLATE_THIRD_PARTY)
@@ -263,6 +269,11 @@ pub(super) fn serve(
         let listener = tokio::net::TcpListener::bind(bind)
             .await
             .map_err(|e| Failure::failed(format!("cannot listen on {bind}: {e}")))?;
+        // A plugin's forked child must not keep the port.
+        let _forks = {
+            use std::os::fd::AsRawFd;
+            crate::isolation::inherit::close_in_forked_children(listener.as_raw_fd())
+        };
         let local = listener
             .local_addr()
             .map_err(|e| Failure::failed(format!("cannot read the listening address: {e}")))?;

@@ -46,6 +46,18 @@ impl DialectState {
     }
 }
 
+// --- added by c5 ---
+/// A copy of a context carries no dialect state: the cache (Python objects
+/// built for one context) belongs to the context it was made for, so a
+/// copy made to hand a call to another thread starts empty and the
+/// dialect rebuilds what it needs. See `host::load`'s hand-off.
+impl Clone for DialectState {
+    fn clone(&self) -> Self {
+        DialectState(None)
+    }
+}
+// --- end c5 ---
+
 impl fmt::Debug for DialectState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(if self.0.is_some() {
@@ -58,7 +70,7 @@ impl fmt::Debug for DialectState {
 
 /// Context of the tool events (`pre_tool_call`, `post_tool_call`,
 /// `transform_tool_result`, `transform_terminal_output`).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct ToolCallContext {
     pub session_id: String,
     pub task_id: String,
@@ -80,7 +92,7 @@ pub struct ToolCallContext {
 
 /// Context of the model events (`pre_llm_call`, `post_llm_call`,
 /// `pre_api_request`, `post_api_request`).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LlmCallContext {
     pub session_id: String,
     pub task_id: String,
@@ -99,7 +111,7 @@ pub struct LlmCallContext {
 }
 
 /// Context of the session events.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SessionContext {
     pub session_id: String,
     pub task_id: String,
@@ -112,7 +124,7 @@ pub struct SessionContext {
 }
 
 /// Context of `subagent_start` and `subagent_stop`.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct SubagentStopContext {
     pub session_id: String,
     pub task_id: String,
@@ -135,7 +147,7 @@ pub struct InboundMessage {
 }
 
 /// Context of `pre_gateway_dispatch`.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct GatewayContext {
     pub session_id: String,
     pub task_id: String,
@@ -158,7 +170,7 @@ pub struct LoopToolCall {
 /// Context of every loop point ([`HookEvent::LOOP_POINTS`]). Which fields
 /// are filled depends on the point (each field says where); chain points
 /// take callbacks' edits of the fields they name, in place.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct LoopContext {
     pub session_id: String,
     /// The turn runs in a `delegate` sub-agent.

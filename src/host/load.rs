@@ -11,6 +11,8 @@ use crate::core::outcome::PluginError;
 use crate::core::registry::{Registration, Registry, Tool};
 use crate::plugins::discovery::Candidate;
 
+mod handoff;
+
 pub(super) fn note_collision(
     collisions: &mut Vec<ToolCollision>,
     previous: Option<Tool>,
@@ -101,6 +103,9 @@ pub(super) fn load_candidate(
         record.status = PluginStatus::Failed;
         return record;
     };
+    // An isolated plugin's worker, kept only once the plugin is accepted:
+    // dropped, it is stopped (a refused plugin's code goes on running nowhere).
+    let mut started = None;
     let loaded = match isolate {
         None => match python {
             Ok(()) => guard.load(&c.key, c.source, || {
@@ -119,7 +124,7 @@ pub(super) fn load_candidate(
                 guard: crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir),
             };
             crate::isolation::load(spec, settings.clone()).map(|(registrations, worker)| {
-                workers.push(worker);
+                started = Some(worker);
                 crate::dialects::LoadedPlugin {
                     registrations,
                     package: None,
@@ -136,6 +141,9 @@ pub(super) fn load_candidate(
             None => Ok(l),
         }
     });
+    if loaded.is_ok() {
+        workers.extend(started);
+    }
     match loaded {
         Err(failure) => {
             let at = failure
@@ -398,10 +406,20 @@ impl CallGuard {
         for r in registrations {
             match r {
                 Registration::Hook { entry, .. } => {
+                    let inner = entry.callback.clone();
+                    let run: Arc<dyn crate::core::hooks::HookCallback> = match &journal {
+                        Some(journal) => Arc::new(JournaledHook {
+                            inner: inner.clone(),
+                            key: key.into(),
+                            journal: journal.clone(),
+                        }),
+                        None => inner.clone(),
+                    };
                     entry.callback = Arc::new(GuardedHook {
-                        inner: entry.callback.clone(),
+                        inner,
                         key: key.into(),
                         journal: journal.clone(),
+                        run,
                         limit: self.hook_timeout,
                         fails_closed,
                     });
@@ -422,26 +440,39 @@ impl CallGuard {
     }
 }
 
-/// A hook callback of an in-process plugin, journaled and watched.
+/// A hook callback of an in-process plugin, journaled and bounded.
 struct GuardedHook {
     inner: Arc<dyn crate::core::hooks::HookCallback>,
     key: Arc<str>,
     journal: Option<Arc<crate::isolation::journal::Lazy>>,
+    /// `inner`, journaled when the plugin is third-party.
+    run: Arc<dyn crate::core::hooks::HookCallback>,
     limit: Option<std::time::Duration>,
     /// A guard ([`crate::isolation::guard`]): its failures refuse.
     fails_closed: bool,
 }
 
 impl crate::core::hooks::HookCallback for GuardedHook {
+    /// Under a limit, on a thread the caller can abandon at the deadline
+    /// ([`handoff`]); in place when the caller holds the GIL (the runner
+    /// could not take it), watched as far as bytecode boundaries allow.
     fn call(
         &self,
         event: crate::core::hooks::HookEvent,
         payload: crate::core::hooks::HookPayload<'_>,
     ) -> crate::core::hooks::HookReturn {
-        let _watch = self.limit.map(crate::runtime::threads::watch);
-        match &self.journal {
-            Some(j) => j.around(&self.key, event.name(), || self.inner.call(event, payload)),
-            None => self.inner.call(event, payload),
+        match self.limit {
+            Some(limit) if handoff::may_hand_off() => {
+                handoff::call_bounded(limit, event, payload, self.run.clone(), || {
+                    if let Some(journal) = &self.journal {
+                        journal.abandoned();
+                    }
+                })
+            }
+            limit => {
+                let _watch = limit.map(crate::runtime::threads::watch);
+                self.run.call(event, payload)
+            }
         }
     }
     fn fail_closed(
@@ -466,6 +497,25 @@ impl crate::core::hooks::HookCallback for GuardedHook {
     // --- added by mp5 ---
     fn execution(&self) -> Option<&dyn crate::core::pipeline::middleware::Execution> {
         self.inner.execution()
+    }
+}
+
+/// A hook callback of an in-process third-party plugin, journaled while
+/// its code runs.
+struct JournaledHook {
+    inner: Arc<dyn crate::core::hooks::HookCallback>,
+    key: Arc<str>,
+    journal: Arc<crate::isolation::journal::Lazy>,
+}
+
+impl crate::core::hooks::HookCallback for JournaledHook {
+    fn call(
+        &self,
+        event: crate::core::hooks::HookEvent,
+        payload: crate::core::hooks::HookPayload<'_>,
+    ) -> crate::core::hooks::HookReturn {
+        self.journal
+            .around(&self.key, event.name(), || self.inner.call(event, payload))
     }
 }
 

@@ -189,6 +189,15 @@ impl Lazy {
         }
         r
     }
+
+    /// A call recorded by [`Lazy::around`] was abandoned past its time
+    /// limit and may never return: clear its record, so the process ending
+    /// with it still blocked is not taken for a crash in it next start.
+    pub fn abandoned(&self) {
+        if let Some(Some(j)) = self.journal.get() {
+            j.leave();
+        }
+    }
 }
 
 #[cfg(test)]

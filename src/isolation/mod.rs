@@ -17,6 +17,7 @@
 //! `HostBuilder::worker_command` (the host's builder).
 
 pub mod guard;
+pub mod inherit;
 pub mod journal;
 pub mod limits;
 pub mod protocol;
@@ -47,8 +48,16 @@ pub struct WorkerCommand {
 
 impl WorkerCommand {
     /// This very executable with [`WORKER_ARG`] (the plughost binary, or a
-    /// program that calls [`serve_if_worker`]).
+    /// program that calls [`serve_if_worker`]). In the wheel (the console
+    /// script, an application importing it) this process is a Python
+    /// interpreter: workers are then [`WorkerCommand::python`] of its
+    /// `sys.executable`, the path it was started by (a virtualenv's
+    /// `bin/python`, which finds the wheel), not the resolved binary
+    /// `current_exe` names (the base interpreter, which may not).
     pub fn current_exe() -> std::io::Result<WorkerCommand> {
+        if cfg!(feature = "extension-module") {
+            return Ok(WorkerCommand::python(this_python()?));
+        }
         Ok(WorkerCommand {
             program: std::env::current_exe()?,
             args: vec![WORKER_ARG.into()],
@@ -73,6 +82,21 @@ impl WorkerCommand {
             ],
         }
     }
+}
+
+/// `sys.executable` of the interpreter this process runs (the wheel's).
+pub fn this_python() -> std::io::Result<PathBuf> {
+    use pyo3::prelude::*;
+    let found = crate::runtime::try_attach(|py| {
+        py.import("sys")
+            .and_then(|sys| sys.getattr("executable"))
+            .and_then(|e| e.extract::<PathBuf>())
+            .ok()
+            .filter(|p| !p.as_os_str().is_empty())
+    })
+    .ok()
+    .flatten();
+    found.ok_or_else(|| std::io::Error::other("sys.executable names no interpreter"))
 }
 
 /// How isolated plugins are run.

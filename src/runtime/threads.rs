@@ -315,3 +315,196 @@ impl Watchdog {
         }
     }
 }
+
+/// How long past its limit a handed-off call may take to end once its
+/// `TimeoutError` was raised (Python code that loops ends within a few
+/// milliseconds) before the caller abandons it.
+const ABANDON_GRACE: Duration = Duration::from_millis(250);
+
+/// How long each side of a hand-off spins before it parks: the caller for
+/// the answer (most hooks answer within it), the runner for the next call
+/// (hooks come in runs: pre, post, transform). Spinning saves the two
+/// thread wake-ups a hand-off would otherwise cost.
+const SPIN: Duration = Duration::from_micros(50);
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The thread that runs the calling thread's bounded calls
+/// ([`call_abandonable`]); one per calling thread, made on first use and
+/// ended when the calling thread ends (its channel closes).
+struct Runner {
+    jobs: std::sync::mpsc::Sender<Job>,
+    /// The runner's Python thread id, for the `TimeoutError`.
+    thread: std::os::raw::c_ulong,
+}
+
+thread_local! {
+    static RUNNER: RefCell<Option<Runner>> = const { RefCell::new(None) };
+}
+
+/// Receive from `rx`, spinning for up to [`SPIN`] before blocking until `deadline`.
+fn recv_spinning<T>(
+    rx: &std::sync::mpsc::Receiver<T>,
+    deadline: Option<Instant>,
+) -> Result<T, std::sync::mpsc::RecvTimeoutError> {
+    use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
+    let started = Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(v) => return Ok(v),
+            Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+            Err(TryRecvError::Empty) => {}
+        }
+        if started.elapsed() > SPIN {
+            break;
+        }
+        // Yield, not spin: on a busy machine the other side may need this core.
+        std::thread::yield_now();
+    }
+    match deadline {
+        Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
+        None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+    }
+}
+
+impl Runner {
+    fn start() -> std::io::Result<Runner> {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        let (id_tx, id_rx) = std::sync::mpsc::sync_channel(1);
+        std::thread::Builder::new()
+            .name("plughost-call".into())
+            .spawn(move || {
+                thread_started();
+                // SAFETY: reads the calling thread's identity only.
+                let _ = id_tx.send(unsafe { ffi::PyThread_get_thread_ident() });
+                while let Ok(job) = recv_spinning(&queue, None) {
+                    job();
+                }
+            })?;
+        let thread = id_rx
+            .recv()
+            .map_err(|_| std::io::Error::other("the call runner did not start"))?;
+        Ok(Runner { jobs, thread })
+    }
+}
+
+/// A sync call the caller must be able to walk away from: `f` runs on a
+/// runner thread (kept per calling thread, with its Python thread state;
+/// both sides spin briefly, so a call that answers at once costs no thread
+/// wake-up). Past `limit` a `TimeoutError` is raised in it (ending Python
+/// code that loops); `None` when it still has not returned a short grace
+/// later: blocked in C (`time.sleep`, a blocking read), it is abandoned
+/// there with its runner (the next call starts a new one), and the caller
+/// goes on. A panic in `f` is resumed in the caller.
+///
+/// Why a thread: a call blocked in C cannot be ended in-process, and the
+/// caller's stack (an agent turn) cannot move off the thread it blocks;
+/// only a call made elsewhere can be left behind.
+pub fn call_abandonable<T, F>(limit: Duration, f: F) -> Option<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let fired = std::sync::Arc::new(AtomicBool::new(false));
+    let raised = fired.clone();
+    let job: Job = Box::new(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        if raised.load(Ordering::SeqCst) {
+            // SAFETY: with the GIL held; a null exception withdraws a
+            // `TimeoutError` raised too late to matter, on this thread.
+            let _ = try_attach(|_py| unsafe {
+                ffi::PyThreadState_SetAsyncExc(
+                    ffi::PyThread_get_thread_ident() as _,
+                    std::ptr::null_mut(),
+                )
+            });
+        }
+        let _ = tx.send(r);
+    });
+    let runner = RUNNER.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.is_none() {
+            *slot = Runner::start().ok();
+        }
+        match slot.as_ref() {
+            Some(runner) => runner
+                .jobs
+                .send(job)
+                .map(|()| runner.thread)
+                .map_err(|e| e.0),
+            None => Err(job),
+        }
+    });
+    let thread = match runner {
+        Ok(thread) => thread,
+        Err(job) => {
+            // No runner could be started (or it is gone): run here,
+            // watched as before, rather than not at all.
+            RUNNER.with(|slot| slot.borrow_mut().take());
+            let watch = watch(limit);
+            job();
+            drop(watch);
+            return match rx.try_recv() {
+                Ok(Ok(v)) => Some(v),
+                Ok(Err(panic)) => std::panic::resume_unwind(panic),
+                Err(_) => None,
+            };
+        }
+    };
+    let started = Instant::now();
+    let mut answer = recv_spinning(&rx, Some(started + limit));
+    if answer.is_err() {
+        fired.store(true, Ordering::SeqCst);
+        // SAFETY: with the GIL held; PyExc_TimeoutError is a static type
+        // object and SetAsyncExc takes its own reference.
+        let _ = try_attach(|_py| unsafe {
+            ffi::PyThreadState_SetAsyncExc(thread as _, ffi::PyExc_TimeoutError)
+        });
+        answer = rx.recv_timeout(ABANDON_GRACE.min(limit));
+    }
+    match answer {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => {
+            // Leave the runner with its call; dropping its channel ends it
+            // once the call returns, if ever.
+            RUNNER.with(|slot| slot.borrow_mut().take());
+            None
+        }
+    }
+}
+
+/// Whether the calling thread holds the GIL (then a call handed to another
+/// thread could not take it: run such calls in place).
+pub fn holds_gil() -> bool {
+    // SAFETY: reads this thread's own state; safe whether or not the
+    // interpreter is initialized (then it answers 0).
+    unsafe { ffi::Py_IsInitialized() != 0 && ffi::PyGILState_Check() != 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What one hand-off costs (printed; `cargo test --lib threads -- --nocapture`),
+    /// and that a call that never returns is abandoned at its limit.
+    #[test]
+    fn a_call_is_handed_off_and_abandoned_past_its_limit() {
+        Python::initialize();
+        let n = 5_000u32;
+        for _ in 0..100 {
+            assert_eq!(call_abandonable(Duration::from_secs(5), || 7), Some(7));
+        }
+        let started = Instant::now();
+        for _ in 0..n {
+            call_abandonable(Duration::from_secs(5), || 7);
+        }
+        println!("hand-off: {:?} per call", started.elapsed() / n);
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let left = call_abandonable(Duration::from_millis(50), move || rx.recv().is_ok());
+        assert_eq!(left, None);
+        assert_eq!(call_abandonable(Duration::from_secs(5), || 8), Some(8));
+        drop(tx);
+    }
+}

@@ -22,13 +22,17 @@ const MOST_CRASHES: usize = 8;
 /// itself, or when this program cannot be started again (the checks then
 /// run in-process, as before).
 pub fn checked_in_child(home: &Path) -> Option<u8> {
-    // The wheel's console script runs under its interpreter: this program
-    // cannot be started again by its own path there; the checks run
-    // in-process.
-    if std::env::var_os(CHILD).is_some() || cfg!(feature = "extension-module") {
+    if std::env::var_os(CHILD).is_some() {
         return None;
     }
-    let exe = std::env::current_exe().ok()?;
+    // --- changed by c5 --- The wheel's console script runs under its
+    // interpreter: started again by `sys.executable` (the command line's
+    // arguments after it are the script's path, or `-m plughost`).
+    let exe = if cfg!(feature = "extension-module") {
+        crate::isolation::this_python().ok()?
+    } else {
+        std::env::current_exe().ok()?
+    };
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     // Started again only when this process's own command line is the
     // doctor's (the binary, or the wheel's console script under its
