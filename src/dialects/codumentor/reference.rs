@@ -100,6 +100,7 @@ fn answers(event: &str) -> Option<&'static str> {
         "onAfterTool" => "`{\"type\": \"short_circuit\", \"assistant_text\": \"…\"}` ends the turn with that text. `{\"type\": \"insert_step\", \"messages\": […]}` places messages after the batch's tool results (never stored); `{\"type\": \"requeue_tool\"}` runs the call once more with the same arguments.",
         "onBeforeSendResponse" => "a changed `assistant_text` replaces the final answer.",
         "onScheduledRunGate" => "`{\"type\": \"continue\", \"patch\": {\"skip\": true, \"skip_reason\": \"…\"}}` skips this run of the scheduled task (counted, the reason logged); the payload is the run descriptor (`name`, `plugin`, `every_seconds`, `runs`, `failures`, `consecutive_failures`).",
+        "onConfigReload" => "a notification: `sections` lists the top-level `config.json` sections a reload changed (it fires only when some did), `config` is the new config; the plugins of the new set have been swapped in.",
         "onScheduledRunAutoDisabled" => "a notification: the task named in the run descriptor failed 5 times in a row and is disabled until plughost restarts.",
         "onLLMStream" => "plughost does not stream model deltas to hooks: a subscription is accepted and `plugins doctor` lists it as never firing (`stream_control` is ignored).",
         _ => return None,
