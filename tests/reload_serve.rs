@@ -276,6 +276,21 @@ async fn sixteen_clients_through_twenty_changes_are_all_answered_and_nothing_lea
         Duration::from_secs(30),
         || fds(pid) <= fds_before,
     );
+    // `plugins doctor` shows what the running server loaded, and when.
+    let mut doctor = Command::new(env!("CARGO_BIN_EXE_plughost"));
+    doctor
+        .arg("--home")
+        .arg(home.path())
+        .args(["plugins", "doctor"])
+        .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+        .env_remove("PLUGHOST_API_KEY");
+    let out = common::run_bounded(doctor, Duration::from_secs(60));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Running server http://"), "{text}");
+    assert!(
+        text.contains(&format!("  ver {CHANGES}, loaded 20")),
+        "{text}"
+    );
     eprintln!(
         "{answered} answers; workers {workers_before} -> {}; fds {fds_before} -> {}",
         children(pid),

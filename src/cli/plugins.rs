@@ -385,12 +385,24 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<Exit, Failure
 pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
     crate::runtime::Runtime::start(30).map_err(|e| Failure::failed(e.to_string()))?;
     let report = Report::new(host);
+    // A server running on this home: what it loaded, and when.
+    let running = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()
+        .and_then(|rt| rt.block_on(crate::serve::watch::ask_versions(host.home())));
     if json {
         let mut value = serde_json::to_value(&report).expect("the report serialises");
         if let serde_json::Value::Object(fields) = &mut value {
             fields.insert("lock".into(), super::lock::doctor_json(host.home()));
             if let Some(envs) = super::deps::doctor_json(host) {
                 fields.insert("environments".into(), envs);
+            }
+            if let Some(running) = &running {
+                fields.insert(
+                    "running_server".into(),
+                    serde_json::to_value(running).expect("serialisable"),
+                );
             }
         }
         super::print_json(&value);
@@ -401,6 +413,9 @@ pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
         }
         if let Some(envs) = super::deps::doctor_text(host) {
             println!("{envs}");
+        }
+        if let Some(running) = &running {
+            println!("{}", running.text());
         }
     }
     Ok(Exit::ok_if(!report.has_failures()))

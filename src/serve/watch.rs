@@ -124,6 +124,61 @@ pub async fn ask_reload(home: &Path) -> Result<ReloadReport, AskError> {
     })
 }
 
+/// What the server running on `home` has loaded (`GET /admin/plugins`):
+/// its generation and each plugin's version and load time; `None` when no
+/// server runs there or it does not answer within a few seconds.
+pub async fn ask_versions(home: &Path) -> Option<RunningVersions> {
+    let server = running_server(home)?;
+    let mut request = reqwest::Client::new()
+        .get(format!("{}/admin/plugins", server.url))
+        .timeout(Duration::from_secs(3));
+    if let Ok(key) = std::env::var("PLUGHOST_API_KEY") {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.ok()?;
+    if !response.status().is_success() {
+        return None;
+    }
+    let mut answer: RunningVersions = response.json().await.ok()?;
+    answer.url = server.url;
+    Some(answer)
+}
+
+/// A running server's loaded plugins, as `plugins doctor` shows them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunningVersions {
+    #[serde(default)]
+    pub url: String,
+    pub generation: u64,
+    pub plugins: Vec<crate::host::LoadedVersion>,
+}
+
+impl RunningVersions {
+    /// The doctor's text section.
+    pub fn text(&self) -> String {
+        let mut lines = vec![format!(
+            "Running server {} (plugin set generation {}):",
+            self.url, self.generation
+        )];
+        for p in &self.plugins {
+            let version = if p.version.is_empty() {
+                "-"
+            } else {
+                &p.version
+            };
+            let mut line = format!("  {} {version}, loaded {}", p.key, p.loaded_at);
+            if p.isolated {
+                line.push_str(", isolated");
+            }
+            if let Some(e) = &p.new_version_failed {
+                line.push_str(&format!("; its new version failed to load: {e}"));
+            }
+            lines.push(line);
+        }
+        lines.join("\n")
+    }
+}
+
 /// A running `--watch`: dropping it stops watching.
 pub struct Watching {
     _watcher: notify::RecommendedWatcher,

@@ -23,6 +23,8 @@ pub static DOC: DialectDoc = DialectDoc {
         ("runs", "runs of the task so far in this process"),
         ("failures", "failed runs so far in this process"),
         ("consecutive_failures", "failures in a row, the last run's included"),
+        ("sections", "the top-level `config.json` sections a reload changed, sorted"),
+        ("config", "the `config.json` the reload read"),
         ("raw", "the inbound message's text"),
         ("session_id", "the session"),
         ("user_id", "always `user` on the command line"),
@@ -112,7 +114,7 @@ fn answers(event: &str) -> Option<&'static str> {
 /// directory (a Codumentor plugin has no tool of its own at load time).
 const RECORDER: &str = r#"import inspect, json, pathlib
 
-EVENTS = ['onServerReady', 'onInputReceived', 'onContextReady', 'onAfterInput', 'onPromptAssemble', 'onAfterPromptAssemble', 'onLLMCallStart', 'onLLMStream', 'onLLMCallEnd', 'onUsageTracked', 'onLLMError', 'onAfterLLM', 'onToolInvokeStart', 'onToolExecuting', 'onToolInvokeEnd', 'onAfterTool', 'onBeforeSendResponse', 'onResponsePersist', 'onTurnAborted', 'onTurnInterrupted', 'onError', 'onSessionEvict', 'onScheduledRunGate', 'onScheduledRunAutoDisabled']
+EVENTS = ['onServerReady', 'onInputReceived', 'onContextReady', 'onAfterInput', 'onPromptAssemble', 'onAfterPromptAssemble', 'onLLMCallStart', 'onLLMStream', 'onLLMCallEnd', 'onUsageTracked', 'onLLMError', 'onAfterLLM', 'onToolInvokeStart', 'onToolExecuting', 'onToolInvokeEnd', 'onAfterTool', 'onBeforeSendResponse', 'onResponsePersist', 'onTurnAborted', 'onTurnInterrupted', 'onError', 'onSessionEvict', 'onScheduledRunGate', 'onScheduledRunAutoDisabled', 'onConfigReload']
 RECORD = {"methods": [], "events": {}, "objects": {}}
 
 def save():
