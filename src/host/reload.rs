@@ -214,7 +214,7 @@ pub(super) struct Inputs<'a> {
 /// One candidate's place in a set being assembled.
 enum Entry {
     Loaded(Arc<Unit>),
-    NotLoaded(PluginRecord),
+    NotLoaded(Box<PluginRecord>),
 }
 
 /// Load `candidates` into a new set, reusing `previous`'s unit of every
@@ -275,7 +275,7 @@ pub(super) fn assemble(
                             error: record.error.clone().unwrap_or_default(),
                         });
                     }
-                    entries.push(Entry::NotLoaded(*record));
+                    entries.push(Entry::NotLoaded(record));
                 }
             },
         }
@@ -382,7 +382,7 @@ fn registry_of(
     let mut units = Vec::new();
     for entry in entries {
         match entry {
-            Entry::NotLoaded(record) => plugins.push(record),
+            Entry::NotLoaded(record) => plugins.push(*record),
             Entry::Loaded(unit) => {
                 let mut record = unit.record.clone();
                 let copies = unit.registrations.iter().map(copy).collect();
@@ -557,36 +557,6 @@ fn rfc3339(at: SystemTime) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rfc3339_of_a_known_instant() {
-        let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_764_618_070_123);
-        assert_eq!(rfc3339(at), "2025-12-01T19:41:10.123Z");
-    }
-
-    #[test]
-    fn changed_sections_are_the_differing_top_level_keys() {
-        let old = serde_json::json!({"a": 1, "b": {"x": 1}, "c": 3});
-        let new = serde_json::json!({"a": 1, "b": {"x": 2}, "d": 4});
-        assert_eq!(changed_sections(&old, &new), ["b", "c", "d"]);
-    }
-
-    #[test]
-    fn a_stamp_changes_with_a_file_and_not_with_pycache() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a.py"), "x = 1\n").unwrap();
-        let first = stamp_of(dir.path());
-        std::fs::create_dir(dir.path().join("__pycache__")).unwrap();
-        std::fs::write(dir.path().join("__pycache__/a.pyc"), "b").unwrap();
-        assert_eq!(stamp_of(dir.path()), first);
-        std::fs::write(dir.path().join("a.py"), "x = 22\n").unwrap();
-        assert_ne!(stamp_of(dir.path()), first);
-    }
-}
-
 impl super::Host {
     /// Discover and load again, then swap the new set in (see the module
     /// docs). Blocks while plugins load (Python imports, workers starting);
@@ -631,5 +601,35 @@ impl super::Host {
     /// Each loaded plugin's version and when it was loaded.
     pub fn loaded_versions(&self) -> Vec<LoadedVersion> {
         self.current.load().versions()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_of_a_known_instant() {
+        let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_764_618_070_123);
+        assert_eq!(rfc3339(at), "2025-12-01T19:41:10.123Z");
+    }
+
+    #[test]
+    fn changed_sections_are_the_differing_top_level_keys() {
+        let old = serde_json::json!({"a": 1, "b": {"x": 1}, "c": 3});
+        let new = serde_json::json!({"a": 1, "b": {"x": 2}, "d": 4});
+        assert_eq!(changed_sections(&old, &new), ["b", "c", "d"]);
+    }
+
+    #[test]
+    fn a_stamp_changes_with_a_file_and_not_with_pycache() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.py"), "x = 1\n").unwrap();
+        let first = stamp_of(dir.path());
+        std::fs::create_dir(dir.path().join("__pycache__")).unwrap();
+        std::fs::write(dir.path().join("__pycache__/a.pyc"), "b").unwrap();
+        assert_eq!(stamp_of(dir.path()), first);
+        std::fs::write(dir.path().join("a.py"), "x = 22\n").unwrap();
+        assert_ne!(stamp_of(dir.path()), first);
     }
 }

@@ -244,7 +244,7 @@ async fn admin_reload(State(shared): State<Arc<Shared>>) -> Response {
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",
             "reload_failed",
-            &format!("the plugins were not reloaded (the old ones keep running): {e}"),
+            format!("the plugins were not reloaded (the old ones keep running): {e}"),
         ),
     }
 }
