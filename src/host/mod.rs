@@ -434,6 +434,52 @@ impl Host {
     }
 }
 
+// Reload (see [`reload`]): here because it reaches the host's fields.
+impl Host {
+    /// Discover and load again, then swap the new set in (see the module
+    /// docs). Blocks while plugins load (Python imports, workers starting);
+    /// one reload runs at a time. Calls already running finish on the set
+    /// they started on.
+    pub fn reload(&self) -> Result<ReloadReport, HostError> {
+        let recipe = self.reloader.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = self.current.load_full();
+        let (set, mut report) = build::HostBuilder::reload_set(&recipe, self)?;
+        report.config_sections = reload::changed_sections(&previous.config, &set.config);
+        self.current.store(Arc::new(set));
+        drop(previous);
+        tracing::info!(
+            "plugins reloaded (generation {}): {} added, {} changed, {} removed, {} kept at their old version, config sections changed: {:?}",
+            report.generation,
+            report.added.len(),
+            report.changed.len(),
+            report.removed.len(),
+            report.failed.len(),
+            report.config_sections
+        );
+        Ok(report)
+    }
+
+    /// [`reload`](Self::reload) on a blocking thread, then the reload
+    /// events of the new set (Codumentor's `onConfigReload` with the
+    /// changed sections, when some changed).
+    pub async fn reload_now(self: &Arc<Self>) -> Result<ReloadReport, HostError> {
+        let host = self.clone();
+        let report = tokio::task::spawn_blocking(move || host.reload())
+            .await
+            .unwrap_or_else(|e| Err(HostError::Reload(format!("the reload stopped: {e}"))))?;
+        if !report.config_sections.is_empty() {
+            let set = self.current.load_full();
+            reload::fire_reloaded(&set.registry, &report.config_sections, &set.config).await;
+        }
+        Ok(report)
+    }
+
+    /// Each loaded plugin's version and when it was loaded.
+    pub fn loaded_versions(&self) -> Vec<LoadedVersion> {
+        self.current.load().versions()
+    }
+}
+
 /// `tools a, b; hooks c; commands /d; skills p:e` (empty parts left out).
 pub fn contributions_text(
     tools: &[String],

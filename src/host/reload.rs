@@ -557,53 +557,6 @@ fn rfc3339(at: SystemTime) -> String {
     )
 }
 
-impl super::Host {
-    /// Discover and load again, then swap the new set in (see the module
-    /// docs). Blocks while plugins load (Python imports, workers starting);
-    /// one reload runs at a time. Calls already running finish on the set
-    /// they started on.
-    pub fn reload(&self) -> Result<ReloadReport, super::HostError> {
-        let recipe = self.reloader.lock().unwrap_or_else(|e| e.into_inner());
-        let previous = self.current.load_full();
-        let (set, mut report) = super::build::HostBuilder::reload_set(&recipe, self)?;
-        report.config_sections = changed_sections(&previous.config, &set.config);
-        self.current.store(Arc::new(set));
-        drop(previous);
-        tracing::info!(
-            "plugins reloaded (generation {}): {} added, {} changed, {} removed, {} kept at their old version, config sections changed: {:?}",
-            report.generation,
-            report.added.len(),
-            report.changed.len(),
-            report.removed.len(),
-            report.failed.len(),
-            report.config_sections
-        );
-        Ok(report)
-    }
-
-    /// [`reload`](Self::reload) on a blocking thread, then the reload
-    /// events of the new set (Codumentor's `onConfigReload` with the
-    /// changed sections, when some changed).
-    pub async fn reload_now(self: &Arc<Self>) -> Result<ReloadReport, super::HostError> {
-        let host = self.clone();
-        let report = tokio::task::spawn_blocking(move || host.reload())
-            .await
-            .unwrap_or_else(|e| {
-                Err(super::HostError::Reload(format!("the reload stopped: {e}")))
-            })?;
-        if !report.config_sections.is_empty() {
-            let set = self.current.load_full();
-            fire_reloaded(&set.registry, &report.config_sections, &set.config).await;
-        }
-        Ok(report)
-    }
-
-    /// Each loaded plugin's version and when it was loaded.
-    pub fn loaded_versions(&self) -> Vec<LoadedVersion> {
-        self.current.load().versions()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
