@@ -78,7 +78,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         })
         .build()?;
 
-    for plugin in host.plugins() {
+    for plugin in &host.plugins() {
         println!(
             "plugin {} ({}): loaded={} {:?}",
             plugin.key,

@@ -28,7 +28,7 @@
 //!         _ => HookAction::Continue,
 //!     })
 //!     .build()?;
-//! for plugin in host.plugins() {
+//! for plugin in &host.plugins() {
 //!     println!("{} loaded={} {:?}", plugin.key, plugin.loaded, plugin.error);
 //! }
 //! let result = host.call_tool("add", json!({"a": 1, "b": 2}), "session-1").await;

@@ -91,7 +91,8 @@ fn a_v1_bundle_loads_its_skills_and_its_mcp_servers() {
         .bundled_dir(bundled.path())
         .build()
         .unwrap();
-    let record = host.plugins().iter().find(|p| p.key == "portable").unwrap();
+    let pinned_plugins = host.plugins();
+    let record = pinned_plugins.iter().find(|p| p.key == "portable").unwrap();
     assert!(record.loaded, "{:?}", record.error);
     assert_eq!(record.dialect.map(|d| d.as_str()), Some("bundle"));
     assert_eq!(record.skills, vec!["portable:greet".to_string()]);
@@ -100,7 +101,8 @@ fn a_v1_bundle_loads_its_skills_and_its_mcp_servers() {
         .unwrap()
         .contains("Say hello first."));
 
-    let tools = host.registry().tools();
+    let pinned_registry = host.registry();
+    let tools = pinned_registry.tools();
     let echo = tools
         .iter()
         .find(|t| t.spec.name == "mcp_tools_echo")
@@ -170,7 +172,8 @@ fn a_bundle_with_a_bad_plugin_json_is_listed_with_the_reason() {
         .bundled_dir(bundled.path())
         .build()
         .unwrap();
-    let record = host.plugins().iter().find(|p| p.key == "Broken").unwrap();
+    let pinned_plugins = host.plugins();
+    let record = pinned_plugins.iter().find(|p| p.key == "Broken").unwrap();
     assert!(!record.loaded);
     let error = record.error.clone().unwrap_or_default();
     assert!(error.contains("does not satisfy v1 constraints"), "{error}");

@@ -119,8 +119,8 @@ fn fixture_with(extra: &[(&str, &str)]) -> Fixture {
         .build()
         .unwrap();
     for key in std::iter::once("disk-cleanup").chain(extra.iter().map(|(k, _)| *k)) {
-        let plugin = host
-            .plugins()
+        let pinned_plugins = host.plugins();
+        let plugin = pinned_plugins
             .iter()
             .find(|p| p.key == key)
             .unwrap_or_else(|| panic!("plugin {key} not found"));
@@ -179,7 +179,8 @@ impl Fixture {
         age(path, days);
     }
     fn hook_errors(&self) -> u64 {
-        let hooks = self.host.registry().hooks();
+        let pinned_registry = self.host.registry();
+        let hooks = pinned_registry.hooks();
         [
             HookEvent::PreToolCall,
             HookEvent::PostToolCall,
@@ -708,7 +709,7 @@ fn without_the_context_object_a_call_id_finds_the_snapshot_and_no_id_means_keep(
     let by_id = f.bounded(
         "write_file with a call id",
         plughost::core::dispatch::call_tool(
-            f.host.registry(),
+            &f.host.registry(),
             "write_file",
             json!({"path": "test_by_id.py", "content": "x"}),
             "s1",

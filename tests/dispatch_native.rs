@@ -134,8 +134,8 @@ async fn pipeline_policies_with_native_parts() {
         invalid.text
     );
 
-    let failing = host
-        .registry()
+    let registry = host.registry();
+    let failing = registry
         .hooks()
         .entries(HookEvent::PreToolCall)
         .iter()

@@ -81,13 +81,15 @@ fn register_tool_takes_flowlys_keywords_and_ctx_manifest_has_flowlys_names() {
     let record = &host.plugins()[0];
     assert!(record.loaded, "{:?}", record.error);
 
-    let gated = host.registry().tool("gated").unwrap();
+    let pinned_registry = host.registry();
+    let gated = pinned_registry.tool("gated").unwrap();
     assert_eq!(gated.spec.toolset, "web");
     let listed = serde_json::to_value(&gated.spec).unwrap();
     assert_eq!(listed["toolset"], "web", "tools list --json shows it");
     // A toolset Flowly does not know joins `extensions`, as Flowly's
     // test_unknown_plugin_toolset_fails_closed_to_extensions asserts.
-    let open = host.registry().tool("open").unwrap();
+    let pinned_registry = host.registry();
+    let open = pinned_registry.tool("open").unwrap();
     assert_eq!(open.spec.toolset, "extensions");
 
     // requires_env is Flowly's to store and ignore (issue 21 item 6):
@@ -234,7 +236,8 @@ fn backend_plugins_load_bundled_by_default_and_user_ones_when_enabled() {
         &[("__init__.py", "def register(ctx): pass\n")],
     );
     let host = build(home.path(), bundled.path());
-    let by = |k: &str| host.plugins().iter().find(|p| p.key == k).unwrap();
+    let pinned_plugins = host.plugins();
+    let by = |k: &str| pinned_plugins.iter().find(|p| p.key == k).unwrap();
     assert!(by("web-mine").loaded, "{:?}", by("web-mine").error);
     assert_eq!(by("excl").status.as_str(), "skipped");
     assert_eq!(

@@ -86,8 +86,8 @@ fn agent_over(
         .tool(tools::delegate_tool(&slot))
         .build()
         .unwrap();
-    let loaded: Vec<&str> = host
-        .plugins()
+    let pinned_plugins = host.plugins();
+    let loaded: Vec<&str> = pinned_plugins
         .iter()
         .filter(|p| p.loaded)
         .map(|p| p.key.as_str())

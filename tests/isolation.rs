@@ -309,8 +309,8 @@ fn a_crashing_hook_is_a_hook_failure_and_the_call_goes_on() {
         let rt = rt();
         let r = rt.block_on(host.call_tool("after", json!({}), ""));
         assert_eq!(r.text, "ran anyway");
-        let entry = &host
-            .registry()
+        let pinned_registry = host.registry();
+        let entry = &pinned_registry
             .hooks()
             .entries(plughost::HookEvent::PreToolCall)[0];
         assert_eq!(entry.stats.errors(), 1);

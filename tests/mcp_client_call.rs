@@ -79,7 +79,8 @@ fn a_hermes_plugin_calls_an_allowed_mcp_server_in_a_turn() {
         .bundled_dir(bundled.path())
         .build()
         .unwrap();
-    let caller = host.plugins().iter().find(|p| p.key == "caller").unwrap();
+    let pinned_plugins = host.plugins();
+    let caller = pinned_plugins.iter().find(|p| p.key == "caller").unwrap();
     assert!(caller.loaded, "{:?}", caller.error);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -127,7 +127,8 @@ fn a_native_only_host_runs_tools_and_hooks_without_starting_python() {
     assert!(matches!(result.outcome, ToolOutcome::Ok), "{result:?}");
     assert_eq!(result.text, "5");
     assert_eq!(*seen.lock().unwrap(), ["add"]);
-    let py = host.plugins().iter().find(|p| p.key == "py").unwrap();
+    let pinned_plugins = host.plugins();
+    let py = pinned_plugins.iter().find(|p| p.key == "py").unwrap();
     assert!(!py.loaded);
     assert!(
         py.error

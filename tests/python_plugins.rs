@@ -190,27 +190,31 @@ fn rt() -> tokio::runtime::Runtime {
 #[test]
 fn plugins_load_and_list_their_contributions() {
     let (_home, _b, host) = build_standard();
-    let tools = host.plugins().iter().find(|p| p.key == "tools").unwrap();
+    let pinned_plugins = host.plugins();
+    let tools = pinned_plugins.iter().find(|p| p.key == "tools").unwrap();
     assert!(
         tools.loaded && tools.enabled && tools.error.is_none(),
         "{tools:?}"
     );
     assert_eq!(tools.version, "1.0");
     assert!(tools.tools.contains(&"echo".to_string()));
-    let hooks = host.plugins().iter().find(|p| p.key == "hooks").unwrap();
+    let pinned_plugins = host.plugins();
+    let hooks = pinned_plugins.iter().find(|p| p.key == "hooks").unwrap();
     assert!(hooks.hooks.contains(&"pre_tool_call".to_string()));
     assert!(
         hooks.hooks.contains(&"no_such_event".to_string()),
         "unknown events are accepted"
     );
-    let commands = host.plugins().iter().find(|p| p.key == "commands").unwrap();
+    let pinned_plugins = host.plugins();
+    let commands = pinned_plugins.iter().find(|p| p.key == "commands").unwrap();
     assert_eq!(
         commands.commands,
         ["ping-pong", "later", "quiet", "fails"],
         "help is reserved and refused"
     );
     assert_eq!(commands.skills, ["commands:guide", "commands:relative"]);
-    let echo = host.registry().tool("echo").unwrap();
+    let pinned_registry = host.registry();
+    let echo = pinned_registry.tool("echo").unwrap();
     assert_eq!(echo.spec.description, "Echo text");
     assert_eq!(echo.spec.parameters["required"], json!(["text"]));
     assert_eq!(
@@ -343,8 +347,8 @@ fn hooks_see_contexts_and_failures_are_isolated() {
         "{seen}"
     );
     // The raising pre_tool_call hook was counted, never propagated.
-    let raising = host
-        .registry()
+    let pinned_registry = host.registry();
+    let raising = pinned_registry
         .hooks()
         .entries(HookEvent::PreToolCall)
         .iter()
@@ -364,7 +368,7 @@ fn every_event_family_fires_with_its_context_and_actions() {
         ..Default::default()
     };
     let injected = rt.block_on(plughost::core::dispatch::fire_pre_llm(
-        host.registry(),
+        &host.registry(),
         &mut llm,
     ));
     assert_eq!(injected, ["model=m1 user=hello", "second"]);
@@ -402,7 +406,7 @@ fn every_event_family_fires_with_its_context_and_actions() {
             ..Default::default()
         };
         rt.block_on(plughost::core::dispatch::fire_gateway(
-            host.registry(),
+            &host.registry(),
             &mut ctx,
         ))
     };
@@ -605,7 +609,8 @@ fn broken_plugins_disable_only_themselves_and_roll_back() {
             .text,
         "'refused'"
     );
-    let good = host.plugins().iter().find(|p| p.key == "good").unwrap();
+    let pinned_plugins = host.plugins();
+    let good = pinned_plugins.iter().find(|p| p.key == "good").unwrap();
     assert!(good.loaded && good.error.is_none());
 }
 

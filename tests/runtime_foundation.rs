@@ -136,10 +136,12 @@ fn a_hook_answer_of_the_wrong_shape_is_counted_and_doctor_shows_it() {
             "a wrong-shape answer is ignored, as Flowly ignores it"
         );
     }
-    let pre = &host.registry().hooks().entries(HookEvent::PreToolCall)[0];
+    let pinned_registry = host.registry();
+    let pre = &pinned_registry.hooks().entries(HookEvent::PreToolCall)[0];
     assert_eq!(pre.stats.wrong_shape(), 2);
     assert_eq!(pre.stats.errors(), 2);
-    let post = &host.registry().hooks().entries(HookEvent::PostToolCall)[0];
+    let pinned_registry = host.registry();
+    let post = &pinned_registry.hooks().entries(HookEvent::PostToolCall)[0];
     assert_eq!(post.stats.errors(), 0);
 
     let report = plughost::host::doctor::Report::new(&host);
@@ -187,7 +189,8 @@ fn a_plugin_that_fails_to_import_keeps_its_traceback_and_location() {
         .bundled_dir(bundled.path())
         .build()
         .unwrap();
-    let record = host.plugins().iter().find(|p| p.key == "broken").unwrap();
+    let pinned_plugins = host.plugins();
+    let record = pinned_plugins.iter().find(|p| p.key == "broken").unwrap();
     assert_eq!(
         record.error.as_deref(),
         Some("NameError: name 'missing_name' is not defined")

@@ -95,7 +95,8 @@ fn cyclic_and_deep_schemas_from_python_fail_the_plugin_at_registration() {
         .build()
         .unwrap();
     for key in ["cyclic", "deep"] {
-        let record = host.plugins().iter().find(|p| p.key == key).unwrap();
+        let pinned_plugins = host.plugins();
+        let record = pinned_plugins.iter().find(|p| p.key == key).unwrap();
         let error = record.error.as_deref().unwrap_or_default();
         assert!(
             error.starts_with("ValueError: register_tool(")

@@ -514,8 +514,9 @@ fn the_web_tools_are_offered_only_while_a_provider_is_available() {
         builder = builder.tool(tool);
     }
     let host = builder.build().unwrap();
-    let search = host.registry().tool("web_search").unwrap();
-    let extract = host.registry().tool("web_extract").unwrap();
+    let registry = host.registry();
+    let search = registry.tool("web_search").unwrap();
+    let extract = registry.tool("web_extract").unwrap();
     if PROVIDER_ENV.iter().all(|v| std::env::var_os(v).is_none()) {
         // What the agent asks before offering a tool to the model.
         assert!(matches!(search.handler.check(), Some(Ok(false))));

@@ -8,6 +8,9 @@ use crate::core::hooks::HookEvent;
 use super::session::Session;
 use super::Inner;
 
+/// The command that reloads the plugins without a restart (docs/reload.md).
+pub const RELOAD_COMMAND: &str = "reload-plugins";
+
 impl Inner {
     /// Run `line` (the text after `/`) as a command of `session`; the reply.
     pub(super) async fn run_command_line(
@@ -16,6 +19,13 @@ impl Inner {
         line: &str,
     ) -> Option<String> {
         let (name, args) = split_line(line);
+        // Hermes's `/reload-plugins`: the host discovers and loads again.
+        if name == RELOAD_COMMAND {
+            return Some(match self.host.reload_now().await {
+                Ok(report) => report.summary(),
+                Err(e) => format!("Error: the plugins were not reloaded: {e}"),
+            });
+        }
         match builtin(Surface::Agent, &name, args) {
             Some(BuiltinId::NewSession) => {
                 if let Err(e) = session.reset() {
@@ -32,7 +42,7 @@ impl Inner {
                 Some(crate::host::doctor::Report::new(&self.host).text())
             }
             Some(BuiltinId::Help) => {
-                Some(CommandTable::new(self.host.registry()).help_text(Surface::Agent))
+                Some(CommandTable::new(&self.host.registry()).help_text(Surface::Agent))
             }
             Some(BuiltinId::Plugins) | None => {
                 match self.host.run_command(&format!("/{line}")).await {

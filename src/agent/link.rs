@@ -64,7 +64,9 @@ impl AgentLink for Link {
         let host = self.host.upgrade();
         Box::pin(async move {
             let host = host?;
-            Some(crate::core::dispatch::call_tool(host.registry(), &name, args, &task_id, "").await)
+            Some(
+                crate::core::dispatch::call_tool(&host.registry(), &name, args, &task_id, "").await,
+            )
         })
     }
 }

@@ -163,7 +163,7 @@ impl Agent {
     /// P0: the host starts serving. Call once, before the first turn, from
     /// a process that serves (`run`, `chat`).
     pub async fn start(&self) {
-        dispatch::fire_host_start(self.inner.host.registry()).await;
+        dispatch::fire_host_start(&self.inner.host.registry()).await;
     }
 
     /// Fire `on_session_finalize` for sessions idle longer than `idle` and
@@ -242,7 +242,7 @@ impl Inner {
             interrupted,
             ..Default::default()
         };
-        points::observe(self.host.registry(), event, ctx).await;
+        points::observe(&self.host.registry(), event, ctx).await;
     }
 
     /// A whole turn. `cancel` is watched until the turn's work is done (see
@@ -384,12 +384,12 @@ impl Inner {
         let registry = self.host.registry();
         let mut gateway = gateway_context(inbound);
         let mut content = inbound.content.clone();
-        match dispatch::fire_gateway(registry, &mut gateway).await {
+        match dispatch::fire_gateway(&registry, &mut gateway).await {
             GatewayDecision::Skip(reason) => return Admitted::Skipped(reason),
             GatewayDecision::Rewrite(text) => content = text,
             GatewayDecision::Deliver => {}
         }
-        let input = points::chain(registry, HookEvent::InputReceived, || LoopContext {
+        let input = points::chain(&registry, HookEvent::InputReceived, || LoopContext {
             text: content.clone(),
             ..self.loop_context(&inbound.session_key, delegate, turn)
         });
@@ -420,9 +420,8 @@ impl Inner {
     /// again only when the offered tools changed (a check said otherwise):
     /// a copy of the last ones is cheaper than serialising every schema.
     fn tool_definitions(&self, filter: Option<&[String]>) -> Vec<Value> {
-        let offered: Vec<&crate::core::registry::Tool> = self
-            .host
-            .registry()
+        let registry = self.host.registry();
+        let offered: Vec<&crate::core::registry::Tool> = registry
             .tools()
             .into_iter()
             .filter(|t| filter.is_none_or(|f| f.contains(&t.spec.name)))
@@ -479,7 +478,7 @@ impl Inner {
                 ..Default::default()
             }
         };
-        let summary = match points::compact_before(registry, context).await {
+        let summary = match points::compact_before(&registry, context).await {
             Compaction::Cancel => return Some("Compaction cancelled by a plugin.".into()),
             Compaction::Summary(text) => Some(
                 json!({"role": "user", "content": format!("[Summary of the earlier conversation]\n{text}")}),
@@ -493,7 +492,7 @@ impl Inner {
                 session.messages.len()
             )),
             Err(e) => {
-                points::observe(registry, HookEvent::CompactFailed, || LoopContext {
+                points::observe(&registry, HookEvent::CompactFailed, || LoopContext {
                     session_id: session.key.clone(),
                     error: Some(e.to_string()),
                     turn: crate::core::hooks::current_turn(),

@@ -117,6 +117,11 @@ pub(super) enum PluginsCmd {
         /// Record the name even though no such plugin is installed (yet).
         #[arg(long)]
         force: bool,
+        // --- added by rl5 ---
+        /// Then have the `plughost serve` running on this home reload its
+        /// plugins (POST /admin/reload; PLUGHOST_API_KEY is sent as its key).
+        #[arg(long)]
+        reload: bool,
     },
     /// Add a plugin to plugins.disabled (and take it out of plugins.enabled).
     Disable { name: String },
@@ -155,6 +160,11 @@ pub(super) enum PluginsCmd {
         /// always runs isolated, in a worker on that environment.
         #[arg(long)]
         own_env: bool,
+        // --- added by rl5 ---
+        /// Then have the `plughost serve` running on this home reload its
+        /// plugins (POST /admin/reload; PLUGHOST_API_KEY is sent as its key).
+        #[arg(long)]
+        reload: bool,
     },
     /// Accept the changed files of a plugin whose lock entry no longer
     /// matches: show what changed and record the files as they are now.

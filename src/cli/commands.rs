@@ -9,7 +9,8 @@ use super::{build_host, print_json, suggest, Cli};
 pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
     let host = build_host(cli, python_level)?;
     if json {
-        let table = crate::core::commands::CommandTable::new(host.registry());
+        let registry = host.registry();
+        let table = crate::core::commands::CommandTable::new(&registry);
         let list: Vec<Value> = table
                 .listing(crate::core::commands::Surface::Cli)
                 .into_iter()
@@ -32,7 +33,7 @@ pub(super) fn run(
     line: &str,
 ) -> Result<Exit, Failure> {
     let host = build_host(cli, python_level)?;
-    rt.block_on(crate::core::dispatch::fire_host_start(host.registry()));
+    rt.block_on(crate::core::dispatch::fire_host_start(&host.registry()));
     match rt.block_on(host.run_command(line)) {
         Ok(Some(reply)) => {
             println!("{reply}");
@@ -40,7 +41,8 @@ pub(super) fn run(
         }
         Ok(None) => Ok(Exit::Success),
         Err(crate::host::CommandError::Unknown(typed)) => {
-            let table = crate::core::commands::CommandTable::new(host.registry());
+            let registry = host.registry();
+            let table = crate::core::commands::CommandTable::new(&registry);
             let names: Vec<String> = table
                 .listing(crate::core::commands::Surface::Cli)
                 .iter()

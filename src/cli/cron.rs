@@ -11,7 +11,8 @@ use crate::core::schedule::TaskRunOutcome;
 /// `cron list`.
 pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
     let host = build_host(cli, python_level)?;
-    let tasks = host.registry().tasks();
+    let registry = host.registry();
+    let tasks = registry.tasks();
     if json {
         let rows: Vec<_> = tasks
             .iter()
@@ -41,13 +42,9 @@ pub(super) fn run(
     name: &str,
 ) -> Result<Exit, Failure> {
     let host = build_host(cli, python_level)?;
-    let Some(task) = host.registry().task(name).cloned() else {
-        let known: Vec<&str> = host
-            .registry()
-            .tasks()
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect();
+    let registry = host.registry();
+    let Some(task) = registry.task(name).cloned() else {
+        let known: Vec<&str> = registry.tasks().iter().map(|t| t.name.as_str()).collect();
         return Err(Failure::failed(if known.is_empty() {
             format!("no scheduled task '{name}': no loaded plugin has cron tasks")
         } else {
@@ -57,7 +54,7 @@ pub(super) fn run(
             )
         }));
     };
-    match rt.block_on(task.run_scheduled(host.registry())) {
+    match rt.block_on(task.run_scheduled(&host.registry())) {
         TaskRunOutcome::Completed => {
             println!("{}: done", task.name);
             Ok(Exit::Success)

@@ -224,7 +224,13 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
 /// `plughost plugins …`.
 fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<Exit, Failure> {
     match command {
-        PluginsCmd::Enable { name, force } => plugins::set_enabled(cli, name, true, *force),
+        // --- changed by rl5: --reload ---
+        PluginsCmd::Enable {
+            name,
+            force,
+            reload,
+        } => plugins::set_enabled(cli, name, true, *force)
+            .and_then(|exit| plugins::then_reload(cli, exit, *reload)),
         PluginsCmd::Disable { name } => plugins::set_enabled(cli, name, false, true),
         PluginsCmd::Forget { names, stray } => plugins::forget(&home_of(cli), names, *stray),
         PluginsCmd::Install { .. } => plugins::install_command(cli, python_level, command),

@@ -34,6 +34,7 @@ pub(super) fn install_command(
         from_lock,
         editable,
         own_env,
+        reload,
         ..
     } = command
     else {
@@ -66,6 +67,34 @@ pub(super) fn install_command(
         dialect.as_deref(),
         || build_host(cli, python_level),
     )
+    .and_then(|exit| then_reload(cli, exit, *reload))
+}
+
+/// `--reload` after a command that succeeded: the server running on the
+/// home reloads its plugins (found by the file it writes there), and what
+/// changed is printed. No server, or a refused reload, fails the command.
+pub(super) fn then_reload(cli: &Cli, exit: Exit, reload: bool) -> Result<Exit, Failure> {
+    if !reload || exit != Exit::Success {
+        return Ok(exit);
+    }
+    let home = home_of(cli);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
+    match rt.block_on(crate::serve::watch::ask_reload(&home)) {
+        Ok(report) => {
+            println!("{}", report.summary());
+            if report.failed.is_empty() && report.not_loaded.is_empty() {
+                Ok(Exit::Success)
+            } else {
+                Ok(Exit::Failed)
+            }
+        }
+        Err(e) => Err(Failure::failed(format!(
+            "the running server did not reload: {e}"
+        ))),
+    }
 }
 
 /// `plugins install`. With `--enable` the plugin is loaded once right
@@ -141,11 +170,11 @@ pub(super) fn install(
     };
     config::enable_plugin(home, &done.name)?;
     let host = load()?;
-    let record = host
-        .plugins()
+    let records = host.plugins();
+    let record = records
         .iter()
         .find(|p| p.key == done.name && p.path == done.path)
-        .or_else(|| host.plugins().iter().find(|p| p.key == done.name));
+        .or_else(|| records.iter().find(|p| p.key == done.name));
     if let Some(p) = record.filter(|p| p.loaded) {
         // Under plugins.strict_hooks the host refused to load it: it is not
         // loaded, and load_failure below says why.
@@ -356,12 +385,24 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<Exit, Failure
 pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
     crate::runtime::Runtime::start(30).map_err(|e| Failure::failed(e.to_string()))?;
     let report = Report::new(host);
+    // A server running on this home: what it loaded, and when.
+    let running = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()
+        .and_then(|rt| rt.block_on(crate::serve::watch::ask_versions(host.home())));
     if json {
         let mut value = serde_json::to_value(&report).expect("the report serialises");
         if let serde_json::Value::Object(fields) = &mut value {
             fields.insert("lock".into(), super::lock::doctor_json(host.home()));
             if let Some(envs) = super::deps::doctor_json(host) {
                 fields.insert("environments".into(), envs);
+            }
+            if let Some(running) = &running {
+                fields.insert(
+                    "running_server".into(),
+                    serde_json::to_value(running).expect("serialisable"),
+                );
             }
         }
         super::print_json(&value);
@@ -372,6 +413,9 @@ pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
         }
         if let Some(envs) = super::deps::doctor_text(host) {
             println!("{envs}");
+        }
+        if let Some(running) = &running {
+            println!("{}", running.text());
         }
     }
     Ok(Exit::ok_if(!report.has_failures()))
@@ -384,7 +428,7 @@ pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Fail
     if json {
         print_json(&super::lock::with_lock_entries(
             &home_of(cli),
-            host.plugins(),
+            &*host.plugins(),
         ));
     } else {
         print_plugins(&host);

@@ -76,6 +76,11 @@ pub struct ServeArgs {
     /// Seconds an MCP HTTP session may go unused before it is closed.
     #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
     pub mcp_session_idle: Duration,
+    // --- added by rl5 ---
+    /// Reload the plugins when files under their directories or
+    /// config.json change (debounced); without it, POST /admin/reload.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 /// `--session-idle`: how long a named session may go unused; `None` never.
@@ -100,7 +105,8 @@ fn auth_mode(
     if mode == "api_key" {
         return Ok(None);
     }
-    let modes = host.registry().auth_modes();
+    let registry = host.registry();
+    let modes = registry.auth_modes();
     if let Some(m) = modes.iter().find(|m| m.mode == mode) {
         return Ok(Some(m.clone()));
     }
@@ -291,6 +297,17 @@ pub(super) fn serve(
             "plughost serve: listening on http://{local} (MCP at /mcp, OpenAI API at /v1; model {})",
             args.agent.model
         );
+        // --- added by rl5: the file `plugins … --reload` finds the server by; --watch ---
+        let home = chat.agent.host().home().to_path_buf();
+        let _announced = crate::serve::watch::announce(&home, local)
+            .map_err(|e| tracing::warn!("cannot write {}: {e} (plugins … --reload will not find this server)", crate::serve::watch::server_file(&home).display()))
+            .ok();
+        let _watching = match args.watch {
+            false => None,
+            true => Some(crate::serve::watch::start(chat.agent.host().clone()).map_err(|e| {
+                Failure::failed(format!("--watch cannot watch the plugin directories: {e}"))
+            })?),
+        };
         let scheduler = tokio_util::sync::CancellationToken::new();
         crate::serve::cron::start(chat.agent.host(), args.cron_every, scheduler.clone());
         let _stop_scheduler = scheduler.drop_guard();

@@ -7,7 +7,8 @@ use crate::host::Host;
 /// `skills list`.
 pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
     let host = build_host(cli, python_level)?;
-    let skills = host.registry().skills();
+    let registry = host.registry();
+    let skills = registry.skills();
     if json {
         print_json(&skills);
     } else if skills.is_empty() {
@@ -92,7 +93,8 @@ fn skill_failure(host: &Host, name: &str, error: crate::host::SkillError) -> Fai
             format!("skill '{name}' is unavailable: its plugin '{plugin}' is not loaded: {why}")
         });
     }
-    let skills = host.registry().skills();
+    let registry = host.registry();
+    let skills = registry.skills();
     let hint = suggest::did_you_mean(name, skills.iter().map(|s| s.name.as_str()));
     Failure::failed(format!("{error}{hint}"))
 }

@@ -19,8 +19,8 @@ pub(super) fn list(
     workspace: Option<&PathBuf>,
 ) -> Result<Exit, Failure> {
     let host = build_host_with_builtins(cli, python_level, workspace)?;
-    let tools: Vec<_> = host
-        .registry()
+    let registry = host.registry();
+    let tools: Vec<_> = registry
         .tools()
         .into_iter()
         .map(|t| (&t.spec, unavailable(t)))
@@ -111,7 +111,7 @@ pub(super) fn call(
         .iter()
         .map(|t| t.spec.name.clone())
         .collect();
-    rt.block_on(crate::core::dispatch::fire_host_start(host.registry()));
+    rt.block_on(crate::core::dispatch::fire_host_start(&host.registry()));
     let result = match timeout {
         None => rt.block_on(host.call_tool(name, args, session)),
         Some(limit) => call_with_timeout(rt, host, name, args, session, limit),

@@ -228,11 +228,15 @@ pub enum Point {
     ScheduledRun,
     /// A scheduled task was disabled after failing too often in a row.
     ScheduledDisabled,
+    // --- added by rl5 ---
+    /// After a reload swapped in a new plugin set (no core lane: Codumentor
+    /// brings `onConfigReload`).
+    Reloaded,
 }
 
 impl Point {
     /// Every point, in the order a turn meets them.
-    pub const ALL: [Point; 24] = [
+    pub const ALL: [Point; 25] = [
         Point::HostStart,
         Point::InboundMessage,
         Point::SessionStart,
@@ -257,6 +261,8 @@ impl Point {
         Point::SubagentStop,
         Point::ScheduledRun,
         Point::ScheduledDisabled,
+        // --- added by rl5 ---
+        Point::Reloaded,
     ];
 
     /// The core's lanes of the point, in firing order; the lanes dialects
@@ -288,6 +294,8 @@ impl Point {
             Point::SubagentStart => &[E::SubagentStart],
             Point::SubagentStop => &[E::SubagentStop],
             Point::ScheduledRun | Point::ScheduledDisabled => &[],
+            // --- added by rl5 ---
+            Point::Reloaded => &[],
         }
     }
 }

@@ -4,11 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::load::{apply_registrations, load_candidate, note_collision, RuntimeToolSource};
-use super::{Host, HostError, PluginRecord};
+use super::{Host, HostError};
 use crate::core::extensions::Extensions;
 use crate::core::hooks::{HookCallback, HookEntry, HookEvent, HookStats};
-use crate::core::registry::{CollisionPolicy, Command, Registration, Registry, Tool, NATIVE_OWNER};
+use crate::core::registry::{CollisionPolicy, Command, Registration, Tool, NATIVE_OWNER};
 use crate::plugins::config;
 use crate::plugins::discovery::{self, Source};
 
@@ -193,22 +192,111 @@ impl HostBuilder {
     /// Discover, load and register everything.
     pub fn build(mut self) -> Result<Host, HostError> {
         let home = config::resolve_home(self.home.as_deref());
-        let mut lists = config::read_plugin_lists(&home)?;
-        lists
-            .enabled
-            .extend(std::mem::take(&mut self.extra_enabled));
-        lists
-            .disabled
-            .extend(std::mem::take(&mut self.extra_disabled));
+        let lists = self.lists_of(&home)?;
         let extensions = Arc::new(Extensions::default());
+        // What a reload discovers and loads with (before discovery takes
+        // the directories it was given).
+        let mut again = self.config_copy();
         let Found {
             candidates,
             roots,
             bundled_copy,
         } = self.discover(&home, &lists, &extensions)?;
-        let (mut registry, mut collisions) = self.native_registry();
+        again.bundled_dir = roots.first().map(|(_, dir)| dir.clone());
+        let fixed = self.fixed_parts(&home, &extensions)?;
+        let guard =
+            super::load::CallGuard::new(&home, self.hook_timeout, self.isolation_load_timeout);
+        let (set, _) = self.load_set(
+            &home,
+            &extensions,
+            (candidates, lists),
+            (&fixed, &guard),
+            None,
+        )?;
+        Ok(Host {
+            extensions,
+            home,
+            current: arc_swap::ArcSwap::from_pointee(set),
+            roots,
+            reloader: std::sync::Mutex::new(Recipe {
+                builder: again,
+                fixed,
+                guard,
+            }),
+            _bundled: bundled_copy,
+        })
+    }
 
-        let (isolation, settings, limits) = self.isolation_plan(&home, &candidates)?;
+    /// `plugins.enabled` / `plugins.disabled` of the home, with the
+    /// builder's additions.
+    fn lists_of(&self, home: &Path) -> Result<config::PluginLists, HostError> {
+        let mut lists = config::read_plugin_lists(home)?;
+        lists.enabled.extend(self.extra_enabled.iter().cloned());
+        lists.disabled.extend(self.extra_disabled.iter().cloned());
+        Ok(lists)
+    }
+
+    /// The builder's settings without its contributions: what discovery
+    /// and loading read, kept for reloads.
+    fn config_copy(&self) -> HostBuilder {
+        HostBuilder {
+            home: self.home.clone(),
+            project_dir: self.project_dir.clone(),
+            enable_project_plugins: self.enable_project_plugins,
+            bundled_dir: self.bundled_dir.clone(),
+            extra_enabled: self.extra_enabled.clone(),
+            extra_disabled: self.extra_disabled.clone(),
+            python_log_level: self.python_log_level,
+            runtime: self.runtime.clone(),
+            collision: self.collision,
+            hook_timeout: self.hook_timeout,
+            allow_missing_bundled: true,
+            isolation: self.isolation.clone(),
+            worker_command: self.worker_command.clone(),
+            isolation_load_timeout: self.isolation_load_timeout,
+            breaker: self.breaker,
+            limits: self.limits.clone(),
+            isolate_third_party: self.isolate_third_party,
+            ..HostBuilder::default()
+        }
+    }
+
+    /// The parts every plugin set has whatever plugins it loads: the
+    /// builder's native tools, commands and hooks, the MCP servers' tools,
+    /// the direct registrations.
+    fn fixed_parts(
+        &mut self,
+        home: &Path,
+        extensions: &Arc<Extensions>,
+    ) -> Result<super::reload::Fixed, HostError> {
+        let mut after: Vec<(String, Vec<Registration>)> = Vec::new();
+        // --- added by mcpc ---
+        for tool in crate::mcp_client::attach(home, extensions)? {
+            after.push((tool.spec.plugin.clone(), vec![Registration::Tool(tool)]));
+        }
+        after.append(&mut self.direct);
+        Ok(super::reload::Fixed {
+            tools: std::mem::take(&mut self.tools),
+            commands: std::mem::take(&mut self.commands),
+            hooks: std::mem::take(&mut self.hooks),
+            after,
+            hook_timeout: self.hook_timeout,
+            collision: self.collision,
+        })
+    }
+
+    /// Load `candidates` as a plugin set (reusing `previous`'s unchanged
+    /// plugins), starting Python if an in-process plugin needs it.
+    #[allow(clippy::type_complexity)]
+    fn load_set(
+        &mut self,
+        home: &Path,
+        extensions: &Arc<Extensions>,
+        (candidates, lists): (Vec<discovery::Candidate>, config::PluginLists),
+        (fixed, guard): (&super::reload::Fixed, &super::load::CallGuard),
+        previous: Option<&super::PluginSet>,
+    ) -> Result<(super::PluginSet, super::ReloadReport), HostError> {
+        let (isolation, settings, limits) = self.isolation_plan(home, &candidates)?;
         let needs_python = candidates
             .iter()
             .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
@@ -224,71 +312,41 @@ impl HostBuilder {
             Err("this host was built from Runtime::none(), which runs no Python plugins".into())
         } else {
             crate::runtime::Runtime::start(level)?;
-            set_default_home(&home);
+            set_default_home(home);
             // --- added by supply ---
-            add_shared_env(&home);
+            add_shared_env(home);
             Ok(())
         };
-        let mut packages = Vec::new();
-        let mut workers = Vec::new();
-        let mut plugins: Vec<PluginRecord> = Vec::new();
-        let order = crate::dialects::load_order(candidates, &|key| isolation.covers(key));
-        let guard =
-            super::load::CallGuard::new(&home, self.hook_timeout, self.isolation_load_timeout);
-        for c in order {
-            let c = crate::dialects::check_dependencies(c, &|dep| {
-                plugins
-                    .iter()
-                    .rev()
-                    .find(|r| r.key == dep)
-                    .map(PluginRecord::dependency_state)
-            });
-            let isolate = isolation
-                .covers(&c.key)
-                .then(|| (&settings, limits.for_plugin(&c.key)));
-            plugins.push(load_candidate(
-                c,
-                (&home, &extensions, &python, &guard),
-                isolate,
-                &mut registry,
-                &mut collisions,
-                &mut packages,
-                &mut workers,
-            ));
-        }
-        if let Some(source) = RuntimeToolSource::of(&home, &plugins) {
-            registry.set_runtime_tools(Arc::new(source));
-        }
-        // --- added by mcpc ---
-        for tool in crate::mcp_client::attach(&home, &extensions)? {
-            let owner = tool.spec.plugin.clone();
-            note_collision(&mut collisions, registry.add_tool(tool), &owner);
-        }
-        for (owner, registrations) in self.direct {
-            let mut record = PluginRecord::direct(&owner);
-            apply_registrations(
-                registrations,
-                &owner,
-                &mut record,
-                &mut registry,
-                &mut collisions,
-            );
-        }
-        if let Some(refused) = registry.refused().first() {
-            return Err(HostError::Collision(refused.clone()));
-        }
-        Ok(Host {
-            extensions,
+        let inputs = super::reload::Inputs {
             home,
+            extensions,
+            python: &python,
+            guard,
+            isolation: &isolation,
+            settings: &settings,
+            limits: &limits,
+            fixed,
             lists,
-            registry,
-            plugins,
-            collisions,
-            roots,
-            _packages: packages,
-            _bundled: bundled_copy,
-            workers,
-        })
+        };
+        super::reload::assemble(candidates, inputs, previous)
+    }
+
+    /// Discover and load again for `host` (see [`super::reload`]).
+    pub(super) fn reload_set(
+        recipe: &Recipe,
+        host: &Host,
+    ) -> Result<(super::PluginSet, super::ReloadReport), HostError> {
+        let mut builder = recipe.builder.config_copy();
+        let lists = builder.lists_of(&host.home)?;
+        let found = builder.discover(&host.home, &lists, &host.extensions)?;
+        let previous = host.current.load_full();
+        builder.load_set(
+            &host.home,
+            &host.extensions,
+            (found.candidates, lists),
+            (&recipe.fixed, &recipe.guard),
+            Some(&previous),
+        )
     }
 
     /// Which plugins run isolated, how their workers are started, and
@@ -410,24 +468,14 @@ impl HostBuilder {
             bundled_copy,
         })
     }
+}
 
-    /// The registry with the builder's native tools, commands and hooks.
-    fn native_registry(&mut self) -> (Registry, Vec<super::ToolCollision>) {
-        let mut registry = Registry::new();
-        registry.hook_timeout = self.hook_timeout;
-        registry.collision = self.collision;
-        let mut collisions = Vec::new();
-        for tool in std::mem::take(&mut self.tools) {
-            note_collision(&mut collisions, registry.add_tool(tool), NATIVE_OWNER);
-        }
-        for command in std::mem::take(&mut self.commands) {
-            registry.add_command(command);
-        }
-        for (event, entry) in std::mem::take(&mut self.hooks) {
-            registry.add_hook(event, entry);
-        }
-        (registry, collisions)
-    }
+/// What a host reloads with: its builder's settings, the parts every set
+/// has, and the guard of in-process calls (one crash journal per host).
+pub(super) struct Recipe {
+    builder: HostBuilder,
+    fixed: super::reload::Fixed,
+    guard: super::load::CallGuard,
 }
 
 /// What [`HostBuilder::discover`] found: the candidates, the plugin

@@ -73,6 +73,7 @@ pub(super) fn apply_registrations(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn load_candidate(
     c: Candidate,
     (home, extensions, python, guard): (&Path, &Arc<Extensions>, &Result<(), String>, &CallGuard),
@@ -84,6 +85,8 @@ pub(super) fn load_candidate(
     collisions: &mut Vec<ToolCollision>,
     packages: &mut Vec<Box<dyn Send + Sync>>,
     workers: &mut Vec<crate::isolation::Supervisor>,
+    // --- added by rl5 --- (a reload re-applies a unit's registrations to each new set)
+    kept: &mut Vec<Registration>,
 ) -> PluginRecord {
     let mut record = record_of(&c, isolate.is_some(), extensions);
     if !c.enabled || c.skip_reason.is_some() {
@@ -174,6 +177,7 @@ pub(super) fn load_candidate(
                     &mut loaded.registrations,
                 );
             }
+            kept.extend(loaded.registrations.iter().map(super::reload::copy));
             apply_registrations(
                 loaded.registrations,
                 &c.key,

@@ -4,8 +4,10 @@
 mod build;
 pub mod doctor;
 mod load;
+pub mod reload;
 
 pub use build::HostBuilder;
+pub use reload::{LoadedVersion, PluginSet, ReloadReport};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,7 +70,7 @@ pub struct PluginRecord {
 
 impl PluginRecord {
     /// What a plugin depending on this one needs to know of it.
-    fn dependency_state(&self) -> crate::dialects::DependencyState {
+    pub(super) fn dependency_state(&self) -> crate::dialects::DependencyState {
         use crate::dialects::DependencyState;
         if self.loaded {
             return DependencyState::Loaded;
@@ -100,7 +102,7 @@ impl PluginRecord {
     }
 
     /// A record for contributions registered directly, not from a plugin directory.
-    fn direct(owner: &str) -> PluginRecord {
+    pub(super) fn direct(owner: &str) -> PluginRecord {
         PluginRecord {
             key: owner.to_string(),
             name: owner.to_string(),
@@ -174,6 +176,9 @@ pub enum HostError {
     /// Under [`CollisionPolicy::Refuse`], two owners registered one tool name.
     #[error("tool '{}' of '{}' collides with the one '{}' registered (the host refuses collisions)", .0.tool, .0.refused, .0.owner)]
     Collision(crate::core::registry::RefusedTool),
+    /// A reload that could not run to its end (the old plugins keep running).
+    #[error("{0}")]
+    Reload(String),
 }
 
 /// Errors of `run_command`.
@@ -210,20 +215,43 @@ pub struct Host {
     /// What dialects and the agent keep per host ([`Extensions`]).
     extensions: Arc<Extensions>,
     home: PathBuf,
-    lists: PluginLists,
-    registry: Registry,
-    plugins: Vec<PluginRecord>,
-    collisions: Vec<ToolCollision>,
+    /// The plugins in force: each call pins the set it started on
+    /// ([`reload`]); a reload swaps in a new one.
+    current: arc_swap::ArcSwap<PluginSet>,
     roots: Vec<(Source, PathBuf)>,
-    /// The plugins' Python packages (and dialects' holds on process-wide
-    /// names): unloaded when the host goes away
-    /// (after the registry, whose handlers refer into them).
-    _packages: Vec<Box<dyn Send + Sync>>,
+    /// How to discover and load again (one reload at a time).
+    reloader: std::sync::Mutex<build::Recipe>,
     /// Keeps a temporary copy of the bundled plugins (used when the cache
     /// cannot be written) on disk while the host lives.
     _bundled: Option<crate::plugins::bundled::Located>,
-    /// The supervisors of the isolated plugins that loaded.
-    workers: Vec<crate::isolation::Supervisor>,
+}
+
+/// A part of the plugin set in force when it was taken, kept alive (with
+/// the plugins it refers to) while it is held, whatever reloads happen.
+pub struct Pinned<T: ?Sized + 'static> {
+    set: Arc<PluginSet>,
+    view: fn(&PluginSet) -> &T,
+}
+
+impl<T: ?Sized> std::ops::Deref for Pinned<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        (self.view)(&self.set)
+    }
+}
+
+impl<T: ?Sized + std::fmt::Debug> std::fmt::Debug for Pinned<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Pinned<[T]> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        (**self).iter()
+    }
 }
 
 /// Commands the host answers itself, before plugin commands (the command
@@ -271,32 +299,43 @@ impl Host {
     }
 
     /// The `plugins.enabled` / `plugins.disabled` lists in force.
-    pub fn plugin_lists(&self) -> &PluginLists {
-        &self.lists
+    pub fn plugin_lists(&self) -> Pinned<PluginLists> {
+        self.pin(|s| &s.lists)
+    }
+
+    /// The set of plugins in force now; a caller that makes several calls
+    /// which must see the same plugins holds it.
+    pub fn plugin_set(&self) -> Arc<PluginSet> {
+        self.current.load_full()
+    }
+
+    fn pin<T: ?Sized>(&self, view: fn(&PluginSet) -> &T) -> Pinned<T> {
+        Pinned {
+            set: self.current.load_full(),
+            view,
+        }
     }
 
     /// The worker state of isolated plugin `key` (running, restarting,
     /// disabled by its breaker) and its crash counts; `None` when it is not
     /// an isolated plugin that loaded.
     pub fn worker_status(&self, key: &str) -> Option<crate::isolation::WorkerStatus> {
-        self.workers
-            .iter()
-            .find(|w| w.key() == key)
-            .map(|w| w.status())
+        self.current.load().worker_status(key)
     }
 
     /// Every discovered plugin, in load order.
-    pub fn plugins(&self) -> &[PluginRecord] {
-        &self.plugins
+    pub fn plugins(&self) -> Pinned<[PluginRecord]> {
+        self.pin(|s| &s.plugins)
     }
 
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+    /// The registry of the set in force (held, it stays that set's).
+    pub fn registry(&self) -> Pinned<Registry> {
+        self.pin(|s| &s.registry)
     }
 
     /// Tool names registered more than once, and who won.
-    pub fn collisions(&self) -> &[ToolCollision] {
-        &self.collisions
+    pub fn collisions(&self) -> Pinned<[ToolCollision]> {
+        self.pin(|s| &s.collisions)
     }
 
     /// The directories scanned for plugins, by source.
@@ -306,12 +345,14 @@ impl Host {
 
     /// Run one tool call through the whole pipeline (hooks included).
     pub async fn call_tool(&self, name: &str, args: Value, session_id: &str) -> ToolResult {
-        dispatch::call_tool(&self.registry, name, args, session_id, "").await
+        let set = self.current.load_full();
+        dispatch::call_tool(&set.registry, name, args, session_id, "").await
     }
 
     /// Fire `event` with `payload`; returns the actions callbacks asked for.
     pub async fn fire(&self, event: HookEvent, payload: HookPayload<'_>) -> Vec<HookAction> {
-        dispatch::fire(&self.registry, event, payload).await
+        let set = self.current.load_full();
+        dispatch::fire(&set.registry, event, payload).await
     }
 
     /// Run a slash command line such as `/ping hello`; `Ok(None)` means the
@@ -329,7 +370,8 @@ impl Host {
             Some(BuiltinId::Plugins) => return Ok(Some(self.status_text())),
             _ => {}
         }
-        let Some(command) = self.registry.command(&name) else {
+        let set = self.current.load_full();
+        let Some(command) = set.registry.command(&name) else {
             return Err(CommandError::Unknown(name));
         };
         let outcome = match command.handler.call(args) {
@@ -344,11 +386,12 @@ impl Host {
 
     /// The short status the `/plugins` command shows.
     pub fn status_text(&self) -> String {
-        if self.plugins.is_empty() {
+        let set = self.current.load_full();
+        if set.plugins.is_empty() {
             return "No plugins found.".into();
         }
         let mut lines = Vec::new();
-        for p in &self.plugins {
+        for p in &set.plugins {
             let what = contributions_text(&p.tools, &p.hooks, &p.commands, &p.skills);
             lines.push(match (&p.status, &p.error) {
                 (PluginStatus::Loaded, _) if what.is_empty() => {
@@ -372,13 +415,14 @@ impl Host {
     /// The `/help` text: every command with its description and args hint
     /// (from the command table).
     pub fn help_text(&self) -> String {
-        crate::core::commands::CommandTable::new(&self.registry)
+        crate::core::commands::CommandTable::new(&self.current.load().registry)
             .help_text(crate::core::commands::Surface::Cli)
     }
 
     /// The text of skill `plugin:name`.
     pub fn skill(&self, qualified: &str) -> Result<String, SkillError> {
-        let skill = self
+        let set = self.current.load_full();
+        let skill = set
             .registry
             .skill(qualified)
             .ok_or_else(|| SkillError::Unknown(qualified.to_string()))?;
@@ -387,6 +431,52 @@ impl Host {
             path: skill.path.clone(),
             message: e.to_string(),
         })
+    }
+}
+
+// Reload (see [`reload`]): here because it reaches the host's fields.
+impl Host {
+    /// Discover and load again, then swap the new set in (see the module
+    /// docs). Blocks while plugins load (Python imports, workers starting);
+    /// one reload runs at a time. Calls already running finish on the set
+    /// they started on.
+    pub fn reload(&self) -> Result<ReloadReport, HostError> {
+        let recipe = self.reloader.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = self.current.load_full();
+        let (set, mut report) = build::HostBuilder::reload_set(&recipe, self)?;
+        report.config_sections = reload::changed_sections(&previous.config, &set.config);
+        self.current.store(Arc::new(set));
+        drop(previous);
+        tracing::info!(
+            "plugins reloaded (generation {}): {} added, {} changed, {} removed, {} kept at their old version, config sections changed: {:?}",
+            report.generation,
+            report.added.len(),
+            report.changed.len(),
+            report.removed.len(),
+            report.failed.len(),
+            report.config_sections
+        );
+        Ok(report)
+    }
+
+    /// [`reload`](Self::reload) on a blocking thread, then the reload
+    /// events of the new set (Codumentor's `onConfigReload` with the
+    /// changed sections, when some changed).
+    pub async fn reload_now(self: &Arc<Self>) -> Result<ReloadReport, HostError> {
+        let host = self.clone();
+        let report = tokio::task::spawn_blocking(move || host.reload())
+            .await
+            .unwrap_or_else(|e| Err(HostError::Reload(format!("the reload stopped: {e}"))))?;
+        if !report.config_sections.is_empty() {
+            let set = self.current.load_full();
+            reload::fire_reloaded(&set.registry, &report.config_sections, &set.config).await;
+        }
+        Ok(report)
+    }
+
+    /// Each loaded plugin's version and when it was loaded.
+    pub fn loaded_versions(&self) -> Vec<LoadedVersion> {
+        self.current.load().versions()
     }
 }
 

@@ -44,9 +44,10 @@ async fn schedule(host: Arc<Host>, task: ScheduledTask, period: Duration, stop: 
         // A run longer than the period must not delay the next tick's
         // check: the tick finds it running and is counted as skipped.
         tokio::spawn(async move {
+            let registry = host.registry();
             tokio::select! {
                 _ = stop.cancelled() => {}
-                outcome = task.run_scheduled(host.registry()) => report(&task, &outcome),
+                outcome = task.run_scheduled(&registry) => report(&task, &outcome),
             }
         });
     }

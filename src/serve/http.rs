@@ -189,6 +189,8 @@ fn route_of(path: &str) -> &'static str {
         "/v1/models" => "/v1/models",
         "/healthz" => "/healthz",
         "/metrics" => "/metrics",
+        "/admin/reload" => "/admin/reload",
+        "/admin/plugins" => "/admin/plugins",
         p if p == "/mcp" || p.starts_with("/mcp/") => "/mcp",
         _ => "other",
     }
@@ -230,6 +232,31 @@ async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
         text,
     )
         .into_response()
+}
+
+/// `POST /admin/reload`: discover and load the plugins again, swap them
+/// in, and answer what changed ([`crate::host::ReloadReport`]). Calls
+/// running meanwhile finish on the plugins they started on.
+async fn admin_reload(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.chat.agent.host().reload_now().await {
+        Ok(report) => axum::Json(report).into_response(),
+        Err(e) => openai_api::error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "server_error",
+            "reload_failed",
+            format!("the plugins were not reloaded (the old ones keep running): {e}"),
+        ),
+    }
+}
+
+/// `GET /admin/plugins`: each loaded plugin's version and when it loaded.
+async fn admin_plugins(State(shared): State<Arc<Shared>>) -> Response {
+    let host = shared.chat.agent.host();
+    axum::Json(serde_json::json!({
+        "generation": host.plugin_set().generation,
+        "plugins": host.loaded_versions(),
+    }))
+    .into_response()
 }
 
 async fn not_found() -> Response {
@@ -286,6 +313,8 @@ pub fn router(
     Router::new()
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
+        .route("/admin/reload", post(admin_reload))
+        .route("/admin/plugins", get(admin_plugins))
         .with_state(shared.clone())
         .merge(chat_routes)
         .nest_service(

@@ -107,7 +107,7 @@ impl PluginServer {
             .into_iter()
             .map(|s| Prompt::new(s.name.clone(), Some(s.description.clone()), None))
             .collect();
-        let table = crate::core::commands::CommandTable::new(registry);
+        let table = crate::core::commands::CommandTable::new(&registry);
         let commands = table
             .listing(crate::core::commands::Surface::Mcp)
             .into_iter()

@@ -185,7 +185,8 @@ impl Metrics {
 
 /// The scheduled tasks' counters, read from the tasks at scrape time.
 fn scheduled_tasks(out: &mut String, host: &Host) {
-    let tasks = host.registry().tasks();
+    let registry = host.registry();
+    let tasks = registry.tasks();
     if tasks.is_empty() {
         return;
     }

@@ -13,6 +13,8 @@ pub mod mcp;
 pub mod metrics;
 pub mod openai_api;
 pub mod plugin_routes;
+// --- added by rl5 ---
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;

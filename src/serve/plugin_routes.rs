@@ -38,7 +38,8 @@ impl PluginRoutes {
     /// reported and left out, the others are mounted. `None` when no
     /// plugin has routes.
     pub fn mount(host: &Host) -> Option<Arc<PluginRoutes>> {
-        let entries = host.registry().routes();
+        let registry = host.registry();
+        let entries = registry.routes();
         if entries.is_empty() {
             return None;
         }

@@ -33,7 +33,10 @@ impl PyAgent {
         let session_id = session_id.to_string();
         async move {
             started
-                .get_or_init(|| crate::core::dispatch::fire_host_start(agent.host().registry()))
+                .get_or_init(|| {
+                    let registry = agent.host().registry();
+                    async move { crate::core::dispatch::fire_host_start(&registry).await }
+                })
                 .await;
             agent.send(Inbound::new(&session_id, &message), None).await
         }

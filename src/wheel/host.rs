@@ -135,7 +135,10 @@ impl PyHost {
     /// Fire P0 for this host unless it has fired.
     async fn start(started: &tokio::sync::OnceCell<()>, host: &Host) {
         started
-            .get_or_init(|| crate::core::dispatch::fire_host_start(host.registry()))
+            .get_or_init(|| {
+                let registry = host.registry();
+                async move { crate::core::dispatch::fire_host_start(&registry).await }
+            })
             .await;
     }
 }
@@ -286,7 +289,7 @@ impl PyHost {
     /// Every discovered plugin, as `plughost plugins list --json`.
     fn plugins<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let host = self.host(py)?;
-        let records = crate::plugins::lock::with_entries(host.home(), host.plugins());
+        let records = crate::plugins::lock::with_entries(host.home(), &*host.plugins());
         Ok(pythonize::pythonize(py, &records)?)
     }
 

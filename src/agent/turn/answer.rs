@@ -29,12 +29,12 @@ impl Inner {
             reply: message.clone(),
             ..self.loop_context(&t.session.key, t.delegate, t.turn)
         };
-        if let Some(revised) = points::reply_before_send(registry, &text, context).await {
+        if let Some(revised) = points::reply_before_send(&registry, &text, context).await {
             text = revised;
             message["content"] = json!(text);
         }
         t.record(message.clone())?;
-        points::observe(registry, HookEvent::ResponsePersisted, || LoopContext {
+        points::observe(&registry, HookEvent::ResponsePersisted, || LoopContext {
             iteration: t.report.iterations,
             text: text.clone(),
             reply: message,

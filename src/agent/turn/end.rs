@@ -40,7 +40,8 @@ impl Inner {
         report: &mut TurnReport,
         (turn, delegate): (&Arc<TurnScope>, bool),
     ) {
-        let renderer = self.host.registry().renderer();
+        let registry = self.host.registry();
+        let renderer = registry.renderer();
         let text = |tool: &str| renderer.render(tool, &ToolOutcome::Cancelled);
         if let Err(e) = session.close_open_calls(&text) {
             tracing::warn!(
@@ -82,7 +83,7 @@ impl Inner {
         report: &TurnReport,
     ) {
         let registry = self.host.registry();
-        points::observe(registry, HookEvent::TurnEnded, || LoopContext {
+        points::observe(&registry, HookEvent::TurnEnded, || LoopContext {
             ended_by: report.ended_by,
             reason: report.aborted.clone(),
             error: report.error.clone(),

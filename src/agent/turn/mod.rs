@@ -115,7 +115,7 @@ impl Inner {
         let mut inflight = vec![json!({"role": "system", "content": self.config.system_prompt})];
         inflight.extend(t.session.model_messages());
         let context = || self.loop_context(&t.session.key, t.delegate, t.turn);
-        let (messages, stop) = points::history_ready(registry, inflight, context).await;
+        let (messages, stop) = points::history_ready(&registry, inflight, context).await;
         t.inflight = messages;
         if let Some(text) = stop {
             return self
@@ -192,7 +192,7 @@ impl Inner {
         let mut offered = self.tool_definitions(t.tool_filter);
         let mut inflight = std::mem::take(&mut t.inflight);
         let context = |event, messages| self.point(t, event, messages, offered.clone());
-        if let Some(edited) = points::prompt_assembly(registry, &mut inflight, context).await {
+        if let Some(edited) = points::prompt_assembly(&registry, &mut inflight, context).await {
             offered = edited;
         }
         // P6: this call's copy (Flowly's injection, then the edits of this call only).
@@ -200,7 +200,7 @@ impl Inner {
         let (system, mut messages) = split_system(&call_messages);
         // The model events' contexts carry this call's messages and tools
         // only when a callback will see them.
-        let observed = llm_observed(registry);
+        let observed = llm_observed(&registry);
         let mut llm = LlmCallContext {
             session_id: t.session.key.clone(),
             model: self.model(),
@@ -212,7 +212,7 @@ impl Inner {
             llm.messages = messages.clone();
             llm.tools = offered.clone();
         }
-        let injected = dispatch::fire_pre_llm(registry, &mut llm).await;
+        let injected = dispatch::fire_pre_llm(&registry, &mut llm).await;
         if !injected.is_empty() {
             if let Some(last_user) = messages.iter_mut().rev().find(|m| m["role"] == "user") {
                 let original = last_user["content"]
@@ -227,7 +227,7 @@ impl Inner {
         // Appends reach this call and are carried to later iterations.
         let context = |messages| self.point(t, HookEvent::PromptFinal, messages, offered.clone());
         let call_messages =
-            points::final_prompt(registry, call_messages, &mut inflight, context).await;
+            points::final_prompt(&registry, call_messages, &mut inflight, context).await;
         t.inflight = inflight;
         let call_messages: Vec<Value> = call_messages.iter().map(wire_message).collect();
         let (system, messages) = split_system(&call_messages);
@@ -243,7 +243,7 @@ impl Inner {
         if observed {
             api.messages = request.messages.clone();
         }
-        points::observe_in(registry, HookEvent::PreApiRequest, &mut api).await;
+        points::observe_in(&registry, HookEvent::PreApiRequest, &mut api).await;
         // P7: the model and parameters of this call.
         let mut params = Map::new();
         let context = || {
@@ -254,7 +254,7 @@ impl Inner {
                 request.tools.clone(),
             )
         };
-        if let Some((model, edited)) = points::model_call_start(registry, context).await {
+        if let Some((model, edited)) = points::model_call_start(&registry, context).await {
             if let Some(model) = model {
                 request.model = model;
             }
@@ -315,7 +315,7 @@ impl Inner {
                     request.tools.clone(),
                 )
             };
-            let Some(delay_ms) = points::model_error(registry, context).await else {
+            let Some(delay_ms) = points::model_error(&registry, context).await else {
                 break Err(error);
             };
             retries += 1;
@@ -329,7 +329,7 @@ impl Inner {
                     response: json!({"error": e}),
                     ..llm_base(&sent.api)
                 };
-                points::observe(registry, HookEvent::ApiRequestError, failed).await;
+                points::observe(&registry, HookEvent::ApiRequestError, failed).await;
                 Err(format!("model call failed: {e}"))
             }
         }
@@ -359,9 +359,9 @@ impl Inner {
         }
         // Each event gets its own context: a hook's edits to one never leak into the next.
         let post_api = || answered(&sent.api, &response);
-        points::observe(registry, HookEvent::PostApiRequest, post_api).await;
+        points::observe(&registry, HookEvent::PostApiRequest, post_api).await;
         let post_llm = || answered(&sent.api, &response);
-        points::observe(registry, HookEvent::PostLlmCall, post_llm).await;
+        points::observe(&registry, HookEvent::PostLlmCall, post_llm).await;
         let mut assistant = assistant_message(&response);
         // P8: the reply the loop records and acts on, tool calls included.
         let context = || LoopContext {
@@ -375,7 +375,7 @@ impl Inner {
                 sent.request.tools.clone(),
             )
         };
-        match points::model_replied(registry, &assistant, context).await {
+        match points::model_replied(&registry, &assistant, context).await {
             Replied::AsIs => {}
             // The model's reply is discarded, its tool calls too.
             Replied::ShortCircuit(text) => return Err(text),
@@ -399,7 +399,7 @@ impl Inner {
             ..llm_base(api)
         };
         let registry = self.host.registry();
-        if let Some(text) = points::replaced(registry, HookEvent::TransformLlmOutput, out).await {
+        if let Some(text) = points::replaced(&registry, HookEvent::TransformLlmOutput, out).await {
             t.report.reply = Some(text);
         }
     }

@@ -170,8 +170,9 @@ impl Inner {
         let runtime = tokio::runtime::Handle::current();
         let job = tokio::task::spawn_blocking(move || {
             runtime.block_on(CURRENT_TURN.scope(turn.clone(), async move {
+                let registry = host.registry();
                 tokio::select! {
-                    r = dispatch::call_tool_in_turn(host.registry(), &name, arguments, &key, &id, Some((turn, delegate))) => Some(r),
+                    r = dispatch::call_tool_in_turn(&registry, &name, arguments, &key, &id, Some((turn, delegate))) => Some(r),
                     _ = cancel_rx => None,
                 }
             }))

@@ -60,6 +60,17 @@ pub static SCHEDULED_RUN_AUTO_DISABLED: Lane = Lane::plain(
     "A scheduled task failed too many times in a row and was disabled until plughost restarts.",
 );
 
+/// `onConfigReload`: after a reload swapped in the new plugins, with the
+/// `config.json` sections that changed and the new config.
+pub static CONFIG_RELOAD: Lane = Lane::plain(
+    &CONFIG_RELOAD,
+    "config_reload",
+    Point::Reloaded,
+    1,
+    Policy::Observe,
+    "After a reload (`POST /admin/reload`, `/reload-plugins`, `serve --watch`) applied changed sections of `config.json`: `sections` names them, `config` is the new config.",
+);
+
 /// Codumentor's lanes, for the dialect table.
 pub static LANES: &[&Lane] = &[
     &PROMPT_ASSEMBLE,
@@ -67,4 +78,5 @@ pub static LANES: &[&Lane] = &[
     &TOOL_AFTER_CHAIN,
     &SCHEDULED_RUN_GATE,
     &SCHEDULED_RUN_AUTO_DISABLED,
+    &CONFIG_RELOAD,
 ];

@@ -110,7 +110,6 @@ pub const OUT_OF_SCOPE: &[&str] = &[
     "onReportCollect",
     "onSessionReport",
     "onSessionReportRender",
-    "onConfigReload",
     "onErrorDecision",
     "onIngestionStart",
     "onResolveRepositories",
@@ -152,6 +151,7 @@ pub const IN_SCOPE: &[&str] = &[
     "onSessionEvict",
     "onScheduledRunGate",
     "onScheduledRunAutoDisabled",
+    "onConfigReload",
 ];
 
 /// Why a Codumentor subscription will never be called, if it will not:

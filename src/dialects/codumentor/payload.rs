@@ -107,6 +107,11 @@ pub(super) fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Va
                 "consecutive_failures": field("consecutive_failures"),
             })
         }
+        // What the reload put in `params`.
+        "onConfigReload" => json!({
+            "sections": lc.params.get("sections").cloned().unwrap_or_else(|| json!([])),
+            "config": lc.params.get("config").cloned().unwrap_or_else(|| json!({})),
+        }),
         "onContextReady" => {
             json!({"session_id": lc.session_id, "user_id": "user", "messages": without_system(&lc.messages)})
         }

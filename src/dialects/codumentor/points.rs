@@ -38,6 +38,7 @@ const TOOL_AFTER_CHAIN: HookEvent = HookEvent::Lane(LaneId(&super::lanes::TOOL_A
 const SCHEDULED_RUN_GATE: HookEvent = HookEvent::Lane(LaneId(&super::lanes::SCHEDULED_RUN_GATE));
 const SCHEDULED_RUN_AUTO_DISABLED: HookEvent =
     HookEvent::Lane(LaneId(&super::lanes::SCHEDULED_RUN_AUTO_DISABLED));
+const CONFIG_RELOAD: HookEvent = HookEvent::Lane(LaneId(&super::lanes::CONFIG_RELOAD));
 
 /// The loop point(s) of an in-scope event, and its rank at the point.
 pub fn points(event: &str) -> &'static [(HookEvent, i32)] {
@@ -62,6 +63,7 @@ pub fn points(event: &str) -> &'static [(HookEvent, i32)] {
         "onTurnAborted" | "onTurnInterrupted" | "onError" => &[(HookEvent::TurnEnded, 0)],
         "onScheduledRunGate" => &[(SCHEDULED_RUN_GATE, 0)],
         "onScheduledRunAutoDisabled" => &[(SCHEDULED_RUN_AUTO_DISABLED, 0)],
+        "onConfigReload" => &[(CONFIG_RELOAD, 0)],
         // P2 (`/new`, `/clear`: explicit removal) and P14 (unloaded).
         "onSessionEvict" => &[
             (HookEvent::OnSessionReset, 0),

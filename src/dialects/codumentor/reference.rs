@@ -23,6 +23,8 @@ pub static DOC: DialectDoc = DialectDoc {
         ("runs", "runs of the task so far in this process"),
         ("failures", "failed runs so far in this process"),
         ("consecutive_failures", "failures in a row, the last run's included"),
+        ("sections", "the top-level `config.json` sections a reload changed, sorted"),
+        ("config", "the `config.json` the reload read"),
         ("raw", "the inbound message's text"),
         ("session_id", "the session"),
         ("user_id", "always `user` on the command line"),
@@ -100,6 +102,7 @@ fn answers(event: &str) -> Option<&'static str> {
         "onAfterTool" => "`{\"type\": \"short_circuit\", \"assistant_text\": \"…\"}` ends the turn with that text. `{\"type\": \"insert_step\", \"messages\": […]}` places messages after the batch's tool results (never stored); `{\"type\": \"requeue_tool\"}` runs the call once more with the same arguments.",
         "onBeforeSendResponse" => "a changed `assistant_text` replaces the final answer.",
         "onScheduledRunGate" => "`{\"type\": \"continue\", \"patch\": {\"skip\": true, \"skip_reason\": \"…\"}}` skips this run of the scheduled task (counted, the reason logged); the payload is the run descriptor (`name`, `plugin`, `every_seconds`, `runs`, `failures`, `consecutive_failures`).",
+        "onConfigReload" => "a notification: `sections` lists the top-level `config.json` sections a reload changed (it fires only when some did), `config` is the new config; the plugins of the new set have been swapped in.",
         "onScheduledRunAutoDisabled" => "a notification: the task named in the run descriptor failed 5 times in a row and is disabled until plughost restarts.",
         "onLLMStream" => "plughost does not stream model deltas to hooks: a subscription is accepted and `plugins doctor` lists it as never firing (`stream_control` is ignored).",
         _ => return None,
@@ -111,7 +114,7 @@ fn answers(event: &str) -> Option<&'static str> {
 /// directory (a Codumentor plugin has no tool of its own at load time).
 const RECORDER: &str = r#"import inspect, json, pathlib
 
-EVENTS = ['onServerReady', 'onInputReceived', 'onContextReady', 'onAfterInput', 'onPromptAssemble', 'onAfterPromptAssemble', 'onLLMCallStart', 'onLLMStream', 'onLLMCallEnd', 'onUsageTracked', 'onLLMError', 'onAfterLLM', 'onToolInvokeStart', 'onToolExecuting', 'onToolInvokeEnd', 'onAfterTool', 'onBeforeSendResponse', 'onResponsePersist', 'onTurnAborted', 'onTurnInterrupted', 'onError', 'onSessionEvict', 'onScheduledRunGate', 'onScheduledRunAutoDisabled']
+EVENTS = ['onServerReady', 'onInputReceived', 'onContextReady', 'onAfterInput', 'onPromptAssemble', 'onAfterPromptAssemble', 'onLLMCallStart', 'onLLMStream', 'onLLMCallEnd', 'onUsageTracked', 'onLLMError', 'onAfterLLM', 'onToolInvokeStart', 'onToolExecuting', 'onToolInvokeEnd', 'onAfterTool', 'onBeforeSendResponse', 'onResponsePersist', 'onTurnAborted', 'onTurnInterrupted', 'onError', 'onSessionEvict', 'onScheduledRunGate', 'onScheduledRunAutoDisabled', 'onConfigReload']
 RECORD = {"methods": [], "events": {}, "objects": {}}
 
 def save():

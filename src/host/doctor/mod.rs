@@ -146,11 +146,9 @@ impl Report {
     /// Diagnose a built host.
     pub fn new(host: &Host) -> Report {
         let plugins = host.plugins().iter().map(|p| diagnose(host, p)).collect();
-        let seen: Vec<crate::dialects::DoctorPlugin<'_>> = host
-            .plugins()
-            .iter()
-            .map(PluginRecord::doctor_view)
-            .collect();
+        let records = host.plugins();
+        let seen: Vec<crate::dialects::DoctorPlugin<'_>> =
+            records.iter().map(PluginRecord::doctor_view).collect();
         let (mut sections, mut section_lines) = (serde_json::Map::new(), Vec::new());
         for section in crate::dialects::doctor_sections(host.home(), &seen) {
             sections.insert(section.key.to_string(), section.json);
@@ -298,7 +296,8 @@ fn env_set(name: &str) -> bool {
 /// plugin's own event name, one row per (event, callback), summed over the
 /// loop points one subscription sits on.
 fn hook_counts(host: &Host, key: &str) -> Vec<HookCounts> {
-    let hooks = host.registry().hooks();
+    let registry = host.registry();
+    let hooks = registry.hooks();
     let fired = hooks.subscriptions().map(|(e, h)| {
         let name = h.callback.event_name(e);
         (name.unwrap_or_else(|| e.name().to_string()), h)
