@@ -262,7 +262,7 @@ impl Inner {
             request.params = params.clone();
         }
         let context = || self.point(t, HookEvent::ModelCallStart, Vec::new(), Vec::new());
-        middleware::request(registry, &mut request, context).await;
+        middleware::request(&registry, &mut request, context).await;
         Sent {
             request,
             call_messages,
@@ -292,7 +292,7 @@ impl Inner {
         let response = loop {
             let (delta_tx, relay) = relay_deltas(t.events.cloned());
             let response =
-                middleware::complete(registry, &self.provider, request.clone(), delta_tx).await;
+                middleware::complete(&registry, &self.provider, request.clone(), delta_tx).await;
             drop(relay);
             let error = match response {
                 Ok(r) => break Ok(r),
