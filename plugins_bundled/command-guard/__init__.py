@@ -14,12 +14,14 @@ import os
 
 from flowly.agent.hooks import BlockAction
 
+
 def _logger():
     """This module's logger, on first use: importing ``logging`` costs
     milliseconds at start-up, and most runs never log here."""
     import logging
 
     return logging.getLogger(__name__)
+
 
 SHELL_TOOLS = {"exec", "terminal", "shell", "bash"}
 

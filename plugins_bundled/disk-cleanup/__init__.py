@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from . import calls, cleaner, safety, tracker
 
+
 def _logger():
     """This module's logger, on first use: importing ``logging`` costs
     milliseconds at start-up, and most runs never log here."""

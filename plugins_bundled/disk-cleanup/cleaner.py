@@ -9,12 +9,14 @@ import time
 
 from . import safety, tracker
 
+
 def _logger():
     """This module's logger, on first use: importing ``logging`` costs
     milliseconds at start-up, and most runs never log here."""
     import logging
 
     return logging.getLogger(__name__)
+
 
 DAY = 86400
 #: Shown beside a legacy entry, which is never deleted.

@@ -28,12 +28,15 @@ from pathlib import Path
 
 from . import safety
 
+
 def _logger():
     """This module's logger, on first use: importing ``logging`` costs
     milliseconds at start-up, and most runs never log here."""
     import logging
 
     return logging.getLogger(__name__)
+
+
 VERSION = 2
 ORIGINS = ("created", "manual", "legacy")
 #: How long a state change waits for another one to finish, in seconds.

@@ -35,12 +35,14 @@ import time
 from collections import deque
 from pathlib import Path
 
+
 def _logger():
     """This module's logger, on first use: importing ``logging`` costs
     milliseconds at start-up, and most runs never log here."""
     import logging
 
     return logging.getLogger(__name__)
+
 
 #: How long a record may wait in memory before the writer appends it.
 FLUSH_INTERVAL = 0.1
