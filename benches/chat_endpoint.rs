@@ -1,6 +1,9 @@
 //! `/v1/chat/completions` of `plughost serve` with its defaults (the
-//! bundled plugins on) against a FastAPI peer (`benches/chat_peer.py`),
-//! side by side in one run (issue 26, item 1).
+//! bundled plugins on; the third-party `greet` plugin isolated in a worker,
+//! as `serve` runs third-party plugins) against a FastAPI peer
+//! (`benches/chat_peer.py`), side by side in one run (issue 26, item 1).
+//! A third server, `plughost serve --isolate none` ("in-proc"), shows what
+//! the worker's round trip costs; the target is on the defaults.
 //!
 //! Both serve the same plugin tool (`greet`) with the same scripted model:
 //! one tool call, then the answer quoting its result (two model
@@ -40,11 +43,13 @@ impl Drop for Reaped {
     }
 }
 
-fn start_plughost(home: &Path, script: &Path) -> (Reaped, String) {
+fn start_plughost(home: &Path, script: &Path, isolate: Option<&str>) -> (Reaped, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
-    cmd.arg("--home")
-        .arg(home)
-        .args(["serve", "--port", "0", "--model", "scripted", "--script"])
+    cmd.arg("--home").arg(home);
+    if let Some(isolate) = isolate {
+        cmd.args(["--isolate", isolate]);
+    }
+    cmd.args(["serve", "--port", "0", "--model", "scripted", "--script"])
         .arg(script)
         .env_remove("PLUGHOST_API_KEY")
         .env_remove("PLUGHOST_BUNDLED_DIR")
@@ -213,11 +218,13 @@ fn main() {
         .pool_max_idle_per_host(64)
         .build()
         .unwrap();
-    let (_plughost, ph_url) = start_plughost(&home, &script);
+    let (_plughost, ph_url) = start_plughost(&home, &script, None);
+    let (_inproc, in_url) = start_plughost(&home, &script, Some("none"));
     let python = std::env::var("PLUGHOST_BENCH_PYTHON").ok();
     let peer = python.as_deref().map(|p| start_peer(p, &plugin));
     rt.block_on(async {
         ready(&http, &ph_url).await;
+        ready(&http, &in_url).await;
         if let Some((_, url)) = &peer {
             ready(&http, url).await;
         }
@@ -226,7 +233,7 @@ fn main() {
         println!("(PLUGHOST_BENCH_PYTHON unset: no FastAPI peer; benches/run_all.sh sets it)");
     }
     for &clients in &levels {
-        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        let (mut ours, mut inproc, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..ROUNDS {
             rt.block_on(async {
                 let peer_first = i % 2 == 1;
@@ -234,13 +241,16 @@ fn main() {
                     theirs.push(round(&http, url, clients, length).await);
                 }
                 ours.push(round(&http, &ph_url, clients, length).await);
+                inproc.push(round(&http, &in_url, clients, length).await);
                 if let (false, Some((_, url))) = (peer_first, &peer) {
                     theirs.push(round(&http, url, clients, length).await);
                 }
             });
         }
         let ours = summary(&ours);
+        let inproc = summary(&inproc);
         print("plughost", clients, ours);
+        print("in-proc", clients, inproc);
         if !theirs.is_empty() {
             let theirs = summary(&theirs);
             print("fastapi", clients, theirs);
@@ -252,6 +262,11 @@ fn main() {
             };
             println!(
                 "ratio chat clients={clients:<3} req/s {rate:.2}× (target ≥ {TARGET_RATE}×)   p99 {p99:.2}× (target ≤ 1×)   {met}"
+            );
+            println!(
+                "ratio chat clients={clients:<3} in-proc (--isolate none, not the default) req/s {:.2}×   p99 {:.2}×",
+                inproc.rate / theirs.rate,
+                inproc.p99 / theirs.p99
             );
         }
     }

@@ -10,12 +10,18 @@ with ``PLUGHOST_GUARD_EXTRA`` (regular expressions separated by ``;;``).
 
 from __future__ import annotations
 
-import logging
 import os
 
 from flowly.agent.hooks import BlockAction
 
-logger = logging.getLogger(__name__)
+
+def _logger():
+    """This module's logger, on first use: importing ``logging`` costs
+    milliseconds at start-up, and most runs never log here."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 SHELL_TOOLS = {"exec", "terminal", "shell", "bash"}
 
@@ -42,7 +48,7 @@ def _rules():
             try:
                 rules.append((re.compile(extra), f"matches the site rule {extra!r}"))
             except re.error as exc:
-                logger.warning("command-guard: ignoring invalid PLUGHOST_GUARD_EXTRA pattern %r: %s", extra, exc)
+                _logger().warning("command-guard: ignoring invalid PLUGHOST_GUARD_EXTRA pattern %r: %s", extra, exc)
         _compiled = rules
     return _compiled
 
@@ -63,7 +69,7 @@ def _pre_tool_call(ctx):
         return None
     why = check(command)
     if why:
-        logger.warning("command-guard blocked %r: %s", command, why)
+        _logger().warning("command-guard blocked %r: %s", command, why)
         return BlockAction(f"command-guard refused {command!r}: {why}")
     return None
 

@@ -24,11 +24,16 @@ Nothing here ever raises into the host: every entry point catches and logs.
 
 from __future__ import annotations
 
-import logging
 
 from . import calls, cleaner, safety, tracker
 
-logger = logging.getLogger(__name__)
+
+def _logger():
+    """This module's logger, on first use: importing ``logging`` costs
+    milliseconds at start-up, and most runs never log here."""
+    import logging
+
+    return logging.getLogger(__name__)
 
 
 def _on_pre_tool_call(ctx) -> None:
@@ -37,7 +42,7 @@ def _on_pre_tool_call(ctx) -> None:
     try:
         calls.before(ctx)
     except Exception:  # a failing hook must never break the agent loop
-        logger.exception("disk-cleanup: pre_tool_call snapshot failed")
+        _logger().exception("disk-cleanup: pre_tool_call snapshot failed")
 
 
 def _on_post_tool_call(ctx) -> None:
@@ -61,11 +66,11 @@ def _on_post_tool_call(ctx) -> None:
             added = sum(tracker.track(state, path, category, session, "created") for path, category in wanted)
             if added:
                 tracker.save(state)
-        logger.debug("disk-cleanup: tracking %d new file(s)", added)
+        _logger().debug("disk-cleanup: tracking %d new file(s)", added)
     except tracker.Busy as exc:
-        logger.warning("disk-cleanup: not tracking %s: %s", ", ".join(p for p, _ in wanted), exc)
+        _logger().warning("disk-cleanup: not tracking %s: %s", ", ".join(p for p, _ in wanted), exc)
     except Exception:  # a failing hook must never break the agent loop
-        logger.exception("disk-cleanup: post_tool_call tracking failed")
+        _logger().exception("disk-cleanup: post_tool_call tracking failed")
 
 
 def _on_session_end(ctx) -> None:
@@ -74,9 +79,9 @@ def _on_session_end(ctx) -> None:
         result = cleaner.clean_session(session)
         cleaner.log_line(f"session={session or '-'} {result.summary()}")
     except tracker.Busy as exc:
-        logger.warning("disk-cleanup: session %s not cleaned up (its files stay tracked): %s", session or "-", exc)
+        _logger().warning("disk-cleanup: session %s not cleaned up (its files stay tracked): %s", session or "-", exc)
     except Exception:
-        logger.exception("disk-cleanup: session-end cleanup failed")
+        _logger().exception("disk-cleanup: session-end cleanup failed")
 
 
 def _handle_slash(raw_args: str) -> str:
@@ -85,7 +90,7 @@ def _handle_slash(raw_args: str) -> str:
     except tracker.Busy as exc:
         return f"disk-cleanup: {exc}"
     except Exception as exc:
-        logger.exception("disk-cleanup: /disk-cleanup %s failed", raw_args)
+        _logger().exception("disk-cleanup: /disk-cleanup %s failed", raw_args)
         return f"disk-cleanup failed: {type(exc).__name__}: {exc}"
 
 

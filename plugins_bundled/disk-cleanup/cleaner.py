@@ -3,14 +3,20 @@ the ``/disk-cleanup`` command."""
 
 from __future__ import annotations
 
-import logging
 import os
 import stat
 import time
 
 from . import safety, tracker
 
-logger = logging.getLogger(__name__)
+
+def _logger():
+    """This module's logger, on first use: importing ``logging`` costs
+    milliseconds at start-up, and most runs never log here."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 DAY = 86400
 #: Shown beside a legacy entry, which is never deleted.
@@ -265,7 +271,7 @@ def log_line(text: str) -> None:
         _log[2].flush()
     except OSError as exc:
         _log = None
-        logger.warning("disk-cleanup: cannot write %s: %s", path, exc)
+        _logger().warning("disk-cleanup: cannot write %s: %s", path, exc)
 
 
 def _identity(path: str):

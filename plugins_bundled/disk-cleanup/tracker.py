@@ -20,7 +20,6 @@ by hand and read as ``manual``. Nothing is rewritten on load.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -29,7 +28,15 @@ from pathlib import Path
 
 from . import safety
 
-logger = logging.getLogger(__name__)
+
+def _logger():
+    """This module's logger, on first use: importing ``logging`` costs
+    milliseconds at start-up, and most runs never log here."""
+    import logging
+
+    return logging.getLogger(__name__)
+
+
 VERSION = 2
 ORIGINS = ("created", "manual", "legacy")
 #: How long a state change waits for another one to finish, in seconds.
@@ -74,7 +81,7 @@ def load() -> dict:
     except FileNotFoundError:
         pass
     except (OSError, ValueError) as exc:
-        logger.warning("disk-cleanup: %s is unreadable (%s); trying the backup", path, exc)
+        _logger().warning("disk-cleanup: %s is unreadable (%s); trying the backup", path, exc)
         aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
         try:
             os.replace(path, aside)
@@ -82,11 +89,11 @@ def load() -> dict:
             pass
     try:
         data = _read(backup)
-        logger.warning("disk-cleanup: recovered tracking state from %s", backup)
+        _logger().warning("disk-cleanup: recovered tracking state from %s", backup)
         save(data, keep_backup=False)
         return data
     except (OSError, ValueError):
-        logger.warning("disk-cleanup: no usable backup; starting with empty tracking state")
+        _logger().warning("disk-cleanup: no usable backup; starting with empty tracking state")
         return _empty()
 
 
@@ -106,7 +113,7 @@ def locked(wait: float = LOCK_WAIT):
             state_dir().mkdir(parents=True, exist_ok=True)
             fd = os.open(state_dir() / "tracked.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            logger.debug("disk-cleanup: no lock file (%s); locking this process only", exc)
+            _logger().debug("disk-cleanup: no lock file (%s); locking this process only", exc)
         if fd is None:
             yield
             return

@@ -9,12 +9,9 @@ path: ``store`` says when what is on disk); ``audit_summary`` (a tool) and
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 from . import store
-
-logger = logging.getLogger(__name__)
 
 
 def _audit_command(log: store.AuditLog, raw_args: str) -> str:
@@ -34,7 +31,7 @@ def register(ctx) -> None:
     # The log is reachable only from these callables (never from a module
     # global), so when the host lets them go the log goes too and writes
     # out what it still holds (see ``store``).
-    log = store.AuditLog()
+    log = store.AuditLog(skip=("audit_summary",))
     append = log.append
 
     def _on_post_tool_call(ctx) -> None:
@@ -43,10 +40,14 @@ def register(ctx) -> None:
             return
         append(tool, ctx.session_id, ctx.duration_ms, ctx.success)
 
+    # Under plughost the native log is the hook itself: the host records
+    # into it without entering Python.
+    hook = log.native if log.native is not None else _on_post_tool_call
+
     def _audit_summary(limit: int = 10) -> str:
         return log.summary(limit=limit)
 
-    ctx.register_hook("post_tool_call", _on_post_tool_call)
+    ctx.register_hook("post_tool_call", hook)
     ctx.register_tool(
         name="audit_summary",
         schema={
@@ -74,4 +75,3 @@ def register(ctx) -> None:
         path=Path(__file__).parent / "skills" / "reading-the-audit" / "SKILL.md",
         description="How to read the tool-audit trail",
     )
-    logger.debug("tool-audit registered; records go to %s", store.log_path())

@@ -20,18 +20,29 @@ What is on disk, when:
   not written to the disk yet, as before).
 
 The file's format is unchanged: one JSON object per line, keys sorted.
+
+Under plughost the log is plughost's native ``ToolCallLog`` instead (same
+file, same lines, same guarantees): the host records a call into it without
+entering Python, and a Rust thread writes. Another Flowly host gets the
+Python writer below.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
 from collections import deque
 from pathlib import Path
 
-logger = logging.getLogger(__name__)
+
+def _logger():
+    """This module's logger, on first use: importing ``logging`` costs
+    milliseconds at start-up, and most runs never log here."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 #: How long a record may wait in memory before the writer appends it.
 FLUSH_INTERVAL = 0.1
@@ -116,7 +127,7 @@ class _Sink:
                 try:
                     lines.append(encode(*record) + "\n")
                 except (TypeError, ValueError) as exc:  # a value JSON cannot hold
-                    logger.warning("skipping an audit record of %r that cannot be written: %s", record[1], exc)
+                    _logger().warning("skipping an audit record of %r that cannot be written: %s", record[1], exc)
             if not lines:
                 return
             path = self.path
@@ -126,7 +137,7 @@ class _Sink:
                 fh.flush()
             except OSError as exc:  # never break the agent loop over an audit line
                 self._drop_handle()
-                logger.warning("could not write %d audit record(s) to %s: %s", len(lines), path, exc)
+                _logger().warning("could not write %d audit record(s) to %s: %s", len(lines), path, exc)
 
     def _open(self):
         """The handle, (re)opened when the file is not the one it has open."""
@@ -166,14 +177,35 @@ def _flush_at_exit(ref) -> None:
         sink.close()
 
 
+def _native_log(skip: "tuple[str, ...]"):
+    """plughost's ``ToolCallLog`` of :func:`log_path` (closed at exit), or
+    ``None`` when the host is not plughost."""
+    try:
+        from _plughost_native import ToolCallLog
+    except ImportError:
+        return None
+    import atexit
+    import weakref
+
+    log = ToolCallLog(str(log_path()), skip=list(skip))
+    atexit.register(_flush_at_exit, weakref.ref(log))
+    return log
+
+
 class AuditLog:
     """One plugin load's audit log (see the module doc for when what is on disk)."""
 
-    def __init__(self) -> None:
+    def __init__(self, skip: "tuple[str, ...]" = ()) -> None:
         self._sink = _Sink()
+        #: plughost's native log (the ``post_tool_call`` hook to register),
+        #: or ``None`` under another host.
+        self.native = _native_log(skip)
 
     def append(self, tool, session_id, duration_ms, success) -> None:
         """Queue one finished call; the writer appends it shortly."""
+        if self.native is not None:
+            self.native.record(tool, session_id, float(duration_ms or 0.0), bool(success))
+            return
         sink = self._sink
         if sink.thread is None:
             self._start(sink)
@@ -196,10 +228,10 @@ class AuditLog:
             sink.thread.start()
 
     def flush(self) -> None:
-        self._sink.flush()
+        (self.native or self._sink).flush()
 
     def close(self) -> None:
-        self._sink.close()
+        (self.native or self._sink).close()
 
     def __del__(self) -> None:
         sink = getattr(self, "_sink", None)
@@ -221,7 +253,7 @@ class AuditLog:
                     try:
                         records.append(json.loads(line))
                     except json.JSONDecodeError:
-                        logger.warning("skipping malformed audit line %d of %s", number, path)
+                        _logger().warning("skipping malformed audit line %d of %s", number, path)
         except FileNotFoundError:
             pass
         return records

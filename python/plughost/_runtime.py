@@ -155,7 +155,59 @@ def accepted_keywords(fn: Callable[..., Any]) -> frozenset[str] | None:
 
 
 def install_log_forwarding(level: int) -> None:
-    """Send every ``logging`` record to the Rust ``tracing`` subscriber."""
+    """Send every ``logging`` record to the Rust ``tracing`` subscriber.
+
+    ``logging`` costs about 10 ms to import, and a host whose plugins never
+    log never needs it: until something imports it, a finder waits for that
+    import and sets the forwarding up right after it (no record can exist
+    before ``logging`` does)."""
+    if "logging" in sys.modules:
+        _forward_logging(level)
+        return
+    for finder in sys.meta_path:
+        if isinstance(finder, _ForwardOnImport):
+            finder.level = level  # the latest call's level, as when it runs at once
+            return
+    sys.meta_path.insert(0, _ForwardOnImport(level))
+
+
+class _ForwardOnImport:
+    """A ``sys.meta_path`` finder for ``logging`` alone: the real spec (from
+    the finders after it), its loader wrapped to set up the forwarding once
+    the module has run. It leaves ``sys.meta_path`` on its first use."""
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "logging":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec("logging")
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenForward(spec.loader, self.level)
+        return spec
+
+
+class _ThenForward:
+    """The loader of ``logging``, then :func:`_forward_logging`."""
+
+    def __init__(self, loader, level: int) -> None:
+        self.loader = loader
+        self.level = level
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self.loader.exec_module(module)
+        _forward_logging(self.level)
+
+
+def _forward_logging(level: int) -> None:
     import logging
 
     class _ForwardHandler(logging.Handler):

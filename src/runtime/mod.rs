@@ -21,6 +21,8 @@ pub mod native;
 pub mod signals;
 pub mod threads;
 pub mod value;
+// --- added by p5 ---
+pub mod recorder;
 
 use std::ffi::CString;
 use std::path::PathBuf;

@@ -10,7 +10,19 @@ pub fn populate(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(log, module)?)?;
     module.add_function(wrap_pyfunction!(loop_ended, module)?)?;
     module.add_function(wrap_pyfunction!(interpreter_exiting, module)?)?;
+    // --- added by p5 ---
+    module.add_function(wrap_pyfunction!(compiled, module)?)?;
+    module.add_class::<crate::runtime::recorder::ToolCallLog>()?;
     Ok(())
+}
+
+/// The code object of embedded module `name` from the runtime's bytecode
+/// cache (see [`crate::runtime::loader::compiled`]): the lazily imported
+/// compat modules (`_plughost_flowly_lazy`) are compiled once per binary,
+/// like the eager ones, instead of on every start.
+#[pyfunction]
+fn compiled<'py>(py: Python<'py>, name: &str, source: &str) -> PyResult<Bound<'py, PyAny>> {
+    crate::runtime::loader::compiled(py, name, source)
 }
 
 /// Forward one Python `logging` record into `tracing` (target `python`).

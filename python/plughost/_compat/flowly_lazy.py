@@ -4,19 +4,25 @@ import rather than when the ``flowly`` package is installed (module
 never import, cost nothing until a plugin or a web tool does.
 
 Appended to ``sys.meta_path``; only the names in :data:`SOURCES` are served.
+Each module's code comes from the runtime's bytecode cache (the one the
+eagerly installed compat modules use), so it is compiled once per binary,
+not on every start. The finder and loader follow the import protocol
+without subclassing ``importlib.abc`` (whose import costs a millisecond at
+start-up).
 """
 
 from __future__ import annotations
 
-import importlib.abc
 import importlib.util
 import sys
+
+from _plughost_native import compiled
 
 #: module name -> source
 SOURCES: "dict[str, str]" = {}
 
 
-class _Loader(importlib.abc.Loader):
+class _Loader:
     def __init__(self, source: str) -> None:
         self._source = source
 
@@ -24,10 +30,10 @@ class _Loader(importlib.abc.Loader):
         return None
 
     def exec_module(self, module) -> None:
-        exec(compile(self._source, f"<plughost:{module.__name__}>", "exec"), module.__dict__)
+        exec(compiled(module.__name__, self._source), module.__dict__)
 
 
-class LazyCompatFinder(importlib.abc.MetaPathFinder):
+class LazyCompatFinder:
     """Serves :data:`SOURCES`."""
 
     def find_spec(self, fullname, path=None, target=None):

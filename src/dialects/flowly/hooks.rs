@@ -259,13 +259,29 @@ pub struct PyHook {
     // --- added by perf ---
     /// The callback's `__plughost_tools__`, read once (see [`HookCallback::tools`]).
     tools: Option<Vec<String>>,
+    // --- added by p5 ---
+    /// The callback is plughost's native call log (tool-audit's
+    /// `post_tool_call` under plughost): recorded without entering Python.
+    native_log: Option<crate::runtime::recorder::LogHandle>,
 }
 
 impl PyHook {
     pub fn new(callback: Py<PyAny>) -> PyHook {
         // --- added by perf ---
-        let tools = try_attach(|py| declared_tools(callback.bind(py))).unwrap_or(None);
-        PyHook { callback, tools }
+        let (tools, native_log) = try_attach(|py| {
+            let bound = callback.bind(py);
+            let native = bound
+                .cast::<crate::runtime::recorder::ToolCallLog>()
+                .ok()
+                .map(|log| log.get().handle());
+            (declared_tools(bound), native)
+        })
+        .unwrap_or((None, None));
+        PyHook {
+            callback,
+            tools,
+            native_log,
+        }
     }
 }
 
@@ -368,6 +384,13 @@ impl HookCallback for PyHook {
     }
 
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
+        // --- added by p5 ---
+        if let (Some(log), HookEvent::PostToolCall, HookPayload::Tool(ctx)) =
+            (&self.native_log, event, &payload)
+        {
+            log.record(ctx);
+            return HookReturn::Ready(Ok(HookAction::Continue));
+        }
         let called = try_attach(|py| {
             let called =
                 context_object(py, payload).and_then(|ctx| self.callback.bind(py).call1((ctx,)));

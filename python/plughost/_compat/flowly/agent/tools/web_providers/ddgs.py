@@ -10,13 +10,19 @@ says which is missing.  One search is capped at 30 s of wall-clock time
 from __future__ import annotations
 
 import importlib.util
-import logging
 from typing import Any
 
 from flowly.agent.tools.web_providers._config import provider_section
 from flowly.agent.tools.web_providers.base import WebSearchProvider
 
-logger = logging.getLogger(__name__)
+
+def _logger():
+    """This module's logger, on first use: importing ``logging`` costs
+    milliseconds at start-up, and most runs never log here."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 _SEARCH_TIMEOUT_SECS = 30
 
@@ -87,7 +93,7 @@ class DDGSWebSearchProvider(WebSearchProvider):
             try:
                 web = future.result(timeout=_SEARCH_TIMEOUT_SECS)
             except _cf.TimeoutError:
-                logger.warning("ddgs search timed out after %ss: %r", _SEARCH_TIMEOUT_SECS, query)
+                _logger().warning("ddgs search timed out after %ss: %r", _SEARCH_TIMEOUT_SECS, query)
                 return {
                     "success": False,
                     "error": (
@@ -96,7 +102,7 @@ class DDGSWebSearchProvider(WebSearchProvider):
                     ),
                 }
         except Exception as exc:  # noqa: BLE001 - ddgs raises its own exceptions
-            logger.warning("ddgs search error: %s", exc)
+            _logger().warning("ddgs search error: %s", exc)
             return {"success": False, "error": f"DuckDuckGo search failed: {exc}"}
         finally:
             pool.shutdown(wait=False, cancel_futures=True)

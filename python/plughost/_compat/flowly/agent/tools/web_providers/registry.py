@@ -13,14 +13,20 @@ Which provider serves ``search`` (or ``extract``), in Flowly's order:
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Optional
 
 from flowly.agent.tools.web_providers._config import web_search_config
 from flowly.agent.tools.web_providers.base import WebSearchProvider
 
-logger = logging.getLogger(__name__)
+
+def _logger():
+    """This module's logger, on first use: importing ``logging`` costs
+    milliseconds at start-up, and most runs never log here."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 DEFAULT_PREFERENCE = (
     "brave",
@@ -52,7 +58,7 @@ def register_provider(provider: WebSearchProvider) -> None:
         replaced = _providers.get(name.strip())
         _providers[name.strip()] = provider
     if replaced is not None and replaced is not provider:
-        logger.warning("web provider '%s' registered again; the later one is used", name)
+        _logger().warning("web provider '%s' registered again; the later one is used", name)
 
 
 def get_provider(name: str) -> Optional[WebSearchProvider]:
@@ -102,7 +108,7 @@ def capable(provider: WebSearchProvider, capability: str) -> bool:
         if capability == "extract":
             return bool(provider.supports_extract())
     except Exception as exc:  # a broken provider must not break resolution
-        logger.warning("web provider %r: supports_%s() raised %r", provider.name, capability, exc)
+        _logger().warning("web provider %r: supports_%s() raised %r", provider.name, capability, exc)
     return False
 
 
@@ -111,7 +117,7 @@ def available(provider: WebSearchProvider) -> bool:
     try:
         return bool(provider.is_available())
     except Exception as exc:
-        logger.warning("web provider %r: is_available() raised %r", provider.name, exc)
+        _logger().warning("web provider %r: is_available() raised %r", provider.name, exc)
         return False
 
 
@@ -124,12 +130,12 @@ def resolve(capability: str, configured: str = "") -> Optional[WebSearchProvider
         if chosen is not None and capable(chosen, capability):
             return chosen
         if chosen is None:
-            logger.warning(
+            _logger().warning(
                 "web backend '%s' is configured but no plugin registers it; choosing another",
                 configured,
             )
         else:
-            logger.warning(
+            _logger().warning(
                 "web backend '%s' is configured but cannot %s; choosing another",
                 configured,
                 capability,
