@@ -114,10 +114,16 @@ pub enum ManifestError {
     TooNew { found: i64 },
 }
 
+/// The manifest of the Claude-Code plugin layout, relative to its root:
+/// probed after [`MANIFEST_FILES`], so such a directory is a plugin
+/// directory (the bundle dialect reads it; issue 22).
+pub const CLAUDE_CODE_MANIFEST: &str = ".claude-plugin/plugin.json";
+
 /// Find the manifest file of a plugin directory (probe order).
 pub fn find_manifest(dir: &Path) -> Option<PathBuf> {
     MANIFEST_FILES
         .iter()
+        .chain(std::iter::once(&CLAUDE_CODE_MANIFEST))
         .map(|f| dir.join(f))
         .find(|p| p.is_file())
 }
