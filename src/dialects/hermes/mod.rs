@@ -21,6 +21,8 @@ pub mod render;
 pub mod sniff;
 pub mod tool_names;
 pub mod valid_hooks;
+// --- added by b5 ---
+pub mod format;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -617,5 +619,11 @@ impl Dialect for Hermes {
                 c.skip_reason = Some(crate::plugins::format::Verdict::Unsupported(why));
             }
         }
+    }
+
+    // --- added by b5 ---
+    /// Its manifest versions ([`format`]).
+    fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
+        Some(&format::HermesFormat)
     }
 }
