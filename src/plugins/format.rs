@@ -153,6 +153,15 @@ pub trait PluginFormat: Send + Sync {
         let _ = dir;
         None
     }
+    // --- added by b5 ---
+    /// Whether the plugin at `dir` is of this API and its manifest's
+    /// `manifest_version` (above plughost's own maximum) is one this API
+    /// reads: Hermes reads 2 and loads a newer one with a warning.
+    /// Default: no.
+    fn reads_manifest_version(&self, version: i64, dir: &Path) -> bool {
+        let _ = (version, dir);
+        false
+    }
 }
 
 /// The formats of every dialect of this build, in the dialect table's

@@ -114,10 +114,16 @@ pub enum ManifestError {
     TooNew { found: i64 },
 }
 
+/// The manifest of the Claude-Code plugin layout, relative to its root:
+/// probed after [`MANIFEST_FILES`], so such a directory is a plugin
+/// directory (the bundle dialect reads it; issue 22).
+pub const CLAUDE_CODE_MANIFEST: &str = ".claude-plugin/plugin.json";
+
 /// Find the manifest file of a plugin directory (probe order).
 pub fn find_manifest(dir: &Path) -> Option<PathBuf> {
     MANIFEST_FILES
         .iter()
+        .chain(std::iter::once(&CLAUDE_CODE_MANIFEST))
         .map(|f| dir.join(f))
         .find(|p| p.is_file())
 }
@@ -209,7 +215,12 @@ fn parse_in(
         }
     };
 
-    let manifest_version = manifest_version_of(&map, &bad)?;
+    // --- added by b5 --- (a version above plughost's own is accepted
+    // when the plugin's API reads it: a Hermes `manifest_version: 2`.)
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let read_by_api =
+        |v: i64| formats.is_some_and(|f| f.all().any(|f| f.reads_manifest_version(v, dir)));
+    let manifest_version = manifest_version_of(&map, &bad, &read_by_api)?;
 
     let mut warnings = Vec::new();
     let kind = match text_field("kind")?.as_deref().map(str::trim) {
@@ -299,6 +310,7 @@ fn read_mapping(
 fn manifest_version_of(
     map: &serde_json::Map<String, Value>,
     bad: &dyn Fn(&'static str, &str) -> ManifestError,
+    read_by_api: &dyn Fn(i64) -> bool,
 ) -> Result<i64, ManifestError> {
     let manifest_version = match map.get("manifest_version") {
         None | Some(Value::Null) => 1,
@@ -311,7 +323,7 @@ fn manifest_version_of(
             .map_err(|_| bad("manifest_version", "must be a whole number"))?,
         Some(_) => return Err(bad("manifest_version", "must be a whole number")),
     };
-    if manifest_version > MAX_MANIFEST_VERSION {
+    if manifest_version > MAX_MANIFEST_VERSION && !read_by_api(manifest_version) {
         return Err(ManifestError::TooNew {
             found: manifest_version,
         });

@@ -9,8 +9,12 @@
 //!
 //! A plugin directory is a bundle when its `plugin.json` declares the v1
 //! schema ([`Dialect::sniff`]), or when `plugins.dialects.<key>` says
-//! `bundle`. Enable it like any plugin (`plugins enable <key>`).
+//! `bundle`. Enable it like any plugin (`plugins enable <key>`). The
+//! Claude-Code layout v1 derives from (`.claude-plugin/plugin.json`,
+//! `.mcp.json`, `${CLAUDE_PLUGIN_ROOT}`) is read as the same dialect where
+//! it has the same shape ([`claude`]).
 
+pub mod claude;
 pub mod package;
 
 use std::path::Path;
@@ -36,8 +40,26 @@ pub fn data_dir(home: &Path, key: &str) -> std::path::PathBuf {
     home.join("plugin-data").join(key)
 }
 
+/// The package at `dir`, in whichever of the two layouts it has.
+fn load_package(dir: &Path, data: &Path, create_data: bool) -> Result<package::Package, String> {
+    if claude::is_claude(dir) {
+        claude::load(dir, data, create_data)
+    } else {
+        package::load(dir, data, create_data)
+    }
+}
+
+/// Where the manifest of the bundle at `dir` is.
+fn manifest_path(dir: &Path) -> std::path::PathBuf {
+    if claude::is_claude(dir) {
+        dir.join(claude::MANIFEST)
+    } else {
+        dir.join("plugin.json")
+    }
+}
+
 fn read(key: &str, dir: &Path, home: &Path) -> Result<package::Package, PluginError> {
-    let package = package::load(dir, &data_dir(home, key), true).map_err(PluginError::native)?;
+    let package = load_package(dir, &data_dir(home, key), true).map_err(PluginError::native)?;
     for d in &package.diagnostics {
         tracing::warn!("bundle '{key}': {d} (left out)");
     }
@@ -105,8 +127,16 @@ impl Dialect for Bundle {
     }
 
     fn sniff(&self, dir: &Path) -> Option<String> {
-        package::is_v1(dir).then(|| {
-            "its plugin.json declares the Agent Plugins v1 schema (a portable bundle)".into()
+        if package::is_v1(dir) {
+            return Some(
+                "its plugin.json declares the Agent Plugins v1 schema (a portable bundle)".into(),
+            );
+        }
+        claude::is_claude(dir).then(|| {
+            format!(
+                "it has a {} (a Claude-Code-layout bundle)",
+                claude::MANIFEST
+            )
         })
     }
 
@@ -114,9 +144,9 @@ impl Dialect for Bundle {
         if c.missing {
             return;
         }
-        let manifest_path = c.dir.join("plugin.json");
+        let manifest_path = manifest_path(&c.dir);
         // Checked without making its data directory (loading does).
-        let read = package::load(&c.dir, Path::new("${PLUGIN_DATA}"), false);
+        let read = load_package(&c.dir, Path::new("${PLUGIN_DATA}"), false);
         match read {
             Ok(p) => {
                 c.manifest = Ok(Manifest {
@@ -164,11 +194,12 @@ impl PluginFormat for Bundle {
     }
 
     /// `plugins install` of a bundle directory: its key and version are
-    /// its v1 `plugin.json`'s `name` and `version`.
+    /// its v1 `plugin.json`'s (or `.claude-plugin/plugin.json`'s) `name`
+    /// and `version`.
     fn without_manifest(&self, dir: &Path) -> Option<Result<(String, String), String>> {
-        if !package::is_v1(dir) {
+        if !package::is_v1(dir) && !claude::is_claude(dir) {
             return None;
         }
-        Some(package::load(dir, Path::new("${PLUGIN_DATA}"), false).map(|p| (p.name, p.version)))
+        Some(load_package(dir, Path::new("${PLUGIN_DATA}"), false).map(|p| (p.name, p.version)))
     }
 }

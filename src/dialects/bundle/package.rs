@@ -58,7 +58,7 @@ fn read_object(path: &Path) -> Result<Map<String, Value>, String> {
 
 /// A v1 plugin name: 1–64 of `[a-z0-9.-]`, alphanumeric at both ends,
 /// no `--` or `..`.
-fn valid_name(name: &str, dots: bool) -> bool {
+pub(super) fn valid_name(name: &str, dots: bool) -> bool {
     let ok_char =
         |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (dots && c == '.');
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
@@ -117,7 +117,7 @@ pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, Stri
     })
 }
 
-fn skills(root: &Path, diagnostics: &mut Vec<String>) -> Vec<PackageSkill> {
+pub(super) fn skills(root: &Path, diagnostics: &mut Vec<String>) -> Vec<PackageSkill> {
     let Ok(entries) = std::fs::read_dir(root.join("skills")) else {
         return Vec::new();
     };
@@ -227,7 +227,7 @@ pub fn expand(value: &str, root: &Path, data: &Path) -> String {
         .replace("${PLUGIN_DATA}", &data.to_string_lossy())
 }
 
-fn strings(entry: &Map<String, Value>, field: &str) -> Result<Vec<String>, String> {
+pub(super) fn strings(entry: &Map<String, Value>, field: &str) -> Result<Vec<String>, String> {
     match entry.get(field) {
         None => Ok(Vec::new()),
         Some(Value::Array(items)) => items
@@ -242,7 +242,10 @@ fn strings(entry: &Map<String, Value>, field: &str) -> Result<Vec<String>, Strin
     }
 }
 
-fn string_map(entry: &Map<String, Value>, field: &str) -> Result<BTreeMap<String, String>, String> {
+pub(super) fn string_map(
+    entry: &Map<String, Value>,
+    field: &str,
+) -> Result<BTreeMap<String, String>, String> {
     match entry.get(field) {
         None => Ok(BTreeMap::new()),
         Some(Value::Object(m)) => m
@@ -330,7 +333,7 @@ fn translate(
 }
 
 /// `relative` inside `root`, refusing `..` that would leave it.
-fn scoped(root: &Path, relative: &str) -> Result<PathBuf, String> {
+pub(super) fn scoped(root: &Path, relative: &str) -> Result<PathBuf, String> {
     if Path::new(relative)
         .components()
         .any(|c| matches!(c, std::path::Component::ParentDir))
@@ -342,7 +345,7 @@ fn scoped(root: &Path, relative: &str) -> Result<PathBuf, String> {
 
 /// Agent Plugins v1 §7.2.1: absolute http(s), no user info or fragment,
 /// plain http only for loopback.
-fn check_url(url: &str) -> Result<(), String> {
+pub(super) fn check_url(url: &str) -> Result<(), String> {
     let (scheme, rest) = url
         .split_once("://")
         .ok_or("url must be an absolute http(s) URL")?;

@@ -25,6 +25,8 @@ pub mod valid_hooks;
 pub mod memory;
 pub mod middleware;
 pub mod providers;
+// --- added by b5 ---
+pub mod format;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -628,5 +630,11 @@ impl Dialect for Hermes {
                 c.skip_reason = Some(crate::plugins::format::Verdict::Unsupported(why));
             }
         }
+    }
+
+    // --- added by b5 ---
+    /// Its manifest versions ([`format`]).
+    fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
+        Some(&format::HermesFormat)
     }
 }

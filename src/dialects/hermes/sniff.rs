@@ -117,6 +117,16 @@ fn manifest_evidence(dir: &Path) -> Option<String> {
         .then(|| format!("its {name} has `kind: {kind}`, a Hermes plugin kind"))
 }
 
+// --- added by b5 ---
+/// What the package's Python sources (not its manifest) show of Hermes:
+/// a `manifest_version` above plughost's is read as Hermes's only when
+/// its code is Hermes's too.
+pub fn code_evidence(dir: &Path) -> Option<String> {
+    python_files(dir)
+        .iter()
+        .find_map(|file| read_bounded(file).and_then(|text| source_evidence(&text)))
+}
+
 /// The package's Python files, `__init__.py` first, at most [`MAX_FILES`],
 /// `__pycache__` and hidden directories skipped.
 fn python_files(dir: &Path) -> Vec<PathBuf> {

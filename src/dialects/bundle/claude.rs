@@ -1,0 +1,282 @@
+//! The Claude-Code plugin layout that Agent Plugins v1 derives from, read
+//! where it has the same shape: `.claude-plugin/plugin.json` (`name`,
+//! `version`, `description`, `author.name`), `skills/<name>/SKILL.md`
+//! under the same rules as v1 ([`super::package`]), and MCP servers from
+//! the manifest's `mcpServers` (an object, or a path to a JSON file in the
+//! plugin) else the root `.mcp.json` (`{"mcpServers": {…}}`, or the
+//! servers map itself). A server is stdio (no `type`, or `stdio`) or
+//! streamable HTTP (`http`, `streamable-http`); `sse` and `ws` are left
+//! out, as v1 leaves out `sse`. `${CLAUDE_PLUGIN_ROOT}` and
+//! `${CLAUDE_PLUGIN_DATA}` (and v1's `${PLUGIN_ROOT}`/`${PLUGIN_DATA}`)
+//! are replaced in `command`, `args`, `env` values, `cwd`, `url` and
+//! header values; the stdio server also gets them as environment
+//! variables. What the layout has beyond that (commands, agents, hooks,
+//! output styles) has no v1 counterpart and is reported, not run.
+//!
+//! Hermes itself reads only a root v1 `plugin.json`; a nested foreign
+//! manifest it skips (`plugins_discovery.py`, `_declares_v1_schema`). A
+//! directory with both is read as v1.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use super::package::{self, Package};
+use crate::plugins::config::{
+    McpServerSpec, McpTransport, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
+};
+
+/// Where the layout keeps its manifest, relative to the plugin root.
+pub const MANIFEST: &str = crate::plugins::manifest::CLAUDE_CODE_MANIFEST;
+
+/// Parts of the layout with no v1 counterpart: reported when present.
+const NOT_RUN: [&str; 5] = ["commands", "agents", "hooks", "outputStyles", "lspServers"];
+
+/// Whether `dir` is a Claude-Code-layout plugin (and not a v1 package).
+pub fn is_claude(dir: &Path) -> bool {
+    dir.join(MANIFEST).is_file() && !package::is_v1(dir)
+}
+
+fn read_object(path: &Path, label: &str) -> Result<Map<String, Value>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{label}: cannot read it: {e}"))?;
+    match serde_json::from_str::<Value>(text.trim_start_matches('\u{feff}')) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(format!("{label} must contain a JSON object")),
+        Err(e) => Err(format!("{label} is not valid JSON: {e}")),
+    }
+}
+
+/// The plugin at `root` in the Claude-Code layout, with data directory
+/// `data` (made, when `create_data`, for a stdio server).
+pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, String> {
+    let manifest = read_object(&root.join(MANIFEST), MANIFEST)?;
+    let name = manifest
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if !package::valid_name(name, true) {
+        return Err(format!(
+            "{MANIFEST} name '{name}' does not satisfy v1 constraints"
+        ));
+    }
+    let text = |field: &str| -> Result<String, String> {
+        match manifest.get(field) {
+            None | Some(Value::Null) => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(format!("{MANIFEST} {field} must be a string")),
+        }
+    };
+    let author = match manifest.get("author") {
+        Some(Value::Object(a)) => a
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        Some(Value::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let mut diagnostics = Vec::new();
+    for part in NOT_RUN {
+        let declared =
+            manifest.contains_key(part) || (part != "lspServers" && root.join(part).exists());
+        if declared {
+            diagnostics.push(format!(
+                "{part}: Claude Code {part} have no Agent Plugins v1 counterpart; not run"
+            ));
+        }
+    }
+    let skills = package::skills(root, &mut diagnostics);
+    let servers = servers(&manifest, root, data, name, create_data, &mut diagnostics);
+    Ok(Package {
+        name: name.to_string(),
+        version: text("version")?,
+        description: text("description")?,
+        author,
+        skills,
+        servers,
+        diagnostics,
+    })
+}
+
+/// The servers map: the manifest's `mcpServers` (inline, or a file of the
+/// plugin), else `.mcp.json`.
+fn servers_map(
+    manifest: &Map<String, Value>,
+    root: &Path,
+) -> Result<Option<Map<String, Value>>, String> {
+    let file = match manifest.get("mcpServers") {
+        Some(Value::Object(m)) => return Ok(Some(m.clone())),
+        Some(Value::String(path)) => {
+            let relative = path.strip_prefix("./").unwrap_or(path);
+            package::scoped(root, relative)?
+        }
+        Some(_) => return Err("mcpServers must be an object or a path".into()),
+        None => root.join(".mcp.json"),
+    };
+    if !file.exists() {
+        return Ok(None);
+    }
+    let label = file
+        .strip_prefix(root)
+        .unwrap_or(&file)
+        .display()
+        .to_string();
+    let config = read_object(&file, &label)?;
+    Ok(Some(match config.get("mcpServers") {
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err(format!("{label} mcpServers must be an object")),
+        None => config,
+    }))
+}
+
+fn servers(
+    manifest: &Map<String, Value>,
+    root: &Path,
+    data: &Path,
+    plugin: &str,
+    create_data: bool,
+    diagnostics: &mut Vec<String>,
+) -> Vec<McpServerSpec> {
+    let map = match servers_map(manifest, root) {
+        Ok(Some(m)) => m,
+        Ok(None) => return Vec::new(),
+        Err(problem) => {
+            diagnostics.push(format!("mcp: {problem}"));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for (name, entry) in map {
+        let translated = match &entry {
+            Value::Object(e) => translate(e, root, data, create_data),
+            _ => Err("invalid server entry".into()),
+        };
+        match translated {
+            Ok(transport) => out.push(McpServerSpec {
+                name,
+                transport,
+                timeout: DEFAULT_CALL_TIMEOUT,
+                connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+                owner: plugin.to_string(),
+            }),
+            Err(problem) => diagnostics.push(format!("mcp:{name}: {problem}")),
+        }
+    }
+    out
+}
+
+/// Both spellings of the plugin's root and data directory replaced.
+fn expand(value: &str, root: &Path, data: &Path) -> String {
+    let value = value
+        .replace("${CLAUDE_PLUGIN_ROOT}", "${PLUGIN_ROOT}")
+        .replace("${CLAUDE_PLUGIN_DATA}", "${PLUGIN_DATA}");
+    package::expand(&value, root, data)
+}
+
+fn translate(
+    entry: &Map<String, Value>,
+    root: &Path,
+    data: &Path,
+    create_data: bool,
+) -> Result<McpTransport, String> {
+    match entry.get("type").and_then(Value::as_str) {
+        None | Some("stdio") => {}
+        Some("http" | "streamable-http") => {
+            let url = expand(
+                entry.get("url").and_then(Value::as_str).unwrap_or_default(),
+                root,
+                data,
+            );
+            package::check_url(&url)?;
+            let mut headers = package::string_map(entry, "headers")?;
+            for value in headers.values_mut() {
+                *value = expand(value, root, data);
+            }
+            return Ok(McpTransport::Http { url, headers });
+        }
+        Some(other) => return Err(format!("the {other} transport is not supported")),
+    }
+    let command = expand(
+        entry
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        root,
+        data,
+    );
+    let command = if let Some(inside) = command.strip_prefix("./") {
+        package::scoped(root, inside)?
+    } else if Path::new(&command).is_absolute() {
+        inside_plugin(Path::new(&command), root, data)?
+    } else if command.is_empty() || command.contains(char::is_whitespace) || command.contains('/') {
+        return Err(
+            "command must be a bare executable, ./…, or under ${CLAUDE_PLUGIN_ROOT}".into(),
+        );
+    } else {
+        PathBuf::from(command)
+    };
+    let mut env = package::string_map(entry, "env")?;
+    for value in env.values_mut() {
+        *value = expand(value, root, data);
+    }
+    for (var, dir) in [
+        ("CLAUDE_PLUGIN_ROOT", root),
+        ("CLAUDE_PLUGIN_DATA", data),
+        ("PLUGIN_ROOT", root),
+        ("PLUGIN_DATA", data),
+    ] {
+        env.entry(var.into())
+            .or_insert_with(|| dir.to_string_lossy().into_owned());
+    }
+    let cwd = match entry.get("cwd").and_then(Value::as_str) {
+        None => root.to_path_buf(),
+        Some(c) if c.starts_with("./") => package::scoped(root, &c[2..])?,
+        Some(c) => inside_plugin(Path::new(&expand(c, root, data)), root, data)?,
+    };
+    if create_data {
+        std::fs::create_dir_all(data)
+            .map_err(|e| format!("cannot make {}: {e}", data.display()))?;
+    }
+    Ok(McpTransport::Stdio {
+        command: command.to_string_lossy().into_owned(),
+        args: package::strings(entry, "args")?
+            .iter()
+            .map(|a| expand(a, root, data))
+            .collect(),
+        env,
+        cwd: Some(cwd),
+    })
+}
+
+/// An absolute `path` accepted only under the plugin root or its data
+/// directory, and without `..`.
+fn inside_plugin(path: &Path, root: &Path, data: &Path) -> Result<PathBuf, String> {
+    let climbs = path
+        .components()
+        .any(|c| matches!(c, std::path::Component::ParentDir));
+    if climbs || !(path.starts_with(root) || path.starts_with(data)) {
+        return Err(format!(
+            "{} is outside the plugin root and its data directory",
+            path.display()
+        ));
+    }
+    Ok(path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_placeholder_spellings_are_replaced_and_paths_stay_inside() {
+        let (root, data) = (Path::new("/r"), Path::new("/d"));
+        assert_eq!(
+            expand("${CLAUDE_PLUGIN_ROOT}/s:${PLUGIN_DATA}", root, data),
+            "/r/s:/d"
+        );
+        assert!(inside_plugin(Path::new("/r/bin/x"), root, data).is_ok());
+        assert!(inside_plugin(Path::new("/r/../etc/x"), root, data).is_err());
+        assert!(inside_plugin(Path::new("/usr/bin/x"), root, data).is_err());
+    }
+}
