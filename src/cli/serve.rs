@@ -76,6 +76,10 @@ pub struct ServeArgs {
     /// Seconds an MCP HTTP session may go unused before it is closed.
     #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
     pub mcp_session_idle: Duration,
+    // --- added by pg5 ---
+    /// Sessions in PostgreSQL, shared by replicas.
+    #[command(flatten)]
+    pub cluster: super::sessions::ClusterArgs,
 }
 
 /// `--session-idle`: how long a named session may go unused; `None` never.
@@ -246,6 +250,8 @@ pub(super) fn serve(
         max_mcp_sessions: args.max_mcp_sessions as usize,
         mcp_session_idle: args.mcp_session_idle,
     };
+    // --- added by pg5: one replica of a cluster (sessions in PostgreSQL) ---
+    let replicas = super::sessions::join(rt, &agent, &args.cluster)?;
     let metrics = Arc::new(Metrics::default());
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
         .with_metrics(metrics.clone())
@@ -259,6 +265,9 @@ pub(super) fn serve(
         )
         .with_session_idle(args.session_idle.0),
     );
+    // --- added by pg5 ---
+    let cluster = replicas.shared.as_ref().map(|(c, _)| c.clone());
+    let _ = chat.replicas.set(replicas);
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(bind)
             .await
@@ -281,7 +290,8 @@ pub(super) fn serve(
             args.agent.model
         );
         let scheduler = tokio_util::sync::CancellationToken::new();
-        crate::serve::cron::start(chat.agent.host(), args.cron_every, scheduler.clone());
+        // --- changed by pg5: with a cluster, each tick runs on one replica ---
+        crate::serve::cron::start_in(chat.agent.host(), cluster, args.cron_every, scheduler.clone());
         let _stop_scheduler = scheduler.drop_guard();
         http::serve_until(
             listener,

@@ -13,6 +13,8 @@ pub mod mcp;
 pub mod metrics;
 pub mod openai_api;
 pub mod plugin_routes;
+// --- added by pg5 ---
+pub mod replicas;
 
 use std::sync::Arc;
 use std::time::Duration;
