@@ -17,6 +17,12 @@ python3 -m venv .venv-mcp
 .venv-mcp/bin/python -m pip install --quiet mcp
 export PLUGHOST_TEST_MCP_PYTHON="$PWD/.venv-mcp/bin/python"
 
+# --- pg5 ---
+step "PostgreSQL and HAProxy for tests/replicas*.rs (each test starts its own cluster from Debian's binaries; skipped with a reason when absent)"
+if [ "$(id -u)" = 0 ] && { ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ ! -x /usr/sbin/haproxy ]; }; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql haproxy >/dev/null || echo "could not install postgresql/haproxy" >&2
+fi
+
 step "cargo test (builds the tests first: minutes on a cold target/)"
 cargo test
 

@@ -78,7 +78,7 @@ pub fn join(
         .map_err(|e| Failure::failed(e.to_string()))?;
     if check.matches() {
         eprintln!(
-            "plughost serve: sessions in {} (plugin set {} as the cluster's)",
+            "plughost serve: sessions in {} (plugin set {}, the same as the cluster's)",
             cluster.url(),
             check.ours
         );

@@ -84,6 +84,8 @@ pub struct Replica {
     pub url: String,
     pub port: u16,
     pub stderr: std::sync::mpsc::Receiver<String>,
+    /// What it printed before its address.
+    pub early: Vec<String>,
 }
 
 impl Drop for Replica {
@@ -147,6 +149,7 @@ pub fn replica(
         url,
         port,
         stderr: rx,
+        early: seen,
     }
 }
 
