@@ -105,12 +105,25 @@ pub fn replica(
     pg_url: &str,
     extra: &[&str],
 ) -> Replica {
+    serve(home, test_home, bundled, script, Some(pg_url), extra)
+}
+
+/// [`replica`], with the sessions in `pg_url` or (`None`) in `home`'s files.
+pub fn serve(
+    home: &Path,
+    test_home: &Path,
+    bundled: &Path,
+    script: &Path,
+    pg_url: Option<&str>,
+    extra: &[&str],
+) -> Replica {
+    let sessions: Vec<&str> = pg_url.map(|u| vec!["--sessions", u]).unwrap_or_default();
     let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .arg("--home")
         .arg(home)
         .args(["serve", "--port", "0", "--model", "scripted", "--script"])
         .arg(script)
-        .args(["--sessions", pg_url])
+        .args(&sessions)
         .args(extra)
         .env("PLUGHOST_BUNDLED_DIR", bundled)
         .env("PLUGHOST_HOME_FOR_TEST", test_home)
