@@ -237,3 +237,123 @@ async fn a_replica_with_another_plugin_set_says_so() {
         "{metrics}"
     );
 }
+
+const COUNTER: &str = r#"
+import os
+
+def register(ctx):
+    def bump(step: int = 1):
+        with open(os.path.join(os.environ["PLUGHOST_HOME_FOR_TEST"], "bumps.log"), "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return f"bumped by {step}"
+    ctx.register_tool("bump", {"type": "object", "properties": {"step": {"type": "integer"}}}, bump, description="Count a call")
+"#;
+
+/// One JSON-RPC request in MCP session `session` (or a new one) at `url`;
+/// the answer to `id`, read from JSON or an event stream.
+async fn mcp(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (Option<String>, Value) {
+    let mut req = http
+        .post(format!("{url}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let r = req.body(body.to_string()).send().await.unwrap();
+    let id = r
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_string());
+    let text = r.text().await.unwrap();
+    let answer = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:").or(Some(l)))
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .find(|v| v.get("id").is_some() && v["id"] == body["id"])
+        .unwrap_or(Value::Null);
+    (id, answer)
+}
+
+async fn mcp_session(http: &reqwest::Client, url: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let (session, _) = mcp(http, url, None, init).await;
+    let session = session.unwrap();
+    let _ = mcp(
+        http,
+        url,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_tools_call_retried_with_its_idempotency_key_on_another_replica_runs_once() {
+    let Some(pg) = Pg::start() else { return };
+    let (shared, bundled) = (tempfile::tempdir().unwrap(), common::no_bundled());
+    let script = echo_script(shared.path(), 5);
+    let mut homes = Vec::new();
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let home = common::home_with(&["counter"]);
+        common::write_plugin(
+            &home.path().join("plugins"),
+            "counter",
+            "name: counter\nversion: 0.1.0\n",
+            &[("__init__.py", COUNTER)],
+        );
+        replicas.push(replica(
+            home.path(),
+            shared.path(),
+            bundled.path(),
+            &script,
+            &pg.url,
+            &[],
+        ));
+        homes.push(home);
+    }
+    let http = reqwest::Client::new();
+    let call = |key: &str, step: i64| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "bump", "arguments": {"step": step}, "_meta": {"idempotencyKey": key}}})
+    };
+    let mut answers = Vec::new();
+    for r in &replicas {
+        let session = mcp_session(&http, &r.url).await;
+        let (_, answer) = mcp(&http, &r.url, Some(&session), call("bump-1", 2)).await;
+        answers.push(answer["result"].clone());
+    }
+    assert_eq!(
+        answers[0]["content"][0]["text"], "bumped by 2",
+        "{answers:?}"
+    );
+    assert_eq!(answers[0], answers[1]);
+    let bumps = std::fs::read_to_string(shared.path().join("bumps.log")).unwrap();
+    assert_eq!(bumps.lines().count(), 1, "{bumps}");
+    // Another key runs again; the same key with other arguments is refused.
+    let session = mcp_session(&http, &replicas[1].url).await;
+    let (_, other) = mcp(&http, &replicas[1].url, Some(&session), call("bump-2", 2)).await;
+    assert_eq!(other["result"]["content"][0]["text"], "bumped by 2");
+    let (_, reused) = mcp(&http, &replicas[1].url, Some(&session), call("bump-1", 3)).await;
+    assert!(
+        reused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another tool or other arguments"),
+        "{reused}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(shared.path().join("bumps.log"))
+            .unwrap()
+            .lines()
+            .count(),
+        2
+    );
+}

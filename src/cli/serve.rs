@@ -255,7 +255,9 @@ pub(super) fn serve(
     let metrics = Arc::new(Metrics::default());
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
         .with_metrics(metrics.clone())
-        .hiding_owner(crate::agent::tools::BUILTIN_OWNER);
+        .hiding_owner(crate::agent::tools::BUILTIN_OWNER)
+        // --- added by pg5 ---
+        .with_cluster(replicas.shared.as_ref().map(|(c, _)| c.clone()));
     let chat = Arc::new(
         ChatState::new(
             agent,
