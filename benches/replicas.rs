@@ -34,15 +34,24 @@ async fn load(url: &str, tag: &str) -> Figures {
             for j in 0..PER_CLIENT {
                 let body = json!({"messages": [{"role": "user", "content": format!("m{j}")}]});
                 let t = Instant::now();
-                let r = http
-                    .post(format!("{url}/v1/chat/completions"))
-                    .header("x-plughost-session", &session)
-                    .json(&body)
-                    .send()
-                    .await
-                    .unwrap();
-                assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-                let _ = r.bytes().await.unwrap();
+                // A 503 (HAProxy found no replica up: its check timed out
+                // on a loaded machine) is retried, inside the latency.
+                loop {
+                    let r = http
+                        .post(format!("{url}/v1/chat/completions"))
+                        .header("x-plughost-session", &session)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap();
+                    if r.status() == 503 {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+                    let _ = r.bytes().await.unwrap();
+                    break;
+                }
                 took.push(t.elapsed());
             }
             took

@@ -224,6 +224,23 @@ pub fn haproxy(ports: &[u16]) -> Option<Lb> {
         assert!(Instant::now() < deadline, "haproxy did not listen");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Until its checks have found every replica up (it starts them down).
+    let health = format!("GET /healthz HTTP/1.0\r\nhost: x\r\n\r\n");
+    let mut up = 0;
+    while up < ports.len() * 2 {
+        assert!(Instant::now() < deadline, "haproxy found no replica up");
+        use std::io::{Read, Write};
+        let mut answer = String::new();
+        let ok = std::net::TcpStream::connect(("127.0.0.1", port))
+            .and_then(|mut s| {
+                s.write_all(health.as_bytes())?;
+                s.read_to_string(&mut answer)
+            })
+            .is_ok()
+            && (answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"));
+        up = if ok { up + 1 } else { 0 };
+        std::thread::sleep(Duration::from_millis(50));
+    }
     Some(Lb {
         child,
         _dir: dir,
