@@ -225,7 +225,7 @@ pub fn haproxy(ports: &[u16]) -> Option<Lb> {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Until its checks have found every replica up (it starts them down).
-    let health = format!("GET /healthz HTTP/1.0\r\nhost: x\r\n\r\n");
+    let health = "GET /healthz HTTP/1.0\r\nhost: x\r\n\r\n";
     let mut up = 0;
     while up < ports.len() * 2 {
         assert!(Instant::now() < deadline, "haproxy found no replica up");
