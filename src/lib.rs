@@ -78,6 +78,8 @@ pub mod serve;
 pub mod wheel;
 // --- added by mcpc ---
 pub mod mcp_client;
+// --- added by pg5 ---
+pub mod cluster;
 
 pub use crate::core::hooks::{HookAction, HookEvent, HookPayload};
 pub use crate::core::outcome::{PluginError, ToolOutcome, ToolResult, Unavailability};

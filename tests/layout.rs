@@ -379,3 +379,18 @@ fn no_file_outside_the_dialects_names_a_dialect() {
 fn no_import_cycle_between_top_level_modules() {
     assert_eq!(cycles(&edges(&sources())), Vec::<Vec<String>>::new());
 }
+
+// --- added by pg5 ---
+/// `cluster` sits between `host` and `agent` (host < cluster < agent): the
+/// session store of `agent` writes through it, it reads only the host's
+/// loaded plugins.
+#[test]
+fn the_cluster_layer_uses_nothing_above_the_host() {
+    for above in ["agent", "serve", "cli", "wheel", "mcp_client"] {
+        assert_eq!(
+            edge_files("cluster", above),
+            Vec::<String>::new(),
+            "cluster -> {above}"
+        );
+    }
+}

@@ -35,6 +35,11 @@ else
     step "no CPython 3.12 on PATH or under pyenv: tests/plugin_deps.rs skips its Python 3.12 case"
 fi
 # --- end c5 ---
+# --- pg5 ---
+step "PostgreSQL and HAProxy for tests/replicas*.rs (each test starts its own cluster from Debian's binaries; skipped with a reason when absent)"
+if [ "$(id -u)" = 0 ] && { ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ ! -x /usr/sbin/haproxy ]; }; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql haproxy >/dev/null || echo "could not install postgresql/haproxy" >&2
+fi
 
 step "cargo test (builds the tests first: minutes on a cold target/)"
 cargo test

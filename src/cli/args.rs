@@ -85,6 +85,10 @@ pub(super) enum Command {
     /// List the plugins' scheduled tasks, or run one now.
     #[command(subcommand)]
     Cron(CronCmd),
+    // --- added by pg5 ---
+    /// Move file sessions into PostgreSQL (for `serve --sessions`).
+    #[command(subcommand)]
+    Sessions(super::sessions::SessionsCmd),
 }
 
 /// `plughost cron …`.

@@ -21,6 +21,8 @@ mod table;
 mod tools;
 // --- added by supply ---
 mod deps;
+// --- added by pg5 ---
+mod sessions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -218,6 +220,8 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
         Command::Hermes { name, args } => skills::hermes(&cli, python_level, name.as_ref(), args),
         Command::Cron(CronCmd::List { json }) => cron::list(&cli, python_level, *json),
         Command::Cron(CronCmd::Run { name }) => cron::run(rt(), &cli, python_level, name),
+        // --- added by pg5 ---
+        Command::Sessions(command) => sessions::run(&cli, command),
     }
 }
 

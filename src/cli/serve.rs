@@ -81,6 +81,10 @@ pub struct ServeArgs {
     /// config.json change (debounced); without it, POST /admin/reload.
     #[arg(long)]
     pub watch: bool,
+    // --- added by pg5 ---
+    /// Sessions in PostgreSQL, shared by replicas.
+    #[command(flatten)]
+    pub cluster: super::sessions::ClusterArgs,
 }
 
 /// `--session-idle`: how long a named session may go unused; `None` never.
@@ -258,10 +262,14 @@ pub(super) fn serve(
         max_mcp_sessions: args.max_mcp_sessions as usize,
         mcp_session_idle: args.mcp_session_idle,
     };
+    // --- added by pg5: one replica of a cluster (sessions in PostgreSQL) ---
+    let replicas = super::sessions::join(rt, &agent, &args.cluster)?;
     let metrics = Arc::new(Metrics::default());
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
         .with_metrics(metrics.clone())
-        .hiding_owner(crate::agent::tools::BUILTIN_OWNER);
+        .hiding_owner(crate::agent::tools::BUILTIN_OWNER)
+        // --- added by pg5 ---
+        .with_cluster(replicas.shared.as_ref().map(|(c, _)| c.clone()));
     let chat = Arc::new(
         ChatState::new(
             agent,
@@ -271,6 +279,9 @@ pub(super) fn serve(
         )
         .with_session_idle(args.session_idle.0),
     );
+    // --- added by pg5 ---
+    let cluster = replicas.shared.as_ref().map(|(c, _)| c.clone());
+    let _ = chat.replicas.set(replicas);
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(bind)
             .await
@@ -309,7 +320,8 @@ pub(super) fn serve(
             })?),
         };
         let scheduler = tokio_util::sync::CancellationToken::new();
-        crate::serve::cron::start(chat.agent.host(), args.cron_every, scheduler.clone());
+        // --- changed by pg5: with a cluster, each tick runs on one replica ---
+        crate::serve::cron::start_in(chat.agent.host(), cluster, args.cron_every, scheduler.clone());
         let _stop_scheduler = scheduler.drop_guard();
         http::serve_until(
             listener,

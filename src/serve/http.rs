@@ -218,12 +218,23 @@ async fn count(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
     response
 }
 
-async fn healthz() -> Response {
-    (StatusCode::OK, "ok\n").into_response()
+async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
+    // --- added by pg5: the plugin set's fingerprint against the cluster's ---
+    let more = shared
+        .chat
+        .replicas
+        .get()
+        .map(|r| r.health())
+        .unwrap_or_default();
+    (StatusCode::OK, format!("ok\n{more}")).into_response()
 }
 
 async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
-    let text = shared.metrics.render(shared.chat.agent.host());
+    let mut text = shared.metrics.render(shared.chat.agent.host());
+    // --- added by pg5 ---
+    if let Some(r) = shared.chat.replicas.get() {
+        text.push_str(&r.metrics());
+    }
     (
         [(
             header::CONTENT_TYPE,

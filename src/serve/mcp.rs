@@ -42,6 +42,8 @@ pub struct PluginServer {
     /// Tools registered by plughost itself (the agent's built-ins) are not
     /// plugin tools and are not served.
     hidden_owner: Option<&'static str>,
+    /// The cluster whose idempotency records `tools/call` uses (`serve --sessions`).
+    cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 impl PluginServer {
@@ -52,7 +54,15 @@ impl PluginServer {
             tool_timeout,
             metrics: None,
             hidden_owner: None,
+            cluster: None,
         }
+    }
+
+    /// Honour an idempotency key in `tools/call`'s `_meta` through `cluster`
+    /// ([`idempotent`]).
+    pub fn with_cluster(mut self, cluster: Option<Arc<crate::cluster::Cluster>>) -> PluginServer {
+        self.cluster = cluster;
+        self
     }
 
     /// Count tool calls into `metrics`.
@@ -239,9 +249,31 @@ impl ServerHandler for PluginServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        Ok(self.call(&request.name, request.arguments).await.into())
+        // rmcp moves the request's `_meta` into the context.
+        let key = context
+            .meta
+            .get(idempotent::META_KEY)
+            .or_else(|| {
+                request
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.get(idempotent::META_KEY))
+            })
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        match (&self.cluster, key) {
+            (Some(cluster), Some(key)) => {
+                let cluster = cluster.clone();
+                idempotent::call(&cluster, &key, &request, || {
+                    self.call(&request.name, request.arguments.clone())
+                })
+                .await
+                .map(Into::into)
+            }
+            _ => Ok(self.call(&request.name, request.arguments).await.into()),
+        }
     }
 
     async fn list_prompts(
@@ -264,6 +296,7 @@ impl ServerHandler for PluginServer {
     }
 }
 
+pub mod idempotent;
 mod stdio_limit;
 
 /// The largest MCP message read from stdio (rmcp's own default); a longer

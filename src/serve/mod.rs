@@ -15,6 +15,8 @@ pub mod openai_api;
 pub mod plugin_routes;
 // --- added by rl5 ---
 pub mod watch;
+// --- added by pg5 ---
+pub mod replicas;
 
 use std::sync::Arc;
 use std::time::Duration;

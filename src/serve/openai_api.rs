@@ -80,6 +80,9 @@ pub struct ChatState {
     /// The named sessions requests used, evicted when idle.
     pub named: Arc<NamedSessions>,
     next: AtomicU64,
+    // --- added by pg5 ---
+    /// This replica's cluster (leases, idempotency, fingerprint); set once at start.
+    pub replicas: std::sync::OnceLock<super::replicas::Replicas>,
 }
 
 impl ChatState {
@@ -96,6 +99,7 @@ impl ChatState {
             turns_cancel,
             named: Arc::new(NamedSessions::new(Some(DEFAULT_SESSION_IDLE))),
             next: AtomicU64::new(1),
+            replicas: std::sync::OnceLock::new(),
         }
     }
 
@@ -397,6 +401,18 @@ pub async fn chat_completions(
             "plughost serve is shutting down; retry against another instance",
         );
     }
+    // --- added by pg5: Idempotency-Key and the session's cluster lease ---
+    let prepared = match state.replicas.get() {
+        Some(r) => match r
+            .before_turn(&headers, &body, session.as_deref(), conversation.stream)
+            .await
+        {
+            Ok(p) => Some(p),
+            Err(answer) => return answer,
+        },
+        None => None,
+    };
+    // --- end pg5 ---
     // A named session is marked in use before its turn starts, so it is
     // not evicted under it (an eviction under way finishes first).
     let in_use = match &session {
@@ -462,7 +478,7 @@ pub async fn chat_completions(
             format!("the agent turn failed: {e}"),
         );
     }
-    Json(json!({
+    let answer = json!({
         "id": id,
         "object": "chat.completion",
         "created": created,
@@ -474,8 +490,12 @@ pub async fn chat_completions(
         }],
         "usage": usage(&report),
         "plughost": extension(&report, session.as_deref()),
-    }))
-    .into_response()
+    });
+    // --- added by pg5: stored for a retry with the same Idempotency-Key ---
+    if let Some(prepared) = prepared {
+        prepared.answered(&answer).await;
+    }
+    Json(answer).into_response()
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -95,6 +95,8 @@ impl std::error::Error for SessionError {
 #[must_use = "the session is locked only while this lives"]
 pub struct TurnLock {
     file: Option<File>,
+    /// A shared store's hold ([`SessionBackend::hold`]).
+    _remote: Option<backend::TurnHold>,
 }
 
 impl Drop for TurnLock {
@@ -181,6 +183,8 @@ pub struct Session {
     /// conversation on `/v1/chat/completions`, whose key no other turn
     /// uses; see [`SessionStore::open_in_memory`]).
     in_memory: bool,
+    /// The shared store the transcript lives in instead of `path`.
+    remote: Option<Arc<dyn SessionBackend>>,
 }
 
 impl Session {
@@ -190,6 +194,13 @@ impl Session {
             message["ts"] = Value::from(now_ts());
         }
         if self.in_memory {
+            self.messages.push(message);
+            self.last_active = Instant::now();
+            return Ok(());
+        }
+        if let Some(remote) = &self.remote {
+            let line = serde_json::to_string(&message).expect("a JSON value serialises");
+            remote.append(&self.key, &line)?;
             self.messages.push(message);
             self.last_active = Instant::now();
             return Ok(());
@@ -251,7 +262,17 @@ impl Session {
     /// to end. Within one agent, the session's mutex already serialises.
     pub async fn lock_turn(&self, wait: Duration) -> Result<TurnLock, SessionError> {
         if self.in_memory {
-            return Ok(TurnLock { file: None });
+            return Ok(TurnLock {
+                file: None,
+                _remote: None,
+            });
+        }
+        if let Some(remote) = &self.remote {
+            let hold = remote.hold(&self.key, wait).await?;
+            return Ok(TurnLock {
+                file: None,
+                _remote: Some(hold),
+            });
         }
         let path = self.lock_path();
         let io = |doing, source| SessionError::Io {
@@ -297,7 +318,10 @@ impl Session {
                         path.display(),
                         self.key
                     );
-                    return Ok(TurnLock { file: None });
+                    return Ok(TurnLock {
+                        file: None,
+                        _remote: None,
+                    });
                 }
                 Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", e)),
             }
@@ -306,7 +330,10 @@ impl Session {
         let _ = file
             .set_len(0)
             .and_then(|()| writeln!(file, "{}", std::process::id()));
-        Ok(TurnLock { file: Some(file) })
+        Ok(TurnLock {
+            file: Some(file),
+            _remote: None,
+        })
     }
 
     /// Bring memory up to date with the transcript on disk (another process
@@ -321,6 +348,9 @@ impl Session {
             return Ok(self
                 .repair(Vec::new(), false, &interrupted_result)
                 .unwrap_or_default());
+        }
+        if self.remote.is_some() {
+            return self.resync_remote();
         }
         let (key, path) = (self.key.clone(), self.path.clone());
         let io = move |doing, source| SessionError::Io {
@@ -375,6 +405,15 @@ impl Session {
             return Ok(repairs);
         }
         if self.in_memory {
+            return Ok(repairs);
+        }
+        if let Some(remote) = &self.remote {
+            let mut side: Vec<String> = unreadable
+                .iter()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .collect();
+            side.extend(repaired.aside.iter().map(Value::to_string));
+            remote.replace(&self.key, &self.messages, &side)?;
             return Ok(repairs);
         }
         let written = self.write_repairs(unreadable, &repaired.aside, &mut repairs);
@@ -454,7 +493,9 @@ impl Session {
     /// Start over: the old transcript is kept beside as `<key>.<time>.jsonl`.
     pub fn reset(&mut self) -> std::io::Result<()> {
         self.file = None;
-        if !self.in_memory && self.path.exists() {
+        if let Some(remote) = &self.remote {
+            remote.archive(&self.key)?;
+        } else if !self.in_memory && self.path.exists() {
             let archived = self.path.with_extension(format!("{}.jsonl", now_millis()));
             std::fs::rename(&self.path, archived)?;
         }
@@ -499,6 +540,10 @@ impl Session {
         }
         self.messages = kept;
         if self.in_memory {
+            return Ok(dropped);
+        }
+        if let Some(remote) = &self.remote {
+            remote.replace(&self.key, &self.messages, &[])?;
             return Ok(dropped);
         }
         let tmp = self.write_beside()?;
@@ -559,10 +604,15 @@ fn holder_of(lock: &Path) -> Option<u32> {
     text.trim().parse().ok()
 }
 
+pub mod backend;
+pub mod pg;
+mod remote;
 mod store;
 #[cfg(test)]
 mod tests;
 mod transcript;
+
+pub use backend::SessionBackend;
 
 pub use store::{check_name, file_stem, SessionStore, MAX_STEM};
 use transcript::{load_transcript, parse_transcript, read_transcript, repair_messages};

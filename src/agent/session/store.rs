@@ -11,6 +11,8 @@ use super::*;
 pub struct SessionStore {
     dir: PathBuf,
     open: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Session>>>>,
+    /// Where named sessions live instead of `dir` (`serve --sessions`).
+    backend: std::sync::OnceLock<Arc<dyn SessionBackend>>,
 }
 
 impl SessionStore {
@@ -18,7 +20,19 @@ impl SessionStore {
         SessionStore {
             dir: dir.into(),
             open: std::sync::Mutex::new(HashMap::new()),
+            backend: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Keep named sessions in `backend` from now on (set once, before the
+    /// first session is loaded; `false` when one was set already).
+    pub fn use_backend(&self, backend: Arc<dyn SessionBackend>) -> bool {
+        self.backend.set(backend).is_ok()
+    }
+
+    /// The shared store named sessions live in, if not the files.
+    pub fn backend(&self) -> Option<&Arc<dyn SessionBackend>> {
+        self.backend.get()
     }
 
     pub fn dir(&self) -> &Path {
@@ -39,7 +53,26 @@ impl SessionStore {
             return s.clone();
         }
         let path = self.path_of(key);
-        let messages = load_transcript(&path);
+        let remote = self.backend.get().cloned();
+        let messages = match &remote {
+            // A first look only: every turn reads the store again.
+            Some(remote) => remote
+                .load(key)
+                .map(|s| {
+                    s.lines
+                        .iter()
+                        .filter_map(|l| serde_json::from_str(l).ok())
+                        .collect()
+                })
+                .unwrap_or_else(|e| {
+                    tracing::warn!(
+                        "session '{key}': cannot read it from {}: {e}",
+                        remote.describe()
+                    );
+                    Vec::new()
+                }),
+            None => load_transcript(&path),
+        };
         let session = Session {
             key: key.to_string(),
             started: !messages.is_empty(),
@@ -51,6 +84,7 @@ impl SessionStore {
             file: None,
             synced: None,
             in_memory: false,
+            remote,
         };
         let session = Arc::new(tokio::sync::Mutex::new(session));
         open.insert(key.to_string(), session.clone());
@@ -73,6 +107,7 @@ impl SessionStore {
             file: None,
             synced: None,
             in_memory: true,
+            remote: None,
         };
         let session = Arc::new(tokio::sync::Mutex::new(session));
         self.open

@@ -1,0 +1,203 @@
+//! A lease per session: a row of `plughost_leases` with an owner and an
+//! expiry, taken before a turn, renewed while it runs, and deleted (with
+//! the turn's messages marked complete, in the same statement) when it
+//! ends.
+//!
+//! Why a row and not `pg_advisory_lock`: an advisory lock belongs to a
+//! database connection, and a replica multiplexes all its turns over one;
+//! two turns of one replica would both "hold" it. A row names the turn
+//! that holds it, survives a reconnect, and expires by itself when its
+//! replica dies (after at most its time to live), which a waiter on
+//! another replica can see and take over.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::db::{interval, Db, DbError};
+
+/// Why a lease was not had.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseError {
+    /// Another turn (on this replica or another) holds it and did not end
+    /// within the wait.
+    #[error("session '{key}' has a turn running on another replica (it did not end within {} s)", waited.as_secs_f64())]
+    Busy { key: String, waited: Duration },
+    #[error(transparent)]
+    Db(#[from] DbError),
+}
+
+/// A turn's hold on a session, cluster-wide. Renewed in the background
+/// every third of its time to live; dropping it marks the turn's messages
+/// complete and releases the session, both before `drop` returns.
+#[must_use = "the session is leased only while this lives"]
+pub struct SessionLease {
+    db: Arc<Db>,
+    key: String,
+    owner: String,
+    lost: Arc<AtomicBool>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    released: bool,
+}
+
+impl SessionLease {
+    /// Take the lease of `key` for the turn `owner`, polling while another
+    /// holds it, at most `wait`.
+    pub async fn acquire(
+        db: &Arc<Db>,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+        wait: Duration,
+    ) -> Result<SessionLease, LeaseError> {
+        let started = Instant::now();
+        let mut step = Duration::from_millis(2);
+        loop {
+            let (k, o, t) = (key.to_string(), owner.to_string(), interval(ttl));
+            let got = db
+                .run(move |c| async move {
+                    let row = c
+                        .query_opt(
+                            "INSERT INTO plughost_leases (key, owner, expires_at) \
+                             VALUES ($1, $2, now() + $3::text::interval) \
+                             ON CONFLICT (key) DO UPDATE \
+                             SET owner = excluded.owner, expires_at = excluded.expires_at \
+                             WHERE plughost_leases.expires_at < now() RETURNING owner",
+                            &[&k, &o, &t],
+                        )
+                        .await?;
+                    Ok(row.is_some())
+                })
+                .await?;
+            if got {
+                return Ok(SessionLease::held(db, key, owner, ttl));
+            }
+            let waited = started.elapsed();
+            if waited >= wait {
+                return Err(LeaseError::Busy {
+                    key: key.to_string(),
+                    waited: wait,
+                });
+            }
+            tokio::time::sleep(step.min(wait - waited)).await;
+            step = (step * 2).min(Duration::from_millis(25));
+        }
+    }
+
+    fn held(db: &Arc<Db>, key: &str, owner: &str, ttl: Duration) -> SessionLease {
+        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let lost = Arc::new(AtomicBool::new(false));
+        let (client, k, o, t, flag) = (
+            db.client(),
+            key.to_string(),
+            owner.to_string(),
+            interval(ttl),
+            lost.clone(),
+        );
+        db.spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = &mut stop_rx => return,
+                    _ = tokio::time::sleep(ttl / 3) => {}
+                }
+                let renewed = client
+                    .execute(
+                        "UPDATE plughost_leases SET expires_at = now() + $3::text::interval \
+                         WHERE key = $1 AND owner = $2",
+                        &[&k, &o, &t],
+                    )
+                    .await;
+                if !matches!(renewed, Ok(1)) {
+                    tracing::warn!("session '{k}': lost its lease ({renewed:?}); the turn's writes are refused from now on");
+                    flag.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        });
+        SessionLease {
+            db: db.clone(),
+            key: key.to_string(),
+            owner: owner.to_string(),
+            lost,
+            stop: Some(stop_tx),
+            released: false,
+        }
+    }
+
+    /// Release it as [`drop`](Drop) does, and in the same statement store
+    /// `answer` for the idempotency key it answers: a replica that dies
+    /// between the two can then neither lose the answer of a complete turn
+    /// nor let a retry run the turn again.
+    pub async fn release_answering(
+        mut self,
+        answer: super::idempotency::Answer,
+    ) -> Result<(), DbError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.released = true;
+        let (k, o) = (self.key.clone(), self.owner.clone());
+        self.db
+            .run(move |c| async move {
+                c.execute(
+                    "WITH done AS (UPDATE plughost_messages SET pending = false \
+                     WHERE key = $1 AND turn = $2 AND pending), \
+                     answer AS (UPDATE plughost_idempotency SET status = $5, response = $6, \
+                     expires_at = now() + $7::text::interval WHERE key = $3 AND owner = $4) \
+                     DELETE FROM plughost_leases WHERE key = $1 AND owner = $2",
+                    &[
+                        &k,
+                        &o,
+                        &answer.key,
+                        &answer.owner,
+                        &answer.status,
+                        &answer.body,
+                        &answer.window,
+                    ],
+                )
+                .await?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// The turn holding it (the owner written into its messages).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// A renewal found the lease taken or gone.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for SessionLease {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if self.released {
+            return;
+        }
+        let (k, o) = (self.key.clone(), self.owner.clone());
+        // Synchronous: the answer of the turn goes out only once its
+        // messages are complete for every replica.
+        let released = self.db.block(move |c| async move {
+            c.execute(
+                "WITH done AS (UPDATE plughost_messages SET pending = false \
+                 WHERE key = $1 AND turn = $2 AND pending) \
+                 DELETE FROM plughost_leases WHERE key = $1 AND owner = $2",
+                &[&k, &o],
+            )
+            .await?;
+            Ok(())
+        });
+        if let Err(e) = released {
+            tracing::warn!(
+                "session '{}': cannot release its lease: {e}; it expires by itself",
+                self.key
+            );
+        }
+    }
+}
