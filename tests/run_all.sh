@@ -21,10 +21,15 @@ export PLUGHOST_TEST_MCP_PYTHON="$PWD/.venv-mcp/bin/python"
 # tests/plugin_deps.rs runs a plugin needing Python 3.12 in a worker on a
 # CPython 3.12 of the machine; that worker imports plughost, so it needs the
 # wheel built for 3.12 (a dev build: only the test uses it).
-py312="$(command -v python3.12 || true)"
-if [ -z "$py312" ]; then
-    py312="$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3 2>/dev/null | head -n 1 || true)"
-fi
+# The first candidate that runs: a pyenv shim answers `command -v` for a
+# version it will not run, so each one is tried.
+py312=""
+for candidate in "$(command -v python3.12 || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3; do
+    if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+        py312="$candidate"
+        break
+    fi
+done
 if [ -n "$py312" ]; then
     step "wheel for CPython 3.12 ($py312): maturin (the PyPI package) in .venv-mcp, output in target/wheels-cp312"
     .venv-mcp/bin/python -m pip install --quiet "maturin>=1.5,<2"
