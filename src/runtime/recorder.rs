@@ -326,16 +326,17 @@ fn py_float(out: &mut String, x: f64) {
         return out.push_str(if x > 0.0 { "Infinity" } else { "-Infinity" });
     }
     // serde_json writes the shortest round trip (ryu): "1.0", "0.001",
-    // "1e16". Python's repr agrees except that its exponent has a sign and
+    // "1e16" or "1e+16". Python's repr agrees except that its exponent has a sign and
     // two digits at least ("1e+16"); a value below 1e-4 (written
     // differently) cannot be the result of round3 except 0.0.
     let text = serde_json::to_string(&x).unwrap_or_else(|_| "0.0".into());
     match text.split_once('e') {
         None => out.push_str(&text),
         Some((mantissa, exp)) => {
+            // serde_json may or may not write the '+' itself.
             let (sign, digits) = match exp.strip_prefix('-') {
                 Some(d) => ('-', d),
-                None => ('+', exp),
+                None => ('+', exp.strip_prefix('+').unwrap_or(exp)),
             };
             out.push_str(mantissa);
             out.push('e');
