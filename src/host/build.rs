@@ -203,16 +203,26 @@ impl HostBuilder {
             bundled_copy,
         } = self.discover(&home, &lists, &extensions)?;
         again.bundled_dir = roots.first().map(|(_, dir)| dir.clone());
-        let fixed = self.fixed_parts(&home, &extensions)?;
+        let mut fixed = self.fixed_parts();
         let guard =
             super::load::CallGuard::new(&home, self.hook_timeout, self.isolation_load_timeout);
-        let (set, _) = self.load_set(
+        let (mut set, _) = self.load_set(
             &home,
             &extensions,
             (candidates, lists),
             (&fixed, &guard),
             None,
         )?;
+        // --- added by mcpc ---
+        // The MCP servers' tools: after the plugins, which may declare
+        // servers of their own (a bundle's `mcp.json`). Kept in the fixed
+        // parts, ahead of the direct registrations, for every reload.
+        let mcp: Vec<(String, Vec<Registration>)> = crate::mcp_client::attach(&home, &extensions)?
+            .into_iter()
+            .map(|tool| (tool.spec.plugin.clone(), vec![Registration::Tool(tool)]))
+            .collect();
+        set.apply_after(&mcp)?;
+        fixed.after.splice(0..0, mcp);
         Ok(Host {
             extensions,
             home,
@@ -262,27 +272,18 @@ impl HostBuilder {
     }
 
     /// The parts every plugin set has whatever plugins it loads: the
-    /// builder's native tools, commands and hooks, the MCP servers' tools,
-    /// the direct registrations.
-    fn fixed_parts(
-        &mut self,
-        home: &Path,
-        extensions: &Arc<Extensions>,
-    ) -> Result<super::reload::Fixed, HostError> {
-        let mut after: Vec<(String, Vec<Registration>)> = Vec::new();
-        // --- added by mcpc ---
-        for tool in crate::mcp_client::attach(home, extensions)? {
-            after.push((tool.spec.plugin.clone(), vec![Registration::Tool(tool)]));
-        }
-        after.append(&mut self.direct);
-        Ok(super::reload::Fixed {
+    /// builder's native tools, commands and hooks, the direct
+    /// registrations (`build` adds the MCP servers' tools once the first
+    /// set has loaded).
+    fn fixed_parts(&mut self) -> super::reload::Fixed {
+        super::reload::Fixed {
             tools: std::mem::take(&mut self.tools),
             commands: std::mem::take(&mut self.commands),
             hooks: std::mem::take(&mut self.hooks),
-            after,
+            after: std::mem::take(&mut self.direct),
             hook_timeout: self.hook_timeout,
             collision: self.collision,
-        })
+        }
     }
 
     /// Load `candidates` as a plugin set (reusing `previous`'s unchanged

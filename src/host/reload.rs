@@ -80,6 +80,30 @@ pub struct PluginSet {
 }
 
 impl PluginSet {
+    /// Apply contributions known only once this set's plugins have loaded
+    /// (the MCP servers a bundle declares), as [`assemble`] applies
+    /// [`Fixed::after`].
+    pub(super) fn apply_after(
+        &mut self,
+        after: &[(String, Vec<Registration>)],
+    ) -> Result<(), super::HostError> {
+        for (owner, registrations) in after {
+            let mut record = PluginRecord::direct(owner);
+            let copies = registrations.iter().map(copy).collect();
+            apply_registrations(
+                copies,
+                owner,
+                &mut record,
+                &mut self.registry,
+                &mut self.collisions,
+            );
+        }
+        match self.registry.refused().first() {
+            Some(refused) => Err(super::HostError::Collision(refused.clone())),
+            None => Ok(()),
+        }
+    }
+
     pub fn registry(&self) -> &Registry {
         &self.registry
     }
