@@ -438,6 +438,10 @@ fn audit_and_usage_sinks_see_every_call_and_never_fail_one() {
         .find(|r| r["event_type"] == "policy_deny")
         .unwrap();
     assert_eq!(deny["payload_json"]["control"], "hook");
+    assert_eq!(
+        deny["payload_json"]["hook"], "felix_sinks.before_tool",
+        "the row names the hook that blocked (module.qualname): {deny}"
+    );
     assert!(
         !deny.to_string().contains("not this one"),
         "the reason goes to the model, not into the row: {deny}"

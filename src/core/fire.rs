@@ -34,13 +34,29 @@ pub fn decisions(answers: Vec<HookAction>, event: HookEvent) -> Vec<LoopDecision
 pub async fn fire_entries(
     entries: &[HookEntry],
     event: HookEvent,
-    mut payload: HookPayload<'_>,
+    payload: HookPayload<'_>,
     budget: Option<Duration>,
 ) -> Vec<HookAction> {
+    fire_entries_from(entries, event, payload, budget)
+        .await
+        .into_iter()
+        .map(|(_, action)| action)
+        .collect()
+}
+
+// --- added by rl6 ---
+/// [`fire_entries`], each answer with the index of the entry that gave it
+/// (an audit row names the hook that blocked a call).
+pub async fn fire_entries_from(
+    entries: &[HookEntry],
+    event: HookEvent,
+    mut payload: HookPayload<'_>,
+    budget: Option<Duration>,
+) -> Vec<(usize, HookAction)> {
     let spec = event.spec();
     payload.set_stage(event);
     let mut answers = Vec::new();
-    for entry in entries {
+    for (index, entry) in entries.iter().enumerate() {
         entry
             .stats
             .calls
@@ -89,7 +105,7 @@ pub async fn fire_entries(
                             .flatten()
                     });
                     if let Some(refusal) = refusal {
-                        answers.push(refusal);
+                        answers.push((index, refusal));
                     }
                 }
                 continue;
@@ -99,12 +115,12 @@ pub async fn fire_entries(
             Policy::Observe => {} // it accepts no answer: refused above
             Policy::FirstWins => {
                 if answers.is_empty() {
-                    answers.push(action);
+                    answers.push((index, action));
                 }
             }
-            Policy::Collect | Policy::Merge => answers.push(action),
+            Policy::Collect | Policy::Merge => answers.push((index, action)),
             Policy::StopAtFirst => {
-                answers.push(action);
+                answers.push((index, action));
                 break;
             }
             Policy::Chain => {
@@ -114,7 +130,7 @@ pub async fn fire_entries(
                     ctx.revision += 1;
                 }
                 answers.clear();
-                answers.push(action);
+                answers.push((index, action));
             }
         }
     }

@@ -71,6 +71,19 @@ pub struct RoutesEntry {
     /// The largest request body the plugin accepts; the server's limit is
     /// the largest of its own and every plugin's (Felix's `body_limit_bytes`).
     pub body_limit: Option<u64>,
+    // --- added by rl6 ---
+    /// The plugin's rate-limit key (Felix's `rate_limit_key(request)`): the
+    /// bucket a request counts against; `None` lets the next plugin's (and at
+    /// last the client's address) decide.
+    pub rate_limit_key: Option<Arc<dyn RateLimitKey>>,
+}
+
+/// Names the rate-limit bucket of a request (Felix's
+/// `RateLimitKeyResolver`), so a plugin can limit per tenant or per token
+/// rather than per address.
+pub trait RateLimitKey: Send + Sync + 'static {
+    /// The bucket of `request` (method, path, headers; no body), or `None`.
+    fn key(&self, request: &AppRequest) -> Result<Option<String>, PluginError>;
 }
 
 impl std::fmt::Debug for RoutesEntry {
@@ -79,6 +92,7 @@ impl std::fmt::Debug for RoutesEntry {
             .field("plugin", &self.plugin)
             .field("self_authenticating", &self.self_authenticating)
             .field("body_limit", &self.body_limit)
+            .field("rate_limit_key", &self.rate_limit_key.is_some())
             .finish()
     }
 }

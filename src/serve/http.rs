@@ -133,6 +133,28 @@ async fn plugin_auth(
     }
 }
 
+// --- added by rl6 ---
+/// Felix plugins' `rate_limit_key`s: outside authentication, as Felix's
+/// middleware is, so failed credentials are throttled too.
+async fn rate_limited(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    use super::plugin_routes::rate_limit::RateLimit;
+    let Some(limit) = shared
+        .plugin_routes
+        .as_ref()
+        .and_then(|r| r.rate_limit.clone())
+    else {
+        return next.run(request).await;
+    };
+    if RateLimit::exempt(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let bucket = limit.bucket(&super::plugin_routes::head_of(&request));
+    match limit.check(bucket) {
+        Some(refused) => refused,
+        None => next.run(request).await,
+    }
+}
+
 /// Compare without an early exit on the first differing byte.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -338,6 +360,8 @@ pub fn router(
         .merge(fallback)
         .layer(DefaultBodyLimit::max(options.max_body))
         .layer(middleware::from_fn_with_state(shared.clone(), auth))
+        // --- added by rl6 ---
+        .layer(middleware::from_fn_with_state(shared.clone(), rate_limited))
         .layer(middleware::from_fn_with_state(shared, count))
 }
 
@@ -478,7 +502,7 @@ async fn serve_connections(
         };
         let tcp = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // EMFILE and the like: back off instead of spinning.
                     tracing::debug!("accept failed: {e}");
@@ -488,10 +512,16 @@ async fn serve_connections(
             },
             () = stop.cancelled() => break,
         };
-        if let Err(e) = tcp.set_nodelay(true) {
+        if let Err(e) = tcp.0.set_nodelay(true) {
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
-        let hyper_service = hyper_util::service::TowerToHyperService::new(service.clone());
+        let (tcp, peer) = tcp;
+        // --- added by rl6 --- the peer's address, for rate-limit buckets.
+        let peered = tower_layer::Layer::layer(
+            &axum::Extension(axum::extract::ConnectInfo(peer)),
+            service.clone(),
+        );
+        let hyper_service = hyper_util::service::TowerToHyperService::new(peered);
         let connection = graceful.watch(http.serve_connection(TokioIo::new(tcp), hyper_service));
         tokio::spawn(async move {
             if let Err(e) = connection.await {

@@ -5,6 +5,8 @@
 //! of plughost's answers goes to the applications — under plughost's API
 //! key unless its path is under a plugin's self-authenticating mount.
 
+pub mod rate_limit;
+
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -21,6 +23,8 @@ pub struct PluginRoutes {
     open_mounts: Vec<String>,
     /// The largest body a plugin declared it accepts.
     pub body_limit: Option<u64>,
+    /// The limiter of the plugins' `rate_limit_key`s, if any declared one.
+    pub rate_limit: Option<Arc<rate_limit::RateLimit>>,
 }
 
 impl std::fmt::Debug for PluginRoutes {
@@ -29,6 +33,7 @@ impl std::fmt::Debug for PluginRoutes {
             .field("apps", &self.apps.len())
             .field("open_mounts", &self.open_mounts)
             .field("body_limit", &self.body_limit)
+            .field("rate_limit", &self.rate_limit.is_some())
             .finish()
     }
 }
@@ -47,7 +52,9 @@ impl PluginRoutes {
             apps: Vec::new(),
             open_mounts: Vec::new(),
             body_limit: None,
+            rate_limit: None,
         };
+        let mut rate_keys = Vec::new();
         for entry in entries {
             match entry.mount.mount() {
                 Ok(app) => {
@@ -59,6 +66,9 @@ impl PluginRoutes {
                         .open_mounts
                         .extend(entry.self_authenticating.iter().cloned());
                     routes.body_limit = routes.body_limit.max(entry.body_limit);
+                    if let Some(key) = &entry.rate_limit_key {
+                        rate_keys.push((entry.plugin.clone(), key.clone()));
+                    }
                 }
                 Err(e) => tracing::warn!(
                     "the HTTP routes of '{}' are not mounted: {}{}",
@@ -70,6 +80,12 @@ impl PluginRoutes {
                         .unwrap_or_default()
                 ),
             }
+        }
+        if !rate_keys.is_empty() {
+            routes.rate_limit = Some(Arc::new(rate_limit::RateLimit::new(
+                rate_limit::quota_from_env(),
+                rate_keys,
+            )));
         }
         Some(Arc::new(routes))
     }
@@ -91,6 +107,7 @@ impl PluginRoutes {
             apps: started,
             open_mounts: self.open_mounts.clone(),
             body_limit: self.body_limit,
+            rate_limit: self.rate_limit.clone(),
         })
     }
 
@@ -182,9 +199,13 @@ pub fn response_of(answer: crate::core::http_app::AppResponse) -> Response {
     response
 }
 
-/// `request`'s method, path, query and headers for an authenticator (the
-/// body stays with the request).
+/// `request`'s method, path, query, headers and client address for an
+/// authenticator or a rate-limit key (the body stays with the request).
 pub fn head_of(request: &Request) -> AppRequest {
+    let client = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0);
     AppRequest {
         method: request.method().as_str().to_string(),
         path: request.uri().path().to_string(),
@@ -195,7 +216,7 @@ pub fn head_of(request: &Request) -> AppRequest {
             .map(|(k, v)| (k.as_str().to_string(), v.as_bytes().to_vec()))
             .collect(),
         body: Vec::new(),
-        client: None,
+        client,
     }
 }
 

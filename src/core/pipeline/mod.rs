@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use crate::core::fire::fire_entries;
+use crate::core::fire::{fire_entries, fire_entries_from};
 use crate::core::hooks::{
     HookAction, HookEntry, HookEvent, HookPayload, LoopContext, LoopToolCall, ToolCallContext,
     TurnScope,
@@ -59,6 +59,9 @@ pub struct ToolMarks {
     pub fatal: bool,
     /// P10 asked for a re-run: `(arguments, delay_ms)`.
     rerun: Option<(Map<String, Value>, u64)>,
+    // --- added by rl6 ---
+    /// The hook that blocked the call, `(plugin, label)`, for audit rows.
+    pub blocked_by: Option<(String, String)>,
 }
 
 /// A tool call's result and its [`ToolMarks`].
@@ -97,13 +100,20 @@ pub async fn call_tool_in_turn(
         marks = again;
     }
     if let Some(started) = started {
-        observe(registry, &ids, &result, started.elapsed());
+        let by = marks.blocked_by.as_ref();
+        observe(registry, &ids, &result, started.elapsed(), by);
     }
     TurnToolResult { result, marks }
 }
 
 /// Tell the registry's observers how the call ended.
-fn observe(registry: &Registry, ids: &Ids<'_>, result: &ToolResult, took: Duration) {
+fn observe(
+    registry: &Registry,
+    ids: &Ids<'_>,
+    result: &ToolResult,
+    took: Duration,
+    blocked_by: Option<&(String, String)>,
+) {
     let plugin = registry
         .tool(ids.name)
         .map(|t| t.spec.plugin.clone())
@@ -116,6 +126,7 @@ fn observe(registry: &Registry, ids: &Ids<'_>, result: &ToolResult, took: Durati
         delegate: ids.turn.as_ref().is_some_and(|(_, delegate)| *delegate),
         result,
         took,
+        blocked_by: blocked_by.map(|(plugin, label)| (plugin.as_str(), label.as_str())),
     });
 }
 
@@ -175,7 +186,7 @@ impl Call<'_> {
         let params = self.validate(self.object(args)?)?;
         let params = self.tool_request(params).await?;
         let mut ctx = self.tool_context(params);
-        self.pre_tool_call(&mut ctx).await?;
+        self.pre_tool_call(&mut ctx, marks).await?;
         // What every loop point of the call is shown (P9's edits aside);
         // copied only when one of them has a callback (none reads it else).
         let arguments = if tool_points::any_hooked(self.registry) {
@@ -269,7 +280,7 @@ impl Call<'_> {
     }
 
     /// `pre_tool_call`: the first block wins.
-    async fn pre_tool_call(&self, ctx: &mut ToolCallContext) -> Stage<()> {
+    async fn pre_tool_call(&self, ctx: &mut ToolCallContext, marks: &mut ToolMarks) -> Stage<()> {
         let pre = for_tool(
             self.registry.hooks().entries(HookEvent::PreToolCall),
             self.ids.name,
@@ -279,8 +290,9 @@ impl Call<'_> {
         }
         let budget = self.registry.hook_timeout;
         let payload = HookPayload::Tool(ctx);
-        let actions = fire_entries(&pre, HookEvent::PreToolCall, payload, budget).await;
-        if let Some(HookAction::Block(message)) = actions.into_iter().next() {
+        let actions = fire_entries_from(&pre, HookEvent::PreToolCall, payload, budget).await;
+        if let Some((from, HookAction::Block(message))) = actions.into_iter().next() {
+            marks.blocked_by = pre.get(from).map(|e| (e.owner.clone(), e.label.clone()));
             return Err(self.finish(ToolOutcome::Blocked { message }));
         }
         // Hooks may have edited the arguments in place (Flowly semantics):
@@ -324,8 +336,10 @@ impl Call<'_> {
                 text,
                 reason,
                 terminate,
+                by,
             } => {
                 marks.terminate = terminate;
+                marks.blocked_by = by;
                 Err(blocked(text, reason))
             }
             Before::Aborted {

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::core::fire::{decisions, fire, fire_entries};
+use crate::core::fire::{decisions, fire, fire_entries, fire_entries_from};
 use crate::core::hooks::{HookEvent, HookPayload, LoopContext, LoopDecision, Point, ResultPatch};
 use crate::core::registry::Registry;
 
@@ -18,6 +18,9 @@ pub enum Before {
         text: String,
         reason: String,
         terminate: bool,
+        // --- added by rl6 ---
+        /// The hook that refused: `(plugin, label)`.
+        by: Option<(String, String)>,
     },
     /// The call is refused with `text` and the turn ends after this batch.
     Aborted {
@@ -46,7 +49,19 @@ pub async fn before(
             continue;
         }
         let mut lc = context(lane);
-        let answers = fire_entries(entries, lane, HookPayload::Loop(&mut lc), budget).await;
+        let answers = fire_entries_from(entries, lane, HookPayload::Loop(&mut lc), budget).await;
+        let (from, answers): (Vec<usize>, Vec<_>) = answers.into_iter().unzip();
+        // The first refusing answer's entry (a lane keeps answers in order).
+        let refusing = answers
+            .iter()
+            .position(|a| {
+                matches!(
+                    a,
+                    crate::core::hooks::HookAction::Decide(LoopDecision::Refuse { .. })
+                )
+            })
+            .and_then(|i| entries.get(from[i]))
+            .map(|e| (e.owner.clone(), e.label.clone()));
         let mut refusal = None;
         for decision in decisions(answers, lane) {
             match decision {
@@ -70,6 +85,7 @@ pub async fn before(
                         text,
                         reason,
                         terminate,
+                        by: refusing.clone(),
                     })
                 }
                 _ => {}

@@ -280,8 +280,18 @@ fn collect(
         registrations.push(Registration::Observer(Arc::new(sinks)));
     }
     for item in loaded.get_item(6)?.try_iter()? {
-        let (plugin, mounts, limit): (Py<PyAny>, Vec<String>, Option<u64>) = item?.extract()?;
-        let entry = routes::entry(key, plugin, mounts, limit, felix_module.clone_ref(py));
+        let (plugin, mounts, limit, rate_key): (
+            Py<PyAny>,
+            Vec<String>,
+            Option<u64>,
+            Option<Py<PyAny>>,
+        ) = item?.extract()?;
+        let declared = routes::Declared {
+            mounts,
+            limit,
+            rate_key,
+        };
+        let entry = routes::entry(py, key, plugin, declared, felix_module.clone_ref(py));
         registrations.push(Registration::Routes(entry));
     }
     for item in loaded.get_item(7)?.try_iter()? {

@@ -3,8 +3,8 @@
 //! (built once, at its first event, as Felix memoises it) gets a row in the
 //! shape of Felix's `record_event` for every tool call — `tool_call` with
 //! status `ok`/`error`, and a hook's block as `policy_deny` with
-//! `payload.control` = `hook` (the reason goes to the model, not into the
-//! row); the usage sink gets every model call's token counts. A sink that
+//! `payload.control` = `hook` and `payload.hook` naming the hook that
+//! blocked (the reason goes to the model, not into the row); the usage sink gets every model call's token counts. A sink that
 //! raises is logged with its traceback and never fails the call it saw.
 
 use pyo3::prelude::*;
@@ -75,7 +75,13 @@ impl FelixSinks {
 fn audit_of(call: &ObservedToolCall<'_>) -> (&'static str, &'static str, Value) {
     let outcome = &call.result.outcome;
     if let ToolOutcome::Blocked { .. } = outcome {
-        let payload = json!({"control": "hook", "tool": call.tool, "call_id": call.tool_call_id});
+        let mut payload =
+            json!({"control": "hook", "tool": call.tool, "call_id": call.tool_call_id});
+        // Felix's `payload.hook`: the hook that blocked (`module.qualname`
+        // for a Python hook), absent when no hook's answer was the block.
+        if let Some((_, label)) = call.blocked_by {
+            payload["hook"] = json!(label);
+        }
         return ("policy_deny", "denied", payload);
     }
     let status = if outcome.is_ok() { "ok" } else { "error" };

@@ -272,7 +272,9 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     startup = [(fn, _label(fn)) for fn in registry.startup_hooks]
     unused = sorted(set(registry.unused))
     for plugin in registry.plugins:
-        if getattr(plugin, "rate_limit_key", None) is not None:
+        # Honoured with the plugin's routes (serve's limiter); without routes
+        # there is nothing of the plugin's for serve to mount it with.
+        if getattr(plugin, "rate_limit_key", None) is not None and not callable(getattr(plugin, "routes", None)):
             unused.append("rate_limit_key")
     sinks = (registry.audit_sink_factory, registry.usage_sink_factory)
     routes = _routes(key, registry.plugins)
@@ -281,7 +283,7 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
 
 
 def _routes(key: str, plugins) -> list:
-    """``(plugin, self_authenticating_mounts, body_limit_bytes)`` of every
+    """``(plugin, self_authenticating_mounts, body_limit_bytes, rate_limit_key)`` of every
     plugin object with a callable ``routes`` (read with ``getattr``, as
     Felix reads them; a property that raises is reported and taken as unset)."""
     import logging
@@ -302,7 +304,13 @@ def _routes(key: str, plugins) -> list:
             continue
         mounts = [str(m) for m in read(plugin, "self_authenticating_mounts", ())]
         limit = read(plugin, "body_limit_bytes", None)
-        out.append((plugin, mounts, int(limit) if isinstance(limit, int) and limit > 0 else None))
+        rate_key = read(plugin, "rate_limit_key", None)
+        out.append((
+            plugin,
+            mounts,
+            int(limit) if isinstance(limit, int) and limit > 0 else None,
+            rate_key if callable(rate_key) else None,
+        ))
     return out
 
 
@@ -324,6 +332,16 @@ def plugin_app():
             ) from exc
         _APP = FastAPI(title="plughost: Felix plugin routes", docs_url=None, redoc_url=None, openapi_url=None)
     return _APP
+
+
+def rate_limit_key(resolver, scope: dict):
+    """Felix's ``RateLimitKeyResolver``: ``resolver(request)`` with a
+    Starlette ``Request`` of the head (the body is never read); a non-empty
+    string is the bucket, anything else lets the next resolver decide."""
+    from starlette.requests import Request
+
+    key = resolver(Request(scope))
+    return key if isinstance(key, str) and key else None
 
 
 def mount_routes(plugin):
