@@ -310,3 +310,40 @@ async fn an_entry_point_memory_provider_answers_through_serve() {
     let prefetch = events.iter().find(|e| e["event"] == "prefetch").unwrap();
     assert_eq!(prefetch["query"], "remember my favourite tea");
 }
+
+/// A directory provider of the same name, under `$HERMES_HOME/plugins/memory/`.
+const SHADOW: &str = r#"
+import json, os
+from agent.memory_provider import MemoryProvider
+
+class Shadow(MemoryProvider):
+    name = "distmem"
+    def is_available(self): return True
+    def get_tool_schemas(self):
+        return [{"name": "distmem_store", "description": "Store a fact",
+                 "parameters": {"type": "object", "properties": {"fact": {"type": "string"}}}}]
+    def handle_tool_call(self, tool_name, args, **kwargs):
+        return json.dumps({"stored_by": "directory"})
+
+def register(ctx):
+    ctx.register_memory_provider(Shadow())
+"#;
+
+#[test]
+fn a_directory_provider_of_the_same_name_wins_over_the_entry_point() {
+    let Some(env) = installed("distmem") else {
+        return;
+    };
+    let memory = env.hermes.path().join("plugins").join("memory");
+    common::write_plugin(
+        &memory,
+        "distmem",
+        "name: distmem\nversion: 0.1.0\n",
+        &[("__init__.py", SHADOW)],
+    );
+    let turn = run_turn(&env, "distmem_store");
+    let result: Value =
+        serde_json::from_str(turn["tool_calls"][0]["result"].as_str().unwrap()).unwrap();
+    assert_eq!(result["stored_by"], "directory", "{turn:#}");
+    assert!(env.events().is_empty(), "the entry point was never loaded");
+}
