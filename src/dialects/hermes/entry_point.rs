@@ -27,6 +27,19 @@ use crate::runtime::plugin_error;
 /// Hermes's entry-point group.
 pub const GROUP: &str = "hermes_agent.plugins";
 
+/// Hermes's memory-provider entry-point group (`plugins/memory`'s
+/// `ENTRY_POINTS_GROUP`): selected by `memory.provider`, not `plugins.enabled`.
+pub const MEMORY_GROUP: &str = "hermes_agent.memory_providers";
+
+/// Which group an entry point was found in: a general plugin's `register`
+/// is called as is; a memory provider's object is turned into a provider
+/// the way Hermes's `_load_provider_from_entry_point` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Plugins,
+    MemoryProviders,
+}
+
 /// The directories the interpreter imports from: `sys.path` of the running
 /// runtime, else what a freshly initialised interpreter would have plus an
 /// active virtualenv's site-packages (what the runtime adds when it starts),
@@ -77,6 +90,56 @@ fn candidate(ep: &EntryPoint, lists: &PluginLists, yaml: &PluginLists) -> Candid
             ))),
         )
     };
+    build(ep, PluginKind::Standalone, enabled, skip_reason)
+}
+
+/// Every `hermes_agent.memory_providers` entry point whose name no other
+/// candidate has taken (Hermes: directories win over entry points, and a
+/// distribution whose general plugin of the same name registers the
+/// provider is that plugin), enabled when `memory.provider` names it.
+pub fn discover_memory(home: &Path, lists: &PluginLists, taken: &[Candidate]) -> Vec<Candidate> {
+    use crate::plugins::format::Verdict;
+    if std::env::var("HERMES_SAFE_MODE").is_ok_and(|v| crate::plugins::config::truthy(&v)) {
+        return Vec::new();
+    }
+    let yaml = super::discover::read_config_lists(&super::discover::hermes_home());
+    let active = super::memory::configured(home);
+    let scan = entry_points::scan(&import_dirs(), MEMORY_GROUP);
+    for problem in &scan.problems {
+        tracing::warn!("{problem}");
+    }
+    let mut out: Vec<Candidate> = Vec::new();
+    for ep in &scan.entries {
+        if taken.iter().chain(out.iter()).any(|c| c.key == ep.name) {
+            continue;
+        }
+        let key = &ep.name;
+        let (enabled, why) = if lists.disabled.contains(key) || yaml.disabled.contains(key) {
+            (false, Some(Verdict::Disabled))
+        } else if active.as_deref() == Some(key.as_str()) {
+            (true, None)
+        } else {
+            let active_text = match &active {
+                Some(a) => format!("the active one is '{a}'"),
+                None => "none is selected".to_string(),
+            };
+            (false, Some(Verdict::NotEnabled(format!(
+                "memory provider (entry point of {} {}); {active_text} (Hermes runs one at a time); select it with memory.provider: {key} in Hermes's config.yaml, or \"memory\": {{\"provider\": \"{key}\"}} in plughost's config.json",
+                ep.distribution, ep.version
+            ))))
+        };
+        out.push(build(ep, PluginKind::Exclusive, enabled, why));
+    }
+    out
+}
+
+fn build(
+    ep: &EntryPoint,
+    kind: PluginKind,
+    enabled: bool,
+    skip_reason: Option<crate::plugins::format::Verdict>,
+) -> Candidate {
+    let key = ep.name.clone();
     Candidate {
         key: key.clone(),
         source: Source::Entrypoint,
@@ -90,7 +153,7 @@ fn candidate(ep: &EntryPoint, lists: &PluginLists, yaml: &PluginLists) -> Candid
                 ep.name, ep.value, ep.distribution, ep.version
             ),
             author: String::new(),
-            kind: PluginKind::Standalone,
+            kind,
             requires_env: Vec::new(),
             provides_tools: Vec::new(),
             provides_hooks: Vec::new(),
@@ -107,8 +170,10 @@ fn candidate(ep: &EntryPoint, lists: &PluginLists, yaml: &PluginLists) -> Candid
 }
 
 /// The entry point `key` of the distribution whose metadata directory is
-/// `dir`; `None` when `dir` is not a metadata directory (a plugin directory).
-pub fn find(dir: &Path, key: &str) -> Result<Option<EntryPoint>, PluginError> {
+/// `dir`, and its group (`hermes_agent.plugins` first, as discovery lets a
+/// general plugin take the name); `None` when `dir` is not a metadata
+/// directory (a plugin directory).
+pub fn find(dir: &Path, key: &str) -> Result<Option<(EntryPoint, Group)>, PluginError> {
     let is_metadata = dir
         .extension()
         .is_some_and(|x| x == "dist-info" || x == "egg-info");
@@ -116,17 +181,38 @@ pub fn find(dir: &Path, key: &str) -> Result<Option<EntryPoint>, PluginError> {
         return Ok(None);
     }
     let location = dir.parent().map(Path::to_path_buf).unwrap_or_default();
-    let scan = entry_points::scan(&[location], GROUP);
-    scan.entries
-        .into_iter()
-        .find(|ep| ep.metadata_dir == dir && ep.name == key)
-        .map(Some)
-        .ok_or_else(|| {
-            PluginError::native(format!(
-                "entry point '{key}' of group {GROUP} is no longer in {} (the distribution was changed or removed); reinstall it",
-                dir.join("entry_points.txt").display()
-            ))
-        })
+    for (group, name) in [
+        (Group::Plugins, GROUP),
+        (Group::MemoryProviders, MEMORY_GROUP),
+    ] {
+        let scan = entry_points::scan(std::slice::from_ref(&location), name);
+        if let Some(ep) = scan
+            .entries
+            .into_iter()
+            .find(|ep| ep.metadata_dir == dir && ep.name == key)
+        {
+            return Ok(Some((ep, group)));
+        }
+    }
+    Err(PluginError::native(format!(
+        "entry point '{key}' of group {GROUP} or {MEMORY_GROUP} is no longer in {} (the distribution was changed or removed); reinstall it",
+        dir.join("entry_points.txt").display()
+    )))
+}
+
+/// A memory-provider entry point's object as a `register(ctx)`: Hermes's
+/// order (a provider instance, a subclass, a module with `register`, a
+/// factory, a namespace holding a subclass), in the compat
+/// `agent.memory_provider`.
+pub fn memory_register_of<'py>(
+    target: &Bound<'py, PyAny>,
+    ep: &EntryPoint,
+) -> Result<Bound<'py, PyAny>, PluginError> {
+    let py = target.py();
+    py.import("agent.memory_provider")
+        .and_then(|m| m.getattr("_plughost_entry_point_register"))
+        .and_then(|f| f.call1((target, &ep.name)))
+        .map_err(|e| plugin_error(py, &e))
 }
 
 /// `ep.load()`: import the module, then follow the attribute path.
@@ -163,13 +249,21 @@ pub fn register_of<'py>(
 
 /// `ctx.manifest` of an entry-point plugin: its name, `source="entrypoint"`,
 /// `path` the entry point's value, as Hermes synthesises it.
-pub fn manifest_object<'py>(py: Python<'py>, ep: &EntryPoint) -> PyResult<Bound<'py, PyAny>> {
+pub fn manifest_object<'py>(
+    py: Python<'py>,
+    ep: &EntryPoint,
+    group: Group,
+) -> PyResult<Bound<'py, PyAny>> {
     let kw = PyDict::new(py);
     kw.set_item("name", &ep.name)?;
     kw.set_item("version", &ep.version)?;
     kw.set_item("description", "")?;
     kw.set_item("author", "")?;
-    kw.set_item("kind", "standalone")?;
+    let kind = match group {
+        Group::Plugins => "standalone",
+        Group::MemoryProviders => "exclusive",
+    };
+    kw.set_item("kind", kind)?;
     kw.set_item("key", &ep.name)?;
     kw.set_item("source", "entrypoint")?;
     kw.set_item("path", &ep.value)?;

@@ -493,11 +493,16 @@ impl Dialect for Hermes {
             // directory stands for it), loaded as Hermes's `ep.load()`;
             // else a plugin directory, imported as a package of its own.
             let (register, package, manifest) = match entry_point::find(dir, key)? {
-                Some(ep) => {
+                Some((ep, group)) => {
                     let target = entry_point::load(py, &ep)?;
-                    let register = entry_point::register_of(&target, &ep)?;
-                    let manifest =
-                        entry_point::manifest_object(py, &ep).map_err(|e| plugin_error(py, &e))?;
+                    let register = match group {
+                        entry_point::Group::Plugins => entry_point::register_of(&target, &ep)?,
+                        entry_point::Group::MemoryProviders => {
+                            entry_point::memory_register_of(&target, &ep)?
+                        }
+                    };
+                    let manifest = entry_point::manifest_object(py, &ep, group)
+                        .map_err(|e| plugin_error(py, &e))?;
                     (register, None, manifest)
                 }
                 None => {
@@ -595,7 +600,11 @@ impl Dialect for Hermes {
 
     fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
         // mp5: memory providers load by `memory.provider`, not `plugins.enabled`.
-        memory::select(home, discover::discover(lists))
+        let mut found = memory::select(home, discover::discover(lists));
+        // mp6: `hermes_agent.memory_providers` entry points, after every other source.
+        let memory_eps = entry_point::discover_memory(home, lists, &found);
+        found.extend(memory_eps);
+        found
     }
 
     /// `requires_plugins` first, as Hermes orders them ([`order`]).

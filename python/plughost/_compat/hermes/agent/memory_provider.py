@@ -179,3 +179,38 @@ def _plughost_tool(provider: Any, tool_name: str):
 
     handle_tool_call.__qualname__ = f"{type(provider).__name__}.handle_tool_call"
     return handle_tool_call
+
+
+def _plughost_entry_point_register(loaded: Any, name: str):
+    """``register(ctx)`` for a ``hermes_agent.memory_providers`` entry point,
+    in Hermes's ``_load_provider_from_entry_point`` order: a provider
+    instance, a subclass (instantiated), an object with ``register(ctx)``, a
+    factory returning a provider (else called as ``register(ctx)``), a
+    namespace holding a subclass. One that yields nothing fails the load with
+    a message, where Hermes only logs at debug level."""
+
+    def register(ctx):
+        if isinstance(loaded, MemoryProvider):
+            return ctx.register_memory_provider(loaded)
+        if isinstance(loaded, type) and issubclass(loaded, MemoryProvider):
+            return ctx.register_memory_provider(loaded())
+        if hasattr(loaded, "register"):
+            return loaded.register(ctx)
+        if callable(loaded):
+            try:
+                provider = loaded()
+            except TypeError:
+                return loaded(ctx)
+            if isinstance(provider, MemoryProvider):
+                return ctx.register_memory_provider(provider)
+            return loaded(ctx)
+        for attr_name in dir(loaded):
+            attr = getattr(loaded, attr_name, None)
+            if isinstance(attr, type) and issubclass(attr, MemoryProvider) and attr is not MemoryProvider:
+                return ctx.register_memory_provider(attr())
+        raise TypeError(
+            f"memory provider entry point '{name}' loaded {type(loaded).__name__} "
+            "with no MemoryProvider, register(ctx) or factory"
+        )
+
+    return register
