@@ -1,19 +1,19 @@
 """Hermes providers through the installed wheel's `Agent` (issue 22): a
 memory provider written in Hermes's shape (`agent.memory_provider.MemoryProvider`
 under `$HERMES_HOME/plugins/memory/`, selected by `memory.provider` in
-Hermes's config.yaml), in an agent turn with the scripted model: the recall
-is fenced into the user message the model gets, the provider's tool is
-dispatched, and the provider is synced after the turn.
-
-MCP servers from `mcp_servers` are not attached to the wheel's Host yet (its
-`tools()` lists none; the CLI and the Rust API attach them), so no MCP tool
-is part of this turn.
+Hermes's config.yaml) and a tool of an MCP server (written with the official
+`mcp` package, named by `mcp_servers` in plughost's config.json), both in one
+agent turn with the scripted model: the recall is fenced into the user
+message the model gets, the provider's tool and the MCP tool are dispatched,
+and the provider is synced after the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -58,27 +58,50 @@ def register(ctx):
     ctx.register_memory_provider(Recall())
 """
 
+SERVER = """
+try:  # mcp 2.x renamed FastMCP
+    from mcp.server.mcpserver import MCPServer as Server
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as Server
+
+server = Server("wheeltest")
+
+@server.tool()
+def reverse(text: str) -> str:
+    \"\"\"Reverse a text.\"\"\"
+    return text[::-1]
+
+server.run("stdio")
+"""
 
 SCRIPT = """
 turns:
   - tool_calls:
       - name: wheelrecall_store
         args: {fact: "genmaicha"}
+      - name: mcp_wheel_reverse
+        args: {text: "abc"}
   - say: "done: {tool_results}"
 """
 
 NO_BUNDLED = ["command-guard", "disk-cleanup", "tool-audit"]
 
 
-def test_a_memory_provider_in_an_agent_turn_of_the_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="the official mcp package is not installed")
+def test_a_memory_provider_and_an_mcp_tool_in_one_agent_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hermes = tmp_path / "hermes"
     plugin = hermes / "plugins" / "memory" / "wheelrecall"
     plugin.mkdir(parents=True)
     (plugin / "plugin.yaml").write_text("name: wheelrecall\nversion: 0.1.0\n")
     (plugin / "__init__.py").write_text(textwrap.dedent(PROVIDER))
     (hermes / "config.yaml").write_text("memory:\n  provider: wheelrecall\n")
+    server = tmp_path / "server.py"
+    server.write_text(textwrap.dedent(SERVER))
     home = tmp_path / "home"
     home.mkdir()
+    (home / "config.json").write_text(
+        json.dumps({"mcp_servers": {"wheel": {"command": sys.executable, "args": [str(server)]}}})
+    )
     log = tmp_path / "mem.log"
     monkeypatch.setenv("HERMES_HOME", str(hermes))
     monkeypatch.setenv("MEM_LOG", str(log))
@@ -97,6 +120,8 @@ def test_a_memory_provider_in_an_agent_turn_of_the_wheel(tmp_path: Path, monkeyp
     calls = {c["name"]: c for c in report["tool_calls"]}
     assert calls["wheelrecall_store"]["outcome"] == "ok", report["tool_calls"]
     assert json.loads(calls["wheelrecall_store"]["result"]) == {"stored": "genmaicha"}
+    assert calls["mcp_wheel_reverse"]["outcome"] == "ok", report["tool_calls"]
+    assert "cba" in calls["mcp_wheel_reverse"]["result"]
 
     first = report["model_calls"][0]
     user = next(m for m in first["messages"] if m["role"] == "user")["content"]
