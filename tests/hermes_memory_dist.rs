@@ -270,7 +270,7 @@ async fn an_entry_point_memory_provider_answers_through_serve() {
         return;
     };
     let script = env.script("distmem_store");
-    let mut child = env
+    let child = env
         .command(&[
             "serve",
             "--port",
@@ -284,21 +284,7 @@ async fn an_entry_point_memory_provider_answers_through_serve() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let url = common::serve_url(&mut child);
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let response = client
-        .post(format!("{url}/v1/chat/completions"))
-        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "remember my favourite tea"}]}))
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    let (status, body) = common::chat_once(child, "remember my favourite tea").await;
     assert_eq!(status, 200, "{body:#}");
     let reply = body["choices"][0]["message"]["content"].as_str().unwrap();
     assert!(reply.contains(r#""stored_by": "distmem""#), "{body:#}");

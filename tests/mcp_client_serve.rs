@@ -7,10 +7,9 @@ mod common;
 mod mcp_client_common;
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use mcp_client_common::{mcp_python, server_file, HttpServer};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const SCRIPT: &str = r#"
 turns:
@@ -41,7 +40,7 @@ async fn config_mcp_server_tools_answer_through_serve_chat_completions() {
     .unwrap();
     let script = work.path().join("script.yaml");
     std::fs::write(&script, SCRIPT).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+    let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .args(["serve", "--port", "0", "--model", "scripted", "--script"])
         .arg(&script)
         .env("PLUGHOST_HOME", home.path())
@@ -52,21 +51,7 @@ async fn config_mcp_server_tools_answer_through_serve_chat_completions() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let url = common::serve_url(&mut child);
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let response = client
-        .post(format!("{url}/v1/chat/completions"))
-        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "go"}]}))
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    let (status, body) = common::chat_once(child, "go").await;
     assert_eq!(status, 200, "{body:#}");
     let reply = body["choices"][0]["message"]["content"]
         .as_str()

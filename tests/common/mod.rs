@@ -122,3 +122,27 @@ pub fn serve_url(child: &mut std::process::Child) -> String {
     });
     url
 }
+
+/// One `/v1/chat/completions` request with `content` as the user's
+/// message to a started `plughost serve`, which is then stopped: the
+/// answer's status and body.
+pub async fn chat_once(mut child: std::process::Child, content: &str) -> (u16, serde_json::Value) {
+    let url = serve_url(&mut child);
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let response = client
+        .post(format!("{url}/v1/chat/completions"))
+        .json(
+            &serde_json::json!({"model": "m", "messages": [{"role": "user", "content": content}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body: serde_json::Value = response.json().await.unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    (status, body)
+}
