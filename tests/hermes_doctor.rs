@@ -77,6 +77,7 @@ const FIRED: &[&str] = &[
     "subagent_start",
     "subagent_stop",
     "pre_gateway_dispatch",
+    "pre_command",
 ];
 
 #[test]

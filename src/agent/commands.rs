@@ -1,9 +1,13 @@
 //! The agent's slash commands: the command table's rows for the agent
 //! ([`crate::core::commands`]) dispatched on their typed ids; every other
 //! line goes to the host's router (`/plugins`, the plugins' commands).
+//! Before a recognised command's handler runs, the lanes of
+//! [`Point::CommandBefore`] fire (Hermes's `pre_command`).
 
-use crate::core::commands::{builtin, split_line, BuiltinId, CommandTable, Surface};
-use crate::core::hooks::HookEvent;
+use serde_json::{Map, Value};
+
+use crate::core::commands::{builtin, split_line, BuiltinId, CommandTable, Surface, BUILTINS};
+use crate::core::hooks::{HookEvent, HookPayload, LoopContext, Point};
 
 use super::session::Session;
 use super::Inner;
@@ -19,6 +23,11 @@ impl Inner {
         line: &str,
     ) -> Option<String> {
         let (name, args) = split_line(line);
+        let found = builtin(Surface::Agent, &name, args);
+        if let Some(canonical) = self.recognised(&name, found) {
+            self.fire_command_before(session, &name, canonical, args)
+                .await;
+        }
         // Hermes's `/reload-plugins`: the host discovers and loads again.
         if name == RELOAD_COMMAND {
             return Some(match self.host.reload_now().await {
@@ -26,7 +35,7 @@ impl Inner {
                 Err(e) => format!("Error: the plugins were not reloaded: {e}"),
             });
         }
-        match builtin(Surface::Agent, &name, args) {
+        match found {
             Some(BuiltinId::NewSession) => {
                 if let Err(e) = session.reset() {
                     return Some(format!("Error: could not archive the transcript: {e}"));
@@ -53,6 +62,62 @@ impl Inner {
                     Err(e) => Some(format!("Error: {e}")),
                 }
             }
+        }
+    }
+
+    /// The canonical name of the command `name` runs, when it is one the
+    /// agent recognises (a built-in, `/reload-plugins`, a plugin's).
+    fn recognised(&self, name: &str, found: Option<BuiltinId>) -> Option<String> {
+        if name == RELOAD_COMMAND {
+            return Some(name.to_string());
+        }
+        if let Some(id) = found {
+            return BUILTINS
+                .iter()
+                .find(|b| b.id == id)
+                .and_then(|b| b.names.first())
+                .map(|n| n.to_string());
+        }
+        let registry = self.host.registry();
+        registry.command(name).map(|c| c.name.clone())
+    }
+
+    /// Fire [`Point::CommandBefore`] with Hermes's `pre_command` keywords;
+    /// answers are not used (Hermes v1 ignores them).
+    async fn fire_command_before(
+        &self,
+        session: &Session,
+        typed: &str,
+        canonical: String,
+        args: &str,
+    ) {
+        let registry = self.host.registry();
+        let lanes: Vec<_> = registry.hooks().lanes_at(Point::CommandBefore).collect();
+        if lanes.is_empty() {
+            return;
+        }
+        let mut params = Map::new();
+        params.insert("surface".into(), Value::from("cli"));
+        let alias = (typed != canonical).then(|| Value::from(typed));
+        params.insert("command".into(), Value::from(canonical));
+        params.insert("alias_used".into(), alias.unwrap_or(Value::Null));
+        params.insert("args_raw".into(), Value::from(args));
+        params.insert("session_key".into(), Value::from(session.key.as_str()));
+        params.insert("platform".into(), Value::from("cli"));
+        let mut lc = LoopContext {
+            session_id: session.key.clone(),
+            params,
+            ..Default::default()
+        };
+        for (lane, entries) in lanes {
+            lc.stage = Some(lane);
+            crate::core::fire::fire_entries(
+                entries,
+                lane,
+                HookPayload::Loop(&mut lc),
+                registry.hook_timeout,
+            )
+            .await;
         }
     }
 }

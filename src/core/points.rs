@@ -232,11 +232,15 @@ pub enum Point {
     /// After a reload swapped in a new plugin set (no core lane: Codumentor
     /// brings `onConfigReload`).
     Reloaded,
+    // --- added by h7 ---
+    /// Before a recognised slash command's handler runs in the agent (no
+    /// core lane: Hermes brings `pre_command`).
+    CommandBefore,
 }
 
 impl Point {
     /// Every point, in the order a turn meets them.
-    pub const ALL: [Point; 25] = [
+    pub const ALL: [Point; 26] = [
         Point::HostStart,
         Point::InboundMessage,
         Point::SessionStart,
@@ -263,6 +267,8 @@ impl Point {
         Point::ScheduledDisabled,
         // --- added by rl5 ---
         Point::Reloaded,
+        // --- added by h7 ---
+        Point::CommandBefore,
     ];
 
     /// The core's lanes of the point, in firing order; the lanes dialects
@@ -296,6 +302,8 @@ impl Point {
             Point::ScheduledRun | Point::ScheduledDisabled => &[],
             // --- added by rl5 ---
             Point::Reloaded => &[],
+            // --- added by h7 ---
+            Point::CommandBefore => &[],
         }
     }
 }

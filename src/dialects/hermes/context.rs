@@ -285,7 +285,7 @@ impl HermesContext {
             .extract()
             .map_err(|_| PyTypeError::new_err("register_hook: hook name must be a string"))?;
         require_callable(callback, "register_hook: callback")?;
-        let event = HookEvent::from_name(&name);
+        let event = HookEvent::from_name(&name).or_else(|| super::lanes::by_name(&name));
         if event.is_none() {
             if never_fires(&name) {
                 tracing::info!(

@@ -199,7 +199,14 @@ fn kwargs<'py>(
             kw.set_item("gateway", &ctx.gateway)?;
             kw.set_item("session_store", py.None())?;
         }
-        // Hermes names only the seed's events; loop points never reach it.
+        // Hermes's own lanes ([`super::lanes`]): the keywords are the
+        // point's parameters, as the firing place wrote them.
+        HookPayload::Loop(lc) if matches!(event, HookEvent::Lane(_)) => {
+            for (k, v) in &lc.params {
+                kw.set_item(k, to_py(v)?)?;
+            }
+        }
+        // Hermes names no loop point of the core.
         HookPayload::Loop(_) => {
             return Err(pyo3::exceptions::PyTypeError::new_err(
                 "a Hermes hook is never subscribed to a loop point",
@@ -414,6 +421,16 @@ fn interpret(
                 Some("rewrite") => Ok(HookAction::Rewrite(field("text"))),
                 _ => Ok(HookAction::Continue),
             }
+        }
+        // Hermes v1 ignores `pre_command`'s answer; a directive is logged
+        // so a plugin expecting a block or rewrite can be found.
+        HookEvent::Lane(_) if dict.is_some() => {
+            tracing::debug!(
+                "a {} hook answered {}; its answer is ignored (as in Hermes v1)",
+                event.name(),
+                text_of(ret)
+            );
+            Ok(HookAction::Continue)
         }
         // Hermes ignores every other answer.
         _ => Ok(HookAction::Continue),

@@ -11,6 +11,7 @@ pub mod entry_point;
 pub mod gates;
 pub mod handlers;
 pub mod hooks;
+pub mod lanes;
 pub mod link;
 pub mod manifest;
 pub mod mcp;
@@ -419,6 +420,9 @@ fn register_web_providers(py: Python<'_>, providers: Vec<Py<PyAny>>) -> PyResult
 pub struct Hermes;
 
 impl Dialect for Hermes {
+    fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
+        lanes::LANES
+    }
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
     }
@@ -466,7 +470,9 @@ impl Dialect for Hermes {
     /// Hermes's names are the core's, plus Hermes-only hooks plughost
     /// accepts and never fires ([`context::never_fires`]).
     fn never_fires(&self, event: &str) -> Option<&'static str> {
-        if crate::core::hooks::HookEvent::from_name(event).is_some() {
+        if crate::core::hooks::HookEvent::from_name(event).is_some()
+            || lanes::by_name(event).is_some()
+        {
             None
         } else if let Some(why) = valid_hooks::never_fires(event) {
             Some(why)

@@ -95,9 +95,6 @@ pub fn never_fires(name: &str) -> Option<&'static str> {
         "gateway_platform_event" => {
             "plughost has no messaging-platform adapters (Telegram, Discord, …): it never fires"
         }
-        "pre_command" => {
-            "plughost's slash-command dispatch (/name) does not fire it: it never fires"
-        }
         "pre_auxiliary_call" | "post_auxiliary_call" => {
             "plughost makes no auxiliary model calls (Hermes's side tasks: titles, compression): it never fires"
         }
@@ -118,7 +115,8 @@ mod tests {
     #[test]
     fn every_valid_hook_fires_or_has_a_reason() {
         for name in VALID_HOOKS {
-            let fires = HookEvent::from_name(name).is_some();
+            let fires = HookEvent::from_name(name).is_some()
+                || super::super::lanes::by_name(name).is_some();
             assert!(
                 fires != never_fires(name).is_some(),
                 "{name}: fires {fires}, reason {:?}",
