@@ -61,7 +61,7 @@ def register(ctx):
     seen["cap_other"] = ctx.has_capability("shell")
     seen["profile"] = ctx.profile_name
     seen["reaction"] = ctx.platform_actions.add_reaction("chan", "msg", "+1")["ok"]
-    seen["subagents"] = ctx.subagent_lifecycle.list_active()["ok"]
+    seen["subagents"] = type(ctx.subagent_lifecycle).__name__
     for name in ("register_context_reference", "register_terminal_environment_provider",
                  "register_secret_source"):
         getattr(ctx, name)(object())
@@ -172,7 +172,7 @@ fn the_current_plugin_context_works_the_hermes_way() {
     assert_eq!(seen["cap_other"], false);
     assert_eq!(seen["profile"], "custom");
     assert_eq!(seen["reaction"], false);
-    assert_eq!(seen["subagents"], false);
+    assert_eq!(seen["subagents"], "SubagentLifecycleService");
     assert_eq!(seen["reserved_emit"], "refused");
 
     // Settings persisted in plughost's config.json under the plugin's entry.

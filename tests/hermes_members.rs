@@ -144,3 +144,174 @@ fn pre_command_fires_before_a_recognised_command_with_hermes_keywords() {
     assert_eq!(heard[1]["alias_used"], "clear");
     assert_eq!(heard[1]["args_raw"], "");
 }
+
+/// A `@doi:` reference provider (and one on a reserved prefix, refused),
+/// a terminal backend that records what it runs, and a tool that runs a
+/// child through `subagent_lifecycle`; hooks write down what they saw.
+const MEMBERS: &str = r#"
+import asyncio, json
+from hermes_constants import get_hermes_home
+from agent.context_references import ContextReferenceProvider
+from agent.terminal_env_provider import TerminalEnvironmentProvider
+from agent.subagent_lifecycle import SubagentLaunchRequest, SubagentLifecycleError
+
+HOME = get_hermes_home()
+
+def log(name, value):
+    with open(HOME / name, "a") as f:
+        f.write(json.dumps(value) + "\n")
+
+class Doi(ContextReferenceProvider):
+    prefix = "doi"
+    async def autocomplete(self, query, *, limit=10):
+        return []
+    async def expand(self, target):
+        await asyncio.sleep(0)
+        return f"Paper {target}: Attention Is All You Need"
+
+class Reserved(Doi):
+    prefix = "file"
+
+class Environment:
+    def __init__(self, cwd):
+        self.cwd = cwd
+    def execute(self, command, cwd=None, timeout=None, **kwargs):
+        log("sandbox.jsonl", {"command": command, "cwd": cwd})
+        return {"output": f"sandboxed: {command}", "returncode": 3}
+    def cleanup(self):
+        log("sandbox.jsonl", {"cleanup": True})
+
+class Sandbox(TerminalEnvironmentProvider):
+    @property
+    def name(self):
+        return "sandbox"
+    def is_available(self):
+        return True
+    def create_environment(self, *, cwd, timeout, task_id="default", **kwargs):
+        log("sandbox.jsonl", {"created": cwd, "task": task_id})
+        return Environment(cwd)
+
+def spawn_child(args, **kwargs):
+    service = CTX.subagent_lifecycle
+    handle = service.launch(SubagentLaunchRequest(goal=args["goal"]))
+    done = service.wait(handle, timeout_seconds=60)
+    result = service.result(handle)
+    again = service.cancel(handle, reason="late")
+    return json.dumps({"completed": done.completed, "state": result.terminal_state.value,
+                       "summary": result.summary, "error": result.error_message, "already_terminal": again.already_terminal,
+                       "status": service.status(handle).state.value})
+
+def register(ctx):
+    global CTX
+    CTX = ctx
+    ctx.register_context_reference(Doi())
+    ctx.register_context_reference(Reserved())
+    ctx.register_context_reference(object())
+    ctx.register_terminal_environment_provider(Sandbox())
+    try:
+        ctx.subagent_lifecycle.launch(SubagentLaunchRequest(goal="too early"))
+        log("seen.jsonl", {"outside": "launched"})
+    except SubagentLifecycleError as e:
+        log("seen.jsonl", {"outside": str(e)})
+    ctx.register_hook("pre_llm_call", lambda user_message, **kw: log("seen.jsonl", {"user": user_message}))
+    ctx.register_hook("subagent_start", lambda child_goal, **kw: log("seen.jsonl", {"child": child_goal}))
+    ctx.register_tool("spawn_child", "members",
+                      {"name": "spawn_child", "description": "Run a child",
+                       "parameters": {"type": "object", "properties": {"goal": {"type": "string"}}}},
+                      spawn_child)
+"#;
+
+#[test]
+fn context_references_terminal_backends_and_subagent_lifecycle_work_the_hermes_way() {
+    let env = Env::new();
+    std::fs::write(
+        env.hermes.path().join("config.yaml"),
+        "terminal:\n  backend: sandbox\n  cwd: /sandbox/work\n",
+    )
+    .unwrap();
+    env.install("members", MEMBERS);
+    let script = r#"
+turns:
+  - tool_calls:
+      - name: exec
+        args: {command: "echo hi", cwd: "sub"}
+      - name: spawn_child
+        args: {goal: "count to two"}
+  - say: "reply: {tool_results}"
+"#;
+    let report = env.turn("Summarise @doi:10.1/abc. and @nope:x", script);
+    let calls = report["tool_calls"].as_array().unwrap();
+    let exec = calls.iter().find(|c| c["name"] == "exec").unwrap();
+    assert_eq!(
+        exec["result"], "sandboxed: echo hi\n[exit code: 3]",
+        "{report:#}"
+    );
+    let ran = lines(&env.hermes.path().join("sandbox.jsonl"));
+    assert_eq!(ran[0]["created"], "/sandbox/work", "{ran:#?}");
+    assert_eq!(ran[1]["command"], "echo hi");
+    assert_eq!(ran[1]["cwd"], "/sandbox/work/sub");
+    assert!(ran.iter().any(|r| r["cleanup"] == true), "{ran:#?}");
+
+    let child = calls.iter().find(|c| c["name"] == "spawn_child").unwrap();
+    let child: Value = serde_json::from_str(child["result"].as_str().unwrap()).unwrap();
+    assert_eq!(child["state"], "SUCCEEDED", "{child:#}");
+    assert_eq!(child["completed"], true);
+    assert_eq!(child["status"], "SUCCEEDED");
+    assert_eq!(child["already_terminal"], true);
+    assert!(
+        child["summary"].as_str().unwrap().contains("reply:"),
+        "{child:#}"
+    );
+
+    let seen = lines(&env.hermes.path().join("seen.jsonl"));
+    assert_eq!(
+        seen[0]["outside"],
+        "No active Hermes parent session is available."
+    );
+    let user = seen
+        .iter()
+        .find_map(|s| s["user"].as_str())
+        .expect("pre_llm_call saw the user message");
+    assert!(
+        user.starts_with(
+            "Summarise @doi:10.1/abc. and @nope:x\n\n--- Attached Context ---\n\n📌 @doi:10.1/abc."
+        ),
+        "{user}"
+    );
+    assert!(
+        user.contains("Paper 10.1/abc: Attention Is All You Need"),
+        "{user}"
+    );
+    assert!(
+        !user.contains("nope:x:"),
+        "an unknown prefix is left alone: {user}"
+    );
+    assert!(
+        seen.iter().any(|s| s["child"] == "count to two"),
+        "the child ran as a plughost sub-agent: {seen:#?}"
+    );
+}
+
+#[test]
+fn doctor_says_which_terminal_backend_is_active_and_why_not() {
+    let env = Env::new();
+    env.install("members", MEMBERS);
+    let out = env.run(&["plugins", "doctor"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("context reference @doi: expanded where a user message names @doi:<target>"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "terminal backend sandbox: not active: the default names 'local', so exec runs locally"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("register_context_reference"), "{text}");
+    assert!(
+        !text.contains("register_terminal_environment_provider"),
+        "{text}"
+    );
+}

@@ -44,8 +44,6 @@ pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_system_prompt_section",
     "register_redaction_patterns",
     "register_approval_transport",
-    "register_context_reference",
-    "register_terminal_environment_provider",
     "register_secret_source",
 ];
 
@@ -120,6 +118,11 @@ impl HermesContext {
                 unused: Vec::new(),
             })),
         }
+    }
+
+    /// Its `_plughost_hermes_ctx.PluginRuntime`.
+    pub fn runtime<'py>(&self, py: Python<'py>) -> &Bound<'py, PyAny> {
+        self.runtime.bind(py)
     }
 
     /// The web providers it registered (taken; call after [`Self::finish`]).

@@ -15,6 +15,7 @@ pub mod lanes;
 pub mod link;
 pub mod manifest;
 pub mod mcp;
+pub mod members;
 pub mod order;
 mod python_fns;
 pub mod reference;
@@ -90,6 +91,26 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
         false
     ),
     ("agent.browser_provider", "agent/browser_provider.py", false),
+    (
+        "agent.subagent_lifecycle",
+        "agent/subagent_lifecycle.py",
+        false
+    ),
+    (
+        "agent.context_references",
+        "agent/context_references.py",
+        false
+    ),
+    (
+        "agent.terminal_env_provider",
+        "agent/terminal_env_provider.py",
+        false
+    ),
+    (
+        "agent.terminal_env_registry",
+        "agent/terminal_env_registry.py",
+        false
+    ),
     ("agent.tts_provider", "agent/tts_provider.py", false),
     (
         "agent.transcription_provider",
@@ -158,6 +179,10 @@ fn install(py: Python<'_>, plughost_home: &Path) -> PyResult<()> {
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::schema_problem, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::dispatch_tool, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(python_fns::parse_yaml, &finder)?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(
+                python_fns::calling_session,
+                &finder
+            )?)?;
             finder.add_function(pyo3::wrap_pyfunction!(
                 python_fns::write_plugin_setting,
                 &finder
@@ -435,7 +460,9 @@ impl Dialect for Hermes {
 
     // mp5: each provider plugin's provider, active or why not.
     fn providers(&self, state: &Extensions, key: &str) -> Vec<String> {
-        providers::doctor_lines(state, key)
+        let mut lines = providers::doctor_lines(state, key);
+        lines.extend(members::doctor_lines(state, key));
+        lines
     }
 
     fn terminal_commands(&self, state: &Extensions) -> Vec<(String, String, String)> {
@@ -568,10 +595,14 @@ impl Dialect for Hermes {
                 .map_err(|e| plugin_error(py, &e))?;
             let outcome = register.call1((ctx.clone_ref(py),));
             let _ = finder.setattr("_CURRENT", py.None());
-            let (registrations, unused) = ctx.get().finish();
+            let (mut registrations, unused) = ctx.get().finish();
             let cli_commands = ctx.get().take_cli_commands();
             let web_providers = ctx.get().take_web_providers();
             registered(py, outcome)?; // a failure drops `teardown`: what it spawned is released
+            registrations.extend(
+                members::registrations(py, state, key, ctx.get().runtime(py))
+                    .map_err(|e| plugin_error(py, &e))?,
+            );
             let _ = bus.call_method1("loaded", (key, name));
             register_web_providers(py, web_providers).map_err(|e| plugin_error(py, &e))?;
             cli::commit(state, key, cli_commands);

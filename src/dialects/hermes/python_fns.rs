@@ -33,6 +33,13 @@ pub fn dispatch_tool(
     Ok(py.detach(|| super::link::dispatch_tool(&host, &name, args, &task_id)))
 }
 
+/// The session of the tool call running now (`None` outside one): the
+/// parent a `subagent_lifecycle.launch` needs.
+#[pyfunction]
+pub fn calling_session(py: Python<'_>) -> Option<String> {
+    super::link::calling_turn(py).map(|(_, session)| session)
+}
+
 /// `hermes_cli.config.load_config`'s parser: YAML `text` (of the file
 /// `path`, named in errors) as Python values.
 #[pyfunction]

@@ -28,3 +28,5 @@ def current_context():
 
 def dispatch_tool(name, args, task_id):
     return json.dumps({"error": f"dispatch_tool('{name}'): no plughost host runs in this process"})
+def calling_session():
+    return None

@@ -40,6 +40,8 @@ class HostBus:
         self._local = threading.local()
         #: key -> manifest name of each plugin loaded on the host.
         self._loaded: "dict[str, str]" = {}
+        #: name -> (owner, provider): the host's terminal backends.
+        self._terminal: "dict[str, tuple[str, object]]" = {}
 
     def subscribe(self, owner: str, event: str, callback) -> None:
         with self._lock:
@@ -47,6 +49,7 @@ class HostBus:
 
     def remove_owner(self, owner: str) -> None:
         with self._lock:
+            self._terminal = {n: e for n, e in self._terminal.items() if e[0] != owner}
             for event, subs in list(self._subscribers.items()):
                 subs[:] = [s for s in subs if s[0] != owner]
                 if not subs:
@@ -114,6 +117,27 @@ class HostBus:
     def has_plugin(self, plugin_id: str) -> bool:
         with self._lock:
             return any(k == plugin_id or n == plugin_id for k, n in self._loaded.items())
+
+    # -- terminal backends (``agent.terminal_env_registry``) -----------------
+    def add_terminal_provider(self, owner: str, provider) -> str:
+        """Register a backend by its name; ``ValueError`` as Hermes's registry raises it."""
+        from agent.terminal_env_registry import BUILTIN_BACKEND_NAMES
+
+        name = str(provider.name).strip().lower()
+        if not name:
+            raise ValueError("Terminal environment provider name must be non-empty")
+        if name in BUILTIN_BACKEND_NAMES:
+            raise ValueError(f"Terminal backend name '{name}' is reserved for the built-in {name} backend "
+                             "and cannot be registered by a plugin")
+        with self._lock:
+            if name in self._terminal:
+                raise ValueError(f"Terminal environment provider '{name}' is already registered")
+            self._terminal[name] = (owner, provider)
+        return name
+
+    def terminal_providers(self) -> dict:
+        with self._lock:
+            return {n: p for n, (_o, p) in self._terminal.items()}
 
 
 def _cancel_and_wait(future, holder: dict, loop, limit: float = 2.0) -> None:
@@ -303,8 +327,13 @@ class PluginRuntime:
         self._state = None
         self.platform_actions = _Unavailable(
             "platform_actions", "plughost has no messaging platform (gateway.platform_actions is off)")
-        self.subagent_lifecycle = _Unavailable(
-            "subagent_lifecycle", "plughost's sub-agents (the delegate tool) have no lifecycle service")
+        self._subagents = None
+        #: prefix -> provider: this plugin's ``@<prefix>:`` references.
+        self._references: "dict[str, object]" = {}
+        #: name -> provider: this plugin's terminal backends.
+        self._backends: "dict[str, object]" = {}
+        #: session -> environment of the active backend, made on first use.
+        self._environments: "dict[str, object]" = {}
 
     # -- teardown ---------------------------------------------------------
     def on_unload(self, callback):
@@ -354,6 +383,14 @@ class PluginRuntime:
         """Release everything in reverse acquisition order; failures are logged."""
         self._bus.drain()
         self._bus.remove_owner(self.plugin_id)
+        if self._subagents is not None:
+            self._subagents.shutdown()
+        environments, self._environments = list(self._environments.values()), {}
+        for env in environments:
+            try:
+                getattr(env, "cleanup", lambda: None)()
+            except Exception as exc:
+                logger.warning("plugin %s terminal environment cleanup raised: %s", self.plugin_id, exc)
         with self._lock:
             items, self._teardown = self._teardown[::-1], []
         for kind, label, release in items:
@@ -416,6 +453,105 @@ class PluginRuntime:
             return granted.get(name) is True
         return isinstance(granted, list) and name in granted
 
+    # -- sub-agents, @-references, terminal backends ------------------------
+    @property
+    def subagent_lifecycle(self):
+        """Hermes's ``SubagentLifecycleService`` over plughost's ``delegate``."""
+        if self._subagents is None:
+            from agent.subagent_lifecycle import SubagentLifecycleService
+
+            self._subagents = SubagentLifecycleService()
+        return self._subagents
+
+    def register_context_reference(self, provider) -> None:
+        from agent.context_references import ContextReferenceProvider, check_provider
+
+        if not isinstance(provider, ContextReferenceProvider):
+            logger.warning("Plugin '%s' tried to register a context reference provider that is not a "
+                           "ContextReferenceProvider (%s); ignored", self.plugin_id, type(provider).__name__)
+            return None
+        try:
+            prefix = check_provider(provider, self._references)
+        except ValueError as exc:
+            logger.warning("Plugin '%s' context reference registration failed: %s", self.plugin_id, exc)
+            return None
+        self._references[prefix] = provider
+        logger.info("Plugin '%s' registered context reference: @%s:", self.plugin_id, prefix)
+
+    def expand_references(self, text: str) -> str:
+        """``text`` with this plugin's ``@<prefix>:`` references expanded (Hermes's sync wrapper)."""
+        from agent.context_references import expand_message
+
+        coro = expand_message(text, dict(self._references))
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(coro)
+        import concurrent.futures
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, coro).result()
+
+    def register_terminal_environment_provider(self, provider):
+        from agent.terminal_env_provider import TerminalEnvironmentProvider
+
+        if not isinstance(provider, TerminalEnvironmentProvider):
+            logger.warning("Plugin '%s' tried to register a terminal environment provider that is not a "
+                           "TerminalEnvironmentProvider (%s); ignored", self.plugin_id, type(provider).__name__)
+            return None
+        try:
+            name = self._bus.add_terminal_provider(self.plugin_id, provider)
+        except ValueError as exc:
+            logger.warning("Plugin '%s' terminal environment provider registration failed: %s", self.plugin_id, exc)
+            return None
+        self._backends[name] = provider
+        logger.info("Plugin '%s' registered terminal environment provider: %s", self.plugin_id, name)
+        return provider
+
+    def terminal_backend(self):
+        """``(name, where it is set)``: Hermes's active backend (``TERMINAL_ENV``, else
+        ``terminal.backend`` of ``config.yaml``, else ``local``)."""
+        env = os.environ.get("TERMINAL_ENV", "").strip().lower()
+        if env:
+            return env, "TERMINAL_ENV"
+        terminal = _hermes_config(self._home).get("terminal")
+        name = str(terminal.get("backend") or "").strip().lower() if isinstance(terminal, dict) else ""
+        return (name, "terminal.backend in config.yaml") if name else ("local", "the default")
+
+    def terminal_handler(self):
+        """The handler of plughost's ``exec`` (Hermes's ``terminal``) running through this
+        plugin's active backend, or ``None`` when ``terminal.backend`` names none of its backends."""
+        name, _where = self.terminal_backend()
+        provider = self._backends.get(name)
+        if provider is None:
+            return None
+        from agent.terminal_env_provider import run_command
+
+        terminal = _hermes_config(self._home).get("terminal")
+        base = str((terminal.get("cwd") if isinstance(terminal, dict) else None) or os.getcwd())
+
+        def terminal(args, task_id=None, **_kw):
+            key = task_id or "default"
+            env = self._environments.get(key)
+            if env is None:
+                env = provider.create_environment(cwd=base, timeout=180, task_id=key)
+                self._environments[key] = env
+            return run_command(env, args, base)
+
+        return terminal
+
+    def doctor_lines(self) -> list:
+        lines = [f"context reference @{p}: expanded where a user message names @{p}:<target>"
+                 for p in sorted(self._references)]
+        name, where = self.terminal_backend()
+        for backend in sorted(self._backends):
+            if backend == name:
+                lines.append(f"terminal backend {backend}: active ({where}); exec (Hermes's terminal) runs through it")
+            else:
+                lines.append(f"terminal backend {backend}: not active: {where} names '{name}', so exec runs "
+                             f"locally (set terminal.backend: {backend} in config.yaml to use it)")
+        return lines
+
     # -- state and profile ------------------------------------------------
     @property
     def state(self) -> PluginState:
@@ -442,8 +578,17 @@ class PluginRuntime:
 MEMBERS = frozenset({
     "on_unload", "spawn_task", "emit", "subscribe", "state", "profile_name",
     "platform_actions", "subagent_lifecycle", "has_plugin", "get_config", "set_config",
-    "has_capability",
+    "has_capability", "register_context_reference", "register_terminal_environment_provider",
+    "_bus",
 })
+
+
+def calling_bus():
+    """The bus of the host whose plugin is registering now (``None`` outside ``register``)."""
+    import _plughost_hermes
+
+    ctx = _plughost_hermes.current_context()
+    return None if ctx is None else ctx._bus
 
 
 def member(runtime: PluginRuntime, name: str):
