@@ -53,6 +53,26 @@ pub trait McpCalls: Send + Sync + 'static {
         arguments: Map<String, Value>,
         timeout: Duration,
     ) -> BoxFuture<Result<McpAnswer, McpCallError>>;
+    // --- added by h7 ---
+    /// Each server's state and the registry names of its tools (Hermes's
+    /// `tools.mcp_tool.get_mcp_status` / `discover_mcp_tools`).
+    fn servers(&self) -> Vec<McpServerInfo> {
+        Vec::new()
+    }
+}
+
+// --- added by h7 ---
+/// One MCP server as a plugin's status query sees it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct McpServerInfo {
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// `connected`, `disconnected` or `failed`.
+    pub state: String,
+    /// The registry names of its tools (`mcp_<server>_<tool>`).
+    pub tools: Vec<String>,
+    pub last_error: Option<String>,
 }
 
 /// The MCP client of a host, once it has one, and the home whose

@@ -35,6 +35,9 @@ pub use server::ServerStatus;
 pub struct McpClient {
     servers: BTreeMap<String, Arc<server::Server>>,
     runtime: runtime::ClientRuntime,
+    // --- added by h7 ---
+    /// Server → the registry names of the tools it offered at connect.
+    tool_names: BTreeMap<String, Vec<String>>,
 }
 
 /// Where the host keeps its client (in its extension map, dropped with it).
@@ -73,6 +76,19 @@ impl McpCalls for McpClient {
                 })
             })
         })
+    }
+    // --- added by h7 ---
+    fn servers(&self) -> Vec<crate::core::mcp::McpServerInfo> {
+        self.statuses()
+            .into_iter()
+            .map(|s| crate::core::mcp::McpServerInfo {
+                tools: self.tool_names.get(&s.name).cloned().unwrap_or_default(),
+                transport: s.transport.to_string(),
+                state: s.state.to_string(),
+                last_error: s.last_error,
+                name: s.name,
+            })
+            .collect()
     }
 }
 
@@ -119,7 +135,17 @@ pub fn attach(home: &Path, extensions: &Arc<Extensions>) -> Result<Vec<Tool>, Co
     }
     .unwrap_or_default();
     let mut registry_tools = Vec::new();
+    let mut tool_names = BTreeMap::new(); // h7
     for (listed, server) in started {
+        if let Ok(listed) = &listed {
+            tool_names.insert(
+                server.spec.name.clone(),
+                listed
+                    .iter()
+                    .map(|t| tools::tool_name(&server.spec.name, &t.name))
+                    .collect::<Vec<_>>(),
+            );
+        }
         match listed {
             Ok(listed) => registry_tools.extend(
                 listed
@@ -132,7 +158,11 @@ pub fn attach(home: &Path, extensions: &Arc<Extensions>) -> Result<Vec<Tool>, Co
             ),
         }
     }
-    let client = Arc::new(McpClient { servers, runtime });
+    let client = Arc::new(McpClient {
+        servers,
+        runtime,
+        tool_names,
+    });
     extensions.get_or_init(|| Held(Arc::clone(&client)));
     extensions.get::<McpSlot>().set(client);
     Ok(registry_tools)

@@ -149,7 +149,6 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
 const NOT_HOSTED: &[&str] = &[
     "hermes_cli.kanban_db",
     "cron",
-    "tools.mcp_tool",
     "tools.mcp_oauth",
     "gateway.config",
     "gateway.platform_registry",
@@ -183,6 +182,7 @@ fn install(py: Python<'_>, plughost_home: &Path) -> PyResult<()> {
                 python_fns::calling_session,
                 &finder
             )?)?;
+            finder.add_function(pyo3::wrap_pyfunction!(python_fns::mcp_servers, &finder)?)?;
             finder.add_function(pyo3::wrap_pyfunction!(
                 python_fns::write_plugin_setting,
                 &finder

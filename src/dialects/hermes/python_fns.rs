@@ -40,6 +40,32 @@ pub fn calling_session(py: Python<'_>) -> Option<String> {
     super::link::calling_turn(py).map(|(_, session)| session)
 }
 
+/// The MCP servers of the calling host (the tool call running now, else
+/// the plugin loading now) as `tools.mcp_tool` reports them: a list of
+/// `{name, transport, state, tools, last_error}`; `None` outside both.
+#[pyfunction]
+pub fn mcp_servers(py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+    let host = match super::link::calling_turn(py) {
+        Some((host, _)) => host,
+        None => {
+            let current = py.import("_plughost_hermes")?.getattr("_CURRENT")?;
+            match current.cast::<HermesContext>() {
+                Ok(ctx) => Arc::clone(&ctx.get().host),
+                Err(_) => return Ok(None),
+            }
+        }
+    };
+    let servers = host
+        .peek::<crate::core::mcp::McpSlot>()
+        .and_then(|slot| slot.get())
+        .map(|calls| calls.servers())
+        .unwrap_or_default();
+    let json = serde_json::to_string(&servers).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(Some(
+        py.import("json")?.call_method1("loads", (json,))?.unbind(),
+    ))
+}
+
 /// `hermes_cli.config.load_config`'s parser: YAML `text` (of the file
 /// `path`, named in errors) as Python values.
 #[pyfunction]

@@ -30,3 +30,5 @@ def dispatch_tool(name, args, task_id):
     return json.dumps({"error": f"dispatch_tool('{name}'): no plughost host runs in this process"})
 def calling_session():
     return None
+def mcp_servers():
+    return None
