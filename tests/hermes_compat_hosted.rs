@@ -4,7 +4,7 @@
 //! refusing with how to allow it, `tools.interrupt`, the newest
 //! `VALID_HOOKS`, `discover_plugins`), and what it does not host raises an
 //! `ImportError` / `NotImplementedError` saying what is not hosted
-//! (`hermes_cli.kanban_db`, `cron`, `tools.mcp_oauth`,
+//! (`hermes_cli.kanban_db`, `hermes_cli.projects_db`, `cron`, `tools.mcp_oauth`,
 //! `gateway.config`, `gateway.platform_registry`, `has_hook`,
 //! `invoke_hook`); a real module of the same name still wins.
 //! (`tools.mcp_tool` is hosted now, by plughost's MCP client:
@@ -41,7 +41,7 @@ def probe(args, **kwargs):
     except NotImplementedError as e:
         out["has_hook"] = str(e)
     refused = {}
-    for name in ["hermes_cli.kanban_db", "cron", "tools.mcp_oauth",
+    for name in ["hermes_cli.kanban_db", "hermes_cli.projects_db", "cron", "tools.mcp_oauth",
                  "gateway.config", "gateway.platform_registry"]:
         try:
             importlib.import_module(name)
@@ -137,7 +137,7 @@ fn hosted_modules_work_and_the_rest_say_what_is_not_hosted() {
             "{name}: {why}"
         );
     }
-    assert_eq!(seen["refused"].as_object().unwrap().len(), 5);
+    assert_eq!(seen["refused"].as_object().unwrap().len(), 6);
     assert_eq!(seen["from_import"], "ImportError");
 
     // approvals.mode: off lets the request through, as Hermes's gate would.

@@ -131,6 +131,7 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("tools.interrupt", "tools/interrupt.py", false),
     // Not hosted: importing them raises an ImportError saying why ([`NOT_HOSTED`]).
     ("hermes_cli.kanban_db", "hermes_cli/kanban_db.py", false),
+    ("hermes_cli.projects_db", "hermes_cli/projects_db.py", false),
     ("cron", "cron/__init__.py", true),
     ("tools.mcp_tool", "tools/mcp_tool.py", false),
     ("tools.mcp_oauth", "tools/mcp_oauth.py", false),
@@ -148,6 +149,7 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
 /// ahead of a real module of the same name.
 const NOT_HOSTED: &[&str] = &[
     "hermes_cli.kanban_db",
+    "hermes_cli.projects_db",
     "cron",
     "tools.mcp_oauth",
     "gateway.config",
