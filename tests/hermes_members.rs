@@ -65,9 +65,13 @@ impl Env {
 
     /// `run INPUT --json` with the scripted model answering `script`.
     fn turn(&self, input: &str, script: &str) -> Value {
+        self.turn_with(input, script, &[])
+    }
+
+    fn turn_with(&self, input: &str, script: &str, extra: &[&str]) -> Value {
         let path = self.home.path().join("script.yaml");
         std::fs::write(&path, script).unwrap();
-        let out = self.run(&[
+        let mut args = vec![
             "run",
             input,
             "--json",
@@ -77,7 +81,9 @@ impl Env {
             path.to_str().unwrap(),
             "--workspace",
             self.ws.to_str().unwrap(),
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let out = self.run(&args);
         assert!(
             out.status.success(),
             "{}{}",
@@ -313,5 +319,32 @@ fn doctor_says_which_terminal_backend_is_active_and_why_not() {
     assert!(
         !text.contains("register_terminal_environment_provider"),
         "{text}"
+    );
+}
+
+#[test]
+fn an_isolated_plugins_references_and_terminal_backend_work_too() {
+    let env = Env::new();
+    std::fs::write(
+        env.hermes.path().join("config.yaml"),
+        "terminal:\n  backend: sandbox\n  cwd: /sandbox/work\n",
+    )
+    .unwrap();
+    env.install("members", MEMBERS);
+    let script = "turns:\n  - tool_calls:\n      - name: exec\n        args: {command: \"echo hi\"}\n  - say: \"done\"\n";
+    let report = env.turn_with("See @doi:10.2/xyz", script, &["--isolate", "all"]);
+    let exec = &report["tool_calls"][0];
+    assert_eq!(
+        exec["result"], "sandboxed: echo hi\n[exit code: 3]",
+        "{report:#}"
+    );
+    let seen = lines(&env.hermes.path().join("seen.jsonl"));
+    let user = seen
+        .iter()
+        .find_map(|s| s["user"].as_str())
+        .expect("pre_llm_call saw the user message");
+    assert!(
+        user.contains("--- Attached Context ---") && user.contains("Paper 10.2/xyz"),
+        "the worker's expansion reached the turn: {user}"
     );
 }

@@ -24,6 +24,7 @@ use pyo3::prelude::*;
 use crate::core::extensions::Extensions;
 use crate::core::hooks::{
     HookAction, HookCallback, HookEntry, HookError, HookEvent, HookPayload, HookReturn, HookStats,
+    LoopDecision, LoopEdit,
 };
 use crate::core::registry::{Registration, Tool, ToolSpec};
 use crate::runtime::{plugin_error, try_attach};
@@ -122,7 +123,7 @@ pub fn doctor_lines(state: &Extensions, key: &str) -> Vec<String> {
 }
 
 /// Expands one plugin's `@<prefix>:` references in the inbound text (P1,
-/// a chain: the text is edited in place).
+/// a chain: each edit is the text the next callback sees).
 struct ContextReferences {
     runtime: Py<PyAny>,
 }
@@ -140,10 +141,10 @@ impl HookCallback for ContextReferences {
                 .map_err(|e| HookError::Raised(plugin_error(py, &e)))
         });
         HookReturn::Ready(match done {
-            Ok(Ok(text)) => {
-                lc.text = text;
-                Ok(HookAction::Continue)
-            }
+            Ok(Ok(text)) if text == lc.text => Ok(HookAction::Continue),
+            // An edit decision, not an edit in place: it is what an
+            // isolated plugin's worker sends back.
+            Ok(Ok(text)) => Ok(HookAction::Decide(LoopDecision::Edit(LoopEdit::Text(text)))),
             Ok(Err(e)) => Err(e),
             Err(e) => Err(HookError::NotRun(e.to_string())),
         })

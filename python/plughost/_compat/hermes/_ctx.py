@@ -49,7 +49,6 @@ class HostBus:
 
     def remove_owner(self, owner: str) -> None:
         with self._lock:
-            self._terminal = {n: e for n, e in self._terminal.items() if e[0] != owner}
             for event, subs in list(self._subscribers.items()):
                 subs[:] = [s for s in subs if s[0] != owner]
                 if not subs:
@@ -130,10 +129,17 @@ class HostBus:
             raise ValueError(f"Terminal backend name '{name}' is reserved for the built-in {name} backend "
                              "and cannot be registered by a plugin")
         with self._lock:
-            if name in self._terminal:
+            # A plugin's new version (a reload) replaces its old one's backend.
+            if name in self._terminal and self._terminal[name][0] != owner:
                 raise ValueError(f"Terminal environment provider '{name}' is already registered")
             self._terminal[name] = (owner, provider)
         return name
+
+    def drop_terminal_providers(self, providers) -> None:
+        """Forget these provider objects (a plugin version being unloaded)."""
+        with self._lock:
+            self._terminal = {n: e for n, e in self._terminal.items()
+                              if not any(e[1] is p for p in providers)}
 
     def terminal_providers(self) -> dict:
         with self._lock:
@@ -383,6 +389,7 @@ class PluginRuntime:
         """Release everything in reverse acquisition order; failures are logged."""
         self._bus.drain()
         self._bus.remove_owner(self.plugin_id)
+        self._bus.drop_terminal_providers(list(self._backends.values()))
         if self._subagents is not None:
             self._subagents.shutdown()
         environments, self._environments = list(self._environments.values()), {}
