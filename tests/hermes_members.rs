@@ -316,6 +316,7 @@ fn doctor_says_which_terminal_backend_is_active_and_why_not() {
         "{text}"
     );
     assert!(!text.contains("register_context_reference"), "{text}");
+    assert!(!text.contains("never fires"), "{text}");
     assert!(
         !text.contains("register_terminal_environment_provider"),
         "{text}"

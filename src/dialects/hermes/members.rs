@@ -29,6 +29,10 @@ use crate::core::hooks::{
 use crate::core::registry::{Registration, Tool, ToolSpec};
 use crate::runtime::{plugin_error, try_attach};
 
+/// The name of the hook that expands a plugin's references (its
+/// registration's name; it fires, at P1).
+pub const CONTEXT_REFERENCES: &str = "context_references";
+
 /// What each plugin's members say in `plugins doctor` (key → lines).
 #[derive(Default)]
 struct Lines(Mutex<BTreeMap<String, Vec<String>>>);
@@ -47,7 +51,7 @@ pub fn registrations(
     if references > 0 {
         out.push(Registration::Hook {
             event: Some(HookEvent::InputReceived),
-            name: "context_references".into(),
+            name: CONTEXT_REFERENCES.into(),
             entry: HookEntry {
                 owner: key.to_string(),
                 label: "context references".into(),

@@ -501,6 +501,7 @@ impl Dialect for Hermes {
     fn never_fires(&self, event: &str) -> Option<&'static str> {
         if crate::core::hooks::HookEvent::from_name(event).is_some()
             || lanes::by_name(event).is_some()
+            || event == members::CONTEXT_REFERENCES
         {
             None
         } else if let Some(why) = valid_hooks::never_fires(event) {
