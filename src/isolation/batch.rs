@@ -75,7 +75,7 @@ pub struct Plan {
 /// What a proxy does with its step.
 pub enum Claim {
     /// Take the planned answer; `Some`: first send the batch.
-    Planned(Option<Request>),
+    Planned(Option<Box<Request>>),
     /// Send its own request.
     Own,
 }
@@ -100,10 +100,12 @@ impl Plan {
         match self.steps.get(at) {
             Some(planned) if planned == step => {
                 self.next.store(at + 1, Ordering::Release);
-                Claim::Planned((at == 0).then(|| Request::Batch {
-                    tool: self.tool.to_string(),
-                    call: call(),
-                    steps: self.steps.clone(),
+                Claim::Planned((at == 0).then(|| {
+                    Box::new(Request::Batch {
+                        tool: self.tool.to_string(),
+                        call: call(),
+                        steps: self.steps.clone(),
+                    })
                 }))
             }
             // Not yet at the plan's first step (one of its plugin's steps
@@ -133,9 +135,13 @@ impl Plan {
     }
 
     /// The worker's answer to a claimed step (`first`: send the batch).
-    pub async fn take(&self, first: Option<Request>, what: Subject) -> Result<Reply, PluginError> {
+    pub async fn take(
+        &self,
+        first: Option<Box<Request>>,
+        what: Subject,
+    ) -> Result<Reply, PluginError> {
         let stream = match first {
-            Some(request) => match self.sup.stream(request) {
+            Some(request) => match self.sup.stream(*request) {
                 Ok(stream) => {
                     let stream = Arc::new(stream);
                     *self.stream.lock().unwrap_or_else(|e| e.into_inner()) = Some(stream.clone());
