@@ -136,7 +136,7 @@ pub fn time_worker_start(home: &Path, dir: &Path) -> Duration {
         key: "bench".into(),
         dir: dir.to_path_buf(),
         home: home.to_path_buf(),
-        dialect: "hermes".into(),
+        dialect: "flowly".into(),
         limits: Default::default(),
         guard: false,
     };
