@@ -1,15 +1,24 @@
-//! What isolation costs (issue 10), in one run: the latency an isolated
-//! tool call adds over the same call in-process — with no hooks, and with
-//! a no-op hook on each tool event in the same plugin — the worker's
-//! start-up time and resident memory, and the time from a crash to the
-//! next successful call.
+//! What isolation costs (issues 10 and 26 item 5), in one run, side by
+//! side: the latency an isolated tool call adds over the same call
+//! in-process — with no hooks, and with a no-op hook on each tool event
+//! (`pre_tool_call`, `post_tool_call`, `transform_tool_result`) of the same
+//! plugin on its own tool — the worker's start-up time and resident
+//! memory, and the time from a crash to the next successful call; the last
+//! two against a peer: a bare Python subprocess (the same interpreter)
+//! that imports the same plugin and speaks a length-prefixed JSON pipe
+//! protocol ([`peer`]).
 //!
 //! `cargo bench --bench isolation`; `PLUGHOST_BENCH_CALLS` sets the sample
-//! size (default 5000). This executable is its own worker
-//! ([`plughost::isolation::serve_if_worker`]).
+//! size (default 5000), `PLUGHOST_BENCH_STARTS` the number of starts and
+//! crashes timed (default 10; medians are printed). Each ratio is printed
+//! on a line of its own starting `ratio `, for `benches/run_all.sh`. This
+//! executable is its own worker ([`plughost::isolation::serve_if_worker`]).
+
+#[path = "isolation/peer.rs"]
+mod peer;
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use plughost::plugins::config::Isolation;
 use plughost::Host;
@@ -30,7 +39,7 @@ def register(ctx):
     ctx.register_hook("transform_tool_result", lambda c: None)
 "#;
 
-/// The added latency target (DESIGN.md).
+/// The added latency target of a bare isolated call (DESIGN.md).
 const TARGET_ADDED_US: f64 = 50.0;
 
 fn home_with(dir: &Path, plugin: &str) {
@@ -83,15 +92,144 @@ fn resident_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn verdict(ratio: f64, target: f64) -> &'static str {
+    if ratio <= target {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+fn env_number(name: &str, default: u32) -> u32 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The per-call figures, with and without hooks; the added latencies.
+fn calls_section(rt: &tokio::runtime::Runtime, work: &Path, empty: &Path, calls: u32) -> [f64; 2] {
+    println!("isolated tool calls ({calls} calls per round, best of 3):");
+    let mut added = [0.0; 2];
+    for (i, (label, plugin)) in [("no hooks", BARE), ("3 no-op hooks", HOOKED)]
+        .into_iter()
+        .enumerate()
+    {
+        let home = work.join(label.replace(' ', "-"));
+        home_with(&home, plugin);
+        let inproc = per_call(rt, &build(&home, empty, Isolation::None), calls);
+        let isolated = per_call(rt, &build(&home, empty, Isolation::All), calls);
+        added[i] = (isolated - inproc) * 1e6;
+        println!(
+            "  {label:<14} in-process {:>8.2} µs  isolated {:>8.2} µs  added {:>7.2} µs",
+            inproc * 1e6,
+            isolated * 1e6,
+            added[i]
+        );
+    }
+    let ratio = added[1] / added[0];
+    println!(
+        "ratio isolated hooks: added latency with 3 hooks / without {ratio:.2}x (target <= 1.3x: {})",
+        verdict(ratio, 1.3)
+    );
+    println!(
+        "  bare isolated call added {:.2} µs (target <= {TARGET_ADDED_US} µs: {})",
+        added[0],
+        verdict(added[0], TARGET_ADDED_US)
+    );
+    added
+}
+
+/// Worker start-ups and crash recoveries, interleaved with the peer's.
+fn start_section(rt: &tokio::runtime::Runtime, work: &Path, empty: &Path, starts: u32) {
+    let home = work.join("starts");
+    home_with(&home, BARE);
+    let plugin = home.join("plugins").join("bench");
+    let python = peer::python();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let (mut builds, mut resident) = (Vec::new(), None);
+    let (mut recover, mut peer_recover) = (Vec::new(), Vec::new());
+    for _ in 0..starts {
+        let started = Instant::now();
+        let host = build(&home, empty, Isolation::All);
+        builds.push(started.elapsed());
+        let status = host.worker_status("bench").unwrap();
+        resident = status.pid.and_then(resident_kib);
+        ours.push(peer::time_worker_start(&home, &plugin));
+        theirs.push(peer::Peer::start(&python, &plugin).1);
+        // One crash each: the first crash in the window has no backoff.
+        rt.block_on(host.call_tool("segv", json!({}), ""));
+        let crashed = Instant::now();
+        let r = rt.block_on(host.call_tool("noop", json!({}), ""));
+        assert_eq!(r.text, "ok");
+        recover.push(crashed.elapsed());
+        peer_recover.push(peer::crash_and_recover(&python, &plugin));
+    }
+    let (ours, theirs) = (median(ours), median(theirs));
+    println!(
+        "worker start ({starts} starts, medians; the peer: {})",
+        python.display()
+    );
+    println!(
+        "  worker start (spawn, handshake, plugin loaded) {:.1} ms; peer {:.1} ms; host build with it {:.1} ms; worker resident {} KiB",
+        ms(ours),
+        ms(theirs),
+        ms(median(builds)),
+        resident.map_or("?".into(), |k| k.to_string())
+    );
+    let ratio = ours.as_secs_f64() / theirs.as_secs_f64();
+    println!(
+        "ratio worker start / bare Python subprocess peer {ratio:.2}x (target <= 1.5x: {})",
+        verdict(ratio, 1.5)
+    );
+    let (recover, peer_recover) = (median(recover), median(peer_recover));
+    println!(
+        "  crash -> next successful call {:.1} ms; peer {:.1} ms",
+        ms(recover),
+        ms(peer_recover)
+    );
+    let ratio = recover.as_secs_f64() / peer_recover.as_secs_f64();
+    println!(
+        "ratio crash -> next call / peer {ratio:.2}x (target <= 2x: {})",
+        verdict(ratio, 2.0)
+    );
+    repeated_crashes(rt, &home, empty);
+}
+
+/// The backoff applies to repeated crashes: three in a row (the breaker
+/// trips at the third), each recovery timed.
+fn repeated_crashes(rt: &tokio::runtime::Runtime, home: &Path, empty: &Path) {
+    let host = build(home, empty, Isolation::All);
+    let mut recoveries = Vec::new();
+    for _ in 0..2 {
+        rt.block_on(host.call_tool("segv", json!({}), ""));
+        let crashed = Instant::now();
+        let r = rt.block_on(host.call_tool("noop", json!({}), ""));
+        assert_eq!(r.text, "ok");
+        recoveries.push(format!("{:.0} ms", ms(crashed.elapsed())));
+    }
+    println!(
+        "  repeated crashes, recovery each: {} (the second waits the backoff)",
+        recoveries.join(", ")
+    );
+}
+
 fn main() {
     plughost::isolation::serve_if_worker();
     if std::env::args().any(|a| a == "--list") {
         return; // `cargo test --benches` asks for a listing
     }
-    let calls: u32 = std::env::var("PLUGHOST_BENCH_CALLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5000);
+    let calls = env_number("PLUGHOST_BENCH_CALLS", 5000);
+    let starts = env_number("PLUGHOST_BENCH_STARTS", 10).max(1);
     let work = tempfile::tempdir().unwrap();
     let empty = work.path().join("empty");
     std::fs::create_dir_all(&empty).unwrap();
@@ -99,51 +237,6 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-
-    println!("isolated tool calls ({calls} calls per round, best of 3):");
-    for (label, plugin) in [("no hooks", BARE), ("3 no-op hooks", HOOKED)] {
-        let home = work.path().join(label.replace(' ', "-"));
-        home_with(&home, plugin);
-        let inproc = per_call(&rt, &build(&home, &empty, Isolation::None), calls);
-        let started = Instant::now();
-        let host = build(&home, &empty, Isolation::All);
-        let startup = started.elapsed();
-        let isolated = per_call(&rt, &host, calls);
-        let added = (isolated - inproc) * 1e6;
-        let verdict = match label {
-            "no hooks" if added <= TARGET_ADDED_US => " (target ≤ 50 µs: met)",
-            "no hooks" => " (target ≤ 50 µs: MISSED)",
-            _ => "",
-        };
-        println!(
-            "  {label:<14} in-process {:>8.2} µs  isolated {:>8.2} µs  added {added:>7.2} µs{verdict}",
-            inproc * 1e6,
-            isolated * 1e6
-        );
-        if plugin == BARE {
-            let pid = host.worker_status("bench").and_then(|s| s.pid).unwrap();
-            println!(
-                "  worker start-up (host build, plugin loaded) {:.1} ms; worker resident memory {} KiB",
-                startup.as_secs_f64() * 1e3,
-                resident_kib(pid).map_or("?".into(), |k| k.to_string())
-            );
-            let mut recoveries = Vec::new();
-            // Two crashes: the breaker (3 within 60 s) stays closed.
-            for _ in 0..2 {
-                rt.block_on(host.call_tool("segv", json!({}), ""));
-                let crashed = Instant::now();
-                let r = rt.block_on(host.call_tool("noop", json!({}), ""));
-                assert_eq!(r.text, "ok");
-                recoveries.push(crashed.elapsed());
-            }
-            println!(
-                "  crash -> next successful call: {} (target ≤ 1 s)",
-                recoveries
-                    .iter()
-                    .map(|d| format!("{:.0} ms", d.as_secs_f64() * 1e3))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
-    }
+    calls_section(&rt, work.path(), &empty, calls);
+    start_section(&rt, work.path(), &empty, starts);
 }

@@ -45,6 +45,15 @@ pub trait ToolHandler: Send + Sync + 'static {
     fn fatal(&self, _error: &PluginError) -> bool {
         false
     }
+    // --- added by w7 ---
+    /// Shown, once per call before its first hook, the call's context, the
+    /// tool and the registry the call runs in: a handler that can run some
+    /// of the call's hooks together with itself (an isolated plugin's tool
+    /// with that plugin's own hooks, in one round trip to its worker) plans
+    /// that here. The hooks still fire as always. By default, nothing.
+    fn prepare(&self, ctx: &mut ToolCallContext, tool: &Tool, registry: &Registry) {
+        let _ = (ctx, tool, registry);
+    }
 }
 
 /// A native Rust tool from a synchronous closure.

@@ -26,6 +26,9 @@ pub mod supervisor;
 pub mod worker;
 // --- added by supply ---
 pub mod interpreter;
+// --- issue 26 item 5 ---
+pub mod batch;
+mod worker_batch;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

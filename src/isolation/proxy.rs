@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::protocol::{event_named, Contribution, PayloadWire, Reply, Request, ToolCallWire};
+use super::batch::{Claim, HookTable};
+use super::protocol::{event_named, Contribution, PayloadWire, Reply, Request, Step, ToolCallWire};
 use super::supervisor::{Subject, Supervisor, WeakSupervisor};
 use crate::core::hooks::{
     CallState, HookCallback, HookEntry, HookError, HookEvent, HookPayload, HookReturn, HookStats,
@@ -67,6 +68,7 @@ pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
                 name: name.into(),
                 check: AtomicU8::new(CHECK_UNKNOWN),
                 fatal: Arc::default(),
+                hooks: Arc::default(),
             };
             let spec = ToolSpec {
                 name: name.to_string(),
@@ -96,6 +98,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
     // code, it cannot cross from the worker, so the tool says it has one
     // and plughost uses its dialect's here.
     let renderer = sup.dialect_table().and_then(|d| d.own_renderer());
+    let hooks = Arc::new(HookTable::default());
     contributions
         .into_iter()
         .map(|c| match c {
@@ -122,6 +125,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 terminal,
                 shadows_only_own_toolset,
                 own_renderer,
+                &hooks,
             ),
             Contribution::Hook {
                 event,
@@ -130,22 +134,26 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 label,
                 priority,
                 index,
-            } => Registration::Hook {
-                event: event.as_deref().and_then(event_named),
-                name,
-                entry: HookEntry {
-                    owner: key.clone(),
+            } => {
+                let callback: Arc<dyn crate::core::hooks::HookCallback> = Arc::new(ProxyHook {
+                    sup: sup.clone(),
+                    index,
+                    event_name,
                     label: label.clone(),
-                    priority,
-                    callback: Arc::new(ProxyHook {
-                        sup: sup.clone(),
-                        index,
-                        event_name,
+                });
+                hooks.add(&callback, index);
+                Registration::Hook {
+                    event: event.as_deref().and_then(event_named),
+                    name,
+                    entry: HookEntry {
+                        owner: key.clone(),
                         label,
-                    }),
-                    stats: Arc::new(HookStats::default()),
-                },
-            },
+                        priority,
+                        callback,
+                        stats: Arc::new(HookStats::default()),
+                    },
+                }
+            }
             Contribution::Command {
                 name,
                 description,
@@ -184,12 +192,14 @@ fn proxy_tool(
     terminal: bool,
     shadows_only_own_toolset: bool,
     own_renderer: bool,
+    hooks: &Arc<HookTable>,
 ) -> Registration {
     let handler = ProxyTool {
         sup: sup.clone(),
         name: spec.name.as_str().into(),
         check: AtomicU8::new(CHECK_UNKNOWN),
         fatal: Arc::default(),
+        hooks: hooks.clone(),
     };
     let key = spec.plugin.clone();
     let mut tool = Tool::new(spec, Arc::new(handler));
@@ -239,6 +249,8 @@ struct ProxyTool {
     /// ([`ToolHandler::fatal`] right after the call returns them). The
     /// verdict is a function of the failure, so an equal one is as fatal.
     fatal: Arc<Mutex<Vec<PluginError>>>,
+    /// Its plugin's hooks, for a call's [plan](super::batch).
+    hooks: Arc<HookTable>,
 }
 
 /// At most this many fatal failures wait for dispatch to ask about them
@@ -274,29 +286,45 @@ impl ToolHandler for ProxyTool {
     }
 
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
-        let call = ToolCallWire::of(ctx);
-        let request = Request::Tool {
-            tool: self.name.to_string(),
-            call,
-        };
         let sup = self.sup.clone();
         let what = Subject::Tool(self.name.clone());
         let fatal = self.fatal.clone();
-        ToolReturn::Pending(Box::pin(async move {
-            match sup.request(request, what).await? {
-                Reply::Tool { result } => result,
-                Reply::ToolFailed { error, fatal: true } => {
-                    let mut list = fatal.lock().unwrap_or_else(|e| e.into_inner());
-                    if list.len() >= FATAL_KEPT {
-                        list.remove(0);
-                    }
-                    list.push(error.clone());
-                    Err(error)
-                }
-                Reply::ToolFailed { error, .. } => Err(error),
-                other => Err(out_of_protocol(&sup, &other)),
+        if let Some(plan) = super::batch::of_call(ctx, &self.sup) {
+            if let Claim::Planned(first) = plan.claim(&Step::Tool, || ToolCallWire::of(ctx)) {
+                return ToolReturn::Pending(Box::pin(async move {
+                    let reply = plan.take(first, what).await;
+                    tool_result(&sup, &fatal, reply?)
+                }));
             }
+        }
+        let request = Request::Tool {
+            tool: self.name.to_string(),
+            call: ToolCallWire::of(ctx),
+        };
+        ToolReturn::Pending(Box::pin(async move {
+            let reply = sup.request(request, what).await?;
+            tool_result(&sup, &fatal, reply)
         }))
+    }
+
+    /// A call whose tool has no `check_fn` and whose plugin's hooks run
+    /// next to it gets a [plan](super::batch): one round trip for them all.
+    fn prepare(
+        &self,
+        ctx: &mut ToolCallContext,
+        tool: &crate::core::registry::Tool,
+        registry: &crate::core::registry::Registry,
+    ) {
+        if self.check.load(Ordering::Relaxed) != CHECK_NONE {
+            return; // unknown until the first call asked; or asked each call
+        }
+        if let Some(plan) = super::batch::plan(&self.sup, &self.name, tool, registry, &self.hooks) {
+            let edited = ctx.dialect.edited_params();
+            ctx.dialect.set(IsolatedParams {
+                params: Arc::new(Mutex::new(edited)),
+                plan: Some(Arc::new(plan)),
+            });
+        }
     }
 
     /// The worker's handler's verdict on this failure; a failure of the
@@ -314,17 +342,45 @@ impl ToolHandler for ProxyTool {
     }
 }
 
+/// What a tool's worker answered, as the call's result.
+fn tool_result(
+    sup: &Supervisor,
+    fatal: &Mutex<Vec<PluginError>>,
+    reply: Reply,
+) -> Result<String, PluginError> {
+    match reply {
+        Reply::Tool { result } => result,
+        Reply::ToolFailed { error, fatal: true } => {
+            let mut list = fatal.lock().unwrap_or_else(|e| e.into_inner());
+            if list.len() >= FATAL_KEPT {
+                list.remove(0);
+            }
+            list.push(error.clone());
+            Err(error)
+        }
+        Reply::ToolFailed { error, .. } => Err(error),
+        other => Err(out_of_protocol(sup, &other)),
+    }
+}
+
 /// Arguments edited by an isolated plugin's hook, kept on the call's
 /// context: dispatch hands them to the handler (see
-/// [`CallState::edited_params`]) and later hooks see them.
-struct IsolatedParams(Arc<Mutex<Option<Map<String, Value>>>>);
+/// [`CallState::edited_params`]) and later hooks see them; and the call's
+/// [plan](super::batch), when its plugin's hooks go with its tool.
+pub(super) struct IsolatedParams {
+    params: Arc<Mutex<Option<Map<String, Value>>>>,
+    pub(super) plan: Option<Arc<super::batch::Plan>>,
+}
 
 impl CallState for IsolatedParams {
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
         self
     }
     fn edited_params(&mut self) -> Option<Map<String, Value>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.params
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -379,18 +435,22 @@ impl HookCallback for ProxyHook {
         let mut edits = None;
         let mut turn: Option<Arc<TurnScope>> = None;
         let mut chain = None;
+        let mut planned = None;
         let wire = match &mut payload {
             HookPayload::Tool(ctx) => {
-                let slot = match ctx.dialect.get_mut::<IsolatedParams>() {
-                    Some(state) => state.0.clone(),
+                let (slot, plan) = match ctx.dialect.get_mut::<IsolatedParams>() {
+                    Some(state) => (state.params.clone(), state.plan.clone()),
                     None => {
                         // An in-process plugin's hook may hold the call's
                         // state, with its edits: they carry over into ours
                         // (and an in-process hook after this one starts from
                         // ours), so no edit is lost either way round.
                         let slot = Arc::new(Mutex::new(ctx.dialect.edited_params()));
-                        ctx.dialect.set(IsolatedParams(slot.clone()));
-                        slot
+                        ctx.dialect.set(IsolatedParams {
+                            params: slot.clone(),
+                            plan: None,
+                        });
+                        (slot, None)
                     }
                 };
                 let current = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -399,6 +459,15 @@ impl HookCallback for ProxyHook {
                     wire.params = params;
                 }
                 edits = Some(slot);
+                let step = Step::Hook {
+                    event: event.name().to_string(),
+                    index: self.index,
+                };
+                if let Some(plan) = plan.filter(|p| p.is_of(&self.sup)) {
+                    if let Claim::Planned(first) = plan.claim(&step, || wire.clone()) {
+                        planned = Some((plan, first));
+                    }
+                }
                 PayloadWire::Tool(wire)
             }
             HookPayload::Loop(lc) => {
@@ -424,7 +493,11 @@ impl HookCallback for ProxyHook {
         let sup = self.sup.clone();
         let what = Subject::Hook(event);
         HookReturn::Pending(Box::pin(async move {
-            match sup.request(request, what).await {
+            let reply = match planned {
+                Some((plan, first)) => plan.take(first, what).await,
+                None => sup.request(request, what).await,
+            };
+            match reply {
                 Ok(Reply::Hook {
                     answer,
                     params,

@@ -260,6 +260,19 @@ fn serve_requests(shared: &Arc<Shared>) {
             }
         }
         match answer(&shared.served, body) {
+            Answer::Batch { tool, call, steps } => {
+                let served = &shared.served;
+                let runtime = served.runtime_tool(&tool);
+                let found = served.tools.get(&tool).or(runtime.as_ref());
+                let mut send = |reply, last| {
+                    let step = Reply::Step {
+                        reply: Box::new(reply),
+                        last,
+                    };
+                    shared.reply(id, step, &mut write_buf)
+                };
+                super::worker_batch::run(found, &served.hooks, call, &steps, &mut send);
+            }
             Answer::Now(reply) => shared.reply(id, reply, &mut write_buf),
             Answer::Later(fut) => {
                 let Some(rt) = crate::runtime::Runtime::get() else {
@@ -332,6 +345,7 @@ fn failure_of(reply: &Reply) -> Option<&PluginError> {
             answer: Err(HookErrorWire::Raised(e)),
             ..
         } => Some(e),
+        Reply::Step { reply, .. } => failure_of(reply),
         _ => None,
     }
 }
@@ -440,6 +454,12 @@ fn refused(problem: String) -> Reply {
 enum Answer {
     Now(Reply),
     Later(BoxFuture<Reply>),
+    /// A [`Request::Batch`]: run where it was read, each step answered.
+    Batch {
+        tool: String,
+        call: super::protocol::ToolCallWire,
+        steps: Vec<super::protocol::Step>,
+    },
 }
 
 type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
@@ -479,6 +499,7 @@ fn answer(served: &Served, request: Request) -> Answer {
         }
         Request::RuntimeTool { name } => answer_runtime_tool(served, name),
         Request::ForgetTurn { turn } => forget_turn(served, turn),
+        Request::Batch { tool, call, steps } => Answer::Batch { tool, call, steps },
     }
 }
 

@@ -186,6 +186,10 @@ impl Call<'_> {
         let params = self.validate(self.object(args)?)?;
         let params = self.tool_request(params).await?;
         let mut ctx = self.tool_context(params);
+        // --- added by w7 ---
+        self.tool
+            .handler
+            .prepare(&mut ctx, self.tool, self.registry);
         self.pre_tool_call(&mut ctx, marks).await?;
         // What every loop point of the call is shown (P9's edits aside);
         // copied only when one of them has a callback (none reads it else).

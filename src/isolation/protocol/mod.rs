@@ -64,6 +64,25 @@ pub enum Request {
     /// Describe tool `name` if the plugin registered it while running
     /// (Codumentor's `agent.tool_registry.register_tool`).
     RuntimeTool { name: String },
+    /// One tool call with the plugin's own hooks on it, in one round trip
+    /// (see [`crate::isolation::batch`]): run `steps` in order on one
+    /// context made from `call`, answering each with a [`Reply::Step`] as
+    /// soon as it is done; the worker stops early (its last step says so)
+    /// where plughost might not go on the way the worker would.
+    Batch {
+        tool: String,
+        call: ToolCallWire,
+        steps: Vec<Step>,
+    },
+}
+
+/// One step of a [`Request::Batch`], in the pipeline's order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Step {
+    /// Hook number `index` for `event` (a tool event).
+    Hook { event: String, index: usize },
+    /// The tool itself.
+    Tool,
 }
 
 /// What a worker answers.
@@ -114,6 +133,13 @@ pub enum Reply {
     /// past `limit`: its calls in flight fail naming the limit.
     Exceeded {
         limit: ResourceLimit,
+    },
+    /// The answer to one step of a [`Request::Batch`] (a [`Reply::Hook`],
+    /// [`Reply::Tool`] or [`Reply::ToolFailed`]); `last`: the worker runs
+    /// no further step of it.
+    Step {
+        reply: Box<Reply>,
+        last: bool,
     },
 }
 

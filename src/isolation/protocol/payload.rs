@@ -9,7 +9,7 @@ use crate::core::hooks::{
 };
 
 /// The fields of a [`ToolCallContext`] a worker needs.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ToolCallWire {
     pub session_id: String,
     pub task_id: String,

@@ -16,6 +16,8 @@ use crate::isolation::protocol::{encode_frame, Envelope, Reply, Request};
 pub(super) enum Waiter {
     Async(tokio::sync::oneshot::Sender<Result<Reply, PluginFault>>),
     Blocking(std::sync::mpsc::SyncSender<Result<Reply, PluginFault>>),
+    /// The steps of a batch, each with whether it is the last one.
+    Stream(tokio::sync::mpsc::UnboundedSender<Result<(Reply, bool), PluginFault>>),
 }
 
 impl Waiter {
@@ -26,6 +28,9 @@ impl Waiter {
             }
             Waiter::Blocking(tx) => {
                 let _ = tx.try_send(r);
+            }
+            Waiter::Stream(tx) => {
+                let _ = tx.send(r.map(|reply| (reply, true)));
             }
         }
     }

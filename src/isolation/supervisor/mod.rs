@@ -21,10 +21,12 @@ use crate::plugins::config::ResourceLimits;
 
 mod live;
 mod reader;
+mod stream;
 
 pub use live::signal_name;
 use live::{Live, Pending, Waiter};
 use reader::{read_replies, wait_blocking, Abandon};
+pub use stream::Stream;
 
 /// What loading the plugin in a worker needs.
 #[derive(Clone, Debug)]
@@ -474,8 +476,28 @@ fn worker_process(
     process
 }
 
-/// After `recent` crashes in the window, wait this long before the next start.
+/// After `recent` crashes in the window, wait this long before the next
+/// start: nothing after one crash (a plugin that crashed once is started
+/// again at once: the wait is for a plugin that keeps crashing), then 50 ms
+/// doubling per crash, at most 2 s.
 fn backoff(recent: u32) -> Duration {
-    let ms = 50u64.saturating_mul(1 << recent.saturating_sub(1).min(6));
+    if recent <= 1 {
+        return Duration::ZERO;
+    }
+    let ms = 50u64.saturating_mul(1 << (recent - 2).min(6));
     Duration::from_millis(ms.min(2000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_applies_only_to_repeated_crashes() {
+        assert_eq!(backoff(0), Duration::ZERO);
+        assert_eq!(backoff(1), Duration::ZERO);
+        assert_eq!(backoff(2), Duration::from_millis(50));
+        assert_eq!(backoff(3), Duration::from_millis(100));
+        assert_eq!(backoff(20), Duration::from_millis(2000));
+    }
 }

@@ -76,7 +76,26 @@ pub(super) fn read_replies(live: Arc<Live>, stream: UnixStream, supervisor: Weak
             Ok(Some(Envelope { id, body })) => {
                 let waiter = {
                     let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
-                    pending.waiters.remove(&id)
+                    let stream = match pending.waiters.get(&id) {
+                        Some(Waiter::Stream(tx)) => Some(tx.clone()),
+                        _ => None,
+                    };
+                    match stream {
+                        Some(tx) => {
+                            // A batch's step: the waiter stays for the next one.
+                            let (reply, last) = match body {
+                                Reply::Step { reply, last } => (*reply, last),
+                                other => (other, true),
+                            };
+                            if last {
+                                pending.waiters.remove(&id);
+                            }
+                            drop(pending);
+                            let _ = tx.send(Ok((reply, last)));
+                            continue;
+                        }
+                        None => pending.waiters.remove(&id),
+                    }
                 };
                 if let Some(w) = waiter {
                     w.send(Ok(body));

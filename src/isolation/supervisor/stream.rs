@@ -1,0 +1,96 @@
+//! A request answered in several replies: the steps of a batch
+//! ([`Request::Batch`](crate::isolation::protocol::Request::Batch)), each
+//! taken by the proxy that stands for it, in order.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::live::{Live, Waiter};
+use super::reader::Abandon;
+use super::{Subject, Supervisor};
+use crate::core::outcome::{PluginError, PluginFault};
+use crate::isolation::protocol::{Reply, Request};
+
+/// The replies to one batch still to come. Dropped before its last one
+/// came (the call was cancelled, or went another way than the worker's),
+/// it stops the worker, as an abandoned call does: the worker may still
+/// be running a step nobody will read.
+pub struct Stream {
+    live: Arc<Live>,
+    id: u64,
+    replies: tokio::sync::Mutex<UnboundedReceiver<Result<(Reply, bool), PluginFault>>>,
+    finished: AtomicBool,
+}
+
+impl Supervisor {
+    /// Send `body`, whose replies come one by one ([`Stream::next`]).
+    pub fn stream(&self, body: Request) -> Result<Stream, PluginError> {
+        let live = self.live()?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let id = live
+            .send(body, Waiter::Stream(tx))
+            .map_err(PluginError::fault)?;
+        Ok(Stream {
+            live,
+            id,
+            replies: tokio::sync::Mutex::new(rx),
+            finished: AtomicBool::new(false),
+        })
+    }
+}
+
+impl Stream {
+    /// Whether the worker has sent its last reply to the batch.
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// The next reply (`None`: the last one was taken already). Dropping
+    /// the future before it comes (a time limit) stops the worker.
+    pub async fn next(&self, what: Subject) -> Option<Result<Reply, PluginError>> {
+        if self.is_finished() {
+            return None;
+        }
+        let mut replies = self.replies.lock().await;
+        let mut guard = Abandon {
+            live: &self.live,
+            id: self.id,
+            what,
+            armed: true,
+        };
+        let got = replies.recv().await;
+        guard.armed = false;
+        let (reply, last) = match got {
+            Some(Ok((reply, last))) => (Ok(reply), last),
+            Some(Err(fault)) => (Err(PluginError::fault(fault)), true),
+            None => (
+                Err(PluginError::fault(PluginFault::Unavailable {
+                    plugin: self.live.key.clone(),
+                    problem: "its worker dropped the call".into(),
+                })),
+                true,
+            ),
+        };
+        if last {
+            self.finished.store(true, Ordering::Release);
+        }
+        Some(reply)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.is_finished() || self.live.has_ended() || self.live.is_stopped() {
+            return;
+        }
+        self.live.forget(self.id);
+        tracing::warn!(
+            "a tool call of plugin '{}' with its hooks was left before its worker finished it; its worker is stopped and restarts for the next call",
+            self.live.key
+        );
+        self.live
+            .kill(Some("a tool call with its hooks was abandoned".into()));
+    }
+}

@@ -1,0 +1,179 @@
+//! An isolated plugin's tool and its own hooks in one round trip (issue 26
+//! item 5): whatever the plan, the hooks keep their in-process effects —
+//! an argument edited in place, a block, a raising hook (fail-open: the
+//! tool runs once), a replaced result, an observer — and another plugin's
+//! in-process hook between them still runs in its place (its block stops
+//! the tool). Each case runs in-process and isolated, on fresh homes, and
+//! both leave the same results and the same trace of side effects.
+mod common;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::{home_with, no_bundled, write_plugin};
+use plughost::isolation::WorkerCommand;
+use plughost::plugins::config::Isolation;
+use plughost::Host;
+use serde_json::json;
+
+const GUARDED: &str = r#"
+from flowly.agent.hooks import BlockAction
+LOG = {log!r}
+def note(what):
+    with open(LOG, "a") as f:
+        f.write(what + "\n")
+def pre(c):
+    x = c.params.get("x")
+    note("guarded-pre:" + c.tool_name + ":" + str(x))
+    if x == "block":
+        return BlockAction("guarded blocks it")
+    if x == "raise":
+        raise RuntimeError("the guard fails")
+    c.params["x"] = str(x) + "+pre"
+def post(c):
+    note("guarded-post:" + str(c.result) + ":" + str(c.success))
+def transform(c):
+    note("guarded-transform:" + str(c.result))
+    return c.result + " [transformed]"
+def echo(x=""):
+    note("tool:" + x)
+    return "echo:" + x
+def fails(x=""):
+    note("tool-fails:" + x)
+    raise ValueError("the tool fails")
+def register(ctx):
+    props = {"type": "object", "properties": {"x": {"type": "string"}}}
+    ctx.register_tool("echo", props, echo)
+    ctx.register_tool("fails", props, fails)
+    ctx.register_hook("pre_tool_call", pre)
+    ctx.register_hook("post_tool_call", post)
+    ctx.register_hook("transform_tool_result", transform)
+"#;
+
+/// An in-process neighbour whose `pre_tool_call` may refuse the call.
+const NEIGHBOUR: &str = r#"
+from flowly.agent.hooks import BlockAction
+LOG = {log!r}
+def pre(c):
+    with open(LOG, "a") as f:
+        f.write("neighbour-pre:" + str(c.params.get("x")) + "\n")
+    if str(c.params.get("x")).startswith("neighbour"):
+        return BlockAction("the neighbour blocks it")
+def register(ctx):
+    ctx.register_hook("pre_tool_call", pre)
+"#;
+
+/// The results of calling `tool` with each of `xs` twice (the first call
+/// learns that the tool has no `check_fn`; the second is planned), and
+/// the trace the plugins wrote.
+fn run(isolated: bool, neighbour: bool, tool: &str, xs: &[&str]) -> (Vec<String>, String) {
+    let keys: &[&str] = if neighbour {
+        &["guarded", "neighbour"]
+    } else {
+        &["guarded"]
+    };
+    let home = home_with(keys);
+    let bundled = no_bundled();
+    let log = home.path().join("trace.log");
+    let log_text = log.display().to_string();
+    let source = |template: &str| template.replace("{log!r}", &format!("{log_text:?}"));
+    let plugins = home.path().join("plugins");
+    write_plugin(
+        &plugins,
+        "guarded",
+        "name: guarded\n",
+        &[("__init__.py", &source(GUARDED))],
+    );
+    if neighbour {
+        write_plugin(
+            &plugins,
+            "neighbour",
+            "name: neighbour\n",
+            &[("__init__.py", &source(NEIGHBOUR))],
+        );
+    }
+    let isolation = if isolated {
+        Isolation::Only(vec!["guarded".into()])
+    } else {
+        Isolation::None
+    };
+    let host = host(home.path(), bundled.path(), isolation);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut results = Vec::new();
+    for x in xs {
+        for _ in 0..2 {
+            let r = rt.block_on(host.call_tool(tool, json!({ "x": x }), ""));
+            results.push(r.text);
+        }
+    }
+    drop(host);
+    (results, std::fs::read_to_string(&log).unwrap_or_default())
+}
+
+fn host(home: &Path, bundled: &Path, isolation: Isolation) -> Host {
+    Host::builder()
+        .home(home)
+        .bundled_dir(bundled)
+        .worker_command(WorkerCommand::binary(env!("CARGO_BIN_EXE_plughost")))
+        .isolate(isolation)
+        .build()
+        .unwrap()
+}
+
+/// Run `f` on its own thread; fail past 60 s instead of hanging.
+fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the case finished in time")
+}
+
+fn same_in_process_and_isolated(neighbour: bool, tool: &'static str, xs: &'static [&'static str]) {
+    let (in_process, isolated) = bounded(move || {
+        (
+            run(false, neighbour, tool, xs),
+            run(true, neighbour, tool, xs),
+        )
+    });
+    assert_eq!(isolated.0, in_process.0, "the results");
+    assert_eq!(isolated.1, in_process.1, "the trace of side effects");
+}
+
+#[test]
+fn the_plugins_own_hooks_have_their_in_process_effects() {
+    same_in_process_and_isolated(false, "echo", &["a", "block", "raise", "b"]);
+    // And what they are: the edit reached the tool, the result was
+    // transformed, the block stopped it, the raising hook let it run once.
+    let (results, trace) = bounded(|| run(true, false, "echo", &["a", "block", "raise"]));
+    assert_eq!(results[1], "echo:a+pre [transformed]");
+    assert!(results[3].contains("guarded blocks it"), "{results:?}");
+    assert_eq!(results[5], "echo:raise [transformed]");
+    assert_eq!(
+        trace.matches("tool:raise").count(),
+        2,
+        "once per call: {trace}"
+    );
+    assert!(!trace.contains("tool:block"), "{trace}");
+}
+
+#[test]
+fn another_plugins_hook_between_them_runs_in_its_place() {
+    same_in_process_and_isolated(true, "echo", &["a", "neighbour", "block", "raise"]);
+    let (_, trace) = bounded(|| run(true, true, "echo", &["neighbour"]));
+    assert!(
+        !trace.contains("tool:"),
+        "the neighbour's block stops the tool: {trace}"
+    );
+}
+
+#[test]
+fn a_failing_tool_is_rendered_by_plughost_and_seen_by_the_post_hooks() {
+    same_in_process_and_isolated(false, "fails", &["a"]);
+    same_in_process_and_isolated(true, "fails", &["a", "neighbour"]);
+}
