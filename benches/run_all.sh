@@ -7,6 +7,8 @@
 # (fastapi, uvicorn, jsonschema for the FastAPI peer), outside the work tree:
 # PLUGHOST_BENCH_VENV, default ~/.cache/plughost/bench-venv.
 # PLUGHOST_BENCH_QUICK=1 shortens the rounds (a smoke run, noisier figures).
+# PLUGHOST_BENCH_WHEEL_PYTHON: an interpreter with the wheel installed (else
+# .venv-test, else one is built here); PLUGHOST_BENCH_NO_WHEEL=1 skips item 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +28,8 @@ fi
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 started=$SECONDS
-echo "== building (release): the plughost binary and the benches"
-nice -n 10 cargo build -q --release --bin plughost --benches
+echo "== building (release): the plughost binary and the benches (not --benches: that also builds the library's test harness)"
+nice -n 10 cargo build -q --release --bin plughost --bench chat_endpoint --bench bundled_call --bench isolation --bench dispatch
 bench() { nice -n 10 cargo bench -q --bench "$1" 2>/dev/null | tee "$out/$1.txt"; }
 bin=target/release/plughost
 # The interpreter the binary links against, so `python -c pass` and the
@@ -53,13 +55,15 @@ wheel_python="${PLUGHOST_BENCH_WHEEL_PYTHON:-}"
 if [ -z "$wheel_python" ] && [ -x .venv-test/bin/python ] && .venv-test/bin/python -c 'import plughost' 2>/dev/null; then
     wheel_python=.venv-test/bin/python
 fi
-if [ -z "$wheel_python" ]; then
+if [ -z "$wheel_python" ] && [ "${PLUGHOST_BENCH_NO_WHEEL:-}" = 1 ]; then
+    echo "(PLUGHOST_BENCH_NO_WHEEL=1: the wheel is not built; item 4 not measured)"
+elif [ -z "$wheel_python" ]; then
     "$venv/bin/pip" install -q "maturin>=1.5,<2"
     nice -n 10 "$venv/bin/maturin" build -q --release -i "$venv/bin/python" --out "$out/wheel" 2>&1 | grep -v "^$" | tail -2 || true
     "$venv/bin/pip" install -q --force-reinstall --no-deps "$out"/wheel/*.whl
     wheel_python="$venv/bin/python"
 fi
-nice -n 10 "$wheel_python" benches/python_api.py | tee "$out/python_api.txt"
+[ -n "$wheel_python" ] && nice -n 10 "$wheel_python" benches/python_api.py | tee "$out/python_api.txt"
 echo
 echo "== 5. isolated plugins (benches/isolation.rs)"
 bench isolation
