@@ -27,17 +27,23 @@ def peak_rss_kib(cmd, env):
     return int(done.stderr.strip().splitlines()[-1])
 
 
-def measure(cmd, runs, env):
-    times = []
+def measure(commands, runs, env):
+    """Each command `runs` times, interleaved (one run of each per round), so
+    a burst of load on a shared machine hits every command alike."""
+    times = [[] for _ in commands]
     for _ in range(runs):
-        start = time.perf_counter()
-        code = subprocess.call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        times.append(time.perf_counter() - start)
-        if code != 0:
-            raise SystemExit(f"{cmd} exited with {code}")
-    peaks = [peak_rss_kib(cmd, env) for _ in range(3)]
-    peak = None if peaks[0] is None else max(peaks)
-    return {"median_s": statistics.median(times), "min_s": min(times), "max_rss_kib": peak}
+        for cmd, took in zip(commands, times):
+            start = time.perf_counter()
+            code = subprocess.call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            took.append(time.perf_counter() - start)
+            if code != 0:
+                raise SystemExit(f"{cmd} exited with {code}")
+    out = []
+    for cmd, took in zip(commands, times):
+        peaks = [peak_rss_kib(cmd, env) for _ in range(3)]
+        peak = None if peaks[0] is None else max(peaks)
+        out.append({"median_s": statistics.median(took), "min_s": min(took), "max_rss_kib": peak})
+    return out
 
 
 def main():
@@ -55,9 +61,8 @@ def main():
     # Measure a used machine: plugins' bytecode caches are written and reused.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     # Warm the page cache once per command, then measure interleaved.
-    for cmd in commands:
-        measure(cmd, 1, env)
-    print(json.dumps([measure(cmd, runs, env) for cmd in commands]))
+    measure(commands, 1, env)
+    print(json.dumps(measure(commands, runs, env)))
 
 
 if __name__ == "__main__":

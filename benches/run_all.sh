@@ -7,6 +7,8 @@
 # (fastapi, uvicorn, jsonschema for the FastAPI peer), outside the work tree:
 # PLUGHOST_BENCH_VENV, default ~/.cache/plughost/bench-venv.
 # PLUGHOST_BENCH_QUICK=1 shortens the rounds (a smoke run, noisier figures).
+# PLUGHOST_BENCH_WHEEL_PYTHON: an interpreter with the wheel installed (else
+# .venv-test, else one is built here); PLUGHOST_BENCH_NO_WHEEL=1 skips item 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,52 +27,49 @@ fi
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
+started=$SECONDS
+echo "== building (release): the plughost binary and the benches (not --benches: that also builds the library's test harness)"
+nice -n 10 cargo build -q --release --bin plughost --bench chat_endpoint --bench bundled_call --bench isolation --bench dispatch
 bench() { nice -n 10 cargo bench -q --bench "$1" 2>/dev/null | tee "$out/$1.txt"; }
+bin=target/release/plughost
+# The interpreter the binary links against, so `python -c pass` and the
+# minimal loader start the same CPython.
+python="$(ldd "$bin" | sed -n 's/.*=> \(.*\)\/lib\/libpython.*/\1/p' | head -1)/bin/python3"
+[ -x "$python" ] || python=python3
 
+echo
 echo "== 1. /v1/chat/completions: plughost serve (defaults: the bench plugin isolated) vs FastAPI peer"
 bench chat_endpoint
 echo
 echo "== 2. a tool call with the bundled plugins on vs off"
 bench bundled_call
 echo
-echo "== 3. cold start: plughost plugins list (empty home) vs python -c pass"
-nice -n 10 cargo build -q --release --bin plughost
-bin=target/release/plughost
-python="$(ldd "$bin" | sed -n 's/.*=> \(.*\)\/lib\/libpython.*/\1/p' | head -1)/bin/python3"
-[ -x "$python" ] || python=python3
-empty="$out/empty-home"
-mkdir -p "$empty"
-# As a user runs them: bytecode is cached (CPython's own for the stdlib,
-# plughost's for its embedded modules), so an environment that says not to
-# write it (PYTHONDONTWRITEBYTECODE, set on some CI machines) is not used
-# here; the first run writes the cache and the median is over the rest.
-(
-    unset PYTHONDONTWRITEBYTECODE
-    "$bin" --home "$empty" plugins list >/dev/null
-    "$python" benches/coldstart.py "$runs" -- "$bin" --home "$empty" plugins list --- "$python" -c pass >"$out/cold.json"
-)
-"$python" - "$out/cold.json" <<'EOF'
-import json, sys
-ours, floor = json.load(open(sys.argv[1]))
-print(f"plugins list   median {ours['median_s']*1e3:6.1f} ms   peak {ours['max_rss_kib']/1024:5.1f} MiB")
-print(f"python -c pass median {floor['median_s']*1e3:6.1f} ms   peak {floor['max_rss_kib']/1024:5.1f} MiB")
-t, m = ours['median_s'] / floor['median_s'], ours['max_rss_kib'] / floor['max_rss_kib']
-print(f"ratio cold start time {t:.2f}× (target ≤ 1.2×) {'met' if t <= 1.2 else 'MISSED'}   "
-      f"peak memory {m:.2f}× (target ≤ 2×) {'met' if m <= 2 else 'MISSED'}")
-EOF
+echo "== 3. cold start: plughost plugins list vs python -c pass, 100 plugins vs benches/min_loader.py"
+nice -n 10 "$python" benches/cold_ratios.py "$bin" "$runs" | tee "$out/cold.txt"
 echo
-echo "== 4. the wheel: call_tool / acall_tool vs the minimal Python host"
-if [ -x .venv-test/bin/python ] && .venv-test/bin/python -c 'import plughost' 2>/dev/null; then
-    nice -n 10 .venv-test/bin/python benches/python_api.py
-else
-    echo "(no .venv-test with the wheel: bash tests/run_all.sh builds it)"
+echo "== 4. the wheel (bundled plugins off): call_tool / acall_tool vs the minimal Python host"
+# The wheel: PLUGHOST_BENCH_WHEEL_PYTHON (an interpreter it is installed
+# in), else .venv-test (tests/run_all.sh), else built here (maturin, release)
+# and installed into the bench venv.
+wheel_python="${PLUGHOST_BENCH_WHEEL_PYTHON:-}"
+if [ -z "$wheel_python" ] && [ -x .venv-test/bin/python ] && .venv-test/bin/python -c 'import plughost' 2>/dev/null; then
+    wheel_python=.venv-test/bin/python
 fi
+if [ -z "$wheel_python" ] && [ "${PLUGHOST_BENCH_NO_WHEEL:-}" = 1 ]; then
+    echo "(PLUGHOST_BENCH_NO_WHEEL=1: the wheel is not built; item 4 not measured)"
+elif [ -z "$wheel_python" ]; then
+    "$venv/bin/pip" install -q "maturin>=1.5,<2"
+    nice -n 10 "$venv/bin/maturin" build -q --release -i "$venv/bin/python" --out "$out/wheel" 2>&1 | grep -v "^$" | tail -2 || true
+    "$venv/bin/pip" install -q --force-reinstall --no-deps "$out"/wheel/*.whl
+    wheel_python="$venv/bin/python"
+fi
+[ -n "$wheel_python" ] && nice -n 10 "$wheel_python" benches/python_api.py | tee "$out/python_api.txt"
 echo
-echo "== 5. isolated plugins"
+echo "== 5. isolated plugins (benches/isolation.rs)"
 bench isolation
 echo
 echo "== per-call figures against the reference (Flowly-semantics) host"
 bench dispatch
 echo
-echo "== ratios"
-grep -h "ratio\|×" "$out"/*.txt | grep -v "^ *$" || true
+echo "== every ratio (the README's performance table; $((SECONDS - started)) s)"
+"$python" benches/summary.py "$out"

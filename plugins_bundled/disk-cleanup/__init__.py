@@ -25,7 +25,17 @@ Nothing here ever raises into the host: every entry point catches and logs.
 from __future__ import annotations
 
 
-from . import calls, cleaner, safety, tracker
+from . import calls
+
+# ``cleaner`` and ``tracker`` (and ``safety`` beyond what ``calls`` needs)
+# are imported when a hook or the command first needs them: most starts
+# (``plugins list``, a turn without file tools) never do.
+
+
+def _modules():
+    from . import cleaner, safety, tracker
+
+    return cleaner, safety, tracker
 
 
 def _logger():
@@ -48,6 +58,7 @@ def _on_pre_tool_call(ctx) -> None:
 def _on_post_tool_call(ctx) -> None:
     if getattr(ctx, "tool_name", "") not in calls.SNAPSHOT_TOOLS:
         return  # never snapshotted (see _on_pre_tool_call): nothing to compare
+    _, safety, tracker = _modules()
     try:
         new = calls.created(ctx)
         if not new:
@@ -74,6 +85,7 @@ def _on_post_tool_call(ctx) -> None:
 
 
 def _on_session_end(ctx) -> None:
+    cleaner, _, tracker = _modules()
     try:
         session = getattr(ctx, "session_id", "") or ""
         result = cleaner.clean_session(session)
@@ -85,6 +97,7 @@ def _on_session_end(ctx) -> None:
 
 
 def _handle_slash(raw_args: str) -> str:
+    cleaner, _, tracker = _modules()
     try:
         return cleaner.command(raw_args)
     except tracker.Busy as exc:

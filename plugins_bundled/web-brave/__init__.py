@@ -1,7 +1,19 @@
-"""Registers the brave web backend (``flowly.agent.tools.web_providers.brave``)."""
+"""Registers the brave web backend (``flowly.agent.tools.web_providers.brave``).
 
-from flowly.agent.tools.web_providers.brave import BraveWebSearchProvider
+Under plughost the backend's module is imported when a search or an
+availability check first needs it (``DeferredProvider``), not at start-up;
+under another Flowly host it is imported now.
+"""
+
+MODULE = "flowly.agent.tools.web_providers.brave"
 
 
 def register(ctx) -> None:
-    ctx.register_web_search_provider(BraveWebSearchProvider())
+    try:
+        from flowly.agent.tools.web_providers.base import DeferredProvider
+    except ImportError:
+        from importlib import import_module
+
+        ctx.register_web_search_provider(import_module(MODULE).BraveWebSearchProvider())
+    else:
+        ctx.register_web_search_provider(DeferredProvider("brave", MODULE, "BraveWebSearchProvider"))

@@ -1,7 +1,19 @@
-"""Registers the ddgs web backend (``flowly.agent.tools.web_providers.ddgs``)."""
+"""Registers the ddgs web backend (``flowly.agent.tools.web_providers.ddgs``).
 
-from flowly.agent.tools.web_providers.ddgs import DDGSWebSearchProvider
+Under plughost the backend's module is imported when a search or an
+availability check first needs it (``DeferredProvider``), not at start-up;
+under another Flowly host it is imported now.
+"""
+
+MODULE = "flowly.agent.tools.web_providers.ddgs"
 
 
 def register(ctx) -> None:
-    ctx.register_web_search_provider(DDGSWebSearchProvider())
+    try:
+        from flowly.agent.tools.web_providers.base import DeferredProvider
+    except ImportError:
+        from importlib import import_module
+
+        ctx.register_web_search_provider(import_module(MODULE).DDGSWebSearchProvider())
+    else:
+        ctx.register_web_search_provider(DeferredProvider("ddgs", MODULE, "DDGSWebSearchProvider"))

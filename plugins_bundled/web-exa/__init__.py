@@ -1,7 +1,19 @@
-"""Registers the exa web backend (``flowly.agent.tools.web_providers.exa``)."""
+"""Registers the exa web backend (``flowly.agent.tools.web_providers.exa``).
 
-from flowly.agent.tools.web_providers.exa import ExaWebSearchProvider
+Under plughost the backend's module is imported when a search or an
+availability check first needs it (``DeferredProvider``), not at start-up;
+under another Flowly host it is imported now.
+"""
+
+MODULE = "flowly.agent.tools.web_providers.exa"
 
 
 def register(ctx) -> None:
-    ctx.register_web_search_provider(ExaWebSearchProvider())
+    try:
+        from flowly.agent.tools.web_providers.base import DeferredProvider
+    except ImportError:
+        from importlib import import_module
+
+        ctx.register_web_search_provider(import_module(MODULE).ExaWebSearchProvider())
+    else:
+        ctx.register_web_search_provider(DeferredProvider("exa", MODULE, "ExaWebSearchProvider"))

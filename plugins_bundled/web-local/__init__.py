@@ -1,7 +1,19 @@
-"""Registers the local web backend (``flowly.agent.tools.web_providers.local``)."""
+"""Registers the local web backend (``flowly.agent.tools.web_providers.local``).
 
-from flowly.agent.tools.web_providers.local import LocalExtractProvider
+Under plughost the backend's module is imported when a search or an
+availability check first needs it (``DeferredProvider``), not at start-up;
+under another Flowly host it is imported now.
+"""
+
+MODULE = "flowly.agent.tools.web_providers.local"
 
 
 def register(ctx) -> None:
-    ctx.register_web_search_provider(LocalExtractProvider())
+    try:
+        from flowly.agent.tools.web_providers.base import DeferredProvider
+    except ImportError:
+        from importlib import import_module
+
+        ctx.register_web_search_provider(import_module(MODULE).LocalExtractProvider())
+    else:
+        ctx.register_web_search_provider(DeferredProvider("local", MODULE, "LocalExtractProvider"))

@@ -1,7 +1,19 @@
-"""Registers the parallel web backend (``flowly.agent.tools.web_providers.parallel``)."""
+"""Registers the parallel web backend (``flowly.agent.tools.web_providers.parallel``).
 
-from flowly.agent.tools.web_providers.parallel import ParallelWebSearchProvider
+Under plughost the backend's module is imported when a search or an
+availability check first needs it (``DeferredProvider``), not at start-up;
+under another Flowly host it is imported now.
+"""
+
+MODULE = "flowly.agent.tools.web_providers.parallel"
 
 
 def register(ctx) -> None:
-    ctx.register_web_search_provider(ParallelWebSearchProvider())
+    try:
+        from flowly.agent.tools.web_providers.base import DeferredProvider
+    except ImportError:
+        from importlib import import_module
+
+        ctx.register_web_search_provider(import_module(MODULE).ParallelWebSearchProvider())
+    else:
+        ctx.register_web_search_provider(DeferredProvider("parallel", MODULE, "ParallelWebSearchProvider"))

@@ -1,7 +1,19 @@
-"""Registers the searxng web backend (``flowly.agent.tools.web_providers.searxng``)."""
+"""Registers the searxng web backend (``flowly.agent.tools.web_providers.searxng``).
 
-from flowly.agent.tools.web_providers.searxng import SearXNGWebSearchProvider
+Under plughost the backend's module is imported when a search or an
+availability check first needs it (``DeferredProvider``), not at start-up;
+under another Flowly host it is imported now.
+"""
+
+MODULE = "flowly.agent.tools.web_providers.searxng"
 
 
 def register(ctx) -> None:
-    ctx.register_web_search_provider(SearXNGWebSearchProvider())
+    try:
+        from flowly.agent.tools.web_providers.base import DeferredProvider
+    except ImportError:
+        from importlib import import_module
+
+        ctx.register_web_search_provider(import_module(MODULE).SearXNGWebSearchProvider())
+    else:
+        ctx.register_web_search_provider(DeferredProvider("searxng", MODULE, "SearXNGWebSearchProvider"))

@@ -1,7 +1,19 @@
-"""Registers the tavily web backend (``flowly.agent.tools.web_providers.tavily``)."""
+"""Registers the tavily web backend (``flowly.agent.tools.web_providers.tavily``).
 
-from flowly.agent.tools.web_providers.tavily import TavilyWebSearchProvider
+Under plughost the backend's module is imported when a search or an
+availability check first needs it (``DeferredProvider``), not at start-up;
+under another Flowly host it is imported now.
+"""
+
+MODULE = "flowly.agent.tools.web_providers.tavily"
 
 
 def register(ctx) -> None:
-    ctx.register_web_search_provider(TavilyWebSearchProvider())
+    try:
+        from flowly.agent.tools.web_providers.base import DeferredProvider
+    except ImportError:
+        from importlib import import_module
+
+        ctx.register_web_search_provider(import_module(MODULE).TavilyWebSearchProvider())
+    else:
+        ctx.register_web_search_provider(DeferredProvider("tavily", MODULE, "TavilyWebSearchProvider"))

@@ -71,7 +71,9 @@ fn try_release(py: Python<'_>) -> PyResult<()> {
             "the runtime did not start on the main thread",
         ));
     }
-    let signal = py.import("signal")?;
+    // `_signal`, the C module under `signal`: the same functions on plain
+    // ints, without `signal`'s enum classes (a millisecond of every start).
+    let signal = py.import("_signal")?;
     let sigint = signal.getattr("SIGINT")?;
     let installed = signal.call_method1("getsignal", (&sigint,))?;
     if !installed.is(&signal.getattr("default_int_handler")?) {

@@ -1,5 +1,5 @@
-//! A model reply's tool calls: each run through the pipeline on a blocking
-//! thread (bounded by the tool timeout), then the batch's marks combined
+//! A model reply's tool calls: each run through the pipeline (on a blocking
+//! thread when its handler may block; bounded by the tool timeout), then the batch's marks combined
 //! into how the turn goes on.
 
 use std::sync::Arc;
@@ -156,6 +156,13 @@ impl Inner {
         (record, marks)
     }
 
+    /// The pipeline under the tool timeout. A tool whose handler may block
+    /// this thread (an in-process plugin's or a native sync one) runs on a
+    /// blocking thread, so one that overruns can be abandoned; an isolated
+    /// plugin's tool only awaits its worker's answer, so it runs on this
+    /// task and the hop (a thread hand-off and a second scheduler per
+    /// call) is saved. Its hooks run where every other hook of the turn
+    /// runs, bounded by the hook timeout.
     async fn dispatch_with_timeout(
         &self,
         call: &ToolCallRequest,
@@ -163,6 +170,25 @@ impl Inner {
         session_key: &str,
         (turn, delegate): (&Arc<TurnScope>, bool),
     ) -> (ToolResult, ToolMarks) {
+        let limit = self.config.tool_timeout;
+        if self.awaits_only(&call.name) {
+            let registry = self.host.registry();
+            let run = dispatch::call_tool_in_turn(
+                &registry,
+                &call.name,
+                arguments,
+                session_key,
+                &call.id,
+                Some((turn.clone(), delegate)),
+            );
+            return match tokio::time::timeout(limit, CURRENT_TURN.scope(turn.clone(), run)).await {
+                Ok(r) => (r.result, r.marks),
+                Err(_) => (
+                    self.refused(&call.name, ToolOutcome::TimedOut { after: limit }),
+                    ToolMarks::default(),
+                ),
+            };
+        }
         let host = self.host.clone();
         let turn = turn.clone();
         let (name, id, key) = (call.name.clone(), call.id.clone(), session_key.to_string());
@@ -177,7 +203,6 @@ impl Inner {
                 }
             }))
         });
-        let limit = self.config.tool_timeout;
         match tokio::time::timeout(limit, job).await {
             Ok(Ok(Some(r))) => (r.result, r.marks),
             Ok(_) => (
@@ -192,6 +217,21 @@ impl Inner {
                 )
             }
         }
+    }
+
+    /// Whether tool `name`'s handler only awaits (never blocks the calling
+    /// thread): the tool of an isolated plugin, whose handler sends the
+    /// call to its worker and awaits the answer.
+    fn awaits_only(&self, name: &str) -> bool {
+        let registry = self.host.registry();
+        let Some(tool) = registry.tool(name) else {
+            return false;
+        };
+        let owner = tool.spec.plugin.as_str();
+        self.host
+            .plugins()
+            .iter()
+            .any(|p| p.isolated && p.key == owner)
     }
 
     /// A call that ended without reaching (or finishing) the pipeline,

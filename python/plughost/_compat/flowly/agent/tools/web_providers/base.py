@@ -135,3 +135,67 @@ class ServiceProvider(WebSearchProvider):
 
 
 __all__ = ["WebSearchProvider", "ServiceProvider", "document", "failed_documents"]
+
+
+class DeferredProvider(WebSearchProvider):
+    """plughost: a provider whose module is imported when it is first used.
+
+    A host registers every bundled web backend at start-up, yet most runs
+    never search: this stands in for the provider class ``cls`` of module
+    ``module`` under its fixed :attr:`name`, and everything else (its
+    availability, capabilities, ``search`` and ``extract``, which are the
+    real bound methods, so ``async def`` ones stay recognisable) imports
+    the module and asks the real provider, made once with no arguments.
+    """
+
+    def __init__(self, name: str, module: str, cls: str) -> None:
+        self._name, self._module, self._cls = name, module, cls
+        self._real: WebSearchProvider | None = None
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def provider(self) -> WebSearchProvider:
+        """The real provider (imported and made on first call)."""
+        if self._real is None:
+            import importlib
+
+            self._real = getattr(importlib.import_module(self._module), self._cls)()
+        return self._real
+
+    @property
+    def display_name(self) -> str:  # type: ignore[override]
+        return self.provider().display_name
+
+    @property
+    def is_available(self):  # type: ignore[override]
+        return self.provider().is_available
+
+    @property
+    def supports_search(self):  # type: ignore[override]
+        return self.provider().supports_search
+
+    @property
+    def supports_extract(self):  # type: ignore[override]
+        return self.provider().supports_extract
+
+    @property
+    def search(self):  # type: ignore[override]
+        return self.provider().search
+
+    @property
+    def extract(self):  # type: ignore[override]
+        return self.provider().extract
+
+    @property
+    def get_setup_schema(self):  # type: ignore[override]
+        return self.provider().get_setup_schema
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self.provider(), attr)
+
+    def __repr__(self) -> str:
+        return f"<deferred web provider {self._name!r} ({self._module}.{self._cls})>"
