@@ -8,6 +8,7 @@
 #
 #   deploy/pg-start.sh DIR PORT      start (prints the URL on stdout)
 #   deploy/pg-start.sh --stop DIR    stop it
+#   deploy/pg-start.sh --start DIR PORT   start it again (its data kept)
 set -euo pipefail
 
 bindir=""
@@ -30,6 +31,15 @@ as_pg() {
 if [ "${1:-}" = "--stop" ]; then
     dir=$2
     as_pg "$bindir/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null 2>&1 || true
+    exit 0
+fi
+
+if [ "${1:-}" = "--start" ]; then
+    dir=$2
+    port=$3
+    as_pg "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 30 \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200" \
+        start >/dev/null || { cat "$dir/postgres.log" >&2; exit 1; }
     exit 0
 fi
 

@@ -87,8 +87,8 @@ impl SessionLease {
     fn held(db: &Arc<Db>, key: &str, owner: &str, ttl: Duration) -> SessionLease {
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
         let lost = Arc::new(AtomicBool::new(false));
-        let (client, k, o, t, flag) = (
-            db.client(),
+        let (pool, k, o, t, flag) = (
+            db.clone(),
             key.to_string(),
             owner.to_string(),
             interval(ttl),
@@ -100,12 +100,16 @@ impl SessionLease {
                     _ = &mut stop_rx => return,
                     _ = tokio::time::sleep(ttl / 3) => {}
                 }
-                let renewed = client
-                    .execute(
-                        "UPDATE plughost_leases SET expires_at = now() + $3::text::interval \
-                         WHERE key = $1 AND owner = $2",
-                        &[&k, &o, &t],
-                    )
+                let (k2, o2, t2) = (k.clone(), o.clone(), t.clone());
+                let renewed = pool
+                    .run(move |c| async move {
+                        Ok(c.execute(
+                            "UPDATE plughost_leases SET expires_at = now() + $3::text::interval \
+                             WHERE key = $1 AND owner = $2",
+                            &[&k2, &o2, &t2],
+                        )
+                        .await?)
+                    })
                     .await;
                 if !matches!(renewed, Ok(1)) {
                     tracing::warn!("session '{k}': lost its lease ({renewed:?}); the turn's writes are refused from now on");

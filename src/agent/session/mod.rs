@@ -97,10 +97,30 @@ pub struct TurnLock {
     file: Option<File>,
     /// A shared store's hold ([`SessionBackend::hold`]).
     _remote: Option<backend::TurnHold>,
+    /// Stores the dialects' per-session state when the turn ends, while
+    /// the session is still held (before the fields above are dropped).
+    state: Option<state::Saver>,
+}
+
+impl TurnLock {
+    fn new(
+        file: Option<File>,
+        remote: Option<backend::TurnHold>,
+        state: Option<state::Saver>,
+    ) -> TurnLock {
+        TurnLock {
+            file,
+            _remote: remote,
+            state,
+        }
+    }
 }
 
 impl Drop for TurnLock {
     fn drop(&mut self) {
+        if let Some(saver) = self.state.take() {
+            saver.save();
+        }
         // No holder to name once released (the lock goes with the descriptor).
         if let Some(file) = &self.file {
             let _ = file.set_len(0);
@@ -133,6 +153,21 @@ impl DiskState {
             dev: meta.dev(),
             ino: meta.ino(),
             len: meta.len(),
+        }
+    }
+
+    /// Where the file grew from, when `now` is this file with more at its end.
+    fn grown_to(self, now: DiskState) -> Option<u64> {
+        match (self, now) {
+            (
+                DiskState::Present { dev, ino, len },
+                DiskState::Present {
+                    dev: d,
+                    ino: i,
+                    len: l,
+                },
+            ) if dev == d && ino == i && l > len => Some(len),
+            _ => None,
         }
     }
 
@@ -185,6 +220,11 @@ pub struct Session {
     in_memory: bool,
     /// The shared store the transcript lives in instead of `path`.
     remote: Option<Arc<dyn SessionBackend>>,
+    /// Where the last message this process has is in `remote` (a turn
+    /// reads only what follows it); `None` when unknown.
+    remote_last: Option<i64>,
+    /// [`slots`](Self::slots) and the dialect state last stored or read.
+    state: Arc<state::StateCell>,
 }
 
 impl Session {
@@ -200,7 +240,10 @@ impl Session {
         }
         if let Some(remote) = &self.remote {
             let line = serde_json::to_string(&message).expect("a JSON value serialises");
-            remote.append(&self.key, &line)?;
+            // The position is known to follow ours only when ours was known.
+            let at = remote.append(&self.key, &line);
+            let at = at.inspect_err(|_| self.remote_last = None)?;
+            self.remote_last = self.remote_last.map(|_| at);
             self.messages.push(message);
             self.last_active = Instant::now();
             return Ok(());
@@ -262,17 +305,12 @@ impl Session {
     /// to end. Within one agent, the session's mutex already serialises.
     pub async fn lock_turn(&self, wait: Duration) -> Result<TurnLock, SessionError> {
         if self.in_memory {
-            return Ok(TurnLock {
-                file: None,
-                _remote: None,
-            });
+            return Ok(TurnLock::new(None, None, None));
         }
         if let Some(remote) = &self.remote {
             let hold = remote.hold(&self.key, wait).await?;
-            return Ok(TurnLock {
-                file: None,
-                _remote: Some(hold),
-            });
+            let saver = self.saver(state::Target::Remote(remote.clone()));
+            return Ok(TurnLock::new(None, Some(hold), Some(saver)));
         }
         let path = self.lock_path();
         let io = |doing, source| SessionError::Io {
@@ -318,10 +356,8 @@ impl Session {
                         path.display(),
                         self.key
                     );
-                    return Ok(TurnLock {
-                        file: None,
-                        _remote: None,
-                    });
+                    let saver = self.saver(state::Target::File(state::file_of(&self.path)));
+                    return Ok(TurnLock::new(None, None, Some(saver)));
                 }
                 Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", e)),
             }
@@ -330,10 +366,16 @@ impl Session {
         let _ = file
             .set_len(0)
             .and_then(|()| writeln!(file, "{}", std::process::id()));
-        Ok(TurnLock {
-            file: Some(file),
-            _remote: None,
-        })
+        let saver = self.saver(state::Target::File(state::file_of(&self.path)));
+        Ok(TurnLock::new(Some(file), None, Some(saver)))
+    }
+
+    fn saver(&self, to: state::Target) -> state::Saver {
+        state::Saver {
+            cell: self.state.clone(),
+            key: self.key.clone(),
+            to,
+        }
     }
 
     /// Bring memory up to date with the transcript on disk (another process
@@ -363,18 +405,28 @@ impl Session {
         let mut unreadable = Vec::new();
         let mut unterminated = false;
         if self.synced != Some(state) {
-            let bytes = read_transcript(&self.path)
+            // Only what was appended since, when the file is the one this
+            // process last saw, grown; else all of it.
+            let tail = self.synced.and_then(|seen| seen.grown_to(state));
+            let bytes = read_transcript(&self.path, tail.unwrap_or(0))
                 .map_err(|e| io("read the transcript", e))?
                 .unwrap_or_default();
             let parsed = parse_transcript(&bytes);
-            self.messages = parsed.messages;
+            if tail.is_some() {
+                self.messages.extend(parsed.messages);
+            } else {
+                self.messages = parsed.messages;
+                // Appends go to whatever file is at the path now.
+                self.file = None;
+            }
             self.started |= !self.messages.is_empty();
             unreadable = parsed.unreadable;
             unterminated = parsed.unterminated;
-            // Appends go to whatever file is at the path now.
-            self.file = None;
             self.synced = Some(state);
         }
+        let stored = state::read_file(&state::file_of(&self.path))
+            .map_err(|e| io("read the dialect state", e))?;
+        self.state.read(&self.key, stored);
         self.repair(unreadable, unterminated, &interrupted_result)
             .map_err(|e| io("repair the transcript", e))
     }
@@ -413,7 +465,9 @@ impl Session {
                 .map(|l| String::from_utf8_lossy(l).into_owned())
                 .collect();
             side.extend(repaired.aside.iter().map(Value::to_string));
-            remote.replace(&self.key, &self.messages, &side)?;
+            let last = remote.replace(&self.key, &self.messages, &side);
+            self.remote_last = last.as_ref().ok().copied();
+            last?;
             return Ok(repairs);
         }
         let written = self.write_repairs(unreadable, &repaired.aside, &mut repairs);
@@ -499,10 +553,18 @@ impl Session {
             let archived = self.path.with_extension(format!("{}.jsonl", now_millis()));
             std::fs::rename(&self.path, archived)?;
         }
+        if !self.in_memory && self.remote.is_none() {
+            match std::fs::remove_file(state::file_of(&self.path)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
         self.synced = Some(DiskState::Missing);
+        self.remote_last = None;
         self.messages.clear();
         self.started = false;
         self.slots = Arc::default();
+        self.state.reset(self.slots.clone());
         Ok(())
     }
 
@@ -543,7 +605,9 @@ impl Session {
             return Ok(dropped);
         }
         if let Some(remote) = &self.remote {
-            remote.replace(&self.key, &self.messages, &[])?;
+            let last = remote.replace(&self.key, &self.messages, &[]);
+            self.remote_last = last.as_ref().ok().copied();
+            last?;
             return Ok(dropped);
         }
         let tmp = self.write_beside()?;
@@ -607,6 +671,7 @@ fn holder_of(lock: &Path) -> Option<u32> {
 pub mod backend;
 pub mod pg;
 mod remote;
+mod state;
 mod store;
 #[cfg(test)]
 mod tests;
