@@ -89,6 +89,9 @@ const MIGRATIONS: &[&str] = &[
     // the transcript, so a session resumed on another replica keeps it.
     r#"
     ALTER TABLE plughost_sessions ADD COLUMN state text;
+    -- A turn's start and end find its pending messages without reading
+    -- the session's others.
+    CREATE INDEX plughost_messages_pending ON plughost_messages (key) WHERE pending;
     "#,
 ];
 

@@ -56,16 +56,16 @@ impl SessionLease {
             let (k, o, t) = (key.to_string(), owner.to_string(), interval(ttl));
             let got = db
                 .run(move |c| async move {
-                    let row = c
-                        .query_opt(
+                    let st = c
+                        .prepare_cached(
                             "INSERT INTO plughost_leases (key, owner, expires_at) \
                              VALUES ($1, $2, now() + $3::text::interval) \
                              ON CONFLICT (key) DO UPDATE \
                              SET owner = excluded.owner, expires_at = excluded.expires_at \
                              WHERE plughost_leases.expires_at < now() RETURNING owner",
-                            &[&k, &o, &t],
                         )
                         .await?;
+                    let row = c.query_opt(&st, &[&k, &o, &t]).await?;
                     Ok(row.is_some())
                 })
                 .await?;
@@ -188,13 +188,14 @@ impl Drop for SessionLease {
         // Synchronous: the answer of the turn goes out only once its
         // messages are complete for every replica.
         let released = self.db.block(move |c| async move {
-            c.execute(
-                "WITH done AS (UPDATE plughost_messages SET pending = false \
-                 WHERE key = $1 AND turn = $2 AND pending) \
-                 DELETE FROM plughost_leases WHERE key = $1 AND owner = $2",
-                &[&k, &o],
-            )
-            .await?;
+            let st = c
+                .prepare_cached(
+                    "WITH done AS (UPDATE plughost_messages SET pending = false \
+                     WHERE key = $1 AND turn = $2 AND pending) \
+                     DELETE FROM plughost_leases WHERE key = $1 AND owner = $2",
+                )
+                .await?;
+            c.execute(&st, &[&k, &o]).await?;
             Ok(())
         });
         if let Err(e) = released {

@@ -149,11 +149,12 @@ impl PgSessions {
         self.cluster
             .db()
             .run(move |c| async move {
-                c.execute(
-                    "DELETE FROM plughost_messages WHERE key = $1 AND pending AND turn <> $2",
-                    &[&k, &o],
-                )
-                .await?;
+                let st = c
+                    .prepare_cached(
+                        "DELETE FROM plughost_messages WHERE key = $1 AND pending AND turn <> $2",
+                    )
+                    .await?;
+                c.execute(&st, &[&k, &o]).await?;
                 Ok(())
             })
             .await
