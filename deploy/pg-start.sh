@@ -49,6 +49,11 @@ mkdir -p "$dir"
 if [ "$(id -u)" = 0 ]; then
     chown postgres: "$dir"
     chmod 0755 "$dir"
+    # Every directory above it must let the postgres user through.
+    runuser -u postgres -- test -x "$dir" || {
+        echo "pg-start: the postgres user cannot reach $dir (a parent directory is private, e.g. made by mktemp -d): chmod 0755 it or use another directory" >&2
+        exit 1
+    }
 fi
 as_pg "$bindir/initdb" -D "$dir/data" -A trust -U plughost --no-sync -E UTF8 >"$dir/initdb.log" 2>&1 \
     || { cat "$dir/initdb.log" >&2; exit 1; }
