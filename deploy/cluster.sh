@@ -72,4 +72,12 @@ open(dst, "w").write(text)
 PY
 "$haproxy_bin" -db -f "$state/haproxy.cfg" >"$state/haproxy.log" 2>&1 &
 echo $! >"$state/haproxy.pid"
+# Ready once HAProxy answers and has a replica up (its checks run every
+# 200 ms), so the first request after this script is not refused.
+for _ in $(seq 1 150); do
+    curl -sf "http://127.0.0.1:$lb_port/healthz" >/dev/null 2>&1 && break
+    sleep 0.2
+done
+curl -sf "http://127.0.0.1:$lb_port/healthz" >/dev/null 2>&1 \
+    || { echo "HAProxy did not answer on $lb_port (see $state/haproxy.log)" >&2; exit 1; }
 echo "load balancer: http://127.0.0.1:$lb_port"

@@ -357,3 +357,88 @@ async fn an_mcp_tools_call_retried_with_its_idempotency_key_on_another_replica_r
         2
     );
 }
+
+/// `deploy/cluster.sh` as docs/deploy.md runs it: PostgreSQL, three
+/// replicas and HAProxy; a session's turns through the balancer land on
+/// whichever replica and the transcript is whole; `stop` ends it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deploy_script_starts_a_cluster_that_serves_a_session_through_haproxy() {
+    if replicas_common::haproxy_binary().is_none()
+        || !std::path::Path::new("/usr/lib/postgresql").exists()
+    {
+        eprintln!("skipped: PostgreSQL or HAProxy is not installed here; .ci/run installs them");
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let home = common::home_with(&[]);
+    let bundled = common::no_bundled();
+    let script = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/cluster.sh");
+    let (lb, pg) = (replicas_common::free_port(), replicas_common::free_port());
+    let cluster = |what: &str| {
+        let mut cmd = Command::new("bash");
+        cmd.arg(&script)
+            .arg(what)
+            .arg(state.path())
+            .env("PLUGHOST", env!("CARGO_BIN_EXE_plughost"))
+            .env("PLUGHOST_HOME", home.path())
+            .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+            .env("LB_PORT", lb.to_string())
+            .env("PG_PORT", pg.to_string());
+        if what == "start" {
+            cmd.args(["--", "--model", "scripted:demo"]);
+        }
+        common::run_bounded(cmd, Duration::from_secs(120))
+    };
+    // The private temporary directory must let the postgres user through.
+    std::fs::set_permissions(
+        state.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let started = cluster("start");
+    let out = String::from_utf8_lossy(&started.stdout).into_owned();
+    let stopper = scopeguard(|| {
+        cluster("stop");
+    });
+    assert!(
+        started.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    assert_eq!(out.matches("replica ").count(), 3, "{out}");
+    let url = format!("http://127.0.0.1:{lb}");
+    for i in 0..3 {
+        let r = post(&url, "deployed", &format!("m{i}")).await;
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+    let health = reqwest::get(format!("{url}/healthz"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(health.contains("cluster plugins match"), "{health}");
+    drop(stopper);
+    // Stopped: the balancer goes away (a signalled process, so polled).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while reqwest::get(format!("{url}/healthz")).await.is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the balancer still answers after stop"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Runs `f` when dropped (the cluster is stopped even when an assertion fails).
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
+}

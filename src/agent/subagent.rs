@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use super::session::SessionStore;
 use super::tools::SubagentRunner;
 use super::{Inbound, Inner};
 use crate::core::hooks::{BoxFuture, HookEvent, SubagentStopContext};
@@ -21,7 +20,8 @@ impl SubagentRunner for Inner {
         let inner = Arc::new(Inner {
             host: self.host.clone(),
             provider: self.provider.clone(),
-            sessions: SessionStore::new(self.sessions.dir().to_path_buf()),
+            // --- added by pg7: sub-agent sessions live where the parent's do ---
+            sessions: self.sessions.sibling(),
             config: self.config.clone(),
             subagents: Default::default(),
             tool_defs: Default::default(),

@@ -114,14 +114,25 @@ pub fn run(cli: &Cli, command: &SessionsCmd) -> Result<Exit, Failure> {
             .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok_and(|v| v.is_object()))
             .map(str::to_string)
             .collect();
+        // The dialects' per-session state beside it (`<transcript>.state`).
+        let mut state_path = path.clone().into_os_string();
+        state_path.push(".state");
+        let state_path = std::path::PathBuf::from(state_path);
+        let state = match std::fs::read_to_string(&state_path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Failure::failed(format!("{}: {e}", state_path.display()))),
+        };
         let imported = pg
-            .import(&key, &lines)
+            .import(&key, &lines, state.as_deref())
             .map_err(|e| Failure::failed(format!("session '{key}': {e}")))?;
         if imported {
-            let mut done = path.clone().into_os_string();
-            done.push(".moved");
-            std::fs::rename(&path, &done)
-                .map_err(|e| Failure::failed(format!("{}: {e}", path.display())))?;
+            for file in [&path, &state_path].into_iter().filter(|p| p.exists()) {
+                let mut done = file.clone().into_os_string();
+                done.push(".moved");
+                std::fs::rename(file, &done)
+                    .map_err(|e| Failure::failed(format!("{}: {e}", file.display())))?;
+            }
             println!("moved {key} ({} messages)", lines.len());
             moved += 1;
         } else {

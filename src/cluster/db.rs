@@ -2,7 +2,7 @@
 //! idempotency records and scheduled-task claims, and the schema the server
 //! applies to it itself.
 //!
-//! The connection lives on a thread of its own with its own Tokio runtime:
+//! The connections (a pool, [`Db`]) live on a thread of its own with its own Tokio runtime:
 //! a session's transcript is written from synchronous code
 //! ([`Session::append`](crate::agent::session::Session::append)) that may
 //! run on any runtime, a current-thread one included, and waits there for
@@ -30,6 +30,12 @@ pub enum DbError {
     Query(#[from] tokio_postgres::Error),
     #[error("the PostgreSQL connection thread has stopped")]
     Gone,
+    /// No connection could be had (the server is down or restarting): a
+    /// request is answered "retry" (HTTP 503), and the next use connects again.
+    #[error("PostgreSQL is unavailable: {0}")]
+    Unavailable(String),
+    #[error("cannot connect to PostgreSQL at {url}: {why}")]
+    Unreachable { url: String, why: String },
 }
 
 /// The schema, one migration per entry, applied in order and recorded in
@@ -79,11 +85,32 @@ const MIGRATIONS: &[&str] = &[
         set_at timestamptz NOT NULL DEFAULT now()
     );
     "#,
+    // 2: the dialects' per-session state (a JSON object by dialect), beside
+    // the transcript, so a session resumed on another replica keeps it.
+    r#"
+    ALTER TABLE plughost_sessions ADD COLUMN state text;
+    -- A turn's start and end find its pending messages without reading
+    -- the session's others.
+    CREATE INDEX plughost_messages_pending ON plughost_messages (key) WHERE pending;
+    "#,
 ];
 
-/// One replica's connection to the cluster's database.
+/// A connection of the pool, for one job (a query or a few).
+pub type Conn = deadpool_postgres::Object;
+
+/// How many connections a replica opens at most: turns of different
+/// sessions do not wait behind one another's statements on one backend.
+const POOL_SIZE: usize = 8;
+
+/// How long connecting (or waiting for a free connection) may take before
+/// the request is answered "unavailable, retry" instead of hanging.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One replica's connections to the cluster's database: a pool that drops
+/// a connection the server closed (a restart) and opens a new one on the
+/// next use, so the replica recovers by itself once PostgreSQL is back.
 pub struct Db {
-    client: Arc<Client>,
+    pool: deadpool_postgres::Pool,
     runtime: tokio::runtime::Handle,
     /// Dropping it stops the connection thread.
     _stop: std::sync::mpsc::SyncSender<()>,
@@ -93,47 +120,65 @@ impl Db {
     /// Connect to `url` (`postgres://user@host:port/db`) and apply the
     /// migrations this build knows and the database lacks.
     pub fn connect(url: &str) -> Result<Arc<Db>, DbError> {
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|source| DbError::Connect {
+                url: url.to_string(),
+                source,
+            })?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        let manager = deadpool_postgres::Manager::from_config(
+            config,
+            NoTls,
+            deadpool_postgres::ManagerConfig {
+                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+            },
+        );
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = std::sync::mpsc::sync_channel::<()>(0);
-        let owned = url.to_string();
         std::thread::Builder::new()
             .name("plughost-pg".into())
             .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
-                {
-                    Ok(rt) => rt,
-                    Err(_) => return,
+                else {
+                    return;
                 };
-                let connected = rt.block_on(tokio_postgres::connect(&owned, NoTls));
-                let (client, connection) = match connected {
-                    Ok(pair) => pair,
-                    Err(source) => {
-                        let _ = ready_tx.send(Err(DbError::Connect { url: owned, source }));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(Ok((client, rt.handle().clone())));
-                rt.spawn(async move {
-                    if let Err(e) = connection.await {
-                        tracing::error!("the PostgreSQL connection ended: {e}");
-                    }
-                });
+                let _ = ready_tx.send(rt.handle().clone());
                 // Keep the runtime turning until the Db is dropped.
                 rt.block_on(async move {
                     let _ = tokio::task::spawn_blocking(move || stop_rx.recv()).await;
                 });
             })
             .map_err(|_| DbError::Gone)?;
-        let (client, runtime) = ready_rx.recv().map_err(|_| DbError::Gone)??;
+        let runtime = ready_rx.recv().map_err(|_| DbError::Gone)?;
+        let pool = deadpool_postgres::Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .wait_timeout(Some(CONNECT_TIMEOUT * 2))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| DbError::Unavailable(e.to_string()))?;
         let db = Arc::new(Db {
-            client: Arc::new(client),
+            pool,
             runtime,
             _stop: stop_tx,
         });
-        db.block(|c| async move { migrate(&c).await })?;
+        let owned = url.to_string();
+        db.block(|c| async move { migrate(&c).await })
+            .map_err(|e| match e {
+                DbError::Unavailable(why) => DbError::Unreachable { url: owned, why },
+                e => e,
+            })?;
         Ok(db)
+    }
+
+    /// A connection, on the connection thread's runtime.
+    async fn conn(pool: deadpool_postgres::Pool) -> Result<Conn, DbError> {
+        pool.get()
+            .await
+            .map_err(|e| DbError::Unavailable(e.to_string()))
     }
 
     /// Run `job` on the connection's runtime and wait for it from any
@@ -141,13 +186,17 @@ impl Db {
     pub fn block<T, F, Fut>(&self, job: F) -> Result<T, DbError>
     where
         T: Send + 'static,
-        F: FnOnce(Arc<Client>) -> Fut,
+        F: FnOnce(Conn) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<T, DbError>> + Send + 'static,
     {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let fut = job(self.client.clone());
+        let pool = self.pool.clone();
         self.runtime.spawn(async move {
-            let _ = tx.send(fut.await);
+            let result = match Self::conn(pool).await {
+                Ok(c) => job(c).await,
+                Err(e) => Err(e),
+            };
+            let _ = tx.send(result);
         });
         rx.recv().map_err(|_| DbError::Gone)?
     }
@@ -156,11 +205,14 @@ impl Db {
     pub async fn run<T, F, Fut>(&self, job: F) -> Result<T, DbError>
     where
         T: Send + 'static,
-        F: FnOnce(Arc<Client>) -> Fut,
+        F: FnOnce(Conn) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<T, DbError>> + Send + 'static,
     {
-        let fut = job(self.client.clone());
-        match self.runtime.spawn(fut).await {
+        let pool = self.pool.clone();
+        let task = self
+            .runtime
+            .spawn(async move { job(Self::conn(pool).await?).await });
+        match task.await {
             Ok(result) => result,
             Err(_) => Err(DbError::Gone),
         }
@@ -172,11 +224,6 @@ impl Db {
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         self.runtime.spawn(job);
-    }
-
-    /// The connection, for jobs given to [`spawn`](Self::spawn).
-    pub fn client(&self) -> Arc<Client> {
-        self.client.clone()
     }
 }
 

@@ -114,8 +114,8 @@ impl Cluster {
 
     fn running(&self, key: &str, owner: String) -> Running {
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (client, k, o, ttl) = (
-            self.db().client(),
+        let (db, k, o, ttl) = (
+            self.db().clone(),
             key.to_string(),
             owner.clone(),
             self.lease_ttl,
@@ -126,12 +126,17 @@ impl Cluster {
                     _ = &mut stop_rx => return,
                     _ = tokio::time::sleep(ttl / 3) => {}
                 }
-                let _ = client
-                    .execute(
-                        "UPDATE plughost_idempotency SET claimed_until = now() + $3::text::interval \
-                         WHERE key = $1 AND owner = $2 AND status IS NULL",
-                        &[&k, &o, &interval(ttl)],
-                    )
+                let (k, o) = (k.clone(), o.clone());
+                let _ = db
+                    .run(move |c| async move {
+                        c.execute(
+                            "UPDATE plughost_idempotency SET claimed_until = now() + $3::text::interval \
+                             WHERE key = $1 AND owner = $2 AND status IS NULL",
+                            &[&k, &o, &interval(ttl)],
+                        )
+                        .await?;
+                        Ok(())
+                    })
                     .await;
             }
         });
@@ -192,13 +197,17 @@ impl Drop for Running {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let (client, k, o) = (self.db.client(), self.key.clone(), self.owner.clone());
+        let (db, k, o) = (self.db.clone(), self.key.clone(), self.owner.clone());
         self.db.spawn(async move {
-            let _ = client
-                .execute(
-                    "DELETE FROM plughost_idempotency WHERE key = $1 AND owner = $2 AND status IS NULL",
-                    &[&k, &o],
-                )
+            let _ = db
+                .run(move |c| async move {
+                    c.execute(
+                        "DELETE FROM plughost_idempotency WHERE key = $1 AND owner = $2 AND status IS NULL",
+                        &[&k, &o],
+                    )
+                    .await?;
+                    Ok(())
+                })
                 .await;
         });
     }

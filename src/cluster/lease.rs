@@ -56,16 +56,16 @@ impl SessionLease {
             let (k, o, t) = (key.to_string(), owner.to_string(), interval(ttl));
             let got = db
                 .run(move |c| async move {
-                    let row = c
-                        .query_opt(
+                    let st = c
+                        .prepare_cached(
                             "INSERT INTO plughost_leases (key, owner, expires_at) \
                              VALUES ($1, $2, now() + $3::text::interval) \
                              ON CONFLICT (key) DO UPDATE \
                              SET owner = excluded.owner, expires_at = excluded.expires_at \
                              WHERE plughost_leases.expires_at < now() RETURNING owner",
-                            &[&k, &o, &t],
                         )
                         .await?;
+                    let row = c.query_opt(&st, &[&k, &o, &t]).await?;
                     Ok(row.is_some())
                 })
                 .await?;
@@ -87,8 +87,8 @@ impl SessionLease {
     fn held(db: &Arc<Db>, key: &str, owner: &str, ttl: Duration) -> SessionLease {
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
         let lost = Arc::new(AtomicBool::new(false));
-        let (client, k, o, t, flag) = (
-            db.client(),
+        let (pool, k, o, t, flag) = (
+            db.clone(),
             key.to_string(),
             owner.to_string(),
             interval(ttl),
@@ -100,12 +100,16 @@ impl SessionLease {
                     _ = &mut stop_rx => return,
                     _ = tokio::time::sleep(ttl / 3) => {}
                 }
-                let renewed = client
-                    .execute(
-                        "UPDATE plughost_leases SET expires_at = now() + $3::text::interval \
-                         WHERE key = $1 AND owner = $2",
-                        &[&k, &o, &t],
-                    )
+                let (k2, o2, t2) = (k.clone(), o.clone(), t.clone());
+                let renewed = pool
+                    .run(move |c| async move {
+                        Ok(c.execute(
+                            "UPDATE plughost_leases SET expires_at = now() + $3::text::interval \
+                             WHERE key = $1 AND owner = $2",
+                            &[&k2, &o2, &t2],
+                        )
+                        .await?)
+                    })
                     .await;
                 if !matches!(renewed, Ok(1)) {
                     tracing::warn!("session '{k}': lost its lease ({renewed:?}); the turn's writes are refused from now on");
@@ -184,13 +188,14 @@ impl Drop for SessionLease {
         // Synchronous: the answer of the turn goes out only once its
         // messages are complete for every replica.
         let released = self.db.block(move |c| async move {
-            c.execute(
-                "WITH done AS (UPDATE plughost_messages SET pending = false \
-                 WHERE key = $1 AND turn = $2 AND pending) \
-                 DELETE FROM plughost_leases WHERE key = $1 AND owner = $2",
-                &[&k, &o],
-            )
-            .await?;
+            let st = c
+                .prepare_cached(
+                    "WITH done AS (UPDATE plughost_messages SET pending = false \
+                     WHERE key = $1 AND turn = $2 AND pending) \
+                     DELETE FROM plughost_leases WHERE key = $1 AND owner = $2",
+                )
+                .await?;
+            c.execute(&st, &[&k, &o]).await?;
             Ok(())
         });
         if let Err(e) = released {

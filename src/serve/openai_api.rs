@@ -471,6 +471,14 @@ pub async fn chat_completions(
         );
     }
     if let Some(e) = &report.error {
+        // --- added by pg7: a turn the shared store's outage cut short is retryable (503) ---
+        if let Some(answer) = match &prepared {
+            Some(p) => p.unavailable_now().await,
+            None => None,
+        } {
+            return answer;
+        }
+        // --- end pg7 ---
         return error(
             StatusCode::BAD_GATEWAY,
             "server_error",

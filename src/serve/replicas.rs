@@ -182,6 +182,22 @@ impl Replicas {
 }
 
 impl Prepared {
+    /// After a turn that failed: the 503 to answer when the shared store
+    /// cannot be reached now (an outage cut the turn short: retryable),
+    /// else `None` (the failure is the turn's own).
+    pub async fn unavailable_now(&self) -> Option<Response> {
+        let (_, pg, _) = self.lease.as_ref()?;
+        let probe = pg.cluster().db().run(|c| async move {
+            c.simple_query("SELECT 1").await?;
+            Ok(())
+        });
+        match tokio::time::timeout(Duration::from_secs(5), probe).await {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(unavailable(e.to_string())),
+            Err(_) => Some(unavailable("no answer within 5 s".into())),
+        }
+    }
+
     /// The turn answered `body` with success: store it for retries.
     pub async fn answered(mut self, body: &serde_json::Value) {
         let Some(claim) = self.claim.take() else {

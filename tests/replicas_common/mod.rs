@@ -27,6 +27,7 @@ fn repo() -> PathBuf {
 pub struct Pg {
     dir: tempfile::TempDir,
     pub url: String,
+    port: String,
 }
 
 impl Pg {
@@ -55,7 +56,38 @@ impl Pg {
             String::from_utf8_lossy(&out.stderr)
         );
         let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        Some(Pg { dir, url })
+        Some(Pg { dir, url, port })
+    }
+
+    /// Stop the server (its data stays), as a restart or an outage does.
+    pub fn stop(&self) {
+        let out = Command::new("bash")
+            .arg(repo().join("deploy/pg-start.sh"))
+            .arg("--stop")
+            .arg(self.dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Start it again on the same port, with its data.
+    pub fn start_again(&self) {
+        let out = Command::new("bash")
+            .arg(repo().join("deploy/pg-start.sh"))
+            .arg("--start")
+            .arg(self.dir.path())
+            .arg(&self.port)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// A connection for the test's own queries.

@@ -24,6 +24,12 @@ pub struct Stored {
     pub lines: Vec<String>,
     /// `on_session_start` has fired for it (on some replica).
     pub started: bool,
+    /// Where its last message is (what [`SessionBackend::load_after`]
+    /// continues from); 0 when it has none.
+    pub last: i64,
+    /// The dialects' per-session state as last stored (a JSON object by
+    /// dialect, as text), if any.
+    pub state: Option<String>,
 }
 
 /// What a turn holds while it runs; dropping it ends the hold (and, for a
@@ -38,19 +44,33 @@ pub trait SessionBackend: Send + Sync {
     /// The session of `key` as stored; the messages of a turn that never
     /// completed (its replica died) are not part of it.
     fn load(&self, key: &str) -> std::io::Result<Stored>;
+    /// What was stored after the message at `after` (the last one this
+    /// replica has), so a turn reads only what is new; `None` when that
+    /// message is no longer part of the transcript (compacted, archived, or
+    /// its turn dropped), and the whole transcript must be read again.
+    /// `lines` holds only the new messages.
+    fn load_after(&self, key: &str, after: i64) -> std::io::Result<Option<Stored>>;
     /// Store one message (`line`, JSON text) at the end of `key`'s
-    /// transcript, as part of the turn holding it.
-    fn append(&self, key: &str, line: &str) -> std::io::Result<()>;
+    /// transcript, as part of the turn holding it; returns where it is.
+    fn append(&self, key: &str, line: &str) -> std::io::Result<i64>;
     /// Replace `key`'s transcript with `messages` (compaction, repairs);
-    /// `aside` (JSON text) is kept beside, out of the transcript.
-    fn replace(&self, key: &str, messages: &[Value], aside: &[String]) -> std::io::Result<()>;
+    /// `aside` (JSON text) is kept beside, out of the transcript. Returns
+    /// where the last new message is.
+    fn replace(&self, key: &str, messages: &[Value], aside: &[String]) -> std::io::Result<i64>;
+    /// Store the dialects' per-session state (`state`, JSON text) of
+    /// `key`, as part of the turn holding it.
+    fn save_state(&self, key: &str, state: &str) -> std::io::Result<()>;
+    /// Take `key` for a new session if no session has used it (a
+    /// sub-agent's fresh conversation): `false` when it is taken.
+    fn claim(&self, key: &str) -> std::io::Result<bool>;
     /// Start `key` over; its old messages are kept, archived.
     fn archive(&self, key: &str) -> std::io::Result<()>;
     /// Hold `key` for one turn, cluster-wide, waiting at most `wait`.
     fn hold<'a>(&'a self, key: &'a str, wait: Duration) -> Held<'a>;
     /// Every session key it holds.
     fn keys(&self) -> std::io::Result<Vec<String>>;
-    /// Store a session written elsewhere (`plughost sessions move`):
-    /// `false` when `key` exists here already (nothing is written then).
-    fn import(&self, key: &str, lines: &[String]) -> std::io::Result<bool>;
+    /// Store a session written elsewhere (`plughost sessions move`), with
+    /// its dialect state if it has one: `false` when `key` exists here
+    /// already (nothing is written then).
+    fn import(&self, key: &str, lines: &[String], state: Option<&str>) -> std::io::Result<bool>;
 }

@@ -12,7 +12,7 @@
 //! OpenAI-compatible API accepts.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -89,25 +89,6 @@ impl std::error::Error for SessionError {
     }
 }
 
-/// The cross-process hold on a session for one turn; released on drop
-/// (closing the descriptor releases the `flock`). The lock file stays: removing
-/// it would let a waiter lock a file that a newcomer no longer sees.
-#[must_use = "the session is locked only while this lives"]
-pub struct TurnLock {
-    file: Option<File>,
-    /// A shared store's hold ([`SessionBackend::hold`]).
-    _remote: Option<backend::TurnHold>,
-}
-
-impl Drop for TurnLock {
-    fn drop(&mut self) {
-        // No holder to name once released (the lock goes with the descriptor).
-        if let Some(file) = &self.file {
-            let _ = file.set_len(0);
-        }
-    }
-}
-
 /// What [`Session::resync`] repaired.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Repairs {
@@ -133,6 +114,21 @@ impl DiskState {
             dev: meta.dev(),
             ino: meta.ino(),
             len: meta.len(),
+        }
+    }
+
+    /// Where the file grew from, when `now` is this file with more at its end.
+    fn grown_to(self, now: DiskState) -> Option<u64> {
+        match (self, now) {
+            (
+                DiskState::Present { dev, ino, len },
+                DiskState::Present {
+                    dev: d,
+                    ino: i,
+                    len: l,
+                },
+            ) if dev == d && ino == i && l > len => Some(len),
+            _ => None,
         }
     }
 
@@ -185,6 +181,11 @@ pub struct Session {
     in_memory: bool,
     /// The shared store the transcript lives in instead of `path`.
     remote: Option<Arc<dyn SessionBackend>>,
+    /// Where the last message this process has is in `remote` (a turn
+    /// reads only what follows it); `None` when unknown.
+    remote_last: Option<i64>,
+    /// [`slots`](Self::slots) and the dialect state last stored or read.
+    state: Arc<state::StateCell>,
 }
 
 impl Session {
@@ -200,7 +201,10 @@ impl Session {
         }
         if let Some(remote) = &self.remote {
             let line = serde_json::to_string(&message).expect("a JSON value serialises");
-            remote.append(&self.key, &line)?;
+            // The position is known to follow ours only when ours was known.
+            let at = remote.append(&self.key, &line);
+            let at = at.inspect_err(|_| self.remote_last = None)?;
+            self.remote_last = self.remote_last.map(|_| at);
             self.messages.push(message);
             self.last_active = Instant::now();
             return Ok(());
@@ -257,85 +261,6 @@ impl Session {
         sibling(&self.path, ".lock")
     }
 
-    /// Hold this session against other processes (and other agents of this
-    /// one) for a turn, waiting at most `wait` for a turn in progress there
-    /// to end. Within one agent, the session's mutex already serialises.
-    pub async fn lock_turn(&self, wait: Duration) -> Result<TurnLock, SessionError> {
-        if self.in_memory {
-            return Ok(TurnLock {
-                file: None,
-                _remote: None,
-            });
-        }
-        if let Some(remote) = &self.remote {
-            let hold = remote.hold(&self.key, wait).await?;
-            return Ok(TurnLock {
-                file: None,
-                _remote: Some(hold),
-            });
-        }
-        let path = self.lock_path();
-        let io = |doing, source| SessionError::Io {
-            key: self.key.clone(),
-            path: path.clone(),
-            doing,
-            source,
-        };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io("create the sessions directory", e))?;
-        }
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| io("open the lock file", e))?;
-        let started = Instant::now();
-        loop {
-            match file.try_lock() {
-                Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    let waited = started.elapsed();
-                    if waited >= wait {
-                        return Err(SessionError::Busy {
-                            key: self.key.clone(),
-                            holder: holder_of(&path),
-                            waited: wait,
-                        });
-                    }
-                    let step = Duration::from_millis(25).min(wait - waited);
-                    tokio::time::sleep(step).await;
-                }
-                Err(std::fs::TryLockError::Error(e))
-                    if e.kind() == std::io::ErrorKind::Unsupported =>
-                {
-                    // A filesystem without `flock`: one process per session
-                    // cannot be enforced there; say so rather than refuse.
-                    tracing::warn!(
-                        "{}: advisory locks are not supported here ({e}); \
-                         two processes on session '{}' may interleave",
-                        path.display(),
-                        self.key
-                    );
-                    return Ok(TurnLock {
-                        file: None,
-                        _remote: None,
-                    });
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", e)),
-            }
-        }
-        // Who holds it, for a waiter's message. Best effort: the lock is what counts.
-        let _ = file
-            .set_len(0)
-            .and_then(|()| writeln!(file, "{}", std::process::id()));
-        Ok(TurnLock {
-            file: Some(file),
-            _remote: None,
-        })
-    }
-
     /// Bring memory up to date with the transcript on disk (another process
     /// may have written since) and repair it: unreadable lines are set
     /// aside, unanswered tool calls answered with [`interrupted_result`].
@@ -363,18 +288,28 @@ impl Session {
         let mut unreadable = Vec::new();
         let mut unterminated = false;
         if self.synced != Some(state) {
-            let bytes = read_transcript(&self.path)
+            // Only what was appended since, when the file is the one this
+            // process last saw, grown; else all of it.
+            let tail = self.synced.and_then(|seen| seen.grown_to(state));
+            let bytes = read_transcript(&self.path, tail.unwrap_or(0))
                 .map_err(|e| io("read the transcript", e))?
                 .unwrap_or_default();
             let parsed = parse_transcript(&bytes);
-            self.messages = parsed.messages;
+            if tail.is_some() {
+                self.messages.extend(parsed.messages);
+            } else {
+                self.messages = parsed.messages;
+                // Appends go to whatever file is at the path now.
+                self.file = None;
+            }
             self.started |= !self.messages.is_empty();
             unreadable = parsed.unreadable;
             unterminated = parsed.unterminated;
-            // Appends go to whatever file is at the path now.
-            self.file = None;
             self.synced = Some(state);
         }
+        let stored = state::read_file(&state::file_of(&self.path))
+            .map_err(|e| io("read the dialect state", e))?;
+        self.state.read(&self.key, stored);
         self.repair(unreadable, unterminated, &interrupted_result)
             .map_err(|e| io("repair the transcript", e))
     }
@@ -413,7 +348,9 @@ impl Session {
                 .map(|l| String::from_utf8_lossy(l).into_owned())
                 .collect();
             side.extend(repaired.aside.iter().map(Value::to_string));
-            remote.replace(&self.key, &self.messages, &side)?;
+            let last = remote.replace(&self.key, &self.messages, &side);
+            self.remote_last = last.as_ref().ok().copied();
+            last?;
             return Ok(repairs);
         }
         let written = self.write_repairs(unreadable, &repaired.aside, &mut repairs);
@@ -499,10 +436,18 @@ impl Session {
             let archived = self.path.with_extension(format!("{}.jsonl", now_millis()));
             std::fs::rename(&self.path, archived)?;
         }
+        if !self.in_memory && self.remote.is_none() {
+            match std::fs::remove_file(state::file_of(&self.path)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
         self.synced = Some(DiskState::Missing);
+        self.remote_last = None;
         self.messages.clear();
         self.started = false;
         self.slots = Arc::default();
+        self.state.reset(self.slots.clone());
         Ok(())
     }
 
@@ -543,7 +488,9 @@ impl Session {
             return Ok(dropped);
         }
         if let Some(remote) = &self.remote {
-            remote.replace(&self.key, &self.messages, &[])?;
+            let last = remote.replace(&self.key, &self.messages, &[]);
+            self.remote_last = last.as_ref().ok().copied();
+            last?;
             return Ok(dropped);
         }
         let tmp = self.write_beside()?;
@@ -597,22 +544,18 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// The pid a lock holder wrote into the lock file, if it did yet.
-fn holder_of(lock: &Path) -> Option<u32> {
-    let mut text = String::new();
-    File::open(lock).ok()?.read_to_string(&mut text).ok()?;
-    text.trim().parse().ok()
-}
-
 pub mod backend;
+mod lock;
 pub mod pg;
 mod remote;
+mod state;
 mod store;
 #[cfg(test)]
 mod tests;
 mod transcript;
 
 pub use backend::SessionBackend;
+pub use lock::TurnLock;
 
 pub use store::{check_name, file_stem, SessionStore, MAX_STEM};
 use transcript::{load_transcript, parse_transcript, read_transcript, repair_messages};

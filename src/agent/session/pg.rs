@@ -32,6 +32,25 @@ pub struct PgSessions {
     handed: Mutex<HashMap<String, String>>,
 }
 
+/// A session's visible messages from `seq` `$3` on: complete ones, and
+/// the pending ones of the turn `$2` (this replica's, holding the lease).
+const VISIBLE_FROM: &str = "SELECT seq, body FROM plughost_messages WHERE key = $1 \
+     AND archived IS NULL AND (NOT pending OR turn = $2) AND seq >= $3 ORDER BY seq";
+
+/// `(started, state)` of a session's row (`(false, None)` without one).
+async fn session_row(
+    c: &crate::cluster::db::Conn,
+    key: &str,
+) -> Result<(bool, Option<String>), tokio_postgres::Error> {
+    let st = c
+        .prepare_cached("SELECT started, state FROM plughost_sessions WHERE key = $1")
+        .await?;
+    Ok(c.query_opt(&st, &[&key])
+        .await?
+        .map(|r| (r.get(0), r.get(1)))
+        .unwrap_or_default())
+}
+
 fn io(e: DbError) -> std::io::Error {
     std::io::Error::other(e)
 }
@@ -130,11 +149,12 @@ impl PgSessions {
         self.cluster
             .db()
             .run(move |c| async move {
-                c.execute(
-                    "DELETE FROM plughost_messages WHERE key = $1 AND pending AND turn <> $2",
-                    &[&k, &o],
-                )
-                .await?;
+                let st = c
+                    .prepare_cached(
+                        "DELETE FROM plughost_messages WHERE key = $1 AND pending AND turn <> $2",
+                    )
+                    .await?;
+                c.execute(&st, &[&k, &o]).await?;
                 Ok(())
             })
             .await
@@ -171,67 +191,124 @@ impl SessionBackend for PgSessions {
         self.cluster
             .db()
             .block(move |c| async move {
-                let rows = c
-                    .query(
-                        "SELECT body FROM plughost_messages WHERE key = $1 AND archived IS NULL \
-                         AND (NOT pending OR turn = $2) ORDER BY seq",
-                        &[&k, &owner],
-                    )
-                    .await?;
-                let started = c
-                    .query_opt(
-                        "SELECT started FROM plughost_sessions WHERE key = $1",
-                        &[&k],
-                    )
-                    .await?
-                    .is_some_and(|r| r.get::<_, bool>(0));
+                let st = c.prepare_cached(VISIBLE_FROM).await?;
+                let from: i64 = 0;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&k, &owner, &from];
+                let (rows, (started, state)) =
+                    tokio::try_join!(c.query(&st, &params), session_row(&c, &k))?;
                 Ok(Stored {
-                    lines: rows.iter().map(|r| r.get(0)).collect(),
+                    last: rows.last().map(|r| r.get(0)).unwrap_or_default(),
+                    lines: rows.iter().map(|r| r.get(1)).collect(),
                     started,
+                    state,
                 })
             })
             .map_err(io)
     }
 
-    fn append(&self, key: &str, line: &str) -> std::io::Result<()> {
+    fn load_after(&self, key: &str, after: i64) -> std::io::Result<Option<Stored>> {
+        let (k, owner) = (key.to_string(), self.owner_of(key).unwrap_or_default());
+        self.cluster
+            .db()
+            .block(move |c| async move {
+                // From the last message this replica has: when it is still
+                // there, what follows it is all that is new.
+                let st = c.prepare_cached(VISIBLE_FROM).await?;
+                let from: i64 = after;
+                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&k, &owner, &from];
+                let (rows, (started, state)) =
+                    tokio::try_join!(c.query(&st, &params), session_row(&c, &k))?;
+                if rows.first().map(|r| r.get::<_, i64>(0)) != Some(after) {
+                    return Ok(None);
+                }
+                Ok(Some(Stored {
+                    last: rows.last().map(|r| r.get(0)).unwrap_or(after),
+                    lines: rows.iter().skip(1).map(|r| r.get(1)).collect(),
+                    started,
+                    state,
+                }))
+            })
+            .map_err(io)
+    }
+
+    fn append(&self, key: &str, line: &str) -> std::io::Result<i64> {
         let (k, body) = (key.to_string(), line.to_string());
         let owner = self.owner_of(key);
         let written = self.cluster.db().block(move |c| async move {
-            let n = match owner {
+            let row = match owner {
                 // Fenced: only while this turn's lease is the session's.
                 Some(owner) => {
-                    c.execute(
-                        "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
-                         ON CONFLICT (key) DO UPDATE SET started = true WHERE NOT plughost_sessions.started) \
-                         INSERT INTO plughost_messages (key, turn, pending, body) \
-                         SELECT $1, $2, true, $3 WHERE EXISTS \
-                         (SELECT 1 FROM plughost_leases WHERE key = $1 AND owner = $2)",
-                        &[&k, &owner, &body],
-                    )
-                    .await?
+                    let st = c
+                        .prepare_cached(
+                            "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
+                             ON CONFLICT (key) DO UPDATE SET started = true WHERE NOT plughost_sessions.started) \
+                             INSERT INTO plughost_messages (key, turn, pending, body) \
+                             SELECT $1, $2, true, $3 WHERE EXISTS \
+                             (SELECT 1 FROM plughost_leases WHERE key = $1 AND owner = $2) RETURNING seq",
+                        )
+                        .await?;
+                    c.query_opt(&st, &[&k, &owner, &body]).await?
                 }
                 // Outside a turn (a session hook at eviction): complete at once.
                 None => {
-                    c.execute(
+                    c.query_opt(
                         "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
                          ON CONFLICT (key) DO NOTHING) \
-                         INSERT INTO plughost_messages (key, body) VALUES ($1, $2)",
+                         INSERT INTO plughost_messages (key, body) VALUES ($1, $2) RETURNING seq",
                         &[&k, &body],
                     )
                     .await?
                 }
             };
-            Ok(n)
+            Ok(row.map(|r| r.get::<_, i64>(0)))
         });
         match written.map_err(io)? {
-            1 => Ok(()),
-            _ => Err(std::io::Error::other(format!(
+            Some(seq) => Ok(seq),
+            None => Err(std::io::Error::other(format!(
                 "session '{key}': this turn's lease was taken by another replica (it expired); the message is not stored"
             ))),
         }
     }
 
-    fn replace(&self, key: &str, messages: &[Value], aside: &[String]) -> std::io::Result<()> {
+    fn save_state(&self, key: &str, state: &str) -> std::io::Result<()> {
+        let (k, state) = (key.to_string(), state.to_string());
+        let owner = self.owner_of(key).unwrap_or_default();
+        self.cluster
+            .db()
+            .block(move |c| async move {
+                // Fenced like the turn's messages.
+                let st = c
+                    .prepare_cached(
+                        "INSERT INTO plughost_sessions (key, started, state) \
+                         SELECT $1, true, $2 WHERE EXISTS \
+                         (SELECT 1 FROM plughost_leases WHERE key = $1 AND owner = $3) \
+                         ON CONFLICT (key) DO UPDATE SET state = excluded.state",
+                    )
+                    .await?;
+                c.execute(&st, &[&k, &state, &owner]).await?;
+                Ok(())
+            })
+            .map_err(io)
+    }
+
+    fn claim(&self, key: &str) -> std::io::Result<bool> {
+        let k = key.to_string();
+        self.cluster
+            .db()
+            .block(move |c| async move {
+                let row = c
+                    .query_opt(
+                        "INSERT INTO plughost_sessions (key) VALUES ($1) \
+                         ON CONFLICT (key) DO NOTHING RETURNING key",
+                        &[&k],
+                    )
+                    .await?;
+                Ok(row.is_some())
+            })
+            .map_err(io)
+    }
+
+    fn replace(&self, key: &str, messages: &[Value], aside: &[String]) -> std::io::Result<i64> {
         let lines: Vec<String> = messages
             .iter()
             .map(|m| serde_json::to_string(m).expect("a JSON value serialises"))
@@ -242,17 +319,20 @@ impl SessionBackend for PgSessions {
             .block(move |c| async move {
                 // One statement: the old rows archived, the new ones
                 // written, or neither.
-                c.execute(
-                    "WITH old AS (UPDATE plughost_messages SET archived = $3 \
-                     WHERE key = $1 AND archived IS NULL), \
-                     side AS (INSERT INTO plughost_messages (key, archived, body) \
-                     SELECT $1, -$3, b FROM unnest($4::text[]) AS a(b)) \
-                     INSERT INTO plughost_messages (key, body) \
-                     SELECT $1, b FROM unnest($2::text[]) WITH ORDINALITY AS t(b, n) ORDER BY n",
-                    &[&k, &lines, &stamp, &aside],
-                )
-                .await?;
-                Ok(())
+                let row = c
+                    .query_one(
+                        "WITH old AS (UPDATE plughost_messages SET archived = $3 \
+                         WHERE key = $1 AND archived IS NULL), \
+                         side AS (INSERT INTO plughost_messages (key, archived, body) \
+                         SELECT $1, -$3, b FROM unnest($4::text[]) AS a(b)), \
+                         new AS (INSERT INTO plughost_messages (key, body) \
+                         SELECT $1, b FROM unnest($2::text[]) WITH ORDINALITY AS t(b, n) ORDER BY n \
+                         RETURNING seq) \
+                         SELECT coalesce(max(seq), 0) FROM new",
+                        &[&k, &lines, &stamp, &aside],
+                    )
+                    .await?;
+                Ok(row.get::<_, i64>(0))
             })
             .map_err(io)
     }
@@ -263,7 +343,7 @@ impl SessionBackend for PgSessions {
             .db()
             .block(move |c| async move {
                 c.execute(
-                    "WITH s AS (UPDATE plughost_sessions SET started = false WHERE key = $1) \
+                    "WITH s AS (UPDATE plughost_sessions SET started = false, state = NULL WHERE key = $1) \
                      UPDATE plughost_messages SET archived = $2 WHERE key = $1 AND archived IS NULL",
                     &[&k, &stamp],
                 )
@@ -289,19 +369,19 @@ impl SessionBackend for PgSessions {
             .map_err(io)
     }
 
-    fn import(&self, key: &str, lines: &[String]) -> std::io::Result<bool> {
-        let (k, lines) = (key.to_string(), lines.to_vec());
+    fn import(&self, key: &str, lines: &[String], state: Option<&str>) -> std::io::Result<bool> {
+        let (k, lines, state) = (key.to_string(), lines.to_vec(), state.map(str::to_string));
         self.cluster
             .db()
             .block(move |c| async move {
                 let row = c
                     .query_one(
-                        "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
+                        "WITH s AS (INSERT INTO plughost_sessions (key, started, state) VALUES ($1, true, $3) \
                          ON CONFLICT (key) DO NOTHING RETURNING key), \
                          m AS (INSERT INTO plughost_messages (key, body) \
                          SELECT s.key, t.b FROM s, unnest($2::text[]) WITH ORDINALITY AS t(b, n) ORDER BY n) \
                          SELECT count(*) FROM s",
-                        &[&k, &lines],
+                        &[&k, &lines, &state],
                     )
                     .await?;
                 Ok(row.get::<_, i64>(0) == 1)

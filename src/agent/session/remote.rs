@@ -1,12 +1,15 @@
 //! A session whose transcript is in a shared store ([`SessionBackend`]):
-//! brought up to date from it at the start of every turn.
+//! brought up to date from it at the start of every turn, reading only
+//! what was stored after the last message this process has.
 
 use super::*;
 
 impl Session {
-    /// [`resync`](Session::resync) for a shared store: the stored
-    /// transcript replaces memory (another replica may have run turns
-    /// since), then it is repaired like a file's.
+    /// [`resync`](Session::resync) for a shared store: what other
+    /// replicas stored since this one's last message is appended to memory
+    /// (all of it read again when that message is gone: a compaction, a
+    /// reset, a dropped turn), then it is repaired like a file's. Safe
+    /// because the turn holds the session's lease: nobody writes under it.
     pub(super) fn resync_remote(&mut self) -> Result<Repairs, SessionError> {
         let remote = self.remote.clone().expect("called for a remote session");
         let key = self.key.clone();
@@ -16,18 +19,28 @@ impl Session {
             doing,
             source,
         };
-        let stored = remote
-            .load(&self.key)
-            .map_err(|e| io("read the transcript", e))?;
+        let read = |e| io("read the transcript", e);
+        let since = match self.remote_last {
+            Some(after) if after > 0 => remote.load_after(&self.key, after).map_err(read)?,
+            _ => None,
+        };
+        let (stored, fresh) = match since {
+            Some(stored) => (stored, false),
+            None => (remote.load(&self.key).map_err(read)?, true),
+        };
+        if fresh {
+            self.messages = Vec::with_capacity(stored.lines.len());
+        }
         let mut unreadable = Vec::new();
-        self.messages = Vec::with_capacity(stored.lines.len());
         for line in stored.lines {
             match serde_json::from_str::<Value>(&line) {
                 Ok(v) if v.is_object() => self.messages.push(v),
                 _ => unreadable.push(line.into_bytes()),
             }
         }
+        self.remote_last = Some(stored.last);
         self.started = stored.started || !self.messages.is_empty();
+        self.state.read(&self.key, stored.state);
         self.repair(unreadable, false, &interrupted_result)
             .map_err(|e| io("repair the transcript", e))
     }

@@ -24,6 +24,17 @@ impl SessionStore {
         }
     }
 
+    /// A store of its own over the same directory and shared store (a
+    /// sub-agent's: its sessions are not this one's loaded sessions, and
+    /// live where this one's do).
+    pub fn sibling(&self) -> SessionStore {
+        let store = SessionStore::new(self.dir.clone());
+        if let Some(backend) = self.backend.get() {
+            store.use_backend(backend.clone());
+        }
+        store
+    }
+
     /// Keep named sessions in `backend` from now on (set once, before the
     /// first session is loaded; `false` when one was set already).
     pub fn use_backend(&self, backend: Arc<dyn SessionBackend>) -> bool {
@@ -54,37 +65,44 @@ impl SessionStore {
         }
         let path = self.path_of(key);
         let remote = self.backend.get().cloned();
-        let messages = match &remote {
-            // A first look only: every turn reads the store again.
-            Some(remote) => remote
-                .load(key)
-                .map(|s| {
-                    s.lines
+        // A first look only: every turn reads the store again (from the
+        // last message seen here, when every message read was whole).
+        let (messages, remote_last) = match &remote {
+            Some(remote) => match remote.load(key) {
+                Ok(stored) => {
+                    let messages: Vec<Value> = stored
+                        .lines
                         .iter()
                         .filter_map(|l| serde_json::from_str(l).ok())
-                        .collect()
-                })
-                .unwrap_or_else(|e| {
+                        .collect();
+                    let whole = messages.len() == stored.lines.len();
+                    (messages, whole.then_some(stored.last))
+                }
+                Err(e) => {
                     tracing::warn!(
                         "session '{key}': cannot read it from {}: {e}",
                         remote.describe()
                     );
-                    Vec::new()
-                }),
-            None => load_transcript(&path),
+                    (Vec::new(), None)
+                }
+            },
+            None => (load_transcript(&path), None),
         };
+        let slots = Arc::<crate::core::hooks::Slots>::default();
         let session = Session {
             key: key.to_string(),
             started: !messages.is_empty(),
             messages,
             finalized: false,
             last_active: Instant::now(),
-            slots: Arc::default(),
+            state: super::state::StateCell::new(slots.clone()),
+            slots,
             path,
             file: None,
             synced: None,
             in_memory: false,
             remote,
+            remote_last,
         };
         let session = Arc::new(tokio::sync::Mutex::new(session));
         open.insert(key.to_string(), session.clone());
@@ -96,18 +114,21 @@ impl SessionStore {
     /// removed for it. For a key no other turn or process uses (one
     /// request's own conversation); [`unload`](Self::unload) forgets it.
     pub fn open_in_memory(&self, key: &str, messages: Vec<Value>) {
+        let slots = Arc::<crate::core::hooks::Slots>::default();
         let session = Session {
             key: key.to_string(),
             started: !messages.is_empty(),
             messages,
             finalized: false,
             last_active: Instant::now(),
-            slots: Arc::default(),
+            state: super::state::StateCell::new(slots.clone()),
+            slots,
             path: self.path_of(key),
             file: None,
             synced: None,
             in_memory: true,
             remote: None,
+            remote_last: None,
         };
         let session = Arc::new(tokio::sync::Mutex::new(session));
         self.open
@@ -120,9 +141,20 @@ impl SessionStore {
     /// `from`. Its empty transcript is created here, exclusively, so no other
     /// process or agent sharing the sessions directory claims it too: every
     /// `delegate` call starts a fresh conversation. Returns the key and N.
+    /// In a shared store ([`use_backend`](Self::use_backend)) the key is
+    /// claimed there, so replicas never hand out the same one.
     pub fn claim_subagent_key(&self, parent: &str, from: u64) -> std::io::Result<(String, u64)> {
-        std::fs::create_dir_all(&self.dir)?;
         let mut n = from.max(1);
+        if let Some(remote) = self.backend.get() {
+            loop {
+                let key = format!("{parent}/sub-{n}");
+                if remote.claim(&key)? {
+                    return Ok((key, n));
+                }
+                n += 1;
+            }
+        }
+        std::fs::create_dir_all(&self.dir)?;
         loop {
             let key = format!("{parent}/sub-{n}");
             let path = self.path_of(&key);

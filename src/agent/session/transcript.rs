@@ -9,10 +9,12 @@ use serde_json::{json, Value};
 
 use super::*;
 
-/// The bytes of the transcript at `path`, or `None` when there is none.
-/// Opened without blocking and refused unless a regular file: a FIFO or a
-/// device planted at a session's path must not hang the agent.
-pub(super) fn read_transcript(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+/// The bytes of the transcript at `path` from byte `from` on, or `None`
+/// when there is none. Opened without blocking and refused unless a
+/// regular file: a FIFO or a device planted at a session's path must not
+/// hang the agent.
+pub(super) fn read_transcript(path: &Path, from: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::{Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
 
     let mut file = match OpenOptions::new()
@@ -29,6 +31,9 @@ pub(super) fn read_transcript(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
             std::io::ErrorKind::InvalidInput,
             "not a regular file: move it away and the session starts afresh",
         ));
+    }
+    if from > 0 {
+        file.seek(SeekFrom::Start(from))?;
     }
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)?;
@@ -73,7 +78,7 @@ pub(super) fn parse_transcript(bytes: &[u8]) -> Parsed {
 /// Read a transcript for display or a first look: unreadable lines skipped
 /// (and left in place; a turn's resync sets them aside).
 pub(super) fn load_transcript(path: &Path) -> Vec<Value> {
-    let bytes = match read_transcript(path) {
+    let bytes = match read_transcript(path, 0) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Vec::new(),
         Err(e) => {

@@ -2,7 +2,7 @@
 //! point's context with the seed's names (spec §1.2), and the edit of the
 //! context a handler's payload asks for.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc; // pg7: Mutex went with Totals
 
 use serde_json::{json, Map, Value};
 
@@ -160,11 +160,9 @@ pub(super) fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Va
     }
 }
 
-/// Per session (in its session's slots, so it lives as long as the session
-/// is loaded and belongs to its host): the usage of its calls, summed, and
-/// the `(turn, iteration)` of the call counted last (a chain builds its
-/// payload again when its first handler failed; the call is counted once).
-struct Totals(Mutex<(Map<String, Value>, (usize, usize))>);
+// --- added by pg7: the per-session totals moved where the session store reaches them ---
+use super::session_state::Totals;
+// --- end pg7 ---
 
 /// The session's totals with this call's usage (`lc.usage`) counted in;
 /// outside a session (a tool called on its own) this call's usage.
@@ -173,9 +171,7 @@ fn session_totals(lc: &LoopContext) -> Map<String, Value> {
         return lc.usage.clone();
     };
     let call = (Arc::as_ptr(turn) as usize, lc.iteration);
-    let Some(totals) = turn.session_slot(super::DIALECT.as_str(), || {
-        Totals(Mutex::new((Map::new(), (usize::MAX, usize::MAX))))
-    }) else {
+    let Some(totals) = turn.session_slot(super::DIALECT.as_str(), Totals::new) else {
         return lc.usage.clone();
     };
     let mut totals = totals.0.lock().unwrap_or_else(|e| e.into_inner());
