@@ -226,6 +226,7 @@ impl HostBuilder {
         Ok(Host {
             extensions,
             home,
+            reloaded: tokio::sync::watch::channel(set.generation).0,
             current: arc_swap::ArcSwap::from_pointee(set),
             roots,
             reloader: std::sync::Mutex::new(Recipe {

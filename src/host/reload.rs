@@ -464,46 +464,9 @@ pub(super) fn copy(r: &Registration) -> Registration {
     }
 }
 
-/// What a plugin directory's files are now: a hash of every file's path,
-/// size and modification time (`__pycache__` and `.pyc` left out: Python
-/// writes those itself).
+/// What a plugin directory's files are now ([`crate::dialects::fresh::stamp_of`]).
 pub(super) fn stamp_of(dir: &Path) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut files = Vec::new();
-    collect(dir, dir, &mut files, 0);
-    files.sort();
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    files.hash(&mut hasher);
-    hasher.finish()
-}
-
-fn collect(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, u64, u128)>, depth: usize) {
-    let Ok(read) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in read.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        if name == "__pycache__" || path.extension().is_some_and(|e| e == "pyc") {
-            continue;
-        }
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            if depth < 16 {
-                collect(root, &path, out, depth + 1);
-            }
-            continue;
-        }
-        let modified = meta
-            .modified()
-            .ok()
-            .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
-            .map_or(0, |d| d.as_nanos());
-        let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
-        out.push((rel, meta.len(), modified));
-    }
+    crate::dialects::fresh::stamp_of(dir)
 }
 
 /// `config.json` of the home as JSON (an empty object when absent or broken).

@@ -146,6 +146,11 @@ impl Dialect for Felix {
         };
         attach(|py| {
             let felix = module(py).map_err(|e| plugin_error(py, &e))?;
+            if let Some(dir) = &entry.source_dir {
+                // A changed plugin's new files, not the cached old modules.
+                let top = module_name.split('.').next().unwrap_or(&module_name);
+                crate::dialects::fresh::refresh(py, top, dir);
+            }
             let source_dir = entry
                 .source_dir
                 .as_ref()

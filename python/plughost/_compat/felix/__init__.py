@@ -314,15 +314,24 @@ def _routes(key: str, plugins) -> list:
     return out
 
 
-_APP = None
+#: round -> the FastAPI app of that mount round, held (weakly) only while
+#: the server's mount holds it.
+_APPS: "weakref.WeakValueDictionary" = None  # type: ignore[assignment]
 
 
-def plugin_app():
+def plugin_app(round: int = 0):
     """The FastAPI app every Felix plugin's ``routes(app, tools=…)`` adds to
-    (one, as Felix's API process has one), made when ``plughost serve``
-    first mounts routes."""
-    global _APP
-    if _APP is None:
+    in one mount round (one app per round, as Felix's API process has one;
+    ``plughost serve`` mounts a fresh round at start and after a reload that
+    changed a plugin with routes, so a new version's routes never meet the
+    old one's)."""
+    global _APPS
+    import weakref
+
+    if _APPS is None:
+        _APPS = weakref.WeakValueDictionary()
+    app = _APPS.get(round)
+    if app is None:
         try:
             from fastapi import FastAPI
         except ImportError as exc:
@@ -330,8 +339,9 @@ def plugin_app():
                 "Felix plugin routes are mounted on a FastAPI app, as Felix mounts them, and FastAPI is not "
                 "installed for plughost's Python: pip install fastapi (or add it to the plugin's dependencies)"
             ) from exc
-        _APP = FastAPI(title="plughost: Felix plugin routes", docs_url=None, redoc_url=None, openapi_url=None)
-    return _APP
+        app = FastAPI(title="plughost: Felix plugin routes", docs_url=None, redoc_url=None, openapi_url=None)
+        _APPS[round] = app
+    return app
 
 
 def rate_limit_key(resolver, scope: dict):
@@ -344,11 +354,11 @@ def rate_limit_key(resolver, scope: dict):
     return key if isinstance(key, str) and key else None
 
 
-def mount_routes(plugin):
-    """``plugin.routes(app, tools=None)`` on :func:`plugin_app`; the app.
-    (Felix passes its tool provider as ``tools``; plughost's tools are the
-    agent's, reached through ``/v1`` and ``/mcp``.)"""
-    app = plugin_app()
+def mount_routes(plugin, round: int = 0):
+    """``plugin.routes(app, tools=None)`` on :func:`plugin_app` of ``round``;
+    the app. (Felix passes its tool provider as ``tools``; plughost's tools
+    are the agent's, reached through ``/v1`` and ``/mcp``.)"""
+    app = plugin_app(round)
     plugin.routes(app, tools=None)
     return app
 
