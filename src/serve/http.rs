@@ -237,6 +237,7 @@ fn route_of(path: &str) -> &'static str {
         "/metrics" => "/metrics",
         "/admin/reload" => "/admin/reload",
         "/admin/plugins" => "/admin/plugins",
+        p if p.starts_with("/admin/cron/") => "/admin/cron",
         p if p == "/mcp" || p.starts_with("/mcp/") => "/mcp",
         _ => "other",
     }
@@ -344,6 +345,43 @@ async fn plugin_route(
     }
 }
 
+/// `POST /admin/cron/{name}`: run scheduled task `name` now, in this
+/// server (`plughost cron run NAME` against a running server), so it never
+/// runs twice at once with the server's own timer: a run already going
+/// answers `already_running`.
+async fn admin_cron(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Response {
+    use crate::core::schedule::TaskRunOutcome;
+    let registry = shared.chat.agent.host().registry();
+    let Some(task) = registry.task(&name).cloned() else {
+        let known: Vec<&str> = registry.tasks().iter().map(|t| t.name.as_str()).collect();
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"name": name, "outcome": "unknown", "known": known})),
+        )
+            .into_response();
+    };
+    let outcome = task.run_scheduled(&registry).await;
+    super::cron::report(&task, &outcome);
+    let body = match outcome {
+        TaskRunOutcome::Completed => serde_json::json!({"outcome": "completed"}),
+        TaskRunOutcome::Failed(e) => serde_json::json!({
+            "outcome": "failed", "error": e.message, "traceback": e.traceback,
+        }),
+        TaskRunOutcome::AlreadyRunning => serde_json::json!({"outcome": "already_running"}),
+        TaskRunOutcome::Skipped(reason) => {
+            serde_json::json!({"outcome": "skipped", "reason": reason})
+        }
+        TaskRunOutcome::Disabled => serde_json::json!({"outcome": "disabled"}),
+    };
+    let mut body = body;
+    body["name"] = serde_json::json!(task.name);
+    body["plugin"] = serde_json::json!(task.plugin);
+    axum::Json(body).into_response()
+}
+
 async fn not_found() -> Response {
     openai_api::error(
         StatusCode::NOT_FOUND,
@@ -400,6 +438,8 @@ pub fn router(
         .route("/metrics", get(metrics_text))
         .route("/admin/reload", post(admin_reload))
         .route("/admin/plugins", get(admin_plugins))
+        // --- added by rl7 ---
+        .route("/admin/cron/{name}", post(admin_cron))
         .with_state(shared.clone())
         .merge(chat_routes)
         .nest_service(
