@@ -866,3 +866,47 @@ fn codumentor_gates_scheduled_runs_and_hears_of_auto_disabled_ones() {
         "the gate skips every tick run"
     );
 }
+
+// --- added by rl7 ---
+/// `plughost cron run NAME` against a running server runs the task in the
+/// server, beside its timer: a second one while the first runs is refused,
+/// so the task never runs twice at once.
+#[test]
+fn cron_run_against_a_running_server_never_runs_twice_at_once() {
+    let env = env();
+    let mut cmd = env.command(&[
+        "serve",
+        "--port",
+        "0",
+        "--model",
+        "scripted",
+        "--cron-every",
+        "3600",
+    ]);
+    cmd.env("CRON_NAP", "3");
+    let _server = start(cmd);
+    let first = env
+        .command(&["cron", "run", "plugin_tick"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::wait_until("the first run", Duration::from_secs(30), || {
+        env.log().contains("tick-start")
+    });
+    let second = env.run(&["cron", "run", "plugin_tick"]);
+    assert!(
+        !env.log().contains("tick-end"),
+        "the second ran while the first was running"
+    );
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        text(&second.stderr).contains("is running in the server now; not started twice"),
+        "{}",
+        text(&second.stderr)
+    );
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert!(text(&first.stdout).contains("plugin_tick: done (in the running server)"));
+    assert_eq!(env.log().matches("tick-start").count(), 1, "{}", env.log());
+}

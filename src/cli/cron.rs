@@ -41,6 +41,12 @@ pub(super) fn run(
     python_level: u8,
     name: &str,
 ) -> Result<Exit, Failure> {
+    // A server running on this home runs it, beside its own timer: never
+    // twice at once.
+    let home = super::home_of(cli);
+    if let Some(answer) = rt.block_on(crate::serve::watch::ask_cron(&home, name)) {
+        return answered(name, &answer);
+    }
     let host = build_host(cli, python_level)?;
     let registry = host.registry();
     let Some(task) = registry.task(name).cloned() else {
@@ -75,5 +81,40 @@ pub(super) fn run(
         TaskRunOutcome::AlreadyRunning | TaskRunOutcome::Disabled => {
             unreachable!("a fresh host runs nothing yet")
         }
+    }
+}
+
+/// `cron run NAME`'s answer from a running server (`POST /admin/cron/NAME`).
+fn answered(name: &str, answer: &serde_json::Value) -> Result<Exit, Failure> {
+    let field = |k: &str| answer[k].as_str().unwrap_or_default().to_string();
+    match field("outcome").as_str() {
+        "completed" => {
+            println!("{name}: done (in the running server)");
+            Ok(Exit::Success)
+        }
+        "skipped" => {
+            println!("{name}: skipped ({})", field("reason"));
+            Ok(Exit::Success)
+        }
+        "already_running" => Err(Failure::failed(format!(
+            "scheduled task '{name}' is running in the server now; not started twice"
+        ))),
+        "disabled" => Err(Failure::failed(format!(
+            "scheduled task '{name}' is disabled in the running server (it failed too often in a row)"
+        ))),
+        "failed" => {
+            if let Some(tb) = answer["traceback"].as_str() {
+                eprint!("{tb}");
+            }
+            Err(Failure::failed(format!(
+                "scheduled task '{name}' of '{}' failed: {}",
+                field("plugin"),
+                field("error")
+            )))
+        }
+        _ => Err(Failure::failed(format!(
+            "no scheduled task '{name}' in the running server; its tasks are: {}",
+            answer["known"]
+        ))),
     }
 }

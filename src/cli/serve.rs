@@ -100,32 +100,6 @@ fn session_idle(value: &str) -> Result<SessionIdle, String> {
         .map_err(|e| format!("{e} (or 0: never evict)"))
 }
 
-/// `--auth MODE`: `api_key` (plughost's Bearer keys), or the mode a loaded
-/// plugin registered; anything else is refused, naming the modes there are.
-fn auth_mode(
-    host: &crate::host::Host,
-    mode: &str,
-) -> Result<Option<crate::core::http_app::AuthMode>, Failure> {
-    if mode == "api_key" {
-        return Ok(None);
-    }
-    let registry = host.registry();
-    let modes = registry.auth_modes();
-    if let Some(m) = modes.iter().find(|m| m.mode == mode) {
-        return Ok(Some(m.clone()));
-    }
-    let mut known = vec!["api_key".to_string()];
-    known.extend(
-        modes
-            .iter()
-            .map(|m| format!("{} (plugin {})", m.mode, m.plugin)),
-    );
-    Err(Failure::usage(format!(
-        "--auth {mode}: no such auth mode; the modes are {} (a plugin's mode exists once the plugin that registers it loads)",
-        known.join(", ")
-    )))
-}
-
 /// The API key from `--api-key`, else `PLUGHOST_API_KEY`; empty is an error.
 fn api_key(args: &ServeArgs) -> Result<Option<String>, Failure> {
     let (key, from) = match &args.api_key {
@@ -242,28 +216,39 @@ pub(super) fn serve(
         &args.agent,
         crate::serve::openai_api::IterationMarks::wrap,
     )?;
-    let plugin_routes = crate::serve::plugin_routes::PluginRoutes::mount(agent.host())
-        .map(|r| rt.block_on(r.startup()));
-    // Felix's rule: a plugin's body_limit_bytes raises the cap, the largest wins.
-    let max_body = plugin_routes
+    // --- changed by rl7: routes, auth mode and cron re-mounted on reload ---
+    // --- added by pg5: one replica of a cluster (sessions in PostgreSQL) ---
+    let replicas = super::sessions::join(rt, &agent, &args.cluster)?;
+    let cluster = replicas.shared.as_ref().map(|(c, _)| c.clone());
+    let scheduler = tokio_util::sync::CancellationToken::new();
+    let _stop_scheduler = scheduler.clone().drop_guard();
+    let parts = rt
+        .block_on(crate::serve::plugin_routes::live::ServerParts::start(
+            agent.host().clone(),
+            &args.auth,
+            (cluster, args.cron_every),
+            scheduler,
+        ))
+        .map_err(Failure::usage)?;
+    // Felix's rule: a plugin's body_limit_bytes raises the cap, the largest
+    // wins (a reload's new limits apply to the plugin routes).
+    let max_body = parts
+        .load()
+        .routes
         .as_ref()
         .and_then(|r| r.body_limit)
         .map_or(args.max_body_bytes, |l| l.max(args.max_body_bytes));
-    let auth_mode = auth_mode(agent.host(), &args.auth)?;
     let options = ServeOptions {
-        auth_mode,
         api_key: key,
         max_body: max_body as usize,
         shutdown_grace: args.shutdown_grace,
-        plugin_routes: plugin_routes.clone(),
+        parts: Some(parts.clone()),
         max_connections: args.max_connections as usize,
         header_timeout: args.header_timeout,
         body_timeout: args.body_timeout,
         max_mcp_sessions: args.max_mcp_sessions as usize,
         mcp_session_idle: args.mcp_session_idle,
     };
-    // --- added by pg5: one replica of a cluster (sessions in PostgreSQL) ---
-    let replicas = super::sessions::join(rt, &agent, &args.cluster)?;
     let metrics = Arc::new(Metrics::default());
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
         .with_metrics(metrics.clone())
@@ -279,8 +264,6 @@ pub(super) fn serve(
         )
         .with_session_idle(args.session_idle.0),
     );
-    // --- added by pg5 ---
-    let cluster = replicas.shared.as_ref().map(|(c, _)| c.clone());
     let _ = chat.replicas.set(replicas);
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(bind)
@@ -319,10 +302,6 @@ pub(super) fn serve(
                 Failure::failed(format!("--watch cannot watch the plugin directories: {e}"))
             })?),
         };
-        let scheduler = tokio_util::sync::CancellationToken::new();
-        // --- changed by pg5: with a cluster, each tick runs on one replica ---
-        crate::serve::cron::start_in(chat.agent.host(), cluster, args.cron_every, scheduler.clone());
-        let _stop_scheduler = scheduler.drop_guard();
         http::serve_until(
             listener,
             app,
@@ -333,9 +312,7 @@ pub(super) fn serve(
         )
         .await
         .map_err(|e| Failure::failed(format!("the server failed: {e}")))?;
-        if let Some(routes) = &plugin_routes {
-            routes.shutdown().await;
-        }
+        parts.shutdown().await;
         eprintln!("plughost serve: stopped");
         Ok::<_, Failure>(())
     })?;

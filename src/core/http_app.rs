@@ -58,6 +58,14 @@ pub trait MountRoutes: Send + Sync + 'static {
     /// Add the routes (Felix's `plugin.routes(app, tools=…)`) and hand back
     /// the application that now serves them.
     fn mount(&self) -> Result<Arc<dyn HttpApp>, PluginError>;
+    // --- added by rl7 ---
+    /// [`mount`](Self::mount) on the application of mount `round`: every
+    /// plugin mounted in one round shares a fresh application, so a reload
+    /// re-mounts on a new one while requests in flight finish on the old.
+    fn mount_in(&self, round: u64) -> Result<Arc<dyn HttpApp>, PluginError> {
+        let _ = round;
+        self.mount()
+    }
 }
 
 /// One plugin's routes and the server settings it declares.

@@ -13,6 +13,8 @@ pub mod felix;
 pub mod flowly;
 pub mod hermes;
 pub mod shared;
+// --- added by rl7 ---
+pub mod fresh;
 
 use std::path::Path;
 

@@ -226,6 +226,7 @@ impl HostBuilder {
         Ok(Host {
             extensions,
             home,
+            reloaded: tokio::sync::watch::channel(set.generation).0,
             current: arc_swap::ArcSwap::from_pointee(set),
             roots,
             reloader: std::sync::Mutex::new(Recipe {
@@ -312,10 +313,7 @@ impl HostBuilder {
         } else if !self.runtime.has_python() {
             Err("this host was built from Runtime::none(), which runs no Python plugins".into())
         } else {
-            crate::runtime::Runtime::start(level)?;
-            set_default_home(home);
-            // --- added by supply ---
-            add_shared_env(home);
+            start_python(home, level)?;
             Ok(())
         };
         let inputs = super::reload::Inputs {
@@ -494,6 +492,17 @@ struct Found {
 /// code outside every plugin package belongs to no host, so there is no
 /// host to ask; each plugin package gets its own host's home when it is
 /// imported.
+/// Start the interpreter for in-process plugins of `home`: plughost's
+/// home as their default, the home's shared environment on `sys.path`.
+/// Also used when an isolated plugin's server parts load in-process.
+pub(super) fn start_python(home: &Path, level: u8) -> Result<(), crate::runtime::StartError> {
+    crate::runtime::Runtime::start(level)?;
+    set_default_home(home);
+    // --- added by supply ---
+    add_shared_env(home);
+    Ok(())
+}
+
 fn set_default_home(home: &Path) {
     let _ = crate::runtime::try_attach(|py| {
         use pyo3::types::PyAnyMethods;

@@ -221,6 +221,9 @@ pub struct Host {
     roots: Vec<(Source, PathBuf)>,
     /// How to discover and load again (one reload at a time).
     reloader: std::sync::Mutex<build::Recipe>,
+    /// The generation of the set in force, sent after each swap, so what a
+    /// server mounts from a set (routes, cron, auth) follows reloads.
+    reloaded: tokio::sync::watch::Sender<u64>,
     /// Keeps a temporary copy of the bundled plugins (used when the cache
     /// cannot be written) on disk while the host lives.
     _bundled: Option<crate::plugins::bundled::Located>,
@@ -447,6 +450,7 @@ impl Host {
         report.config_sections = reload::changed_sections(&previous.config, &set.config);
         self.current.store(Arc::new(set));
         drop(previous);
+        self.reloaded.send_replace(report.generation);
         tracing::info!(
             "plugins reloaded (generation {}): {} added, {} changed, {} removed, {} kept at their old version, config sections changed: {:?}",
             report.generation,
@@ -477,6 +481,13 @@ impl Host {
     /// Each loaded plugin's version and when it was loaded.
     pub fn loaded_versions(&self) -> Vec<LoadedVersion> {
         self.current.load().versions()
+    }
+
+    /// The generation of the set in force, changing after each reload: a
+    /// server re-mounts what it took from the set (plugin routes, cron
+    /// tasks, the auth mode) when it changes.
+    pub fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloaded.subscribe()
     }
 }
 

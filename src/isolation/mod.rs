@@ -24,6 +24,8 @@ pub mod protocol;
 pub mod proxy;
 pub mod supervisor;
 pub mod worker;
+// --- added by rl7 ---
+pub mod server_parts;
 // --- added by supply ---
 pub mod interpreter;
 // --- issue 26 item 5 ---

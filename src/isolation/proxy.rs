@@ -101,83 +101,87 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
     let hooks = Arc::new(HookTable::default());
     contributions
         .into_iter()
-        .map(|c| match c {
-            Contribution::Tool {
-                name,
-                description,
-                parameters,
-                terminal,
-                toolset,
-                requires_env,
-                shadows_only_own_toolset,
-                own_renderer,
-            } => proxy_tool(
-                sup,
-                renderer.as_ref(),
-                ToolSpec {
+        // --- changed by rl7: server parts are not proxied (server_parts.rs) ---
+        .filter_map(|c| {
+            Some(match c {
+                Contribution::Tool {
                     name,
                     description,
                     parameters,
-                    plugin: key.clone(),
+                    terminal,
                     toolset,
                     requires_env,
-                },
-                terminal,
-                shadows_only_own_toolset,
-                own_renderer,
-                &hooks,
-            ),
-            Contribution::Hook {
-                event,
-                name,
-                event_name,
-                label,
-                priority,
-                index,
-            } => {
-                let callback: Arc<dyn crate::core::hooks::HookCallback> = Arc::new(ProxyHook {
-                    sup: sup.clone(),
-                    index,
-                    event_name,
-                    label: label.clone(),
-                });
-                hooks.add(&callback, index);
-                Registration::Hook {
-                    event: event.as_deref().and_then(event_named),
-                    name,
-                    entry: HookEntry {
-                        owner: key.clone(),
-                        label,
-                        priority,
-                        callback,
-                        stats: Arc::new(HookStats::default()),
+                    shadows_only_own_toolset,
+                    own_renderer,
+                } => proxy_tool(
+                    sup,
+                    renderer.as_ref(),
+                    ToolSpec {
+                        name,
+                        description,
+                        parameters,
+                        plugin: key.clone(),
+                        toolset,
+                        requires_env,
                     },
+                    terminal,
+                    shadows_only_own_toolset,
+                    own_renderer,
+                    &hooks,
+                ),
+                Contribution::Hook {
+                    event,
+                    name,
+                    event_name,
+                    label,
+                    priority,
+                    index,
+                } => {
+                    let callback: Arc<dyn crate::core::hooks::HookCallback> = Arc::new(ProxyHook {
+                        sup: sup.clone(),
+                        index,
+                        event_name,
+                        label: label.clone(),
+                    });
+                    hooks.add(&callback, index);
+                    Registration::Hook {
+                        event: event.as_deref().and_then(event_named),
+                        name,
+                        entry: HookEntry {
+                            owner: key.clone(),
+                            label,
+                            priority,
+                            callback,
+                            stats: Arc::new(HookStats::default()),
+                        },
+                    }
                 }
-            }
-            Contribution::Command {
-                name,
-                description,
-                args_hint,
-            } => Registration::Command(Command {
-                name: name.clone(),
-                description,
-                args_hint,
-                plugin: key.clone(),
-                handler: Arc::new(ProxyCommand {
-                    sup: sup.clone(),
-                    name: name.as_str().into(),
+                Contribution::Command {
+                    name,
+                    description,
+                    args_hint,
+                } => Registration::Command(Command {
+                    name: name.clone(),
+                    description,
+                    args_hint,
+                    plugin: key.clone(),
+                    handler: Arc::new(ProxyCommand {
+                        sup: sup.clone(),
+                        name: name.as_str().into(),
+                    }),
                 }),
-            }),
-            Contribution::Skill {
-                name,
-                description,
-                path,
-            } => Registration::Skill(Skill {
-                name,
-                plugin: key.clone(),
-                description,
-                path,
-            }),
+                Contribution::Skill {
+                    name,
+                    description,
+                    path,
+                } => Registration::Skill(Skill {
+                    name,
+                    plugin: key.clone(),
+                    description,
+                    path,
+                }),
+                Contribution::ServerPart { .. } => return None,
+            })
         })
         .collect()
 }

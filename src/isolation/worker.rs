@@ -418,33 +418,27 @@ fn load(
                 description: s.description,
                 path: s.path,
             }),
-            // The protocol has no message for a scheduled job yet: the
-            // plugin's tools and hooks still serve from the worker.
-            Registration::Task(t) => tracing::warn!(
-                "scheduled task '{}' of '{}' does not run: the plugin is isolated, and scheduled tasks run only in-process; {IN_PROCESS}",
-                t.name,
-                t.plugin
-            ),
-            Registration::Routes(r) => tracing::warn!(
-                "the HTTP routes of '{}' are not mounted: the plugin is isolated, and routes are served only in-process; {IN_PROCESS}",
-                r.plugin
-            ),
-            Registration::Authenticator(a) => tracing::warn!(
-                "the auth mode '{}' of '{}' is not available: the plugin is isolated, and authenticators run only in-process; {IN_PROCESS}",
-                a.mode,
-                a.plugin
-            ),
-            Registration::Observer(o) => tracing::warn!(
-                "the audit/usage sink of '{}' does not run: the plugin is isolated, and sinks run only in-process; {IN_PROCESS}",
-                o.owner()
-            ),
+            // --- changed by rl7: announced, the host loads them in-process ---
+            Registration::Task(t) => contributions.push(Contribution::ServerPart {
+                kind: "cron task".into(),
+                name: t.name,
+            }),
+            Registration::Routes(r) => contributions.push(Contribution::ServerPart {
+                kind: "routes".into(),
+                name: r.plugin,
+            }),
+            Registration::Authenticator(a) => contributions.push(Contribution::ServerPart {
+                kind: "auth mode".into(),
+                name: a.mode,
+            }),
+            Registration::Observer(o) => contributions.push(Contribution::ServerPart {
+                kind: "sink".into(),
+                name: o.owner().to_string(),
+            }),
         }
     }
     (Some(served), Reply::Loaded { contributions })
 }
-
-/// How to have an isolated plugin's server-side registrations used.
-const IN_PROCESS: &str = "to use it, run the plugin in-process: add it to plugins.trusted in config.json (serve and mcp isolate third-party plugins by default) or pass --isolate none";
 
 fn refused(problem: String) -> Reply {
     Reply::Refused { problem }

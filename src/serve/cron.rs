@@ -31,48 +31,165 @@ pub fn start_in(
     every: Option<Duration>,
     stop: CancellationToken,
 ) {
-    for task in host.registry().tasks() {
-        let period = every.unwrap_or(task.every);
-        tracing::info!(
-            "scheduled task '{}' of '{}' runs every {} s{}",
-            task.name,
-            task.plugin,
-            period.as_secs_f64(),
-            if cluster.is_some() {
-                ", once per cluster"
-            } else {
-                ""
+    CronMount::new(cluster, every, stop).remount(host);
+}
+
+// --- added by rl7: re-mounted on reload ---
+/// The scheduled tasks a server runs, following reloads: [`remount`]
+/// keeps the timer of every task an unchanged plugin still has, stops the
+/// timers of tasks that are gone or whose plugin changed (a run in progress
+/// finishes), and starts the new ones.
+///
+/// [`remount`]: CronMount::remount
+pub struct CronMount {
+    cluster: Option<Arc<Cluster>>,
+    every: Option<Duration>,
+    /// Stops every timer and cancels runs in progress (the server stopping).
+    stop: CancellationToken,
+    /// The running timers: task identity and the token that stops it.
+    running: std::sync::Mutex<Vec<(TaskId, CancellationToken)>>,
+}
+
+/// A task's identity across sets: its plugin, name and stats (an unchanged
+/// plugin's task shares its stats; a new version's has new ones).
+#[derive(PartialEq, Eq, Clone, Debug)]
+struct TaskId(String, String, usize);
+
+impl TaskId {
+    fn of(task: &ScheduledTask) -> TaskId {
+        TaskId(
+            task.plugin.clone(),
+            task.name.clone(),
+            Arc::as_ptr(&task.stats) as usize,
+        )
+    }
+}
+
+/// What a re-mount changed: tasks started and stopped, by name.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct CronChanges {
+    pub started: Vec<String>,
+    pub stopped: Vec<String>,
+}
+
+impl CronMount {
+    /// No timers yet; [`remount`](Self::remount) starts them.
+    pub fn new(
+        cluster: Option<Arc<Cluster>>,
+        every: Option<Duration>,
+        stop: CancellationToken,
+    ) -> CronMount {
+        CronMount {
+            cluster,
+            every,
+            stop,
+            running: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Make the timers those of the tasks of `host`'s set in force.
+    pub fn remount(&self, host: &Arc<Host>) -> CronChanges {
+        let registry = host.registry();
+        let wanted: Vec<(TaskId, &ScheduledTask)> = registry
+            .tasks()
+            .iter()
+            .map(|t| (TaskId::of(t), t))
+            .collect();
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        let mut changes = CronChanges::default();
+        running.retain(|(id, token)| {
+            let keep = wanted.iter().any(|(w, _)| w == id);
+            if !keep {
+                token.cancel();
+                tracing::info!(
+                    "scheduled task '{}' of '{}' stopped (its plugin reloaded or went)",
+                    id.1,
+                    id.0
+                );
+                changes.stopped.push(id.1.clone());
             }
-        );
-        match &cluster {
-            Some(c) => {
-                tokio::spawn(schedule_clustered(
-                    host.clone(),
-                    c.clone(),
-                    task.clone(),
-                    period,
-                    stop.clone(),
-                ));
+            keep
+        });
+        for (id, task) in wanted {
+            if running.iter().any(|(r, _)| *r == id) {
+                continue;
             }
-            None => {
-                tokio::spawn(schedule(host.clone(), task.clone(), period, stop.clone()));
-            }
+            let timer = self.stop.child_token();
+            start_one(
+                host,
+                self.cluster.as_ref(),
+                self.every,
+                task,
+                (&timer, &self.stop),
+            );
+            changes.started.push(id.1.clone());
+            running.push((id, timer));
+        }
+        changes
+    }
+}
+
+/// Start one task's timer: `tokens.0` stops the timer, `tokens.1` also
+/// cancels a run in progress.
+fn start_one(
+    host: &Arc<Host>,
+    cluster: Option<&Arc<Cluster>>,
+    every: Option<Duration>,
+    task: &ScheduledTask,
+    (timer, stop): (&CancellationToken, &CancellationToken),
+) {
+    let period = every.unwrap_or(task.every);
+    tracing::info!(
+        "scheduled task '{}' of '{}' runs every {} s{}",
+        task.name,
+        task.plugin,
+        period.as_secs_f64(),
+        if cluster.is_some() {
+            ", once per cluster"
+        } else {
+            ""
+        }
+    );
+    let ticks = Ticks {
+        timer: timer.clone(),
+        stop: stop.clone(),
+    };
+    match cluster {
+        Some(c) => {
+            tokio::spawn(schedule_clustered(
+                host.clone(),
+                c.clone(),
+                task.clone(),
+                period,
+                ticks,
+            ));
+        }
+        None => {
+            tokio::spawn(schedule(host.clone(), task.clone(), period, ticks));
         }
     }
 }
 
-async fn schedule(host: Arc<Host>, task: ScheduledTask, period: Duration, stop: CancellationToken) {
+/// A timer's two tokens: `timer` ends the timer (a reload), `stop` also
+/// cancels the run in progress (the server stopping).
+#[derive(Clone)]
+struct Ticks {
+    timer: CancellationToken,
+    stop: CancellationToken,
+}
+
+async fn schedule(host: Arc<Host>, task: ScheduledTask, period: Duration, tokens: Ticks) {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = tokens.timer.cancelled() => return,
             _ = ticks.tick() => {}
         }
         if task.stats.disabled() {
             return;
         }
-        run_tick(&host, &task, &stop);
+        run_tick(&host, &task, &tokens.stop);
     }
 }
 
@@ -94,8 +211,9 @@ async fn schedule_clustered(
     cluster: Arc<Cluster>,
     task: ScheduledTask,
     period: Duration,
-    stop: CancellationToken,
+    tokens: Ticks,
 ) {
+    let stop = tokens.stop.clone();
     // Claimed by plugin and task name: the same on every replica.
     let id = format!("{}:{}", task.plugin, task.name);
     // The first tick is the first boundary after start.
@@ -103,7 +221,7 @@ async fn schedule_clustered(
     loop {
         let wait = ticks::until_next_tick(SystemTime::now(), period);
         tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = tokens.timer.cancelled() => return,
             _ = tokio::time::sleep(wait) => {}
         }
         if task.stats.disabled() {

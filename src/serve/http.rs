@@ -36,10 +36,11 @@ pub struct ServeOptions {
     /// How long running turns may go on after a shutdown signal.
     pub shutdown_grace: Duration,
     // --- added by server ---
-    /// Plugins' HTTP routes, answering what plughost's endpoints do not.
-    pub plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
-    /// A plugin's authentication mode (`--auth MODE`) in place of the API key.
-    pub auth_mode: Option<crate::core::http_app::AuthMode>,
+    // --- changed by rl7: re-mounted on reload ---
+    /// Plugins' HTTP routes (answering what plughost's endpoints do not)
+    /// and the auth mode `--auth` names, following reloads; `None` serves
+    /// no plugin routes and plughost's API key.
+    pub parts: Option<Arc<super::plugin_routes::live::ServerParts>>,
     /// Connections served at once; past it new ones wait in the kernel's
     /// accept queue (a slow-loris client cannot use up the descriptors).
     pub max_connections: usize,
@@ -89,8 +90,14 @@ struct Shared {
     chat: Arc<ChatState>,
     metrics: Arc<Metrics>,
     api_key: Option<String>,
-    plugin_routes: Option<Arc<super::plugin_routes::PluginRoutes>>,
-    auth_mode: Option<crate::core::http_app::AuthMode>,
+    parts: Option<Arc<super::plugin_routes::live::ServerParts>>,
+}
+
+impl Shared {
+    /// The mount in force (routes and auth), if the server has live parts.
+    fn mounted(&self) -> Option<Arc<super::plugin_routes::live::Mounted>> {
+        self.parts.as_ref().map(|p| p.load())
+    }
 }
 
 /// `serve --auth MODE`: the plugin's authenticator judges the request, as
@@ -133,15 +140,27 @@ async fn plugin_auth(
     }
 }
 
+/// `--auth MODE` whose mode a reload took away: refused (fail closed).
+fn auth_mode_gone(mode: &str) -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        axum::Json(serde_json::json!({
+            "error": "unauthorized",
+            "reason": "auth_mode_unavailable",
+            "detail": format!("auth mode '{mode}' is no longer registered by a loaded plugin"),
+        })),
+    )
+        .into_response()
+}
+
 // --- added by rl6 ---
 /// Felix plugins' `rate_limit_key`s: outside authentication, as Felix's
 /// middleware is, so failed credentials are throttled too.
 async fn rate_limited(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     use super::plugin_routes::rate_limit::RateLimit;
     let Some(limit) = shared
-        .plugin_routes
-        .as_ref()
-        .and_then(|r| r.rate_limit.clone())
+        .mounted()
+        .and_then(|m| m.routes.as_ref().and_then(|r| r.rate_limit.clone()))
     else {
         return next.run(request).await;
     };
@@ -164,15 +183,20 @@ async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
     if request.uri().path() == "/healthz" {
         return next.run(request).await;
     }
-    if shared
-        .plugin_routes
-        .as_ref()
-        .is_some_and(|r| r.open(request.uri().path()))
-    {
-        return next.run(request).await;
-    }
-    if let Some(mode) = &shared.auth_mode {
-        return plugin_auth(mode, request, next).await;
+    use super::plugin_routes::live::Auth;
+    let mounted = shared.mounted();
+    if let Some(m) = &mounted {
+        if m.routes
+            .as_ref()
+            .is_some_and(|r| r.open(request.uri().path()))
+        {
+            return next.run(request).await;
+        }
+        match &m.auth {
+            Auth::ApiKey => {}
+            Auth::Plugin(mode) => return plugin_auth(mode, request, next).await,
+            Auth::Gone { mode } => return auth_mode_gone(mode),
+        }
     }
     let Some(key) = &shared.api_key else {
         return next.run(request).await;
@@ -213,6 +237,7 @@ fn route_of(path: &str) -> &'static str {
         "/metrics" => "/metrics",
         "/admin/reload" => "/admin/reload",
         "/admin/plugins" => "/admin/plugins",
+        p if p.starts_with("/admin/cron/") => "/admin/cron",
         p if p == "/mcp" || p.starts_with("/mcp/") => "/mcp",
         _ => "other",
     }
@@ -272,7 +297,18 @@ async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
 /// running meanwhile finish on the plugins they started on.
 async fn admin_reload(State(shared): State<Arc<Shared>>) -> Response {
     match shared.chat.agent.host().reload_now().await {
-        Ok(report) => axum::Json(report).into_response(),
+        // With the server's re-mount (routes, auth mode, cron) done, so a
+        // route answers from the new version once this returns.
+        Ok(report) => {
+            let mut body = serde_json::to_value(&report).unwrap_or_default();
+            if let Some(parts) = &shared.parts {
+                let server = parts
+                    .mounted(report.generation, Duration::from_secs(30))
+                    .await;
+                body["server"] = serde_json::to_value(server).unwrap_or_default();
+            }
+            axum::Json(body).into_response()
+        }
         Err(e) => openai_api::error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "server_error",
@@ -290,6 +326,60 @@ async fn admin_plugins(State(shared): State<Arc<Shared>>) -> Response {
         "plugins": host.loaded_versions(),
     }))
     .into_response()
+}
+
+/// A request for the plugin routes of the mount in force; plughost's 404
+/// when none serves. The body limit is the server's or the mount's
+/// plugins' `body_limit_bytes`, the larger.
+async fn plugin_route(
+    parts: Arc<super::plugin_routes::live::ServerParts>,
+    request: Request,
+    limit: usize,
+) -> Response {
+    match parts.load().routes.clone().filter(|r| !r.is_empty()) {
+        Some(routes) => {
+            let limit = routes.body_limit.map_or(limit, |l| (l as usize).max(limit));
+            routes.handle(request, limit).await
+        }
+        None => not_found().await,
+    }
+}
+
+/// `POST /admin/cron/{name}`: run scheduled task `name` now, in this
+/// server (`plughost cron run NAME` against a running server), so it never
+/// runs twice at once with the server's own timer: a run already going
+/// answers `already_running`.
+async fn admin_cron(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Response {
+    use crate::core::schedule::TaskRunOutcome;
+    let registry = shared.chat.agent.host().registry();
+    let Some(task) = registry.task(&name).cloned() else {
+        let known: Vec<&str> = registry.tasks().iter().map(|t| t.name.as_str()).collect();
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(serde_json::json!({"name": name, "outcome": "unknown", "known": known})),
+        )
+            .into_response();
+    };
+    let outcome = task.run_scheduled(&registry).await;
+    super::cron::report(&task, &outcome);
+    let body = match outcome {
+        TaskRunOutcome::Completed => serde_json::json!({"outcome": "completed"}),
+        TaskRunOutcome::Failed(e) => serde_json::json!({
+            "outcome": "failed", "error": e.message, "traceback": e.traceback,
+        }),
+        TaskRunOutcome::AlreadyRunning => serde_json::json!({"outcome": "already_running"}),
+        TaskRunOutcome::Skipped(reason) => {
+            serde_json::json!({"outcome": "skipped", "reason": reason})
+        }
+        TaskRunOutcome::Disabled => serde_json::json!({"outcome": "disabled"}),
+    };
+    let mut body = body;
+    body["name"] = serde_json::json!(task.name);
+    body["plugin"] = serde_json::json!(task.plugin);
+    axum::Json(body).into_response()
 }
 
 async fn not_found() -> Response {
@@ -329,17 +419,17 @@ pub fn router(
         metrics: chat.metrics.clone(),
         chat: chat.clone(),
         api_key: options.api_key.clone(),
-        plugin_routes: options.plugin_routes.clone(),
-        auth_mode: options.auth_mode.clone(),
+        parts: options.parts.clone(),
     });
     let chat_routes = Router::new()
         .route("/v1/chat/completions", post(openai_api::chat_completions))
         .route("/v1/models", get(openai_api::models))
         .with_state(chat);
-    let fallback = match options.plugin_routes.clone().filter(|r| !r.is_empty()) {
-        Some(routes) => {
+    let fallback = match options.parts.clone() {
+        Some(parts) => {
             let limit = options.max_body;
-            Router::new().fallback(move |request: Request| routes.clone().handle(request, limit))
+            Router::new()
+                .fallback(move |request: Request| plugin_route(parts.clone(), request, limit))
         }
         None => Router::new().fallback(not_found),
     };
@@ -348,6 +438,8 @@ pub fn router(
         .route("/metrics", get(metrics_text))
         .route("/admin/reload", post(admin_reload))
         .route("/admin/plugins", get(admin_plugins))
+        // --- added by rl7 ---
+        .route("/admin/cron/{name}", post(admin_cron))
         .with_state(shared.clone())
         .merge(chat_routes)
         .nest_service(

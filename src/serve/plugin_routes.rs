@@ -1,12 +1,16 @@
 //! Plugins' HTTP routes beside plughost's own endpoints (issue: the server
-//! side of plugins): every [`RoutesEntry`] of the host is mounted on its
-//! dialect's application when the server starts, each application's
-//! lifespan runs once at start and once at stop, and a request no endpoint
-//! of plughost's answers goes to the applications — under plughost's API
-//! key unless its path is under a plugin's self-authenticating mount.
+//! side of plugins): every [`RoutesEntry`] of the plugin set is mounted on
+//! fresh applications of its dialect (one round per mount), each
+//! application's lifespan starts before it serves and shuts down after the
+//! last request it served, and a request no endpoint of plughost's answers
+//! goes to the applications — under plughost's authentication unless its
+//! path is under a plugin's self-authenticating mount. [`live`] re-mounts
+//! them (with the cron tasks and the auth mode) when the plugins reload.
 
+pub mod live;
 pub mod rate_limit;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -14,10 +18,14 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::core::http_app::{AppRequest, HttpApp};
-use crate::host::Host;
+use crate::core::http_app::{AppRequest, HttpApp, RoutesEntry};
+use crate::core::registry::Registry;
 
-/// The mounted applications and what their plugins declared.
+/// The mounted applications of one mount (one plugin set), and what their
+/// plugins declared. Requests hold it while they run (their streamed
+/// bodies too), so when a reload mounts a fresh one, the applications of
+/// this one get their lifespan shutdown when its last request ends
+/// ([`Drop`]).
 pub struct PluginRoutes {
     apps: Vec<Arc<dyn HttpApp>>,
     open_mounts: Vec<String>,
@@ -25,6 +33,11 @@ pub struct PluginRoutes {
     pub body_limit: Option<u64>,
     /// The limiter of the plugins' `rate_limit_key`s, if any declared one.
     pub rate_limit: Option<Arc<rate_limit::RateLimit>>,
+    /// Which entries this was mounted from (plugin and mount handle), to
+    /// tell whether a new set's routes differ.
+    from: Vec<(String, usize)>,
+    /// Set once the lifespans started; cleared by an explicit shutdown.
+    started: AtomicBool,
 }
 
 impl std::fmt::Debug for PluginRoutes {
@@ -38,25 +51,45 @@ impl std::fmt::Debug for PluginRoutes {
     }
 }
 
+/// A mount handle's identity: the same entry in two sets (an unchanged
+/// plugin) has the same handle.
+fn identity(entries: &[RoutesEntry]) -> Vec<(String, usize)> {
+    entries
+        .iter()
+        .map(|e| {
+            (
+                e.plugin.clone(),
+                Arc::as_ptr(&e.mount) as *const () as usize,
+            )
+        })
+        .collect()
+}
+
+/// Each mount gets its own round (dialects make one fresh application per
+/// round: Felix a new FastAPI app); process-wide so two hosts never share one.
+static ROUNDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 impl PluginRoutes {
-    /// Mount every plugin's routes; a plugin whose `routes` raises is
-    /// reported and left out, the others are mounted. `None` when no
-    /// plugin has routes.
-    pub fn mount(host: &Host) -> Option<Arc<PluginRoutes>> {
-        let registry = host.registry();
+    /// Mount every plugin's routes of `registry` on fresh applications; a
+    /// plugin whose `routes` raises is reported (in `warnings` too) and
+    /// left out, the others are mounted. `None` when no plugin has routes.
+    pub fn mount(registry: &Registry, warnings: &mut Vec<String>) -> Option<PluginRoutes> {
         let entries = registry.routes();
         if entries.is_empty() {
             return None;
         }
+        let round = ROUNDS.fetch_add(1, Ordering::Relaxed);
         let mut routes = PluginRoutes {
             apps: Vec::new(),
             open_mounts: Vec::new(),
             body_limit: None,
             rate_limit: None,
+            from: identity(entries),
+            started: AtomicBool::new(false),
         };
         let mut rate_keys = Vec::new();
         for entry in entries {
-            match entry.mount.mount() {
+            match entry.mount.mount_in(round) {
                 Ok(app) => {
                     tracing::info!("mounted the HTTP routes of '{}'", entry.plugin);
                     if !routes.apps.iter().any(|a| a.same_as(app.as_ref())) {
@@ -70,15 +103,20 @@ impl PluginRoutes {
                         rate_keys.push((entry.plugin.clone(), key.clone()));
                     }
                 }
-                Err(e) => tracing::warn!(
-                    "the HTTP routes of '{}' are not mounted: {}{}",
-                    entry.plugin,
-                    e.message,
-                    e.traceback
-                        .as_deref()
-                        .map(|t| format!("\n{t}"))
-                        .unwrap_or_default()
-                ),
+                Err(e) => {
+                    let line = format!(
+                        "the HTTP routes of '{}' are not mounted: {}",
+                        entry.plugin, e.message
+                    );
+                    tracing::warn!(
+                        "{line}{}",
+                        e.traceback
+                            .as_deref()
+                            .map(|t| format!("\n{t}"))
+                            .unwrap_or_default()
+                    );
+                    warnings.push(line);
+                }
             }
         }
         if !rate_keys.is_empty() {
@@ -87,39 +125,42 @@ impl PluginRoutes {
                 rate_keys,
             )));
         }
-        Some(Arc::new(routes))
+        Some(routes)
+    }
+
+    /// Whether this was mounted from the same routes entries as `registry`
+    /// has (no plugin with routes changed), so it can go on serving.
+    pub fn mounted_from(&self, registry: &Registry) -> bool {
+        self.from == identity(registry.routes())
     }
 
     /// Run each application's lifespan startup; one that fails is reported
-    /// and dropped (its routes answer 404), the server goes on.
-    pub async fn startup(self: &Arc<Self>) -> Arc<Self> {
+    /// (in `warnings` too) and dropped (its routes answer 404).
+    pub async fn startup(mut self, warnings: &mut Vec<String>) -> Self {
         let mut started = Vec::new();
-        for app in &self.apps {
+        for app in std::mem::take(&mut self.apps) {
             match app.startup().await {
-                Ok(()) => started.push(app.clone()),
-                Err(e) => tracing::warn!(
-                    "a plugin application's lifespan startup failed: {}; its routes are not served",
-                    e.message
-                ),
+                Ok(()) => started.push(app),
+                Err(e) => {
+                    let line = format!(
+                        "a plugin application's lifespan startup failed: {}; its routes are not served",
+                        e.message
+                    );
+                    tracing::warn!("{line}");
+                    warnings.push(line);
+                }
             }
         }
-        Arc::new(PluginRoutes {
-            apps: started,
-            open_mounts: self.open_mounts.clone(),
-            body_limit: self.body_limit,
-            rate_limit: self.rate_limit.clone(),
-        })
+        self.apps = started;
+        self.started.store(true, Ordering::Release);
+        self
     }
 
-    /// Run each application's lifespan shutdown.
+    /// Run each application's lifespan shutdown (once: a later drop does
+    /// not run it again).
     pub async fn shutdown(&self) {
-        for app in &self.apps {
-            if let Err(e) = app.shutdown().await {
-                tracing::warn!(
-                    "a plugin application's lifespan shutdown failed: {}",
-                    e.message
-                );
-            }
+        if self.started.swap(false, Ordering::AcqRel) {
+            shut_down(self.apps.clone()).await;
         }
     }
 
@@ -138,7 +179,7 @@ impl PluginRoutes {
 
     /// Forward `request` to the (first) application.
     pub async fn handle(self: Arc<Self>, request: Request, limit: usize) -> Response {
-        let Some(app) = self.apps.first() else {
+        let Some(app) = self.apps.first().cloned() else {
             return StatusCode::NOT_FOUND.into_response();
         };
         let (parts, body) = request.into_parts();
@@ -166,7 +207,9 @@ impl PluginRoutes {
             client: None,
         };
         match app.call(call).await {
-            Ok(answer) => response_of(answer),
+            // The body holds this mount until it ends: a reload's lifespan
+            // shutdown of these applications waits for it.
+            Ok(answer) => response_held(answer, Some(self.clone())),
             Err(e) => {
                 tracing::warn!(
                     "a plugin route failed on {}: {}{}",
@@ -183,9 +226,46 @@ impl PluginRoutes {
     }
 }
 
+impl Drop for PluginRoutes {
+    /// The last request of a mount a reload replaced has ended: its
+    /// applications' lifespan shutdown runs now (on the server's runtime).
+    fn drop(&mut self) {
+        if !self.started.swap(false, Ordering::AcqRel) || self.apps.is_empty() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(shut_down(std::mem::take(&mut self.apps)));
+            }
+            Err(_) => tracing::warn!(
+                "plugin applications replaced outside the server's runtime: their lifespan shutdown does not run"
+            ),
+        }
+    }
+}
+
+async fn shut_down(apps: Vec<Arc<dyn HttpApp>>) {
+    for app in apps {
+        if let Err(e) = app.shutdown().await {
+            tracing::warn!(
+                "a plugin application's lifespan shutdown failed: {}",
+                e.message
+            );
+        }
+    }
+}
+
 /// A plugin application's answer as axum's response, its body streamed.
 pub fn response_of(answer: crate::core::http_app::AppResponse) -> Response {
-    let mut response = Response::new(Body::from_stream(chunks(answer.body)));
+    response_held(answer, None)
+}
+
+/// [`response_of`], the body stream holding `mount` until it ends.
+fn response_held(
+    answer: crate::core::http_app::AppResponse,
+    mount: Option<Arc<PluginRoutes>>,
+) -> Response {
+    let mut response = Response::new(Body::from_stream(chunks(answer.body, mount)));
     *response.status_mut() =
         StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in answer.headers {
@@ -223,9 +303,13 @@ pub fn head_of(request: &Request) -> AppRequest {
 /// The body channel as a stream; an `Err` ends the body early.
 fn chunks(
     rx: tokio::sync::mpsc::UnboundedReceiver<Result<Vec<u8>, crate::core::outcome::PluginError>>,
+    mount: Option<Arc<PluginRoutes>>,
 ) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::io::Error>> {
-    futures_util::stream::unfold(rx, |mut rx| async move {
+    futures_util::stream::unfold((rx, mount), |(mut rx, mount)| async move {
         let item = rx.recv().await?;
-        Some((item.map_err(|e| std::io::Error::other(e.message)), rx))
+        Some((
+            item.map_err(|e| std::io::Error::other(e.message)),
+            (rx, mount),
+        ))
     })
 }

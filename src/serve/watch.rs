@@ -124,6 +124,24 @@ pub async fn ask_reload(home: &Path) -> Result<ReloadReport, AskError> {
     })
 }
 
+/// `POST /admin/cron/{name}` to the server running on `home`: its answer
+/// (`outcome` and the rest); `None` when no server runs there or it
+/// cannot be reached (a stale file), so the caller runs the task itself.
+pub async fn ask_cron(home: &Path, name: &str) -> Option<serde_json::Value> {
+    let server = running_server(home)?;
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/admin/cron/{name}", server.url))
+        .timeout(Duration::from_secs(3600));
+    if let Ok(key) = std::env::var("PLUGHOST_API_KEY") {
+        request = request.bearer_auth(key);
+    }
+    let response = request.send().await.ok()?;
+    if response.status().is_server_error() {
+        return None;
+    }
+    response.json().await.ok()
+}
+
 /// What the server running on `home` has loaded (`GET /admin/plugins`):
 /// its generation and each plugin's version and load time; `None` when no
 /// server runs there or it does not answer within a few seconds.

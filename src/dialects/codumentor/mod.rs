@@ -580,6 +580,9 @@ fn import_class<'py>(
     class_name: &str,
 ) -> Result<Bound<'py, PyAny>, PluginError> {
     let err = |e: PyErr| plugin_error(py, &e);
+    // A changed plugin's new files, not the cached old modules.
+    let top = module_name.split('.').next().unwrap_or(module_name);
+    crate::dialects::fresh::refresh(py, top, backend);
     let path = py
         .import("sys")
         .and_then(|s| s.getattr("path"))

@@ -42,8 +42,29 @@ use crate::plugins::config::PluginLists;
 use crate::plugins::discovery::Candidate;
 use crate::runtime::{attach, module_from_source, plugin_error};
 
-/// The finder, loader and adapters (`_plughost_felix`).
+/// The finder and the facade the Rust side calls (`_plughost_felix`).
 const FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/felix/__init__.py");
+
+/// The facade's parts, one concern each, in the order they import each
+/// other: modules `_plughost_felix_<part>`, made before the facade.
+const PARTS: [(&str, &str); 4] = [
+    (
+        "_plughost_felix_registry",
+        include_str!("../../../python/plughost/_compat/felix/registry.py"),
+    ),
+    (
+        "_plughost_felix_server",
+        include_str!("../../../python/plughost/_compat/felix/server.py"),
+    ),
+    (
+        "_plughost_felix_values",
+        include_str!("../../../python/plughost/_compat/felix/values.py"),
+    ),
+    (
+        "_plughost_felix_loader",
+        include_str!("../../../python/plughost/_compat/felix/loader.py"),
+    ),
+];
 
 include!("compat_modules.rs");
 
@@ -60,7 +81,14 @@ pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
                 .cast_into::<PyDict>()?;
             let module = match sys_modules.get_item("_plughost_felix")? {
                 Some(m) => m.cast_into::<PyModule>()?,
-                None => module_from_source(py, "_plughost_felix", FINDER_SOURCE, false)?,
+                None => {
+                    for (name, source) in PARTS {
+                        if sys_modules.get_item(name)?.is_none() {
+                            module_from_source(py, name, source, false)?;
+                        }
+                    }
+                    module_from_source(py, "_plughost_felix", FINDER_SOURCE, false)?
+                }
             };
             let sources = PyDict::new(py);
             for (name, source, is_package) in COMPAT_MODULES {
@@ -146,6 +174,11 @@ impl Dialect for Felix {
         };
         attach(|py| {
             let felix = module(py).map_err(|e| plugin_error(py, &e))?;
+            if let Some(dir) = &entry.source_dir {
+                // A changed plugin's new files, not the cached old modules.
+                let top = module_name.split('.').next().unwrap_or(&module_name);
+                crate::dialects::fresh::refresh(py, top, dir);
+            }
             let source_dir = entry
                 .source_dir
                 .as_ref()

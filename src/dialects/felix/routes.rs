@@ -1,5 +1,6 @@
 //! Felix's `plugin.routes(app, tools=…)`: mounted by `plughost serve` on
-//! one FastAPI app shared by every Felix plugin (`_plughost_felix.plugin_app`),
+//! one FastAPI app shared by every Felix plugin of a mount round
+//! (`_plughost_felix.plugin_app(round)`; a reload mounts on a fresh one),
 //! which the server runs as an ASGI application ([`crate::runtime::asgi`]).
 
 use std::sync::Arc;
@@ -18,11 +19,17 @@ struct FelixRoutes {
 
 impl MountRoutes for FelixRoutes {
     fn mount(&self) -> Result<Arc<dyn HttpApp>, PluginError> {
+        self.mount_in(0)
+    }
+
+    /// `_plughost_felix.mount_routes(plugin, round)`: the plugin's routes
+    /// on round `round`'s FastAPI app (a fresh one per round).
+    fn mount_in(&self, round: u64) -> Result<Arc<dyn HttpApp>, PluginError> {
         try_attach(|py| {
             self.felix
                 .bind(py)
                 .getattr("mount_routes")
-                .and_then(|f| f.call1((self.plugin.bind(py),)))
+                .and_then(|f| f.call1((self.plugin.bind(py), round)))
                 .and_then(|app| asgi::app(py, app.unbind()))
                 .map_err(|e| plugin_error(py, &e))
         })
