@@ -27,6 +27,9 @@ pub mod middleware;
 pub mod providers;
 // --- added by b5 ---
 pub mod format;
+// --- added by mp7 ---
+pub mod browser;
+pub mod context_engine;
 
 use std::path::Path;
 use std::sync::Arc;
