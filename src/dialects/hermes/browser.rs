@@ -1,17 +1,16 @@
 //! Hermes browser providers (`agent/browser_provider.py`,
 //! `register_browser_provider`): cloud browser backends whose
 //! `create_session(task_id)` hands Hermes's `browser_*` tools a CDP
-//! websocket to drive (through the `agent-browser` CLI in Hermes).
+//! websocket to drive (through the `agent-browser` CLI in Hermes; here
+//! through [`super::browser_cdp`]).
 //!
-//! What plughost does with one: the provider is checked (a
-//! `BrowserProvider` with a name), selected as Hermes selects it
+//! The provider is checked (a `BrowserProvider` with a name, whose
+//! `is_available()` is true), selected as Hermes selects it
 //! (`browser.cloud_provider` in plughost's `config.json`, else Hermes's
-//! `config.yaml`; unset, the first available one registered), and its
-//! state recorded for `plugins doctor`. The `browser_*` tools themselves
-//! need a CDP client driving a real browser, which plughost does not have
-//! yet: an otherwise active provider is reported as "not active: the
-//! browser_* tools are not hosted by plughost yet", and the registration
-//! stays "registered, not used".
+//! `config.yaml`; unset, the first available one registered), and then
+//! backs the `browser_*` tools ([`super::browser_tools`]); its state is
+//! recorded for `plugins doctor`. A session's browser is released when the
+//! session ends (`on_session_finalize`).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -19,8 +18,13 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 
 use crate::core::extensions::Extensions;
+use crate::core::hooks::{
+    HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookReturn, HookStats,
+};
 use crate::core::registry::Registration;
 use crate::runtime::plugin_error;
+
+use super::browser_tools::{tools, Browsers};
 
 /// The doctor's word for the kind.
 const KIND: &str = "browser";
@@ -29,8 +33,9 @@ const KIND: &str = "browser";
 #[derive(Default)]
 struct BrowserSlot(Mutex<Option<(String, String)>>);
 
-/// `ctx.register_browser_provider(provider)`: always `None` (registered,
-/// not used) for now, with the provider's state recorded.
+/// `ctx.register_browser_provider(provider)`: the `browser_*` tools and
+/// the session-end lane when it is the selected provider; `None`
+/// (registered, not used, its state recorded) otherwise.
 pub fn register(
     py: Python<'_>,
     plugin: &str,
@@ -91,7 +96,35 @@ pub fn register(
         plugin,
         KIND,
         &name,
-        "selected, but not active: the browser_* tools are not hosted by plughost yet".into(),
+        "active (backs the browser_* tools)".into(),
     );
-    Ok(None)
+    let browsers = Arc::new(Browsers::new(plugin, &name, provider.clone().unbind()));
+    let mut out: Vec<Registration> = tools(&browsers)
+        .into_iter()
+        .map(Registration::Tool)
+        .collect();
+    out.push(Registration::Hook {
+        event: Some(HookEvent::OnSessionFinalize),
+        name: HookEvent::OnSessionFinalize.name().to_string(),
+        entry: HookEntry {
+            owner: plugin.to_string(),
+            label: format!("{name}.close_session"),
+            priority: 0,
+            callback: Arc::new(SessionEnd(browsers)),
+            stats: Arc::new(HookStats::default()),
+        },
+    });
+    Ok(Some(out))
+}
+
+/// The session's browser released when the session ends.
+struct SessionEnd(Arc<Browsers>);
+
+impl HookCallback for SessionEnd {
+    fn call(&self, _event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
+        if let HookPayload::Session(c) = payload {
+            self.0.close_now(&c.session_id);
+        }
+        HookReturn::Ready(Ok(HookAction::Continue))
+    }
 }

@@ -29,6 +29,8 @@ pub mod providers;
 pub mod format;
 // --- added by mp7 ---
 pub mod browser;
+pub mod browser_cdp;
+pub mod browser_tools;
 pub mod context_engine;
 
 use std::path::Path;
