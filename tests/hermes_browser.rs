@@ -305,3 +305,43 @@ fn doctor_says_which_provider_is_active_and_why_the_other_is_not() {
     let out = other.run(&["tools", "list"]);
     assert!(!said(&out).contains("browser_navigate"), "{}", said(&out));
 }
+
+/// Through `plughost serve`: a `/v1/chat/completions` turn browses with
+/// the provider's browser, and the end of the request's conversation
+/// releases it (`close_session`, before the answer is sent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_browser_tools_answer_through_serve() {
+    if !chromium() {
+        return;
+    }
+    let env = Env::new("local-chromium");
+    let page = format!("file://{}/page.html", env.site().display());
+    let script = format!(
+        "turns:\n  - tool_calls: [{{name: browser_navigate, args: {{url: \"{page}\"}}}}]\n  - tool_calls: [{{name: browser_snapshot, args: {{}}}}]\n  - say: \"served: {{tool_results}}\"\n"
+    );
+    let path = env.plughost_home.path().join("serve.yaml");
+    std::fs::write(&path, script).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .args(["serve", "--port", "0", "--model", "scripted", "--script"])
+        .arg(&path)
+        .env("PLUGHOST_HOME", env.plughost_home.path())
+        .env("PLUGHOST_BUNDLED_DIR", env.bundled.path())
+        .env("HERMES_HOME", env.hermes_home.path())
+        .env("BR_LOG", env.log())
+        .env_remove("PLUGHOST_LOG")
+        .env_remove("HERMES_ENABLE_PROJECT_PLUGINS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, body) = common::chat_once(child, "browse").await;
+    assert_eq!(status, 200, "{body:#}");
+    let reply = body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reply.starts_with("served: "), "{body:#}");
+    assert!(reply.contains(r#"- button \"Go\" [ref=@e2]"#), "{reply}");
+    let log = events(&env.log());
+    let names: Vec<&str> = log.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(names, ["create_session", "close_session"], "{log:#?}");
+}

@@ -310,3 +310,35 @@ fn doctor_says_whether_the_engine_is_active() {
     );
     assert!(!unset.events().iter().any(|e| e["event"] == "compress"));
 }
+
+/// Through `plughost serve`: a `/v1/chat/completions` request's
+/// conversation starts the engine's session, reports the model call's
+/// usage and ends the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_hears_a_serve_conversation() {
+    let env = Env::new(Some("squash"));
+    let script = env.plughost_home.path().join("serve.yaml");
+    std::fs::write(&script, "turns:\n  - say: served\n").unwrap();
+    let child = env
+        .command(false)
+        .args(["serve", "--port", "0", "--model", "scripted", "--script"])
+        .arg(&script)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, body) = common::chat_once(child, "hello there").await;
+    assert_eq!(status, 200, "{body:#}");
+    assert_eq!(body["choices"][0]["message"]["content"], "served");
+    let events = env.events();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["on_session_start", "usage", "on_session_end"],
+        "{events:#?}"
+    );
+    assert_eq!(events[2]["count"], 2, "{events:#?}");
+}

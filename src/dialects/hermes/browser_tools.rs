@@ -143,17 +143,48 @@ impl Browsers {
         Ok(true)
     }
 
-    /// Release the task's browser from a synchronous caller (session end).
+    /// Release the task's browser from a synchronous caller (the session's
+    /// end), before it returns; while a call of the task holds its browser,
+    /// on the runtime once that call is done.
     pub fn close_now(self: &Arc<Self>, task: &str) {
-        let me = Arc::clone(self);
-        let task = task.to_string();
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            handle.spawn(async move {
-                if let Err(e) = me.close(&task).await {
-                    tracing::warn!("browser provider '{}': close_session failed: {e}", me.name);
+        let taken = match self.open.try_lock() {
+            Ok(mut open) => open.remove(task),
+            Err(_) => {
+                let me = Arc::clone(self);
+                let task = task.to_string();
+                if let Ok(handle) = tokio::runtime::Handle::try_current() {
+                    handle.spawn(async move {
+                        if let Err(e) = me.close(&task).await {
+                            tracing::warn!(
+                                "browser provider '{}': close_session failed: {e}",
+                                me.name
+                            );
+                        }
+                    });
                 }
-            });
-        }
+                return;
+            }
+        };
+        let Some(o) = taken else { return };
+        drop(o.page);
+        self.ids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|id| *id != o.provider_session);
+        let _ = try_attach(|py| {
+            let closed = self
+                .provider
+                .bind(py)
+                .call_method1("close_session", (o.provider_session.as_str(),));
+            if let Err(e) = closed {
+                let error = plugin_error(py, &e);
+                tracing::warn!(
+                    "browser provider '{}': close_session raised {}",
+                    self.name,
+                    error.described()
+                );
+            }
+        });
     }
 }
 
