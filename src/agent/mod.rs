@@ -460,7 +460,36 @@ impl Inner {
         }
     }
 
-    /// `/compact`: P2c may cancel it or supply a summary of what is dropped.
+    /// A context engine's compaction (P2c's replacement): the transcript
+    /// becomes `messages`; a failed rewrite fires `compact_failed` as
+    /// plughost's own compaction does.
+    async fn replace_transcript(
+        &self,
+        session: &mut Session,
+        messages: Vec<Value>,
+    ) -> Option<String> {
+        let before = session.messages.len();
+        match session.replace_messages(messages) {
+            Ok(()) => Some(format!(
+                "Compacted the session with the context engine: {before} message(s) became {}.",
+                session.messages.len()
+            )),
+            Err(e) => {
+                let registry = self.host.registry();
+                points::observe(&registry, HookEvent::CompactFailed, || LoopContext {
+                    session_id: session.key.clone(),
+                    error: Some(e.to_string()),
+                    turn: crate::core::hooks::current_turn(),
+                    ..Default::default()
+                })
+                .await;
+                Some(format!("Error: could not compact the transcript: {e}"))
+            }
+        }
+    }
+
+    /// `/compact`: P2c may cancel it, supply a summary of what is dropped,
+    /// or replace the whole transcript (a context engine).
     async fn compact(&self, session: &mut Session) -> Option<String> {
         let keep = self.config.compact_keep;
         let registry = self.host.registry();
@@ -484,6 +513,9 @@ impl Inner {
                 json!({"role": "user", "content": format!("[Summary of the earlier conversation]\n{text}")}),
             ),
             Compaction::Proceed => None,
+            Compaction::Replace(messages) => {
+                return self.replace_transcript(session, messages).await
+            }
         };
         match session.compact_with(keep, summary) {
             Ok(0) => Some("Nothing to compact.".into()),

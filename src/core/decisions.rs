@@ -57,6 +57,11 @@ pub enum LoopDecision {
         arguments: Option<Map<String, Value>>,
         delay_ms: u64,
     },
+    // --- added by mp7 ---
+    /// P2c: replace the whole transcript with these messages (a context
+    /// engine's compaction: Hermes's `ContextEngine.compress` returns the
+    /// new list, not a summary of a dropped part).
+    ReplaceTranscript(Vec<Value>),
 }
 
 /// The priority a dialect registers its loop-point callbacks at so that they

@@ -244,9 +244,12 @@ pub enum Compaction {
     Cancel,
     /// Replace the dropped messages with this summary.
     Summary(String),
+    // --- added by mp7 ---
+    /// Replace the whole transcript with these messages.
+    Replace(Vec<Value>),
 }
 
-/// P2c: the first cancellation or summary stops the lane's answers.
+/// P2c: the first cancellation, summary or replacement stops the lane's answers.
 pub async fn compact_before(
     registry: &Registry,
     context: impl FnOnce() -> LoopContext,
@@ -261,6 +264,7 @@ pub async fn compact_before(
         match decision {
             LoopDecision::CancelCompaction => return Compaction::Cancel,
             LoopDecision::Summary(text) => return Compaction::Summary(text),
+            LoopDecision::ReplaceTranscript(messages) => return Compaction::Replace(messages),
             other => tracing::warn!("compact_before: ignored {other:?}"),
         }
     }

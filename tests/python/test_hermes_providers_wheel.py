@@ -130,3 +130,83 @@ def test_a_memory_provider_and_an_mcp_tool_in_one_agent_turn(tmp_path: Path, mon
 
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()]
     assert events[:4] == ["initialize", "prefetch", "tool", "sync_turn"], events
+
+
+ENGINE = """
+import json, os
+from agent.context_engine import ContextEngine
+
+def _log(event, **fields):
+    with open(os.environ["CE_LOG"], "a") as f:
+        f.write(json.dumps({"event": event, **fields}) + "\\n")
+
+class WheelSquash(ContextEngine):
+    name = "wheelsquash"
+
+    def update_from_response(self, usage):
+        _log("usage")
+
+    def should_compress(self, prompt_tokens=None):
+        return False
+
+    def compress(self, messages, current_tokens=None, focus_topic=None, force=False):
+        _log("compress", count=len(messages), force=force)
+        return [{"role": "user", "content": "[squashed]"}] + messages[-2:]
+
+    def get_tool_schemas(self):
+        return [{"name": "wheelsquash_status", "description": "Engine status",
+                 "parameters": {"type": "object", "properties": {}}}]
+
+    def handle_tool_call(self, name, args, **kwargs):
+        _log("tool", name=name)
+        return json.dumps({"engine": self.name})
+
+def register(ctx):
+    ctx.register_context_engine(WheelSquash())
+"""
+
+ENGINE_SCRIPT = """
+turns:
+  - tool_calls:
+      - name: wheelsquash_status
+        args: {}
+  - say: "status: {tool_results}"
+  - say: a2
+  - say: a3
+  - say: a4
+  - say: a5
+"""
+
+
+def test_a_context_engine_replaces_compact_through_the_wheels_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hermes = tmp_path / "hermes"
+    plugin = hermes / "plugins" / "wheelsquash"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.yaml").write_text("name: wheelsquash\nversion: 0.1.0\n")
+    (plugin / "__init__.py").write_text(textwrap.dedent(ENGINE))
+    (hermes / "config.yaml").write_text("plugins:\n  enabled: [wheelsquash]\ncontext:\n  engine: wheelsquash\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    log = tmp_path / "ce.log"
+    monkeypatch.setenv("HERMES_HOME", str(hermes))
+    monkeypatch.setenv("CE_LOG", str(log))
+    monkeypatch.delenv("PLUGHOST_LOG", raising=False)
+    script = tmp_path / "turns.yaml"
+    script.write_text(ENGINE_SCRIPT)
+
+    host = plughost.Host(home=home, disable=NO_BUNDLED)
+    agent = plughost.Agent(host, model=f"scripted:{script}")
+
+    async def conversation() -> list:
+        reports = [await agent.run(text, session_id="engine-wheel") for text in ["one", "two", "three", "four", "five"]]
+        reports.append(await agent.run("/compact", session_id="engine-wheel"))
+        return reports
+
+    reports = asyncio.run(conversation())
+    assert reports[0]["reply"] == 'status: {"engine": "wheelsquash"}', reports[0]
+    assert "with the context engine: 12 message(s) became 3" in reports[-1]["reply"], reports[-1]
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    names = [e["event"] for e in events]
+    assert names.count("usage") == 6, names
+    compress = next(e for e in events if e["event"] == "compress")
+    assert compress == {"event": "compress", "count": 12, "force": True}, compress

@@ -535,6 +535,36 @@ impl Session {
         tmp.as_file().sync_all()?;
         Ok(tmp)
     }
+
+    // --- added by mp7 ---
+    /// Replace the whole transcript with `messages` (a context engine's
+    /// compaction: the engine returns the new list), rewritten atomically
+    /// as [`compact_with`](Self::compact_with) rewrites it. Messages
+    /// without a `ts` get the current one; what is not an object is left out.
+    pub fn replace_messages(&mut self, messages: Vec<Value>) -> std::io::Result<()> {
+        let now = Value::from(now_ts());
+        self.messages = messages
+            .into_iter()
+            .filter(Value::is_object)
+            .map(|mut m| {
+                if m.get("ts").is_none() {
+                    m["ts"] = now.clone();
+                }
+                m
+            })
+            .collect();
+        if self.in_memory {
+            return Ok(());
+        }
+        if let Some(remote) = &self.remote {
+            return remote.replace(&self.key, &self.messages, &[]);
+        }
+        let tmp = self.write_beside()?;
+        self.file = None;
+        tmp.persist(&self.path).map_err(|e| e.error)?;
+        self.synced = DiskState::at(&self.path).ok();
+        Ok(())
+    }
 }
 
 /// `<transcript file name><suffix>` in the transcript's directory.

@@ -9,7 +9,8 @@
 //! out, as v1 leaves out `sse`. `${CLAUDE_PLUGIN_ROOT}` and
 //! `${CLAUDE_PLUGIN_DATA}` (and v1's `${PLUGIN_ROOT}`/`${PLUGIN_DATA}`)
 //! are replaced in `command`, `args`, `env` values, `cwd`, `url` and
-//! header values; the stdio server also gets them as environment
+//! header values, and so are Claude Code's general `${VAR}` and
+//! `${VAR:-default}` from the environment ([`super::vars`]); the stdio server also gets them as environment
 //! variables. What the layout has beyond that (commands, agents, hooks,
 //! output styles) has no v1 counterpart and is reported, not run.
 //!
@@ -166,12 +167,11 @@ fn servers(
     out
 }
 
-/// Both spellings of the plugin's root and data directory replaced.
-fn expand(value: &str, root: &Path, data: &Path) -> String {
-    let value = value
-        .replace("${CLAUDE_PLUGIN_ROOT}", "${PLUGIN_ROOT}")
-        .replace("${CLAUDE_PLUGIN_DATA}", "${PLUGIN_DATA}");
-    package::expand(&value, root, data)
+/// Both spellings of the plugin's root and data directory replaced, and
+/// Claude Code's `${VAR}` / `${VAR:-default}` from the environment
+/// ([`super::vars`]).
+fn expand(value: &str, root: &Path, data: &Path) -> Result<String, String> {
+    super::vars::expand(value, root, data)
 }
 
 fn translate(
@@ -187,11 +187,11 @@ fn translate(
                 entry.get("url").and_then(Value::as_str).unwrap_or_default(),
                 root,
                 data,
-            );
+            )?;
             package::check_url(&url)?;
             let mut headers = package::string_map(entry, "headers")?;
             for value in headers.values_mut() {
-                *value = expand(value, root, data);
+                *value = expand(value, root, data)?;
             }
             return Ok(McpTransport::Http { url, headers });
         }
@@ -204,7 +204,7 @@ fn translate(
             .unwrap_or_default(),
         root,
         data,
-    );
+    )?;
     let command = if let Some(inside) = command.strip_prefix("./") {
         package::scoped(root, inside)?
     } else if Path::new(&command).is_absolute() {
@@ -218,7 +218,7 @@ fn translate(
     };
     let mut env = package::string_map(entry, "env")?;
     for value in env.values_mut() {
-        *value = expand(value, root, data);
+        *value = expand(value, root, data)?;
     }
     for (var, dir) in [
         ("CLAUDE_PLUGIN_ROOT", root),
@@ -232,7 +232,7 @@ fn translate(
     let cwd = match entry.get("cwd").and_then(Value::as_str) {
         None => root.to_path_buf(),
         Some(c) if c.starts_with("./") => package::scoped(root, &c[2..])?,
-        Some(c) => inside_plugin(Path::new(&expand(c, root, data)), root, data)?,
+        Some(c) => inside_plugin(Path::new(&expand(c, root, data)?), root, data)?,
     };
     if create_data {
         std::fs::create_dir_all(data)
@@ -243,7 +243,7 @@ fn translate(
         args: package::strings(entry, "args")?
             .iter()
             .map(|a| expand(a, root, data))
-            .collect(),
+            .collect::<Result<_, _>>()?,
         env,
         cwd: Some(cwd),
     })
@@ -272,7 +272,7 @@ mod tests {
     fn both_placeholder_spellings_are_replaced_and_paths_stay_inside() {
         let (root, data) = (Path::new("/r"), Path::new("/d"));
         assert_eq!(
-            expand("${CLAUDE_PLUGIN_ROOT}/s:${PLUGIN_DATA}", root, data),
+            expand("${CLAUDE_PLUGIN_ROOT}/s:${PLUGIN_DATA}", root, data).unwrap(),
             "/r/s:/d"
         );
         assert!(inside_plugin(Path::new("/r/bin/x"), root, data).is_ok());

@@ -16,6 +16,7 @@
 
 pub mod claude;
 pub mod package;
+pub mod vars;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -32,9 +32,7 @@ pub fn never_fires(name: &str) -> bool {
 /// Registrars Hermes offers that plughost accepts and does not use:
 /// provider and host-specific registrations.
 pub const UNUSED_REGISTRARS: &[&str] = &[
-    "register_browser_provider",
     "register_video_gen_provider",
-    "register_context_engine",
     "register_dashboard_auth_provider",
     "register_platform",
     "register_slack_action_handler",
@@ -170,6 +168,25 @@ impl HermesContext {
                 Ok(())
             }
         }
+    }
+
+    // --- added by mp7 ---
+    /// The host's home, as the runtime knows it.
+    fn home(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(self
+            .runtime
+            .bind(py)
+            .getattr("_plughost_home")?
+            .str()?
+            .to_string())
+    }
+
+    // --- added by mp7 ---
+    /// Record `registrar` as registered, not used by this host.
+    fn unused(&self, registrar: &str) -> PyResult<()> {
+        let mut state = self.state.lock().expect("context lock");
+        state.unused.push(registrar.into());
+        Ok(())
     }
 
     fn push(&self, registration: Registration) -> PyResult<()> {
@@ -599,6 +616,32 @@ impl HermesContext {
             "register_transcription_provider",
             provider,
         )
+    }
+
+    // --- added by mp7 ---
+    /// The host's context engine when `context.engine` names it (see
+    /// [`super::context_engine`]): its lanes and tools are committed with
+    /// the plugin's other registrations.
+    fn register_context_engine(&self, py: Python<'_>, engine: &Bound<'_, PyAny>) -> PyResult<()> {
+        let home = self.home(py)?;
+        match super::context_engine::register(py, &self.key, &self.host, Path::new(&home), engine)?
+        {
+            Some(registrations) => registrations.into_iter().try_for_each(|r| self.push(r)),
+            None => self.unused("register_context_engine"),
+        }
+    }
+
+    /// A cloud browser backend for the `browser_*` tools (see [`super::browser`]).
+    fn register_browser_provider(
+        &self,
+        py: Python<'_>,
+        provider: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let home = self.home(py)?;
+        match super::browser::register(py, &self.key, &self.host, Path::new(&home), provider)? {
+            Some(registrations) => registrations.into_iter().try_for_each(|r| self.push(r)),
+            None => self.unused("register_browser_provider"),
+        }
     }
 
     /// Middleware around tool calls and model calls (see [`super::middleware`]).

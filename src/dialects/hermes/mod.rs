@@ -29,6 +29,11 @@ pub mod middleware;
 pub mod providers;
 // --- added by b5 ---
 pub mod format;
+// --- added by mp7 ---
+pub mod browser;
+pub mod browser_cdp;
+pub mod browser_tools;
+pub mod context_engine;
 
 use std::path::Path;
 use std::sync::Arc;

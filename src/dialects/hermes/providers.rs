@@ -91,6 +91,11 @@ struct ActiveSlots(Mutex<BTreeMap<&'static str, String>>);
 
 /// `<section>.provider` of plughost's `config.json`, else Hermes's `config.yaml`.
 pub fn configured(home: &Path, section: &str) -> Option<String> {
+    configured_key(home, section, "provider")
+}
+
+/// `<section>.<key>` of plughost's `config.json`, else Hermes's `config.yaml`.
+pub fn configured_key(home: &Path, section: &str, key: &str) -> Option<String> {
     let plughost = std::fs::read_to_string(crate::plugins::config::config_path(home))
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok());
@@ -100,15 +105,7 @@ pub fn configured(home: &Path, section: &str) -> Option<String> {
     [plughost, hermes]
         .into_iter()
         .flatten()
-        .find_map(|doc| {
-            Some(
-                doc.get(section)?
-                    .get("provider")?
-                    .as_str()?
-                    .trim()
-                    .to_string(),
-            )
-        })
+        .find_map(|doc| Some(doc.get(section)?.get(key)?.as_str()?.trim().to_string()))
         .filter(|s| !s.is_empty())
 }
 
