@@ -557,7 +557,10 @@ impl Session {
             return Ok(());
         }
         if let Some(remote) = &self.remote {
-            return remote.replace(&self.key, &self.messages, &[]);
+            let last = remote.replace(&self.key, &self.messages, &[]);
+            self.remote_last = last.as_ref().ok().copied();
+            last?;
+            return Ok(());
         }
         let tmp = self.write_beside()?;
         self.file = None;
