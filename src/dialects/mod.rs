@@ -291,6 +291,22 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = (state, key);
         Vec::new()
     }
+
+    /// Its per-session state that must outlive the process holding the
+    /// session (a replica that dies): exported from a session's slots as
+    /// JSON (`None`: nothing worth keeping) and imported back on the
+    /// replica that resumes it. `None`: the dialect keeps none.
+    fn session_state(&self) -> Option<SessionState> {
+        None
+    }
+}
+
+/// How a dialect's per-session state leaves and re-enters a session's
+/// slots (see [`Dialect::session_state`]).
+#[derive(Clone, Copy)]
+pub struct SessionState {
+    pub export: fn(&crate::core::hooks::Slots) -> Option<serde_json::Value>,
+    pub import: fn(&crate::core::hooks::Slots, &serde_json::Value),
 }
 
 /// A dialect's per-turn state on its way to an isolated worker: the value

@@ -6,7 +6,7 @@
 //! another value stored (another process ran a turn since).
 //!
 //! What is stored is one JSON object by dialect name, each dialect
-//! exporting and importing its own value ([`DIALECT_STATES`]). Where it is
+//! exporting and importing its own value ([`dialect_states`]). Where it is
 //! stored: the `state` column of the session's row in PostgreSQL, or
 //! `<key>.jsonl.state` beside the transcript file (replaced atomically).
 
@@ -18,28 +18,24 @@ use serde_json::{Map, Value};
 use super::SessionBackend;
 use crate::core::hooks::Slots;
 
-/// Export a dialect's state from a session's slots (`None` when it has
-/// nothing worth keeping), and import it back.
-type Export = fn(&Slots) -> Option<Value>;
-type Import = fn(&Slots, &Value);
-
-/// Every dialect whose per-session state outlives the process, by name.
-/// Hermes keeps none outside the transcript here: its `is_first_turn` is
-/// read from the transcript, and its memory provider is a per-process
-/// object that every process initialises for the session (as Hermes does
-/// in each agent process).
-const DIALECT_STATES: &[(&str, Export, Import)] = &[(
-    crate::dialects::codumentor::DIALECT.as_str(),
-    crate::dialects::codumentor::session_state::export,
-    crate::dialects::codumentor::session_state::import,
-)];
+/// Every dialect whose per-session state outlives the process, with its
+/// name ([`crate::dialects::Dialect::session_state`]). Hermes keeps none
+/// outside the transcript here: its `is_first_turn` is read from the
+/// transcript, and its memory provider is a per-process object that every
+/// process initialises for the session (as Hermes does in each agent
+/// process).
+fn dialect_states() -> impl Iterator<Item = (&'static str, crate::dialects::SessionState)> {
+    crate::dialects::DIALECTS
+        .iter()
+        .filter_map(|d| d.session_state().map(|s| (d.name(), s)))
+}
 
 /// The state of every dialect in `slots`, as stored (`None`: nothing).
 pub(super) fn export(slots: &Slots) -> Option<String> {
     let mut all = Map::new();
-    for (name, export, _) in DIALECT_STATES {
-        if let Some(v) = export(slots) {
-            all.insert((*name).to_string(), v);
+    for (name, state) in dialect_states() {
+        if let Some(v) = (state.export)(slots) {
+            all.insert(name.to_string(), v);
         }
     }
     (!all.is_empty()).then(|| Value::Object(all).to_string())
@@ -57,9 +53,9 @@ pub(super) fn import(key: &str, slots: &Slots, text: &str) {
             return;
         }
     };
-    for (name, _, import) in DIALECT_STATES {
-        if let Some(v) = all.get(*name) {
-            import(slots, v);
+    for (name, state) in dialect_states() {
+        if let Some(v) = all.get(name) {
+            (state.import)(slots, v);
         }
     }
 }

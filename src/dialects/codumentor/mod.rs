@@ -336,6 +336,12 @@ fn constructor_args(key: &str, manifest: &Manifest, home: &Path) -> Map<String, 
 pub struct Codumentor;
 
 impl Dialect for Codumentor {
+    fn session_state(&self) -> Option<super::SessionState> {
+        Some(super::SessionState {
+            export: session_state::export,
+            import: session_state::import,
+        })
+    }
     fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
         lanes::LANES
     }

@@ -26,6 +26,9 @@ pub static DOC: DialectDoc = DialectDoc {
         ("register_image_gen_provider", "An image backend (an `agent.image_gen_provider.ImageGenProvider`) for the `image_generate` tool; `image_gen.provider` picks the active one. See docs/hermes-providers.md."),
         ("register_tts_provider", "A text-to-speech backend (an `agent.tts_provider.TTSProvider`) for the `text_to_speech` tool; `tts.provider` picks the active one. See docs/hermes-providers.md."),
         ("register_transcription_provider", "A speech-to-text backend (an `agent.transcription_provider.TranscriptionProvider`) for the `transcribe_audio` tool; `stt.provider` picks the active one. See docs/hermes-providers.md."),
+        // --- added by mp7 ---
+        ("register_browser_provider", "A browser backend (an `agent.browser_provider.BrowserProvider`) whose `create_session` gives a CDP websocket the `browser_*` tools drive; `browser.cloud_provider` picks the active one. See docs/hermes-providers.md."),
+        ("register_context_engine", "A context engine (an `agent.context_engine.ContextEngine`) that replaces plughost's `/compact` when `context.engine` names it: its `compress` returns the new transcript; a raising engine falls back to plughost's compaction. See docs/hermes-providers.md."),
     ],
     fields: &[
         ("session_id", "the session key; `None` for a direct `tools call` without `--session`"),
