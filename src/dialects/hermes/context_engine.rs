@@ -48,11 +48,8 @@ use crate::core::hooks::{
     HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookReturn, HookStats,
     LoopDecision,
 };
-use crate::core::registry::{Registration, Tool, ToolSpec};
+use crate::core::registry::Registration;
 use crate::runtime::{plugin_error, try_attach};
-
-use super::handlers::HermesTool;
-use super::render::HermesRenderer;
 
 /// The toolset an engine's tools are offered in.
 pub const TOOLSET: &str = "context_engine";
@@ -379,35 +376,13 @@ fn tools(
         return Ok(Vec::new());
     };
     let schemas: Value = crate::runtime::value::to_json(&schemas).unwrap_or(Value::Null);
-    let helper = py
-        .import("agent.context_engine")?
-        .getattr("_plughost_tool")?;
-    let mut out = Vec::new();
-    for schema in schemas.as_array().into_iter().flatten() {
-        let schema = schema.get("function").unwrap_or(schema);
-        let Some(tool_name) = schema["name"].as_str().filter(|n| !n.is_empty()) else {
-            tracing::warn!(
-                "context engine '{}': a tool schema without a name; skipped",
-                engine.name
-            );
-            continue;
-        };
-        let (parameters, description) = crate::dialects::flowly::normalize_schema(schema);
-        let handler = helper.call1((engine.engine.bind(py), tool_name))?;
-        let handler = HermesTool::new(py, handler.unbind(), None, Vec::new(), Arc::clone(host))?;
-        let mut tool = Tool::new(
-            ToolSpec {
-                name: tool_name.to_string(),
-                description,
-                parameters,
-                plugin: plugin.to_string(),
-                toolset: TOOLSET.to_string(),
-                ..Default::default()
-            },
-            Arc::new(handler),
-        );
-        tool.renderer = Some(Arc::new(HermesRenderer));
-        out.push(Registration::Tool(tool));
+    super::provider_tools::ProviderTools {
+        plugin,
+        provider: &engine.engine,
+        what: "context engine",
+        name: &engine.name,
+        helper_module: "agent.context_engine",
+        toolset: TOOLSET,
     }
-    Ok(out)
+    .registrations(py, host, &schemas)
 }

@@ -30,14 +30,11 @@ use crate::core::extensions::Extensions;
 use crate::core::hooks::{
     HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookReturn, HookStats,
 };
-use crate::core::registry::{Registration, Tool, ToolSpec};
+use crate::core::registry::Registration;
 use crate::plugins::discovery::Candidate;
 use crate::plugins::format::Verdict;
 use crate::plugins::manifest::PluginKind;
 use crate::runtime::{plugin_error, try_attach};
-
-use super::handlers::HermesTool;
-use super::render::HermesRenderer;
 
 /// The toolset a memory provider's tools are offered in (Hermes's).
 pub const TOOLSET: &str = "memory";
@@ -438,38 +435,15 @@ fn tools(
         return Ok(Vec::new());
     };
     let schemas: Value = crate::runtime::value::to_json(&schemas).unwrap_or(Value::Null);
-    let helper = py
-        .import("agent.memory_provider")?
-        .getattr("_plughost_tool")?;
-    let mut out = Vec::new();
-    for schema in schemas.as_array().into_iter().flatten() {
-        // `{"name", "description", "parameters"}`, or wrapped as a function tool.
-        let schema = schema.get("function").unwrap_or(schema);
-        let Some(tool_name) = schema["name"].as_str().filter(|n| !n.is_empty()) else {
-            tracing::warn!(
-                "memory provider '{}': a tool schema without a name; skipped",
-                memory.name
-            );
-            continue;
-        };
-        let (parameters, description) = crate::dialects::flowly::normalize_schema(schema);
-        let handler = helper.call1((memory.provider.bind(py), tool_name))?;
-        let handler = HermesTool::new(py, handler.unbind(), None, Vec::new(), Arc::clone(host))?;
-        let mut tool = Tool::new(
-            ToolSpec {
-                name: tool_name.to_string(),
-                description,
-                parameters,
-                plugin: plugin.to_string(),
-                toolset: TOOLSET.to_string(),
-                ..Default::default()
-            },
-            Arc::new(handler),
-        );
-        tool.renderer = Some(Arc::new(HermesRenderer));
-        out.push(Registration::Tool(tool));
+    super::provider_tools::ProviderTools {
+        plugin,
+        provider: &memory.provider,
+        what: "memory provider",
+        name: &memory.name,
+        helper_module: "agent.memory_provider",
+        toolset: TOOLSET,
     }
-    Ok(out)
+    .registrations(py, host, &schemas)
 }
 
 /// The configured memory provider: plughost's `config.json`

@@ -34,6 +34,7 @@ pub mod browser;
 pub mod browser_cdp;
 pub mod browser_tools;
 pub mod context_engine;
+pub mod provider_tools;
 
 use std::path::Path;
 use std::sync::Arc;
