@@ -620,3 +620,86 @@ async fn idle_named_sessions_are_finalized_never_mid_turn_and_resumed_from_disk(
         "resumed, not restarted: {log}"
     );
 }
+
+/// Close `tcp` with a reset (SO_LINGER 0), as a client that crashed or
+/// timed out does: the server's next write to it fails with EPIPE.
+fn reset(tcp: std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: sets one option on a socket this function owns; the option
+    // value is a valid `linger` whose size is passed with it.
+    let rc = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(rc, 0);
+    drop(tcp);
+}
+
+/// Clients that reset their connection mid-request end only their own
+/// connection: the server answered each (its write then fails) and serves
+/// the next request. Before, hyper's `writev` to the reset socket raised
+/// SIGPIPE, whose default action (restored by the CLI) ended the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_resetting_mid_request_ends_only_its_connection() {
+    use std::io::Write;
+    let env = env(0.0);
+    let mut server = start(&env, &[]);
+    let addr = server.url.trim_start_matches("http://").to_string();
+    for _ in 0..3 {
+        let mut tcp = std::net::TcpStream::connect(&addr).unwrap();
+        // A body shorter than it says: the server's read of it fails at the reset.
+        tcp.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"model\":")
+            .unwrap();
+        reset(tcp);
+    }
+    let client = client();
+    let answered = |metrics: &str| {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("plughost_http_requests_total{route=\"/v1/chat/completions\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = client
+            .get(format!("{}/metrics", server.url))
+            .send()
+            .await
+            .expect("the server is still up")
+            .text()
+            .await
+            .unwrap();
+        if answered(&metrics) >= 3 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the resets were never answered: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let chat = client
+        .post(format!("{}/v1/chat/completions", server.url))
+        .json(&chat_body("hello"))
+        .send()
+        .await
+        .expect("the server is still up after the resets");
+    assert_eq!(chat.status(), 200);
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "plughost serve ended: {}",
+        server.rest_of_stderr()
+    );
+}

@@ -1,14 +1,18 @@
 """plughost's ASGI server half (``_plughost_asgi``): runs a plugin's ASGI
 application (Felix's FastAPI app) on plughost's asyncio loop for requests
 axum received. The Rust side (``runtime/asgi.rs``) hands each request in
-with the whole body and an ``emit`` callable that forwards the response's
-messages to the client as they come; cancelling the task (a client that
-went away) cancels the application's handling.
+with the body as far as it has arrived, an :class:`Inbox` it feeds the
+rest of the body into as it comes (``None`` when the body was whole), and
+an ``emit`` callable that forwards the response's messages to the client as
+they come; cancelling the task (a client that went away) cancels the
+application's handling.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
+import threading
 
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 
@@ -32,16 +36,66 @@ def scope(method, path, query, headers, client, server) -> dict:
     }
 
 
-async def http(app, connection: dict, body: bytes, emit) -> None:
+class Inbox:
+    """The rest of a streamed request body. Rust's side ``put``s each
+    chunk from a tokio thread as ``(bytes, more)``, or ``None`` for a body
+    cut short (a client gone, a body over the limit); the application's
+    ``receive()`` takes them in order and calls ``pull`` for each one taken,
+    which lets Rust read one more chunk from the client (back-pressure: a
+    slow application never has a whole upload buffered)."""
+
+    def __init__(self, pull) -> None:
+        self._lock = threading.Lock()
+        self._items: "collections.deque" = collections.deque()
+        self._waiter: "asyncio.Future | None" = None
+        self._pull = pull
+
+    def put(self, item) -> None:
+        with self._lock:
+            self._items.append(item)
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+
+    async def get(self):
+        while True:
+            with self._lock:
+                if self._items:
+                    item = self._items.popleft()
+                    break
+                waiter = self._waiter = asyncio.get_running_loop().create_future()
+            await waiter
+        self._pull()
+        return item
+
+
+def _wake(waiter: "asyncio.Future") -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def http(app, connection: dict, body: bytes, inbox: "Inbox | None", emit) -> None:
     """Run one request through ``app``; ``emit`` gets ``("start", status,
     headers)`` then ``("body", bytes, more)`` messages."""
     delivered = False
+    ended = inbox is None
+    cut = False
 
     async def receive():
-        nonlocal delivered
+        nonlocal delivered, ended, cut
+        if cut:
+            return {"type": "http.disconnect"}
         if not delivered:
             delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": not ended}
+        if not ended:
+            item = await inbox.get()
+            if item is None:
+                ended = cut = True
+                return {"type": "http.disconnect"}
+            chunk, more = item
+            ended = not more
+            return {"type": "http.request", "body": chunk, "more_body": more}
         # The client is still there until the task is cancelled.
         await asyncio.get_running_loop().create_future()
 

@@ -15,7 +15,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::hooks::BoxFuture;
 use super::outcome::PluginError;
 
-/// One request for a plugin application, its body read whole.
+/// One request for a plugin application: its head, the body that had
+/// arrived when it was handed over, and the rest of the body still coming.
 #[derive(Debug, Default)]
 pub struct AppRequest {
     pub method: String,
@@ -23,8 +24,32 @@ pub struct AppRequest {
     /// The query string, without its `?`.
     pub query: String,
     pub headers: Vec<(String, Vec<u8>)>,
+    /// The body, or its first part when `rest` is `Some`.
     pub body: Vec<u8>,
+    /// The rest of a body that had not all arrived (a large or chunked
+    /// upload), streamed to the application as it comes; `None` when `body`
+    /// is the whole of it.
+    pub rest: Option<BodyRest>,
     pub client: Option<std::net::SocketAddr>,
+}
+
+/// Why a streamed request body ended before its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BodyCut {
+    /// The body passed the server's limit; the server answers 413.
+    TooLarge,
+    /// The client went away or the connection failed.
+    Disconnected(String),
+}
+
+/// The rest of a request body: chunks in order, then the end of the stream;
+/// an `Err` ends it early (the application sees `http.disconnect`).
+pub struct BodyRest(pub futures_util::stream::BoxStream<'static, Result<Vec<u8>, BodyCut>>);
+
+impl std::fmt::Debug for BodyRest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BodyRest(..)")
+    }
 }
 
 /// The start of a plugin application's answer, and the rest as it comes.

@@ -308,10 +308,13 @@ impl HostBuilder {
             .unwrap_or(30);
         // Whether in-process plugins can run: without Python they fail to
         // load, saying why; a Python that does not start fails the build.
-        let python: Result<(), String> = if !needs_python {
-            Ok(())
-        } else if !self.runtime.has_python() {
+        // Checked first: an isolated plugin's server parts load in-process
+        // too (`host::load`), and must not start CPython in a host of
+        // `Runtime::none()` either.
+        let python: Result<(), String> = if !self.runtime.has_python() {
             Err("this host was built from Runtime::none(), which runs no Python plugins".into())
+        } else if !needs_python {
+            Ok(())
         } else {
             start_python(home, level)?;
             Ok(())

@@ -1,8 +1,10 @@
 //! An ASGI application (a plugin's FastAPI app) as a core
 //! [`HttpApp`]: each request runs on plughost's asyncio loop through
-//! `_plughost_asgi` (`python/plughost/_asgi.py`), its response messages
-//! forwarded as they are sent — a streaming response streams — and a
-//! client that goes away cancels the application's task. The lifespan
+//! `_plughost_asgi` (`python/plughost/_asgi.py`): the request body goes on
+//! streaming in after the call starts, as the application reads it (with
+//! back-pressure), its response messages are forwarded as they are sent —
+//! a streaming response streams — and a client that goes away cancels the
+//! application's task (mid-body, the application sees `http.disconnect`). The lifespan
 //! protocol runs at the server's start and stop, as uvicorn runs it.
 
 use std::sync::Arc;
@@ -10,12 +12,13 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCFunction, PyDict, PyModule, PyTuple};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 use super::bridge::{self, Awaited};
 use super::{module_from_source, plugin_error, try_attach};
 use crate::core::hooks::BoxFuture;
-use crate::core::http_app::{AppRequest, AppResponse, HttpApp};
+use crate::core::http_app::{AppRequest, AppResponse, BodyRest, HttpApp};
 use crate::core::outcome::PluginError;
 
 const SOURCE: &str = include_str!("../../python/plughost/_asgi.py");
@@ -111,28 +114,62 @@ impl HttpApp for AsgiApp {
         self.lifespan_step("shutdown")
     }
 
-    fn call(&self, request: AppRequest) -> BoxFuture<Result<AppResponse, PluginError>> {
+    fn call(&self, mut request: AppRequest) -> BoxFuture<Result<AppResponse, PluginError>> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-        let started = try_attach(|py| -> PyResult<Awaited> {
+        let rest = request.rest.take();
+        let credit = Arc::new(Semaphore::new(BODY_CHUNKS_AHEAD));
+        // Cancelled when the application's coroutine lets go of `emit`
+        // (it ended, or was cancelled): the body feeder stops with it.
+        let done = CancellationToken::new();
+        let started = try_attach(|py| -> PyResult<(Awaited, Option<Py<PyAny>>)> {
             let m = module(py)?;
             let connection = connection_of(py, &request)?;
+            let held = done.clone().drop_guard();
             let emit = PyCFunction::new_closure(
                 py,
                 None,
                 None,
                 move |args: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<()> {
+                    let _held = &held;
                     // A closed channel is a client that went away: the task is being cancelled.
                     let _ = tx.send(message(args)?);
                     Ok(())
                 },
             )?;
+            let inbox = if rest.is_some() {
+                let credit = credit.clone();
+                let pull = PyCFunction::new_closure(
+                    py,
+                    None,
+                    None,
+                    move |_: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<()> {
+                        credit.add_permits(1);
+                        Ok(())
+                    },
+                )?;
+                Some(m.getattr("Inbox")?.call1((pull,))?)
+            } else {
+                None
+            };
             let body = pyo3::types::PyBytes::new(py, &request.body);
-            let coroutine =
-                m.getattr("http")?
-                    .call1((self.app.bind(py), connection, body, emit))?;
-            Ok(bridge::resolve(py, coroutine))
+            let coroutine = m.getattr("http")?.call1((
+                self.app.bind(py),
+                connection,
+                body,
+                inbox.as_ref(),
+                emit,
+            ))?;
+            Ok((bridge::resolve(py, coroutine), inbox.map(Bound::unbind)))
         });
         Box::pin(async move {
+            let started = started.map(|r| {
+                r.map(|(awaited, inbox)| {
+                    if let (Some(inbox), Some(rest)) = (inbox, rest) {
+                        tokio::spawn(feed(inbox, rest, credit, done));
+                    }
+                    awaited
+                })
+            });
             let task = match started {
                 Ok(Ok(Awaited::Pending(task))) => task,
                 // Finished before it first waited (most small answers).
@@ -255,6 +292,55 @@ async fn forward(
                 return;
             }
             _ = body.closed() => return,
+        }
+    }
+}
+
+/// How many chunks of a streamed request body are read ahead of the
+/// application: enough to keep a reading application busy, few enough that
+/// a slow one holds little of an upload in memory.
+const BODY_CHUNKS_AHEAD: usize = 4;
+
+/// Feed the rest of a request body into the application's [`Inbox`]
+/// (`_asgi.py`), a chunk for each one the application has taken; the end
+/// is `(b"", False)`, a cut body `None` (the application's next
+/// `receive()` is `http.disconnect`). Stops when the application is done.
+async fn feed(
+    inbox: Py<PyAny>,
+    mut rest: BodyRest,
+    credit: Arc<Semaphore>,
+    done: CancellationToken,
+) {
+    use futures_util::StreamExt;
+    loop {
+        tokio::select! {
+            biased;
+            () = done.cancelled() => return,
+            permit = credit.acquire() => match permit {
+                Ok(permit) => permit.forget(),
+                Err(_) => return,
+            },
+        }
+        let item = tokio::select! {
+            biased;
+            () = done.cancelled() => return,
+            item = rest.0.next() => item,
+        };
+        let (message, last) = match item {
+            Some(Ok(chunk)) => (Some((chunk, true)), false),
+            None => (Some((Vec::new(), false)), true),
+            Some(Err(cut)) => {
+                tracing::debug!("a plugin route's request body was cut: {cut:?}");
+                (None, true)
+            }
+        };
+        let put = try_attach(|py| {
+            let message =
+                message.map(|(chunk, more)| (pyo3::types::PyBytes::new(py, &chunk), more));
+            inbox.bind(py).call_method1("put", (message,)).map(|_| ())
+        });
+        if last || !matches!(put, Ok(Ok(()))) {
+            return;
         }
     }
 }

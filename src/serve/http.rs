@@ -457,6 +457,21 @@ pub fn router(
         .layer(middleware::from_fn_with_state(shared, count))
 }
 
+/// A server must outlive its clients: the CLI restores SIGPIPE's default
+/// action (so `plughost plugins list | head` ends quietly), and hyper
+/// writes responses with `writev`, which, unlike the `send` of Rust's
+/// sockets, raises SIGPIPE on a connection the client reset — which ended
+/// the whole server when a client went away mid-request. Ignored, the
+/// write fails with `EPIPE` and only that connection ends.
+fn ignore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: sets the process-wide disposition of one signal to "ignore";
+    // no handler is installed, so no code runs in signal context.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+}
+
 /// Serve `app` on `listener` until `signal` completes, evicting idle named
 /// sessions meanwhile ([`super::idle`]), then shut down: no new
 /// connections; running turns get `grace`, then `turns_cancel` cancels
@@ -581,6 +596,7 @@ async fn serve_connections(
     limits: &ServeOptions,
 ) -> std::io::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
+    ignore_sigpipe();
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();

@@ -18,7 +18,7 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::core::http_app::{AppRequest, HttpApp, RoutesEntry};
+use crate::core::http_app::{AppRequest, BodyCut, BodyRest, HttpApp, RoutesEntry};
 use crate::core::registry::Registry;
 
 /// The mounted applications of one mount (one plugin set), and what their
@@ -177,18 +177,31 @@ impl PluginRoutes {
         self.apps.is_empty()
     }
 
-    /// Forward `request` to the (first) application.
+    /// Forward `request` to the (first) application. Its body goes on
+    /// streaming to the application after the call starts (a large upload
+    /// is never held whole); past `limit` bytes it is cut and the answer is
+    /// 413, as a declared `Content-Length` over `limit` is before the call.
     pub async fn handle(self: Arc<Self>, request: Request, limit: usize) -> Response {
         let Some(app) = self.apps.first().cloned() else {
             return StatusCode::NOT_FOUND.into_response();
         };
         let (parts, body) = request.into_parts();
-        let body = match axum::body::to_bytes(body, limit).await {
-            Ok(b) => b,
-            Err(e) => {
+        let declared = parts
+            .headers
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > limit as u64) {
+            return too_large(limit);
+        }
+        let over = Arc::new(AtomicBool::new(false));
+        let (body, rest) = match request_body(body, limit, over.clone()).await {
+            Ok(split) => split,
+            Err(BodyCut::TooLarge) => return too_large(limit),
+            Err(BodyCut::Disconnected(e)) => {
                 return (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the request body was not read: {e} (the limit is {limit} bytes)"),
+                    StatusCode::BAD_REQUEST,
+                    format!("the request body was not read: {e}"),
                 )
                     .into_response()
             }
@@ -198,15 +211,26 @@ impl PluginRoutes {
             .iter()
             .map(|(k, v)| (k.as_str().to_string(), v.as_bytes().to_vec()))
             .collect();
+        let client = parts
+            .extensions
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0);
         let call = AppRequest {
             method: parts.method.as_str().to_string(),
             path: parts.uri.path().to_string(),
             query: parts.uri.query().unwrap_or_default().to_string(),
             headers,
-            body: body.to_vec(),
-            client: None,
+            body,
+            rest,
+            client,
         };
-        match app.call(call).await {
+        let answered = app.call(call).await;
+        if over.load(Ordering::Acquire) {
+            // The application was cut off mid-body (it saw `http.disconnect`):
+            // whatever it answered, the answer is the limit's.
+            return too_large(limit);
+        }
+        match answered {
             // The body holds this mount until it ends: a reload's lifespan
             // shutdown of these applications waits for it.
             Ok(answer) => response_held(answer, Some(self.clone())),
@@ -224,6 +248,64 @@ impl PluginRoutes {
             }
         }
     }
+}
+
+/// The 413 answer of a body over `limit`.
+fn too_large(limit: usize) -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body is over the limit of {limit} bytes"),
+    )
+        .into_response()
+}
+
+/// The body as far as it has arrived with its first frame, and the rest as
+/// a stream when there is more: a body that is all there (every GET, most
+/// small POSTs) is handed over whole, with no stream and no task. The
+/// stream counts bytes against `limit` and sets `over` before it ends with
+/// [`BodyCut::TooLarge`].
+async fn request_body(
+    body: Body,
+    limit: usize,
+    over: Arc<AtomicBool>,
+) -> Result<(Vec<u8>, Option<BodyRest>), BodyCut> {
+    use axum::body::HttpBody;
+    use futures_util::StreamExt;
+    let mut data = body.into_data_stream();
+    if data.is_end_stream() {
+        return Ok((Vec::new(), None));
+    }
+    let first = match data.next().await {
+        None => return Ok((Vec::new(), None)),
+        Some(Ok(chunk)) => chunk.to_vec(),
+        Some(Err(e)) => return Err(BodyCut::Disconnected(e.to_string())),
+    };
+    if first.len() > limit {
+        return Err(BodyCut::TooLarge);
+    }
+    if data.is_end_stream() {
+        return Ok((first, None));
+    }
+    let seen = first.len();
+    let rest = futures_util::stream::unfold(Some((data, seen)), move |state| {
+        let over = over.clone();
+        async move {
+            let (mut data, seen) = state?;
+            match data.next().await? {
+                Ok(chunk) => {
+                    let seen = seen + chunk.len();
+                    if seen > limit {
+                        over.store(true, Ordering::Release);
+                        Some((Err(BodyCut::TooLarge), None))
+                    } else {
+                        Some((Ok(chunk.to_vec()), Some((data, seen))))
+                    }
+                }
+                Err(e) => Some((Err(BodyCut::Disconnected(e.to_string())), None)),
+            }
+        }
+    });
+    Ok((first, Some(BodyRest(rest.boxed()))))
 }
 
 impl Drop for PluginRoutes {
@@ -296,6 +378,7 @@ pub fn head_of(request: &Request) -> AppRequest {
             .map(|(k, v)| (k.as_str().to_string(), v.as_bytes().to_vec()))
             .collect(),
         body: Vec::new(),
+        rest: None,
         client,
     }
 }
