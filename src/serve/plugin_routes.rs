@@ -192,6 +192,7 @@ impl PluginRoutes {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|n| n > limit as u64) {
+            tokio::spawn(discard(body.into_data_stream()));
             return too_large(limit);
         }
         let over = Arc::new(AtomicBool::new(false));
@@ -250,6 +251,24 @@ impl PluginRoutes {
     }
 }
 
+/// At most this much of a refused body is read and thrown away.
+const DISCARD_AT_MOST: usize = 16 << 20;
+
+/// Read and throw away the rest of a refused body (up to
+/// [`DISCARD_AT_MOST`]; the server's body timeout bounds the time), so a
+/// client still sending it gets to read the 413 instead of a broken pipe,
+/// as nginx's lingering close does; past that the connection just closes.
+async fn discard(mut data: axum::body::BodyDataStream) {
+    use futures_util::StreamExt;
+    let mut thrown = 0;
+    while let Some(Ok(chunk)) = data.next().await {
+        thrown += chunk.len();
+        if thrown > DISCARD_AT_MOST {
+            break;
+        }
+    }
+}
+
 /// The 413 answer of a body over `limit`.
 fn too_large(limit: usize) -> Response {
     (
@@ -296,6 +315,7 @@ async fn request_body(
                     let seen = seen + chunk.len();
                     if seen > limit {
                         over.store(true, Ordering::Release);
+                        tokio::spawn(discard(data));
                         Some((Err(BodyCut::TooLarge), None))
                     } else {
                         Some((Ok(chunk.to_vec()), Some((data, seen))))
