@@ -126,22 +126,13 @@ pub const DEFAULT_BREAKER_WINDOW: Duration = Duration::from_secs(60);
 
 /// Load a plugin in a worker: its registrations (handled by the worker)
 /// and its supervisor, or why loading failed (raised, crashed, timed out).
+/// The server parts it announces are not served (see
+/// [`server_parts::load`], which also answers them).
 pub fn load(
     spec: LoadSpec,
     settings: Settings,
 ) -> Result<(Vec<Registration>, Supervisor), PluginError> {
-    // A dialect with its own result strings renders its isolated tools too.
-    let renderer = crate::dialects::by_name(&spec.dialect).and_then(|d| d.renderer());
-    let (sup, contributions) = Supervisor::start(spec, settings)?;
-    let mut registrations = proxy::registrations(&sup, contributions);
-    if let Some(renderer) = renderer {
-        for r in &mut registrations {
-            if let crate::core::registry::Registration::Tool(tool) = r {
-                tool.renderer = Some(renderer.clone());
-            }
-        }
-    }
-    Ok((registrations, sup))
+    server_parts::load(spec, settings).map(|(registrations, sup, _parts)| (registrations, sup))
 }
 
 /// When this process was started as a worker (its first argument is
