@@ -36,20 +36,6 @@ def register(registry):
     registry.register_plugin(Limited())
 "#;
 
-fn have_fastapi() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import fastapi"])
-        .env_remove("PYTHONPATH")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "skipped: FastAPI is not installed for python3 (pip install fastapi; .ci/run does)"
-        );
-    }
-    ok
-}
-
 struct Killed(std::process::Child);
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -60,7 +46,7 @@ impl Drop for Killed {
 
 #[test]
 fn rate_limit_key_buckets_requests_and_answers_429_with_retry_after() {
-    if !have_fastapi() {
+    if !common::have_fastapi() {
         return;
     }
     let home = common::home_with(&["limited"]);

@@ -529,21 +529,6 @@ fn routes_env() -> Env {
     felix_env("web", ROUTES)
 }
 
-/// Whether plughost's Python can import FastAPI (`.ci/run` installs it).
-fn have_fastapi() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import fastapi"])
-        .env_remove("PYTHONPATH")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "skipped: FastAPI is not installed for python3 (pip install fastapi; .ci/run does)"
-        );
-    }
-    ok
-}
-
 fn sigterm(child: &Child) {
     // SAFETY: sends a signal to our own child process by its id; no memory is involved.
     let rc = unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -552,7 +537,7 @@ fn sigterm(child: &Child) {
 
 #[test]
 fn plugin_routes_answer_beside_plughost_endpoints_under_its_key() {
-    if !have_fastapi() {
+    if !common::have_fastapi() {
         return;
     }
     let env = routes_env();
@@ -731,7 +716,7 @@ def register(registry):
 
 #[test]
 fn a_plugin_auth_mode_judges_every_request_under_serve_auth() {
-    if !have_fastapi() {
+    if !common::have_fastapi() {
         return;
     }
     let env = felix_env("auth", AUTH);

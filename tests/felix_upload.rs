@@ -99,21 +99,6 @@ impl Server {
     }
 }
 
-/// Whether plughost's Python can import FastAPI (`.ci/run` installs it).
-fn have_fastapi() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import fastapi"])
-        .env_remove("PYTHONPATH")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "skipped: FastAPI is not installed for python3 (pip install fastapi; .ci/run does)"
-        );
-    }
-    ok
-}
-
 /// `plughost serve` on a home whose one (trusted) plugin is the Felix
 /// source tree above; the server's own body limit is lower than the plugin's.
 fn serve() -> Server {
@@ -189,7 +174,7 @@ fn chunk(data: &str) -> String {
 
 #[test]
 fn the_first_chunk_reaches_the_route_before_the_rest_is_sent() {
-    if !have_fastapi() {
+    if !common::have_fastapi() {
         return;
     }
     let server = serve();
@@ -208,7 +193,7 @@ fn the_first_chunk_reaches_the_route_before_the_rest_is_sent() {
 
 #[test]
 fn a_client_gone_mid_body_is_a_disconnect_for_the_route() {
-    if !have_fastapi() {
+    if !common::have_fastapi() {
         return;
     }
     let server = serve();
@@ -229,7 +214,7 @@ fn a_client_gone_mid_body_is_a_disconnect_for_the_route() {
 
 #[test]
 fn a_chunked_body_past_the_plugins_limit_is_refused_with_413() {
-    if !have_fastapi() {
+    if !common::have_fastapi() {
         return;
     }
     let server = serve();

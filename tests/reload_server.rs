@@ -76,20 +76,6 @@ def register(registry):
     )
 }
 
-fn have_fastapi() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import fastapi"])
-        .env_remove("PYTHONPATH")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!(
-            "skipped: FastAPI is not installed for python3 (pip install fastapi; .ci/run does)"
-        );
-    }
-    ok
-}
-
 /// A trusted home with the Felix source tree `plugins/felix-live`.
 fn home() -> tempfile::TempDir {
     let home = common::home_with(&["live"]);
@@ -145,7 +131,7 @@ impl Drop for Server {
 
 #[test]
 fn a_reload_remounts_routes_cron_and_auth_and_old_requests_finish_on_the_old_app() {
-    if !have_fastapi() {
+    if !common::have_fastapi() {
         return;
     }
     let home = home();

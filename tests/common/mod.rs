@@ -146,3 +146,19 @@ pub async fn chat_once(mut child: std::process::Child, content: &str) -> (u16, s
     let _ = child.wait();
     (status, body)
 }
+
+/// Whether plughost's Python can import FastAPI (the ASGI app Felix plugin
+/// routes mount on; `.ci/run` installs it); says why a test skips when not.
+pub fn have_fastapi() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import fastapi"])
+        .env_remove("PYTHONPATH")
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!(
+            "skipped: FastAPI is not installed for python3 (pip install fastapi; .ci/run does)"
+        );
+    }
+    ok
+}
