@@ -202,15 +202,21 @@ pub fn watch(limit: Duration) -> Watch {
     let mut state = dog.state.lock().unwrap_or_else(|e| e.into_inner());
     state.next += 1;
     let id = state.next;
+    let deadline = Instant::now() + limit;
     state.watched.insert(
         id,
         Watched {
-            deadline: Instant::now() + limit,
+            deadline,
             thread,
             fired: false,
         },
     );
-    dog.wake.notify_one();
+    // Wake the dog only when it would sleep past this deadline: calls come
+    // and go far faster than their limits, and waking it on each one cost
+    // every watched call two thread switches.
+    if state.wakes_at.is_none_or(|at| deadline < at) {
+        dog.wake.notify_one();
+    }
     Watch { id }
 }
 
@@ -251,6 +257,9 @@ struct Watched {
 struct WatchState {
     next: u64,
     watched: std::collections::HashMap<u64, Watched>,
+    /// When the dog will wake by itself (`None`: only when woken). A call
+    /// that ends before it is simply gone from `watched` when it wakes.
+    wakes_at: Option<Instant>,
 }
 
 /// The process's one watchdog thread and what it watches (calls, not host state).
@@ -302,6 +311,7 @@ impl Watchdog {
                 state = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 continue;
             }
+            state.wakes_at = next;
             state = match next {
                 Some(at) => {
                     let wait = at.saturating_duration_since(now);
