@@ -13,7 +13,6 @@
 //! the user takes them off it.
 
 use std::fs::File;
-use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
@@ -101,17 +100,29 @@ impl Journal {
 
     /// plughost enters plugin `key`'s code to do `what`.
     pub fn enter(&self, key: &str, what: &str) {
-        let mut record = [0u8; RECORD];
-        let mut at = &mut record[..RECORD - 1];
-        let _ = write!(at, "{key}\t{what}");
-        let len = RECORD - 1 - at.len();
+        // `key<TAB>what`, cut to leave room for its NUL (the reader takes
+        // what it can decode); no formatting machinery on this path.
+        let text = key
+            .as_bytes()
+            .iter()
+            .chain(b"\t")
+            .chain(what.as_bytes())
+            .take(RECORD - 1);
         let cells = self.cells();
-        // The text, its end, and its first byte last: a record is read up
-        // to its first NUL, so until that store it still reads as clear.
-        for (cell, byte) in cells[1..=len].iter().zip(&record[1..=len]) {
-            cell.store(*byte, Ordering::Relaxed);
+        let mut first = 0;
+        let mut len = 0;
+        for (i, byte) in text.enumerate() {
+            // The first byte goes last: a record is read up to its first
+            // NUL, so until that store it still reads as clear.
+            if i == 0 {
+                first = *byte;
+            } else {
+                cells[i].store(*byte, Ordering::Relaxed);
+            }
+            len = i + 1;
         }
-        cells[0].store(record[0], Ordering::Release);
+        cells[len.min(RECORD - 1)].store(0, Ordering::Relaxed);
+        cells[0].store(first, Ordering::Release);
     }
 
     /// It came back: the record reads as clear from its first byte.
