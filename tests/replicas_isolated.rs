@@ -218,3 +218,42 @@ async fn a_worker_that_dies_before_reporting_loses_only_its_turns_count_and_the_
     assert_eq!(totals, [11, 22]);
     assert_eq!(stored_total(&pg, "s").await, 22);
 }
+
+/// The same on one replica with the sessions in files (`<key>.jsonl.state`),
+/// the plugin isolated and in-process: every turn's call is counted (a
+/// later turn is never taken for the one counted last).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_turn_is_counted_and_stored_beside_the_transcript_isolated_or_not() {
+    for trusted in [false, true] {
+        let (shared, bundled) = (tempfile::tempdir().unwrap(), common::no_bundled());
+        let script = script(shared.path());
+        let home = usage_home();
+        if trusted {
+            let config =
+                json!({"plugins": {"enabled": ["usage"], "disabled": [], "trusted": ["usage"]}});
+            std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+        }
+        let r = replicas_common::serve(
+            home.path(),
+            shared.path(),
+            bundled.path(),
+            &script,
+            None,
+            &[],
+        );
+        for text in ["one", "two", "three"] {
+            reply(&r.url, "s", text).await;
+        }
+        let calls = log(shared.path());
+        let totals: Vec<i64> = calls.iter().map(|c| c.1).collect();
+        assert_eq!(totals, [11, 22, 33], "trusted: {trusted}");
+        assert_eq!(
+            calls[0].0 == r.child.id(),
+            trusted,
+            "in-process only when trusted"
+        );
+        let state = std::fs::read_to_string(home.path().join("sessions/s.jsonl.state")).unwrap();
+        let state: Value = serde_json::from_str(&state).unwrap();
+        assert_eq!(state["codumentor"]["usage_totals"]["total_tokens"], 33);
+    }
+}
