@@ -221,7 +221,8 @@ async fn a_worker_that_dies_before_reporting_loses_only_its_turns_count_and_the_
 
 /// The same on one replica with the sessions in files (`<key>.jsonl.state`),
 /// the plugin isolated and in-process: every turn's call is counted (a
-/// later turn is never taken for the one counted last).
+/// later turn is never taken for the one counted last), and `/new` starts
+/// the totals over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_turn_is_counted_and_stored_beside_the_transcript_isolated_or_not() {
     for trusted in [false, true] {
@@ -255,5 +256,9 @@ async fn every_turn_is_counted_and_stored_beside_the_transcript_isolated_or_not(
         let state = std::fs::read_to_string(home.path().join("sessions/s.jsonl.state")).unwrap();
         let state: Value = serde_json::from_str(&state).unwrap();
         assert_eq!(state["codumentor"]["usage_totals"]["total_tokens"], 33);
+        // `/new` starts the totals over with the transcript, in the worker too.
+        reply(&r.url, "s", "/new").await;
+        reply(&r.url, "s", "four").await;
+        assert_eq!(log(shared.path())[3].1, 11, "trusted: {trusted}");
     }
 }
