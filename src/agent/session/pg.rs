@@ -11,8 +11,8 @@
 //! from its last complete turn. A write is refused once the lease it was
 //! made under has been taken by another turn (its owner no longer matches).
 //! A message written outside any turn takes the lease for its own
-//! statement (see `append_outside_turn`), so no turn or reader ever sees a
-//! later `seq` committed before it.
+//! transaction (see `append_outside_turn`), so no reader ever finds a
+//! later `seq` committed before its.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
