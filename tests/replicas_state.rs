@@ -289,3 +289,49 @@ async fn a_turn_reads_only_what_another_replica_appended_in_postgres() {
 async fn a_turn_reads_only_what_another_process_appended_to_the_file() {
     reads_only_what_was_appended(None).await;
 }
+
+/// A message written outside any turn (a session hook at eviction) on
+/// replica B while replica A's turn holds the session: it is not written
+/// under A's turn (refused once B has waited its lease time to live, here
+/// 300 ms), and written after A's turn ends when B waits for it, so A's
+/// next turn, reading only what follows its last message, sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_written_outside_a_turn_waits_for_the_turn_holding_the_session() {
+    let Some(pg) = Pg::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = |ttl| {
+        let s = SessionStore::new(dir.path().join("sessions"));
+        let cluster = Cluster::connect(&pg.url, ttl).unwrap();
+        s.use_backend(Arc::new(PgSessions::new(cluster)));
+        s
+    };
+    let a = store(Duration::from_secs(10));
+    let impatient = store(Duration::from_millis(300));
+    let patient = store(Duration::from_secs(30));
+    turn(&a, "k", Some("a1")).await;
+    let outside = |store: &SessionStore| {
+        let session = store.get("k");
+        std::thread::spawn(move || {
+            session
+                .blocking_lock()
+                .append(json!({"role": "user", "content": "outside"}))
+        })
+    };
+    {
+        let session = a.get("k");
+        let mut s = session.lock().await;
+        let _lock = s.lock_turn(Duration::from_secs(5)).await.unwrap();
+        s.resync().unwrap();
+        let refused = outside(&impatient).join().unwrap().unwrap_err();
+        assert!(refused.to_string().contains("a turn holds it"), "{refused}");
+        let waiting = outside(&patient);
+        s.append(json!({"role": "user", "content": "a2"})).unwrap();
+        // A's turn ends here (the lock, then the session, released).
+        drop(_lock);
+        drop(s);
+        waiting.join().unwrap().unwrap();
+    }
+    let seen = turn(&a, "k", None).await;
+    let contents: Vec<_> = seen.iter().map(|m| m["content"].clone()).collect();
+    assert_eq!(contents, [json!("a1"), json!("a2"), json!("outside")]);
+}

@@ -298,6 +298,12 @@ impl TurnScope {
         let _ = self.session.set(slots);
     }
 
+    /// The slots of the session the turn runs on, once it owns it (an
+    /// isolated plugin's proxy hands their stored state to its worker).
+    pub fn session(&self) -> Option<&Arc<Slots>> {
+        self.session.get()
+    }
+
     /// The per-session state of dialect `name`; `None` before the turn
     /// owns its session (or for a tool called outside any turn).
     pub fn session_slot<T: std::any::Any + Send + Sync>(

@@ -302,7 +302,9 @@ pub trait Dialect: Send + Sync + 'static {
 }
 
 /// How a dialect's per-session state leaves and re-enters a session's
-/// slots (see [`Dialect::session_state`]).
+/// slots (see [`Dialect::session_state`]). `import` replaces the state in
+/// the slots with the value (`{}`: with none); an isolated plugin's worker
+/// is handed its session's state that way.
 #[derive(Clone, Copy)]
 pub struct SessionState {
     pub export: fn(&crate::core::hooks::Slots) -> Option<serde_json::Value>,

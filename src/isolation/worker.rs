@@ -41,7 +41,7 @@ struct Served {
     turns: Mutex<HashMap<u64, Arc<TurnScope>>>,
     /// The per-session state of the sessions those turns ran on, by key,
     /// for the worker's life (the plugin's own process).
-    sessions: Mutex<HashMap<String, Arc<crate::core::hooks::Slots>>>,
+    sessions: Mutex<HashMap<String, Arc<WorkerSession>>>,
     /// The host home the plugin was loaded for (where its runtime tools are).
     home: std::path::PathBuf,
     /// Tools it registered while running, once plughost asked for them.
@@ -61,14 +61,71 @@ impl Served {
         runtime.get(name).cloned()
     }
 
-    fn turn(&self, number: u64, session: &str) -> Arc<TurnScope> {
+    fn turn(&self, number: u64, session: &WorkerSession) -> Arc<TurnScope> {
         let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
         let turn = turns.entry(number).or_default().clone();
-        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
-        let slots = sessions.entry(session.to_string()).or_default().clone();
-        turn.attach_session(slots);
+        turn.attach_session(session.slots.clone());
         turn
     }
+
+    fn session(&self, key: &str) -> Arc<WorkerSession> {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.entry(key.to_string()).or_default().clone()
+    }
+
+    /// How its dialect's per-session state leaves and enters the slots.
+    fn session_state(&self) -> Option<crate::dialects::SessionState> {
+        self.dialect.and_then(|d| d.session_state())
+    }
+}
+
+/// One session as the worker keeps it: its slots (the dialect's
+/// per-session state, Codumentor's usage totals), and that state as it
+/// last crossed the stream.
+#[derive(Default)]
+struct WorkerSession {
+    slots: Arc<crate::core::hooks::Slots>,
+    /// `None` until plughost handed the session's state to this process
+    /// ([`LoopWire::session_state`](super::protocol::LoopWire::session_state));
+    /// then the value last handed or reported (`{}` for none).
+    crossed: Mutex<Option<serde_json::Value>>,
+}
+
+impl WorkerSession {
+    /// The session's state becomes `value` (what plughost has stored).
+    fn hand_over(&self, state: Option<crate::dialects::SessionState>, value: serde_json::Value) {
+        let mut crossed = self.crossed.lock().unwrap_or_else(|e| e.into_inner());
+        let now = match state {
+            Some(state) => {
+                (state.import)(&self.slots, &value);
+                exported(state, &self.slots)
+            }
+            None => value,
+        };
+        *crossed = Some(now);
+    }
+
+    /// The state, when it changed since it last crossed (and it was handed
+    /// to this process: a state counted from nothing is never reported).
+    fn changed(&self, state: Option<crate::dialects::SessionState>) -> Option<serde_json::Value> {
+        let state = state?;
+        let mut crossed = self.crossed.lock().unwrap_or_else(|e| e.into_inner());
+        let last = crossed.as_ref()?;
+        let now = exported(state, &self.slots);
+        if &now == last {
+            return None;
+        }
+        *crossed = Some(now.clone());
+        Some(now)
+    }
+}
+
+/// The dialect's state in `slots`, `{}` for none (what clears it again).
+fn exported(
+    state: crate::dialects::SessionState,
+    slots: &crate::core::hooks::Slots,
+) -> serde_json::Value {
+    (state.export)(slots).unwrap_or_else(|| serde_json::Value::Object(Default::default()))
 }
 
 /// Run as a worker: serve until plughost closes the stream, then exit.
@@ -533,11 +590,21 @@ fn answer_hook(served: &Served, index: usize, event: &str, payload: PayloadWire)
     let Some(event) = event_named(event) else {
         return Answer::Now(refused(format!("no event '{event}'")));
     };
+    // The session of a loop point's turn, whose state may cross back.
+    let mut session = None;
     let mut owned = match payload {
         PayloadWire::Loop(mut wire) => {
             let (turn, chain) = (wire.turn.take(), wire.chain.take());
+            let handed = wire.session_state.take();
             let mut lc = wire.into_context(Some(event));
-            lc.turn = turn.map(|n| served.turn(n, &lc.session_id));
+            if let Some(number) = turn {
+                let s = served.session(&lc.session_id);
+                if let Some(value) = handed {
+                    s.hand_over(served.session_state(), value);
+                }
+                lc.turn = Some(served.turn(number, &s));
+                session = Some(s);
+            }
             if let (Some(chain), Some(dialect)) = (chain, served.dialect) {
                 dialect.carry_in(&mut lc, chain);
             }
@@ -545,15 +612,13 @@ fn answer_hook(served: &Served, index: usize, event: &str, payload: PayloadWire)
         }
         other => OwnedPayload::from_wire(other, event),
     };
+    let dialect = served.dialect;
     match entry.callback.call(event, owned.as_payload()) {
-        HookReturn::Ready(answer) => Answer::Now(hook_reply(answer, &mut owned, served.dialect)),
-        HookReturn::Pending(fut) => {
-            let dialect = served.dialect;
-            Answer::Later(Box::pin(async move {
-                let answer = fut.await;
-                hook_reply(answer, &mut owned, dialect)
-            }))
-        }
+        HookReturn::Ready(answer) => Answer::Now(hook_reply(answer, &mut owned, dialect, session)),
+        HookReturn::Pending(fut) => Answer::Later(Box::pin(async move {
+            let answer = fut.await;
+            hook_reply(answer, &mut owned, dialect, session)
+        })),
     }
 }
 
@@ -590,11 +655,14 @@ fn forget_turn(served: &Served, turn: u64) -> Answer {
     Answer::Now(Reply::Forgotten)
 }
 
-/// A hook's reply: its answer, and the arguments as it left them.
+/// A hook's reply: its answer, and the arguments as it left them (a loop
+/// point's: the dialect's state of the turn and, when it changed, of the
+/// session).
 fn hook_reply(
     answer: Result<HookAction, HookError>,
     owned: &mut OwnedPayload,
     dialect: Option<&'static dyn crate::dialects::Dialect>,
+    session: Option<Arc<WorkerSession>>,
 ) -> Reply {
     let (params, after) = match owned.as_payload() {
         HookPayload::Tool(ctx) => (ctx.dialect.edited_params(), None),
@@ -602,9 +670,11 @@ fn hook_reply(
             let ui_events = lc.turn.as_ref().map_or_else(Vec::new, |scope| {
                 std::mem::take(&mut *scope.ui_events.lock().unwrap_or_else(|e| e.into_inner()))
             });
+            let state = dialect.and_then(|d| d.session_state());
             let after = LoopAfter {
                 chain: dialect.and_then(|d| d.carry_left(lc)),
                 ui_events,
+                session_state: session.and_then(|s| s.changed(state)),
             };
             (None, Some(Box::new(after)))
         }

@@ -30,33 +30,93 @@ pub struct Pg {
     port: String,
 }
 
-impl Pg {
-    pub fn start() -> Option<Pg> {
+/// A stopped cluster `deploy/pg-start.sh` made once for this test
+/// binary (initdb, the role and the database), copied by each test's
+/// [`Pg::start`]: initdb is most of a start, and a copy is a tenth of it.
+/// Removed when the binary exits. `Err`: why there is none.
+fn template() -> Result<&'static Path, String> {
+    static TEMPLATE: std::sync::OnceLock<Result<tempfile::TempDir, String>> =
+        std::sync::OnceLock::new();
+    extern "C" fn remove_template() {
+        if let Some(Ok(dir)) = TEMPLATE.get() {
+            let _ = Command::new("bash")
+                .arg(repo().join("deploy/pg-start.sh"))
+                .arg("--stop")
+                .arg(dir.path())
+                .output();
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
+    }
+    let made = TEMPLATE.get_or_init(|| {
         let dir = tempfile::Builder::new()
-            .prefix("plughost-pg")
+            .prefix("plughost-pg-template")
             .tempdir()
             .unwrap();
-        let port = free_port().to_string();
         let out = Command::new("bash")
             .arg(repo().join("deploy/pg-start.sh"))
             .arg(dir.path())
-            .arg(&port)
+            .arg(free_port().to_string())
             .output()
             .unwrap();
         if out.status.code() == Some(3) {
-            eprintln!(
-                "skipped: PostgreSQL is not installed here ({}); .ci/run installs it",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-            return None;
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
         }
         assert!(
             out.status.success(),
             "pg-start failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let url = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        Some(Pg { dir, url, port })
+        let stop = Command::new("bash")
+            .arg(repo().join("deploy/pg-start.sh"))
+            .arg("--stop")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(stop.status.success());
+        // SAFETY: atexit only records the pointer of a function that takes
+        // no arguments and unwinds nowhere (it ignores every error); it
+        // runs once, at exit, after the static is set.
+        unsafe { libc::atexit(remove_template) };
+        Ok(dir)
+    });
+    made.as_ref().map(|d| d.path()).map_err(Clone::clone)
+}
+
+impl Pg {
+    /// A server of its own: a copy of the [`template`] started on a free port.
+    pub fn start() -> Option<Pg> {
+        let template = match template() {
+            Ok(t) => t.join("data"),
+            Err(why) => {
+                eprintln!("skipped: PostgreSQL is not installed here ({why}); .ci/run installs it");
+                return None;
+            }
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("plughost-pg")
+            .tempdir()
+            .unwrap();
+        // The server's user (postgres, when the tests run as root) writes
+        // its socket and log there.
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let owner = std::fs::metadata(&template).unwrap().uid();
+        std::os::unix::fs::chown(dir.path(), Some(owner), None).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg(&template)
+            .arg(dir.path().join("data"))
+            .status()
+            .unwrap();
+        assert!(copied.success(), "cannot copy the template cluster");
+        let port = free_port().to_string();
+        let pg = Pg {
+            url: format!("postgres://plughost@127.0.0.1:{port}/plughost"),
+            dir,
+            port,
+        };
+        pg.start_again();
+        Some(pg)
     }
 
     /// Stop the server (its data stays), as a restart or an outage does.

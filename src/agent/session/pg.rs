@@ -10,6 +10,9 @@
 //! the lease deletes the dead turn's pending rows, and the session goes on
 //! from its last complete turn. A write is refused once the lease it was
 //! made under has been taken by another turn (its owner no longer matches).
+//! A message written outside any turn takes the lease for its own
+//! transaction (see `append_outside_turn`), so no reader ever finds a
+//! later `seq` committed before its.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +22,7 @@ use serde_json::Value;
 
 use super::backend::{Held, SessionBackend, Stored, TurnHold};
 use super::SessionError;
+use crate::cluster::db::interval;
 use crate::cluster::{Cluster, DbError, LeaseError, SessionLease};
 
 /// The PostgreSQL session store of one replica.
@@ -171,6 +175,62 @@ impl PgSessions {
         }))
     }
 
+    /// Store a message written outside any turn (a session hook at
+    /// eviction), complete at once, under the session's lease: taken,
+    /// used and released in one transaction, waiting (at most the lease's
+    /// time to live) while a turn holds it. Its `seq` is thus never
+    /// allocated while a turn owns the session, nor committed after a
+    /// higher one: a replica reading from its last `seq` on cannot miss it.
+    fn append_outside_turn(&self, key: &str, line: &str) -> std::io::Result<i64> {
+        let (k, body, owner) = (key.to_string(), line.to_string(), self.cluster.next_owner());
+        let (ttl, wait) = (interval(self.cluster.lease_ttl), self.cluster.lease_ttl);
+        let written = self.cluster.db().block(move |mut c| async move {
+            let started = std::time::Instant::now();
+            let mut step = Duration::from_millis(2);
+            loop {
+                let tx = c.transaction().await?;
+                let leased = tx
+                    .query_opt(
+                        "INSERT INTO plughost_leases (key, owner, expires_at) \
+                         VALUES ($1, $2, now() + $3::text::interval) \
+                         ON CONFLICT (key) DO UPDATE \
+                         SET owner = excluded.owner, expires_at = excluded.expires_at \
+                         WHERE plughost_leases.expires_at < now() RETURNING owner",
+                        &[&k, &owner, &ttl],
+                    )
+                    .await?
+                    .is_some();
+                if leased {
+                    let row = tx
+                        .query_one(
+                            "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
+                             ON CONFLICT (key) DO NOTHING), \
+                             l AS (DELETE FROM plughost_leases WHERE key = $1 AND owner = $3) \
+                             INSERT INTO plughost_messages (key, body) VALUES ($1, $2) RETURNING seq",
+                            &[&k, &body, &owner],
+                        )
+                        .await?;
+                    tx.commit().await?;
+                    return Ok(Some(row.get::<_, i64>(0)));
+                }
+                tx.rollback().await?;
+                let waited = started.elapsed();
+                if waited >= wait {
+                    return Ok(None);
+                }
+                tokio::time::sleep(step.min(wait - waited)).await;
+                step = (step * 2).min(Duration::from_millis(25));
+            }
+        });
+        match written.map_err(io)? {
+            Some(seq) => Ok(seq),
+            None => Err(std::io::Error::other(format!(
+                "session '{key}': a turn holds it (on this or another replica) and did not end within {} s; the message written outside a turn is not stored",
+                wait.as_secs_f64()
+            ))),
+        }
+    }
+
     fn error(&self, key: &str, doing: &'static str, source: std::io::Error) -> SessionError {
         SessionError::Io {
             key: key.to_string(),
@@ -232,34 +292,22 @@ impl SessionBackend for PgSessions {
     }
 
     fn append(&self, key: &str, line: &str) -> std::io::Result<i64> {
+        let Some(owner) = self.owner_of(key) else {
+            return self.append_outside_turn(key, line);
+        };
         let (k, body) = (key.to_string(), line.to_string());
-        let owner = self.owner_of(key);
         let written = self.cluster.db().block(move |c| async move {
-            let row = match owner {
-                // Fenced: only while this turn's lease is the session's.
-                Some(owner) => {
-                    let st = c
-                        .prepare_cached(
-                            "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
-                             ON CONFLICT (key) DO UPDATE SET started = true WHERE NOT plughost_sessions.started) \
-                             INSERT INTO plughost_messages (key, turn, pending, body) \
-                             SELECT $1, $2, true, $3 WHERE EXISTS \
-                             (SELECT 1 FROM plughost_leases WHERE key = $1 AND owner = $2) RETURNING seq",
-                        )
-                        .await?;
-                    c.query_opt(&st, &[&k, &owner, &body]).await?
-                }
-                // Outside a turn (a session hook at eviction): complete at once.
-                None => {
-                    c.query_opt(
-                        "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
-                         ON CONFLICT (key) DO NOTHING) \
-                         INSERT INTO plughost_messages (key, body) VALUES ($1, $2) RETURNING seq",
-                        &[&k, &body],
-                    )
-                    .await?
-                }
-            };
+            // Fenced: only while this turn's lease is the session's.
+            let st = c
+                .prepare_cached(
+                    "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
+                     ON CONFLICT (key) DO UPDATE SET started = true WHERE NOT plughost_sessions.started) \
+                     INSERT INTO plughost_messages (key, turn, pending, body) \
+                     SELECT $1, $2, true, $3 WHERE EXISTS \
+                     (SELECT 1 FROM plughost_leases WHERE key = $1 AND owner = $2) RETURNING seq",
+                )
+                .await?;
+            let row = c.query_opt(&st, &[&k, &owner, &body]).await?;
             Ok(row.map(|r| r.get::<_, i64>(0)))
         });
         match written.map_err(io)? {

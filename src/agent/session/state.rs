@@ -5,6 +5,11 @@
 //! session is released), and put back into the slots when a turn finds
 //! another value stored (another process ran a turn since).
 //!
+//! An isolated plugin's state is kept in its worker; the worker is handed
+//! the state as the turn started and reports it back when a hook changed
+//! it ([`SessionStates`]), and the reports join the slots before the
+//! state is stored, so the store sees no difference.
+//!
 //! What is stored is one JSON object by dialect name, each dialect
 //! exporting and importing its own value ([`dialect_states`]). Where it is
 //! stored: the `state` column of the session's row in PostgreSQL, or
@@ -17,6 +22,7 @@ use serde_json::{Map, Value};
 
 use super::SessionBackend;
 use crate::core::hooks::Slots;
+use crate::isolation::proxy::SessionStates;
 
 /// Every dialect whose per-session state outlives the process, with its
 /// name ([`crate::dialects::Dialect::session_state`]). Hermes keeps none
@@ -78,21 +84,28 @@ impl StateCell {
         *self.inner.lock().unwrap_or_else(|e| e.into_inner()) = (slots, None);
     }
 
-    /// `stored` was read for the session: imported when it is not what
-    /// this process has.
+    /// `stored` was read for the session at a turn's start: imported when
+    /// it is not what this process has (what isolated workers reported
+    /// and no turn's end stored goes in first: the stored value is the
+    /// later one); what the slots then hold is what the turn's isolated
+    /// workers are handed.
     pub(super) fn read(&self, key: &str, stored: Option<String>) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        SessionStates::settle(&inner.0);
         if let Some(text) = &stored {
             if inner.1.as_ref() != Some(text) {
                 import(key, &inner.0, text);
             }
         }
         inner.1 = stored;
+        SessionStates::turn_begins(&inner.0);
     }
 
-    /// The state to store now, when it changed since read or stored.
+    /// The state to store now, when it changed since read or stored
+    /// (isolated workers' reports of the turn included).
     fn changed(&self) -> Option<String> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        SessionStates::settle(&inner.0);
         export(&inner.0).filter(|text| inner.1.as_ref() != Some(text))
     }
 

@@ -2,8 +2,6 @@
 //! point's context with the seed's names (spec §1.2), and the edit of the
 //! context a handler's payload asks for.
 
-use std::sync::Arc; // pg7: Mutex went with Totals
-
 use serde_json::{json, Map, Value};
 
 use crate::core::hooks::{EndedBy, LoopContext, LoopEdit};
@@ -170,14 +168,13 @@ fn session_totals(lc: &LoopContext) -> Map<String, Value> {
     let Some(turn) = &lc.turn else {
         return lc.usage.clone();
     };
-    let call = (Arc::as_ptr(turn) as usize, lc.iteration);
     let Some(totals) = turn.session_slot(super::DIALECT.as_str(), Totals::new) else {
         return lc.usage.clone();
     };
     let mut totals = totals.0.lock().unwrap_or_else(|e| e.into_inner());
     let (sum, last) = &mut *totals;
-    if *last != call {
-        *last = call;
+    if !last.is(turn, lc.iteration) {
+        *last = super::session_state::Counted::of(turn, lc.iteration);
         add_usage(sum, &lc.usage);
     }
     sum.clone()

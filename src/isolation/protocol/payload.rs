@@ -99,6 +99,13 @@ pub struct LoopWire {
     /// The dialect's per-turn state at this point (Codumentor's chain,
     /// when one was started), opaque here.
     pub chain: Option<Value>,
+    /// The dialect's per-session state as the turn started (the stored
+    /// value; `{}` for none), handed over once per turn and worker
+    /// process: the worker's state of the session becomes exactly this,
+    /// so a worker on another replica, a restarted one, or one whose
+    /// session was started over (`/new`) goes on from what is stored.
+    #[serde(default)]
+    pub session_state: Option<Value>,
 }
 
 impl LoopWire {
@@ -127,6 +134,7 @@ impl LoopWire {
             plugins: lc.plugins.clone(),
             turn: None,
             chain: None,
+            session_state: None,
         }
     }
 
@@ -167,6 +175,14 @@ pub struct LoopAfter {
     pub chain: Option<Value>,
     /// UI events it emitted (`ctx["ui_event_emitter"]`), for the turn's report.
     pub ui_events: Vec<Value>,
+    /// The dialect's per-session state as the hook left it, when it
+    /// changed since it last crossed (either way): plughost stores it with
+    /// the session at the turn's end, as an in-process plugin's. Sent
+    /// only by a worker that was handed the session's state
+    /// ([`LoopWire::session_state`]), so a fresh process never reports a
+    /// total counted from nothing.
+    #[serde(default)]
+    pub session_state: Option<Value>,
 }
 
 /// A hook's context on the wire, by event family.
