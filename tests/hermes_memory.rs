@@ -49,6 +49,11 @@ class Recall(MemoryProvider):
     def queue_prefetch(self, query, *, session_id=""):
         _log("queue_prefetch", query=query)
 
+    def on_turn_start(self, turn_number, message, **kwargs):
+        # A file of its own: the other tests match the main log's events.
+        with open(os.environ["MEM_LOG"] + ".turns", "a") as f:
+            f.write(f"{turn_number}\n")
+
     def get_tool_schemas(self):
         return [{"name": "recall_store", "description": "Store a fact",
                  "parameters": {"type": "object", "properties": {"fact": {"type": "string"}},
@@ -362,4 +367,35 @@ fn chat_initialises_once_per_session_and_ends_it_at_exit() {
         events[5]["roles"],
         serde_json::json!(["user", "assistant", "user", "assistant"])
     );
+}
+
+/// The turn number `on_turn_start` gets goes on across processes: each
+/// `plughost run --session s` is a new process (as a request on another
+/// replica is), and the session's third turn is turn 3, as in Hermes's
+/// one long-lived agent, not turn 1 again.
+#[test]
+fn the_turn_number_goes_on_in_a_new_process() {
+    let env = Env::new("recall");
+    let script = env.plughost_home.path().join("script.yaml");
+    std::fs::write(&script, "turns:\n  - say: noted\n").unwrap();
+    for message in ["what tea do I like", "and what coffee", "and what cake"] {
+        let out = env.run(&[
+            "run",
+            message,
+            "--session",
+            "s",
+            "--model",
+            "scripted",
+            "--script",
+            script.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let turns =
+        std::fs::read_to_string(format!("{}.turns", env.log().display())).unwrap_or_default();
+    assert_eq!(turns, "1\n2\n3\n");
 }

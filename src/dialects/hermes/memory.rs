@@ -113,10 +113,16 @@ impl ActiveMemory {
             .and_then(|m| m["content"].as_str())
             .unwrap_or_default()
             .to_string();
+        // The session's turn number: what this process counted, or what
+        // its transcript says if more (the session's earlier turns ran in
+        // another process — a replica, a restart — where Hermes's one
+        // long-lived agent would have counted them; after a compaction the
+        // transcript says less, and the count stands).
+        let user_turns = messages.iter().filter(|m| m["role"] == "user").count() as u64;
         let first = {
             let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
             let s = sessions.entry(session.to_string()).or_default();
-            s.turns += 1;
+            s.turns = (s.turns + 1).max(user_turns);
             s.user = query.clone();
             s.recall.clear();
             // The conversation, as Hermes's `messages` (its system prompt apart).
