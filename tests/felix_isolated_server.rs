@@ -56,14 +56,7 @@ fn an_isolated_felix_plugins_routes_and_cron_task_run_in_process_with_a_warning(
     }
     // Enabled, not trusted: serve runs it in a worker.
     let home = common::home_with(&["iso"]);
-    let tree = home.path().join("plugins/felix-iso");
-    std::fs::create_dir_all(tree.join("src/felix_iso")).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[project]\nname = \"felix-iso\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\niso = \"felix_iso:register\"\n",
-    )
-    .unwrap();
-    std::fs::write(tree.join("src/felix_iso/__init__.py"), PLUGIN).unwrap();
+    common::felix_tree(home.path(), "iso", PLUGIN);
     let bundled = common::no_bundled();
     let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .arg("--home")

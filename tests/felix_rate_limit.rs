@@ -49,17 +49,8 @@ fn rate_limit_key_buckets_requests_and_answers_429_with_retry_after() {
     if !common::have_fastapi() {
         return;
     }
-    let home = common::home_with(&["limited"]);
-    let config = serde_json::json!({"plugins": {"enabled": ["limited"], "disabled": [], "trusted": ["limited"]}});
-    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
-    let tree = home.path().join("plugins").join("felix-limited");
-    std::fs::create_dir_all(tree.join("src").join("felix_limited")).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[project]\nname = \"felix-limited\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nlimited = \"felix_limited:register\"\n",
-    )
-    .unwrap();
-    std::fs::write(tree.join("src/felix_limited/__init__.py"), PLUGIN).unwrap();
+    let home = common::trusted_home(&["limited"]);
+    common::felix_tree(home.path(), "limited", PLUGIN);
     let bundled = common::no_bundled();
     let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .arg("--home")

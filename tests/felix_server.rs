@@ -52,31 +52,12 @@ struct Env {
     bundled: tempfile::TempDir,
 }
 
-/// A home whose config enables and trusts `plugins`: `serve` runs trusted
-/// plugins in-process, where their server-side parts (routes, tasks,
-/// sinks, authenticators) are served; it isolates other third-party ones.
-fn trusted_home(plugins: &[&str]) -> tempfile::TempDir {
-    let home = common::home_with(plugins);
-    let config =
-        serde_json::json!({"plugins": {"enabled": plugins, "disabled": [], "trusted": plugins}});
-    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
-    home
-}
-
 /// A trusted home with one Felix source tree `plugins/felix-<key>`:
 /// `pyproject.toml` declaring the `felix.plugins` entry point `<key>` and
 /// `src/felix_<key>/__init__.py` holding `code`.
 fn felix_env(key: &str, code: &str) -> Env {
-    let home = trusted_home(&[key]);
-    let tree = home.path().join("plugins").join(format!("felix-{key}"));
-    let package = format!("felix_{key}");
-    std::fs::create_dir_all(tree.join("src").join(&package)).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        format!("[project]\nname = \"felix-{key}\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\n{key} = \"{package}:register\"\n"),
-    )
-    .unwrap();
-    std::fs::write(tree.join("src").join(&package).join("__init__.py"), code).unwrap();
+    let home = common::trusted_home(&[key]);
+    common::felix_tree(home.path(), key, code);
     Env {
         home,
         bundled: common::no_bundled(),

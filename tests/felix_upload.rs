@@ -102,17 +102,8 @@ impl Server {
 /// `plughost serve` on a home whose one (trusted) plugin is the Felix
 /// source tree above; the server's own body limit is lower than the plugin's.
 fn serve() -> Server {
-    let home = common::home_with(&["upload"]);
-    let config = serde_json::json!({"plugins": {"enabled": ["upload"], "disabled": [], "trusted": ["upload"]}});
-    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
-    let tree = home.path().join("plugins").join("felix-upload");
-    std::fs::create_dir_all(tree.join("src").join("felix_upload")).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[project]\nname = \"felix-upload\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nupload = \"felix_upload:register\"\n",
-    )
-    .unwrap();
-    std::fs::write(tree.join("src/felix_upload/__init__.py"), PLUGIN).unwrap();
+    let home = common::trusted_home(&["upload"]);
+    common::felix_tree(home.path(), "upload", PLUGIN);
     let bundled = common::no_bundled();
     let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .arg("--home")

@@ -78,17 +78,8 @@ def register(registry):
 
 /// A trusted home with the Felix source tree `plugins/felix-live`.
 fn home() -> tempfile::TempDir {
-    let home = common::home_with(&["live"]);
-    let config =
-        serde_json::json!({"plugins": {"enabled": ["live"], "disabled": [], "trusted": ["live"]}});
-    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
-    let tree = home.path().join("plugins/felix-live");
-    std::fs::create_dir_all(tree.join("src/felix_live")).unwrap();
-    std::fs::write(
-        tree.join("pyproject.toml"),
-        "[project]\nname = \"felix-live\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nlive = \"felix_live:register\"\n",
-    )
-    .unwrap();
+    let home = common::trusted_home(&["live"]);
+    common::felix_tree(home.path(), "live", "");
     write(home.path(), "v1", true);
     home
 }

@@ -162,3 +162,30 @@ pub fn have_fastapi() -> bool {
     }
     ok
 }
+
+/// A fresh home whose config enables and trusts `plugins`: `serve` runs
+/// trusted plugins in-process, and isolates other third-party ones.
+pub fn trusted_home(plugins: &[&str]) -> tempfile::TempDir {
+    let home = home_with(plugins);
+    let config =
+        serde_json::json!({"plugins": {"enabled": plugins, "disabled": [], "trusted": plugins}});
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    home
+}
+
+/// A Felix source tree `plugins/felix-<key>` under `home`: a
+/// `pyproject.toml` declaring the `felix.plugins` entry point `<key>`, and
+/// `src/felix_<key>/__init__.py` holding `code`. Its `__init__.py` path.
+pub fn felix_tree(home: &Path, key: &str, code: &str) -> PathBuf {
+    let tree = home.join("plugins").join(format!("felix-{key}"));
+    let package = format!("felix_{key}");
+    std::fs::create_dir_all(tree.join("src").join(&package)).unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        format!("[project]\nname = \"felix-{key}\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\n{key} = \"{package}:register\"\n"),
+    )
+    .unwrap();
+    let init = tree.join("src").join(&package).join("__init__.py");
+    std::fs::write(&init, code).unwrap();
+    init
+}
