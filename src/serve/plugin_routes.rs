@@ -300,6 +300,7 @@ async fn request_body(
         Some(Err(e)) => return Err(BodyCut::Disconnected(e.to_string())),
     };
     if first.len() > limit {
+        tokio::spawn(discard(data));
         return Err(BodyCut::TooLarge);
     }
     if data.is_end_stream() {
