@@ -82,8 +82,11 @@ struct Inner {
     subagents: std::sync::atomic::AtomicU64,
     /// The last iteration's tool definitions and which tools they were
     /// made of, reused while the same tools are offered.
-    tool_defs: std::sync::Mutex<Option<(Vec<usize>, Arc<Vec<Value>>)>>,
+    tool_defs: std::sync::Mutex<Option<OfferedTools>>,
 }
+
+/// Which tools (their addresses) were offered, and their definitions.
+type OfferedTools = (Vec<usize>, Arc<Vec<Value>>);
 
 /// The agent loop over a host's tools and hooks.
 #[derive(Clone)]
