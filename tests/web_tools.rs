@@ -540,3 +540,47 @@ fn the_web_tools_are_offered_only_while_a_provider_is_available() {
     // The keyless local backend always serves extraction.
     assert!(matches!(extract.handler.check(), Some(Ok(true))));
 }
+
+/// The availability of `web_search` is cached and `config.json` watched
+/// (issue 26: configuration read once and watched): a backend configured
+/// while the host runs is offered once the change is seen, and removing it
+/// again withdraws the tool, without a restart. The loop waits for the
+/// watch's event, not for a time.
+#[test]
+fn a_changed_config_json_is_seen_without_a_restart() {
+    if PROVIDER_ENV.iter().any(|v| std::env::var_os(v).is_some()) {
+        return; // a provider from the environment: always available
+    }
+    let home = tempfile::tempdir().unwrap();
+    let bundled = web_backends();
+    configure(home.path(), json!({}));
+    let mut builder = plughost::Host::builder()
+        .home(home.path())
+        .bundled_dir(bundled.path());
+    for tool in plughost::agent::tools::web_tools(home.path()) {
+        builder = builder.tool(tool);
+    }
+    let host = builder.build().unwrap();
+    let registry = host.registry();
+    let search = registry.tool("web_search").unwrap();
+    assert!(matches!(search.handler.check(), Some(Ok(false))));
+    // Cached: asking again gives the same answer.
+    assert!(matches!(search.handler.check(), Some(Ok(false))));
+    let until = |want: bool| {
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !matches!(search.handler.check(), Some(Ok(ok)) if ok == want) {
+            assert!(
+                std::time::Instant::now() < give_up,
+                "web_search's availability never became {want}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    };
+    configure(
+        home.path(),
+        json!({"tools": {"web": {"search": {"searxng": {"enabled": true, "url": "http://127.0.0.1:9"}}}}}),
+    );
+    until(true);
+    configure(home.path(), json!({}));
+    until(false);
+}

@@ -15,7 +15,10 @@ that implements it.
   state (``tracker``).
 * ``on_session_end``: the test files created during that session are
   deleted, emptied directories removed, and one line is logged to
-  ``<home>/disk-cleanup/cleanup.log``.
+  ``<home>/disk-cleanup/cleanup.log`` — for a session that ran a tool that
+  can create a file (``write_file``, ``exec``) here, or had files tracked.
+  A session that did neither (an API request that only called other tools)
+  costs a ``stat`` and writes nothing: its end is not worth a log line.
 * ``/disk-cleanup status | dry-run | quick | track <path> <category> |
   forget <path> | help``.
 
@@ -32,10 +35,16 @@ from . import calls
 # (``plugins list``, a turn without file tools) never do.
 
 
-def _modules():
-    from . import cleaner, safety, tracker
+_loaded = None
 
-    return cleaner, safety, tracker
+
+def _modules():
+    global _loaded
+    if _loaded is None:  # every session end asks: the import machinery once
+        from . import cleaner, safety, tracker
+
+        _loaded = (cleaner, safety, tracker)
+    return _loaded
 
 
 def _logger():
@@ -46,9 +55,18 @@ def _logger():
     return logging.getLogger(__name__)
 
 
+#: Sessions that ran a tool that can create a file (``calls.SNAPSHOT_TOOLS``)
+#: in this process since their last ``on_session_end``: their end is logged
+#: even when nothing was tracked.
+_ran_file_tools: "set[str]" = set()
+
+
 def _on_pre_tool_call(ctx) -> None:
     if getattr(ctx, "tool_name", "") not in calls.SNAPSHOT_TOOLS:
         return  # the call can create no file this plugin tracks: no snapshot
+    if len(_ran_file_tools) > 4096:
+        _ran_file_tools.clear()  # sessions that never ended: only their log line is lost
+    _ran_file_tools.add(getattr(ctx, "session_id", "") or "")
     try:
         calls.before(ctx)
     except Exception:  # a failing hook must never break the agent loop
@@ -86,10 +104,14 @@ def _on_post_tool_call(ctx) -> None:
 
 def _on_session_end(ctx) -> None:
     cleaner, _, tracker = _modules()
+    session = getattr(ctx, "session_id", "") or ""
+    ran = session in _ran_file_tools
+    _ran_file_tools.discard(session)
     try:
-        session = getattr(ctx, "session_id", "") or ""
         result = cleaner.clean_session(session)
-        cleaner.log_line(f"session={session or '-'} {result.summary()}")
+        if result is None and not ran:
+            return  # nothing tracked, nothing that could have made a file
+        cleaner.log_line(f"session={session or '-'} {(result or cleaner.Result()).summary()}")
     except tracker.Busy as exc:
         _logger().warning("disk-cleanup: session %s not cleaned up (its files stay tracked): %s", session or "-", exc)
     except Exception:

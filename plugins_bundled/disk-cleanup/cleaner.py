@@ -199,10 +199,14 @@ def _may_have_files(session: str) -> bool:
     version; the cleanup itself reads it again under the lock."""
     global _sessions_of_state
     path = _paths()[0]
+    # ``access`` first: no state file is the common case, and a failing
+    # ``stat`` costs a Python exception where ``access`` returns False.
+    if not os.access(path, os.F_OK):
+        return os.access(path + ".bak", os.F_OK)
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return os.path.exists(path + ".bak")
+        return os.access(path + ".bak", os.F_OK)
     except OSError:
         return True
     stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -218,9 +222,11 @@ def _may_have_files(session: str) -> bool:
     return session in _sessions_of_state[1]
 
 
-def clean_session(session: str) -> Result:
+def clean_session(session: str) -> "Result | None":
+    """Delete ``session``'s tracked test files; ``None`` when the state
+    surely holds none of them (nothing was read or locked)."""
     if not _may_have_files(session):
-        return Result()
+        return None
     roots = safety.Roots.current()
     with tracker.locked():
         state = tracker.load()
@@ -233,15 +239,19 @@ def clean_session(session: str) -> Result:
 
 #: ``(home, (state file, log file))``: the paths of the last home seen.
 _home_paths: "tuple[str, tuple[str, str]] | None" = None
+#: ``flowly.profile.get_flowly_home``, imported at the first session end.
+_get_home = None
 
 
 def _paths() -> "tuple[str, str]":
     """``tracked.json`` and ``cleanup.log`` of this host's home, as strings
     (made once per home: every session end asks)."""
-    global _home_paths
-    from flowly.profile import get_flowly_home
+    global _home_paths, _get_home
+    if _get_home is None:
+        from flowly.profile import get_flowly_home
 
-    home = get_flowly_home()
+        _get_home = get_flowly_home
+    home = _get_home()
     if _home_paths is None or _home_paths[0] != home:
         _home_paths = (home, (str(tracker.state_file()), str(tracker.state_dir() / "cleanup.log")))
     return _home_paths[1]

@@ -39,7 +39,7 @@ impl AgentLink for Link {
                 model: model.clone(),
                 system: String::new(),
                 messages: request.messages,
-                tools: Vec::new(),
+                tools: Default::default(),
                 session_key: request.session_key,
                 params: request.params,
             };

@@ -82,8 +82,11 @@ struct Inner {
     subagents: std::sync::atomic::AtomicU64,
     /// The last iteration's tool definitions and which tools they were
     /// made of, reused while the same tools are offered.
-    tool_defs: std::sync::Mutex<Option<(Vec<usize>, Vec<Value>)>>,
+    tool_defs: std::sync::Mutex<Option<OfferedTools>>,
 }
+
+/// Which tools (their addresses) were offered, and their definitions.
+type OfferedTools = (Vec<usize>, Arc<Vec<Value>>);
 
 /// The agent loop over a host's tools and hooks.
 #[derive(Clone)]
@@ -419,7 +422,7 @@ impl Inner {
     /// What the model is offered this iteration. The definitions are made
     /// again only when the offered tools changed (a check said otherwise):
     /// a copy of the last ones is cheaper than serialising every schema.
-    fn tool_definitions(&self, filter: Option<&[String]>) -> Vec<Value> {
+    fn tool_definitions(&self, filter: Option<&[String]>) -> Arc<Vec<Value>> {
         let registry = self.host.registry();
         let offered: Vec<&crate::core::registry::Tool> = registry
             .tools()
@@ -438,13 +441,15 @@ impl Inner {
                 return defs.clone();
             }
         }
-        let defs: Vec<Value> = offered
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
+        let defs: Arc<Vec<Value>> = Arc::new(
+            offered
+                .iter()
+                .map(|t| {
+                    json!({"type": "function", "function": {
                     "name": t.spec.name, "description": t.spec.description, "parameters": t.spec.parameters}})
-            })
-            .collect();
+                })
+                .collect(),
+        );
         *cached = Some((key, defs.clone()));
         defs
     }

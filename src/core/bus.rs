@@ -145,6 +145,15 @@ pub trait HookCallback: Send + Sync + 'static {
     fn tools(&self) -> Option<&[String]> {
         None
     }
+    // --- added by p8 ---
+    /// Whether this callback answers `event` in Rust alone (no Python, no
+    /// blocking: tool-audit's native call log): a host that bounds hooks
+    /// by handing them to another thread runs it in place instead, since
+    /// there is nothing to abandon.
+    fn native(&self, event: HookEvent) -> bool {
+        let _ = event;
+        false
+    }
     // --- added by mp5 ---
     /// This callback as an execution middleware (a subscription of
     /// [`TOOL_EXECUTION`](crate::core::pipeline::middleware::TOOL_EXECUTION)

@@ -20,7 +20,9 @@ pub struct ChatRequest {
     pub model: String,
     pub system: String,
     pub messages: Vec<Value>,
-    pub tools: Vec<Value>,
+    /// Shared: the same definitions go to every call while the same tools
+    /// are offered, and a request is cloned per attempt (no deep copy).
+    pub tools: std::sync::Arc<Vec<Value>>,
     /// The session the request belongs to (scripted replies are per session).
     pub session_key: String,
     /// Extra request parameters a loop point set (`temperature`, …),

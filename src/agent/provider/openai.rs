@@ -103,7 +103,7 @@ impl OpenAi {
             "stream_options": {"include_usage": true},
         });
         if !request.tools.is_empty() {
-            body["tools"] = Value::Array(request.tools.clone());
+            body["tools"] = Value::Array(request.tools.to_vec());
         }
         for (k, v) in &request.params {
             if !matches!(k.as_str(), "model" | "messages" | "tools" | "stream") {

@@ -37,7 +37,7 @@ fn as_kwargs(request: &ChatRequest) -> Value {
     let mut map = request.params.clone();
     map.insert("model".into(), json!(request.model));
     map.insert("messages".into(), Value::Array(messages));
-    map.insert("tools".into(), Value::Array(request.tools.clone()));
+    map.insert("tools".into(), Value::Array(request.tools.to_vec()));
     Value::Object(map)
 }
 
@@ -50,7 +50,7 @@ fn from_kwargs(mut base: ChatRequest, kwargs: Value) -> ChatRequest {
         base.model = model;
     }
     if let Some(Value::Array(tools)) = map.remove("tools") {
-        base.tools = tools;
+        base.tools = Arc::new(tools);
     }
     if let Some(Value::Array(messages)) = map.remove("messages") {
         let (system, rest): (Vec<Value>, Vec<Value>) =

@@ -191,9 +191,9 @@ impl Inner {
         // What this call offers: rebuilt every iteration, edited at P5 (Codumentor's `tools`).
         let mut offered = self.tool_definitions(t.tool_filter);
         let mut inflight = std::mem::take(&mut t.inflight);
-        let context = |event, messages| self.point(t, event, messages, offered.clone());
+        let context = |event, messages| self.point(t, event, messages, offered.to_vec());
         if let Some(edited) = points::prompt_assembly(&registry, &mut inflight, context).await {
-            offered = edited;
+            offered = Arc::new(edited);
         }
         // P6: this call's copy (Flowly's injection, then the edits of this call only).
         let mut call_messages = inflight.clone();
@@ -210,7 +210,7 @@ impl Inner {
         };
         if observed {
             llm.messages = messages.clone();
-            llm.tools = offered.clone();
+            llm.tools = offered.to_vec();
         }
         let injected = dispatch::fire_pre_llm(&registry, &mut llm).await;
         if !injected.is_empty() {
@@ -225,7 +225,7 @@ impl Inner {
             call_messages = join_system(&system, messages);
         }
         // Appends reach this call and are carried to later iterations.
-        let context = |messages| self.point(t, HookEvent::PromptFinal, messages, offered.clone());
+        let context = |messages| self.point(t, HookEvent::PromptFinal, messages, offered.to_vec());
         let call_messages =
             points::final_prompt(&registry, call_messages, &mut inflight, context).await;
         t.inflight = inflight;
@@ -251,7 +251,7 @@ impl Inner {
                 t,
                 HookEvent::ModelCallStart,
                 call_messages.clone(),
-                request.tools.clone(),
+                request.tools.to_vec(),
             )
         };
         if let Some((model, edited)) = points::model_call_start(&registry, context).await {
@@ -312,7 +312,7 @@ impl Inner {
                     t,
                     HookEvent::ModelCallError,
                     sent.call_messages.clone(),
-                    request.tools.clone(),
+                    request.tools.to_vec(),
                 )
             };
             let Some(delay_ms) = points::model_error(&registry, context).await else {
@@ -372,7 +372,7 @@ impl Inner {
                 t,
                 HookEvent::ModelReplied,
                 sent.call_messages.clone(),
-                sent.request.tools.clone(),
+                sent.request.tools.to_vec(),
             )
         };
         match points::model_replied(&registry, &assistant, context).await {

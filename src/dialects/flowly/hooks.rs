@@ -383,6 +383,11 @@ impl HookCallback for PyHook {
         self.tools.as_deref()
     }
 
+    // --- added by p8 ---
+    fn native(&self, event: HookEvent) -> bool {
+        self.native_log.is_some() && event == HookEvent::PostToolCall
+    }
+
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
         // --- added by p5 ---
         if let (Some(log), HookEvent::PostToolCall, HookPayload::Tool(ctx)) =
