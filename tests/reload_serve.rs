@@ -232,10 +232,19 @@ async fn sixteen_clients_through_twenty_changes_are_all_answered_and_nothing_lea
     // The plugin runs isolated (serve's default for a third-party plugin).
     let workers_before = children(pid);
     assert!(workers_before >= 1, "no worker process");
-    // Warm up (lazily opened files), then the baseline with no client connected.
+    // Warm up (lazily opened files: an MCP session, and a turn, whose first
+    // model iteration sets up the web tools' watch of config.json for the
+    // process's life), then the baseline with no client connected.
     client(url.clone(), Arc::new(AtomicBool::new(true)), 99)
         .await
         .unwrap();
+    let warm = c
+        .post(format!("{url}/v1/chat/completions"))
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "warm up"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(warm.status().is_success(), "{}", warm.status());
     drop(c);
     tokio::time::sleep(Duration::from_millis(300)).await;
     let fds_before = fds(pid);
