@@ -170,3 +170,26 @@ async fn the_bundled_web_backends_import_their_modules_when_first_used() {
     assert_eq!(used["search"], true);
     assert_eq!(used["imported"], json!(["searxng"]));
 }
+
+/// A plugin reporting which of the bundled disk-cleanup's modules are imported.
+const DISK_CLEANUP_PROBE: &str = r#"
+import json, sys
+
+def _imported():
+    return sorted(m.rsplit(".", 1)[1] for m in sys.modules if ".disk_cleanup." in m)
+
+def register(ctx):
+    ctx.register_tool("dc_imported", {"type": "object", "properties": {}}, lambda: json.dumps(_imported()))
+"#;
+
+/// The bundled disk-cleanup registers its hooks without importing the code
+/// that snapshots file tools' calls (issue 26 item 3: every `plugins list`
+/// and every turn without a file tool paid for it); a tool that is not a
+/// file tool, through those hooks, imports none of it either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bundled_disk_cleanup_imports_its_snapshot_code_when_a_file_tool_runs() {
+    let home = home_with(DISK_CLEANUP_PROBE);
+    let host = Host::builder().home(home.path()).build().unwrap();
+    let imported = host.call_tool("dc_imported", json!({}), "s").await.text;
+    assert_eq!(imported, r#"["toolnames"]"#);
+}

@@ -28,11 +28,11 @@ Nothing here ever raises into the host: every entry point catches and logs.
 from __future__ import annotations
 
 
-from . import calls
+from .toolnames import SNAPSHOT_TOOLS
 
-# ``cleaner`` and ``tracker`` (and ``safety`` beyond what ``calls`` needs)
-# are imported when a hook or the command first needs them: most starts
-# (``plugins list``, a turn without file tools) never do.
+# ``calls``, ``cleaner``, ``safety`` and ``tracker`` are imported when a
+# hook or the command first needs them: most starts (``plugins list``, a
+# turn without file tools) never do.
 
 
 _loaded = None
@@ -55,15 +55,17 @@ def _logger():
     return logging.getLogger(__name__)
 
 
-#: Sessions that ran a tool that can create a file (``calls.SNAPSHOT_TOOLS``)
+#: Sessions that ran a tool that can create a file (``SNAPSHOT_TOOLS``)
 #: in this process since their last ``on_session_end``: their end is logged
 #: even when nothing was tracked.
 _ran_file_tools: "set[str]" = set()
 
 
 def _on_pre_tool_call(ctx) -> None:
-    if getattr(ctx, "tool_name", "") not in calls.SNAPSHOT_TOOLS:
+    if getattr(ctx, "tool_name", "") not in SNAPSHOT_TOOLS:
         return  # the call can create no file this plugin tracks: no snapshot
+    from . import calls
+
     if len(_ran_file_tools) > 4096:
         _ran_file_tools.clear()  # sessions that never ended: only their log line is lost
     _ran_file_tools.add(getattr(ctx, "session_id", "") or "")
@@ -74,8 +76,10 @@ def _on_pre_tool_call(ctx) -> None:
 
 
 def _on_post_tool_call(ctx) -> None:
-    if getattr(ctx, "tool_name", "") not in calls.SNAPSHOT_TOOLS:
+    if getattr(ctx, "tool_name", "") not in SNAPSHOT_TOOLS:
         return  # never snapshotted (see _on_pre_tool_call): nothing to compare
+    from . import calls
+
     _, safety, tracker = _modules()
     try:
         new = calls.created(ctx)
@@ -131,7 +135,7 @@ def _handle_slash(raw_args: str) -> str:
 
 # The tools the tool hooks look at: plughost does not call them for others
 # (a host that does not know the attribute calls them; they return at once).
-_on_pre_tool_call.__plughost_tools__ = _on_post_tool_call.__plughost_tools__ = tuple(sorted(calls.SNAPSHOT_TOOLS))
+_on_pre_tool_call.__plughost_tools__ = _on_post_tool_call.__plughost_tools__ = tuple(sorted(SNAPSHOT_TOOLS))
 
 
 def register(ctx) -> None:

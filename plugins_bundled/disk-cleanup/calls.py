@@ -36,14 +36,7 @@ import time
 
 from . import safety
 
-#: Tools whose calls create files, and the parameters that name them.
-WRITE_TOOLS = {"write_file": ("path", "file_path", "filename")}
-#: Tools that run a command line, the parameter holding it, and the ones
-#: naming the directory it runs in.
-EXEC_TOOLS = {"exec": ("command", "cmd")}
-CWD_PARAMS = ("cwd", "working_dir", "workdir")
-#: The tools whose calls are snapshotted; the hooks return at once for the others.
-SNAPSHOT_TOOLS = frozenset(WRITE_TOOLS) | frozenset(EXEC_TOOLS)
+from .toolnames import CWD_PARAMS, EXEC_TOOLS, SNAPSHOT_TOOLS, WRITE_TOOLS  # noqa: F401
 
 #: How much older than the call a new file's mtime may be (coarse
 #: filesystem timestamps, a clock a little behind) and still be the call's.
