@@ -16,6 +16,15 @@ use std::time::{Duration, Instant};
 
 use super::db::{interval, Db, DbError};
 
+/// Take `key`'s lease for owner `$2` for `$3` (an interval), unless an
+/// unexpired one is held: a row comes back only when it was taken. Shared
+/// by a turn's lease and the session store's writes outside any turn.
+pub(crate) const TAKE_LEASE: &str = "INSERT INTO plughost_leases (key, owner, expires_at) \
+     VALUES ($1, $2, now() + $3::text::interval) \
+     ON CONFLICT (key) DO UPDATE \
+     SET owner = excluded.owner, expires_at = excluded.expires_at \
+     WHERE plughost_leases.expires_at < now() RETURNING owner";
+
 /// Why a lease was not had.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -56,15 +65,7 @@ impl SessionLease {
             let (k, o, t) = (key.to_string(), owner.to_string(), interval(ttl));
             let got = db
                 .run(move |c| async move {
-                    let st = c
-                        .prepare_cached(
-                            "INSERT INTO plughost_leases (key, owner, expires_at) \
-                             VALUES ($1, $2, now() + $3::text::interval) \
-                             ON CONFLICT (key) DO UPDATE \
-                             SET owner = excluded.owner, expires_at = excluded.expires_at \
-                             WHERE plughost_leases.expires_at < now() RETURNING owner",
-                        )
-                        .await?;
+                    let st = c.prepare_cached(TAKE_LEASE).await?;
                     let row = c.query_opt(&st, &[&k, &o, &t]).await?;
                     Ok(row.is_some())
                 })

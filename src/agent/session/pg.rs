@@ -191,11 +191,7 @@ impl PgSessions {
                 let tx = c.transaction().await?;
                 let leased = tx
                     .query_opt(
-                        "INSERT INTO plughost_leases (key, owner, expires_at) \
-                         VALUES ($1, $2, now() + $3::text::interval) \
-                         ON CONFLICT (key) DO UPDATE \
-                         SET owner = excluded.owner, expires_at = excluded.expires_at \
-                         WHERE plughost_leases.expires_at < now() RETURNING owner",
+                        crate::cluster::lease::TAKE_LEASE,
                         &[&k, &owner, &ttl],
                     )
                     .await?
