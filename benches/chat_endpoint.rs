@@ -13,14 +13,18 @@
 //! both alike. The target: plughost ≥ 2× the peer's requests/s with a p99
 //! no higher than the peer's.
 //!
+//! The clients are threads with a kept-alive connection each, speaking
+//! HTTP/1.1 over a plain socket (`RawClient`), so what is timed is the
+//! servers rather than a client library.
+//!
 //! `PLUGHOST_BENCH_PYTHON` is the interpreter with fastapi and uvicorn
 //! (`benches/run_all.sh` makes that venv); without it only plughost runs.
 //! `PLUGHOST_BENCH_SECONDS` sets a round's length (default 2).
 //! `PLUGHOST_BENCH_BUNDLED_DIR` runs plughost on another copy of the
 //! bundled plugins; `PLUGHOST_BENCH_CLIENTS` (e.g. `16`) runs one level.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -91,34 +95,125 @@ fn start_peer(python: &str, plugin: &Path) -> (Reaped, String) {
     (Reaped(child), format!("http://127.0.0.1:{port}"))
 }
 
-/// Wait until `url` answers a chat request (the peer starts in the
-/// background), then warm it up.
-async fn ready(http: &reqwest::Client, url: &str) {
-    let endpoint = format!("{url}/v1/chat/completions");
-    let give_up = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(r) = http.post(&endpoint).json(&body()).send().await {
-            if r.status() == 200 {
-                break;
+/// A keep-alive HTTP/1.1 client of one connection, as small as a client
+/// can be: the request is written once and sent as bytes, the answer read
+/// by its `Content-Length`. A general client (reqwest on a tokio runtime)
+/// added about 0.5 ms to every request on this machine, on both sides
+/// alike, which at one client hid most of the servers' difference.
+struct RawClient {
+    addr: String,
+    request: Vec<u8>,
+    stream: Option<BufReader<TcpStream>>,
+}
+
+impl RawClient {
+    fn new(url: &str) -> RawClient {
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string();
+        let body = body().to_string();
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes();
+        RawClient {
+            addr,
+            request,
+            stream: None,
+        }
+    }
+
+    /// One request: its status and body. Reconnects when the server closed
+    /// the kept-alive connection.
+    fn send(&mut self) -> std::io::Result<(u16, Vec<u8>)> {
+        for attempt in 0..2 {
+            if self.stream.is_none() {
+                let s = TcpStream::connect(&self.addr)?;
+                s.set_nodelay(true)?;
+                self.stream = Some(BufReader::new(s));
+            }
+            match self.exchange() {
+                Ok(answer) => return Ok(answer),
+                Err(_) if attempt == 0 => self.stream = None,
+                Err(e) => return Err(e),
             }
         }
+        unreachable!()
+    }
+
+    fn exchange(&mut self) -> std::io::Result<(u16, Vec<u8>)> {
+        let stream = self.stream.as_mut().unwrap();
+        stream.get_mut().write_all(&self.request)?;
+        let mut line = String::new();
+        if stream.read_line(&mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        let status: u16 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("not an HTTP status line: {line:?}")))?;
+        let mut length = None;
+        let mut close = false;
+        loop {
+            line.clear();
+            stream.read_line(&mut line)?;
+            let header = line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                let (name, value) = (name.trim(), value.trim());
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.parse::<usize>().ok();
+                } else if name.eq_ignore_ascii_case("connection")
+                    && value.eq_ignore_ascii_case("close")
+                {
+                    close = true;
+                }
+            }
+        }
+        let length =
+            length.ok_or_else(|| std::io::Error::other("an answer without Content-Length"))?;
+        let mut body = vec![0; length];
+        stream.read_exact(&mut body)?;
+        if close {
+            self.stream = None;
+        }
+        Ok((status, body))
+    }
+
+    /// One chat request, its answer checked.
+    fn one(&mut self) {
+        let (status, body) = self.send().expect("the server answers");
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let v: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], "Done: Hello, Ada");
+    }
+}
+
+/// Wait until `url` answers a chat request (the peer starts in the
+/// background), then warm it up.
+fn ready(url: &str) {
+    let give_up = Instant::now() + Duration::from_secs(30);
+    let mut client = RawClient::new(url);
+    loop {
+        if let Ok((200, _)) = client.send() {
+            break;
+        }
+        client.stream = None;
         assert!(Instant::now() < give_up, "{url} did not come up");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        std::thread::sleep(Duration::from_millis(100));
     }
     for _ in 0..50 {
-        one(http, &endpoint).await;
+        client.one();
     }
 }
 
 fn body() -> Value {
     json!({"model": "m", "messages": [{"role": "user", "content": "greet"}]})
-}
-
-async fn one(http: &reqwest::Client, endpoint: &str) {
-    let r = http.post(endpoint).json(&body()).send().await.unwrap();
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(v["choices"][0]["message"]["content"], "Done: Hello, Ada");
 }
 
 /// One timed round: requests/s, p50 and p99 in ms.
@@ -129,18 +224,19 @@ struct Round {
     p99: f64,
 }
 
-async fn round(http: &reqwest::Client, url: &str, clients: usize, length: Duration) -> Round {
-    let endpoint = format!("{url}/v1/chat/completions");
+/// `clients` threads, each with its own kept-alive connection, sending
+/// one request after another until the round ends.
+fn round(url: &str, clients: usize, length: Duration) -> Round {
     let started = Instant::now();
     let deadline = started + length;
     let tasks: Vec<_> = (0..clients)
         .map(|_| {
-            let (http, endpoint) = (http.clone(), endpoint.clone());
-            tokio::spawn(async move {
+            let mut client = RawClient::new(url);
+            std::thread::spawn(move || {
                 let mut took = Vec::new();
                 while Instant::now() < deadline {
                     let t = Instant::now();
-                    one(&http, &endpoint).await;
+                    client.one();
                     took.push(t.elapsed());
                 }
                 took
@@ -149,7 +245,7 @@ async fn round(http: &reqwest::Client, url: &str, clients: usize, length: Durati
         .collect();
     let mut all = Vec::new();
     for t in tasks {
-        all.extend(t.await.unwrap());
+        all.extend(t.join().unwrap());
     }
     let wall = started.elapsed();
     all.sort();
@@ -209,43 +305,30 @@ fn main() {
         Err(_) => vec![1, 16, 64],
     };
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
-        .build()
-        .unwrap();
     let (_plughost, ph_url) = start_plughost(&home, &script, None);
     let (_inproc, in_url) = start_plughost(&home, &script, Some("none"));
     let python = std::env::var("PLUGHOST_BENCH_PYTHON").ok();
     let peer = python.as_deref().map(|p| start_peer(p, &plugin));
-    rt.block_on(async {
-        ready(&http, &ph_url).await;
-        ready(&http, &in_url).await;
-        if let Some((_, url)) = &peer {
-            ready(&http, url).await;
-        }
-    });
+    ready(&ph_url);
+    ready(&in_url);
+    if let Some((_, url)) = &peer {
+        ready(url);
+    }
     if peer.is_none() {
         println!("(PLUGHOST_BENCH_PYTHON unset: no FastAPI peer; benches/run_all.sh sets it)");
     }
     for &clients in &levels {
         let (mut ours, mut inproc, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..ROUNDS {
-            rt.block_on(async {
-                let peer_first = i % 2 == 1;
-                if let (true, Some((_, url))) = (peer_first, &peer) {
-                    theirs.push(round(&http, url, clients, length).await);
-                }
-                ours.push(round(&http, &ph_url, clients, length).await);
-                inproc.push(round(&http, &in_url, clients, length).await);
-                if let (false, Some((_, url))) = (peer_first, &peer) {
-                    theirs.push(round(&http, url, clients, length).await);
-                }
-            });
+            let peer_first = i % 2 == 1;
+            if let (true, Some((_, url))) = (peer_first, &peer) {
+                theirs.push(round(url, clients, length));
+            }
+            ours.push(round(&ph_url, clients, length));
+            inproc.push(round(&in_url, clients, length));
+            if let (false, Some((_, url))) = (peer_first, &peer) {
+                theirs.push(round(url, clients, length));
+            }
         }
         let ours = summary(&ours);
         let inproc = summary(&inproc);
