@@ -173,10 +173,12 @@ async fn the_bundled_web_backends_import_their_modules_when_first_used() {
 
 /// A plugin reporting which of the bundled disk-cleanup's modules are imported.
 const DISK_CLEANUP_PROBE: &str = r#"
-import json, sys
+import json, re, sys
 
 def _imported():
-    return sorted(m.rsplit(".", 1)[1] for m in sys.modules if ".disk_cleanup." in m)
+    # `disk_cleanup__2` when another host of this process loaded it first.
+    ours = re.compile(r"\.disk_cleanup(__\d+)?\.")
+    return sorted(set(m.rsplit(".", 1)[1] for m in sys.modules if ours.search(m)))
 
 def register(ctx):
     ctx.register_tool("dc_imported", {"type": "object", "properties": {}}, lambda: json.dumps(_imported()))
@@ -192,4 +194,44 @@ async fn the_bundled_disk_cleanup_imports_its_snapshot_code_when_a_file_tool_run
     let host = Host::builder().home(home.path()).build().unwrap();
     let imported = host.call_tool("dc_imported", json!({}), "s").await.text;
     assert_eq!(imported, r#"["toolnames"]"#);
+}
+
+const SPECS: &str = r#"
+import sys
+
+def _embedded():
+    # Every module plughost made from its embedded sources, and whether an
+    # `import` of it takes CPython's fast path (`__spec__._initializing` set
+    # and false, as the import system leaves what it loads).
+    made = {n: m for n, m in list(sys.modules.items()) if n.startswith("_plughost")}
+    slow = sorted(n for n, m in made.items() if getattr(getattr(m, "__spec__", None), "_initializing", None) is not False)
+    return repr((sorted(made), slow))
+
+def _same_home():
+    from flowly.profile import get_flowly_home
+    return repr(get_flowly_home() is get_flowly_home())
+
+def register(ctx):
+    ctx.register_tool("embedded", {"type": "object", "properties": {}}, _embedded)
+    ctx.register_tool("same_home", {"type": "object", "properties": {}}, _same_home)
+"#;
+
+/// `import _plughost_runtime` (which the compat code runs inside functions
+/// called on every hook) cost a raised and cleared `AttributeError` when the
+/// module had no `__spec__._initializing`; and `get_flowly_home()` built a
+/// new `Path` at each call (disk-cleanup asks at every session end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_modules_import_on_the_fast_path_and_the_home_path_is_reused() {
+    let home = home_with(SPECS);
+    let host = Host::builder().home(home.path()).build().unwrap();
+    let answer = host.call_tool("embedded", json!({}), "s").await.text;
+    assert!(answer.contains("'_plughost_runtime'"), "{answer}");
+    assert!(
+        answer.ends_with(", [])"),
+        "modules off the fast path: {answer}"
+    );
+    assert_eq!(
+        host.call_tool("same_home", json!({}), "s").await.text,
+        "True"
+    );
 }

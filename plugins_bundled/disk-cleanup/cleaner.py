@@ -238,7 +238,7 @@ def clean_session(session: str) -> "Result | None":
 
 
 #: ``(home, (state file, log file))``: the paths of the last home seen.
-_home_paths: "tuple[str, tuple[str, str]] | None" = None
+_home_paths: "tuple[object, tuple[str, str]] | None" = None
 #: ``flowly.profile.get_flowly_home``, imported at the first session end.
 _get_home = None
 
@@ -252,7 +252,9 @@ def _paths() -> "tuple[str, str]":
 
         _get_home = get_flowly_home
     home = _get_home()
-    if _home_paths is None or _home_paths[0] != home:
+    # ``is`` first: a host returns the same ``Path`` for the same home, and
+    # comparing two ``Path``s builds their parts.
+    if _home_paths is None or (_home_paths[0] is not home and _home_paths[0] != home):
         _home_paths = (home, (str(tracker.state_file()), str(tracker.state_dir() / "cleanup.log")))
     return _home_paths[1]
 

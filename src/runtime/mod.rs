@@ -382,6 +382,7 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Interpreter> {
     if !sys_modules.contains("_plughost_native")? {
         let native = PyModule::new(py, "_plughost_native")?;
         native::populate(&native)?;
+        mark_imported(py, &native, "_plughost_native", false)?;
         sys_modules.set_item("_plughost_native", native)?;
     }
     honour_virtualenv(py)?;
@@ -537,6 +538,7 @@ pub fn module_from_source<'py>(
         globals.set_item("__builtins__", py.import("builtins")?)?;
         py.import("builtins")?
             .call_method1("exec", (code, globals))?;
+        mark_imported(py, &module, name, is_package)?;
         return Ok(module);
     }
     let file = CString::new(format!("<plughost:{name}>")).expect("no NUL");
@@ -552,7 +554,35 @@ pub fn module_from_source<'py>(
             pyo3::ffi::PyImport_ExecCodeModuleEx(cname.as_ptr(), code.as_ptr(), file.as_ptr()),
         )?
     };
-    Ok(module.cast_into::<PyModule>()?)
+    let module = module.cast_into::<PyModule>()?;
+    mark_imported(py, &module, name, is_package)?;
+    Ok(module)
+}
+
+/// Gives a module made here a `__spec__` whose `_initializing` is false,
+/// as the import system leaves every module it loads. Without it, each
+/// `import` statement naming the module (the compat code imports
+/// `_plughost_runtime` inside functions that run on every hook) raised
+/// and cleared an `AttributeError` inside CPython, looking for
+/// `__spec__._initializing`: about 1.1 µs instead of 0.2 µs.
+pub(crate) fn mark_imported(
+    py: Python<'_>,
+    module: &Bound<'_, PyModule>,
+    name: &str,
+    is_package: bool,
+) -> PyResult<()> {
+    let mut spec = module.getattr("__spec__")?;
+    if spec.is_none() {
+        let kwargs = pyo3::types::PyDict::new(py);
+        kwargs.set_item("origin", format!("<plughost:{name}>"))?;
+        kwargs.set_item("is_package", is_package)?;
+        spec = py
+            .import("_frozen_importlib")?
+            .getattr("ModuleSpec")?
+            .call((name, py.None()), Some(&kwargs))?;
+        module.setattr("__spec__", &spec)?;
+    }
+    spec.setattr("_initializing", false)
 }
 
 /// The interpreter in use, for `plugins doctor`.

@@ -160,6 +160,7 @@ fn install(py: Python<'_>) -> PyResult<FlowlyClasses> {
     if !sys_modules.contains("_plughost_flowly")? {
         let native = PyModule::new(py, "_plughost_flowly")?;
         native.add_class::<PluginContext>()?;
+        crate::runtime::mark_imported(py, &native, "_plughost_flowly", false)?;
         sys_modules.set_item("_plughost_flowly", native)?;
     }
     let finder = match sys_modules.get_item("_plughost_flowly_lazy")? {

@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 
 
+#: The ``Path`` of each home returned so far: plugins ask on every hook
+#: (disk-cleanup at every session end), and building a ``Path`` costs more
+#: than the rest of the lookup. ``Path`` is immutable, so one is shared.
+_HOME_PATHS: "dict[str, object]" = {}
+
+
 def get_flowly_home():
     """Return the home of the plughost host that loaded the calling plugin, as a Path.
 
@@ -12,8 +18,6 @@ def get_flowly_home():
     calls or starts) sees its own host's.  Outside plugin code: the home of
     the host built last, else ``$PLUGHOST_HOME`` or ``~/.plughost``.
     """
-    from pathlib import Path
-
     import _plughost_runtime
 
     home = (
@@ -22,7 +26,14 @@ def get_flowly_home():
         or os.environ.get("PLUGHOST_HOME")
         or os.path.expanduser("~/.plughost")
     )
-    return Path(home)
+    path = _HOME_PATHS.get(home)
+    if path is None:
+        from pathlib import Path  # on first use: start-up stays cheap
+
+        if len(_HOME_PATHS) > 64:  # homes come and go (tests): keep it small
+            _HOME_PATHS.clear()
+        path = _HOME_PATHS[home] = Path(home)
+    return path
 
 
 __all__ = ["get_flowly_home"]

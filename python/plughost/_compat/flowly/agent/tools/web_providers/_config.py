@@ -65,13 +65,34 @@ def pinned_home():
     return _plughost_web.pinned_home()
 
 
-def web_search_config() -> Section | None:
-    """The ``tools.web.search`` block, or None when absent or unreadable."""
+#: ``config.json`` as last parsed, per path: ``(path, (inode, size, mtime),
+#: data)``. Every provider's availability check reads its settings, so one
+#: check of eight backends read and parsed the file sixteen times; now it
+#: costs a ``stat`` each while the file is unchanged.
+_parsed: "dict[str, tuple[tuple[int, int, int], Any]]" = {}
+
+
+def _config_data(path: Path) -> Any:
     import json
 
+    key = str(path)
+    st = os.stat(key)
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    seen = _parsed.get(key)
+    if seen is not None and seen[0] == stamp:
+        return seen[1]
+    with open(key, encoding="utf-8") as f:
+        data = json.loads(f.read())
+    if len(_parsed) > 64:  # homes come and go (tests): keep it small
+        _parsed.clear()
+    _parsed[key] = (stamp, data)
+    return data
+
+
+def web_search_config() -> Section | None:
+    """The ``tools.web.search`` block, or None when absent or unreadable."""
     try:
-        data = json.loads((_home() / "config.json").read_text(encoding="utf-8"))
-        block = data["tools"]["web"]["search"]
+        block = _config_data(_home() / "config.json")["tools"]["web"]["search"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return Section(block) if isinstance(block, dict) else None
