@@ -42,8 +42,8 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_millis(100);
 /// One finished call.
 struct Record {
     ts: f64,
-    tool: String,
-    session_id: String,
+    tool: Arc<str>,
+    session_id: Arc<str>,
     duration_ms: f64,
     success: bool,
 }
@@ -51,6 +51,15 @@ struct Record {
 #[derive(Default)]
 struct Queue {
     records: Vec<Record>,
+    /// The vector the writer last emptied, handed back for the next burst:
+    /// the queue keeps its capacity instead of growing (and faulting in
+    /// pages) anew every [`FLUSH_INTERVAL`].
+    spare: Vec<Record>,
+    /// The last tool name and session id recorded, shared by the records
+    /// that repeat them (most do: one session calls a few tools), so a
+    /// record allocates nothing in the common case.
+    last_tool: Option<Arc<str>>,
+    last_session: Option<Arc<str>>,
     /// The writer was woken for what is queued.
     armed: bool,
     closed: bool,
@@ -87,6 +96,15 @@ impl Drop for Owner {
     }
 }
 
+/// `text` as a shared string: `last` itself when it holds the same text,
+/// else a new one, which becomes `last`.
+fn shared_text(last: &mut Option<Arc<str>>, text: &str) -> Arc<str> {
+    match last {
+        Some(seen) if &**seen == text => seen.clone(),
+        _ => last.insert(Arc::from(text)).clone(),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -112,15 +130,16 @@ impl Shared {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
-        let record = Record {
+        let mut q = lock(&self.queue);
+        let tool = shared_text(&mut q.last_tool, tool);
+        let session_id = shared_text(&mut q.last_session, session_id);
+        q.records.push(Record {
             ts,
-            tool: tool.to_owned(),
-            session_id: session_id.to_owned(),
+            tool,
+            session_id,
             duration_ms,
             success,
-        };
-        let mut q = lock(&self.queue);
-        q.records.push(record);
+        });
         if q.closed {
             // Written out already (closed at exit): no writer any more.
             drop(q);
@@ -167,7 +186,11 @@ impl Shared {
     /// Append everything queued to the file.
     fn flush(&self) {
         let mut file = lock(&self.file);
-        let records = std::mem::take(&mut lock(&self.queue).records);
+        let mut records = {
+            let mut q = lock(&self.queue);
+            let spare = std::mem::take(&mut q.spare);
+            std::mem::replace(&mut q.records, spare)
+        };
         if records.is_empty() {
             return;
         }
@@ -187,6 +210,8 @@ impl Shared {
                 self.path.display()
             );
         }
+        records.clear();
+        lock(&self.queue).spare = records;
     }
 
     /// The handle, (re)opened when the file is not the one it has open.
