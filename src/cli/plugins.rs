@@ -432,7 +432,11 @@ pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Fail
         ));
     } else {
         print_plugins(&host);
-        let stray = stray_entries(&home_of(cli));
+        // What the host found settles most entries: discovery runs again
+        // (every dialect's, with no Python) only for the names it did not.
+        let records = host.plugins();
+        let seen = |n: &String| records.iter().any(|r| r.key == *n || r.name == *n);
+        let stray = stray_entries_among(&home_of(cli), seen);
         if !stray.is_empty() {
             eprintln!(
                     "note: config.json names plugins that are not installed: {}; remove them with: plughost plugins forget --stray",
@@ -488,15 +492,28 @@ pub(super) fn set_enabled(
 /// Names in plugins.enabled / plugins.disabled that no installed plugin
 /// has (typos, removed plugins), for `plugins list` and `plugins forget --stray`.
 pub(crate) fn stray_entries(home: &std::path::Path) -> Vec<String> {
+    stray_entries_among(home, |_| false)
+}
+
+/// [`stray_entries`], where `known` names plugins already known to be
+/// installed (a host's records), so discovery runs only for the rest.
+fn stray_entries_among(home: &std::path::Path, known: impl Fn(&String) -> bool) -> Vec<String> {
     let Ok(lists) = config::read_plugin_lists(home) else {
         return Vec::new();
     };
-    let known = known_plugin_keys(home);
-    let mut stray: Vec<String> = lists
+    let unsettled: Vec<&String> = lists
         .enabled
         .iter()
         .chain(&lists.disabled)
-        .filter(|n| !known.contains(n))
+        .filter(|n| !known(n))
+        .collect();
+    if unsettled.is_empty() {
+        return Vec::new();
+    }
+    let installed = known_plugin_keys(home);
+    let mut stray: Vec<String> = unsettled
+        .into_iter()
+        .filter(|n| !installed.contains(n))
         .cloned()
         .collect();
     stray.sort();

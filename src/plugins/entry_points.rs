@@ -75,48 +75,25 @@ pub fn scan(dirs: &[PathBuf], group: &str) -> Scan {
     let mut scan = Scan::default();
     let mut seen = HashSet::new();
     for dir in dirs {
-        let Ok(listing) = std::fs::read_dir(dir) else {
+        let Some(listing) = listing(dir) else {
             continue; // a missing or unreadable sys.path entry (a zip, a typo): nothing installed there
         };
-        let mut metas: Vec<PathBuf> = listing
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| {
-                p.extension()
-                    .is_some_and(|x| x == "dist-info" || x == "egg-info")
-                    && p.is_dir()
-            })
-            .collect();
-        metas.sort();
-        for meta in metas {
-            let file = meta.join("entry_points.txt");
-            if !file.is_file() {
+        for dist in listing.iter() {
+            if !seen.insert(normalize(&dist.distribution)) {
                 continue;
             }
-            let (distribution, version) = distribution_of(&meta);
-            if !seen.insert(normalize(&distribution)) {
-                continue;
-            }
-            let text = match std::fs::read(&file) {
-                Ok(bytes) => match String::from_utf8(bytes) {
-                    Ok(text) => text,
-                    Err(_) => {
-                        scan.problems.push(Problem {
-                            file,
-                            message: "is not UTF-8 text; its entry points are ignored".into(),
-                        });
-                        continue;
-                    }
-                },
-                Err(e) => {
+            let file = dist.meta.join("entry_points.txt");
+            let text = match &dist.text {
+                Ok(text) => text,
+                Err(message) => {
                     scan.problems.push(Problem {
                         file,
-                        message: format!("cannot be read ({e}); its entry points are ignored"),
+                        message: message.clone(),
                     });
                     continue;
                 }
             };
-            let (found, problems) = parse_group(&text, group);
+            let (found, problems) = parse_group(text, group);
             scan.problems
                 .extend(problems.into_iter().map(|message| Problem {
                     file: file.clone(),
@@ -124,16 +101,123 @@ pub fn scan(dirs: &[PathBuf], group: &str) -> Scan {
                 }));
             scan.entries
                 .extend(found.into_iter().map(|(name, value)| EntryPoint {
-                    distribution: distribution.clone(),
-                    version: version.clone(),
+                    distribution: dist.distribution.clone(),
+                    version: dist.version.clone(),
                     location: dir.clone(),
-                    metadata_dir: meta.clone(),
+                    metadata_dir: dist.meta.clone(),
                     name,
                     value,
                 }));
         }
     }
     scan
+}
+
+/// A distribution with an `entry_points.txt`, as a directory listing found it.
+struct Distribution {
+    meta: PathBuf,
+    distribution: String,
+    version: String,
+    /// The file's text, or why it cannot be used.
+    text: Result<String, String>,
+    /// For an `.egg-info` (a development install, whose files `pip install
+    /// -e` rewrites in place, leaving the directory listing as it was):
+    /// the file as it was read, checked again at each use.
+    rewritable: Option<FileStamp>,
+}
+
+/// A file's modification time, size and inode.
+type FileStamp = (std::time::SystemTime, u64, u64);
+
+fn file_stamp(file: &Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(file).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
+}
+
+/// What identifies a version of a directory's listing: a metadata
+/// directory added, removed or replaced (an install, an upgrade) changes
+/// the directory's modification time, and adding or removing one its link
+/// count (which tells two changes apart within one tick of the clock).
+type Stamp = (std::time::SystemTime, u64, u64);
+
+fn stamp_of(dir: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).ok()?;
+    Some((m.modified().ok()?, m.ino(), m.nlink()))
+}
+
+/// The distributions with entry points installed in `dir`, by metadata
+/// directory name; `None` when `dir` cannot be listed. Kept for the
+/// process while the directory is unchanged: one start asks for several
+/// groups (Hermes plugins and memory providers, Felix plugins) and
+/// `plugins list` asks again for its stray-entry check, and each scan
+/// listed every `sys.path` directory and read every `entry_points.txt`.
+fn listing(dir: &Path) -> Option<std::sync::Arc<Vec<Distribution>>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Cache = Mutex<HashMap<PathBuf, (Stamp, Arc<Vec<Distribution>>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let stamp = stamp_of(dir)?;
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some((seen, found)) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(dir) {
+        let unchanged = |d: &Distribution| {
+            d.rewritable
+                .is_none_or(|was| file_stamp(&d.meta.join("entry_points.txt")) == Some(was))
+        };
+        if *seen == stamp && found.iter().all(unchanged) {
+            return Some(found.clone());
+        }
+    }
+    let found = Arc::new(read_listing(dir)?);
+    // Stamped as it was before the read: a change during it reads again.
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(dir.to_path_buf(), (stamp, found.clone()));
+    Some(found)
+}
+
+fn read_listing(dir: &Path) -> Option<Vec<Distribution>> {
+    let listing = std::fs::read_dir(dir).ok()?;
+    let mut metas: Vec<PathBuf> = listing
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| x == "dist-info" || x == "egg-info")
+                && p.is_dir()
+        })
+        .collect();
+    metas.sort();
+    let mut found = Vec::new();
+    for meta in metas {
+        let file = meta.join("entry_points.txt");
+        if !file.is_file() {
+            continue;
+        }
+        let (distribution, version) = distribution_of(&meta);
+        let rewritable = if meta.extension().is_some_and(|x| x == "egg-info") {
+            file_stamp(&file)
+        } else {
+            None
+        };
+        let text = match std::fs::read(&file) {
+            Ok(bytes) => String::from_utf8(bytes)
+                .map_err(|_| "is not UTF-8 text; its entry points are ignored".to_string()),
+            Err(e) => Err(format!(
+                "cannot be read ({e}); its entry points are ignored"
+            )),
+        };
+        found.push(Distribution {
+            meta,
+            distribution,
+            version,
+            text,
+            rewritable,
+        });
+    }
+    Some(found)
 }
 
 /// `(name, value)` pairs of `group` in an `entry_points.txt`, and the

@@ -16,7 +16,7 @@
 //! `plugins.strict_hooks` is true (Hermes's `plugins.strict_hooks`, which
 //! plughost reads from the same place for every dialect).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -276,6 +276,33 @@ pub fn strict_hooks(home: &Path) -> bool {
 /// Which file turned `plugins.strict_hooks` on (`config.json`, else
 /// Hermes's `config.yaml` when config.json does not set it); `None`: off.
 pub fn strict_hooks_source(home: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    use std::sync::Mutex;
+    type Stamp = Option<(std::time::SystemTime, u64, u64)>;
+    // Asked once per plugin a start loads: the answer is kept while both
+    // files are as they were (a `stat` each instead of reading and parsing
+    // them, which was 2 % of `plugins list` with 100 plugins).
+    static LAST: Mutex<Option<(PathBuf, Stamp, Stamp, Option<&'static str>)>> = Mutex::new(None);
+    let stamp = |p: &Path| -> Stamp {
+        let m = std::fs::metadata(p).ok()?;
+        Some((m.modified().ok()?, m.len(), m.ino()))
+    };
+    let config = crate::plugins::config::config_path(home);
+    let yaml = crate::plugins::config::hermes_yaml::hermes_home().join("config.yaml");
+    let stamps = (stamp(&config), stamp(&yaml));
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((path, own, hermes, answer)) = &*last {
+        // A file with no modification time (None) is read every time.
+        if *path == config && own.is_some() && (*own, *hermes) == stamps {
+            return *answer;
+        }
+    }
+    let answer = read_strict_hooks_source(home);
+    *last = Some((config, stamps.0, stamps.1, answer));
+    answer
+}
+
+fn read_strict_hooks_source(home: &Path) -> Option<&'static str> {
     let path = crate::plugins::config::config_path(home);
     let own = std::fs::read_to_string(path)
         .ok()
