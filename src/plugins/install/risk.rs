@@ -282,7 +282,9 @@ pub fn strict_hooks_source(home: &Path) -> Option<&'static str> {
     // Asked once per plugin a start loads: the answer is kept while both
     // files are as they were (a `stat` each instead of reading and parsing
     // them, which was 2 % of `plugins list` with 100 plugins).
-    static LAST: Mutex<Option<(PathBuf, Stamp, Stamp, Option<&'static str>)>> = Mutex::new(None);
+    /// The config file, its stamp and Hermes's config.yaml's, the answer.
+    type Seen = (PathBuf, Stamp, Stamp, Option<&'static str>);
+    static LAST: Mutex<Option<Seen>> = Mutex::new(None);
     let stamp = |p: &Path| -> Stamp {
         let m = std::fs::metadata(p).ok()?;
         Some((m.modified().ok()?, m.len(), m.ino()))
