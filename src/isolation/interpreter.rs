@@ -185,6 +185,18 @@ pub fn satisfies(spec: &str, version: (u32, u32, u32)) -> bool {
 /// environment on `PYTHONPATH` otherwise (an isolated plugin's packages
 /// installed while it ran in-process).
 pub fn command(base: &WorkerCommand, load: &LoadSpec) -> Command {
+    let mut cmd = command_for(base, load);
+    // The `plughost` binary allocates with mimalloc, which reserves its
+    // arenas a gigabyte at a time: under a worker's memory limit
+    // (RLIMIT_DATA, set once the worker runs) the next reservation failed
+    // and the plugin could not load. Smaller reservations fit the limit.
+    if load.limits.memory_mb.is_some() && std::env::var_os("MIMALLOC_ARENA_RESERVE").is_none() {
+        cmd.env("MIMALLOC_ARENA_RESERVE", "16MiB");
+    }
+    cmd
+}
+
+fn command_for(base: &WorkerCommand, load: &LoadSpec) -> Command {
     match own::find(&load.home, &load.key) {
         Some((dir, version)) if !same_minor(&version, embedded_version()) => {
             let wheel = WorkerCommand::python(dir.join("bin").join("python"));
