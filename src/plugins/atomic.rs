@@ -83,3 +83,13 @@ pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
 }
+
+/// A file's modification time, size and inode.
+pub(crate) type FileStamp = (std::time::SystemTime, u64, u64);
+
+/// What tells a version of `file` from another without reading it.
+pub(crate) fn file_stamp(file: &std::path::Path) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(file).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
+}

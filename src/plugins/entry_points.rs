@@ -17,6 +17,8 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::plugins::atomic::{file_stamp, FileStamp};
+
 /// One entry point of the requested group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryPoint {
@@ -124,15 +126,6 @@ struct Distribution {
     /// -e` rewrites in place, leaving the directory listing as it was):
     /// the file as it was read, checked again at each use.
     rewritable: Option<FileStamp>,
-}
-
-/// A file's modification time, size and inode.
-type FileStamp = (std::time::SystemTime, u64, u64);
-
-fn file_stamp(file: &Path) -> Option<FileStamp> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(file).ok()?;
-    Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
 /// What identifies a version of a directory's listing: a metadata

@@ -276,22 +276,18 @@ pub fn strict_hooks(home: &Path) -> bool {
 /// Which file turned `plugins.strict_hooks` on (`config.json`, else
 /// Hermes's `config.yaml` when config.json does not set it); `None`: off.
 pub fn strict_hooks_source(home: &Path) -> Option<&'static str> {
-    use std::os::unix::fs::MetadataExt;
+    use crate::plugins::atomic::{file_stamp, FileStamp};
     use std::sync::Mutex;
-    type Stamp = Option<(std::time::SystemTime, u64, u64)>;
+    type Stamp = Option<FileStamp>;
     // Asked once per plugin a start loads: the answer is kept while both
     // files are as they were (a `stat` each instead of reading and parsing
     // them, which was 2 % of `plugins list` with 100 plugins).
     /// The config file, its stamp and Hermes's config.yaml's, the answer.
     type Seen = (PathBuf, Stamp, Stamp, Option<&'static str>);
     static LAST: Mutex<Option<Seen>> = Mutex::new(None);
-    let stamp = |p: &Path| -> Stamp {
-        let m = std::fs::metadata(p).ok()?;
-        Some((m.modified().ok()?, m.len(), m.ino()))
-    };
     let config = crate::plugins::config::config_path(home);
     let yaml = crate::plugins::config::hermes_yaml::hermes_home().join("config.yaml");
-    let stamps = (stamp(&config), stamp(&yaml));
+    let stamps = (file_stamp(&config), file_stamp(&yaml));
     let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((path, own, hermes, answer)) = &*last {
         // A file with no modification time (None) is read every time.
