@@ -66,7 +66,10 @@ fi
 [ -n "$wheel_python" ] && nice -n 10 "$wheel_python" benches/python_api.py | tee "$out/python_api.txt"
 echo
 echo "== 5. isolated plugins (benches/isolation.rs)"
-bench isolation
+# The peer is the interpreter the worker embeds, with the same site: a
+# venv's python skips the base site-packages' .pth files, which the worker
+# (and any plugin needing its site-packages) runs, so it would time less.
+PLUGHOST_BENCH_PYTHON="$python" bench isolation
 echo
 echo "== per-call figures against the reference (Flowly-semantics) host"
 bench dispatch

@@ -48,6 +48,9 @@ struct Served {
     runtime: Mutex<HashMap<String, Tool>>,
     /// Its dialect (what carries its per-turn state, finds runtime tools).
     dialect: Option<&'static dyn crate::dialects::Dialect>,
+    /// Which steps of a batch ran quickly last time (their predecessors'
+    /// answers wait for them: one write per call).
+    fast: super::worker_batch::FastSteps,
 }
 
 impl Served {
@@ -321,14 +324,26 @@ fn serve_requests(shared: &Arc<Shared>) {
                 let served = &shared.served;
                 let runtime = served.runtime_tool(&tool);
                 let found = served.tools.get(&tool).or(runtime.as_ref());
-                let mut send = |reply, last| {
+                let mut held = Vec::new();
+                let mut send = |reply, last, flush| {
                     let step = Reply::Step {
                         reply: Box::new(reply),
                         last,
                     };
-                    shared.reply(id, step, &mut write_buf)
+                    shared.queue(id, step, &mut write_buf, &mut held);
+                    if flush == super::worker_batch::Flush::Now {
+                        shared.write(&mut held);
+                    }
                 };
-                super::worker_batch::run(found, &served.hooks, call, &steps, &mut send);
+                super::worker_batch::run(
+                    found,
+                    &served.hooks,
+                    &served.fast,
+                    call,
+                    &steps,
+                    &mut send,
+                );
+                shared.write(&mut held); // (its last step wrote it already)
             }
             Answer::Now(reply) => shared.reply(id, reply, &mut write_buf),
             Answer::Later(fut) => {
@@ -350,17 +365,25 @@ fn serve_requests(shared: &Arc<Shared>) {
 }
 
 impl Shared {
-    /// Send the reply to request `id`, unless it shows the memory limit
-    /// was hit: then say so and end (the worker's state is suspect).
+    /// Send the reply to request `id` (see [`Shared::queue`]).
     fn reply(&self, id: u64, reply: Reply, buf: &mut Vec<u8>) {
+        let mut out = Vec::new();
+        self.queue(id, reply, buf, &mut out);
+        self.write(&mut out);
+        *buf = out; // its capacity, for the next reply
+    }
+
+    /// Add the reply to request `id` to `out` (encoded in `scratch`),
+    /// unless it shows the memory limit was hit: then write what `out`
+    /// holds, say so and end (the worker's state is suspect).
+    fn queue(&self, id: u64, reply: Reply, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
         if let (Some(mib), Some(error)) = (self.limits.memory_mb, failure_of(&reply)) {
             if super::limits::is_out_of_memory(error) {
                 let notice = Reply::Exceeded {
                     limit: ResourceLimit::Memory { mib },
                 };
-                let mut output = self.output.lock().unwrap_or_else(|e| e.into_inner());
                 if encode_frame(
-                    buf,
+                    scratch,
                     &Envelope {
                         id: 0,
                         body: notice,
@@ -368,23 +391,38 @@ impl Shared {
                 )
                 .is_ok()
                 {
-                    let _ = output.write_all(buf);
+                    out.extend_from_slice(scratch);
                 }
+                let mut output = self.output.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = output.write_all(out);
                 end(1)
             }
         }
-        if let Err(e) = encode_frame(buf, &Envelope { id, body: reply }) {
+        if let Err(e) = encode_frame(scratch, &Envelope { id, body: reply }) {
             let refusal = Reply::Refused {
                 problem: format!("its answer cannot be sent: {e}"),
             };
-            if encode_frame(buf, &Envelope { id, body: refusal }).is_err() {
+            if encode_frame(scratch, &Envelope { id, body: refusal }).is_err() {
                 end(70)
             }
         }
+        if out.is_empty() {
+            std::mem::swap(out, scratch);
+        } else {
+            out.extend_from_slice(scratch);
+        }
+    }
+
+    /// Write the frames in `out` in one go, and empty it.
+    fn write(&self, out: &mut Vec<u8>) {
+        if out.is_empty() {
+            return;
+        }
         let mut output = self.output.lock().unwrap_or_else(|e| e.into_inner());
-        if output.write_all(buf).is_err() {
+        if output.write_all(out).is_err() {
             end(0)
         }
+        out.clear();
     }
 }
 
