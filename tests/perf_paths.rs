@@ -235,3 +235,49 @@ async fn embedded_modules_import_on_the_fast_path_and_the_home_path_is_reused() 
         "True"
     );
 }
+
+const GC_PROBE: &str = r#"
+import gc, sys
+
+during_load = gc.isenabled()
+
+def register(ctx):
+    ctx.register_tool("gc_state", {"type": "object", "properties": {}}, lambda: repr((during_load, gc.isenabled())))
+    ctx.register_tool(
+        "forgotten",
+        {"type": "object", "properties": {}},
+        lambda: repr(sorted(n for n in sys.modules if n.startswith("_plughost_plugins.") and n.rsplit(".", 1)[-1].startswith("filtered"))),
+    )
+"#;
+
+/// Loading plugins holds off Python's cyclic collector (each 700
+/// allocations of their imports walked every object again) and turns it
+/// back on after; a dropped host's plugin packages leave `sys.modules`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_load_with_the_collector_paused_and_leave_sys_modules_when_dropped() {
+    let home = home_with(GC_PROBE);
+    let empty = tempfile::tempdir().unwrap();
+    let build = || {
+        Host::builder()
+            .home(home.path())
+            .bundled_dir(empty.path())
+            .build()
+            .unwrap()
+    };
+    let first = build();
+    assert_eq!(
+        first.call_tool("gc_state", json!({}), "s").await.text,
+        "(False, True)"
+    );
+    let second = build();
+    let both = second.call_tool("forgotten", json!({}), "s").await.text;
+    drop(first);
+    let after = second.call_tool("forgotten", json!({}), "s").await.text;
+    let names = |t: &str| t.matches("filtered").count();
+    assert_eq!(names(&both), 2, "{both}");
+    assert_eq!(names(&after), 1, "{after}");
+    assert!(
+        both.contains(after.trim_matches(|c| c == '[' || c == ']')),
+        "{both} / {after}"
+    );
+}

@@ -330,6 +330,7 @@ impl HostBuilder {
             fixed,
             lists,
         };
+        let _gc = crate::runtime::gc_paused();
         super::reload::assemble(candidates, inputs, previous)
     }
 

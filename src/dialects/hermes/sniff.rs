@@ -94,6 +94,11 @@ fn manifest_evidence(dir: &Path) -> Option<String> {
     let (name, text) = ["plugin.yaml", "plugin.yml"]
         .iter()
         .find_map(|n| read_bounded(&dir.join(n)).map(|t| (*n, t)))?;
+    // Most manifests name none of the keys looked at: no parse for them.
+    let named = |key: &str| text.contains(key);
+    if !MANIFEST_FIELDS.iter().any(|f| named(f)) && !named("manifest_version") && !named("kind") {
+        return None;
+    }
     let doc: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
     let map = doc.as_object()?;
     for field in MANIFEST_FIELDS {
