@@ -177,3 +177,50 @@ fn a_failing_tool_is_rendered_by_plughost_and_seen_by_the_post_hooks() {
     same_in_process_and_isolated(false, "fails", &["a"]);
     same_in_process_and_isolated(true, "fails", &["a", "neighbour"]);
 }
+
+/// A tool that crashes its worker on the second and later calls, with
+/// quick hooks before and after it in the plan.
+const CRASHING: &str = r#"
+import ctypes, os
+LOG = {log!r}
+def note(what):
+    with open(LOG, "a") as f:
+        f.write(what + "\n")
+def crash(x=""):
+    note("tool:" + x)
+    if x != "first":
+        os.kill(os.getpid(), 9)
+    return "ok"
+def register(ctx):
+    ctx.register_tool("crash", {"type": "object", "properties": {"x": {"type": "string"}}}, crash)
+    ctx.register_hook("pre_tool_call", lambda c: None)
+    ctx.register_hook("post_tool_call", lambda c: None)
+    ctx.register_hook("transform_tool_result", lambda c: None)
+"#;
+
+/// A worker killed while the tool of a planned call runs leaves plughost
+/// the hooks' answers given before it: the call fails with the crash and
+/// the tool is not sent again (it may have done half its work).
+#[test]
+fn a_tool_that_kills_its_worker_mid_batch_runs_once() {
+    let lines = bounded(|| {
+        let home = home_with(&["crashing"]);
+        let bundled = no_bundled();
+        let log = home.path().join("trace.log");
+        let source = CRASHING.replace("{log!r}", &format!("{:?}", log.display().to_string()));
+        write_plugin(
+            &home.path().join("plugins"),
+            "crashing",
+            "name: crashing\n",
+            &[("__init__.py", &source)],
+        );
+        let host = host(home.path(), bundled.path(), Isolation::All);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        for x in ["first", "second", "third"] {
+            let r = rt.block_on(host.call_tool("crash", json!({"x": x}), ""));
+            assert_eq!(r.text == "ok", x == "first", "{x}: {}", r.text);
+        }
+        std::fs::read_to_string(&log).unwrap()
+    });
+    assert_eq!(lines, "tool:first\ntool:second\ntool:third\n");
+}

@@ -82,7 +82,12 @@ def _running_in(name: str) -> bool:
 
 
 _plugin_modules: "dict[str, list[str]]" = {}
-_plugin_modules_size = -1
+_plugin_modules_mark: "tuple[int, object]" = (-1, None)
+
+
+def _modules_mark() -> "tuple[int, object]":
+    """``sys.modules``' size and newest key: what an import or removal changes."""
+    return (len(sys.modules), next(reversed(sys.modules), None))
 
 
 def _modules_of(slug: str) -> "list[str]":
@@ -90,10 +95,10 @@ def _modules_of(slug: str) -> "list[str]":
 
     A host dropping 100 plugins used to scan ``sys.modules`` once per
     plugin; the keys of every plugin package are now gathered in one scan,
-    done again only when ``sys.modules`` changed size since.
+    done again whenever a module was imported or removed since.
     """
-    global _plugin_modules, _plugin_modules_size
-    if len(sys.modules) != _plugin_modules_size:
+    global _plugin_modules
+    if _modules_mark() != _plugin_modules_mark:
         prefix = PLUGIN_PACKAGE + "."
         found: "dict[str, list[str]]" = {}
         for key in list(sys.modules):
@@ -110,14 +115,14 @@ def forget_plugin(slug: str) -> None:
     still importing its submodules at exit): the package is left in place
     for it, and a later load of the plugin gets a name of its own.
     """
-    global _plugin_modules_size
+    global _plugin_modules_mark
     name = f"{PLUGIN_PACKAGE}.{slug}"
     if _running_in(name):
         return
     PACKAGE_HOMES.pop(slug, None)
     for key in _modules_of(slug):
         sys.modules.pop(key, None)
-    _plugin_modules_size = len(sys.modules)
+    _plugin_modules_mark = _modules_mark()
 
 
 def describe_exception(exc: BaseException) -> str:

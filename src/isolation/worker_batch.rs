@@ -5,25 +5,19 @@
 //! tool to hook), each step answered as soon as what follows it might
 //! take a while.
 //!
-//! Answers wait for a step that ran quickly the last time ([`FastSteps`]):
-//! a call of a quick tool with quick hooks is answered in one write, so
-//! plughost's reader wakes once per call instead of once per step (each
-//! wake-up is a thread switch on both sides, most of what a hook added).
-//! Before a step that has not run yet, or ran slowly, the answers so far
-//! are written: plughost bounds each hook's answer by its time limit, so an
-//! answer must not wait behind a long tool. A step that was quick and then
-//! hangs holds the earlier answers of its call with it; plughost's limit on
-//! the earliest of them then stops the worker, as the hung step's own
-//! limit would have.
-//!
-//! The worker goes on past a step only where plughost is certain to go
-//! on the same way: past the `pre_tool_call` hooks only if every one of
-//! them answered "continue" (a block, a raised hook, a wrong shape: plughost
-//! decides, with its own fail-open or fail-closed rules, and runs the tool
-//! itself if it goes on), past the tool only if it succeeded (plughost
-//! renders a failure, in strings the worker does not know). `post_tool_call`
-//! observes, and every `transform_tool_result` hook runs, whatever the others
-//! answered, in-process as here. The step it stops after says `last`.
+//! The answers of consecutive hooks wait for each other when the next
+//! hook ran quickly the last time ([`FastSteps`]): the `post_tool_call`
+//! and `transform_tool_result` answers of a call go out in one write, so
+//! plughost's reader wakes once for them instead of once per hook (each
+//! wake-up is a thread switch on both sides). The answers up to the tool,
+//! and the tool's own, are always written at once: a hook's answer never
+//! waits behind the tool (plughost bounds it by the hook's time limit),
+//! and a worker that dies while running the tool or a later hook leaves
+//! plughost every answer given before, as with one write per step (so a
+//! tool is never sent again after a crash it may have caused half-way).
+//! A hook that was quick and then hangs holds the earlier hooks' answers
+//! of its run; plughost's limit on the earliest stops the worker, at about
+//! the time the hung hook's own limit would have.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -34,32 +28,33 @@ use crate::core::hooks::{HookAction, HookEntry, HookError, HookEvent, HookPayloa
 use crate::core::points::BoxFuture;
 use crate::core::registry::{Tool, ToolReturn};
 
-/// A step that ran in less than this is expected to again: the answers
-/// before it wait for it.
+/// A hook that ran in less than this is expected to again: the answers
+/// of the hooks before it wait for it.
 const QUICK: Duration = Duration::from_millis(2);
 
-/// The steps (tools by name, hooks by number) whose last run was quick.
+/// The hooks (by number) whose last run was quick.
 #[derive(Default)]
-pub(super) struct FastSteps(Mutex<(HashSet<String>, HashSet<usize>)>);
+pub(super) struct FastSteps(Mutex<HashSet<usize>>);
 
 impl FastSteps {
-    fn is_fast(&self, tool: &str, step: Option<&Step>) -> bool {
-        let known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+    fn is_fast(&self, step: Option<&Step>) -> bool {
         match step {
-            None => true,
-            Some(Step::Tool) => known.0.contains(tool),
-            Some(Step::Hook { index, .. }) => known.1.contains(index),
+            Some(Step::Hook { index, .. }) => self
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(index),
+            // The tool's answer and those before it go out at once.
+            Some(Step::Tool) | None => false,
         }
     }
 
-    fn note(&self, tool: &str, step: &Step, took: Duration) {
+    fn note(&self, index: usize, took: Duration) {
         let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let quick = took < QUICK;
-        match step {
-            Step::Tool if quick => drop(known.0.insert(tool.to_string())),
-            Step::Tool => drop(known.0.remove(tool)),
-            Step::Hook { index, .. } if quick => drop(known.1.insert(*index)),
-            Step::Hook { index, .. } => drop(known.1.remove(index)),
+        if took < QUICK {
+            known.insert(index);
+        } else {
+            known.remove(&index);
         }
     }
 }
@@ -89,10 +84,10 @@ pub(super) fn run(
             Flush::Now,
         );
     };
-    let name = tool.spec.name.as_str();
-    // Write the answers so far unless the step after `at` is expected quick.
+    // Write the answers so far unless the step after `at` is a hook
+    // expected to be quick (never after the tool, nor before it).
     let flush_before = |at: usize, stop: bool| {
-        if stop || !fast.is_fast(name, steps.get(at + 1)) {
+        if stop || matches!(steps[at], Step::Tool) || !fast.is_fast(steps.get(at + 1)) {
             Flush::Now
         } else {
             Flush::Hold
@@ -109,9 +104,7 @@ pub(super) fn run(
         let done = at + 1 == steps.len();
         match step {
             Step::Tool => {
-                let started = Instant::now();
                 let (reply, ok) = run_tool(tool, &mut ctx);
-                fast.note(name, step, started.elapsed());
                 if let Ok(result) = &ok {
                     text = result.clone();
                 }
@@ -139,7 +132,7 @@ pub(super) fn run(
                     HookReturn::Ready(answer) => answer,
                     HookReturn::Pending(fut) => wait(fut).unwrap_or_else(Err),
                 };
-                fast.note(name, step, started.elapsed());
+                fast.note(*index, started.elapsed());
                 let pre = event == HookEvent::PreToolCall;
                 pre_refused |= pre && !matches!(answer, Ok(HookAction::Continue));
                 let reply = Reply::Hook {
@@ -269,16 +262,15 @@ mod tests {
 
     /// The flush decision after each step of one call.
     fn flushes(tool: &Tool, hooks: &[HookEntry], fast: &FastSteps) -> Vec<Flush> {
+        let hook = |event: &str, index| Step::Hook {
+            event: event.into(),
+            index,
+        };
         let steps = [
-            Step::Hook {
-                event: "pre_tool_call".into(),
-                index: 0,
-            },
+            hook("pre_tool_call", 0),
             Step::Tool,
-            Step::Hook {
-                event: "post_tool_call".into(),
-                index: 1,
-            },
+            hook("post_tool_call", 1),
+            hook("transform_tool_result", 2),
         ];
         let mut seen = Vec::new();
         let call = ToolCallWire {
@@ -292,25 +284,26 @@ mod tests {
     }
 
     #[test]
-    fn answers_wait_only_for_steps_that_were_quick_last_time() {
-        let tool_delay = Arc::new(AtomicU64::new(0));
-        let hook_delay = Arc::new(AtomicU64::new(0));
-        let tool = Tool::new(spec("t"), Arc::new(Sleepy(tool_delay.clone())));
-        let hooks = [hook(&hook_delay), hook(&hook_delay)];
+    fn only_answers_of_hooks_wait_and_only_for_hooks_quick_last_time() {
+        let quick = Arc::new(AtomicU64::new(0));
+        let last_hook = Arc::new(AtomicU64::new(0));
+        let tool = Tool::new(spec("t"), Arc::new(Sleepy(quick.clone())));
+        let hooks = [hook(&quick), hook(&quick), hook(&last_hook)];
         let fast = FastSteps::default();
         use Flush::{Hold, Now};
         // Never run: every answer is written before the next step runs.
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Now, Now]);
-        // All quick last time: one write, after the last step.
-        assert_eq!(flushes(&tool, &hooks, &fast), [Hold, Hold, Now]);
-        // The tool is slow this time: held until it is done (it was quick
-        // before), but the next call writes the pre hook's answer first.
-        tool_delay.store(5, Ordering::SeqCst);
-        assert_eq!(flushes(&tool, &hooks, &fast), [Hold, Hold, Now]);
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Hold, Now]);
+        assert_eq!(flushes(&tool, &hooks, &fast), [Now; 4]);
+        // All quick last time: the post hook's answer waits for the
+        // transform hook's; the pre hook's and the tool's never wait.
+        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Now, Hold, Now]);
+        // The last hook is slow this time: the answer before it waited
+        // (it was quick before); the next call writes it first.
+        last_hook.store(5, Ordering::SeqCst);
+        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Now, Hold, Now]);
+        assert_eq!(flushes(&tool, &hooks, &fast), [Now; 4]);
         // Quick again: held again.
-        tool_delay.store(0, Ordering::SeqCst);
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Hold, Now]);
-        assert_eq!(flushes(&tool, &hooks, &fast), [Hold, Hold, Now]);
+        last_hook.store(0, Ordering::SeqCst);
+        assert_eq!(flushes(&tool, &hooks, &fast), [Now; 4]);
+        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Now, Hold, Now]);
     }
 }

@@ -590,6 +590,7 @@ pub(crate) fn mark_imported(
 /// all stay alive, and each 700 allocations started a collection that
 /// walked them again, about 5 % of loading 100 plugins. Collection is
 /// turned back on when the guard drops, if this guard turned it off.
+#[must_use = "collection resumes when the guard drops"]
 pub struct GcPaused(bool);
 
 /// See [`GcPaused`]; a no-op before Python starts.
