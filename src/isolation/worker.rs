@@ -48,9 +48,9 @@ struct Served {
     runtime: Mutex<HashMap<String, Tool>>,
     /// Its dialect (what carries its per-turn state, finds runtime tools).
     dialect: Option<&'static dyn crate::dialects::Dialect>,
-    /// Which steps of a batch ran quickly last time (their predecessors'
-    /// answers wait for them: one write per call).
-    fast: super::worker_batch::FastSteps,
+    /// Which hooks ran quickly last time: in a batch, the answers of the
+    /// hooks before one wait for its own (one write for them).
+    fast: super::worker_batch::QuickHooks,
 }
 
 impl Served {
@@ -343,7 +343,9 @@ fn serve_requests(shared: &Arc<Shared>) {
                     &steps,
                     &mut send,
                 );
-                shared.write(&mut held); // (its last step wrote it already)
+                // Every way out of `run` wrote its answers already; nothing
+                // held may ever stay unsent.
+                shared.write(&mut held);
             }
             Answer::Now(reply) => shared.reply(id, reply, &mut write_buf),
             Answer::Later(fut) => {

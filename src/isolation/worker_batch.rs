@@ -2,11 +2,19 @@
 //! a tool call and the plugin's own hooks on it, run in the pipeline's
 //! order on one context (as in-process: the dialect's per-call state, the
 //! arguments a `pre_tool_call` hook edited in place, carry from hook to
-//! tool to hook), each step answered as soon as what follows it might
-//! take a while.
+//! tool to hook), each step answered in order.
+//!
+//! The worker goes on past a step only where plughost is certain to go
+//! on the same way: past the `pre_tool_call` hooks only if every one of
+//! them answered "continue" (a block, a raised hook, a wrong shape: plughost
+//! decides, with its own fail-open or fail-closed rules, and runs the tool
+//! itself if it goes on), past the tool only if it succeeded (plughost
+//! renders a failure, in strings the worker does not know). `post_tool_call`
+//! observes, and every `transform_tool_result` hook runs, whatever the others
+//! answered, in-process as here. The step it stops after says `last`.
 //!
 //! The answers of consecutive hooks wait for each other when the next
-//! hook ran quickly the last time ([`FastSteps`]): the `post_tool_call`
+//! hook ran quickly the last time ([`QuickHooks`]): the `post_tool_call`
 //! and `transform_tool_result` answers of a call go out in one write, so
 //! plughost's reader wakes once for them instead of once per hook (each
 //! wake-up is a thread switch on both sides). The answers up to the tool,
@@ -34,9 +42,9 @@ const QUICK: Duration = Duration::from_millis(2);
 
 /// The hooks (by number) whose last run was quick.
 #[derive(Default)]
-pub(super) struct FastSteps(Mutex<HashSet<usize>>);
+pub(super) struct QuickHooks(Mutex<HashSet<usize>>);
 
-impl FastSteps {
+impl QuickHooks {
     fn is_fast(&self, step: Option<&Step>) -> bool {
         match step {
             Some(Step::Hook { index, .. }) => self
@@ -72,7 +80,7 @@ pub(super) enum Flush {
 pub(super) fn run(
     tool: Option<&Tool>,
     hooks: &[HookEntry],
-    fast: &FastSteps,
+    fast: &QuickHooks,
     call: ToolCallWire,
     steps: &[Step],
     send: &mut dyn FnMut(Reply, bool, Flush),
@@ -261,7 +269,7 @@ mod tests {
     }
 
     /// The flush decision after each step of one call.
-    fn flushes(tool: &Tool, hooks: &[HookEntry], fast: &FastSteps) -> Vec<Flush> {
+    fn flushes(tool: &Tool, hooks: &[HookEntry], fast: &QuickHooks) -> Vec<Flush> {
         let hook = |event: &str, index| Step::Hook {
             event: event.into(),
             index,
@@ -289,7 +297,7 @@ mod tests {
         let last_hook = Arc::new(AtomicU64::new(0));
         let tool = Tool::new(spec("t"), Arc::new(Sleepy(quick.clone())));
         let hooks = [hook(&quick), hook(&quick), hook(&last_hook)];
-        let fast = FastSteps::default();
+        let fast = QuickHooks::default();
         use Flush::{Hold, Now};
         // Never run: every answer is written before the next step runs.
         assert_eq!(flushes(&tool, &hooks, &fast), [Now; 4]);
