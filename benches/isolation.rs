@@ -63,24 +63,37 @@ fn build(home: &Path, empty: &Path, isolation: Isolation) -> Host {
         .unwrap()
 }
 
-/// Seconds per call of `noop`, after a warm-up; the best of three rounds.
-fn per_call(rt: &tokio::runtime::Runtime, host: &Host, calls: u32) -> f64 {
+/// Seconds per call of `noop` over one round of `calls` calls.
+fn round(rt: &tokio::runtime::Runtime, host: &Host, calls: u32) -> f64 {
     let args = json!({"x": 1});
     rt.block_on(async {
-        for _ in 0..calls.min(500) {
-            host.call_tool("noop", args.clone(), "").await;
+        let start = Instant::now();
+        for _ in 0..calls {
+            let r = host.call_tool("noop", args.clone(), "").await;
+            assert_eq!(r.text, "ok");
         }
-        let mut best = f64::MAX;
-        for _ in 0..3 {
-            let start = Instant::now();
-            for _ in 0..calls {
-                let r = host.call_tool("noop", args.clone(), "").await;
-                assert_eq!(r.text, "ok");
-            }
-            best = best.min(start.elapsed().as_secs_f64() / calls as f64);
-        }
-        best
+        start.elapsed().as_secs_f64() / calls as f64
     })
+}
+
+/// Rounds per host; the hosts take turns, so a change in the machine's
+/// load (the scheduler's placement of the threads, a neighbour of the
+/// VM) falls on all of them, not on whichever ran then.
+const ROUNDS: usize = 7;
+
+/// Seconds per call of each host: a warm-up, then the best of [`ROUNDS`]
+/// rounds, taken in turns.
+fn per_call_interleaved(rt: &tokio::runtime::Runtime, hosts: &[&Host], calls: u32) -> Vec<f64> {
+    for host in hosts {
+        round(rt, host, calls.min(500));
+    }
+    let mut best = vec![f64::MAX; hosts.len()];
+    for _ in 0..ROUNDS {
+        for (host, best) in hosts.iter().zip(&mut best) {
+            *best = best.min(round(rt, host, calls));
+        }
+    }
+    best
 }
 
 /// `VmRSS` of a process, in KiB.
@@ -118,16 +131,20 @@ fn env_number(name: &str, default: u32) -> u32 {
 
 /// The per-call figures, with and without hooks; the added latencies.
 fn calls_section(rt: &tokio::runtime::Runtime, work: &Path, empty: &Path, calls: u32) -> [f64; 2] {
-    println!("isolated tool calls ({calls} calls per round, best of 3):");
-    let mut added = [0.0; 2];
-    for (i, (label, plugin)) in [("no hooks", BARE), ("3 no-op hooks", HOOKED)]
-        .into_iter()
-        .enumerate()
-    {
+    println!(
+        "isolated tool calls ({calls} calls per round, best of {ROUNDS}, the four hosts in turns):"
+    );
+    let mut hosts = Vec::new();
+    for (label, plugin) in [("no hooks", BARE), ("3 no-op hooks", HOOKED)] {
         let home = work.join(label.replace(' ', "-"));
         home_with(&home, plugin);
-        let inproc = per_call(rt, &build(&home, empty, Isolation::None), calls);
-        let isolated = per_call(rt, &build(&home, empty, Isolation::All), calls);
+        hosts.push(build(&home, empty, Isolation::None));
+        hosts.push(build(&home, empty, Isolation::All));
+    }
+    let times = per_call_interleaved(rt, &hosts.iter().collect::<Vec<_>>(), calls);
+    let mut added = [0.0; 2];
+    for (i, label) in ["no hooks", "3 no-op hooks"].into_iter().enumerate() {
+        let (inproc, isolated) = (times[2 * i], times[2 * i + 1]);
         added[i] = (isolated - inproc) * 1e6;
         println!(
             "  {label:<14} in-process {:>8.2} µs  isolated {:>8.2} µs  added {:>7.2} µs",

@@ -224,3 +224,116 @@ fn a_tool_that_kills_its_worker_mid_batch_runs_once() {
     });
     assert_eq!(lines, "tool:first\ntool:second\ntool:third\n");
 }
+
+/// Hooks around a tool, all in one batch once warmed up; then the tool
+/// crashes the worker, or the post hook does, or the tool is slower than
+/// the hooks' time limit.
+const BATCHED: &str = r#"
+import os, time
+LOG = {log!r}
+def note(what):
+    with open(LOG, "a") as f:
+        f.write(what + "\n")
+def tool(x=""):
+    note("tool:" + x)
+    if x == "tool-crash":
+        os.kill(os.getpid(), 9)
+    if x == "slow":
+        time.sleep(1.0)
+    return "ok:" + x
+def pre(c):
+    note("pre:" + str(c.params.get("x")))
+def post(c):
+    note("post:" + str(c.params.get("x")))
+    if c.params.get("x") == "post-crash":
+        os.kill(os.getpid(), 9)
+def register(ctx):
+    ctx.register_tool("batched", {"type": "object", "properties": {"x": {"type": "string"}}}, tool)
+    ctx.register_hook("pre_tool_call", pre)
+    ctx.register_hook("post_tool_call", post)
+    ctx.register_hook("transform_tool_result", lambda c: None)
+"#;
+
+/// Each case after three warm-up calls (the first learns the tool has no
+/// `check_fn`; the others go in one batch, as the case does): the results
+/// of the case and of one call after it, the trace, and how many times the
+/// pre hook failed.
+fn batch_case(x: &'static str) -> (Vec<String>, String, u64) {
+    bounded(move || {
+        let home = home_with(&["batched"]);
+        let bundled = no_bundled();
+        let log = home.path().join("trace.log");
+        let source = BATCHED.replace("{log!r}", &format!("{:?}", log.display().to_string()));
+        write_plugin(
+            &home.path().join("plugins"),
+            "batched",
+            "name: batched\n",
+            &[("__init__.py", &source)],
+        );
+        let host = Host::builder()
+            .home(home.path())
+            .bundled_dir(bundled.path())
+            .worker_command(WorkerCommand::binary(env!("CARGO_BIN_EXE_plughost")))
+            .isolate(Isolation::All)
+            .hook_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        for _ in 0..3 {
+            let r = rt.block_on(host.call_tool("batched", json!({"x": "warm"}), ""));
+            assert_eq!(r.text, "ok:warm");
+        }
+        std::fs::write(&log, "").unwrap();
+        let results = [x, "after"]
+            .iter()
+            .map(|x| {
+                rt.block_on(host.call_tool("batched", json!({ "x": x }), ""))
+                    .text
+            })
+            .collect();
+        let registry = host.registry();
+        let pre = &registry.hooks().entries(plughost::HookEvent::PreToolCall)[0];
+        let errors = pre.stats.errors();
+        drop(host);
+        (results, std::fs::read_to_string(&log).unwrap(), errors)
+    })
+}
+
+/// The worker dies in the tool: the pre hook, which answered before, is
+/// not blamed, the tool is not sent again, and the next call gets a fresh
+/// worker.
+#[test]
+fn a_tool_crash_in_a_batch_fails_the_call_once_and_blames_the_tool() {
+    let (results, trace, pre_errors) = batch_case("tool-crash");
+    assert!(results[0].contains("crashed"), "{}", results[0]);
+    assert_eq!(results[1], "ok:after");
+    assert_eq!(trace.matches("tool:tool-crash").count(), 1, "{trace}");
+    assert!(
+        trace.starts_with("pre:tool-crash\ntool:tool-crash\n"),
+        "{trace}"
+    );
+    assert_eq!(pre_errors, 0);
+}
+
+/// The worker dies in the post hook, an observer: the call keeps the
+/// tool's result (its answer came before the crash), and neither the tool
+/// nor the post hook runs again.
+#[test]
+fn a_post_hook_crash_in_a_batch_keeps_the_result_and_runs_nothing_twice() {
+    let (results, trace, pre_errors) = batch_case("post-crash");
+    assert_eq!(results[0], "ok:post-crash");
+    assert_eq!(results[1], "ok:after");
+    assert_eq!(trace.matches("tool:post-crash").count(), 1, "{trace}");
+    assert_eq!(trace.matches("post:post-crash").count(), 1, "{trace}");
+    assert_eq!(pre_errors, 0);
+}
+
+/// A tool slower than the hooks' time limit, in a batch with them: each
+/// hook's limit covers its own step only, so the call succeeds.
+#[test]
+fn a_batched_tool_slower_than_the_hook_limit_is_not_cut_off() {
+    let (results, trace, pre_errors) = batch_case("slow");
+    assert_eq!(results, ["ok:slow", "ok:after"]);
+    assert_eq!(pre_errors, 0);
+    assert_eq!(trace.matches("tool:slow").count(), 1, "{trace}");
+}

@@ -48,9 +48,6 @@ struct Served {
     runtime: Mutex<HashMap<String, Tool>>,
     /// Its dialect (what carries its per-turn state, finds runtime tools).
     dialect: Option<&'static dyn crate::dialects::Dialect>,
-    /// Which hooks ran quickly last time: in a batch, the answers of the
-    /// hooks before one wait for its own (one write for them).
-    fast: super::worker_batch::QuickHooks,
 }
 
 impl Served {
@@ -324,28 +321,14 @@ fn serve_requests(shared: &Arc<Shared>) {
                 let served = &shared.served;
                 let runtime = served.runtime_tool(&tool);
                 let found = served.tools.get(&tool).or(runtime.as_ref());
-                let mut held = Vec::new();
-                let mut send = |reply, last, flush| {
+                let mut send = |reply, last| {
                     let step = Reply::Step {
                         reply: Box::new(reply),
                         last,
                     };
-                    shared.queue(id, step, &mut write_buf, &mut held);
-                    if flush == super::worker_batch::Flush::Now {
-                        shared.write(&mut held);
-                    }
+                    shared.reply(id, step, &mut write_buf);
                 };
-                super::worker_batch::run(
-                    found,
-                    &served.hooks,
-                    &served.fast,
-                    call,
-                    &steps,
-                    &mut send,
-                );
-                // Every way out of `run` wrote its answers already; nothing
-                // held may ever stay unsent.
-                shared.write(&mut held);
+                super::worker_batch::run(found, &served.hooks, call, &steps, &mut send);
             }
             Answer::Now(reply) => shared.reply(id, reply, &mut write_buf),
             Answer::Later(fut) => {

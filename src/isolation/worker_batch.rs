@@ -13,93 +13,30 @@
 //! observes, and every `transform_tool_result` hook runs, whatever the others
 //! answered, in-process as here. The step it stops after says `last`.
 //!
-//! The answers of consecutive hooks wait for each other when the next
-//! hook ran quickly the last time ([`QuickHooks`]): the `post_tool_call`
-//! and `transform_tool_result` answers of a call go out in one write, so
-//! plughost's reader wakes once for them instead of once per hook (each
-//! wake-up is a thread switch on both sides). The answers up to the tool,
-//! and the tool's own, are always written at once: a hook's answer never
-//! waits behind the tool (plughost bounds it by the hook's time limit),
-//! and a worker that dies while running the tool or a later hook leaves
-//! plughost every answer given before, as with one write per step (so a
-//! tool is never sent again after a crash it may have caused half-way).
-//! A hook that was quick and then hangs holds the earlier hooks' answers
-//! of its run; plughost's limit on the earliest stops the worker, at about
-//! the time the hung hook's own limit would have.
+//! Each step's answer is written as soon as it is known. Holding answers
+//! back to write a call's in one go was measured (issue 26, item 5) and
+//! saved nothing on this path: the reader's wake-ups were not what the
+//! hooks cost; and it made a worker that dies in a later step lose answers
+//! given before.
 
-use std::collections::HashSet;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::protocol::{event_named, ActionWire, Reply, Step, ToolCallWire};
 use crate::core::hooks::{HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn};
 use crate::core::points::BoxFuture;
 use crate::core::registry::{Tool, ToolReturn};
 
-/// A hook that ran in less than this is expected to again: the answers
-/// of the hooks before it wait for it.
-const QUICK: Duration = Duration::from_millis(2);
-
-/// The hooks (by number) whose last run was quick.
-#[derive(Default)]
-pub(super) struct QuickHooks(Mutex<HashSet<usize>>);
-
-impl QuickHooks {
-    fn is_fast(&self, step: Option<&Step>) -> bool {
-        match step {
-            Some(Step::Hook { index, .. }) => self
-                .0
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains(index),
-            // The tool's answer and those before it go out at once.
-            Some(Step::Tool) | None => false,
-        }
-    }
-
-    fn note(&self, index: usize, took: Duration) {
-        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if took < QUICK {
-            known.insert(index);
-        } else {
-            known.remove(&index);
-        }
-    }
-}
-
-/// Whether the answers so far are written now (`Flush::Now`) or wait for
-/// the next step's.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(super) enum Flush {
-    Now,
-    Hold,
-}
-
 /// Run `steps` of a call of `tool` (`None`: not in this worker) with the
-/// plugin's `hooks`; `send(reply, last, flush)` answers each step.
+/// plugin's `hooks`; `send(reply, last)` answers each step.
 pub(super) fn run(
     tool: Option<&Tool>,
     hooks: &[HookEntry],
-    fast: &QuickHooks,
     call: ToolCallWire,
     steps: &[Step],
-    send: &mut dyn FnMut(Reply, bool, Flush),
+    send: &mut dyn FnMut(Reply, bool),
 ) {
     let Some(tool) = tool else {
-        return send(
-            refused("no such tool in this worker".into()),
-            true,
-            Flush::Now,
-        );
-    };
-    // Write the answers so far unless the step after `at` is a hook
-    // expected to be quick (never after the tool, nor before it).
-    let flush_before = |at: usize, stop: bool| {
-        if stop || matches!(steps[at], Step::Tool) || !fast.is_fast(steps.get(at + 1)) {
-            Flush::Now
-        } else {
-            Flush::Hold
-        }
+        return send(refused("no such tool in this worker".into()), true);
     };
     let mut ctx = call.into_context(None);
     // The result the post-call hooks are shown: the tool's, as plughost
@@ -117,7 +54,7 @@ pub(super) fn run(
                     text = result.clone();
                 }
                 let stop = done || ok.is_err();
-                send(reply, stop, flush_before(at, stop));
+                send(reply, stop);
                 if stop {
                     return;
                 }
@@ -125,22 +62,16 @@ pub(super) fn run(
             }
             Step::Hook { event, index } => {
                 let (Some(event), Some(entry)) = (event_named(event), hooks.get(*index)) else {
-                    return send(
-                        refused(format!("no hook {event} number {index}")),
-                        true,
-                        Flush::Now,
-                    );
+                    return send(refused(format!("no hook {event} number {index}")), true);
                 };
                 if event != HookEvent::PreToolCall {
                     ctx.result = Some(text.clone());
                 }
                 ctx.stage = Some(event);
-                let started = Instant::now();
                 let answer = match entry.callback.call(event, HookPayload::Tool(&mut ctx)) {
                     HookReturn::Ready(answer) => answer,
                     HookReturn::Pending(fut) => wait(fut).unwrap_or_else(Err),
                 };
-                fast.note(*index, started.elapsed());
                 let pre = event == HookEvent::PreToolCall;
                 pre_refused |= pre && !matches!(answer, Ok(HookAction::Continue));
                 let reply = Reply::Hook {
@@ -150,7 +81,7 @@ pub(super) fn run(
                 };
                 // After the last `pre_tool_call` hook: stop unless all went on.
                 let stop = done || (pre && pre_refused && !next_is(HookEvent::PreToolCall));
-                send(reply, stop, flush_before(at, stop));
+                send(reply, stop);
                 if stop {
                     return;
                 }
@@ -219,99 +150,4 @@ fn wait<T: Send + 'static>(fut: BoxFuture<T>) -> Result<T, HookError> {
     });
     rx.recv()
         .map_err(|_| HookError::NotRun("the handler's future was dropped".into()))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::core::hooks::{HookCallback, HookStats};
-    use crate::core::registry::{ToolHandler, ToolSpec};
-
-    /// Sleeps as long as it is told, in milliseconds.
-    struct Sleepy(Arc<AtomicU64>);
-
-    impl ToolHandler for Sleepy {
-        fn call(&self, _ctx: &mut crate::core::hooks::ToolCallContext) -> ToolReturn {
-            std::thread::sleep(Duration::from_millis(self.0.load(Ordering::SeqCst)));
-            ToolReturn::Ready(Ok("done".into()))
-        }
-    }
-
-    impl HookCallback for Sleepy {
-        fn call(&self, _event: HookEvent, _payload: HookPayload<'_>) -> HookReturn {
-            std::thread::sleep(Duration::from_millis(self.0.load(Ordering::SeqCst)));
-            HookReturn::Ready(Ok(HookAction::Continue))
-        }
-    }
-
-    fn spec(name: &str) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: String::new(),
-            parameters: serde_json::json!({"type": "object"}),
-            plugin: "p".into(),
-            toolset: String::new(),
-            requires_env: Vec::new(),
-        }
-    }
-
-    fn hook(delay: &Arc<AtomicU64>) -> HookEntry {
-        HookEntry {
-            owner: "p".into(),
-            label: "p.hook".into(),
-            priority: 0,
-            callback: Arc::new(Sleepy(delay.clone())),
-            stats: Arc::new(HookStats::default()),
-        }
-    }
-
-    /// The flush decision after each step of one call.
-    fn flushes(tool: &Tool, hooks: &[HookEntry], fast: &QuickHooks) -> Vec<Flush> {
-        let hook = |event: &str, index| Step::Hook {
-            event: event.into(),
-            index,
-        };
-        let steps = [
-            hook("pre_tool_call", 0),
-            Step::Tool,
-            hook("post_tool_call", 1),
-            hook("transform_tool_result", 2),
-        ];
-        let mut seen = Vec::new();
-        let call = ToolCallWire {
-            tool_name: tool.spec.name.clone(),
-            ..Default::default()
-        };
-        run(Some(tool), hooks, fast, call, &steps, &mut |_, _, f| {
-            seen.push(f)
-        });
-        seen
-    }
-
-    #[test]
-    fn only_answers_of_hooks_wait_and_only_for_hooks_quick_last_time() {
-        let quick = Arc::new(AtomicU64::new(0));
-        let last_hook = Arc::new(AtomicU64::new(0));
-        let tool = Tool::new(spec("t"), Arc::new(Sleepy(quick.clone())));
-        let hooks = [hook(&quick), hook(&quick), hook(&last_hook)];
-        let fast = QuickHooks::default();
-        use Flush::{Hold, Now};
-        // Never run: every answer is written before the next step runs.
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now; 4]);
-        // All quick last time: the post hook's answer waits for the
-        // transform hook's; the pre hook's and the tool's never wait.
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Now, Hold, Now]);
-        // The last hook is slow this time: the answer before it waited
-        // (it was quick before); the next call writes it first.
-        last_hook.store(5, Ordering::SeqCst);
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Now, Hold, Now]);
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now; 4]);
-        // Quick again: held again.
-        last_hook.store(0, Ordering::SeqCst);
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now; 4]);
-        assert_eq!(flushes(&tool, &hooks, &fast), [Now, Now, Hold, Now]);
-    }
 }

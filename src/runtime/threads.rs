@@ -256,7 +256,10 @@ struct Watched {
 #[derive(Default)]
 struct WatchState {
     next: u64,
-    watched: std::collections::HashMap<u64, Watched>,
+    /// By id. Ids only grow and few calls are in flight at once: a B-tree
+    /// inserts at its end and finds an id without hashing it (each watched
+    /// hook call inserts and removes one).
+    watched: std::collections::BTreeMap<u64, Watched>,
     /// When the dog will wake by itself (`None`: only when woken). A call
     /// that ends before it is simply gone from `watched` when it wakes.
     wakes_at: Option<Instant>,
