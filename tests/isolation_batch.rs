@@ -179,7 +179,7 @@ fn a_failing_tool_is_rendered_by_plughost_and_seen_by_the_post_hooks() {
 }
 
 /// A tool that crashes its worker on the second and later calls, with
-/// quick hooks before and after it in the plan.
+/// hooks before and after it in the plan.
 const CRASHING: &str = r#"
 import ctypes, os
 LOG = {log!r}
@@ -225,9 +225,11 @@ fn a_tool_that_kills_its_worker_mid_batch_runs_once() {
     assert_eq!(lines, "tool:first\ntool:second\ntool:third\n");
 }
 
-/// Hooks around a tool, all in one batch once warmed up; then the tool
-/// crashes the worker, or the post hook does, or the tool is slower than
-/// the hooks' time limit.
+/// Hooks around a tool, all in one batch once warmed up (the pre hook marks
+/// the context object, which the post hook sees only when both ran on the
+/// worker's one context of a batch); then the tool crashes the worker, or
+/// the post or transform hook does, or the tool is slower than the hooks'
+/// time limit.
 const BATCHED: &str = r#"
 import os, time
 LOG = {log!r}
@@ -239,26 +241,41 @@ def tool(x=""):
     if x == "tool-crash":
         os.kill(os.getpid(), 9)
     if x == "slow":
-        time.sleep(1.0)
+        time.sleep(3.0)
     return "ok:" + x
 def pre(c):
     note("pre:" + str(c.params.get("x")))
+    c.batched = True
 def post(c):
-    note("post:" + str(c.params.get("x")))
+    seen = ":one-context" if getattr(c, "batched", False) else ""
+    note("post:" + str(c.params.get("x")) + seen)
     if c.params.get("x") == "post-crash":
+        os.kill(os.getpid(), 9)
+def transform(c):
+    if c.params.get("x") == "transform-crash":
         os.kill(os.getpid(), 9)
 def register(ctx):
     ctx.register_tool("batched", {"type": "object", "properties": {"x": {"type": "string"}}}, tool)
     ctx.register_hook("pre_tool_call", pre)
     ctx.register_hook("post_tool_call", post)
-    ctx.register_hook("transform_tool_result", lambda c: None)
+    ctx.register_hook("transform_tool_result", transform)
 "#;
 
-/// Each case after three warm-up calls (the first learns the tool has no
-/// `check_fn`; the others go in one batch, as the case does): the results
-/// of the case and of one call after it, the trace, and how many times the
-/// pre hook failed.
-fn batch_case(x: &'static str) -> (Vec<String>, String, u64) {
+/// What a case leaves: the results of the case's call and of one call
+/// after it, the trace of those two, and how many times the pre and the
+/// post hook failed.
+struct Case {
+    results: Vec<String>,
+    trace: String,
+    pre_errors: u64,
+    post_errors: u64,
+}
+
+/// Call with `x` after three warm-up calls (the first learns the tool has
+/// no `check_fn`; the others go in one batch, as the case does), the
+/// hooks' time limit `limit` (a restart after a crash runs within the
+/// next hook's limit: the crash cases give a slow machine room).
+fn batch_case(x: &'static str, limit: Duration) -> Case {
     bounded(move || {
         let home = home_with(&["batched"]);
         let bundled = no_bundled();
@@ -275,7 +292,7 @@ fn batch_case(x: &'static str) -> (Vec<String>, String, u64) {
             .bundled_dir(bundled.path())
             .worker_command(WorkerCommand::binary(env!("CARGO_BIN_EXE_plughost")))
             .isolate(Isolation::All)
-            .hook_timeout(Duration::from_millis(300))
+            .hook_timeout(limit)
             .build()
             .unwrap();
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -283,6 +300,11 @@ fn batch_case(x: &'static str) -> (Vec<String>, String, u64) {
             let r = rt.block_on(host.call_tool("batched", json!({"x": "warm"}), ""));
             assert_eq!(r.text, "ok:warm");
         }
+        let warm = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            warm.ends_with("post:warm:one-context\n"),
+            "the warm-up went in one batch: {warm}"
+        );
         std::fs::write(&log, "").unwrap();
         let results = [x, "after"]
             .iter()
@@ -292,27 +314,39 @@ fn batch_case(x: &'static str) -> (Vec<String>, String, u64) {
             })
             .collect();
         let registry = host.registry();
-        let pre = &registry.hooks().entries(plughost::HookEvent::PreToolCall)[0];
-        let errors = pre.stats.errors();
+        let errors = |event| registry.hooks().entries(event)[0].stats.errors();
+        let (pre_errors, post_errors) = (
+            errors(plughost::HookEvent::PreToolCall),
+            errors(plughost::HookEvent::PostToolCall),
+        );
         drop(host);
-        (results, std::fs::read_to_string(&log).unwrap(), errors)
+        Case {
+            results,
+            trace: std::fs::read_to_string(&log).unwrap(),
+            pre_errors,
+            post_errors,
+        }
     })
 }
+
+/// Room for a worker's restart within a hook's limit, on a busy machine.
+const ROOM: Duration = Duration::from_secs(10);
 
 /// The worker dies in the tool: the pre hook, which answered before, is
 /// not blamed, the tool is not sent again, and the next call gets a fresh
 /// worker.
 #[test]
 fn a_tool_crash_in_a_batch_fails_the_call_once_and_blames_the_tool() {
-    let (results, trace, pre_errors) = batch_case("tool-crash");
-    assert!(results[0].contains("crashed"), "{}", results[0]);
-    assert_eq!(results[1], "ok:after");
+    let case = batch_case("tool-crash", ROOM);
+    assert!(case.results[0].contains("crashed"), "{}", case.results[0]);
+    assert_eq!(case.results[1], "ok:after");
+    let trace = &case.trace;
     assert_eq!(trace.matches("tool:tool-crash").count(), 1, "{trace}");
     assert!(
         trace.starts_with("pre:tool-crash\ntool:tool-crash\n"),
         "{trace}"
     );
-    assert_eq!(pre_errors, 0);
+    assert_eq!(case.pre_errors, 0);
 }
 
 /// The worker dies in the post hook, an observer: the call keeps the
@@ -320,20 +354,32 @@ fn a_tool_crash_in_a_batch_fails_the_call_once_and_blames_the_tool() {
 /// nor the post hook runs again.
 #[test]
 fn a_post_hook_crash_in_a_batch_keeps_the_result_and_runs_nothing_twice() {
-    let (results, trace, pre_errors) = batch_case("post-crash");
-    assert_eq!(results[0], "ok:post-crash");
-    assert_eq!(results[1], "ok:after");
+    let case = batch_case("post-crash", ROOM);
+    assert_eq!(case.results, ["ok:post-crash", "ok:after"]);
+    let trace = &case.trace;
     assert_eq!(trace.matches("tool:post-crash").count(), 1, "{trace}");
     assert_eq!(trace.matches("post:post-crash").count(), 1, "{trace}");
-    assert_eq!(pre_errors, 0);
+    assert_eq!((case.pre_errors, case.post_errors), (0, 1));
+}
+
+/// The worker dies in the transform hook: the post hook's answer, given
+/// before, is kept (it is not counted as failed), and the result is the
+/// tool's.
+#[test]
+fn a_transform_crash_in_a_batch_keeps_the_answers_before_it() {
+    let case = batch_case("transform-crash", ROOM);
+    assert_eq!(case.results, ["ok:transform-crash", "ok:after"]);
+    let trace = &case.trace;
+    assert_eq!(trace.matches("tool:transform-crash").count(), 1, "{trace}");
+    assert_eq!((case.pre_errors, case.post_errors), (0, 0));
 }
 
 /// A tool slower than the hooks' time limit, in a batch with them: each
 /// hook's limit covers its own step only, so the call succeeds.
 #[test]
 fn a_batched_tool_slower_than_the_hook_limit_is_not_cut_off() {
-    let (results, trace, pre_errors) = batch_case("slow");
-    assert_eq!(results, ["ok:slow", "ok:after"]);
-    assert_eq!(pre_errors, 0);
-    assert_eq!(trace.matches("tool:slow").count(), 1, "{trace}");
+    let case = batch_case("slow", Duration::from_secs(1));
+    assert_eq!(case.results, ["ok:slow", "ok:after"]);
+    assert_eq!((case.pre_errors, case.post_errors), (0, 0));
+    assert_eq!(case.trace.matches("tool:slow").count(), 1, "{}", case.trace);
 }
