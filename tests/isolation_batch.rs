@@ -198,22 +198,29 @@ def register(ctx):
     ctx.register_hook("transform_tool_result", lambda c: None)
 "#;
 
+/// A home with the one plugin `key`, from `template` with its trace log's
+/// path filled in; the log's path.
+fn traced_home(key: &str, template: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let home = home_with(&[key]);
+    let log = home.path().join("trace.log");
+    let source = template.replace("{log!r}", &format!("{:?}", log.display().to_string()));
+    write_plugin(
+        &home.path().join("plugins"),
+        key,
+        &format!("name: {key}\n"),
+        &[("__init__.py", &source)],
+    );
+    (home, log)
+}
+
 /// A worker killed while the tool of a planned call runs leaves plughost
 /// the hooks' answers given before it: the call fails with the crash and
 /// the tool is not sent again (it may have done half its work).
 #[test]
 fn a_tool_that_kills_its_worker_mid_batch_runs_once() {
     let lines = bounded(|| {
-        let home = home_with(&["crashing"]);
+        let (home, log) = traced_home("crashing", CRASHING);
         let bundled = no_bundled();
-        let log = home.path().join("trace.log");
-        let source = CRASHING.replace("{log!r}", &format!("{:?}", log.display().to_string()));
-        write_plugin(
-            &home.path().join("plugins"),
-            "crashing",
-            "name: crashing\n",
-            &[("__init__.py", &source)],
-        );
         let host = host(home.path(), bundled.path(), Isolation::All);
         let rt = tokio::runtime::Runtime::new().unwrap();
         for x in ["first", "second", "third"] {
@@ -277,16 +284,8 @@ struct Case {
 /// next hook's limit: the crash cases give a slow machine room).
 fn batch_case(x: &'static str, limit: Duration) -> Case {
     bounded(move || {
-        let home = home_with(&["batched"]);
+        let (home, log) = traced_home("batched", BATCHED);
         let bundled = no_bundled();
-        let log = home.path().join("trace.log");
-        let source = BATCHED.replace("{log!r}", &format!("{:?}", log.display().to_string()));
-        write_plugin(
-            &home.path().join("plugins"),
-            "batched",
-            "name: batched\n",
-            &[("__init__.py", &source)],
-        );
         let host = Host::builder()
             .home(home.path())
             .bundled_dir(bundled.path())
