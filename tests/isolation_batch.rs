@@ -181,11 +181,7 @@ fn a_failing_tool_is_rendered_by_plughost_and_seen_by_the_post_hooks() {
 /// A tool that crashes its worker on the second and later calls, with
 /// hooks before and after it in the plan.
 const CRASHING: &str = r#"
-import ctypes, os
-LOG = {log!r}
-def note(what):
-    with open(LOG, "a") as f:
-        f.write(what + "\n")
+import os
 def crash(x=""):
     note("tool:" + x)
     if x != "first":
@@ -198,12 +194,16 @@ def register(ctx):
     ctx.register_hook("transform_tool_result", lambda c: None)
 "#;
 
-/// A home with the one plugin `key`, from `template` with its trace log's
-/// path filled in; the log's path.
-fn traced_home(key: &str, template: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+/// A home with the one plugin `key`: `source` after a `note(what)` that
+/// appends a line to the home's trace log; the log's path.
+fn traced_home(key: &str, source: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let home = home_with(&[key]);
     let log = home.path().join("trace.log");
-    let source = template.replace("{log!r}", &format!("{:?}", log.display().to_string()));
+    let note = format!(
+        "def note(what):\n    with open({:?}, \"a\") as f:\n        f.write(what + \"\\n\")\n",
+        log.display().to_string()
+    );
+    let source = format!("{note}{source}");
     write_plugin(
         &home.path().join("plugins"),
         key,
@@ -239,10 +239,6 @@ fn a_tool_that_kills_its_worker_mid_batch_runs_once() {
 /// time limit.
 const BATCHED: &str = r#"
 import os, time
-LOG = {log!r}
-def note(what):
-    with open(LOG, "a") as f:
-        f.write(what + "\n")
 def tool(x=""):
     note("tool:" + x)
     if x == "tool-crash":

@@ -350,25 +350,17 @@ fn serve_requests(shared: &Arc<Shared>) {
 }
 
 impl Shared {
-    /// Send the reply to request `id` (see [`Shared::queue`]).
+    /// Send the reply to request `id` (encoded in `buf`), unless it shows
+    /// the memory limit was hit: then say so and end (the worker's state
+    /// is suspect).
     fn reply(&self, id: u64, reply: Reply, buf: &mut Vec<u8>) {
-        let mut out = Vec::new();
-        self.queue(id, reply, buf, &mut out);
-        self.write(&mut out);
-        *buf = out; // its capacity, for the next reply
-    }
-
-    /// Add the reply to request `id` to `out` (encoded in `scratch`),
-    /// unless it shows the memory limit was hit: then write what `out`
-    /// holds, say so and end (the worker's state is suspect).
-    fn queue(&self, id: u64, reply: Reply, scratch: &mut Vec<u8>, out: &mut Vec<u8>) {
         if let (Some(mib), Some(error)) = (self.limits.memory_mb, failure_of(&reply)) {
             if super::limits::is_out_of_memory(error) {
                 let notice = Reply::Exceeded {
                     limit: ResourceLimit::Memory { mib },
                 };
                 if encode_frame(
-                    scratch,
+                    buf,
                     &Envelope {
                         id: 0,
                         body: notice,
@@ -376,26 +368,20 @@ impl Shared {
                 )
                 .is_ok()
                 {
-                    out.extend_from_slice(scratch);
+                    self.write(buf);
                 }
-                let mut output = self.output.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = output.write_all(out);
                 end(1)
             }
         }
-        if let Err(e) = encode_frame(scratch, &Envelope { id, body: reply }) {
+        if let Err(e) = encode_frame(buf, &Envelope { id, body: reply }) {
             let refusal = Reply::Refused {
                 problem: format!("its answer cannot be sent: {e}"),
             };
-            if encode_frame(scratch, &Envelope { id, body: refusal }).is_err() {
+            if encode_frame(buf, &Envelope { id, body: refusal }).is_err() {
                 end(70)
             }
         }
-        if out.is_empty() {
-            std::mem::swap(out, scratch);
-        } else {
-            out.extend_from_slice(scratch);
-        }
+        self.write(buf);
     }
 
     /// Write the frames in `out` in one go, and empty it.
