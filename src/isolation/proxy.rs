@@ -549,6 +549,13 @@ impl SessionStates {
     }
 }
 
+/// How a hook's call reaches its worker: in its call's planned batch (the
+/// batch itself, when this step is the first), or as a request of its own.
+enum Outgoing {
+    Planned(Arc<super::batch::Plan>, Option<Box<Request>>),
+    Own(Request),
+}
+
 /// Where a loop-point hook's report of the session's state goes.
 struct StateReport {
     turn: Arc<IsolatedTurn>,
@@ -564,9 +571,15 @@ impl HookCallback for ProxyHook {
         let mut edits = None;
         let mut turn: Option<Arc<TurnScope>> = None;
         let mut chain = None;
-        let mut planned = None;
         let mut report: Option<StateReport> = None;
-        let wire = match &mut payload {
+        let request = |payload| {
+            Outgoing::Own(Request::Hook {
+                index: self.index,
+                event: event.name().to_string(),
+                payload,
+            })
+        };
+        let outgoing = match &mut payload {
             HookPayload::Tool(ctx) => {
                 let (slot, plan) = match ctx.dialect.get_mut::<IsolatedParams>() {
                     Some(state) => (state.params.clone(), state.plan.clone()),
@@ -583,22 +596,29 @@ impl HookCallback for ProxyHook {
                         (slot, None)
                     }
                 };
-                let current = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let mut wire = ToolCallWire::of(ctx);
-                if let Some(params) = current {
-                    wire.params = params;
-                }
-                edits = Some(slot);
-                let step = Step::Hook {
-                    event: event.name().to_string(),
-                    index: self.index,
+                // The call as the worker is to see it: built only when
+                // sent (a planned step's was sent with its batch).
+                let wire = || {
+                    let current = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    let mut wire = ToolCallWire::of(ctx);
+                    if let Some(params) = current {
+                        wire.params = params;
+                    }
+                    wire
                 };
+                let mut planned = None;
                 if let Some(plan) = plan.filter(|p| p.is_of(&self.sup)) {
-                    if let Claim::Planned(first) = plan.claim(&step, || wire.clone()) {
-                        planned = Some((plan, first));
+                    let step = Step::Hook {
+                        event: event.name().to_string(),
+                        index: self.index,
+                    };
+                    if let Claim::Planned(first) = plan.claim(&step, &wire) {
+                        planned = Some(Outgoing::Planned(plan, first));
                     }
                 }
-                PayloadWire::Tool(wire)
+                let outgoing = planned.unwrap_or_else(|| request(PayloadWire::Tool(wire())));
+                edits = Some(slot);
+                outgoing
             }
             HookPayload::Loop(lc) => {
                 let mut wire = super::protocol::LoopWire::of(lc);
@@ -628,21 +648,16 @@ impl HookCallback for ProxyHook {
                     wire.chain = carried.state;
                     chain = Some(carried.back);
                 }
-                PayloadWire::Loop(Box::new(wire))
+                request(PayloadWire::Loop(Box::new(wire)))
             }
-            other => PayloadWire::of(other),
-        };
-        let request = Request::Hook {
-            index: self.index,
-            event: event.name().to_string(),
-            payload: wire,
+            other => request(PayloadWire::of(other)),
         };
         let sup = self.sup.clone();
         let what = Subject::Hook(event);
         HookReturn::Pending(Box::pin(async move {
-            let reply = match planned {
-                Some((plan, first)) => plan.take(first, what).await,
-                None => sup.request(request, what).await,
+            let reply = match outgoing {
+                Outgoing::Planned(plan, first) => plan.take(first, what).await,
+                Outgoing::Own(request) => sup.request(request, what).await,
             };
             match reply {
                 Ok(Reply::Hook {

@@ -664,6 +664,21 @@ fn forget_turn(served: &Served, turn: u64) -> Answer {
     Answer::Now(Reply::Forgotten)
 }
 
+/// The arguments a tool event's hook left, for its reply: `None` when they
+/// are as plughost last knew them (most hooks only read them), which spares
+/// encoding and decoding the whole map at every step. What is sent becomes
+/// what plughost knows, so a later hook that puts them back is sent too.
+pub(super) fn params_edit(
+    ctx: &mut crate::core::hooks::ToolCallContext,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let edited = ctx.dialect.edited_params()?;
+    if edited == ctx.params {
+        return None;
+    }
+    ctx.params = edited.clone();
+    Some(edited)
+}
+
 /// A hook's reply: its answer, and the arguments as it left them (a loop
 /// point's: the dialect's state of the turn and, when it changed, of the
 /// session).
@@ -674,7 +689,7 @@ fn hook_reply(
     session: Option<Arc<WorkerSession>>,
 ) -> Reply {
     let (params, after) = match owned.as_payload() {
-        HookPayload::Tool(ctx) => (ctx.dialect.edited_params(), None),
+        HookPayload::Tool(ctx) => (params_edit(ctx), None),
         HookPayload::Loop(lc) => {
             let ui_events = lc.turn.as_ref().map_or_else(Vec::new, |scope| {
                 std::mem::take(&mut *scope.ui_events.lock().unwrap_or_else(|e| e.into_inner()))

@@ -76,7 +76,7 @@ pub(super) fn run(
                 pre_refused |= pre && !matches!(answer, Ok(HookAction::Continue));
                 let reply = Reply::Hook {
                     answer: answer.map(ActionWire::from).map_err(Into::into),
-                    params: ctx.dialect.edited_params(),
+                    params: super::worker::params_edit(&mut ctx),
                     after: None,
                 };
                 // After the last `pre_tool_call` hook: stop unless all went on.
