@@ -31,6 +31,10 @@ def pre(c):
     if x == "raise":
         raise RuntimeError("the guard fails")
     c.params["x"] = str(x) + "+pre"
+def undo(c):
+    x = str(c.params.get("x"))
+    if x.startswith("undo") and x.endswith("+pre"):
+        c.params["x"] = x[: -len("+pre")]
 def post(c):
     note("guarded-post:" + str(c.result) + ":" + str(c.success))
 def transform(c):
@@ -47,28 +51,45 @@ def register(ctx):
     ctx.register_tool("echo", props, echo)
     ctx.register_tool("fails", props, fails)
     ctx.register_hook("pre_tool_call", pre)
+    ctx.register_hook("pre_tool_call", undo)
     ctx.register_hook("post_tool_call", post)
     ctx.register_hook("transform_tool_result", transform)
 "#;
 
-/// An in-process neighbour whose `pre_tool_call` may refuse the call.
+/// An in-process neighbour whose `pre_tool_call` may refuse the call, and
+/// whose `post_tool_call` sees the arguments as the call ends.
 const NEIGHBOUR: &str = r#"
 from flowly.agent.hooks import BlockAction
 LOG = {log!r}
-def pre(c):
+def note(what):
     with open(LOG, "a") as f:
-        f.write("neighbour-pre:" + str(c.params.get("x")) + "\n")
+        f.write(what + "\n")
+def pre(c):
+    note("neighbour-pre:" + str(c.params.get("x")))
     if str(c.params.get("x")).startswith("neighbour"):
         return BlockAction("the neighbour blocks it")
+def post(c):
+    note("neighbour-post:" + str(c.params.get("x")))
 def register(ctx):
     ctx.register_hook("pre_tool_call", pre)
+    ctx.register_hook("post_tool_call", post)
 "#;
 
 /// The results of calling `tool` with each of `xs` twice (the first call
 /// learns that the tool has no `check_fn`; the second is planned), and
 /// the trace the plugins wrote.
 fn run(isolated: bool, neighbour: bool, tool: &str, xs: &[&str]) -> (Vec<String>, String) {
-    let keys: &[&str] = if neighbour {
+    run_beside(isolated, neighbour.then_some(NEIGHBOUR), tool, xs)
+}
+
+/// [`run`] with `neighbour` as the in-process neighbour's source.
+fn run_beside(
+    isolated: bool,
+    neighbour: Option<&str>,
+    tool: &str,
+    xs: &[&str],
+) -> (Vec<String>, String) {
+    let keys: &[&str] = if neighbour.is_some() {
         &["guarded", "neighbour"]
     } else {
         &["guarded"]
@@ -85,12 +106,12 @@ fn run(isolated: bool, neighbour: bool, tool: &str, xs: &[&str]) -> (Vec<String>
         "name: guarded\n",
         &[("__init__.py", &source(GUARDED))],
     );
-    if neighbour {
+    if let Some(neighbour) = neighbour {
         write_plugin(
             &plugins,
             "neighbour",
             "name: neighbour\n",
-            &[("__init__.py", &source(NEIGHBOUR))],
+            &[("__init__.py", &source(neighbour))],
         );
     }
     let isolation = if isolated {
@@ -160,6 +181,29 @@ fn the_plugins_own_hooks_have_their_in_process_effects() {
         "once per call: {trace}"
     );
     assert!(!trace.contains("tool:block"), "{trace}");
+}
+
+/// An in-process neighbour that only watches the call end: the guarded
+/// plugin's hooks and tool all go in one batch before it.
+const OBSERVER: &str = r#"
+LOG = {log!r}
+def post(c):
+    with open(LOG, "a") as f:
+        f.write("observer-post:" + str(c.params.get("x")) + "\n")
+def register(ctx):
+    ctx.register_hook("post_tool_call", post)
+"#;
+
+/// A worker's reply leaves the arguments out when a hook did not change
+/// them; a hook that puts back what an earlier one edited changed them,
+/// and an in-process hook after them sees it.
+#[test]
+fn a_hook_that_puts_the_arguments_back_is_heard() {
+    let (results, trace) = bounded(|| run_beside(true, Some(OBSERVER), "echo", &["undo"]));
+    assert_eq!(results, vec!["echo:undo [transformed]"; 2], "{trace}");
+    assert_eq!(trace.matches("observer-post:undo\n").count(), 2, "{trace}");
+    let in_process = bounded(|| run_beside(false, Some(OBSERVER), "echo", &["undo"]));
+    assert_eq!(trace, in_process.1, "the trace of side effects");
 }
 
 #[test]
