@@ -34,51 +34,71 @@ fn main() {
 
 /// Link the `plughost` command so that a start touches few pages of it
 /// (issue 26, item 3: its resident memory and start-up page faults).
-/// Binaries only: the wheel's extension module is linked as before.
+/// Binaries only: the wheel's extension module is linked as before. Each
+/// option is kept only if this build's rustc, linker and C library take it
+/// (a probe program is linked with it and run), so an older glibc, another
+/// linker or a cross build links as before; `PLUGHOST_NO_LINK_ORDER=1`
+/// turns both off.
 fn link_binary_for_start_up() {
     let env = |key: &str| std::env::var(key).unwrap_or_default();
-    if env("CARGO_CFG_TARGET_OS") != "linux" || env("CARGO_CFG_TARGET_ENV") != "gnu" {
-        return;
-    }
-    // Relocations packed (DT_RELR, glibc >= 2.36; older linkers ignore the
-    // option): ld.so reads a few KiB instead of ~1 MiB of `.rela.dyn`.
-    println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
-    // The functions a start runs, first and together in `.text`
-    // (link/record-startup-order.sh says how the list is made). Only LLD
-    // takes the option: the linker of rustc >= 1.90 on x86_64 Linux unless
-    // a build names another.
     println!("cargo:rerun-if-changed=link/startup-order.txt");
     println!("cargo:rerun-if-env-changed=PLUGHOST_NO_LINK_ORDER");
-    let other_linker = !env("RUSTC_LINKER").is_empty()
-        || env("CARGO_ENCODED_RUSTFLAGS").contains("link")
-        || !env("PLUGHOST_NO_LINK_ORDER").is_empty();
-    if env("TARGET") != "x86_64-unknown-linux-gnu" || other_linker || rustc_minor() < 90 {
+    if env("CARGO_CFG_TARGET_OS") != "linux"
+        || env("CARGO_CFG_TARGET_ENV") != "gnu"
+        || env("HOST") != env("TARGET")
+        || !env("PLUGHOST_NO_LINK_ORDER").is_empty()
+    {
         return;
     }
+    // Relocations packed (DT_RELR, glibc >= 2.36): ld.so reads a few KiB
+    // instead of ~1 MiB of `.rela.dyn`.
+    let relr = ["-Wl,-z,pack-relative-relocs".to_string()];
+    if links_and_runs(&relr) {
+        for arg in relr {
+            println!("cargo:rustc-link-arg-bins={arg}");
+        }
+    }
+    // The functions a start runs, first and together in `.text`
+    // (link/record-startup-order.sh says how the list is made). Its names
+    // are of release builds of this Cargo.lock; LLD takes the option.
     let order = std::path::Path::new(&env("CARGO_MANIFEST_DIR")).join("link/startup-order.txt");
-    if order.is_file() {
-        println!(
-            "cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={},--no-warn-symbol-ordering",
-            order.display()
-        );
+    if env("PROFILE") != "release" || !order.is_file() {
+        return;
+    }
+    let ordering = [
+        "-Xlinker".to_string(),
+        format!("--symbol-ordering-file={}", order.display()),
+        "-Xlinker".to_string(),
+        "--no-warn-symbol-ordering".to_string(),
+    ];
+    if links_and_runs(&ordering) {
+        for arg in ordering {
+            println!("cargo:rustc-link-arg-bins={arg}");
+        }
     }
 }
 
-/// The minor version of the rustc building this crate (`rustc 1.95.0 (…)`).
-fn rustc_minor() -> u32 {
+/// Whether an empty program, linked by this build's rustc with its
+/// RUSTFLAGS and `args`, links and runs.
+fn links_and_runs(args: &[String]) -> bool {
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default());
+    let (source, program) = (out.join("link_probe.rs"), out.join("link_probe"));
+    if std::fs::write(&source, "fn main() {}\n").is_err() {
+        return false;
+    }
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    std::process::Command::new(rustc)
-        .arg("--version")
-        .output()
-        .ok()
-        .and_then(|out| {
-            let text = String::from_utf8(out.stdout).ok()?;
-            text.split_whitespace()
-                .nth(1)?
-                .split('.')
-                .nth(1)?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let mut link = std::process::Command::new(rustc);
+    link.arg(&source).arg("-o").arg(&program);
+    link.args(flags.split('\x1f').filter(|f| !f.is_empty()));
+    for arg in args {
+        link.arg(format!("-Clink-arg={arg}"));
+    }
+    let quiet = |c: &mut std::process::Command| {
+        c.stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    quiet(&mut link) && quiet(&mut std::process::Command::new(&program))
 }

@@ -184,7 +184,7 @@ fn the_plugins_own_hooks_have_their_in_process_effects() {
 }
 
 /// An in-process neighbour that only watches the call end: the guarded
-/// plugin's hooks and tool all go in one batch before it.
+/// plugin's pre hooks, tool and post hook go in one batch before it.
 const OBSERVER: &str = r#"
 LOG = {log!r}
 def post(c):

@@ -295,6 +295,16 @@ impl ToolHandler for ProxyTool {
         let fatal = self.fatal.clone();
         if let Some(plan) = super::batch::of_call(ctx, &self.sup) {
             if let Claim::Planned(first) = plan.claim(&Step::Tool, || ToolCallWire::of(ctx)) {
+                if first.is_some() {
+                    // The batch starts here, with the arguments as they are
+                    // now (a loop-point lane may have replaced them since
+                    // the last hook): the view the worker's hooks' answers
+                    // are measured against, so it is plughost's too.
+                    if let Some(state) = ctx.dialect.get_mut::<IsolatedParams>() {
+                        *state.params.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some(ctx.params.clone());
+                    }
+                }
                 return ToolReturn::Pending(Box::pin(async move {
                     let reply = plan.take(first, what).await;
                     tool_result(&sup, &fatal, reply?)
@@ -551,6 +561,9 @@ impl SessionStates {
 
 /// How a hook's call reaches its worker: in its call's planned batch (the
 /// batch itself, when this step is the first), or as a request of its own.
+// Made once per hook call and moved into its future: boxing the request
+// would add an allocation to every call that is not planned.
+#[allow(clippy::large_enum_variant)]
 enum Outgoing {
     Planned(Arc<super::batch::Plan>, Option<Box<Request>>),
     Own(Request),
@@ -612,7 +625,7 @@ impl HookCallback for ProxyHook {
                         event: event.name().to_string(),
                         index: self.index,
                     };
-                    if let Claim::Planned(first) = plan.claim(&step, &wire) {
+                    if let Claim::Planned(first) = plan.claim(&step, wire) {
                         planned = Some(Outgoing::Planned(plan, first));
                     }
                 }

@@ -679,7 +679,7 @@ pub(super) fn params_edit(
     Some(edited)
 }
 
-/// A hook's reply: its answer, and the arguments as it left them (a loop
+/// A hook's reply: its answer, and the arguments if it changed them (a loop
 /// point's: the dialect's state of the turn and, when it changed, of the
 /// session).
 fn hook_reply(

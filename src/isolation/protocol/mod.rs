@@ -103,8 +103,8 @@ pub enum Reply {
     },
     Hook {
         answer: Result<ActionWire, HookErrorWire>,
-        /// The call's arguments as the hook left them, when it may have
-        /// edited them in place (tool events only).
+        /// The call's arguments as the hook left them, when they differ
+        /// from what plughost last knew of them (tool events only).
         params: Option<Map<String, Value>>,
         /// What a loop-point hook left besides its answer.
         #[serde(default)]
