@@ -103,7 +103,9 @@ pub struct ToolSpec {
 #[derive(Clone)]
 pub struct Tool {
     pub spec: ToolSpec,
-    pub(crate) validator: Option<Arc<jsonschema::Validator>>,
+    /// The compiled argument schema, once a call needed it (shared by the
+    /// tool's copies); `None` inside when the schema does not compile.
+    validator: Arc<std::sync::OnceLock<Option<jsonschema::Validator>>>,
     /// Why the schema cannot be used at all (too deep): calls are refused.
     pub(crate) unusable_schema: Option<String>,
     pub handler: Arc<dyn ToolHandler>,
@@ -120,12 +122,14 @@ pub struct Tool {
 }
 
 impl Tool {
-    /// Build a tool, compiling its argument schema once. A schema the
-    /// validator cannot compile is kept for listing but not enforced (with a
-    /// warning), so a plugin still works the way it did under its own host.
+    /// Build a tool. Its argument schema is compiled at its first call
+    /// ([`Tool::validator`]), not here: a start that loads 100 plugins and
+    /// calls a few of their tools (or none: `plugins list`) compiled 100
+    /// schemas, a third of plughost's own work per plugin. Only a schema
+    /// too deep to compile safely is refused here.
     pub fn new(mut spec: ToolSpec, handler: Arc<dyn ToolHandler>) -> Tool {
         let depth = json_depth(&spec.parameters);
-        let validator = if depth > MAX_SCHEMA_DEPTH {
+        let unusable_schema = if depth > MAX_SCHEMA_DEPTH {
             // Not kept: even dropping so deep a value recurses past the stack.
             let deep = std::mem::replace(&mut spec.parameters, json!({"type": "object"}));
             dismantle(deep);
@@ -135,26 +139,13 @@ impl Tool {
                 plugin = %spec.plugin,
                 "the tool's parameter schema nests {depth} levels deep (at most {MAX_SCHEMA_DEPTH}); calls are refused until it is flattened"
             );
-            Err(format!(
+            Some(format!(
                 "the tool's parameter schema nests {depth} levels deep (at most {MAX_SCHEMA_DEPTH}); the plugin must flatten it"
             ))
         } else {
-            match jsonschema::validator_for(&spec.parameters) {
-                Ok(v) => Ok(Some(Arc::new(v))),
-                Err(e) => {
-                    tracing::warn!(
-                        tool = %spec.name,
-                        plugin = %spec.plugin,
-                        "the tool's parameter schema is not valid JSON Schema ({e}); arguments will not be validated"
-                    );
-                    Ok(None)
-                }
-            }
+            None
         };
-        let (validator, unusable_schema) = match validator {
-            Ok(v) => (v, None),
-            Err(problem) => (None, Some(problem)),
-        };
+        let validator = Arc::new(std::sync::OnceLock::new());
         Tool {
             spec,
             validator,
@@ -164,6 +155,29 @@ impl Tool {
             renderer: None,
             shadows_only_own_toolset: false,
         }
+    }
+
+    /// The compiled argument schema, compiled at the first call that needs
+    /// it. `None`: nothing to check (a schema that is not valid JSON Schema
+    /// is kept for listing but not enforced, with a warning, so the plugin
+    /// still works the way it did under its own host).
+    pub(crate) fn validator(&self) -> Option<&jsonschema::Validator> {
+        if self.unusable_schema.is_some() {
+            return None;
+        }
+        self.validator
+            .get_or_init(|| match jsonschema::validator_for(&self.spec.parameters) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    tracing::warn!(
+                        tool = %self.spec.name,
+                        plugin = %self.spec.plugin,
+                        "the tool's parameter schema is not valid JSON Schema ({e}); arguments will not be validated"
+                    );
+                    None
+                }
+            })
+            .as_ref()
     }
 
     /// A native tool from a synchronous Rust closure.

@@ -94,16 +94,16 @@ pub fn stamp_of(dir: &Path) -> u64 {
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, u64, u128)>, depth: usize) {
-    let Ok(read) = std::fs::read_dir(dir) else {
+    // Listed through the build's view (discovery listed the plugin's directory).
+    let Ok(entries) = crate::plugins::snapshot::entries(dir) else {
         return;
     };
-    for entry in read.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        if name == "__pycache__" || path.extension().is_some_and(|e| e == "pyc") {
+    for entry in entries.iter() {
+        let path = dir.join(&entry.name);
+        if entry.name == "__pycache__" || path.extension().is_some_and(|e| e == "pyc") {
             continue;
         }
-        let Ok(meta) = std::fs::metadata(&path) else {
+        let Ok(meta) = crate::plugins::snapshot::metadata(&path) else {
             continue;
         };
         if meta.is_dir() {

@@ -191,6 +191,8 @@ impl HostBuilder {
 
     /// Discover, load and register everything.
     pub fn build(mut self) -> Result<Host, HostError> {
+        // Each plugin file read once for the whole build.
+        let _view = crate::plugins::snapshot::Scope::enter();
         let home = config::resolve_home(self.home.as_deref());
         let lists = self.lists_of(&home)?;
         let extensions = Arc::new(Extensions::default());
@@ -339,6 +341,7 @@ impl HostBuilder {
         recipe: &Recipe,
         host: &Host,
     ) -> Result<(super::PluginSet, super::ReloadReport), HostError> {
+        let _view = crate::plugins::snapshot::Scope::enter();
         let mut builder = recipe.builder.config_copy();
         let lists = builder.lists_of(&host.home)?;
         let found = builder.discover(&host.home, &lists, &host.extensions)?;

@@ -22,19 +22,19 @@ pub fn declares_guard(key: &str, source: Source, dir: &Path) -> bool {
     ["plugin.yaml", "plugin.yml", "plugin.json"]
         .iter()
         .map(|name| dir.join(name))
-        .find(|p| p.is_file())
+        .find(|p| crate::plugins::snapshot::is_file(p))
         .and_then(|p| {
-            let bytes = crate::plugins::atomic::read_regular(&p).ok()?;
-            let text = String::from_utf8(bytes).ok()?;
+            let bytes = crate::plugins::snapshot::read_regular(&p).ok()?;
+            let text = std::str::from_utf8(&bytes).ok()?;
             // Most manifests do not mention it: no parse (every start
             // asks for every plugin).
             if !text.contains("fail_closed") {
                 return None;
             }
             let doc: serde_json::Value = if p.extension().is_some_and(|e| e == "json") {
-                serde_json::from_str(&text).ok()?
+                serde_json::from_str(text).ok()?
             } else {
-                serde_saphyr::from_str(&text).ok()?
+                serde_saphyr::from_str(text).ok()?
             };
             doc.get("fail_closed")?.as_bool()
         })

@@ -43,6 +43,16 @@ pub fn replace(path: &Path, text: &str) -> std::io::Result<()> {
 /// Symbolic links are followed to what they name, which is held to the
 /// same rule.
 pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_regular_known(path, false).map(|(bytes, _)| bytes)
+}
+
+/// [`read_regular`], with the metadata of what was read. `known_regular`:
+/// the caller has seen `path` listed as a regular file (not a link), so
+/// the check before opening is skipped; the one on what was opened stays.
+pub(crate) fn read_regular_known(
+    path: &Path,
+    known_regular: bool,
+) -> std::io::Result<(Vec<u8>, std::fs::Metadata)> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let not_regular = |kind: &str| {
@@ -66,8 +76,10 @@ pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
             Some("a device or other special file")
         }
     };
-    if let Some(k) = kind(&std::fs::metadata(path)?) {
-        return Err(not_regular(k));
+    if !known_regular {
+        if let Some(k) = kind(&std::fs::metadata(path)?) {
+            return Err(not_regular(k));
+        }
     }
     // O_NONBLOCK: should the file be swapped for a FIFO after the check,
     // opening it does not wait for a writer; the check is then repeated on
@@ -76,12 +88,17 @@ pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)?;
-    if let Some(k) = kind(&file.metadata()?) {
+    let meta = file.metadata()?;
+    if let Some(k) = kind(&meta) {
         return Err(not_regular(k));
     }
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    // Sized from the metadata just read (a file that grew meanwhile is
+    // still read whole): `File::read_to_end` would ask for it again.
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0) + 64);
+    Read::by_ref(&mut file)
+        .take(u64::MAX)
+        .read_to_end(&mut bytes)?;
+    Ok((bytes, meta))
 }
 
 /// A file's modification time, size and inode.
@@ -90,6 +107,6 @@ pub(crate) type FileStamp = (std::time::SystemTime, u64, u64);
 /// What tells a version of `file` from another without reading it.
 pub(crate) fn file_stamp(file: &std::path::Path) -> Option<FileStamp> {
     use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(file).ok()?;
+    let m = crate::plugins::snapshot::metadata(file).ok()?;
     Some((m.modified().ok()?, m.len(), m.ino()))
 }

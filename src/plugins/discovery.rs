@@ -251,18 +251,19 @@ fn settle(found: &mut Vec<Candidate>, mut candidate: Candidate) {
 
 /// Sub-directories of `root` that look like plugins, sorted by name.
 fn plugin_dirs(root: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(root) else {
+    use crate::plugins::snapshot;
+    let Ok(entries) = snapshot::entries(root) else {
         return Vec::new();
     };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .filter(|p| manifest::find_manifest(p).is_some() || p.join("__init__.py").is_file())
-        .collect();
-    dirs.sort();
-    dirs
+    entries
+        .iter()
+        .filter(|e| !e.name.to_string_lossy().starts_with('.'))
+        .map(|e| root.join(&e.name))
+        .filter(|p| snapshot::is_dir(p))
+        .filter(|p| {
+            manifest::find_manifest(p).is_some() || snapshot::is_file(&p.join("__init__.py"))
+        })
+        .collect()
 }
 
 fn examine(source: Source, dir: &Path, lists: &PluginLists, formats: Formats<'_>) -> Candidate {

@@ -125,7 +125,7 @@ pub fn find_manifest(dir: &Path) -> Option<PathBuf> {
         .iter()
         .chain(std::iter::once(&CLAUDE_CODE_MANIFEST))
         .map(|f| dir.join(f))
-        .find(|p| p.is_file())
+        .find(|p| crate::plugins::snapshot::is_file(p))
 }
 
 /// Read and validate the manifest of `dir`; `dir_name` is the default name.
@@ -144,8 +144,8 @@ pub fn load_with(dir: &Path, formats: Formats<'_>) -> Result<Manifest, ManifestE
 fn load_in(dir: &Path, formats: Option<Formats<'_>>) -> Result<Manifest, ManifestError> {
     let path = find_manifest(dir).ok_or(ManifestError::Missing)?;
     // A special file (a FIFO) is refused, never opened for a blocking read.
-    let text = crate::plugins::atomic::read_regular(&path)
-        .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
+    let text = crate::plugins::snapshot::read_regular(&path)
+        .and_then(|b| String::from_utf8(b.to_vec()).map_err(std::io::Error::other))
         .map_err(|source| ManifestError::Read {
             path: path.clone(),
             source,
@@ -270,6 +270,17 @@ fn parse_in(
     })
 }
 
+/// The manifest text as a value (an empty YAML document is null).
+fn parse_value(text: &str, is_json: bool) -> Result<Value, String> {
+    if is_json {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    } else if text.trim().is_empty() {
+        Ok(Value::Null)
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
 /// The manifest's top-level mapping: JSON for a `.json` file, YAML
 /// otherwise (an empty YAML document is a mapping of all defaults).
 fn read_mapping(
@@ -278,19 +289,20 @@ fn read_mapping(
     file: &str,
 ) -> Result<serde_json::Map<String, Value>, ManifestError> {
     let is_json = path.extension().is_some_and(|e| e == "json");
-    let root: Value = if is_json {
-        serde_json::from_str(text).map_err(|e| ManifestError::Malformed {
-            file: file.to_string(),
-            message: e.to_string(),
-        })?
-    } else if text.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_saphyr::from_str(text).map_err(|e| ManifestError::Malformed {
-            file: file.to_string(),
-            message: e.to_string(),
-        })?
-    };
+    // Parsed once per build: discovery, the sniff and the load each read it.
+    let parsed = crate::plugins::snapshot::derived(
+        if is_json {
+            "manifest json"
+        } else {
+            "manifest yaml"
+        },
+        text,
+        || parse_value(text, is_json),
+    );
+    let root = parsed.map_err(|message| ManifestError::Malformed {
+        file: file.to_string(),
+        message,
+    })?;
     let map = match root {
         Value::Object(m) => m,
         // An empty YAML document means "all defaults".

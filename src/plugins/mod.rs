@@ -11,5 +11,6 @@ pub mod format;
 pub mod install;
 pub mod lock;
 pub mod manifest;
+pub mod snapshot;
 // --- added by supply ---
 pub mod deps;

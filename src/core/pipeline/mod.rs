@@ -241,7 +241,7 @@ impl Call<'_> {
                 problem: problem.clone(),
             }));
         }
-        let Some(validator) = &self.tool.validator else {
+        let Some(validator) = self.tool.validator() else {
             return Ok(params);
         };
         let instance = Value::Object(params);
@@ -327,7 +327,7 @@ impl Call<'_> {
                         got: json_type_name(&edited),
                     }));
                 };
-                if let Some(validator) = &self.tool.validator {
+                if let Some(validator) = self.tool.validator() {
                     let instance = Value::Object(params.clone());
                     if let Some(problem) = schema_problem(validator, &instance) {
                         return Err(self.invalid(ArgumentProblem::Schema { problem }));

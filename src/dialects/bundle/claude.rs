@@ -35,7 +35,7 @@ const NOT_RUN: [&str; 5] = ["commands", "agents", "hooks", "outputStyles", "lspS
 
 /// Whether `dir` is a Claude-Code-layout plugin (and not a v1 package).
 pub fn is_claude(dir: &Path) -> bool {
-    dir.join(MANIFEST).is_file() && !package::is_v1(dir)
+    crate::plugins::snapshot::is_file(&dir.join(MANIFEST)) && !package::is_v1(dir)
 }
 
 fn read_object(path: &Path, label: &str) -> Result<Map<String, Value>, String> {

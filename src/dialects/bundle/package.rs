@@ -43,8 +43,10 @@ pub struct PackageSkill {
 
 /// Whether `dir` holds an Agent Plugins v1 `plugin.json`.
 pub fn is_v1(dir: &Path) -> bool {
-    read_object(&dir.join("plugin.json"))
-        .is_ok_and(|m| m.get("$schema").and_then(Value::as_str) == Some(PLUGIN_SCHEMA_V1))
+    let path = dir.join("plugin.json");
+    crate::plugins::snapshot::is_file(&path)
+        && read_object(&path)
+            .is_ok_and(|m| m.get("$schema").and_then(Value::as_str) == Some(PLUGIN_SCHEMA_V1))
 }
 
 fn read_object(path: &Path) -> Result<Map<String, Value>, String> {

@@ -137,19 +137,19 @@ pub fn discover(
 /// Directories of `root` that are Felix source trees: no plughost manifest
 /// and a `pyproject.toml`, sorted by name.
 fn source_trees(root: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(root) else {
+    use crate::plugins::snapshot;
+    // Through the build's view: discovery listed these directories already.
+    let Ok(entries) = snapshot::entries(root) else {
         return Vec::new();
     };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
+    entries
+        .iter()
+        .filter(|e| !e.name.to_string_lossy().starts_with('.'))
+        .map(|e| root.join(&e.name))
+        .filter(|p| snapshot::is_dir(p))
         .filter(|p| crate::plugins::manifest::find_manifest(p).is_none())
-        .filter(|p| p.join("pyproject.toml").is_file())
-        .collect();
-    dirs.sort();
-    dirs
+        .filter(|p| snapshot::is_file(&p.join("pyproject.toml")))
+        .collect()
 }
 
 /// `<dir>/src` when present, else `<dir>`: what goes on `sys.path`.

@@ -84,7 +84,7 @@ from flowly.agent.hooks import VALID_EVENTS
 RECORD = {"methods": [], "attributes": [], "events": {}}
 
 def _fields(obj):
-    return [[k, type(getattr(obj, k)).__name__] for k, _ in obj._fields_spec]
+    return [[k, type(getattr(obj, k)).__name__] for k in obj._fields_spec]
 
 def register(ctx):
     for name in dir(ctx):

@@ -8,7 +8,6 @@
 //! `HERMES_HOME`). The first sign found is the reason given, so the choice
 //! is never silent.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 /// Manifest fields Hermes reads and Flowly does not (spec: hermes-plugin-api.md, "Manifest").
@@ -60,7 +59,7 @@ const METHODS: &[&str] = &[
 
 /// Files read per plugin, and bytes per file: a sniff, not an audit.
 const MAX_FILES: usize = 64;
-const MAX_BYTES: u64 = 256 * 1024;
+const MAX_BYTES: usize = 256 * 1024;
 
 /// Why the plugin in `dir` is a Hermes plugin, when its files say so.
 pub fn evidence(dir: &Path) -> Option<String> {
@@ -84,10 +83,17 @@ pub fn evidence(dir: &Path) -> Option<String> {
 }
 
 fn read_bounded(path: &Path) -> Option<String> {
-    let mut text = String::new();
-    let file = std::fs::File::open(path).ok()?;
-    file.take(MAX_BYTES).read_to_string(&mut text).ok()?;
-    Some(text)
+    // Through the build's view: discovery and the load read these too.
+    let bytes = crate::plugins::snapshot::read_regular(path).ok()?;
+    let head = &bytes[..bytes.len().min(MAX_BYTES)];
+    match std::str::from_utf8(head) {
+        Ok(text) => Some(text.to_owned()),
+        // A character cut at the bound: the whole ones before it.
+        Err(e) if e.error_len().is_none() => {
+            Some(String::from_utf8_lossy(&head[..e.valid_up_to()]).into_owned())
+        }
+        Err(_) => None,
+    }
 }
 
 fn manifest_evidence(dir: &Path) -> Option<String> {
@@ -138,22 +144,19 @@ fn python_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![dir.join("__init__.py")];
     let mut stack = vec![(dir.to_path_buf(), 0)];
     while let Some((at, depth)) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&at) else {
+        let Ok(entries) = crate::plugins::snapshot::entries(&at) else {
             continue;
         };
-        let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
-        entries.sort();
-        for path in entries {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        for entry in entries.iter() {
+            let name = entry.name.to_str().unwrap_or("");
             if name.starts_with('.') || name == "__pycache__" {
                 continue;
             }
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            if meta.is_dir() && depth < 3 {
+            // Symbolic links are not followed (their own type is neither).
+            let path = at.join(&entry.name);
+            if entry.file_type.is_dir() && depth < 3 {
                 stack.push((path, depth + 1));
-            } else if meta.is_file() && name.ends_with(".py") && !out.contains(&path) {
+            } else if entry.file_type.is_file() && name.ends_with(".py") && !out.contains(&path) {
                 out.push(path);
             }
             if out.len() >= MAX_FILES {

@@ -53,9 +53,10 @@ pub(in crate::host) fn assemble(
             })
         });
         let isolated = inputs.isolation.covers(&c.key);
-        let stamp = stamp_of(&c.dir);
         let old = previous.and_then(|p| p.unit(&c.key)).cloned();
         let wanted = c.enabled && c.skip_reason.is_none();
+        // Only a plugin that loads becomes a unit, which keeps its stamp.
+        let stamp = if wanted { stamp_of(&c.dir) } else { 0 };
         if let Some(u) = old
             .as_ref()
             .filter(|u| wanted && u.dir == c.dir && u.stamp == stamp && u.isolated == isolated)

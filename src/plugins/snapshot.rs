@@ -1,0 +1,423 @@
+//! One host build's view of the plugin directories: each file read, each
+//! directory listed and each path looked up once per build.
+//!
+//! A build looks at every plugin directory from several places that know
+//! nothing of each other: discovery (is it a plugin, its manifest), each
+//! dialect's sniff (manifest fields, its Python sources), the guard and
+//! strict-hooks checks, the reload stamp, the dialect's load. Each used to
+//! go to the file system on its own: with 100 plugins, `plugins list` made
+//! about 75 system calls a plugin where a minimal loader makes 12. Inside a
+//! [`Scope`] (a build on this thread) the first look is kept and every
+//! later one gets the same answer, so the build also sees one consistent
+//! version of each file. Outside a scope every call goes to the file
+//! system, as before.
+//!
+//! The view is per thread: a build runs on one thread, and another
+//! thread's build (a second host, a reload) keeps its own.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::FileType;
+use std::io;
+use std::path::Path;
+use std::rc::Rc;
+
+/// A directory entry as listed: its name and its type (a symbolic link's
+/// own type; [`is_file`] and [`is_dir`] follow it).
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub name: OsString,
+    pub file_type: FileType,
+}
+
+/// Files up to this size are kept for the build (manifests, sources).
+const KEEP_FILES_UP_TO: usize = 256 * 1024;
+
+type Kept<T> = Result<T, (io::ErrorKind, String)>;
+
+#[derive(Default)]
+struct View {
+    // Keyed by the path's bytes: hashing a `Path` parses its components.
+    files: HashMap<OsString, Kept<Rc<[u8]>>>,
+    listings: HashMap<OsString, Kept<Rc<[Entry]>>>,
+    metadata: HashMap<OsString, Kept<std::fs::Metadata>>,
+    /// Values made from file contents, by what made them and the contents.
+    derived: HashMap<(&'static str, String), Rc<dyn std::any::Any>>,
+}
+
+thread_local! {
+    /// The open scopes on this thread and their view.
+    static VIEW: RefCell<(usize, Option<View>)> = const { RefCell::new((0, None)) };
+}
+
+/// While alive, this thread's looks at plugin files are kept (see the
+/// module docs). Scopes nest: an inner one shares the outer's view.
+pub struct Scope {
+    // Tied to the thread whose view it opened.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl Scope {
+    pub fn enter() -> Scope {
+        VIEW.with(|v| {
+            let mut v = v.borrow_mut();
+            v.0 += 1;
+            if v.1.is_none() {
+                v.1 = Some(View::default());
+            }
+        });
+        Scope {
+            _thread: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        VIEW.with(|v| {
+            let mut v = v.borrow_mut();
+            v.0 -= 1;
+            if v.0 == 0 {
+                v.1 = None;
+            }
+        });
+    }
+}
+
+fn keep<T>(r: io::Result<T>) -> Kept<T> {
+    r.map_err(|e| (e.kind(), e.to_string()))
+}
+
+fn give<T>(k: Kept<T>) -> io::Result<T> {
+    k.map_err(|(kind, text)| io::Error::new(kind, text))
+}
+
+/// `look` through the view when a scope is open (kept in `table` under
+/// `path`), else straight to the file system.
+fn through<T: Clone>(
+    path: &Path,
+    table: fn(&mut View) -> &mut HashMap<OsString, Kept<T>>,
+    look: impl FnOnce(&Path) -> io::Result<T>,
+    worth_keeping: fn(&T) -> bool,
+) -> io::Result<T> {
+    let kept = VIEW.with(|v| {
+        v.borrow_mut()
+            .1
+            .as_mut()
+            .map(|view| table(view).get(path.as_os_str()).cloned())
+    });
+    match kept {
+        None => look(path),
+        Some(Some(k)) => give(k),
+        Some(None) => {
+            let k = keep(look(path));
+            if k.as_ref().map_or(true, worth_keeping) {
+                VIEW.with(|v| {
+                    if let Some(view) = v.borrow_mut().1.as_mut() {
+                        table(view).insert(path.as_os_str().to_owned(), k.clone());
+                    }
+                });
+            }
+            give(k)
+        }
+    }
+}
+
+/// [`crate::plugins::atomic::read_regular`]: the regular file at `path`,
+/// whole (a FIFO or device refused unopened).
+pub fn read_regular(path: &Path) -> io::Result<Rc<[u8]>> {
+    through(
+        path,
+        |v| &mut v.files,
+        |p| {
+            // Listed as a plain file: no need to look at it before opening.
+            let known_regular = in_scope() && listed_as_file(p);
+            let (bytes, meta) = crate::plugins::atomic::read_regular_known(p, known_regular)?;
+            // What was opened is what `metadata` would say (a stamp asks).
+            VIEW.with(|v| {
+                if let Some(view) = v.borrow_mut().1.as_mut() {
+                    view.metadata.insert(p.as_os_str().to_owned(), Ok(meta));
+                }
+            });
+            Ok(Rc::from(bytes))
+        },
+        // A big file (a vendored module, a data file) is read again
+        // rather than held for the whole build.
+        |bytes| bytes.len() <= KEEP_FILES_UP_TO,
+    )
+}
+
+/// The entries of directory `dir`, sorted by name.
+pub fn entries(dir: &Path) -> io::Result<Rc<[Entry]>> {
+    through(
+        dir,
+        |v| &mut v.listings,
+        |d| {
+            let mut out = Vec::new();
+            for e in std::fs::read_dir(d)? {
+                let e = e?;
+                out.push(Entry {
+                    name: e.file_name(),
+                    file_type: e.file_type()?,
+                });
+            }
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(Rc::from(out))
+        },
+        |_| true,
+    )
+}
+
+/// `std::fs::metadata` (symbolic links followed).
+pub fn metadata(path: &Path) -> io::Result<std::fs::Metadata> {
+    through(
+        path,
+        |v| &mut v.metadata,
+        |p| std::fs::metadata(p),
+        |_| true,
+    )
+}
+
+/// `make(text)`, made once per build for the same `text` (a manifest's
+/// text is parsed by discovery, the sniff and the load); `what` names the
+/// kind of value. Outside a scope it is made every time.
+pub fn derived<T: Clone + 'static>(what: &'static str, text: &str, make: impl FnOnce() -> T) -> T {
+    let key = (what, text.to_owned());
+    let kept = VIEW.with(|v| {
+        let v = v.borrow();
+        let view = v.1.as_ref()?;
+        Some(
+            view.derived
+                .get(&key)
+                .and_then(|d| d.downcast_ref::<T>().cloned()),
+        )
+    });
+    match kept {
+        None => make(),
+        Some(Some(value)) => value,
+        Some(None) => {
+            let value = make();
+            VIEW.with(|v| {
+                if let Some(view) = v.borrow_mut().1.as_mut() {
+                    view.derived.insert(key, Rc::new(value.clone()));
+                }
+            });
+            value
+        }
+    }
+}
+
+/// What `path` is, from its parent's listing where that says enough (a
+/// name that is not there is nothing; a plain file or directory is what
+/// its entry says), else from its metadata (a symbolic link followed).
+fn kind_of(path: &Path) -> Option<FileKind> {
+    let Some((parent, name)) = split(path) else {
+        return metadata(path).ok().map(|m| FileKind::of(m.file_type()));
+    };
+    // A parent its own (already listed) parent does not have: nothing
+    // under it, without trying to list it.
+    if let Some((grand, parent_name)) = split(parent) {
+        if let Some(Ok(listing)) = listed(grand) {
+            if find(&listing, parent_name).is_none() {
+                return None;
+            }
+        }
+    }
+    let Ok(listing) = entries(parent) else {
+        return None;
+    };
+    let entry = find(&listing, name)?;
+    if entry.file_type.is_symlink() {
+        return metadata(path).ok().map(|m| FileKind::of(m.file_type()));
+    }
+    Some(FileKind::of(entry.file_type))
+}
+
+/// `path`'s directory and last name, by its bytes (`Path::parent` and
+/// `file_name` parse every component: most of a lookup's cost). `None`
+/// for a root, or a last name of `.` or `..`.
+fn split(path: &Path) -> Option<(&Path, &OsStr)> {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    let end = bytes.iter().rposition(|&b| b != b'/')? + 1;
+    let bytes = &bytes[..end];
+    let (parent, name) = match bytes.iter().rposition(|&b| b == b'/') {
+        Some(0) => (&b"/"[..], &bytes[1..]),
+        Some(at) => (&bytes[..at], &bytes[at + 1..]),
+        None => (&b"."[..], bytes),
+    };
+    if name == b"." || name == b".." {
+        return None;
+    }
+    Some((
+        Path::new(OsStr::from_bytes(parent)),
+        OsStr::from_bytes(name),
+    ))
+}
+
+#[derive(PartialEq)]
+enum FileKind {
+    File,
+    Dir,
+    Other,
+}
+
+impl FileKind {
+    fn of(t: FileType) -> FileKind {
+        if t.is_file() {
+            FileKind::File
+        } else if t.is_dir() {
+            FileKind::Dir
+        } else {
+            FileKind::Other
+        }
+    }
+}
+
+/// Whether `path`'s parent listing has it as a plain file (not a link).
+fn listed_as_file(path: &Path) -> bool {
+    let Some((parent, name)) = split(path) else {
+        return false;
+    };
+    listed(parent)
+        .and_then(Result::ok)
+        .is_some_and(|l| find(&l, name).is_some_and(|e| e.file_type.is_file()))
+}
+
+/// `Path::is_file`, answered from the view inside a scope.
+pub fn is_file(path: &Path) -> bool {
+    if !in_scope() {
+        return path.is_file();
+    }
+    kind_of(path) == Some(FileKind::File)
+}
+
+/// `Path::is_dir`, answered from the view inside a scope.
+pub fn is_dir(path: &Path) -> bool {
+    if !in_scope() {
+        return path.is_dir();
+    }
+    kind_of(path) == Some(FileKind::Dir)
+}
+
+/// The entry `name` of a listing (sorted by name).
+fn find<'a>(listing: &'a [Entry], name: &OsStr) -> Option<&'a Entry> {
+    listing
+        .binary_search_by(|e| e.name.as_os_str().cmp(name))
+        .ok()
+        .map(|i| &listing[i])
+}
+
+/// The listing of `dir` the view already has, if any.
+fn listed(dir: &Path) -> Option<Kept<Rc<[Entry]>>> {
+    VIEW.with(|v| {
+        v.borrow()
+            .1
+            .as_ref()?
+            .listings
+            .get(dir.as_os_str())
+            .cloned()
+    })
+}
+
+fn in_scope() -> bool {
+    VIEW.with(|v| v.borrow().1.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_keeps_the_first_look_and_none_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plugin.yaml");
+        std::fs::write(&file, "name: a\n").unwrap();
+        {
+            let _scope = Scope::enter();
+            assert_eq!(&*read_regular(&file).unwrap(), b"name: a\n");
+            assert!(is_file(&file));
+            assert!(!is_file(&dir.path().join("plugin.yml")));
+            std::fs::write(&file, "name: b\n").unwrap();
+            std::fs::write(dir.path().join("plugin.yml"), "x").unwrap();
+            {
+                let _inner = Scope::enter();
+                assert_eq!(&*read_regular(&file).unwrap(), b"name: a\n");
+            }
+            assert_eq!(&*read_regular(&file).unwrap(), b"name: a\n");
+            assert!(!is_file(&dir.path().join("plugin.yml")));
+        }
+        assert_eq!(&*read_regular(&file).unwrap(), b"name: b\n");
+        assert!(is_file(&dir.path().join("plugin.yml")));
+    }
+
+    #[test]
+    fn a_derived_value_is_made_once_per_text_in_a_scope() {
+        let made = std::cell::Cell::new(0);
+        let make = |t: &str| {
+            derived("len", t, || {
+                made.set(made.get() + 1);
+                t.len()
+            })
+        };
+        {
+            let _scope = Scope::enter();
+            assert_eq!((make("ab"), make("ab"), make("abc")), (2, 2, 3));
+            assert_eq!(made.get(), 2);
+        }
+        make("ab");
+        assert_eq!(made.get(), 3);
+    }
+
+    #[test]
+    fn errors_are_kept_with_their_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let _scope = Scope::enter();
+        let missing = dir.path().join("nothing");
+        assert_eq!(
+            read_regular(&missing).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        std::fs::write(&missing, "now").unwrap();
+        assert_eq!(
+            read_regular(&missing).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert_eq!(
+            read_regular(dir.path()).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert!(is_dir(dir.path()));
+    }
+
+    #[test]
+    fn a_path_splits_as_path_parent_and_file_name_do() {
+        for path in ["a/b", "/a", "a", "a/b/", "/a/b/c.py", "./a", "a//b"] {
+            let p = Path::new(path);
+            let (parent, name) = split(p).unwrap();
+            assert_eq!(Some(name), p.file_name(), "{path}");
+            let expected = p.parent().filter(|q| !q.as_os_str().is_empty());
+            assert_eq!(
+                parent.components().collect::<Vec<_>>(),
+                expected
+                    .unwrap_or(Path::new("."))
+                    .components()
+                    .collect::<Vec<_>>(),
+                "{path}"
+            );
+        }
+        assert!(split(Path::new("/")).is_none());
+        assert!(split(Path::new("a/..")).is_none());
+    }
+
+    #[test]
+    fn a_symbolic_link_is_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+        let _scope = Scope::enter();
+        assert!(is_dir(&dir.path().join("link")));
+        assert!(!is_file(&dir.path().join("link")));
+    }
+}
