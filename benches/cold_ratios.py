@@ -62,7 +62,7 @@ def main() -> None:
     commands = [
         [bin, "--home", empty, "plugins", "list"],
         [py, "-c", "pass"],
-        ["env", f"PLUGHOST_BUNDLED_DIR={nothing}", bin, "--home", many, "plugins", "list"],
+        [{"PLUGHOST_BUNDLED_DIR": nothing}, bin, "--home", many, "plugins", "list"],
         [py, os.path.join(here, "min_loader.py"), many],
     ]
     try:

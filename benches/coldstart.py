@@ -27,20 +27,30 @@ def peak_rss_kib(cmd, env):
     return int(done.stderr.strip().splitlines()[-1])
 
 
+def split_env(cmd, env):
+    """A command given as ``[{"VAR": "value"}, argv...]`` runs with those
+    variables added to `env` (without an ``env`` process in front, whose
+    start would be timed with it)."""
+    if cmd and isinstance(cmd[0], dict):
+        return list(cmd[1:]), {**env, **cmd[0]}
+    return list(cmd), env
+
+
 def measure(commands, runs, env):
     """Each command `runs` times, interleaved (one run of each per round), so
     a burst of load on a shared machine hits every command alike."""
+    commands = [split_env(c, env) for c in commands]
     times = [[] for _ in commands]
     for _ in range(runs):
-        for cmd, took in zip(commands, times):
+        for (cmd, cmd_env), took in zip(commands, times):
             start = time.perf_counter()
-            code = subprocess.call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+            code = subprocess.call(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cmd_env)
             took.append(time.perf_counter() - start)
             if code != 0:
                 raise SystemExit(f"{cmd} exited with {code}")
     out = []
-    for cmd, took in zip(commands, times):
-        peaks = [peak_rss_kib(cmd, env) for _ in range(3)]
+    for (cmd, cmd_env), took in zip(commands, times):
+        peaks = [peak_rss_kib(cmd, cmd_env) for _ in range(3)]
         peak = None if peaks[0] is None else max(peaks)
         out.append({"median_s": statistics.median(took), "min_s": min(took), "max_rss_kib": peak})
     return out

@@ -1,9 +1,10 @@
-"""The finder serving plughost's compat modules that are compiled on first
-import rather than when the ``flowly`` package is installed (module
-``_plughost_flowly_lazy``): the web providers and tools, which most hosts
-never import, cost nothing until a plugin or a web tool does.
+"""The finder serving plughost's compat modules (module
+``_plughost_flowly_lazy``): each runs when it is first imported, so a host
+whose plugins import no ``flowly`` module (or no web provider) pays for none.
 
-Appended to ``sys.meta_path``; only the names in :data:`SOURCES` are served.
+On ``sys.meta_path``; only the names in :data:`SOURCES` are served. When it
+serves the compat ``flowly`` package it goes first, ahead of ``sys.path``
+(where a stray ``flowly`` directory is not Flowly).
 Each module's code comes from the runtime's bytecode cache (the one the
 eagerly installed compat modules use), so it is compiled once per binary,
 not on every start. The finder and loader follow the import protocol
@@ -20,6 +21,8 @@ from _plughost_native import compiled
 
 #: module name -> source
 SOURCES: "dict[str, str]" = {}
+#: the names in SOURCES that are packages
+PACKAGES: "set[str]" = set()
 
 
 class _Loader:
@@ -40,11 +43,23 @@ class LazyCompatFinder:
         source = SOURCES.get(fullname)
         if source is None:
             return None
-        return importlib.util.spec_from_loader(fullname, _Loader(source), origin=f"<plughost:{fullname}>")
+        spec = importlib.util.spec_from_loader(
+            fullname, _Loader(source), origin=f"<plughost:{fullname}>", is_package=fullname in PACKAGES
+        )
+        # ``__file__`` is ``<plughost:name>``, as for the runtime's own modules.
+        spec.has_location = True  # type: ignore[union-attr]
+        return spec
 
 
-def install(sources: "dict[str, str]") -> None:
-    """Register *sources* and put the finder on ``sys.meta_path`` (once)."""
+def install(sources: "dict[str, str]", packages: "list[str] | None" = None, first: bool = False) -> None:
+    """Register *sources* (*packages* among them) and put the finder on
+    ``sys.meta_path`` once: first when *first*, else last."""
     SOURCES.update(sources)
-    if not any(isinstance(f, LazyCompatFinder) for f in sys.meta_path):
-        sys.meta_path.append(LazyCompatFinder())
+    PACKAGES.update(packages or ())
+    finder = next((f for f in sys.meta_path if isinstance(f, LazyCompatFinder)), None)
+    if finder is None:
+        finder = LazyCompatFinder()
+        sys.meta_path.append(finder)
+    if first and sys.meta_path[0] is not finder:
+        sys.meta_path.remove(finder)
+        sys.meta_path.insert(0, finder)

@@ -178,12 +178,10 @@ fn source_evidence(text: &str) -> Option<String> {
         }
     }
     let code = without_comments(text);
-    for method in METHODS {
-        if calls(&code, method) {
-            return Some(format!(
-                "calls ctx.{method}(), which only Hermes's PluginContext has"
-            ));
-        }
+    if let Some(method) = first_called(&code) {
+        return Some(format!(
+            "calls ctx.{method}(), which only Hermes's PluginContext has"
+        ));
     }
     if register_tool_positional(&code).is_some_and(|n| n >= 4) {
         return Some(
@@ -230,11 +228,23 @@ fn without_comments(text: &str) -> String {
         .join("\n")
 }
 
-/// `.<method>(` called on anything (`ctx.inject_message(`).
-fn calls(code: &str, method: &str) -> bool {
-    code.match_indices(method).any(|(at, _)| {
-        code[..at].ends_with('.') && code[at + method.len()..].trim_start().starts_with('(')
-    })
+/// The first of [`METHODS`] (in their order) called on anything
+/// (`ctx.inject_message(`), in one pass over the code: each `.name(`.
+fn first_called(code: &str) -> Option<&'static str> {
+    let mut first: Option<usize> = None;
+    for (at, _) in code.match_indices('.') {
+        let rest = &code[at + 1..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let Some(index) = METHODS.iter().position(|m| *m == &rest[..end]) else {
+            continue;
+        };
+        if rest[end..].trim_start().starts_with('(') && first.is_none_or(|f| index < f) {
+            first = Some(index);
+        }
+    }
+    first.map(|i| METHODS[i])
 }
 
 /// The most top-level positional arguments of any `register_tool(` call.

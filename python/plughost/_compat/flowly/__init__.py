@@ -6,3 +6,13 @@ Flowly plugins can ``import flowly.agent.hooks`` / ``flowly.plugins`` /
 """
 
 __plughost_compat__ = True
+
+
+def __getattr__(name: str):
+    # Submodules run when first imported (see _plughost_flowly_lazy); reached
+    # as attributes, they are imported then, as if imported up front.
+    if name in ("agent", "plugins", "profile"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,4 +12,9 @@ def __getattr__(name: str):
         from flowly.plugins.manifest import PluginManifest
 
         return PluginManifest
+    if name == "manifest":
+        # A submodule reached as an attribute is imported then.
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'flowly.plugins' has no attribute {name!r}")

@@ -1,1 +1,11 @@
 """Compat package: only ``flowly.agent.tools.web_providers`` is provided."""
+
+
+def __getattr__(name: str):
+    # Submodules run when first imported (see _plughost_flowly_lazy); reached
+    # as attributes, they are imported then, as if imported up front.
+    if name in ("web_providers", "web"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

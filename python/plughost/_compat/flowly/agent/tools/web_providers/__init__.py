@@ -29,6 +29,11 @@ def __getattr__(name: str):
         from flowly.agent.tools.web_providers import registry
 
         return getattr(registry, name)
+    if name in ("base", "registry", "_config", "_http", "searxng", "brave", "tavily", "exa", "firecrawl", "parallel", "local", "ddgs"):
+        # A submodule reached as an attribute is imported then.
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(
         f"module 'flowly.agent.tools.web_providers' has no attribute {name!r}"
     )
