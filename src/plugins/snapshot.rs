@@ -219,9 +219,7 @@ fn kind_of(path: &Path) -> Option<FileKind> {
     // under it, without trying to list it.
     if let Some((grand, parent_name)) = split(parent) {
         if let Some(Ok(listing)) = listed(grand) {
-            if find(&listing, parent_name).is_none() {
-                return None;
-            }
+            find(&listing, parent_name)?;
         }
     }
     let Ok(listing) = entries(parent) else {
