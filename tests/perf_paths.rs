@@ -66,9 +66,59 @@ async fn a_hook_that_names_its_tools_is_called_for_those_only() {
     );
 }
 
+/// A Flowly plugin as most are written: it imports its API's types.
+const IMPORTS_FLOWLY: &str = r#"
+from flowly.agent.hooks import ToolHookContext
+
+def register(ctx):
+    ctx.register_tool("ctx_fields", {"type": "object", "properties": {}}, lambda: repr(ToolHookContext(tool_name="t")))
+"#;
+
+#[test]
+fn compat_modules_run_only_when_a_plugin_imports_them() {
+    let cache = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let list = |home: &std::path::Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
+            .arg("--home")
+            .arg(home)
+            .args(["plugins", "list"])
+            .env("XDG_CACHE_HOME", cache.path())
+            .env("PLUGHOST_BUNDLED_DIR", empty.path())
+            .env_remove("PYTHONDONTWRITEBYTECODE")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let flowly_cached = || -> Vec<String> {
+        std::fs::read_dir(cache.path().join("plughost/bytecode"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .filter(|n| n.starts_with("flowly"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // A Flowly plugin that imports nothing of `flowly`: none of it ran.
+    list(home_with(FILTERED).path());
+    assert_eq!(flowly_cached(), Vec::<String>::new());
+    // One that imports the hooks module: it and its packages ran.
+    list(home_with(IMPORTS_FLOWLY).path());
+    let mut ran: Vec<String> = flowly_cached()
+        .iter()
+        .map(|n| n.rsplitn(3, '.').nth(2).unwrap().to_string())
+        .collect();
+    ran.sort();
+    assert_eq!(ran, ["flowly", "flowly.agent", "flowly.agent.hooks"]);
+}
+
 #[test]
 fn embedded_compat_modules_are_cached_as_bytecode_and_read_back() {
-    let home = home_with(FILTERED);
+    let home = home_with(IMPORTS_FLOWLY);
     let cache = tempfile::tempdir().unwrap();
     let empty = tempfile::tempdir().unwrap();
     let list = || {
@@ -90,6 +140,7 @@ fn embedded_compat_modules_are_cached_as_bytecode_and_read_back() {
     };
     let first = list();
     assert!(first.contains("filtered"), "{first}");
+    assert!(first.contains("loaded"), "{first}");
     let dir = cache.path().join("plughost/bytecode");
     let cached: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
