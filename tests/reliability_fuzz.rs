@@ -43,10 +43,27 @@ fn plughost(home: &std::path::Path, bundled: &std::path::Path) -> Command {
     cmd
 }
 
-/// One `serve` for every case of the binary (started on first use).
+static SERVE: OnceLock<Mutex<Serve>> = OnceLock::new();
+
+/// Stop the shared `serve` and remove its home when the test process
+/// exits: a static is never dropped, and the server would outlive the
+/// suite (found running after a full test run).
+extern "C" fn stop_serve() {
+    if let Some(Ok(mut serve)) = SERVE.get().map(Mutex::try_lock) {
+        let _ = serve.child.kill();
+        let _ = serve.child.wait();
+        let _ = std::fs::remove_dir_all(serve._dirs.0.path());
+        let _ = std::fs::remove_dir_all(serve._dirs.1.path());
+    }
+}
+
+/// One `serve` for every case of the binary (started on first use,
+/// stopped at exit).
 fn serve() -> &'static Mutex<Serve> {
-    static SERVE: OnceLock<Mutex<Serve>> = OnceLock::new();
     SERVE.get_or_init(|| {
+        // SAFETY: registers a plain function with no arguments, called
+        // once by the C runtime at exit.
+        unsafe { libc::atexit(stop_serve) };
         let (home, bundled) = (common::home_with(&[]), common::no_bundled());
         let mut child = plughost(home.path(), bundled.path())
             .args([
@@ -313,9 +330,24 @@ impl Stdio_ {
     }
 }
 
+static MCP: OnceLock<Mutex<Stdio_>> = OnceLock::new();
+
+/// [`stop_serve`] for the shared `plughost mcp`.
+extern "C" fn stop_mcp() {
+    if let Some(Ok(mut mcp)) = MCP.get().map(Mutex::try_lock) {
+        let _ = mcp.child.kill();
+        let _ = mcp.child.wait();
+        let _ = std::fs::remove_dir_all(mcp._dirs.0.path());
+        let _ = std::fs::remove_dir_all(mcp._dirs.1.path());
+    }
+}
+
 fn mcp_stdio() -> &'static Mutex<Stdio_> {
-    static MCP: OnceLock<Mutex<Stdio_>> = OnceLock::new();
-    MCP.get_or_init(|| Mutex::new(Stdio_::start()))
+    MCP.get_or_init(|| {
+        // SAFETY: as in `serve`.
+        unsafe { libc::atexit(stop_mcp) };
+        Mutex::new(Stdio_::start())
+    })
 }
 
 proptest! {

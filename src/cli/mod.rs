@@ -91,11 +91,12 @@ fn host_builder(cli: &Cli, python_level: u8) -> crate::host::HostBuilder {
     // when no plugin was found (where to look for installed ones is its
     // `sys.path`), which is cheaper than the child process a library host of
     // native parts reads that path from (measured: `plugins list` on a home
-    // without plugins, 56 against 68 ms).
-    crate::runtime::Runtime::python().initialize_for_plugins();
+    // without plugins, 56 against 68 ms). It starts in the build, while a
+    // helper thread reads the plugin directories.
     let mut builder = Host::builder()
         .python_log_level(python_level)
-        .allow_missing_bundled();
+        .allow_missing_bundled()
+        .start_python_anyway();
     if let Some(home) = &cli.home {
         builder = builder.home(home);
     }

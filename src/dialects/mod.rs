@@ -435,9 +435,17 @@ pub fn choose(
 /// ([`Dialect::sniff`], asked in table order); `None`: nothing but the
 /// default's conventions.
 pub fn sniff_why(dir: &Path) -> Option<(DialectId, String)> {
-    DIALECTS
-        .iter()
-        .find_map(|d| d.sniff(dir).map(|why| (d.id(), why)))
+    let look = || {
+        DIALECTS
+            .iter()
+            .find_map(|d| d.sniff(dir).map(|why| (d.id(), why)))
+    };
+    // Once per build: the build's look-ahead thread sniffs while the
+    // interpreter starts (`host::build`), and `choose` takes its answer.
+    match dir.to_str() {
+        Some(key) => crate::plugins::snapshot::derived("sniff", key, look),
+        None => look(),
+    }
 }
 
 /// The dialect a plugin directory's own files show ([`sniff_why`]).

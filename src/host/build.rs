@@ -36,6 +36,8 @@ pub struct HostBuilder {
     limits: Option<crate::plugins::config::LimitTable>,
     // --- added by rely ---
     isolate_third_party: bool,
+    /// Start the interpreter during discovery even if no plugin is found.
+    python_anyway: bool,
 }
 
 impl HostBuilder {
@@ -139,6 +141,16 @@ impl HostBuilder {
     /// logged); by default `build` refuses with [`HostError::Bundled`].
     pub fn allow_missing_bundled(mut self) -> Self {
         self.allow_missing_bundled = true;
+        self
+    }
+    /// Start the interpreter during discovery even when no plugin is found
+    /// (the CLI: where to look for installed plugins is then read from its
+    /// `sys.path` in-process, cheaper than the child process a library
+    /// host of native parts reads it from). It starts while a helper
+    /// thread reads the plugin directories, as it does whenever plugins
+    /// are expected.
+    pub(crate) fn start_python_anyway(mut self) -> Self {
+        self.python_anyway = true;
         self
     }
     /// Which plugins run in their own worker process; overrides
@@ -441,17 +453,31 @@ impl HostBuilder {
             .as_ref()
             .map(|e| discovery::missing_bundled(e, lists, crate::dialects::formats()))
             .unwrap_or_default();
-        let mut candidates =
-            discovery::discover_after(seed, &roots, lists, crate::dialects::formats());
+        // Plugins found will most likely start Python (any enabled by name,
+        // or the bundled ones of the defaults): the interpreter starts on
+        // this thread while a helper reads, parses and sniffs the plugin
+        // directories (a third of `plugins list`'s own work with 100
+        // plugins; the snapshot it filled is this build's from then on).
+        // When the guess is wrong the interpreter started early, as it
+        // would have for discovering any enabled plugin.
+        let overlap = self.runtime.would_initialize()
+            && (self.python_anyway || !lists.enabled.is_empty() || unavailable.is_none());
+        let mut candidates = if overlap {
+            let runtime = &self.runtime;
+            discover_while(|| runtime.initialize_for_plugins(), seed, &roots, lists)
+        } else {
+            discovery::discover_after(seed, &roots, lists, crate::dialects::formats())
+        };
         // A runtime without Python runs no dialect's discovery: none of
         // what it would find could load, and looking reads the interpreter's path.
         if self.runtime.has_python() {
             // Plugins found already will start Python: the dialects read
             // its path in-process. Without any, they read it without
             // starting the interpreter (a host of native parts never does).
-            if candidates
-                .iter()
-                .any(|c| c.enabled && c.skip_reason.is_none())
+            if self.python_anyway
+                || candidates
+                    .iter()
+                    .any(|c| c.enabled && c.skip_reason.is_none())
             {
                 self.runtime.initialize_for_plugins();
             }
@@ -474,6 +500,56 @@ impl HostBuilder {
             bundled_copy,
         })
     }
+}
+
+/// Discovery of `roots` (each candidate's dialect sniffed too, for
+/// `dialects::choose`) on a helper thread while this one runs `meanwhile`;
+/// what the helper read becomes this thread's snapshot. Inline when no
+/// thread can be started.
+fn discover_while(
+    meanwhile: impl FnOnce(),
+    seed: Vec<discovery::Candidate>,
+    roots: &[(Source, PathBuf)],
+    lists: &config::PluginLists,
+) -> Vec<discovery::Candidate> {
+    let formats = crate::dialects::formats();
+    let seed = std::sync::Mutex::new(Some(seed));
+    // The helper logs where this thread does (an embedder's scoped
+    // subscriber included).
+    let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+    let look = || {
+        tracing::dispatcher::with_default(&dispatch, || {
+            crate::plugins::snapshot::looking(|| {
+                let seed = seed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take()
+                    .unwrap_or_default();
+                let found = discovery::discover_after(seed, roots, lists, formats);
+                for c in found.iter().filter(|c| c.dialect == formats.default_id()) {
+                    crate::dialects::sniff_why(&c.dir);
+                }
+                found
+            })
+        })
+    };
+    let (found, looked) = std::thread::scope(|s| {
+        let ahead = std::thread::Builder::new()
+            .name("plughost-discovery".into())
+            .spawn_scoped(s, look);
+        meanwhile();
+        match ahead {
+            Ok(ahead) => ahead
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(e) => {
+                tracing::debug!("discovery runs inline (no helper thread: {e})");
+                look()
+            }
+        }
+    });
+    crate::plugins::snapshot::adopt(looked);
+    found
 }
 
 /// What a host reloads with: its builder's settings, the parts every set

@@ -13,7 +13,10 @@
 //! system, as before.
 //!
 //! The view is per thread: a build runs on one thread, and another
-//! thread's build (a second host, a reload) keeps its own.
+//! thread's build (a second host, a reload) keeps its own. A build that
+//! has a helper thread look ahead (discovery while the interpreter starts,
+//! see `host::build`) takes over what it saw with [`looking`] and
+//! [`adopt`].
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,7 +24,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::FileType;
 use std::io;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// A directory entry as listed: its name and its type (a symbolic link's
 /// own type; [`is_file`] and [`is_dir`] follow it).
@@ -39,11 +42,11 @@ type Kept<T> = Result<T, (io::ErrorKind, String)>;
 #[derive(Default)]
 struct View {
     // Keyed by the path's bytes: hashing a `Path` parses its components.
-    files: HashMap<OsString, Kept<Rc<[u8]>>>,
-    listings: HashMap<OsString, Kept<Rc<[Entry]>>>,
+    files: HashMap<OsString, Kept<Arc<[u8]>>>,
+    listings: HashMap<OsString, Kept<Arc<[Entry]>>>,
     metadata: HashMap<OsString, Kept<std::fs::Metadata>>,
     /// Values made from file contents, by what made them and the contents.
-    derived: HashMap<(&'static str, String), Rc<dyn std::any::Any>>,
+    derived: HashMap<(&'static str, String), Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 thread_local! {
@@ -83,6 +86,52 @@ impl Drop for Scope {
             }
         });
     }
+}
+
+/// What a helper thread's [`looking`] saw, for the build's thread to
+/// [`adopt`].
+#[derive(Default)]
+pub struct Looked(Option<View>);
+
+/// Run `work` in a view of its own on this thread (a helper's, with no
+/// scope open) and hand over what it saw. On a thread that already has a
+/// scope open, `work` uses that view and nothing is handed over: it stays
+/// where it is.
+pub fn looking<R>(work: impl FnOnce() -> R) -> (R, Looked) {
+    let nested = in_scope();
+    let scope = Scope::enter();
+    let result = work();
+    let view = if nested {
+        None
+    } else {
+        VIEW.with(|v| v.borrow_mut().1.take())
+    };
+    drop(scope);
+    (result, Looked(view))
+}
+
+/// Add what a helper saw ([`looking`]) to this thread's view; what this
+/// thread saw itself is kept. Nothing is kept outside a scope.
+pub fn adopt(looked: Looked) {
+    let Some(theirs) = looked.0 else {
+        return;
+    };
+    VIEW.with(|v| {
+        if let Some(ours) = v.borrow_mut().1.as_mut() {
+            for (k, x) in theirs.files {
+                ours.files.entry(k).or_insert(x);
+            }
+            for (k, x) in theirs.listings {
+                ours.listings.entry(k).or_insert(x);
+            }
+            for (k, x) in theirs.metadata {
+                ours.metadata.entry(k).or_insert(x);
+            }
+            for (k, x) in theirs.derived {
+                ours.derived.entry(k).or_insert(x);
+            }
+        }
+    });
 }
 
 fn keep<T>(r: io::Result<T>) -> Kept<T> {
@@ -126,7 +175,7 @@ fn through<T: Clone>(
 
 /// [`crate::plugins::atomic::read_regular`]: the regular file at `path`,
 /// whole (a FIFO or device refused unopened).
-pub fn read_regular(path: &Path) -> io::Result<Rc<[u8]>> {
+pub fn read_regular(path: &Path) -> io::Result<Arc<[u8]>> {
     through(
         path,
         |v| &mut v.files,
@@ -140,7 +189,7 @@ pub fn read_regular(path: &Path) -> io::Result<Rc<[u8]>> {
                     view.metadata.insert(p.as_os_str().to_owned(), Ok(meta));
                 }
             });
-            Ok(Rc::from(bytes))
+            Ok(Arc::from(bytes))
         },
         // A big file (a vendored module, a data file) is read again
         // rather than held for the whole build.
@@ -149,7 +198,7 @@ pub fn read_regular(path: &Path) -> io::Result<Rc<[u8]>> {
 }
 
 /// The entries of directory `dir`, sorted by name.
-pub fn entries(dir: &Path) -> io::Result<Rc<[Entry]>> {
+pub fn entries(dir: &Path) -> io::Result<Arc<[Entry]>> {
     through(
         dir,
         |v| &mut v.listings,
@@ -163,7 +212,7 @@ pub fn entries(dir: &Path) -> io::Result<Rc<[Entry]>> {
                 });
             }
             out.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(Rc::from(out))
+            Ok(Arc::from(out))
         },
         |_| true,
     )
@@ -182,7 +231,11 @@ pub fn metadata(path: &Path) -> io::Result<std::fs::Metadata> {
 /// `make(text)`, made once per build for the same `text` (a manifest's
 /// text is parsed by discovery, the sniff and the load); `what` names the
 /// kind of value. Outside a scope it is made every time.
-pub fn derived<T: Clone + 'static>(what: &'static str, text: &str, make: impl FnOnce() -> T) -> T {
+pub fn derived<T: Clone + Send + Sync + 'static>(
+    what: &'static str,
+    text: &str,
+    make: impl FnOnce() -> T,
+) -> T {
     let key = (what, text.to_owned());
     let kept = VIEW.with(|v| {
         let v = v.borrow();
@@ -200,7 +253,7 @@ pub fn derived<T: Clone + 'static>(what: &'static str, text: &str, make: impl Fn
             let value = make();
             VIEW.with(|v| {
                 if let Some(view) = v.borrow_mut().1.as_mut() {
-                    view.derived.insert(key, Rc::new(value.clone()));
+                    view.derived.insert(key, Arc::new(value.clone()));
                 }
             });
             value
@@ -308,7 +361,7 @@ fn find<'a>(listing: &'a [Entry], name: &OsStr) -> Option<&'a Entry> {
 }
 
 /// The listing of `dir` the view already has, if any.
-fn listed(dir: &Path) -> Option<Kept<Rc<[Entry]>>> {
+fn listed(dir: &Path) -> Option<Kept<Arc<[Entry]>>> {
     VIEW.with(|v| {
         v.borrow()
             .1
@@ -407,6 +460,47 @@ mod tests {
         }
         assert!(split(Path::new("/")).is_none());
         assert!(split(Path::new("a/..")).is_none());
+    }
+
+    #[test]
+    fn what_a_helper_thread_saw_is_the_builds_view_once_adopted() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plugin.yaml");
+        std::fs::write(&file, "name: a\n").unwrap();
+        let (text, looked) = std::thread::scope(|s| {
+            s.spawn(|| looking(|| read_regular(&file).unwrap()))
+                .join()
+                .unwrap()
+        });
+        assert_eq!(&*text, b"name: a\n");
+        std::fs::write(&file, "name: b\n").unwrap();
+        let _scope = Scope::enter();
+        // What this thread saw itself stays; the helper's fills the rest.
+        let other = dir.path().join("other.yaml");
+        std::fs::write(&other, "mine").unwrap();
+        assert_eq!(&*read_regular(&other).unwrap(), b"mine");
+        adopt(looked);
+        assert_eq!(&*read_regular(&file).unwrap(), b"name: a\n");
+        assert_eq!(&*read_regular(&other).unwrap(), b"mine");
+    }
+
+    #[test]
+    fn looking_inside_an_open_scope_keeps_its_view_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a");
+        std::fs::write(&file, "1").unwrap();
+        let _scope = Scope::enter();
+        let (_, looked) = looking(|| read_regular(&file).unwrap());
+        assert!(looked.0.is_none());
+        std::fs::write(&file, "2").unwrap();
+        assert_eq!(&*read_regular(&file).unwrap(), b"1");
+        // Outside any scope, adopting keeps nothing.
+        let outside = std::thread::spawn(move || {
+            let (_, looked) = looking(|| read_regular(&file).unwrap());
+            adopt(looked);
+            !in_scope()
+        });
+        assert!(outside.join().unwrap());
     }
 
     #[test]
