@@ -7,17 +7,25 @@ Only the Rust side calls into this module; plugins never see it.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 from types import ModuleType
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # `typing` costs milliseconds at start-up; annotations are strings here
+# `typing` costs milliseconds at start-up (its import is most of what this
+# module added to a start); annotations are strings here, and type checkers
+# treat a module-level `TYPE_CHECKING = False` as the real one.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any, Callable
 
 import _plughost_native as _native
+
+# What importlib.util re-exports (spec_from_loader, module_from_spec,
+# spec_from_file_location), from the import system's own modules, which
+# every CPython has loaded: importing importlib.util runs contextlib and its
+# imports, milliseconds at every start.
+import _frozen_importlib as _bootstrap  # noqa: E402
+import _frozen_importlib_external as _bootstrap_external  # noqa: E402
 
 #: The home of the host built last: what plugin code outside any plugin
 #: package (direct registrations of the Python API) sees.
@@ -34,7 +42,7 @@ def _plugin_root() -> ModuleType:
     if root is None:
         root = ModuleType(PLUGIN_PACKAGE)
         root.__path__ = []  # a package with no files: children are added by spec
-        root.__spec__ = importlib.util.spec_from_loader(PLUGIN_PACKAGE, None, is_package=True)
+        root.__spec__ = _bootstrap.spec_from_loader(PLUGIN_PACKAGE, None, is_package=True)
         root.__spec__._initializing = False  # type: ignore[attr-defined]  # see import_plugin
         sys.modules[PLUGIN_PACKAGE] = root
     return root
@@ -49,10 +57,10 @@ def import_plugin(slug: str, directory: str, init_file: str, home: str) -> Modul
     """
     _plugin_root()
     name = f"{PLUGIN_PACKAGE}.{slug}"
-    spec = importlib.util.spec_from_file_location(name, init_file, submodule_search_locations=[directory])
+    spec = _bootstrap_external.spec_from_file_location(name, init_file, submodule_search_locations=[directory])
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import plugin from {init_file}")
-    module = importlib.util.module_from_spec(spec)
+    module = _bootstrap.module_from_spec(spec)
     sys.modules[name] = module
     PACKAGE_HOMES[slug] = home
     try:
@@ -221,6 +229,8 @@ class _ForwardOnImport:
             sys.meta_path.remove(self)
         except ValueError:
             pass
+        import importlib.util  # when logging is first imported, not at start-up
+
         spec = importlib.util.find_spec("logging")
         if spec is not None and spec.loader is not None:
             spec.loader = _ThenForward(spec.loader, self.level)

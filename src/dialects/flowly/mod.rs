@@ -230,8 +230,7 @@ fn install(py: Python<'_>) -> PyResult<String> {
 /// `flowly` on `sys.path` (an empty one in the current directory, a
 /// namespace package, an unrelated project) is not Flowly.
 fn real_flowly(py: Python<'_>) -> PyResult<Option<String>> {
-    let find_spec = py.import("importlib.util")?.getattr("find_spec")?;
-    let spec = match find_spec.call1(("flowly",)) {
+    let spec = match find_top_level_spec(py, "flowly") {
         Ok(s) if !s.is_none() => s,
         _ => return Ok(None),
     };
@@ -243,6 +242,25 @@ fn real_flowly(py: Python<'_>) -> PyResult<Option<String>> {
     let agent = package.join("agent");
     let has_hooks = agent.join("hooks.py").is_file() || agent.join("hooks").is_dir();
     Ok(has_hooks.then(|| package.display().to_string()))
+}
+
+/// `importlib.util.find_spec(name)` for a top-level `name`, without
+/// importing `importlib.util` (it runs `contextlib` and its imports,
+/// milliseconds at a start): a loaded module's spec, else what the import
+/// system's finders say (`_frozen_importlib._find_spec`, what
+/// `importlib.util.find_spec` calls; that module is used when an
+/// interpreter does not have it).
+fn find_top_level_spec<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    if let Ok(module) = py.import("sys")?.getattr("modules")?.get_item(name) {
+        return module.getattr("__spec__");
+    }
+    match py.import("_frozen_importlib")?.getattr("_find_spec") {
+        Ok(find) => find.call1((name, py.None())),
+        Err(_) => py
+            .import("importlib.util")?
+            .getattr("find_spec")?
+            .call1((name,)),
+    }
 }
 
 /// The Flowly dialect (see the module docs).

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+# `typing` only for annotations (strings here): importing it costs
+# milliseconds at every start that loads a web backend.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _camel(snake: str) -> str:

@@ -22,7 +22,11 @@ Failures::
 from __future__ import annotations
 
 import abc
-from typing import Any
+# `typing` only for annotations (strings here): importing it costs
+# milliseconds at every start that loads a web backend.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class WebSearchProvider(abc.ABC):

@@ -14,7 +14,11 @@ Which provider serves ``search`` (or ``extract``), in Flowly's order:
 from __future__ import annotations
 
 import threading
-from typing import Optional
+# `typing` only for annotations (strings here): importing it costs
+# milliseconds at every start that loads a web backend.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Optional
 
 from flowly.agent.tools.web_providers._config import web_search_config
 from flowly.agent.tools.web_providers.base import WebSearchProvider
