@@ -45,11 +45,21 @@ fn plughost(home: &std::path::Path, bundled: &std::path::Path) -> Command {
 
 static SERVE: OnceLock<Mutex<Serve>> = OnceLock::new();
 
+/// The lock, when no thread holds it; a case that failed holding it (a
+/// poisoned lock) still lets go of its child.
+fn unpoisoned<T>(m: &Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(guard) => Some(guard),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
+}
+
 /// Stop the shared `serve` and remove its home when the test process
 /// exits: a static is never dropped, and the server would outlive the
 /// suite (found running after a full test run).
 extern "C" fn stop_serve() {
-    if let Some(Ok(mut serve)) = SERVE.get().map(Mutex::try_lock) {
+    if let Some(mut serve) = SERVE.get().and_then(unpoisoned) {
         let _ = serve.child.kill();
         let _ = serve.child.wait();
         let _ = std::fs::remove_dir_all(serve._dirs.0.path());
@@ -334,7 +344,7 @@ static MCP: OnceLock<Mutex<Stdio_>> = OnceLock::new();
 
 /// [`stop_serve`] for the shared `plughost mcp`.
 extern "C" fn stop_mcp() {
-    if let Some(Ok(mut mcp)) = MCP.get().map(Mutex::try_lock) {
+    if let Some(mut mcp) = MCP.get().and_then(unpoisoned) {
         let _ = mcp.child.kill();
         let _ = mcp.child.wait();
         let _ = std::fs::remove_dir_all(mcp._dirs.0.path());

@@ -461,7 +461,9 @@ impl HostBuilder {
         // When the guess is wrong the interpreter started early, as it
         // would have for discovering any enabled plugin.
         let overlap = self.runtime.would_initialize()
-            && (self.python_anyway || !lists.enabled.is_empty() || unavailable.is_none());
+            && (self.python_anyway
+                || !lists.enabled.is_empty()
+                || bundled_expected(&roots[0].1, lists));
         let mut candidates = if overlap {
             let runtime = &self.runtime;
             discover_while(|| runtime.initialize_for_plugins(), seed, &roots, lists)
@@ -502,6 +504,24 @@ impl HostBuilder {
     }
 }
 
+/// Whether the bundled root has a plugin directory `lists` does not
+/// disable (by its directory name: a guess, from one listing the build
+/// keeps): then the interpreter starts beside discovery. An empty or
+/// missing root (a host of native parts, `bundled_dir` of an empty
+/// directory) starts nothing.
+fn bundled_expected(root: &Path, lists: &config::PluginLists) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    crate::plugins::snapshot::entries(root).is_ok_and(|entries| {
+        entries.iter().any(|e| {
+            !e.name.as_bytes().starts_with(b".")
+                && !e.file_type.is_file()
+                && e.name
+                    .to_str()
+                    .is_none_or(|n| !lists.disabled.iter().any(|d| d == n))
+        })
+    })
+}
+
 /// Discovery of `roots` (each candidate's dialect sniffed too, for
 /// `dialects::choose`) on a helper thread while this one runs `meanwhile`;
 /// what the helper read becomes this thread's snapshot. Inline when no
@@ -517,8 +537,10 @@ fn discover_while(
     // The helper logs where this thread does (an embedder's scoped
     // subscriber included).
     let dispatch = tracing::dispatcher::get_default(|d| d.clone());
+    let span = tracing::Span::current();
     let look = || {
         tracing::dispatcher::with_default(&dispatch, || {
+            let _span = span.enter();
             crate::plugins::snapshot::looking(|| {
                 let seed = seed
                     .lock()

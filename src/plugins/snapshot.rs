@@ -203,14 +203,17 @@ pub fn entries(dir: &Path) -> io::Result<Arc<[Entry]>> {
         dir,
         |v| &mut v.listings,
         |d| {
-            let mut out = Vec::new();
-            for e in std::fs::read_dir(d)? {
-                let e = e?;
-                out.push(Entry {
-                    name: e.file_name(),
-                    file_type: e.file_type()?,
-                });
-            }
+            // An entry that cannot be read (removed while listing) is
+            // left out, as the listings this replaced did; the rest stand.
+            let mut out: Vec<Entry> = std::fs::read_dir(d)?
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    Some(Entry {
+                        file_type: e.file_type().ok()?,
+                        name: e.file_name(),
+                    })
+                })
+                .collect();
             out.sort_by(|a, b| a.name.cmp(&b.name));
             Ok(Arc::from(out))
         },
@@ -276,7 +279,8 @@ fn kind_of(path: &Path) -> Option<FileKind> {
         }
     }
     let Ok(listing) = entries(parent) else {
-        return None;
+        // A directory that can be entered but not listed: ask the path.
+        return metadata(path).ok().map(|m| FileKind::of(m.file_type()));
     };
     let entry = find(&listing, name)?;
     if entry.file_type.is_symlink() {

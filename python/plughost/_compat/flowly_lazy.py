@@ -9,13 +9,16 @@ Each module's code comes from the runtime's bytecode cache (the one the
 eagerly installed compat modules use), so it is compiled once per binary,
 not on every start. The finder and loader follow the import protocol
 without subclassing ``importlib.abc`` (whose import costs a millisecond at
-start-up).
+start-up), and specs come from the import system's own module (what
+``importlib.util.spec_from_loader`` is; importing ``importlib.util`` runs
+``contextlib`` and its imports).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
+
+import _frozen_importlib as _bootstrap
 
 from _plughost_native import compiled
 
@@ -43,7 +46,7 @@ class LazyCompatFinder:
         source = SOURCES.get(fullname)
         if source is None:
             return None
-        spec = importlib.util.spec_from_loader(
+        spec = _bootstrap.spec_from_loader(
             fullname, _Loader(source), origin=f"<plughost:{fullname}>", is_package=fullname in PACKAGES
         )
         # ``__file__`` is ``<plughost:name>``, as for the runtime's own modules.

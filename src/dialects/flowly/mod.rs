@@ -254,7 +254,10 @@ fn find_top_level_spec<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, 
     if let Ok(module) = py.import("sys")?.getattr("modules")?.get_item(name) {
         return module.getattr("__spec__");
     }
-    match py.import("_frozen_importlib")?.getattr("_find_spec") {
+    match py
+        .import("_frozen_importlib")
+        .and_then(|m| m.getattr("_find_spec"))
+    {
         Ok(find) => find.call1((name, py.None())),
         Err(_) => py
             .import("importlib.util")?
