@@ -74,26 +74,36 @@ def register(ctx):
     ctx.register_tool("ctx_fields", {"type": "object", "properties": {}}, lambda: repr(ToolHookContext(tool_name="t")))
 "#;
 
+/// `plughost plugins list`'s output for `home`, with `cache` as the cache
+/// directory (the bytecode cache) and `bundled` as the bundled root, as a
+/// user runs it (bytecode written).
+fn plugins_list(
+    home: &std::path::Path,
+    cache: &std::path::Path,
+    bundled: &std::path::Path,
+) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .arg("--home")
+        .arg(home)
+        .args(["plugins", "list"])
+        .env("XDG_CACHE_HOME", cache)
+        .env("PLUGHOST_BUNDLED_DIR", bundled)
+        .env_remove("PYTHONDONTWRITEBYTECODE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 #[test]
 fn compat_modules_run_only_when_a_plugin_imports_them() {
     let cache = tempfile::tempdir().unwrap();
     let empty = tempfile::tempdir().unwrap();
-    let list = |home: &std::path::Path| {
-        let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
-            .arg("--home")
-            .arg(home)
-            .args(["plugins", "list"])
-            .env("XDG_CACHE_HOME", cache.path())
-            .env("PLUGHOST_BUNDLED_DIR", empty.path())
-            .env_remove("PYTHONDONTWRITEBYTECODE")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
+    let list = |home: &std::path::Path| plugins_list(home, cache.path(), empty.path());
     let flowly_cached = || -> Vec<String> {
         std::fs::read_dir(cache.path().join("plughost/bytecode"))
             .map(|d| {
@@ -121,23 +131,7 @@ fn embedded_compat_modules_are_cached_as_bytecode_and_read_back() {
     let home = home_with(IMPORTS_FLOWLY);
     let cache = tempfile::tempdir().unwrap();
     let empty = tempfile::tempdir().unwrap();
-    let list = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
-            .arg("--home")
-            .arg(home.path())
-            .args(["plugins", "list"])
-            .env("XDG_CACHE_HOME", cache.path())
-            .env("PLUGHOST_BUNDLED_DIR", empty.path())
-            .env_remove("PYTHONDONTWRITEBYTECODE")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let list = || plugins_list(home.path(), cache.path(), empty.path());
     let first = list();
     assert!(first.contains("filtered"), "{first}");
     assert!(first.contains("loaded"), "{first}");
