@@ -53,6 +53,16 @@ pub(crate) fn read_regular_known(
     path: &Path,
     known_regular: bool,
 ) -> std::io::Result<(Vec<u8>, std::fs::Metadata)> {
+    read_regular_head(path, known_regular, u64::MAX)
+}
+
+/// [`read_regular_known`], reading at most `limit` bytes (a sniff's look
+/// at a file that may be a big vendored module).
+pub(crate) fn read_regular_head(
+    path: &Path,
+    known_regular: bool,
+    limit: u64,
+) -> std::io::Result<(Vec<u8>, std::fs::Metadata)> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let not_regular = |kind: &str| {
@@ -94,9 +104,9 @@ pub(crate) fn read_regular_known(
     }
     // Sized from the metadata just read (a file that grew meanwhile is
     // still read whole): `File::read_to_end` would ask for it again.
-    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0) + 64);
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len().min(limit)).unwrap_or(0) + 64);
     Read::by_ref(&mut file)
-        .take(u64::MAX)
+        .take(limit)
         .read_to_end(&mut bytes)?;
     Ok((bytes, meta))
 }

@@ -197,6 +197,38 @@ pub fn read_regular(path: &Path) -> io::Result<Arc<[u8]>> {
     )
 }
 
+/// The regular file at `path` up to `limit` bytes at least: all of it when
+/// it is no bigger or the build holds it whole already (a caller wanting
+/// only the head slices). A file read whole is kept, as by
+/// [`read_regular`]; a bigger one is read only up to `limit`, and not kept.
+pub fn read_head(path: &Path, limit: usize) -> io::Result<Arc<[u8]>> {
+    let kept = VIEW.with(|v| {
+        let v = v.borrow();
+        v.1.as_ref()
+            .and_then(|view| view.files.get(path.as_os_str()).cloned())
+    });
+    if let Some(k) = kept {
+        return give(k);
+    }
+    let known_regular = in_scope() && listed_as_file(path);
+    let (bytes, meta) =
+        crate::plugins::atomic::read_regular_head(path, known_regular, limit as u64)?;
+    let bytes: Arc<[u8]> = Arc::from(bytes);
+    let whole = bytes.len() as u64 == meta.len() && bytes.len() <= limit;
+    if whole {
+        VIEW.with(|v| {
+            if let Some(view) = v.borrow_mut().1.as_mut() {
+                view.metadata.insert(path.as_os_str().to_owned(), Ok(meta));
+                if bytes.len() <= KEEP_FILES_UP_TO {
+                    view.files
+                        .insert(path.as_os_str().to_owned(), Ok(bytes.clone()));
+                }
+            }
+        });
+    }
+    Ok(bytes)
+}
+
 /// The entries of directory `dir`, sorted by name.
 pub fn entries(dir: &Path) -> io::Result<Arc<[Entry]>> {
     through(
@@ -505,6 +537,22 @@ mod tests {
             !in_scope()
         });
         assert!(outside.join().unwrap());
+    }
+
+    #[test]
+    fn a_head_read_keeps_a_whole_file_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (small, big) = (dir.path().join("small.py"), dir.path().join("big.py"));
+        std::fs::write(&small, "abc").unwrap();
+        std::fs::write(&big, "0123456789").unwrap();
+        let _scope = Scope::enter();
+        assert_eq!(&*read_head(&small, 4).unwrap(), b"abc");
+        assert_eq!(&*read_head(&big, 4).unwrap(), b"0123");
+        std::fs::write(&small, "changed").unwrap();
+        // The small file was kept whole; the big one's head was not kept.
+        assert_eq!(&*read_regular(&small).unwrap(), b"abc");
+        assert_eq!(&*read_regular(&big).unwrap(), b"0123456789");
+        assert_eq!(&*read_head(&big, 4).unwrap(), b"0123456789");
     }
 
     #[test]

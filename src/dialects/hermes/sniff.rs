@@ -83,8 +83,9 @@ pub fn evidence(dir: &Path) -> Option<String> {
 }
 
 fn read_bounded(path: &Path) -> Option<String> {
-    // Through the build's view: discovery and the load read these too.
-    let bytes = crate::plugins::snapshot::read_regular(path).ok()?;
+    // Through the build's view (discovery and the load read these too); a
+    // file over the bound is read only up to it.
+    let bytes = crate::plugins::snapshot::read_head(path, MAX_BYTES).ok()?;
     let head = &bytes[..bytes.len().min(MAX_BYTES)];
     match std::str::from_utf8(head) {
         Ok(text) => Some(text.to_owned()),
