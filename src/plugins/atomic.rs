@@ -43,21 +43,14 @@ pub fn replace(path: &Path, text: &str) -> std::io::Result<()> {
 /// Symbolic links are followed to what they name, which is held to the
 /// same rule.
 pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
-    read_regular_known(path, false).map(|(bytes, _)| bytes)
+    read_regular_head(path, false, u64::MAX).map(|(bytes, _)| bytes)
 }
 
-/// [`read_regular`], with the metadata of what was read. `known_regular`:
-/// the caller has seen `path` listed as a regular file (not a link), so
-/// the check before opening is skipped; the one on what was opened stays.
-pub(crate) fn read_regular_known(
-    path: &Path,
-    known_regular: bool,
-) -> std::io::Result<(Vec<u8>, std::fs::Metadata)> {
-    read_regular_head(path, known_regular, u64::MAX)
-}
-
-/// [`read_regular_known`], reading at most `limit` bytes (a sniff's look
-/// at a file that may be a big vendored module).
+/// [`read_regular`], reading at most `limit` bytes (`u64::MAX`: whole; a
+/// sniff's look at a file that may be a big vendored module), with the
+/// metadata of what was read. `known_regular`: the caller has seen `path`
+/// listed as a regular file (not a link), so the check before opening is
+/// skipped; the one on what was opened stays.
 pub(crate) fn read_regular_head(
     path: &Path,
     known_regular: bool,

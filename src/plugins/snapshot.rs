@@ -116,20 +116,17 @@ pub fn adopt(looked: Looked) {
     let Some(theirs) = looked.0 else {
         return;
     };
+    fn fill<K: Eq + std::hash::Hash, V>(ours: &mut HashMap<K, V>, theirs: HashMap<K, V>) {
+        for (k, x) in theirs {
+            ours.entry(k).or_insert(x);
+        }
+    }
     VIEW.with(|v| {
         if let Some(ours) = v.borrow_mut().1.as_mut() {
-            for (k, x) in theirs.files {
-                ours.files.entry(k).or_insert(x);
-            }
-            for (k, x) in theirs.listings {
-                ours.listings.entry(k).or_insert(x);
-            }
-            for (k, x) in theirs.metadata {
-                ours.metadata.entry(k).or_insert(x);
-            }
-            for (k, x) in theirs.derived {
-                ours.derived.entry(k).or_insert(x);
-            }
+            fill(&mut ours.files, theirs.files);
+            fill(&mut ours.listings, theirs.listings);
+            fill(&mut ours.metadata, theirs.metadata);
+            fill(&mut ours.derived, theirs.derived);
         }
     });
 }
@@ -179,18 +176,7 @@ pub fn read_regular(path: &Path) -> io::Result<Arc<[u8]>> {
     through(
         path,
         |v| &mut v.files,
-        |p| {
-            // Listed as a plain file: no need to look at it before opening.
-            let known_regular = in_scope() && listed_as_file(p);
-            let (bytes, meta) = crate::plugins::atomic::read_regular_known(p, known_regular)?;
-            // What was opened is what `metadata` would say (a stamp asks).
-            VIEW.with(|v| {
-                if let Some(view) = v.borrow_mut().1.as_mut() {
-                    view.metadata.insert(p.as_os_str().to_owned(), Ok(meta));
-                }
-            });
-            Ok(Arc::from(bytes))
-        },
+        |p| read_noting(p, u64::MAX).map(|(bytes, _)| bytes),
         // A big file (a vendored module, a data file) is read again
         // rather than held for the whole build.
         |bytes| bytes.len() <= KEEP_FILES_UP_TO,
@@ -210,23 +196,33 @@ pub fn read_head(path: &Path, limit: usize) -> io::Result<Arc<[u8]>> {
     if let Some(k) = kept {
         return give(k);
     }
-    let known_regular = in_scope() && listed_as_file(path);
-    let (bytes, meta) =
-        crate::plugins::atomic::read_regular_head(path, known_regular, limit as u64)?;
-    let bytes: Arc<[u8]> = Arc::from(bytes);
-    let whole = bytes.len() as u64 == meta.len() && bytes.len() <= limit;
-    if whole {
+    let (bytes, whole) = read_noting(path, limit as u64)?;
+    if whole && bytes.len() <= KEEP_FILES_UP_TO {
         VIEW.with(|v| {
             if let Some(view) = v.borrow_mut().1.as_mut() {
-                view.metadata.insert(path.as_os_str().to_owned(), Ok(meta));
-                if bytes.len() <= KEEP_FILES_UP_TO {
-                    view.files
-                        .insert(path.as_os_str().to_owned(), Ok(bytes.clone()));
-                }
+                view.files
+                    .insert(path.as_os_str().to_owned(), Ok(bytes.clone()));
             }
         });
     }
     Ok(bytes)
+}
+
+/// Read `path` up to `limit` bytes and note what was opened as its
+/// metadata (what `metadata` would say; a reload stamp asks); also
+/// whether the file was read whole.
+fn read_noting(path: &Path, limit: u64) -> io::Result<(Arc<[u8]>, bool)> {
+    // Listed as a plain file: no need to look at it before opening.
+    let known_regular = in_scope() && listed_as_file(path);
+    let (bytes, meta) = crate::plugins::atomic::read_regular_head(path, known_regular, limit)?;
+    // Stopped before the limit (at the end), or the file is no bigger.
+    let whole = (bytes.len() as u64) < limit || meta.len() <= limit;
+    VIEW.with(|v| {
+        if let Some(view) = v.borrow_mut().1.as_mut() {
+            view.metadata.insert(path.as_os_str().to_owned(), Ok(meta));
+        }
+    });
+    Ok((Arc::from(bytes), whole))
 }
 
 /// The entries of directory `dir`, sorted by name.

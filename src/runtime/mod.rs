@@ -130,7 +130,7 @@ impl Runtime {
 
     /// Whether [`initialize_for_plugins`](Self::initialize_for_plugins)
     /// would start the interpreter now (it has Python, not started yet).
-    pub fn would_initialize(&self) -> bool {
+    pub(crate) fn would_initialize(&self) -> bool {
         // SAFETY: Py_IsInitialized only reads the runtime's state flag; it
         // may be called before (and without) Py_Initialize.
         self.has_python() && unsafe { pyo3::ffi::Py_IsInitialized() } == 0
