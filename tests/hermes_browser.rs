@@ -175,6 +175,7 @@ fn the_active_provider_backs_the_browser_tools_in_a_turn() {
     let page = format!("file://{}/page.html", env.site().display());
     let script = format!(
         r#"turns:
+  - tool_calls: [{{name: browser_back, args: {{}}}}]
   - tool_calls: [{{name: browser_navigate, args: {{url: "{page}"}}}}]
   - tool_calls: [{{name: browser_snapshot, args: {{}}}}]
   - tool_calls: [{{name: browser_type, args: {{ref: "@e1", text: "plughost"}}}}]
@@ -200,13 +201,22 @@ fn the_active_provider_backs_the_browser_tools_in_a_turn() {
     ]);
     assert!(out.status.success(), "{}", said(&out));
     let turn: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let results: Vec<Value> = turn["tool_calls"]
+    let mut results: Vec<Value> = turn["tool_calls"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| serde_json::from_str(c["result"].as_str().unwrap()).unwrap())
         .collect();
-    assert_eq!(results.len(), 9, "{turn:#}");
+    assert_eq!(results.len(), 10, "{turn:#}");
+    // Back before any page: an error result the model can act on.
+    let first = results.remove(0);
+    assert_eq!(first["success"], false, "{first}");
+    assert!(
+        first["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("there is no previous page")),
+        "{first}"
+    );
     assert_eq!(results[0]["success"], true, "{}", results[0]);
     assert_eq!(results[0]["title"], "Search page");
     let snapshot = results[1]["snapshot"].as_str().unwrap();
@@ -223,13 +233,15 @@ fn the_active_provider_backs_the_browser_tools_in_a_turn() {
         snapshot.contains("- link \"Result link\" [ref=@e3]"),
         "{snapshot}"
     );
-    assert_eq!(results[1]["element_count"], 3);
+    assert_eq!(results[1]["element_count"], 3, "{}", results[1]);
     assert_eq!(results[2]["typed"], "plughost", "{}", results[2]);
     assert_eq!(results[3]["clicked"], "@e2", "{}", results[3]);
     let full = results[4]["snapshot"].as_str().unwrap();
     assert!(full.contains("- text: You searched for plughost"), "{full}");
     assert!(
-        results[5]["url"].as_str().unwrap().ends_with("/page.html"),
+        results[5]["url"]
+            .as_str()
+            .is_some_and(|u| u.ends_with("/page.html")),
         "{}",
         results[5]
     );

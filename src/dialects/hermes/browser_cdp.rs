@@ -8,17 +8,24 @@
 //! and attached in flat mode, and every command then carries that page's
 //! `sessionId`. An endpoint that is already a page (no `Target` domain)
 //! is driven directly.
+//!
+//! Waiting after an action follows the page's own navigation events
+//! (`Page.frameRequestedNavigation`, `frameStartedLoading`,
+//! `frameStoppedLoading`, `navigatedWithinDocument` of the main frame), not
+//! a pause: a click that submits a form is waited for until the next
+//! document has loaded, however slow the machine, and one that navigates
+//! nowhere is not waited for at all.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
@@ -28,6 +35,51 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 type Sink = SplitSink<WebSocketStream<MaybeTlsStream<TcpStream>>, Message>;
 type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, String>>>>>;
 
+/// How long a navigation the page asked for may take to start before the
+/// action counts as done (a download, or one the page cancelled).
+const START_GRACE: Duration = Duration::from_secs(5);
+
+/// The main frame's navigation events so far, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Navigations {
+    /// Navigations of this tab the page asked for (a link, a form, a script).
+    requested: u64,
+    /// Loads started.
+    started: u64,
+    /// Loads finished.
+    finished: u64,
+    /// Navigations within the document (a fragment, `history.pushState`).
+    within: u64,
+    /// Whether a load is under way.
+    loading: bool,
+}
+
+impl Navigations {
+    /// Count one CDP event, if it is the main frame's.
+    fn count(&mut self, method: &str, params: &Value, main_frame: &str) {
+        if params["frameId"].as_str() != Some(main_frame) {
+            return;
+        }
+        match method {
+            "Page.frameRequestedNavigation"
+                if params["disposition"].as_str().unwrap_or("currentTab") == "currentTab" =>
+            {
+                self.requested += 1
+            }
+            "Page.frameStartedLoading" => {
+                self.started += 1;
+                self.loading = true;
+            }
+            "Page.frameStoppedLoading" => {
+                self.finished += 1;
+                self.loading = false;
+            }
+            "Page.navigatedWithinDocument" => self.within += 1,
+            _ => {}
+        }
+    }
+}
+
 /// One page of a browser, driven over its CDP websocket.
 pub struct Page {
     sink: tokio::sync::Mutex<Sink>,
@@ -35,6 +87,8 @@ pub struct Page {
     next: AtomicU64,
     /// The attached page's session (`None`: the endpoint is the page).
     session: Option<String>,
+    /// The page's navigation events, as the reader counts them.
+    navigations: watch::Receiver<Navigations>,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -55,6 +109,9 @@ impl Page {
         let (sink, mut source) = stream.split();
         let waiters: Waiters = Arc::default();
         let pending = Arc::clone(&waiters);
+        let main_frame: Arc<OnceLock<String>> = Arc::default();
+        let frame = Arc::clone(&main_frame);
+        let (counted, navigations) = watch::channel(Navigations::default());
         let reader = tokio::spawn(async move {
             while let Some(Ok(message)) = source.next().await {
                 let Message::Text(text) = message else {
@@ -64,6 +121,13 @@ impl Page {
                     continue;
                 };
                 let Some(id) = reply["id"].as_u64() else {
+                    if let (Some(method), Some(frame)) = (reply["method"].as_str(), frame.get()) {
+                        counted.send_if_modified(|n| {
+                            let before = *n;
+                            n.count(method, &reply["params"], frame);
+                            *n != before
+                        });
+                    }
                     continue;
                 };
                 let waiter = pending
@@ -86,6 +150,7 @@ impl Page {
             waiters,
             next: AtomicU64::new(1),
             session: None,
+            navigations,
             reader,
         };
         let created = page
@@ -100,6 +165,12 @@ impl Page {
                 .await?;
             page.session = attached["sessionId"].as_str().map(str::to_string);
         }
+        page.send("Page.enable", json!({})).await?;
+        let tree = page.send("Page.getFrameTree", json!({})).await?;
+        let id = tree["frameTree"]["frame"]["id"]
+            .as_str()
+            .ok_or("the browser did not say which frame is the page's")?;
+        let _ = main_frame.set(id.to_string());
         Ok(page)
     }
 
@@ -152,20 +223,84 @@ impl Page {
         Ok(result["result"]["value"].clone())
     }
 
-    /// Wait until the document has loaded (bounded by [`COMMAND_TIMEOUT`]).
-    pub async fn settle(&self) -> Result<(), String> {
+    /// The navigation events counted so far: taken before an action, and
+    /// given to [`Page::settle`] after it.
+    pub fn navigations(&self) -> Navigations {
+        *self.navigations.borrow()
+    }
+
+    /// Wait for what the page did since `before`: nothing if it asked for
+    /// no navigation; else until the next document has loaded.
+    pub async fn settle(&self, before: Navigations) -> Result<(), String> {
+        let asked = {
+            let now = self.navigations.borrow();
+            now.requested > before.requested || now.started > before.started
+        };
+        if !asked {
+            return Ok(());
+        }
+        // Asked for, but it may never start (a download, a cancelled one).
+        let mut events = self.navigations.clone();
+        let started = events.wait_for(|n| n.started > before.started || n.within > before.within);
+        let started = tokio::time::timeout(START_GRACE, started)
+            .await
+            .map(|r| r.is_ok());
+        match started {
+            Err(_) => Ok(()),
+            Ok(false) => Err("the browser connection closed".into()),
+            Ok(true) => self.loaded(before).await,
+        }
+    }
+
+    /// Wait until a navigation begun after `before` has loaded its document
+    /// (or moved within it), bounded by [`COMMAND_TIMEOUT`].
+    pub async fn loaded(&self, before: Navigations) -> Result<(), String> {
+        let mut events = self.navigations.clone();
+        let done = events.wait_for(|n| {
+            n.within > before.within
+                || (n.started > before.started && n.finished > before.finished && !n.loading)
+        });
+        let done = tokio::time::timeout(COMMAND_TIMEOUT, done)
+            .await
+            .map(|r| r.is_ok());
+        match done {
+            Err(_) => Err("the page did not finish loading".into()),
+            Ok(false) => Err("the browser connection closed".into()),
+            Ok(true) => Ok(()),
+        }
+    }
+
+    /// Go to the previous page of this tab's history and wait until it is
+    /// the page shown and has loaded; an error if there is none.
+    pub async fn back(&self) -> Result<(), String> {
+        let history = self.send("Page.getNavigationHistory", json!({})).await?;
+        let target = history["currentIndex"]
+            .as_u64()
+            .and_then(|i| i.checked_sub(1))
+            .ok_or("there is no previous page in this tab's history")?;
+        let entry = &history["entries"][target as usize];
+        self.send(
+            "Page.navigateToHistoryEntry",
+            json!({"entryId": entry["id"]}),
+        )
+        .await?;
+        // A page from the back-forward cache fires no load events: follow
+        // the history's own index, then the document's state. While the
+        // page changes renderer the commands fail ("Not attached to an
+        // active page"): that is "not yet".
         let deadline = tokio::time::Instant::now() + COMMAND_TIMEOUT;
-        // A navigation just asked for may not have replaced the old document yet.
-        tokio::time::sleep(Duration::from_millis(50)).await;
         loop {
-            let state = self.evaluate("document.readyState").await;
-            if matches!(&state, Ok(Value::String(s)) if s == "complete") {
-                return Ok(());
+            let shown = self.send("Page.getNavigationHistory", json!({})).await;
+            if matches!(&shown, Ok(h) if h["currentIndex"].as_u64() == Some(target)) {
+                let state = self.evaluate("document.readyState").await;
+                if matches!(&state, Ok(Value::String(s)) if s == "complete") {
+                    return Ok(());
+                }
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err("the page did not finish loading".into());
+                return Err("the previous page did not finish loading".into());
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

@@ -305,11 +305,12 @@ async fn run(
     match op {
         "browser_navigate" => {
             let url = text(args, "url")?;
+            let before = page.navigations();
             let nav = page.send("Page.navigate", json!({"url": url})).await?;
             if let Some(e) = nav["errorText"].as_str().filter(|e| !e.is_empty()) {
                 return Err(format!("navigation to {url} failed: {e}"));
             }
-            page.settle().await?;
+            page.loaded(before).await?;
             let at = page
                 .evaluate("({url: location.href, title: document.title})")
                 .await?;
@@ -331,8 +332,9 @@ async fn run(
         }
         "browser_click" => {
             let r = reference(args)?;
+            let before = page.navigations();
             page.evaluate(&format!("{FIND}('{r}').click()")).await?;
-            page.settle().await?;
+            page.settle(before).await?;
             Ok(json!({"clicked": format!("@{r}")}))
         }
         "browser_type" => {
@@ -361,15 +363,15 @@ async fn run(
             Ok(json!({"scrolled": direction}))
         }
         "browser_back" => {
-            page.evaluate("history.back()").await?;
-            page.settle().await?;
+            page.back().await?;
             let url = page.evaluate("location.href").await?;
             Ok(json!({"url": url}))
         }
         "browser_press" => {
             let key = text(args, "key")?;
+            let before = page.navigations();
             page.press(key).await?;
-            page.settle().await?;
+            page.settle(before).await?;
             Ok(json!({"pressed": key}))
         }
         _ => {
