@@ -448,7 +448,7 @@ impl CallGuard {
         source: crate::plugins::discovery::Source,
         f: impl FnOnce() -> Result<crate::dialects::LoadedPlugin, PluginError>,
     ) -> Result<crate::dialects::LoadedPlugin, PluginError> {
-        let watch = crate::runtime::threads::watch(self.load_timeout);
+        let watch = crate::runtime::watchdog::watch(self.load_timeout);
         let loaded = if source == crate::plugins::discovery::Source::Bundled {
             f()
         } else {
@@ -554,7 +554,7 @@ impl crate::core::hooks::HookCallback for GuardedHook {
                 })
             }
             limit => {
-                let _watch = limit.map(crate::runtime::threads::watch);
+                let _watch = limit.map(crate::runtime::watchdog::watch);
                 self.run.call(event, payload)
             }
         }

@@ -21,6 +21,7 @@ pub mod native;
 pub mod signals;
 pub mod threads;
 pub mod value;
+pub mod watchdog;
 // --- added by p5 ---
 pub mod recorder;
 
