@@ -225,6 +225,16 @@ pub struct HookEntry {
     pub stats: Arc<HookStats>,
 }
 
+impl HookEntry {
+    /// Whether a tool event of tool `name` calls this entry: it declared no
+    /// tools ([`HookCallback::tools`]) or named this one.
+    pub fn is_for_tool(&self, name: &str) -> bool {
+        self.callback
+            .tools()
+            .is_none_or(|names| names.iter().any(|n| n == name))
+    }
+}
+
 impl fmt::Debug for HookEntry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HookEntry")

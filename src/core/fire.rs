@@ -27,7 +27,8 @@ pub fn decisions(answers: Vec<HookAction>, event: HookEvent) -> Vec<LoopDecision
 /// Fire `entries` for `event`, in order, each isolated, and return the
 /// answers that count under the event's [policy](crate::core::hooks::HookSpec):
 /// none for an observer, at most one for first-wins, all for collect, the
-/// last for chain. A callback that raises, answers a shape the event does
+/// last for chain. A tool event skips the callbacks that declared other
+/// tools ([`HookEntry::is_for_tool`]). A callback that raises, answers a shape the event does
 /// not accept, or overruns the `budget` is logged and counted, never
 /// propagated. This is the one firing function of the bus; dialects only
 /// translate calls and answers.
@@ -57,6 +58,12 @@ pub async fn fire_entries_from(
     payload.set_stage(event);
     let mut answers = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
+        // A callback that declared its tools is not called for another's.
+        if let HookPayload::Tool(ctx) = &payload {
+            if !entry.is_for_tool(&ctx.tool_name) {
+                continue;
+            }
+        }
         entry
             .stats
             .calls

@@ -183,7 +183,7 @@ pub fn plan(
     // Each step of the call in the pipeline's order: `None` for another's.
     let mut seq: Vec<Option<Step>> = Vec::new();
     let mine = |seq: &mut Vec<Option<Step>>, event: HookEvent| {
-        for entry in hooks.entries(event).iter().filter(|e| for_tool(e, name)) {
+        for entry in hooks.entries(event).iter().filter(|e| e.is_for_tool(name)) {
             seq.push(ours.index_of(entry).map(|index| Step::Hook {
                 event: event.name().to_string(),
                 index,
@@ -209,7 +209,7 @@ pub fn plan(
     let at = seq.len();
     seq.push(Some(Step::Tool));
     let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
-    if tool.terminal && terminal.iter().any(|e| for_tool(e, name)) {
+    if tool.terminal && terminal.iter().any(|e| e.is_for_tool(name)) {
         seq.push(None);
     }
     mine(&mut seq, HookEvent::PostToolCall);
@@ -231,14 +231,6 @@ pub fn plan(
         stream: Mutex::new(None),
         off: AtomicBool::new(false),
     })
-}
-
-/// Whether the pipeline calls `entry` for tool `name` (as its `for_tool`).
-fn for_tool(entry: &HookEntry, name: &str) -> bool {
-    entry
-        .callback
-        .tools()
-        .is_none_or(|names| names.iter().any(|n| n == name))
 }
 
 /// The plan on a call's context, if `sup` runs it.

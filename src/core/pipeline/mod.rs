@@ -13,7 +13,6 @@ mod execution;
 pub mod middleware;
 mod tool_points;
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -285,16 +284,13 @@ impl Call<'_> {
 
     /// `pre_tool_call`: the first block wins.
     async fn pre_tool_call(&self, ctx: &mut ToolCallContext, marks: &mut ToolMarks) -> Stage<()> {
-        let pre = for_tool(
-            self.registry.hooks().entries(HookEvent::PreToolCall),
-            self.ids.name,
-        );
-        if pre.is_empty() {
+        let pre = self.registry.hooks().entries(HookEvent::PreToolCall);
+        if !any_for_tool(pre, self.ids.name) {
             return Ok(());
         }
         let budget = self.registry.hook_timeout;
         let payload = HookPayload::Tool(ctx);
-        let actions = fire_entries_from(&pre, HookEvent::PreToolCall, payload, budget).await;
+        let actions = fire_entries_from(pre, HookEvent::PreToolCall, payload, budget).await;
         if let Some((from, HookAction::Block(message))) = actions.into_iter().next() {
             marks.blocked_by = pre.get(from).map(|e| (e.owner.clone(), e.label.clone()));
             return Err(self.finish(ToolOutcome::Blocked { message }));
@@ -439,30 +435,31 @@ impl Call<'_> {
         let hooks = self.registry.hooks();
         let budget = self.registry.hook_timeout;
         if self.tool.terminal {
-            let terminal = for_tool(
-                hooks.entries(HookEvent::TransformTerminalOutput),
-                self.ids.name,
-            );
-            if !terminal.is_empty() {
+            let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
+            if any_for_tool(terminal, self.ids.name) {
                 let event = HookEvent::TransformTerminalOutput;
-                text = transform_text(&terminal, event, ctx, budget, text).await;
+                text = transform_text(terminal, event, ctx, budget, text).await;
             }
         }
-        let post = for_tool(hooks.entries(HookEvent::PostToolCall), self.ids.name);
-        let transform = for_tool(hooks.entries(HookEvent::TransformToolResult), self.ids.name);
-        if post.is_empty() && transform.is_empty() {
+        let post = hooks.entries(HookEvent::PostToolCall);
+        let transform = hooks.entries(HookEvent::TransformToolResult);
+        let (post_runs, transform_runs) = (
+            any_for_tool(post, self.ids.name),
+            any_for_tool(transform, self.ids.name),
+        );
+        if !post_runs && !transform_runs {
             return text;
         }
         ctx.success = Some(outcome.is_ok());
-        if !post.is_empty() {
+        if post_runs {
             ctx.result = Some(text);
             let payload = HookPayload::Tool(ctx);
-            fire_entries(&post, HookEvent::PostToolCall, payload, budget).await;
+            fire_entries(post, HookEvent::PostToolCall, payload, budget).await;
             text = ctx.result.take().unwrap_or_default();
         }
-        if !transform.is_empty() {
+        if transform_runs {
             let event = HookEvent::TransformToolResult;
-            text = transform_text(&transform, event, ctx, budget, text).await;
+            text = transform_text(transform, event, ctx, budget, text).await;
         }
         text
     }
@@ -509,20 +506,10 @@ impl Call<'_> {
     }
 }
 
-/// The callbacks of a tool event that are for `tool`: those that declared
-/// no tools ([`HookCallback::tools`](crate::core::hooks::HookCallback::tools))
-/// and those that named it. Borrowed (nothing copied) when all of them are.
-fn for_tool<'a>(entries: &'a [HookEntry], tool: &str) -> Cow<'a, [HookEntry]> {
-    let wanted = |e: &HookEntry| {
-        e.callback
-            .tools()
-            .is_none_or(|names| names.iter().any(|n| n == tool))
-    };
-    if entries.iter().all(wanted) {
-        Cow::Borrowed(entries)
-    } else {
-        Cow::Owned(entries.iter().filter(|e| wanted(e)).cloned().collect())
-    }
+/// Whether any callback of a tool event is for `tool` (the firing skips
+/// the others, [`HookEntry::is_for_tool`]; nothing is copied per call).
+fn any_for_tool(entries: &[HookEntry], tool: &str) -> bool {
+    entries.iter().any(|e| e.is_for_tool(tool))
 }
 
 fn blocked(text: String, reason: String) -> ToolResult {
