@@ -293,4 +293,30 @@ mod tests {
             assert!(inner.fired() && outer.fired());
         });
     }
+
+    /// The dog asleep (nothing watched for a while) is woken by the next
+    /// watch, which is then bounded as any other: without the wake-up the
+    /// spin would run its whole 30 s and end without an error.
+    #[test]
+    fn a_watch_wakes_a_sleeping_dog() {
+        Python::initialize();
+        drop(watch(Duration::from_secs(5)));
+        let dog = watchdog();
+        let waited = Instant::now();
+        while !dog.asleep.load(Ordering::SeqCst) {
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "the dog never fell asleep"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Python::attach(|py| {
+            let spin =
+                c"import time\nt = time.monotonic()\nwhile time.monotonic() - t < 30: pass\n";
+            let spinning = watch(Duration::from_millis(50));
+            let err = py.run(spin, None, None).unwrap_err();
+            assert!(err.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py));
+            assert!(spinning.fired());
+        });
+    }
 }
