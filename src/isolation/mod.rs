@@ -31,6 +31,7 @@ pub mod interpreter;
 // --- issue 26 item 5 ---
 pub mod batch;
 mod worker_batch;
+mod worker_input;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

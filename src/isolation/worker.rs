@@ -7,22 +7,24 @@
 //! `print()` or `input()` can never touch the protocol.
 //!
 //! Requests are served where they are read: the thread that reads one runs
-//! a sync handler itself and writes its reply, while another thread takes
-//! over reading (so a slow call never holds up the next). No request
-//! changes threads on its way, which is most of what an isolated call
-//! costs; an async handler's future runs on the runtime's tokio threads.
+//! a sync handler itself and writes its reply, while the other serving
+//! threads wait for the next ([`super::worker_input`]: one is woken per
+//! request, so a slow call never holds up the next). No request changes
+//! threads on its way, which is most of what an isolated call costs; an
+//! async handler's future runs on the runtime's tokio threads.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::protocol::{
-    encode_frame, event_named, read_frame, read_frame_with, ActionWire, Contribution, Envelope,
-    HookErrorWire, LoopAfter, OwnedPayload, PayloadWire, Reply, Request,
+    encode_frame, event_named, read_frame, ActionWire, Contribution, Envelope, HookErrorWire,
+    LoopAfter, OwnedPayload, PayloadWire, Reply, Request,
 };
+use super::worker_input::{Input, Waiter};
 use crate::core::hooks::{HookAction, HookEntry, HookError, HookPayload, HookReturn, TurnScope};
 use crate::core::outcome::{PluginError, ResourceLimit};
 use crate::core::registry::{Command, CommandReturn, Registration, Tool, ToolReturn};
@@ -219,10 +221,8 @@ const MAX_IDLE: usize = 4;
 
 /// What every serving thread shares.
 struct Shared {
-    /// The request stream; whichever thread holds it reads the next request
-    /// (leader/followers: the reader runs what it read itself, and a waiting
-    /// thread takes over reading meanwhile, so no request changes threads).
-    input: Mutex<BufReader<File>>,
+    /// The request stream; the thread that takes a request runs it.
+    input: Input,
     /// The reply stream; each reply is written whole, by the thread that
     /// produced it.
     output: Mutex<File>,
@@ -259,8 +259,15 @@ fn serve(mut input: File, mut output: File) -> ! {
             },
         ),
     };
+    let input = match Input::new(OwnedFd::from(input)) {
+        Ok(input) => input,
+        Err(e) => {
+            eprintln!("plughost worker: cannot wait for requests: {e}");
+            end(70)
+        }
+    };
     let shared = Arc::new(Shared {
-        input: Mutex::new(BufReader::new(input)),
+        input,
         output: Mutex::new(output.try_clone().unwrap_or_else(|_| end(70))),
         served: served.unwrap_or_default(),
         limits,
@@ -296,15 +303,33 @@ fn spawn_server(shared: &Arc<Shared>) {
 /// the process ends) or enough other threads are idle.
 fn serve_requests(shared: &Arc<Shared>) {
     crate::runtime::thread_started();
-    let (mut read_buf, mut write_buf) = (Vec::new(), Vec::new());
+    let waiter = match Waiter::new(&shared.input) {
+        Ok(waiter) => waiter,
+        Err(e) => {
+            tracing::warn!("a serving thread cannot wait for requests ({e}); it ends");
+            shared.idle.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
+    };
+    let mut write_buf = Vec::new();
     loop {
-        let next = {
-            let mut input = shared.input.lock().unwrap_or_else(|e| e.into_inner());
-            read_frame_with::<_, Envelope<Request>>(&mut *input, &mut read_buf)
-        };
-        // plughost closed the stream (or it broke): nothing more to do.
-        let Ok(Some(Envelope { id, body })) = next else {
-            end(0)
+        // Unanswered and quick (sent ahead of a request): done under the
+        // stream's lock, so the request behind it needs no other thread.
+        let next = shared.input.next(|request| match request {
+            Request::ForgetTurn { turn } => {
+                forget_turn(&shared.served, *turn);
+                true
+            }
+            _ => false,
+        });
+        let Envelope { id, body } = match next {
+            Ok(Some(envelope)) => envelope,
+            Ok(None) => {
+                waiter.wait();
+                continue;
+            }
+            // plughost closed the stream (or it broke): nothing more to do.
+            Err(_) => end(0),
         };
         if shared.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Nobody is left to read the next request while this one runs.
@@ -331,6 +356,7 @@ fn serve_requests(shared: &Arc<Shared>) {
                 super::worker_batch::run(found, &served.hooks, call, &steps, &mut send);
             }
             Answer::Now(reply) => shared.reply(id, reply, &mut write_buf),
+            Answer::Silent => {}
             Answer::Later(fut) => {
                 let Some(rt) = crate::runtime::Runtime::get() else {
                     end(70)
@@ -513,6 +539,8 @@ fn refused(problem: String) -> Reply {
 /// A reply now, or (for an async handler) when its future completes.
 enum Answer {
     Now(Reply),
+    /// Nothing to send ([`Request::ForgetTurn`]).
+    Silent,
     Later(BoxFuture<Reply>),
     /// A [`Request::Batch`]: run where it was read, each step answered.
     Batch {
@@ -558,7 +586,10 @@ fn answer(served: &Served, request: Request) -> Answer {
             }
         }
         Request::RuntimeTool { name } => answer_runtime_tool(served, name),
-        Request::ForgetTurn { turn } => forget_turn(served, turn),
+        Request::ForgetTurn { turn } => {
+            forget_turn(served, turn);
+            Answer::Silent
+        }
         Request::Batch { tool, call, steps } => Answer::Batch { tool, call, steps },
     }
 }
@@ -651,7 +682,7 @@ fn answer_runtime_tool(served: &Served, name: String) -> Answer {
 }
 
 /// Drop what the worker kept for turn `turn`.
-fn forget_turn(served: &Served, turn: u64) -> Answer {
+fn forget_turn(served: &Served, turn: u64) {
     let gone = served
         .turns
         .lock()
@@ -661,7 +692,6 @@ fn forget_turn(served: &Served, turn: u64) -> Answer {
     if let Some(scope) = gone {
         let _ = crate::runtime::try_attach(|_| drop(scope));
     }
-    Answer::Now(Reply::Forgotten)
 }
 
 /// The arguments a tool event's hook left, for its reply: `None` when they

@@ -595,13 +595,17 @@ async fn serve_connections(
     stop: CancellationToken,
     limits: &ServeOptions,
 ) -> std::io::Result<()> {
-    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::rt::TokioIo;
     ignore_sigpipe();
     let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+    // The header time-out on a coarse tick: tokio's timer wheel would
+    // wake its driving thread for about every other request head.
+    http.timer(super::coarse_timer::CoarseTimer::spawn(
+        super::coarse_timer::CoarseTimer::tick_for(limits.header_timeout),
+    ))
+    .header_read_timeout(limits.header_timeout);
     let service = tower_http::timeout::RequestBodyTimeout::new(app, limits.body_timeout);
     loop {
         let permit = tokio::select! {

@@ -6,6 +6,7 @@
 //! ([`idle`]); plugins' scheduled tasks run on their timers ([`cron`]) and
 //! their HTTP routes answer beside plughost's own ([`plugin_routes`]).
 
+mod coarse_timer;
 pub mod cron;
 pub mod http;
 pub mod idle;

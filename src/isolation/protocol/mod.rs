@@ -60,6 +60,7 @@ pub enum Request {
     /// Run a slash command.
     Command { name: String, args: String },
     /// Turn number `turn` ended: drop the per-turn state kept for it.
+    /// Not answered (id 0); the worker handles it where it reads it.
     ForgetTurn { turn: u64 },
     /// Describe tool `name` if the plugin registered it while running
     /// (Codumentor's `agent.tool_registry.register_tool`).
@@ -116,8 +117,6 @@ pub enum Reply {
         error: PluginError,
         fatal: bool,
     },
-    /// [`Request::ForgetTurn`] is done.
-    Forgotten,
     /// [`Request::RuntimeTool`]: the tool, if the plugin registered one so named.
     RuntimeTool {
         found: Option<RuntimeToolWire>,

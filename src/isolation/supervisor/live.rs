@@ -87,6 +87,18 @@ impl Live {
         })
     }
 
+    /// Send `body`, which the worker does not answer (no waiter; a worker
+    /// gone is its reader's to notice).
+    pub(super) fn send_unanswered(&self, body: Request) {
+        SEND_BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            if encode_frame(&mut buf, &Envelope { id: 0, body }).is_ok() {
+                let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = send_all(&stream, &buf);
+            }
+        });
+    }
+
     pub(super) fn has_ended(&self) -> bool {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.ended.is_some()

@@ -393,13 +393,13 @@ impl Supervisor {
     }
 
     /// Tell the running worker (if any: a worker started since knows
-    /// nothing of the turn) to drop its state of turn `number`; the reply
-    /// is not awaited.
+    /// nothing of the turn) to drop its state of turn `number`, now (a
+    /// plugin may free something it holds then). Unanswered: a reply woke
+    /// the reader thread for nothing every turn.
     pub fn forget_turn(&self, number: u64) {
         let live = self.lock().live.clone();
         if let Some(live) = live.filter(|l| !l.has_ended()) {
-            let (tx, _ignored) = tokio::sync::oneshot::channel();
-            let _ = live.send(Request::ForgetTurn { turn: number }, Waiter::Async(tx));
+            live.send_unanswered(Request::ForgetTurn { turn: number });
         }
     }
 
