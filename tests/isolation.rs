@@ -1108,3 +1108,56 @@ fn an_isolated_hermes_guard_fails_closed() {
     );
     assert!(!crashed.contains("looked_up"), "{crashed}");
 }
+
+const GATE: &str = r#"
+import threading
+_started = threading.Event()
+_gate = threading.Event()
+def wait():
+    _started.set()
+    return "released" if _gate.wait(30) else "never released"
+def release():
+    started = _started.wait(30)
+    _gate.set()
+    return "set" if started else "wait never started"
+def reset():
+    _started.clear()
+    _gate.clear()
+    return "reset"
+def register(ctx):
+    ctx.register_tool("wait", {}, wait)
+    ctx.register_tool("release", {}, release)
+    ctx.register_tool("reset", {}, reset)
+"#;
+
+/// A worker reads the next request while a sync call still runs in it:
+/// `wait` blocks until `release` sets its event, and `release` first waits
+/// until `wait` has started. Both answer as they should only if each call
+/// was served while the other ran, whichever the worker read first. Three
+/// rounds: the serving threads change roles each time.
+#[test]
+fn a_worker_serves_the_next_call_while_a_sync_call_runs() {
+    bounded(BOUND, || {
+        let (_home, _bundled, host) = isolated_host(&[("gate", GATE)]);
+        let host = std::sync::Arc::new(host);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        for round in 0..3 {
+            let reset = rt.block_on(host.call_tool("reset", json!({}), ""));
+            assert_eq!(reset.text, "reset", "round {round}: {reset:?}");
+            let (waiting, released) = rt.block_on(async {
+                let waiter = {
+                    let host = host.clone();
+                    tokio::spawn(async move { host.call_tool("wait", json!({}), "").await })
+                };
+                let released = host.call_tool("release", json!({}), "").await;
+                (waiter.await.unwrap(), released)
+            });
+            assert_eq!(released.text, "set", "round {round}: {released:?}");
+            assert_eq!(waiting.text, "released", "round {round}: {waiting:?}");
+        }
+    });
+}
