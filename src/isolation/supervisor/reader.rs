@@ -59,11 +59,39 @@ impl Drop for Abandon<'_> {
     }
 }
 
+/// The worker's end of the stream, read after `poll(POLLIN)` says there is
+/// something. A thread blocked in a Unix socket's `recv` sits on the
+/// socket's one wait queue, which the kernel also wakes whenever the worker
+/// reads a request (room to write again): a wake-up for nothing on every
+/// call. `poll` is woken only for what it asked for.
+struct WaitReadable(UnixStream);
+
+impl Read for WaitReadable {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        let mut fd = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `fd` is one valid pollfd for an open descriptor (owned
+        // by `self.0`), and the count passed is 1.
+        while unsafe { libc::poll(&mut fd, 1, -1) } < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        // Readable, or ended or broken: the read says which.
+        self.0.read(buf)
+    }
+}
+
 /// The reader thread of one worker: routes replies until the stream ends,
 /// then fails the calls in flight with the cause and tells the supervisor.
 pub(super) fn read_replies(live: Arc<Live>, stream: UnixStream, supervisor: Weak<Inner>) {
     // Buffered: a frame's length and body come in one read.
-    let mut stream = std::io::BufReader::new(stream);
+    let mut stream = std::io::BufReader::new(WaitReadable(stream));
     let mut buf = Vec::new();
     loop {
         match read_frame_with::<_, Envelope<Reply>>(&mut stream, &mut buf) {
@@ -116,7 +144,7 @@ pub(super) fn read_replies(live: Arc<Live>, stream: UnixStream, supervisor: Weak
             }
         }
     }
-    drain_stream(stream.get_mut());
+    drain_stream(&mut stream.get_mut().0);
     let ended = live.reap();
     let stopped = live
         .stop_reason
