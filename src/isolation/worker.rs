@@ -313,16 +313,7 @@ fn serve_requests(shared: &Arc<Shared>) {
     };
     let mut write_buf = Vec::new();
     loop {
-        // Unanswered and quick (sent ahead of a request): done under the
-        // stream's lock, so the request behind it needs no other thread.
-        let next = shared.input.next(|request| match request {
-            Request::ForgetTurn { turn } => {
-                forget_turn(&shared.served, *turn);
-                true
-            }
-            _ => false,
-        });
-        let Envelope { id, body } = match next {
+        let Envelope { id, body } = match shared.input.next() {
             Ok(Some(envelope)) => envelope,
             Ok(None) => {
                 waiter.wait();

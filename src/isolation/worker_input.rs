@@ -54,19 +54,12 @@ impl Input {
     }
 
     /// The next request, reading what has arrived without waiting (`None`:
-    /// nothing whole has arrived, so [`Waiter::wait`] and look again). Frames
-    /// for which `inline` returns true are handed to it here, under the
-    /// lock, and the next one is taken (unanswered bookkeeping sent ahead
-    /// of a request, so that request needs no other thread). `Err` when
-    /// the stream ended or broke.
-    pub(super) fn next(
-        &self,
-        mut inline: impl FnMut(&Request) -> bool,
-    ) -> io::Result<Option<Envelope<Request>>> {
+    /// nothing whole has arrived, so [`Waiter::wait`] and look again).
+    /// `Err` when the stream ended or broke.
+    pub(super) fn next(&self) -> io::Result<Option<Envelope<Request>>> {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             match pending.take()? {
-                Some(envelope) if inline(&envelope.body) => continue,
                 Some(envelope) => {
                     if pending.holds_whole_frame() {
                         self.nudge();
@@ -261,12 +254,12 @@ mod tests {
         let input = Input::new(OwnedFd::from(theirs)).unwrap();
         let ids = |input: &Input| -> Vec<u64> {
             let mut seen = Vec::new();
-            while let Ok(Some(e)) = input.next(|_| false) {
+            while let Ok(Some(e)) = input.next() {
                 seen.push(e.id);
             }
             seen
         };
-        assert!(matches!(input.next(|_| false), Ok(None)));
+        assert!(matches!(input.next(), Ok(None)));
         // Two frames in one write, then one split across two.
         let mut both = frame(1, Request::Check { tool: "a".into() });
         both.extend(frame(2, Request::Check { tool: "b".into() }));
@@ -277,22 +270,21 @@ mod tests {
         assert!(ids(&input).is_empty());
         ours.write_all(&third[6..]).unwrap();
         assert_eq!(ids(&input), [3]);
-        // Taken inline: the request sent behind it comes out.
+        // An unanswered frame (id 0) comes out as any other, in order.
         let mut forget = frame(0, Request::ForgetTurn { turn: 9 });
         forget.extend(frame(4, Request::Check { tool: "d".into() }));
         ours.write_all(&forget).unwrap();
-        let mut forgotten = Vec::new();
-        let next = input.next(|r| match r {
-            Request::ForgetTurn { turn } => {
-                forgotten.push(*turn);
-                true
-            }
-            _ => false,
-        });
-        assert!(matches!(next, Ok(Some(e)) if e.id == 4));
-        assert_eq!(forgotten, [9]);
+        let next = input.next();
+        assert!(matches!(
+            next,
+            Ok(Some(Envelope {
+                id: 0,
+                body: Request::ForgetTurn { turn: 9 }
+            }))
+        ));
+        assert!(matches!(input.next(), Ok(Some(e)) if e.id == 4));
         drop(ours);
-        let ended = input.next(|_| false);
+        let ended = input.next();
         assert!(matches!(ended, Err(e) if e.kind() == io::ErrorKind::UnexpectedEof));
     }
 
@@ -304,11 +296,11 @@ mod tests {
         let mut both = frame(1, Request::Check { tool: "a".into() });
         both.extend(frame(2, Request::Check { tool: "b".into() }));
         ours.write_all(&both).unwrap();
-        assert!(matches!(input.next(|_| false), Ok(Some(e)) if e.id == 1));
+        assert!(matches!(input.next(), Ok(Some(e)) if e.id == 1));
         // The kernel has nothing more; the nudge makes the wait return.
         waiter.wait();
-        assert!(matches!(input.next(|_| false), Ok(Some(e)) if e.id == 2));
+        assert!(matches!(input.next(), Ok(Some(e)) if e.id == 2));
         ours.write_all(&[0xff, 0xff, 0xff, 0xff]).unwrap();
-        assert!(input.next(|_| false).is_err());
+        assert!(input.next().is_err());
     }
 }

@@ -60,7 +60,7 @@ pub enum Request {
     /// Run a slash command.
     Command { name: String, args: String },
     /// Turn number `turn` ended: drop the per-turn state kept for it.
-    /// Not answered (id 0); the worker handles it where it reads it.
+    /// Not answered (id 0).
     ForgetTurn { turn: u64 },
     /// Describe tool `name` if the plugin registered it while running
     /// (Codumentor's `agent.tool_registry.register_tool`).
