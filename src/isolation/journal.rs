@@ -58,9 +58,13 @@ impl Journal {
         let dir = directory(home);
         std::fs::create_dir_all(&dir).ok()?;
         let path = dir.join(std::process::id().to_string());
+        // Not truncated: two hosts of one process over one home open the
+        // same file, and truncating it under the other's mapping made that
+        // host's next store a SIGBUS (seen in the wheel's many-threads
+        // test). A stale record (a reused pid) is cleared below instead.
+        #[allow(clippy::suspicious_open_options)]
         let file = std::fs::OpenOptions::new()
             .create(true)
-            .truncate(true)
             .read(true)
             .write(true)
             .open(&path)
@@ -83,11 +87,13 @@ impl Journal {
             let _ = std::fs::remove_file(&path);
             return None;
         }
-        Some(Journal {
+        let journal = Journal {
             map: NonNull::new(map.cast::<u8>())?,
             _file: file,
             path,
-        })
+        };
+        journal.leave();
+        Some(journal)
     }
 
     /// The record, byte by byte.
@@ -276,6 +282,29 @@ mod tests {
     /// What the journal costs a call (printed; `cargo test --lib journal --
     /// --nocapture`), and that a record left behind by a dead process is
     /// moved to the isolated list while a cleared one is not.
+    /// A second journal of this process over the same home shares the file
+    /// without truncating it (the first one's mapping stays backed), and
+    /// a stale record in it reads as clear.
+    #[test]
+    fn a_second_journal_over_one_home_keeps_the_file_and_clears_a_stale_record() {
+        let home = tempfile::tempdir().unwrap();
+        let path = directory(home.path()).join(std::process::id().to_string());
+        std::fs::create_dir_all(directory(home.path())).unwrap();
+        std::fs::write(&path, b"stale\ttool 'old'\0").unwrap();
+        let first = Journal::open(home.path()).unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap()[0],
+            0,
+            "the stale record is cleared"
+        );
+        first.enter("p", "tool 'x'");
+        let second = Journal::open(home.path()).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), RECORD as u64);
+        first.enter("p", "tool 'y'");
+        second.leave();
+        first.leave();
+    }
+
     #[test]
     fn a_record_left_by_a_dead_process_isolates_its_plugin() {
         let home = tempfile::tempdir().unwrap();
