@@ -66,31 +66,54 @@ impl Slot {
 /// A watched sync Python call (see the module); ended when dropped, when an
 /// exception raised too late to matter is withdrawn. Stays on its thread.
 pub struct Watch {
-    slot: Arc<Slot>,
+    /// `None`: the thread's own slot, looked up again when needed, so a
+    /// watch takes no reference count; a slot of its own on a thread whose
+    /// slot is already torn down.
+    own: Option<Arc<Slot>>,
     /// The call's generation; 0 for a watch inside another one.
     generation: u64,
     _on_this_thread: PhantomData<*const ()>,
 }
 
-/// Start watching the calling thread's Python call, bounded by `limit`.
-pub fn watch(limit: Duration) -> Watch {
-    // A thread being torn down has no slot any more: its call runs unwatched.
-    let slot = SLOT
-        .try_with(Arc::clone)
-        .unwrap_or_else(|_| Arc::new(Slot::new()));
-    if slot.depth.fetch_add(1, Ordering::Relaxed) > 0 {
-        return Watch {
-            slot,
-            generation: 0,
-            _on_this_thread: PhantomData,
-        };
+/// Run `f` on the slot a watch started on; nothing if the thread's slot was
+/// torn down in between (the dog no longer sees it either).
+fn with_slot<R>(own: Option<&Arc<Slot>>, f: impl FnOnce(&Slot) -> R) -> Option<R> {
+    match own {
+        Some(slot) => Some(f(slot)),
+        None => SLOT.try_with(|slot| f(slot)).ok(),
     }
-    let nanos = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
-    slot.limit.store(nanos, Ordering::Relaxed);
-    let generation = slot.generation.fetch_add(1, Ordering::SeqCst) + 1;
-    watchdog().poke();
+}
+
+/// Start watching the calling thread's Python call, bounded by `limit`.
+///
+/// One locked instruction at each end (each pairs with the dog's view of
+/// the generation); the nesting depth is the thread's alone, counted with
+/// plain loads and stores.
+pub fn watch(limit: Duration) -> Watch {
+    let start = |slot: &Slot| {
+        let depth = slot.depth.load(Ordering::Relaxed);
+        slot.depth.store(depth + 1, Ordering::Relaxed);
+        if depth > 0 {
+            return 0;
+        }
+        let nanos = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
+        slot.limit.store(nanos, Ordering::Relaxed);
+        slot.generation.fetch_add(1, Ordering::SeqCst) + 1
+    };
+    // A thread being torn down has no slot any more: its call runs unwatched.
+    let (own, generation) = match SLOT.try_with(|slot| start(slot)) {
+        Ok(generation) => (None, generation),
+        Err(_) => {
+            let slot = Arc::new(Slot::new());
+            let generation = start(&slot);
+            (Some(slot), generation)
+        }
+    };
+    if generation != 0 {
+        watchdog().poke();
+    }
     Watch {
-        slot,
+        own,
         generation,
         _on_this_thread: PhantomData,
     }
@@ -100,30 +123,37 @@ impl Watch {
     /// Whether the call went past its limit (the `TimeoutError` was raised);
     /// for a watch inside another one, whether the outer call did.
     pub fn fired(&self) -> bool {
-        let generation = match self.generation {
-            0 => self.slot.generation.load(Ordering::SeqCst),
-            g => g,
-        };
-        self.slot.fired.load(Ordering::SeqCst) == generation
+        with_slot(self.own.as_ref(), |slot| {
+            let generation = match self.generation {
+                0 => slot.generation.load(Ordering::SeqCst),
+                g => g,
+            };
+            slot.fired.load(Ordering::SeqCst) == generation
+        })
+        .unwrap_or(false)
     }
 }
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        self.slot.depth.fetch_sub(1, Ordering::Relaxed);
-        if self.generation == 0 {
-            return;
-        }
-        self.slot.generation.fetch_add(1, Ordering::SeqCst);
-        // The dog raises with the GIL held and only while the generation is
-        // still this call's; seen fired here, it has raised or will before
-        // it lets the GIL go, so the withdrawal (with the GIL) comes after.
-        if self.slot.fired.load(Ordering::SeqCst) == self.generation {
-            // SAFETY: with the GIL held; a null exception withdraws one not yet raised.
-            let _ = try_attach(|_py| unsafe {
-                ffi::PyThreadState_SetAsyncExc(self.slot.thread as _, std::ptr::null_mut())
-            });
-        }
+        let generation = self.generation;
+        with_slot(self.own.as_ref(), |slot| {
+            let depth = slot.depth.load(Ordering::Relaxed);
+            slot.depth.store(depth.saturating_sub(1), Ordering::Relaxed);
+            if generation == 0 {
+                return;
+            }
+            slot.generation.fetch_add(1, Ordering::SeqCst);
+            // The dog raises with the GIL held and only while the generation is
+            // still this call's; seen fired here, it has raised or will before
+            // it lets the GIL go, so the withdrawal (with the GIL) comes after.
+            if slot.fired.load(Ordering::SeqCst) == generation {
+                // SAFETY: with the GIL held; a null exception withdraws one not yet raised.
+                let _ = try_attach(|_py| unsafe {
+                    ffi::PyThreadState_SetAsyncExc(slot.thread as _, std::ptr::null_mut())
+                });
+            }
+        });
     }
 }
 
