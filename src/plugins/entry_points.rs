@@ -173,34 +173,48 @@ fn listing(dir: &Path) -> Option<std::sync::Arc<Vec<Distribution>>> {
 
 fn read_listing(dir: &Path) -> Option<Vec<Distribution>> {
     let listing = std::fs::read_dir(dir).ok()?;
+    // The listing's own entry types (no `stat` each): a site-packages
+    // holds a hundred metadata directories and more, most without entry
+    // points. A symbolic link is followed.
     let mut metas: Vec<PathBuf> = listing
         .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension()
+        .filter(|e| {
+            let name = e.file_name();
+            Path::new(&name)
+                .extension()
                 .is_some_and(|x| x == "dist-info" || x == "egg-info")
-                && p.is_dir()
+                && e.file_type()
+                    .is_ok_and(|t| t.is_dir() || (t.is_symlink() && e.path().is_dir()))
         })
+        .map(|e| e.path())
         .collect();
     metas.sort();
     let mut found = Vec::new();
     for meta in metas {
         let file = meta.join("entry_points.txt");
-        if !file.is_file() {
-            continue;
-        }
+        // Opened straight away (most have none: one failed open, where a
+        // check first made it a `stat` and an open), without waiting on a
+        // FIFO; what is not a regular file is no entry points file.
+        let text = match crate::plugins::atomic::read_regular_head(&file, true, u64::MAX) {
+            Ok((bytes, _)) => String::from_utf8(bytes)
+                .map_err(|_| "is not UTF-8 text; its entry points are ignored".to_string()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput
+                ) =>
+            {
+                continue
+            }
+            Err(e) => Err(format!(
+                "cannot be read ({e}); its entry points are ignored"
+            )),
+        };
         let (distribution, version) = distribution_of(&meta);
         let rewritable = if meta.extension().is_some_and(|x| x == "egg-info") {
             file_stamp(&file)
         } else {
             None
-        };
-        let text = match std::fs::read(&file) {
-            Ok(bytes) => String::from_utf8(bytes)
-                .map_err(|_| "is not UTF-8 text; its entry points are ignored".to_string()),
-            Err(e) => Err(format!(
-                "cannot be read ({e}); its entry points are ignored"
-            )),
         };
         found.push(Distribution {
             meta,
