@@ -23,6 +23,7 @@ const RECORD: usize = 256;
 
 /// A store's width on the record.
 const WORD: usize = 8;
+const _: () = assert!(RECORD.is_multiple_of(WORD), "the record is whole words");
 
 /// The directory of the journals under a home.
 pub fn directory(home: &Path) -> PathBuf {
@@ -132,7 +133,9 @@ impl Journal {
             cell.store(word(i), Ordering::Relaxed);
         }
         // The first word goes last: a record is read up to its first NUL,
-        // so until that store it still reads as it did.
+        // so a clear record still reads as clear until that store (one
+        // overwritten without being cleared, as the byte stores did, can
+        // read as a mix of both meanwhile).
         words[0].store(word(0), Ordering::Release);
     }
 

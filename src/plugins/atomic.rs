@@ -49,8 +49,11 @@ pub fn read_regular(path: &Path) -> std::io::Result<Vec<u8>> {
 /// [`read_regular`], reading at most `limit` bytes (`u64::MAX`: whole; a
 /// sniff's look at a file that may be a big vendored module), with the
 /// metadata of what was read. `known_regular`: the caller has seen `path`
-/// listed as a regular file (not a link), so the check before opening is
-/// skipped; the one on what was opened stays.
+/// listed as a regular file (not a link), or expects one there and would
+/// rather not pay a `stat` for it (a probe that usually finds nothing), so
+/// the check before opening is skipped; the one on what was opened stays,
+/// and the open neither waits on a FIFO nor makes a terminal the process's
+/// controlling one.
 pub(crate) fn read_regular_head(
     path: &Path,
     known_regular: bool,
@@ -89,7 +92,7 @@ pub(crate) fn read_regular_head(
     // what was opened.
     let mut file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)?;
     let meta = file.metadata()?;
     if let Some(k) = kind(&meta) {

@@ -193,26 +193,30 @@ fn read_listing(dir: &Path) -> Option<Vec<Distribution>> {
     for meta in metas {
         let file = meta.join("entry_points.txt");
         // Opened straight away (most have none: one failed open, where a
-        // check first made it a `stat` and an open), without waiting on a
-        // FIFO; what is not a regular file is no entry points file.
-        let text = match crate::plugins::atomic::read_regular_head(&file, true, u64::MAX) {
-            Ok((bytes, _)) => String::from_utf8(bytes)
-                .map_err(|_| "is not UTF-8 text; its entry points are ignored".to_string()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::InvalidInput
-                ) =>
-            {
-                continue
-            }
-            Err(e) => Err(format!(
-                "cannot be read ({e}); its entry points are ignored"
-            )),
+        // look first made it a `stat` and an open, and a `stat` of the
+        // metadata directory before that); what is not a regular file is
+        // refused once opened (without waiting on a FIFO) and, as before,
+        // is no entry points file.
+        let (text, stamp) = match crate::plugins::atomic::read_regular_head(&file, true, u64::MAX) {
+            Ok((bytes, meta)) => (
+                String::from_utf8(bytes)
+                    .map_err(|_| "is not UTF-8 text; its entry points are ignored".to_string()),
+                stamp_of_read(&meta),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) if !file.is_file() => continue,
+            Err(e) => (
+                Err(format!(
+                    "cannot be read ({e}); its entry points are ignored"
+                )),
+                file_stamp(&file),
+            ),
         };
         let (distribution, version) = distribution_of(&meta);
+        // Stamped from what was read (the metadata of the opened file,
+        // taken before its read): a rewrite after it reads again.
         let rewritable = if meta.extension().is_some_and(|x| x == "egg-info") {
-            file_stamp(&file)
+            stamp
         } else {
             None
         };
@@ -225,6 +229,12 @@ fn read_listing(dir: &Path) -> Option<Vec<Distribution>> {
         });
     }
     Some(found)
+}
+
+/// A file's stamp (as `file_stamp` makes it) from metadata already read.
+fn stamp_of_read(meta: &std::fs::Metadata) -> Option<FileStamp> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.modified().ok()?, meta.len(), meta.ino()))
 }
 
 /// `(name, value)` pairs of `group` in an `entry_points.txt`, and the
@@ -470,5 +480,56 @@ mod tests {
             scan.entries.is_empty() && scan.problems.is_empty(),
             "{scan:?}"
         );
+    }
+    /// What is not a regular `entry_points.txt` (a FIFO, a directory) is
+    /// skipped without a problem and without waiting on the FIFO; a
+    /// metadata directory reached through a symbolic link is read; a plain
+    /// file named like a metadata directory is not one.
+    #[test]
+    fn special_files_are_skipped_and_a_linked_metadata_directory_is_read() {
+        let site = tempfile::tempdir().unwrap();
+        let fifo = site.path().join("piped-1.0.dist-info");
+        std::fs::create_dir_all(&fifo).unwrap();
+        let name = std::ffi::CString::new(
+            fifo.join("entry_points.txt")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .unwrap();
+        // SAFETY: `name` is a NUL-terminated path that lives across the call.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        std::fs::create_dir_all(site.path().join("dir-1.0.dist-info/entry_points.txt")).unwrap();
+        std::fs::write(site.path().join("flat-1.0.egg-info"), "not a directory").unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let target = dist(
+            elsewhere.path(),
+            "linked-2.0.dist-info",
+            "[felix.plugins]\nlinked = linked:register\n",
+        );
+        std::os::unix::fs::symlink(&target, site.path().join("linked-2.0.dist-info")).unwrap();
+        let scan = scan(&[site.path().to_path_buf()], "felix.plugins");
+        assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+        let names: Vec<_> = scan.entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["linked"]);
+    }
+
+    /// A development `.egg-info` whose `entry_points.txt` is rewritten in
+    /// place (the directory's listing unchanged) is read again.
+    #[test]
+    fn an_egg_info_rewritten_in_place_is_read_again() {
+        let site = tempfile::tempdir().unwrap();
+        let dirs = [site.path().to_path_buf()];
+        let meta = dist(
+            site.path(),
+            "dev_plugin.egg-info",
+            "[felix.plugins]\nfirst = dev_plugin:register\n",
+        );
+        assert_eq!(scan(&dirs, "felix.plugins").entries[0].name, "first");
+        std::fs::write(
+            meta.join("entry_points.txt"),
+            "[felix.plugins]\nsecond_name = dev_plugin:register\n",
+        )
+        .unwrap();
+        assert_eq!(scan(&dirs, "felix.plugins").entries[0].name, "second_name");
     }
 }

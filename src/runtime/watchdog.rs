@@ -76,7 +76,8 @@ pub struct Watch {
 }
 
 /// Run `f` on the slot a watch started on; nothing if the thread's slot was
-/// torn down in between (the dog no longer sees it either).
+/// torn down in between (only a watch kept in another thread-local can
+/// outlive it; every watch of plughost's ends within the call it bounds).
 fn with_slot<R>(own: Option<&Arc<Slot>>, f: impl FnOnce(&Slot) -> R) -> Option<R> {
     match own {
         Some(slot) => Some(f(slot)),
@@ -139,6 +140,7 @@ impl Drop for Watch {
         let generation = self.generation;
         with_slot(self.own.as_ref(), |slot| {
             let depth = slot.depth.load(Ordering::Relaxed);
+            debug_assert!(depth > 0, "a watch ended that never started");
             slot.depth.store(depth.saturating_sub(1), Ordering::Relaxed);
             if generation == 0 {
                 return;
