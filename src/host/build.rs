@@ -551,6 +551,11 @@ fn discover_while(
                 for c in found.iter().filter(|c| c.dialect == formats.default_id()) {
                     crate::dialects::sniff_why(&c.dir);
                 }
+                // The files' metadata the reload stamp of each plugin that
+                // will load reads (two `stat`s a plugin off the main thread).
+                for c in found.iter().filter(|c| c.enabled && c.skip_reason.is_none()) {
+                    crate::dialects::fresh::stamp_of(&c.dir);
+                }
                 found
             })
         })

@@ -276,6 +276,14 @@ pub fn strict_hooks(home: &Path) -> bool {
 /// Which file turned `plugins.strict_hooks` on (`config.json`, else
 /// Hermes's `config.yaml` when config.json does not set it); `None`: off.
 pub fn strict_hooks_source(home: &Path) -> Option<&'static str> {
+    // Once per build of a host (asked for each plugin it loads), which
+    // sees one version of the files anyway.
+    crate::plugins::snapshot::derived("strict_hooks", &home.to_string_lossy(), || {
+        strict_hooks_source_now(home)
+    })
+}
+
+fn strict_hooks_source_now(home: &Path) -> Option<&'static str> {
     use crate::plugins::atomic::{file_stamp, FileStamp};
     use std::sync::Mutex;
     type Stamp = Option<FileStamp>;
