@@ -553,7 +553,10 @@ fn discover_while(
                 }
                 // The files' metadata the reload stamp of each plugin that
                 // will load reads (two `stat`s a plugin off the main thread).
-                for c in found.iter().filter(|c| c.enabled && c.skip_reason.is_none()) {
+                for c in found
+                    .iter()
+                    .filter(|c| c.enabled && c.skip_reason.is_none())
+                {
                     crate::dialects::fresh::stamp_of(&c.dir);
                 }
                 found
