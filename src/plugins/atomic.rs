@@ -112,7 +112,11 @@ pub(crate) type FileStamp = (std::time::SystemTime, u64, u64);
 
 /// What tells a version of `file` from another without reading it.
 pub(crate) fn file_stamp(file: &std::path::Path) -> Option<FileStamp> {
+    stamp_of_metadata(&crate::plugins::snapshot::metadata(file).ok()?)
+}
+
+/// [`file_stamp`] from metadata already read (of a file just opened).
+pub(crate) fn stamp_of_metadata(m: &std::fs::Metadata) -> Option<FileStamp> {
     use std::os::unix::fs::MetadataExt;
-    let m = crate::plugins::snapshot::metadata(file).ok()?;
     Some((m.modified().ok()?, m.len(), m.ino()))
 }

@@ -201,7 +201,7 @@ fn read_listing(dir: &Path) -> Option<Vec<Distribution>> {
             Ok((bytes, meta)) => (
                 String::from_utf8(bytes)
                     .map_err(|_| "is not UTF-8 text; its entry points are ignored".to_string()),
-                stamp_of_read(&meta),
+                crate::plugins::atomic::stamp_of_metadata(&meta),
             ),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(_) if !file.is_file() => continue,
@@ -229,12 +229,6 @@ fn read_listing(dir: &Path) -> Option<Vec<Distribution>> {
         });
     }
     Some(found)
-}
-
-/// A file's stamp (as `file_stamp` makes it) from metadata already read.
-fn stamp_of_read(meta: &std::fs::Metadata) -> Option<FileStamp> {
-    use std::os::unix::fs::MetadataExt;
-    Some((meta.modified().ok()?, meta.len(), meta.ino()))
 }
 
 /// `(name, value)` pairs of `group` in an `entry_points.txt`, and the
@@ -481,6 +475,7 @@ mod tests {
             "{scan:?}"
         );
     }
+
     /// What is not a regular `entry_points.txt` (a FIFO, a directory) is
     /// skipped without a problem and without waiting on the FIFO; a
     /// metadata directory reached through a symbolic link is read; a plain
