@@ -27,6 +27,9 @@ thread_local! {
     /// Set on threads plughost created.
     static MANAGED: Cell<bool> = const { Cell::new(false) };
     static KEPT: RefCell<Option<KeptThreadState>> = const { RefCell::new(None) };
+    /// Attaches (and [`in_flight`] scopes) open on this thread: only the
+    /// outermost one counts in [`ACTIVE`].
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Attaches in flight from Rust (see [`try_attach`]).
@@ -71,8 +74,7 @@ pub fn try_attach<F, R>(f: F) -> Result<R, Exiting>
 where
     F: for<'py> FnOnce(Python<'py>) -> R,
 {
-    ACTIVE.fetch_add(1, Ordering::SeqCst);
-    let _active = ActiveGuard;
+    let _active = InFlight::enter();
     if EXITING.load(Ordering::SeqCst) {
         return Err(Exiting);
     }
@@ -80,11 +82,39 @@ where
     Ok(Python::attach(f))
 }
 
-struct ActiveGuard;
+/// Run `f`, which attaches several times in a row (a tool call's hooks and
+/// handler), counted once as in flight for [`begin_exit`]: the attaches
+/// inside then count nothing more, instead of two locked instructions
+/// each. Attaching inside is refused while exiting, as ever; `f` must not
+/// block on other threads' work (the exit would wait out its grace).
+pub fn in_flight<R>(f: impl FnOnce() -> R) -> R {
+    let _active = InFlight::enter();
+    f()
+}
 
-impl Drop for ActiveGuard {
+/// The calling thread counted in [`ACTIVE`] while alive (the outermost of
+/// nested ones only: one inside another begins and ends within it).
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> InFlight {
+        let depth = DEPTH.with(|d| d.replace(d.get() + 1));
+        if depth == 0 {
+            ACTIVE.fetch_add(1, Ordering::SeqCst);
+        }
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
     fn drop(&mut self) {
-        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+        let depth = DEPTH.with(|d| {
+            d.set(d.get() - 1);
+            d.get()
+        });
+        if depth == 0 {
+            ACTIVE.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -138,8 +168,7 @@ impl Drop for KeptThreadState {
         // interpreter is exiting or gone (then it owns and frees every
         // thread state itself, and taking the GIL could end this thread).
         // Counted as an attach in flight, so `begin_exit` waits for it.
-        ACTIVE.fetch_add(1, Ordering::SeqCst);
-        let _active = ActiveGuard;
+        let _active = InFlight::enter();
         if exiting() {
             return;
         }

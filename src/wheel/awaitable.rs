@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
+use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::runtime::bridge::{InlineDriver, Resume};
@@ -31,28 +32,37 @@ pub enum Reply {
 }
 
 impl Reply {
-    /// Finish the `await` with this value: `StopIteration(value)`, set the
-    /// way CPython's own coroutines set it (the value itself, not an
-    /// argument tuple), so the interpreter takes it without building an
-    /// exception object.
-    fn finish(self, py: Python<'_>) -> PyErr {
-        let value: Bound<'_, PyAny> = match self {
-            Reply::Text(t) => pyo3::types::PyString::new(py, &t).into_any(),
-            Reply::Json(v) => match pythonize::pythonize(py, &v) {
-                Ok(object) => object,
-                Err(e) => return PyErr::from(e),
-            },
-            Reply::Nothing => return PyStopIteration::new_err(()),
-        };
-        // SAFETY: the GIL is held; `value` is a live str, dict, list or
-        // scalar (never a tuple or an exception, which CPython would treat
-        // differently: `pythonize` makes JSON arrays lists), and
-        // `PyErr_SetObject` takes its own references; `PyErr::fetch` then
-        // takes the pending exception back out for pyo3 to re-raise.
-        unsafe {
-            pyo3::ffi::PyErr_SetObject(pyo3::ffi::PyExc_StopIteration, value.as_ptr());
+    /// The value the `await` evaluates to.
+    fn into_value(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(match self {
+            Reply::Text(t) => pyo3::types::PyString::new(py, &t).into_any().unbind(),
+            Reply::Json(v) => pythonize::pythonize(py, &v)?.unbind(),
+            Reply::Nothing => py.None(),
+        })
+    }
+}
+
+/// What one step of a call came to.
+enum Stepped {
+    /// Suspend the awaiting task on this object.
+    Yield(Py<PyAny>),
+    /// The call is done: the `await` evaluates to this.
+    Return(Py<PyAny>),
+}
+
+impl Stepped {
+    /// As the iterator protocol has it: a yield, or `StopIteration(value)`.
+    ///
+    /// The error is raised the way CPython's own coroutines raise it (the
+    /// value itself, not an argument tuple, and not normalised): the
+    /// interpreter then takes the value without making an exception
+    /// object. A value is never a tuple (`pythonize` makes JSON arrays
+    /// lists), which CPython would take as the arguments.
+    fn into_iteration(self) -> PyResult<Py<PyAny>> {
+        match self {
+            Stepped::Yield(wait) => Ok(wait),
+            Stepped::Return(value) => Err(PyStopIteration::new_err(value)),
         }
-        PyErr::fetch(py)
     }
 }
 
@@ -84,8 +94,13 @@ impl PyCall {
     }
 
     /// One step: resume what we delegated to (or just poll), then yield
-    /// what to wait on, or finish with `StopIteration(result)`.
-    fn step(&self, py: Python<'_>, resume: Resume) -> PyResult<Py<PyAny>> {
+    /// what to wait on, or the call's value. Counted in flight once for
+    /// the shutdown, not once for each hook and handler it attaches for.
+    fn step(&self, py: Python<'_>, resume: Resume) -> PyResult<Stepped> {
+        crate::runtime::threads::in_flight(|| self.step_counted(py, resume))
+    }
+
+    fn step_counted(&self, py: Python<'_>, resume: Resume) -> PyResult<Stepped> {
         let Ok(mut state) = self.state.try_lock() else {
             return Err(PyRuntimeError::new_err(
                 "this plughost call is being awaited somewhere else at the same time",
@@ -140,12 +155,12 @@ impl PyCall {
                 Poll::Ready(result) => {
                     state.future = None;
                     state.delegated = false;
-                    return Err(result?.finish(py));
+                    return Ok(Stepped::Return(result?.into_value(py)?));
                 }
                 Poll::Pending => {
                     if let Some(y) = yielded {
                         state.delegated = true;
-                        return Ok(y);
+                        return Ok(Stepped::Yield(y));
                     }
                     state.delegated = false;
                     let Some(waker) = waker else {
@@ -154,7 +169,7 @@ impl PyCall {
                         continue;
                     };
                     match waker.arm(py)? {
-                        Some(wait) => return Ok(wait),
+                        Some(wait) => return Ok(Stepped::Yield(wait)),
                         None => continue, // woken while polling: poll again
                     }
                 }
@@ -186,11 +201,11 @@ impl PyCall {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        self.step(py, Resume::Send(py.None()))
+        self.step(py, Resume::Send(py.None()))?.into_iteration()
     }
 
     fn send(&self, py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<PyAny>> {
-        self.step(py, Resume::Send(value))
+        self.step(py, Resume::Send(value))?.into_iteration()
     }
 
     #[pyo3(signature = (typ, value=None, traceback=None))]
@@ -207,7 +222,7 @@ impl PyCall {
             None if typ.is_instance_of::<pyo3::types::PyType>() => PyErr::from_value(typ.call0()?),
             None => PyErr::from_value(typ),
         };
-        self.step(py, Resume::Throw(exc))
+        self.step(py, Resume::Throw(exc))?.into_iteration()
     }
 
     /// Give up on the call (cancels the work it started).
@@ -299,4 +314,91 @@ impl Wake for LoopWaker {
             }
         });
     }
+}
+
+/// Give `plughost.Call` the C-level `am_send` slot, which pyo3 does not
+/// generate. CPython 3.11's `await` (and asyncio's C task on every
+/// version) resumes an awaitable through `PyIter_Send`, which calls this
+/// slot when there is one: the finished call hands its value back as a
+/// return status, with no `StopIteration` raised and caught for it.
+/// (From 3.12 the interpreter's `await` uses `__next__`/`send`, which stay.)
+pub fn install_send_slot(py: Python<'_>) {
+    let ty = py.get_type::<PyCall>();
+    let raw = ty.as_type_ptr();
+    // SAFETY: the GIL is held and `raw` is the live type object pyo3 made
+    // for `PyCall` with `PyType_FromSpec`: a heap type (checked), whose
+    // `tp_as_async` points into the type's own writable `as_async` block
+    // (non-null: the class defines `__await__`). No instance has been
+    // resumed through the slot yet, and the slot is read afresh on every
+    // `PyIter_Send`, so setting it now is seen by every later send.
+    unsafe {
+        let heap = ffi::PyType_GetFlags(raw) & ffi::Py_TPFLAGS_HEAPTYPE != 0;
+        let methods = (*raw).tp_as_async;
+        if heap && !methods.is_null() {
+            (*methods).am_send = Some(call_am_send);
+            ffi::PyType_Modified(raw);
+        }
+    }
+}
+
+/// `am_send` of `plughost.Call`: one step, resumed with `arg`.
+unsafe extern "C" fn call_am_send(
+    slf: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+    result: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
+    // CPython calls the slot with the GIL held, but outside any pyo3
+    // trampoline: `attach` marks the thread attached for pyo3 (one
+    // `PyGILState_Ensure` on a thread that holds the GIL: a counter), so
+    // what the step calls into Python does not do it again each time.
+    // SAFETY: the arguments are as CPython passes them to the slot.
+    Python::attach(|py| unsafe { send_attached(py, slf, arg, result) })
+}
+
+/// [`call_am_send`] on an attached thread.
+///
+/// # Safety
+/// `slf` is a live `plughost.Call`, `arg` a live object or null, and
+/// `result` writable: what CPython passes to `am_send`.
+unsafe fn send_attached(
+    py: Python<'_>,
+    slf: *mut ffi::PyObject,
+    arg: *mut ffi::PyObject,
+    result: *mut *mut ffi::PyObject,
+) -> ffi::PySendResult {
+    let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: as the function requires (the slot is only on the
+        // `plughost.Call` type); the borrowed references outlive the call.
+        let (call, arg) = unsafe {
+            let call = Bound::<PyAny>::from_borrowed_ptr(py, slf).cast_into_unchecked::<PyCall>();
+            let arg = if arg.is_null() {
+                py.None()
+            } else {
+                Bound::<PyAny>::from_borrowed_ptr(py, arg).unbind()
+            };
+            (call, arg)
+        };
+        call.get().step(py, Resume::Send(arg))
+    }));
+    let (status, object) = match stepped {
+        Ok(Ok(Stepped::Yield(wait))) => (ffi::PySendResult::PYGEN_NEXT, wait.into_ptr()),
+        Ok(Ok(Stepped::Return(value))) => (ffi::PySendResult::PYGEN_RETURN, value.into_ptr()),
+        Ok(Err(error)) => {
+            error.restore(py);
+            (ffi::PySendResult::PYGEN_ERROR, std::ptr::null_mut())
+        }
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("a plughost call panicked");
+            pyo3::panic::PanicException::new_err(message.to_string()).restore(py);
+            (ffi::PySendResult::PYGEN_ERROR, std::ptr::null_mut())
+        }
+    };
+    // SAFETY: `result` is the caller's out-pointer; it takes the new
+    // reference (or null with the exception set).
+    unsafe { *result = object };
+    status
 }

@@ -331,10 +331,12 @@ impl PyHost {
             // Take the first step in place, with the GIL held: a call whose
             // hooks and handler never wait is done now. Only one that waits
             // releases the GIL and blocks for the rest.
-            let first = {
+            // Counted in flight once for the shutdown, not once for each
+            // hook and handler it attaches for.
+            let first = crate::runtime::threads::in_flight(|| {
                 let _entered = tokio.enter();
                 call.as_mut().poll(&mut Context::from_waker(Waker::noop()))
-            };
+            });
             Ok(match first {
                 Poll::Ready(result) => result.text,
                 Poll::Pending => detach_blocking(py, || tokio.block_on(call)).text,
@@ -355,9 +357,13 @@ impl PyHost {
         let host = self.host(py)?;
         let args = to_value(args)?;
         let (name, session_id) = (name.to_string(), session_id.to_string());
-        let started = self.started.clone();
+        // Once started, the call does not hold the flag (two locked
+        // instructions a call for its reference count).
+        let started = (!self.started.initialized()).then(|| self.started.clone());
         Ok(PyCall::new(Box::pin(async move {
-            Self::start(&started, &host).await;
+            if let Some(started) = started {
+                Self::start(&started, &host).await;
+            }
             Ok(Reply::Text(
                 host.call_tool(&name, args, &session_id).await.text,
             ))

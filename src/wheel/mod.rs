@@ -64,6 +64,7 @@ pub fn native_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyHost>()?;
     m.add_class::<PyAgent>()?;
     m.add_class::<PyCall>()?;
+    awaitable::install_send_slot(py);
     crate::dialects::add_python_classes(m)?;
     m.add("PlughostError", py.get_type::<PlughostError>())?;
     m.add("ConfigError", py.get_type::<ConfigError>())?;

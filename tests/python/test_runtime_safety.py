@@ -643,3 +643,30 @@ def test_an_isolated_plugin_runs_in_a_worker_and_its_crash_fails_only_its_call(t
     assert worker.isdigit() and int(worker) != os.getpid(), "the tool ran in a worker process"
     assert host.call_tool("segv") == "Error executing segv: plugin 'crashy' crashed (SIGSEGV)"
     assert host.call_tool("pid").isdigit(), "the worker restarted for the next call"
+
+
+def test_a_call_driven_by_hand_ends_in_stop_iteration_with_its_value(host: plughost.Host) -> None:
+    # What `await` does through the C slot on 3.11, and through `send` and
+    # `__next__` on 3.12 and later: both end the same way.
+    call = host.acall_tool("greet", {"name": "hand"})
+    with pytest.raises(StopIteration) as stopped:
+        call.send(None)
+    assert stopped.value.value == "Hello, hand!"
+    with pytest.raises(RuntimeError, match="already awaited"):
+        call.send(None)
+
+    iterator = host.acall_tool("greet", {"name": "next"}).__await__()
+    with pytest.raises(StopIteration) as stopped:
+        next(iterator)
+    assert stopped.value.value == "Hello, next!"
+
+    async def awaited() -> list[str]:
+        call = host.acall_tool("greet", {"name": "twice"})
+        first = await call
+        try:
+            await call
+        except RuntimeError as error:
+            return [first, str(error)]
+        return [first, "awaited twice without an error"]
+
+    assert asyncio.run(awaited()) == ["Hello, twice!", "cannot reuse an already awaited plughost call"]
