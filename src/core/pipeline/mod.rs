@@ -90,13 +90,20 @@ pub async fn call_tool_in_turn(
     let started = registry.observed().then(std::time::Instant::now);
     let mut result = pipeline(registry, &ids, args, &mut marks, false).await;
     // A re-run (Codumentor's `retry_with`, `requeue_tool`): its result, and
-    // what its hooks decide, replace the first run's.
+    // what its hooks decide, replace the first run's. Boxed: it is rare,
+    // and its state would otherwise sit in every call's future.
     if let Some((arguments, delay_ms)) = marks.rerun.take() {
-        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
-        let mut again = ToolMarks::default();
-        result = pipeline(registry, &ids, Value::Object(arguments), &mut again, true).await;
-        again.insert.splice(0..0, std::mem::take(&mut marks.insert));
-        marks = again;
+        let rerun = Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+            let mut again = ToolMarks::default();
+            let arguments = Value::Object(arguments);
+            let result = pipeline(registry, &ids, arguments, &mut again, true).await;
+            (result, again)
+        });
+        let again;
+        (result, again) = rerun.await;
+        let first = std::mem::replace(&mut marks, again);
+        marks.insert.splice(0..0, first.insert);
     }
     if let Some(started) = started {
         let by = marks.blocked_by.as_ref();
@@ -482,7 +489,9 @@ impl Call<'_> {
         lc.result = text;
         lc.is_error = !outcome.is_ok();
         lc.duration_ms = ctx.duration_ms;
-        let after = tool_points::after(self.registry, lc).await;
+        // Boxed: only a call with a lane here pays for this state (see
+        // `tool_points`).
+        let after = Box::pin(tool_points::after(self.registry, lc)).await;
         marks.terminate |= after.terminate;
         if marks.short_circuit.is_none() {
             marks.short_circuit = after.short_circuit;
@@ -554,6 +563,11 @@ async fn transform_text(
 }
 
 fn schema_problem(validator: &jsonschema::Validator, instance: &Value) -> Option<String> {
+    // The yes/no check first: it builds no error iterator (an allocation
+    // and its bookkeeping on every call), and most calls are valid.
+    if validator.is_valid(instance) {
+        return None;
+    }
     let error = validator.iter_errors(instance).next()?;
     let path = error.instance_path().to_string();
     Some(if path.is_empty() {
@@ -571,5 +585,22 @@ fn json_type_name(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A call's future holds the state of every stage inline, and is moved
+    /// (from the wheel also allocated) on every call. The loop points'
+    /// stages, which most hosts have no callback at, are boxed for that:
+    /// with them inline the future was about 5 KB.
+    #[test]
+    fn a_tool_calls_future_stays_small() {
+        let registry = Registry::new();
+        let call = call_tool(&registry, "t", Value::Null, "", "");
+        let size = std::mem::size_of_val(&call);
+        assert!(size <= 3 * 1024, "a tool call's future is {size} bytes");
     }
 }

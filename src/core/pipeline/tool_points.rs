@@ -1,6 +1,12 @@
 //! The loop points of a tool call (P9 before, P9x around, P10 after): each
 //! fires its lanes in order and hands the pipeline one combined, typed
 //! answer, so the pipeline's call sites are one line each.
+//!
+//! Most hosts have no callback at these points, so each point looks first
+//! and fires its lanes in a boxed future only when there is one: a call's
+//! future holds every stage's state inline, and these stages' states (a
+//! loop context, the lanes' firing) were most of it, moved on every call
+//! (the pipeline's future: 4.9 KB before, 2.5 KB after).
 
 use serde_json::{Map, Value};
 
@@ -37,6 +43,20 @@ pub enum Before {
 /// fire. An edit of the arguments is what the call runs with (the last
 /// lane's that made one). `context` makes a lane's context.
 pub async fn before(
+    registry: &Registry,
+    arguments: &Value,
+    context: impl Fn(HookEvent) -> LoopContext,
+) -> Before {
+    let request = request_lane();
+    let mut lanes = registry.hooks().lanes_at(Point::ToolBefore);
+    if !lanes.any(|(lane, _)| lane != request) {
+        return Before::Proceed(None);
+    }
+    // Boxed: a call with no lane here keeps its future small (see the module docs).
+    Box::pin(before_lanes(registry, arguments, context)).await
+}
+
+async fn before_lanes(
     registry: &Registry,
     arguments: &Value,
     context: impl Fn(HookEvent) -> LoopContext,
@@ -113,10 +133,19 @@ pub async fn request(
     context: impl FnOnce() -> LoopContext,
 ) -> Option<Value> {
     let lane = request_lane();
-    let entries = registry.hooks().entries(lane);
-    if entries.is_empty() {
+    if registry.hooks().entries(lane).is_empty() {
         return None;
     }
+    Box::pin(request_chain(registry, arguments, context)).await
+}
+
+async fn request_chain(
+    registry: &Registry,
+    arguments: &Value,
+    context: impl FnOnce() -> LoopContext,
+) -> Option<Value> {
+    let lane = request_lane();
+    let entries = registry.hooks().entries(lane);
     let mut lc = context();
     lc.tool_call.arguments = arguments.clone();
     fire_entries(
@@ -136,12 +165,15 @@ pub async fn around(registry: &Registry, context: impl FnOnce() -> LoopContext) 
         .entries(HookEvent::ToolExecuting)
         .is_empty()
     {
-        let mut lc = context();
-        fire(
-            registry,
-            HookEvent::ToolExecuting,
-            HookPayload::Loop(&mut lc),
-        )
+        Box::pin(async move {
+            let mut lc = context();
+            fire(
+                registry,
+                HookEvent::ToolExecuting,
+                HookPayload::Loop(&mut lc),
+            )
+            .await;
+        })
         .await;
     }
 }
@@ -179,6 +211,8 @@ pub fn after_hooked(registry: &Registry) -> bool {
 /// applied after all its callbacks ran; edits of the result chain; of the
 /// other decisions the point keeps the first of each kind (a
 /// short-circuit, an abort, a re-run) and every append.
+///
+/// Its caller looks first ([`after_hooked`]), as it has a context to make.
 pub async fn after(registry: &Registry, mut lc: LoopContext) -> After {
     let budget = registry.hook_timeout;
     let mut after = After::default();
