@@ -9,6 +9,7 @@ use super::{PluginRecord, PluginStatus, ToolCollision};
 use crate::core::extensions::Extensions;
 use crate::core::outcome::PluginError;
 use crate::core::registry::{Registration, Registry, Tool};
+use crate::isolation::journal::Record;
 use crate::plugins::discovery::Candidate;
 
 mod handoff;
@@ -474,13 +475,14 @@ impl CallGuard {
         }
         for r in registrations {
             match r {
-                Registration::Hook { entry, .. } => {
+                Registration::Hook { entry, event, .. } => {
                     let inner = entry.callback.clone();
                     let run: Arc<dyn crate::core::hooks::HookCallback> = match &journal {
                         Some(journal) => Arc::new(JournaledHook {
                             inner: inner.clone(),
                             key: key.into(),
                             journal: journal.clone(),
+                            record: event.map(|e| (e, Record::new(key, e.name()))),
                         }),
                         None => inner.clone(),
                     };
@@ -497,10 +499,11 @@ impl CallGuard {
                 }
                 Registration::Tool(tool) => {
                     if let Some(journal) = &journal {
+                        let what = format!("tool '{}'", tool.spec.name);
                         tool.handler = Arc::new(JournaledTool {
                             inner: tool.handler.clone(),
-                            key: key.into(),
-                            what: format!("tool '{}'", tool.spec.name),
+                            calling: Record::new(key, &what),
+                            checking: Record::new(key, "check_fn"),
                             journal: journal.clone(),
                         });
                     }
@@ -594,6 +597,8 @@ struct JournaledHook {
     inner: Arc<dyn crate::core::hooks::HookCallback>,
     key: Arc<str>,
     journal: Arc<crate::isolation::journal::Lazy>,
+    /// The record of the event it was registered for, made once.
+    record: Option<(crate::core::hooks::HookEvent, Record)>,
 }
 
 impl crate::core::hooks::HookCallback for JournaledHook {
@@ -602,8 +607,14 @@ impl crate::core::hooks::HookCallback for JournaledHook {
         event: crate::core::hooks::HookEvent,
         payload: crate::core::hooks::HookPayload<'_>,
     ) -> crate::core::hooks::HookReturn {
-        self.journal
-            .around(&self.key, event.name(), || self.inner.call(event, payload))
+        match &self.record {
+            Some((made_for, record)) if *made_for == event => self
+                .journal
+                .around_record(record, || self.inner.call(event, payload)),
+            _ => self
+                .journal
+                .around(&self.key, event.name(), || self.inner.call(event, payload)),
+        }
     }
 }
 
@@ -611,15 +622,17 @@ impl crate::core::hooks::HookCallback for JournaledHook {
 /// runs (the synchronous part; an async tool's own awaits are not).
 struct JournaledTool {
     inner: Arc<dyn crate::core::registry::ToolHandler>,
-    key: Arc<str>,
-    what: String,
+    /// `key<TAB>tool <name>`: the call's record, made once.
+    calling: Record,
+    /// `key<TAB>check_fn`.
+    checking: Record,
     journal: Arc<crate::isolation::journal::Lazy>,
 }
 
 impl crate::core::registry::ToolHandler for JournaledTool {
     fn check(&self) -> Option<Result<bool, PluginError>> {
         self.journal
-            .around(&self.key, "check_fn", || self.inner.check())
+            .around_record(&self.checking, || self.inner.check())
     }
     fn unavailability(&self) -> crate::core::outcome::Unavailability {
         self.inner.unavailability()
@@ -629,7 +642,7 @@ impl crate::core::registry::ToolHandler for JournaledTool {
         ctx: &mut crate::core::contexts::ToolCallContext,
     ) -> crate::core::registry::ToolReturn {
         self.journal
-            .around(&self.key, &self.what, || self.inner.call(ctx))
+            .around_record(&self.calling, || self.inner.call(ctx))
     }
     fn reads_rust_params(&self) -> bool {
         self.inner.reads_rust_params()

@@ -112,8 +112,41 @@ impl Journal {
 
     /// plughost enters plugin `key`'s code to do `what`.
     pub fn enter(&self, key: &str, what: &str) {
-        // `key<TAB>what`, cut to leave room for its NUL (the reader takes
-        // what it can decode); no formatting machinery on this path.
+        self.enter_record(&Record::new(key, what));
+    }
+
+    /// [`Journal::enter`] with a record made beforehand: a few stores.
+    pub fn enter_record(&self, record: &Record) {
+        let words = self.words();
+        for (cell, word) in words.iter().zip(record.words.iter()).skip(1) {
+            cell.store(*word, Ordering::Relaxed);
+        }
+        // The first word goes last: a record is read up to its first NUL,
+        // so a clear record still reads as clear until that store (one
+        // overwritten without being cleared, as the byte stores did, can
+        // read as a mix of both meanwhile).
+        words[0].store(record.words[0], Ordering::Release);
+    }
+
+    /// It came back: the record reads as clear from its first byte.
+    pub fn leave(&self) {
+        self.words()[0].store(0, Ordering::Release);
+    }
+}
+
+/// One record, `key<TAB>what`, as the words [`Journal::enter_record`]
+/// stores: made once for what is entered on every call (a tool, a hook's
+/// event), instead of on each entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Up to and including the word that holds the NUL after the text.
+    words: Box<[u64]>,
+}
+
+impl Record {
+    pub fn new(key: &str, what: &str) -> Record {
+        // Cut to leave room for its NUL (the reader takes what it can
+        // decode); no formatting machinery.
         let mut record = [0u8; RECORD];
         let mut len = 0;
         for part in [key.as_bytes(), b"\t", what.as_bytes()] {
@@ -121,27 +154,16 @@ impl Journal {
             record[len..len + n].copy_from_slice(&part[..n]);
             len += n;
         }
-        // Words up to and including the one holding the NUL after the text.
-        let used = len / WORD + 1;
-        let word = |i: usize| {
-            let mut bytes = [0u8; WORD];
-            bytes.copy_from_slice(&record[i * WORD..(i + 1) * WORD]);
-            u64::from_ne_bytes(bytes)
-        };
-        let words = self.words();
-        for (i, cell) in words.iter().enumerate().take(used).skip(1) {
-            cell.store(word(i), Ordering::Relaxed);
-        }
-        // The first word goes last: a record is read up to its first NUL,
-        // so a clear record still reads as clear until that store (one
-        // overwritten without being cleared, as the byte stores did, can
-        // read as a mix of both meanwhile).
-        words[0].store(word(0), Ordering::Release);
-    }
-
-    /// It came back: the record reads as clear from its first byte.
-    pub fn leave(&self) {
-        self.words()[0].store(0, Ordering::Release);
+        let words = record
+            .chunks_exact(WORD)
+            .take(len / WORD + 1)
+            .map(|chunk| {
+                let mut bytes = [0u8; WORD];
+                bytes.copy_from_slice(chunk);
+                u64::from_ne_bytes(bytes)
+            })
+            .collect();
+        Record { words }
     }
 }
 
@@ -262,9 +284,14 @@ impl Lazy {
     /// Run `f` recorded as plugin `key` doing `what`: a crash inside it
     /// leaves the record behind for the next start.
     pub fn around<R>(&self, key: &str, what: &str, f: impl FnOnce() -> R) -> R {
+        self.around_record(&Record::new(key, what), f)
+    }
+
+    /// [`Lazy::around`] with a record made beforehand.
+    pub fn around_record<R>(&self, record: &Record, f: impl FnOnce() -> R) -> R {
         let journal = self.journal.get_or_init(|| Journal::open(&self.home));
         if let Some(j) = journal {
-            j.enter(key, what);
+            j.enter_record(record);
         }
         let r = f();
         if let Some(j) = journal {

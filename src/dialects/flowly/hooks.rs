@@ -4,7 +4,7 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyString};
 
 use super::classes;
 use crate::core::hooks::{
@@ -23,6 +23,9 @@ struct ToolState {
     context: Option<Py<PyAny>>,
     /// The (stage, revision) the Python context last showed.
     synced: (Option<HookEvent>, u64),
+    /// The objects last written into the context's `result` and
+    /// `duration_ms`, to tell when showing a stage needs no write.
+    written: [Option<Py<PyAny>>; 2],
 }
 
 /// The params of a call as a Python dict, shared for the call's lifetime.
@@ -41,6 +44,7 @@ pub fn params_dict<'py>(
         params: dict.clone().unbind(),
         context: None,
         synced: (None, 0),
+        written: [None, None],
     });
     Ok(dict)
 }
@@ -86,9 +90,43 @@ fn tool_context<'py>(py: Python<'py>, ctx: &mut ToolCallContext) -> PyResult<Bou
     if let Some(obj) = &state.context {
         let obj = obj.bind(py).clone();
         if state.synced != shown {
-            obj.setattr(intern!(py, "result"), ctx.result.as_deref())?;
-            obj.setattr(intern!(py, "duration_ms"), ctx.duration_ms)?;
-            obj.setattr(intern!(py, "success"), ctx.success)?;
+            let [result, duration] = &mut state.written;
+            let text = ctx.result.as_deref();
+            show(
+                &obj,
+                intern!(py, "result"),
+                result,
+                |shown| match text {
+                    None => shown.is_none(),
+                    Some(t) => shown
+                        .cast::<PyString>()
+                        .is_ok_and(|s| s.to_str().is_ok_and(|s| s == t)),
+                },
+                || match text {
+                    Some(t) => PyString::new(py, t).into_any(),
+                    None => py.None().into_bound(py),
+                },
+            )?;
+            let ms = ctx.duration_ms;
+            show(
+                &obj,
+                intern!(py, "duration_ms"),
+                duration,
+                |shown| {
+                    shown
+                        .cast::<PyFloat>()
+                        .is_ok_and(|f| f.value().to_bits() == ms.to_bits())
+                },
+                || PyFloat::new(py, ms).into_any(),
+            )?;
+            let success = match ctx.success {
+                Some(b) => PyBool::new(py, b).to_owned().into_any(),
+                None => py.None().into_bound(py),
+            };
+            let name = intern!(py, "success");
+            if !obj.getattr(name).is_ok_and(|now| now.is(&success)) {
+                obj.setattr(name, success)?;
+            }
             state.synced = shown;
         }
         return Ok(obj);
@@ -111,6 +149,30 @@ fn tool_context<'py>(py: Python<'py>, ctx: &mut ToolCallContext) -> PyResult<Bou
     state.context = Some(obj.clone().unbind());
     state.synced = shown;
     Ok(obj)
+}
+
+/// Make `obj.<name>` show a value: left alone when it still holds the very
+/// object last written there (`last`) and that object shows the value
+/// (`shows`), as when a stage changes and the pipeline's value did not;
+/// written (and remembered) otherwise, so a hook's own assignment is
+/// replaced by the pipeline's value as on every stage.
+fn show<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+    last: &mut Option<Py<PyAny>>,
+    shows: impl FnOnce(&Bound<'py, PyAny>) -> bool,
+    make: impl FnOnce() -> Bound<'py, PyAny>,
+) -> PyResult<()> {
+    let py = obj.py();
+    if let Some(previous) = last.as_ref().map(|p| p.bind(py)) {
+        if shows(previous) && obj.getattr(name).is_ok_and(|now| now.is(previous)) {
+            return Ok(());
+        }
+    }
+    let value = make();
+    obj.setattr(name, &value)?;
+    *last = Some(value.unbind());
+    Ok(())
 }
 
 /// The context object built for this payload at this stage, if any.
