@@ -64,7 +64,18 @@
 //! ```
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+/// mimalloc for the wheel's Rust side, as for the binary (`src/main.rs`):
+/// a tool call through `Host.acall_tool` allocates its future and its
+/// arguments, and glibc's malloc took two locked instructions for each
+/// block past its per-thread cache (a call's future is such a block).
+/// Only in the wheel (the `extension-module` feature): a Rust service that
+/// uses the library keeps its own allocator.
+#[cfg(feature = "extension-module")]
+#[global_allocator]
+static WHEEL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 // The layers, lowest first: each module uses only those above it.
+
 pub mod agent;
 pub mod cli;
 pub mod core;
