@@ -360,14 +360,17 @@ impl PyHost {
         // Once started, the call does not hold the flag (two locked
         // instructions a call for its reference count).
         let started = (!self.started.initialized()).then(|| self.started.clone());
-        Ok(PyCall::new(Box::pin(async move {
+        // Written straight into its allocation (`Box::pin` made it on the
+        // stack and copied it there: a tool call's future is kilobytes).
+        let call = Box::write(Box::new_uninit(), async move {
             if let Some(started) = started {
                 Self::start(&started, &host).await;
             }
             Ok(Reply::Text(
                 host.call_tool(&name, args, &session_id).await.text,
             ))
-        })))
+        });
+        Ok(PyCall::new(Box::into_pin(call)))
     }
 
     /// Run a slash command line; its reply, or None.
