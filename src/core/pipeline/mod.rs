@@ -38,9 +38,16 @@ pub async fn call_tool(
     session_id: &str,
     tool_call_id: &str,
 ) -> ToolResult {
-    call_tool_in_turn(registry, name, args, session_id, tool_call_id, None)
-        .await
-        .result
+    let ids = Ids {
+        name,
+        session_id,
+        tool_call_id,
+        turn: None,
+    };
+    // The marks stay here: a call outside a turn has no use for them, and
+    // handing them back would move them (and the result) once more.
+    let mut marks = ToolMarks::default();
+    run_and_rerun(registry, &ids, args, &mut marks).await
 }
 
 /// What the loop points of one tool call asked of the turn, beyond its result.
@@ -87,8 +94,19 @@ pub async fn call_tool_in_turn(
         turn,
     };
     let mut marks = ToolMarks::default();
+    let result = run_and_rerun(registry, &ids, args, &mut marks).await;
+    TurnToolResult { result, marks }
+}
+
+/// The pipeline, then a re-run if its hooks asked for one; observed.
+async fn run_and_rerun(
+    registry: &Registry,
+    ids: &Ids<'_>,
+    args: Value,
+    marks: &mut ToolMarks,
+) -> ToolResult {
     let started = registry.observed().then(std::time::Instant::now);
-    let mut result = pipeline(registry, &ids, args, &mut marks, false).await;
+    let mut result = pipeline(registry, ids, args, marks, false).await;
     // A re-run (Codumentor's `retry_with`, `requeue_tool`): its result, and
     // what its hooks decide, replace the first run's. Boxed: it is rare,
     // and its state would otherwise sit in every call's future.
@@ -97,19 +115,19 @@ pub async fn call_tool_in_turn(
             tokio::time::sleep(Duration::from_millis(delay_ms)).await;
             let mut again = ToolMarks::default();
             let arguments = Value::Object(arguments);
-            let result = pipeline(registry, &ids, arguments, &mut again, true).await;
+            let result = pipeline(registry, ids, arguments, &mut again, true).await;
             (result, again)
         });
         let again;
         (result, again) = rerun.await;
-        let first = std::mem::replace(&mut marks, again);
+        let first = std::mem::replace(marks, again);
         marks.insert.splice(0..0, first.insert);
     }
     if let Some(started) = started {
         let by = marks.blocked_by.as_ref();
-        observe(registry, &ids, &result, started.elapsed(), by);
+        observe(registry, ids, &result, started.elapsed(), by);
     }
-    TurnToolResult { result, marks }
+    result
 }
 
 /// Tell the registry's observers how the call ended.
