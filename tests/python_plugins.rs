@@ -820,3 +820,50 @@ def register(ctx):
     let got = rt().block_on(host.call_tool("home", json!({}), "")).text;
     assert_eq!(got, home.path().to_string_lossy());
 }
+
+/// A hook's own assignment to the context's `result`, `duration_ms` or
+/// `success` is replaced by the pipeline's values at the next stage (the
+/// context, made at `pre_tool_call` and written at `post_tool_call`, is
+/// only left unwritten when it still holds what was written last), and
+/// the same object goes from stage to stage.
+#[test]
+fn a_hooks_assignments_to_the_context_are_replaced_at_the_next_stage() {
+    const SEEN: &str = r#"
+seen = []
+
+def register(ctx):
+    ctx.register_tool("two", {}, lambda: "pipeline-result")
+    def post(c):
+        seen.append(("post", id(c), c.result, c.success, c.duration_ms >= 0))
+        c.result, c.success, c.duration_ms = "assigned", False, -1.0
+    def transform(c):
+        seen.append(("transform", id(c), c.result, c.success, c.duration_ms >= 0))
+    ctx.register_hook("pre_tool_call", lambda c: None)
+    ctx.register_hook("post_tool_call", post)
+    ctx.register_hook("transform_tool_result", transform)
+    ctx.register_tool("seen", {}, lambda: repr([(s, i == seen[0][1], *rest) for s, i, *rest in seen]))
+"#;
+    let home = home_with(&["seen"]);
+    write_plugin(
+        &home.path().join("plugins"),
+        "seen",
+        "name: seen\n",
+        &[("__init__.py", SEEN)],
+    );
+    let bundled = no_bundled();
+    let host = Host::builder()
+        .home(home.path())
+        .bundled_dir(bundled.path())
+        .build()
+        .unwrap();
+    let rt = rt();
+    assert_eq!(
+        rt.block_on(host.call_tool("two", json!({}), "s")).text,
+        "pipeline-result"
+    );
+    assert_eq!(
+        rt.block_on(host.call_tool("seen", json!({}), "s")).text,
+        "[('post', True, 'pipeline-result', True, True), \
+         ('transform', True, 'pipeline-result', True, True)]"
+    );
+}

@@ -349,8 +349,8 @@ impl Host {
     /// Run one tool call through the whole pipeline (hooks included).
     pub async fn call_tool(&self, name: &str, args: Value, session_id: &str) -> ToolResult {
         // A guard, not a reference count of its own: half the locked
-        // instructions, on every call (a reload meanwhile still waits for
-        // nothing; the guard keeps the set it loaded alive).
+        // instructions on every call. Like the count, it keeps the set it
+        // loaded alive through a reload, which does not wait for it.
         let set = self.current.load();
         dispatch::call_tool(&set.registry, name, args, session_id, "").await
     }

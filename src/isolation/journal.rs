@@ -110,12 +110,8 @@ impl Journal {
         unsafe { std::slice::from_raw_parts(self.map.as_ptr().cast::<AtomicU64>(), RECORD / WORD) }
     }
 
-    /// plughost enters plugin `key`'s code to do `what`.
-    pub fn enter(&self, key: &str, what: &str) {
-        self.enter_record(&Record::new(key, what));
-    }
-
-    /// [`Journal::enter`] with a record made beforehand: a few stores.
+    /// plughost enters plugin code to do what `record` says: a few stores
+    /// (the record is made beforehand, [`Record::new`]).
     pub fn enter_record(&self, record: &Record) {
         let words = self.words();
         for (cell, word) in words.iter().zip(record.words.iter()).skip(1) {
@@ -332,10 +328,10 @@ mod tests {
             0,
             "the stale record is cleared"
         );
-        first.enter("p", "tool 'x'");
+        first.enter_record(&Record::new("p", "tool 'x'"));
         let second = Journal::open(home.path()).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), RECORD as u64);
-        first.enter("p", "tool 'y'");
+        first.enter_record(&Record::new("p", "tool 'y'"));
         second.leave();
         first.leave();
     }
@@ -352,12 +348,15 @@ mod tests {
             let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
             String::from_utf8(bytes[..end].to_vec()).unwrap()
         };
-        journal.enter("a-plugin-with-a-long-key", "post_tool_call hook");
+        journal.enter_record(&Record::new(
+            "a-plugin-with-a-long-key",
+            "post_tool_call hook",
+        ));
         assert_eq!(text(), "a-plugin-with-a-long-key\tpost_tool_call hook");
-        journal.enter("p", "tool 'x'");
+        journal.enter_record(&Record::new("p", "tool 'x'"));
         assert_eq!(text(), "p\ttool 'x'");
         let long = "w".repeat(2 * RECORD);
-        journal.enter("k", &long);
+        journal.enter_record(&Record::new("k", &long));
         assert_eq!(text(), format!("k\t{}", &long[..RECORD - 3]));
         journal.leave();
         assert_eq!(text(), "");

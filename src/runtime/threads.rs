@@ -85,8 +85,8 @@ where
 /// Run `f`, which attaches several times in a row (a tool call's hooks and
 /// handler), counted once as in flight for [`begin_exit`]: the attaches
 /// inside then count nothing more, instead of two locked instructions
-/// each. Attaching inside is refused while exiting, as ever; `f` must not
-/// block on other threads' work (the exit would wait out its grace).
+/// each. Attaching inside is refused while exiting, as ever; `f` should
+/// not block for long (the exit waits for it, up to its grace).
 pub fn in_flight<R>(f: impl FnOnce() -> R) -> R {
     let _active = InFlight::enter();
     f()
