@@ -85,8 +85,17 @@ struct Inner {
     tool_defs: std::sync::Mutex<Option<OfferedTools>>,
 }
 
-/// Which tools (their addresses) were offered, and their definitions.
-type OfferedTools = (Vec<usize>, Arc<Vec<Value>>);
+/// Which tools (their addresses) were offered, their definitions, and
+/// their names as the report lists them.
+type OfferedTools = (Vec<usize>, Arc<Vec<Value>>, Value);
+
+/// The `function.name` of each tool definition.
+fn tool_names(tools: &[Value]) -> Value {
+    tools
+        .iter()
+        .map(|t| t["function"]["name"].clone())
+        .collect()
+}
 
 /// The agent loop over a host's tools and hooks.
 #[derive(Clone)]
@@ -436,7 +445,7 @@ impl Inner {
             .map(|t| std::ptr::from_ref(*t) as usize)
             .collect();
         let mut cached = self.tool_defs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((seen, defs)) = &*cached {
+        if let Some((seen, defs, _)) = &*cached {
             if *seen == key {
                 return defs.clone();
             }
@@ -450,8 +459,19 @@ impl Inner {
                 })
                 .collect(),
         );
-        *cached = Some((key, defs.clone()));
+        let names = tool_names(&defs);
+        *cached = Some((key, defs.clone(), names));
         defs
+    }
+
+    /// The names of `tools` (definitions), as the report lists a call's
+    /// tools: kept with the definitions [`Inner::tool_definitions`] made.
+    fn offered_names(&self, tools: &Arc<Vec<Value>>) -> Value {
+        let cached = self.tool_defs.lock().unwrap_or_else(|e| e.into_inner());
+        match &*cached {
+            Some((_, defs, names)) if Arc::ptr_eq(defs, tools) => names.clone(),
+            _ => tool_names(tools),
+        }
     }
 
     /// A loop point's context for this turn.

@@ -19,27 +19,59 @@ pub(super) fn split_system(messages: &[Value]) -> (String, Vec<Value>) {
     }
 }
 
+/// The system prompt of a message list (empty without one).
+pub(super) fn system_of(messages: &[Value]) -> String {
+    match messages.first() {
+        Some(first) if first["role"] == "system" => {
+            first["content"].as_str().unwrap_or_default().to_string()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The messages after the system prompt (all of them without one).
+pub(super) fn after_system(messages: &[Value]) -> &[Value] {
+    match messages.first() {
+        Some(first) if first["role"] == "system" => &messages[1..],
+        _ => messages,
+    }
+}
+
 pub(super) fn join_system(system: &str, messages: Vec<Value>) -> Vec<Value> {
     let mut all = vec![json!({"role": "system", "content": system})];
     all.extend(messages);
     all
 }
 
+/// The OpenAI fields of a message.
+const WIRE_FIELDS: [&str; 5] = ["role", "content", "tool_calls", "tool_call_id", "name"];
+
 /// A message as the provider is sent it: OpenAI fields only (no `ts`,
 /// `metadata` or other fields a hook or the transcript added).
 pub(super) fn wire_message(message: &Value) -> Value {
-    const FIELDS: [&str; 5] = ["role", "content", "tool_calls", "tool_call_id", "name"];
     match message.as_object() {
         Some(map) => Value::Object(
             map.iter()
                 .filter(|(k, v)| {
-                    FIELDS.contains(&k.as_str()) && !(k.as_str() == "tool_calls" && v.is_null())
+                    WIRE_FIELDS.contains(&k.as_str())
+                        && !(k.as_str() == "tool_calls" && v.is_null())
                 })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
         ),
         None => message.clone(),
     }
+}
+
+/// [`wire_message`] of a message the caller gives away: its other fields
+/// are dropped in place instead of the kept ones copied.
+pub(super) fn into_wire_message(mut message: Value) -> Value {
+    if let Some(map) = message.as_object_mut() {
+        map.retain(|k, v| {
+            WIRE_FIELDS.contains(&k.as_str()) && !(k.as_str() == "tool_calls" && v.is_null())
+        });
+    }
+    message
 }
 
 /// P8's `stop_reason`: the provider's finish reason.
@@ -114,4 +146,41 @@ pub(super) fn assistant_message(response: &ChatResponse) -> Value {
             .collect();
     }
     assistant
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_given_away_keeps_the_same_wire_fields_in_the_same_order() {
+        let message = json!({
+            "ts": 1, "role": "assistant", "metadata": {"a": 1}, "content": "hi",
+            "tool_calls": null, "name": "n", "tool_call_id": "c"
+        });
+        let owned = into_wire_message(message.clone());
+        assert_eq!(owned, wire_message(&message));
+        let keys: Vec<&String> = owned.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["role", "content", "name", "tool_call_id"]);
+    }
+
+    #[test]
+    fn the_system_prompt_is_the_first_message_only() {
+        let with = [
+            json!({"role": "system", "content": "s"}),
+            json!({"role": "user", "content": "u"}),
+        ];
+        assert_eq!(system_of(&with), "s");
+        assert_eq!(after_system(&with), &with[1..]);
+        let without = [
+            json!({"role": "user", "content": "u"}),
+            json!({"role": "system", "content": "s"}),
+        ];
+        assert_eq!(system_of(&without), "");
+        assert_eq!(after_system(&without), &without[..]);
+        assert_eq!(
+            split_system(&with),
+            (system_of(&with), after_system(&with).to_vec())
+        );
+    }
 }

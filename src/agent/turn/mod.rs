@@ -24,8 +24,9 @@ use crate::core::hooks::{
     EndedBy, HookEvent, LlmCallContext, LoopContext, TurnScope, MAX_MODEL_RETRIES,
 };
 use crate::core::loop_points::{self as points, Replied};
-use messages::{answered, join_system, llm_base, reply_as_response, split_system, stop_reason};
-use messages::{assistant_message, wire_message};
+use messages::wire_message;
+use messages::{after_system, answered, join_system, llm_base, reply_as_response};
+use messages::{assistant_message, into_wire_message, split_system, stop_reason, system_of};
 
 /// What a turn's stages share.
 pub(super) struct Turn<'a> {
@@ -73,6 +74,30 @@ impl<'a> Turn<'a> {
         self.report.messages.push(message);
         Ok(())
     }
+
+    /// The messages of this iteration's provider call, system prompt
+    /// first (kept in the report's last model call).
+    fn sent_messages(&self) -> Vec<Value> {
+        self.report
+            .model_calls
+            .last()
+            .and_then(|call| call["messages"].as_array())
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// The report's account of one provider call: `{iteration, model, params,
+/// messages, tools}` (tool names).
+fn model_call_record(iteration: usize, sent: &Sent, messages: Vec<Value>, tools: Value) -> Value {
+    let request = &sent.request;
+    let mut call = Map::new();
+    call.insert("iteration".into(), iteration.into());
+    call.insert("model".into(), request.model.clone().into());
+    call.insert("params".into(), Value::Object(sent.params.clone()));
+    call.insert("messages".into(), Value::Array(messages));
+    call.insert("tools".into(), tools);
+    Value::Object(call)
 }
 
 /// Whether a callback sees a model event's context (`pre_llm_call` and the
@@ -100,6 +125,8 @@ enum Flow {
 /// One provider call as it was sent.
 struct Sent {
     request: ChatRequest,
+    /// The call's messages, system prompt first, until `call_model` moves
+    /// them into the report ([`Turn::sent_messages`] after that).
     call_messages: Vec<Value>,
     params: Map<String, Value>,
     /// `pre_api_request`'s context, the base of the events after the call.
@@ -197,23 +224,23 @@ impl Inner {
         }
         // P6: this call's copy (Flowly's injection, then the edits of this call only).
         let mut call_messages = inflight.clone();
-        let (system, mut messages) = split_system(&call_messages);
         // The model events' contexts carry this call's messages and tools
         // only when a callback will see them.
         let observed = llm_observed(&registry);
         let mut llm = LlmCallContext {
             session_id: t.session.key.clone(),
             model: self.model(),
-            system: system.clone(),
+            system: system_of(&call_messages),
             user_message: t.content.to_string(),
             ..Default::default()
         };
         if observed {
-            llm.messages = messages.clone();
+            llm.messages = after_system(&call_messages).to_vec();
             llm.tools = offered.to_vec();
         }
         let injected = dispatch::fire_pre_llm(&registry, &mut llm).await;
         if !injected.is_empty() {
+            let (system, mut messages) = split_system(&call_messages);
             if let Some(last_user) = messages.iter_mut().rev().find(|m| m["role"] == "user") {
                 let original = last_user["content"]
                     .as_str()
@@ -229,12 +256,11 @@ impl Inner {
         let call_messages =
             points::final_prompt(&registry, call_messages, &mut inflight, context).await;
         t.inflight = inflight;
-        let call_messages: Vec<Value> = call_messages.iter().map(wire_message).collect();
-        let (system, messages) = split_system(&call_messages);
+        let call_messages: Vec<Value> = call_messages.into_iter().map(into_wire_message).collect();
         let mut request = ChatRequest {
             model: self.model(),
-            system,
-            messages,
+            system: system_of(&call_messages),
+            messages: after_system(&call_messages).to_vec(),
             tools: offered,
             session_key: t.session.key.clone(),
             params: Map::new(),
@@ -276,17 +302,17 @@ impl Inner {
     async fn call_model(
         &self,
         t: &mut Turn<'_>,
-        sent: Sent,
+        mut sent: Sent,
     ) -> Result<(ChatResponse, Sent), String> {
         let registry = self.host.registry();
+        // The call's messages move into the report (the contexts of later
+        // points copy them from there, when a callback will see them).
+        let tools = self.offered_names(&sent.request.tools);
+        let messages = std::mem::take(&mut sent.call_messages);
+        t.report
+            .model_calls
+            .push(model_call_record(t.iteration, &sent, messages, tools));
         let request = &sent.request;
-        t.report.model_calls.push(json!({
-            "iteration": t.iteration,
-            "model": request.model,
-            "params": sent.params,
-            "messages": sent.call_messages,
-            "tools": request.tools.iter().map(|t| t["function"]["name"].clone()).collect::<Vec<_>>(),
-        }));
         let model_started = Instant::now();
         let mut retries = 0;
         let response = loop {
@@ -311,7 +337,7 @@ impl Inner {
                 ..self.point(
                     t,
                     HookEvent::ModelCallError,
-                    sent.call_messages.clone(),
+                    t.sent_messages(),
                     request.tools.to_vec(),
                 )
             };
@@ -371,7 +397,7 @@ impl Inner {
             ..self.point(
                 t,
                 HookEvent::ModelReplied,
-                sent.call_messages.clone(),
+                t.sent_messages(),
                 sent.request.tools.to_vec(),
             )
         };
