@@ -299,6 +299,13 @@ fn extension(report: &TurnReport, session: Option<&str>) -> Value {
     })
 }
 
+/// This process's id, asked of the kernel once (`getpid` is a system call
+/// every time; a request's session key names it).
+fn server_pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
+
 /// A turn of a request: where its conversation lives and how it ends.
 struct Turn {
     state: Arc<ChatState>,
@@ -325,7 +332,7 @@ impl Turn {
                     .duration_since(UNIX_EPOCH)
                     .map(|d| d.as_nanos())
                     .unwrap_or_default();
-                (format!("api-{}-{nanos}-{n}", std::process::id()), true)
+                (format!("api-{}-{nanos}-{n}", server_pid()), true)
             }
         };
         // A request's own conversation lives in memory: its key is this
