@@ -210,6 +210,14 @@ fn the_current_plugin_context_works_the_hermes_way() {
         loads + 1,
         "state is durable"
     );
+    // The listing's host is torn down like any other (its plugin packages
+    // are left in `sys.modules` for the exit, its teardown is not).
+    let after = std::fs::read_to_string(env.hermes.path().join("teardown.log")).unwrap();
+    assert_eq!(
+        after.lines().skip(lines.len()).collect::<Vec<_>>(),
+        ["second on_unload", "task cancelled", "first on_unload"],
+        "{after}"
+    );
 }
 
 /// `requires_hermes` is checked against the Hermes API version plughost

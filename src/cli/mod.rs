@@ -49,7 +49,18 @@ pub fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    ENDS_WITH_COMMAND.store(true, std::sync::atomic::Ordering::Relaxed);
     ExitCode::from(run_args(std::env::args_os()))
+}
+
+/// Set by the `plughost` binary's [`main`]: the process ends when its
+/// command returns (not so for the wheel's console script, which runs a
+/// command inside the user's interpreter).
+static ENDS_WITH_COMMAND: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the process ends when the command returns (see [`main`]).
+pub(crate) fn process_ends_with_command() -> bool {
+    ENDS_WITH_COMMAND.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Run the command line with `args` (program name first); the exit code.

@@ -60,9 +60,28 @@ impl PluginPackage {
     }
 }
 
+/// Set when the process ends right after the host goes: unloading each
+/// plugin package from `sys.modules` (and freeing it) is then left to the
+/// exit. See [`leave_packages_to_exit`].
+static LEFT_TO_EXIT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, a dropped [`PluginPackage`] stays in `sys.modules`: for a
+/// command that ends the process once its host is dropped and that ran no
+/// plugin code but `register` (a listing), so nothing a plugin's module
+/// holds has anything left to write out. The rest of a host's teardown
+/// (workers, MCP servers, Hermes `on_unload`) still runs.
+pub fn leave_packages_to_exit() {
+    LEFT_TO_EXIT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 impl Drop for PluginPackage {
     fn drop(&mut self) {
         let module = self.module.take();
+        if LEFT_TO_EXIT.load(std::sync::atomic::Ordering::Relaxed) {
+            // The reference is released by the interpreter's own exit.
+            std::mem::forget(module);
+            return;
+        }
         let _ = try_attach(|py| {
             drop(module);
             if let Err(e) = runtime().forget_plugin.bind(py).call1((&self.slug,)) {
