@@ -269,15 +269,27 @@ fn session_name(headers: &HeaderMap) -> Result<Option<String>, String> {
     Ok(Some(name.to_string()))
 }
 
+/// The OpenAI `usage` object.
+#[derive(serde::Serialize)]
+struct Usage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+}
+
 /// The OpenAI `usage` object from a turn's summed usage.
-fn usage(report: &TurnReport) -> Value {
+fn usage(report: &TurnReport) -> Usage {
     let get = |k: &str| report.usage.get(k).and_then(Value::as_f64).unwrap_or(0.0) as u64;
     let (prompt, completion) = (get("prompt_tokens"), get("completion_tokens"));
     let total = match get("total_tokens") {
         0 => prompt + completion,
         t => t,
     };
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total})
+    Usage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: total,
+    }
 }
 
 fn finish_reason(report: &TurnReport) -> &'static str {
@@ -289,14 +301,65 @@ fn finish_reason(report: &TurnReport) -> &'static str {
 }
 
 /// plughost's own account of the turn, beside the OpenAI fields.
-fn extension(report: &TurnReport, session: Option<&str>) -> Value {
-    json!({
-        "session": session,
-        "iterations": report.iterations,
-        "tool_calls": report.tool_calls.iter().map(|c| json!({"name": c.name, "outcome": c.outcome.kind(), "result": c.result})).collect::<Vec<_>>(),
-        "skipped": report.skipped,
-        "command": report.command,
-    })
+#[derive(serde::Serialize)]
+struct Extension<'a> {
+    session: Option<&'a str>,
+    iterations: usize,
+    tool_calls: Vec<CallSummary<'a>>,
+    skipped: Option<&'a str>,
+    command: bool,
+}
+
+/// One tool call of the turn, in [`Extension`].
+#[derive(serde::Serialize)]
+struct CallSummary<'a> {
+    name: &'a str,
+    outcome: &'static str,
+    result: &'a str,
+}
+
+fn extension<'a>(report: &'a TurnReport, session: Option<&'a str>) -> Extension<'a> {
+    Extension {
+        session,
+        iterations: report.iterations,
+        tool_calls: report
+            .tool_calls
+            .iter()
+            .map(|c| CallSummary {
+                name: &c.name,
+                outcome: c.outcome.kind(),
+                result: &c.result,
+            })
+            .collect(),
+        skipped: report.skipped.as_deref(),
+        command: report.command,
+    }
+}
+
+/// A non-streamed answer: written straight from the report, with no JSON
+/// tree made first (each of its objects a map to hash keys into).
+#[derive(serde::Serialize)]
+struct Completion<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    choices: [Choice<'a>; 1],
+    usage: Usage,
+    plughost: Extension<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct Choice<'a> {
+    index: u32,
+    message: AnswerMessage<'a>,
+    finish_reason: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct AnswerMessage<'a> {
+    role: &'static str,
+    content: &'a str,
 }
 
 /// This process's id, asked of the kernel once (`getpid` is a system call
@@ -493,22 +556,25 @@ pub async fn chat_completions(
             format!("the agent turn failed: {e}"),
         );
     }
-    let answer = json!({
-        "id": id,
-        "object": "chat.completion",
-        "created": created,
-        "model": state.model_id,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": report.reply.clone().unwrap_or_default()},
-            "finish_reason": finish_reason(&report),
+    let answer = Completion {
+        id: &id,
+        object: "chat.completion",
+        created,
+        model: &state.model_id,
+        choices: [Choice {
+            index: 0,
+            message: AnswerMessage {
+                role: "assistant",
+                content: report.reply.as_deref().unwrap_or_default(),
+            },
+            finish_reason: finish_reason(&report),
         }],
-        "usage": usage(&report),
-        "plughost": extension(&report, session.as_deref()),
-    });
+        usage: usage(&report),
+        plughost: extension(&report, session.as_deref()),
+    };
     // --- added by pg5: stored for a retry with the same Idempotency-Key ---
     if let Some(prepared) = prepared {
-        prepared.answered(&answer).await;
+        prepared.answered(&json!(answer)).await;
     }
     Json(answer).into_response()
 }
