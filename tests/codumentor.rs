@@ -682,6 +682,8 @@ class Workbench:
             log(f"{name} step={ctx.get('step')} keys={keys} turn={ctx['turn_id'] == ctx.get('first_turn_id')}")
             if name == "onToolExecuting":
                 log(f"executing {payload['tool']} {payload['tool_call_id']}")
+            if name == "onAfterLLM":
+                log(f"after_llm sent {[m['role'] for m in payload['messages']][:2]}")
             return None
         handler.__qualname__ = "Workbench." + name
         return handler
@@ -845,6 +847,8 @@ fn a_normal_turn_shows_every_effect() {
         has("onLLMCallEnd step=1 keys=content_chunks,tool_calls"),
         "{log:#?}"
     );
+    // The messages the call was sent, system prompt first.
+    assert!(has("after_llm sent ['system', 'user']"), "{log:#?}");
     assert!(
         has("onAfterTool step=1 keys=args,messages,ms,result,tool"),
         "{log:#?}"
@@ -1094,6 +1098,7 @@ class Recovery:
 
     async def on_llm_error(self, agent, ctx, payload):
         log(f"llm_error model={payload['model']} keys={','.join(sorted(payload))}")
+        log(f"llm_error sent {[(m['role'], m['content']) for m in payload['messages']][1:]}")
         return {"type": "llm_retry"}
 
     async def on_error(self, agent, ctx, payload):
@@ -1131,6 +1136,11 @@ class Recovery:
             .count(),
         2,
         "one retry, then the error propagates: {log:#?}"
+    );
+    // The failed call's messages, after the system prompt: the user's.
+    assert!(
+        log.contains(&"llm_error sent [('user', 'hi')]".to_string()),
+        "{log:#?}"
     );
     assert!(
         log.contains(&"on_error where=agent_loop session=r1 has_text=True".to_string()),

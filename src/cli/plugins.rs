@@ -446,7 +446,7 @@ pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Fail
     }
     if super::process_ends_with_command() {
         // Unloading each plugin package from `sys.modules` and freeing it
-        // (a quarter of a millisecond per ten plugins) is left to the exit:
+        // (about 25k instructions a plugin) is left to the exit:
         // a listing ran no hook and no tool, so no module holds a record
         // still to write out. The host's other teardown runs as ever.
         crate::runtime::loader::leave_packages_to_exit();

@@ -78,7 +78,7 @@ impl Drop for PluginPackage {
     fn drop(&mut self) {
         let module = self.module.take();
         if LEFT_TO_EXIT.load(std::sync::atomic::Ordering::Relaxed) {
-            // The reference is released by the interpreter's own exit.
+            // `sys.modules` keeps the package; the process's exit frees it.
             std::mem::forget(module);
             return;
         }

@@ -49,18 +49,7 @@ const WIRE_FIELDS: [&str; 5] = ["role", "content", "tool_calls", "tool_call_id",
 /// A message as the provider is sent it: OpenAI fields only (no `ts`,
 /// `metadata` or other fields a hook or the transcript added).
 pub(super) fn wire_message(message: &Value) -> Value {
-    match message.as_object() {
-        Some(map) => Value::Object(
-            map.iter()
-                .filter(|(k, v)| {
-                    WIRE_FIELDS.contains(&k.as_str())
-                        && !(k.as_str() == "tool_calls" && v.is_null())
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        None => message.clone(),
-    }
+    into_wire_message(message.clone())
 }
 
 /// [`wire_message`] of a message the caller gives away: its other fields
@@ -153,13 +142,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_message_given_away_keeps_the_same_wire_fields_in_the_same_order() {
+    fn a_wire_message_keeps_the_openai_fields_in_their_order() {
         let message = json!({
             "ts": 1, "role": "assistant", "metadata": {"a": 1}, "content": "hi",
             "tool_calls": null, "name": "n", "tool_call_id": "c"
         });
-        let owned = into_wire_message(message.clone());
-        assert_eq!(owned, wire_message(&message));
+        let borrowed = wire_message(&message);
+        assert_eq!(
+            message["ts"], 1,
+            "the borrowed form leaves the message whole"
+        );
+        let owned = into_wire_message(message);
+        assert_eq!(owned, borrowed);
         let keys: Vec<&String> = owned.as_object().unwrap().keys().collect();
         assert_eq!(keys, ["role", "content", "name", "tool_call_id"]);
     }
