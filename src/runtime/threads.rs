@@ -51,6 +51,14 @@ pub fn thread_started() {
     MANAGED.with(|m| m.set(true));
 }
 
+/// Whether the calling thread was marked by [`thread_started`]: a thread a
+/// tokio runtime made (a worker or a blocking thread), never the one a
+/// current-thread runtime's `block_on` runs on, so a wait on it may go
+/// through `block_in_place` when the runtime is a multi-thread one.
+pub fn is_runtime_thread() -> bool {
+    MANAGED.with(Cell::get)
+}
+
 /// The interpreter is shutting down (or gone): attaching is not possible.
 #[derive(Clone, Copy, Debug, thiserror::Error)]
 #[error("the Python interpreter is shutting down")]

@@ -62,6 +62,26 @@ pub fn read_frame_with<R: Read, T: for<'de> Deserialize<'de>>(
         .map_err(std::io::Error::other)
 }
 
+/// Take one whole frame off the front of `input` (bytes read so far, the
+/// rest left for the next frame); `Ok(None)` until a whole one is there.
+pub fn take_frame<T: for<'de> Deserialize<'de>>(input: &mut Vec<u8>) -> std::io::Result<Option<T>> {
+    let Some(head) = input.first_chunk::<4>() else {
+        return Ok(None);
+    };
+    let len = u32::from_be_bytes(*head) as usize;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other(format!(
+            "a frame of {len} bytes is larger than the protocol's {MAX_FRAME}: the stream is corrupt"
+        )));
+    }
+    if input.len() < 4 + len {
+        return Ok(None);
+    }
+    let parsed = serde_json::from_slice(&input[4..4 + len]).map_err(std::io::Error::other);
+    input.drain(..4 + len);
+    parsed.map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +102,31 @@ mod tests {
         assert!(empty.is_none());
         let huge = [0xffu8, 0xff, 0xff, 0xff];
         assert!(read_frame::<_, Envelope<Request>>(&mut huge.as_slice()).is_err());
+    }
+
+    #[test]
+    fn frames_are_taken_whole_from_what_was_read_so_far() {
+        let (mut one, mut two) = (Vec::new(), Vec::new());
+        let check = |tool: &str| Envelope {
+            id: 1,
+            body: Request::Check { tool: tool.into() },
+        };
+        encode_frame(&mut one, &check("a")).unwrap();
+        encode_frame(&mut two, &check("b")).unwrap();
+        let mut input = one.clone();
+        input.extend_from_slice(&two[..5]);
+        let got: Envelope<Request> = take_frame(&mut input).unwrap().unwrap();
+        assert!(matches!(got.body, Request::Check { tool } if tool == "a"));
+        // The second is not whole yet: nothing, and nothing lost.
+        assert!(take_frame::<Envelope<Request>>(&mut input)
+            .unwrap()
+            .is_none());
+        assert_eq!(input, two[..5]);
+        input.extend_from_slice(&two[5..]);
+        let got: Envelope<Request> = take_frame(&mut input).unwrap().unwrap();
+        assert!(matches!(got.body, Request::Check { tool } if tool == "b"));
+        assert!(input.is_empty());
+        let mut huge = vec![0xffu8, 0xff, 0xff, 0xff];
+        assert!(take_frame::<Envelope<Request>>(&mut huge).is_err());
     }
 }

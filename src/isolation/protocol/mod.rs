@@ -17,7 +17,7 @@ use crate::plugins::config::ResourceLimits;
 mod frame;
 mod payload;
 
-pub use frame::{encode_frame, read_frame, read_frame_with, write_frame};
+pub use frame::{encode_frame, read_frame, read_frame_with, take_frame, write_frame};
 pub use payload::{
     event_named, InboundWire, LoopAfter, LoopWire, OwnedPayload, PayloadWire, ToolCallWire,
 };

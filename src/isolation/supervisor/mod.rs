@@ -20,12 +20,14 @@ use crate::core::outcome::{PluginError, PluginFault};
 use crate::plugins::config::ResourceLimits;
 
 mod live;
+mod reactor;
 mod reader;
 mod stream;
 
 pub use live::signal_name;
 use live::{Live, Pending, Waiter};
-use reader::{read_replies, wait_blocking, Abandon};
+pub use reactor::read_replies_on;
+use reader::{off_the_runtime, recv_reply, wait_blocking, Abandon};
 pub use stream::Stream;
 
 /// What loading the plugin in a worker needs.
@@ -122,7 +124,7 @@ struct Inner {
     state: Mutex<State>,
     /// Held while a worker starts, so one caller starts it and the others
     /// wait; the state lock itself is never held across a start (the
-    /// reader thread of a worker dying while loading needs it).
+    /// reader of a worker dying while loading needs it).
     starting: Mutex<()>,
 }
 
@@ -275,11 +277,7 @@ impl Supervisor {
             stop_reason: Mutex::new(None),
             exceeded: Mutex::new(None),
         });
-        let weak = Arc::downgrade(&self.inner);
-        let reading = live.clone();
-        std::thread::Builder::new()
-            .name(format!("plughost-isolated-{key}"))
-            .spawn(move || read_replies(reading, reader, weak))
+        reactor::read_replies(live.clone(), reader, Arc::downgrade(&self.inner))
             .map_err(|e| unavailable(format!("cannot start its reader thread: {e}")))?;
 
         let load = &self.inner.load;
@@ -325,28 +323,32 @@ impl Supervisor {
         if let Some(live) = current()? {
             return Ok(live);
         }
-        let _starting = self
-            .inner
-            .starting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        // Another caller may have started one meanwhile.
-        if let Some(live) = current()? {
-            return Ok(live);
-        }
-        let wait = {
-            let state = self.lock();
-            state.crashes.back().map_or(Duration::ZERO, |last| {
-                backoff(state.crashes.len() as u32).saturating_sub(last.elapsed())
-            })
-        };
-        if !wait.is_zero() {
-            std::thread::sleep(wait);
-        }
-        let (live, _) = self.spawn()?;
-        tracing::info!("restarted the worker of plugin '{}'", self.key());
-        self.lock().live = Some(live.clone());
-        Ok(live)
+        // Waiting for another caller's start, the backoff and the start
+        // itself block: off the runtime, whose tasks may read the replies.
+        off_the_runtime(|| {
+            let _starting = self
+                .inner
+                .starting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // Another caller may have started one meanwhile.
+            if let Some(live) = current()? {
+                return Ok(live);
+            }
+            let wait = {
+                let state = self.lock();
+                state.crashes.back().map_or(Duration::ZERO, |last| {
+                    backoff(state.crashes.len() as u32).saturating_sub(last.elapsed())
+                })
+            };
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
+            let (live, _) = self.spawn()?;
+            tracing::info!("restarted the worker of plugin '{}'", self.key());
+            self.lock().live = Some(live.clone());
+            Ok(live)
+        })
     }
 
     /// Send `body` and await the reply. Dropping the future before the
@@ -395,7 +397,7 @@ impl Supervisor {
     /// Tell the running worker (if any: a worker started since knows
     /// nothing of the turn) to drop its state of turn `number`, now (a
     /// plugin may free something it holds then). Unanswered: a reply woke
-    /// the reader thread for nothing every turn.
+    /// plughost's side for nothing every turn.
     pub fn forget_turn(&self, number: u64) {
         let live = self.lock().live.clone();
         if let Some(live) = live.filter(|l| !l.has_ended()) {
@@ -430,7 +432,7 @@ impl Supervisor {
             Ok(id) => id,
             Err(fault) => return Some(Err(fault)),
         };
-        Some(match rx.recv_timeout(limit) {
+        Some(match recv_reply(&rx, limit) {
             Ok(r) => r,
             Err(_) => {
                 live.forget(id);

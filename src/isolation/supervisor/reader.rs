@@ -1,4 +1,6 @@
-//! Waiting for replies: blocking and abandoned calls, the reader thread, a worker's death.
+//! Waiting for replies (blocking and abandoned calls), routing them, the
+//! reader thread of a worker whose replies no runtime reads
+//! ([`super::reactor`]), and a worker's death.
 
 use std::io::Read;
 use std::os::unix::net::UnixStream;
@@ -18,7 +20,7 @@ pub(super) fn wait_blocking(
 ) -> Result<Reply, PluginFault> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let id = live.send(body, Waiter::Blocking(tx))?;
-    match rx.recv_timeout(limit) {
+    match recv_reply(&rx, limit) {
         Ok(r) => r,
         Err(_) => {
             live.forget(id);
@@ -31,6 +33,34 @@ pub(super) fn wait_blocking(
                 after_ms: limit.as_millis() as u64,
             })
         }
+    }
+}
+
+/// Block for a reply, at most `limit` (see [`off_the_runtime`]).
+pub(super) fn recv_reply(
+    rx: &std::sync::mpsc::Receiver<Result<Reply, PluginFault>>,
+    limit: Duration,
+) -> Result<Result<Reply, PluginFault>, std::sync::mpsc::RecvTimeoutError> {
+    off_the_runtime(|| rx.recv_timeout(limit))
+}
+
+/// Run `wait`, which blocks. On a thread of a multi-thread runtime
+/// plughost made (marked by [`crate::runtime::thread_started`]) it runs in
+/// `block_in_place`, so that runtime goes on running its other tasks
+/// meanwhile: a worker's replies may be read by one of them
+/// ([`super::reactor`]), and a runtime whose every thread waited so
+/// (for a reply, or for the worker another is starting) would wait for
+/// ever. An unmarked thread may be a current-thread runtime's, where
+/// `block_in_place` panics; replies are read on a marked runtime only.
+pub(super) fn off_the_runtime<R>(wait: impl FnOnce() -> R) -> R {
+    let multi_thread = || {
+        tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+    };
+    if crate::runtime::threads::is_runtime_thread() && multi_thread() {
+        tokio::task::block_in_place(wait)
+    } else {
+        wait()
     }
 }
 
@@ -89,62 +119,93 @@ impl Read for WaitReadable {
 
 /// The reader thread of one worker: routes replies until the stream ends,
 /// then fails the calls in flight with the cause and tells the supervisor.
-pub(super) fn read_replies(live: Arc<Live>, stream: UnixStream, supervisor: Weak<Inner>) {
+/// `input` is what was read before (a reactor reader handing over, see
+/// [`super::reactor`]), read ahead of the stream.
+pub(super) fn read_replies(
+    live: Arc<Live>,
+    stream: UnixStream,
+    input: Vec<u8>,
+    supervisor: Weak<Inner>,
+) {
     // Buffered: a frame's length and body come in one read.
-    let mut stream = std::io::BufReader::new(WaitReadable(stream));
+    let mut reading =
+        std::io::BufReader::new(std::io::Cursor::new(input).chain(WaitReadable(stream)));
     let mut buf = Vec::new();
-    loop {
-        match read_frame_with::<_, Envelope<Reply>>(&mut stream, &mut buf) {
-            Ok(Some(Envelope {
-                body: Reply::Exceeded { limit },
-                ..
-            })) => {
-                *live.exceeded.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
-            }
-            Ok(Some(Envelope { id, body })) => {
-                let waiter = {
-                    let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
-                    let stream = match pending.waiters.get(&id) {
-                        Some(Waiter::Stream(tx)) => Some(tx.clone()),
-                        _ => None,
-                    };
-                    match stream {
-                        Some(tx) => {
-                            // A batch's step: the waiter stays for the next one.
-                            let (reply, last) = match body {
-                                Reply::Step { reply, last } => (*reply, last),
-                                other => (other, true),
-                            };
-                            if last {
-                                pending.waiters.remove(&id);
-                            }
-                            drop(pending);
-                            let _ = tx.send(Ok((reply, last)));
-                            continue;
-                        }
-                        None => pending.waiters.remove(&id),
-                    }
-                };
-                if let Some(w) = waiter {
-                    w.send(Ok(body));
-                }
-            }
-            Ok(None) => break,
+    let ending = loop {
+        match read_frame_with::<_, Envelope<Reply>>(&mut reading, &mut buf) {
+            Ok(Some(envelope)) => route(&live, envelope),
+            Ok(None) => break Ending::Closed,
             // The worker died and the kernel reset its end of the stream:
             // the end of the stream, its exit status says how it ended
             // (`reap`), not a broken protocol.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
-            Err(e) => {
-                tracing::warn!(
-                    "the worker of plugin '{}' broke the protocol ({e}); it is stopped",
-                    live.key
-                );
-                live.kill(Some(format!("it broke the protocol: {e}")));
-                break;
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break Ending::Closed,
+            Err(e) => break Ending::Broken(e),
         }
+    };
+    let (_, WaitReadable(stream)) = reading.into_inner().into_inner();
+    finish(live, stream, ending, supervisor);
+}
+
+/// How a worker's stream ended.
+pub(super) enum Ending {
+    /// At the end of a frame, or reset: the worker exited or was killed.
+    Closed,
+    /// Not a frame of the protocol (or cut mid-frame).
+    Broken(std::io::Error),
+}
+
+/// Hand one reply to its waiter (a batch's waiter stays for its next step).
+pub(super) fn route(live: &Live, envelope: Envelope<Reply>) {
+    let Envelope { id, body } = envelope;
+    if let Reply::Exceeded { limit } = body {
+        *live.exceeded.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
+        return;
     }
-    drain_stream(&mut stream.get_mut().0);
+    let waiter = {
+        let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let stream = match pending.waiters.get(&id) {
+            Some(Waiter::Stream(tx)) => Some(tx.clone()),
+            _ => None,
+        };
+        match stream {
+            Some(tx) => {
+                // A batch's step: the waiter stays for the next one.
+                let (reply, last) = match body {
+                    Reply::Step { reply, last } => (*reply, last),
+                    other => (other, true),
+                };
+                if last {
+                    pending.waiters.remove(&id);
+                }
+                drop(pending);
+                let _ = tx.send(Ok((reply, last)));
+                return;
+            }
+            None => pending.waiters.remove(&id),
+        }
+    };
+    if let Some(w) = waiter {
+        w.send(Ok(body));
+    }
+}
+
+/// After the stream ended: stop a worker that broke the protocol, reap it,
+/// fail the calls in flight with the cause, and tell the supervisor.
+/// Blocking (reaping waits for the exit): on a thread of its own.
+pub(super) fn finish(
+    live: Arc<Live>,
+    mut stream: UnixStream,
+    ending: Ending,
+    supervisor: Weak<Inner>,
+) {
+    if let Ending::Broken(e) = ending {
+        tracing::warn!(
+            "the worker of plugin '{}' broke the protocol ({e}); it is stopped",
+            live.key
+        );
+        live.kill(Some(format!("it broke the protocol: {e}")));
+    }
+    drain_stream(&mut stream);
     let ended = live.reap();
     let stopped = live
         .stop_reason
