@@ -63,7 +63,9 @@ fn case() {
         .enable_all()
         .build()
         .unwrap();
-    plughost::isolation::read_replies_on(runtime.handle().clone());
+    // Kept to the end: workers started after the runtime ended are named
+    // to it still, and get a thread.
+    let _replies = plughost::isolation::read_replies_on(runtime.handle().clone());
 
     let home = home_with(&["echoer"]);
     write_plugin(
@@ -124,9 +126,10 @@ fn case() {
     assert_eq!(calls("b"), expected("b"));
     assert_eq!(reader_threads(), 0, "threads: {:?}", thread_names());
 
-    // The runtime ends: a thread reads the running worker's replies on.
+    // The runtime ends: a thread reads the running worker's replies on
+    // (named once it runs: waited for).
     drop(runtime);
-    assert_eq!(reader_threads(), 1, "threads: {:?}", thread_names());
+    wait_for_readers(1);
     let other = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -146,10 +149,16 @@ fn case() {
     );
     assert_eq!(echo("d"), "echo:d");
     // One reader for the one worker (the dead one's ends after its reaping).
-    let mut waited = 0;
-    while reader_threads() != 1 && waited < 500 {
+    wait_for_readers(1);
+}
+
+/// Wait (at most 5 s) until `count` reader threads run, and fail if not.
+fn wait_for_readers(count: usize) {
+    for _ in 0..500 {
+        if reader_threads() == count {
+            return;
+        }
         std::thread::sleep(Duration::from_millis(10));
-        waited += 1;
     }
-    assert_eq!(reader_threads(), 1, "threads: {:?}", thread_names());
+    assert_eq!(reader_threads(), count, "threads: {:?}", thread_names());
 }

@@ -187,9 +187,11 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
     let rt = exit::BoundedRuntime(tokio_runtime(cli.command.flavour()));
     // The command loads its plugins before entering its runtime; an
     // isolated plugin's replies are read on that runtime all the same.
-    if let Some(runtime) = rt.as_ref() {
-        crate::isolation::read_replies_on(runtime.handle().clone());
-    }
+    // (Dropped before the runtime: a later worker of this process, the
+    // wheel's, gets a thread of its own again.)
+    let _replies = rt
+        .as_ref()
+        .map(|runtime| crate::isolation::read_replies_on(runtime.handle().clone()));
     let rt = || rt.as_ref().expect("the command's flavour builds a runtime");
     let (home, isolate) = (cli.home.as_ref(), cli.isolate.as_ref());
     match &cli.command {

@@ -37,7 +37,9 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use supervisor::{read_replies_on, LoadSpec, Supervisor, WorkerState, WorkerStatus};
+pub use supervisor::{
+    read_replies_on, LoadSpec, RepliesRuntime, Supervisor, WorkerState, WorkerStatus,
+};
 
 use crate::core::outcome::PluginError;
 use crate::core::registry::Registration;

@@ -62,9 +62,13 @@ pub fn read_frame_with<R: Read, T: for<'de> Deserialize<'de>>(
         .map_err(std::io::Error::other)
 }
 
-/// Take one whole frame off the front of `input` (bytes read so far, the
-/// rest left for the next frame); `Ok(None)` until a whole one is there.
-pub fn take_frame<T: for<'de> Deserialize<'de>>(input: &mut Vec<u8>) -> std::io::Result<Option<T>> {
+/// The first whole frame in `input` (bytes read so far) and how many bytes
+/// it took; `Ok(None)` until a whole one is there. The caller drops what
+/// its frames took once it has taken all of them (one move of the rest,
+/// not one a frame).
+pub fn take_frame<T: for<'de> Deserialize<'de>>(
+    input: &[u8],
+) -> std::io::Result<Option<(T, usize)>> {
     let Some(head) = input.first_chunk::<4>() else {
         return Ok(None);
     };
@@ -77,9 +81,9 @@ pub fn take_frame<T: for<'de> Deserialize<'de>>(input: &mut Vec<u8>) -> std::io:
     if input.len() < 4 + len {
         return Ok(None);
     }
-    let parsed = serde_json::from_slice(&input[4..4 + len]).map_err(std::io::Error::other);
-    input.drain(..4 + len);
-    parsed.map(Some)
+    serde_json::from_slice(&input[4..4 + len])
+        .map(|frame| Some((frame, 4 + len)))
+        .map_err(std::io::Error::other)
 }
 
 #[cfg(test)]
@@ -115,18 +119,18 @@ mod tests {
         encode_frame(&mut two, &check("b")).unwrap();
         let mut input = one.clone();
         input.extend_from_slice(&two[..5]);
-        let got: Envelope<Request> = take_frame(&mut input).unwrap().unwrap();
+        let (got, took): (Envelope<Request>, usize) = take_frame(&input).unwrap().unwrap();
         assert!(matches!(got.body, Request::Check { tool } if tool == "a"));
-        // The second is not whole yet: nothing, and nothing lost.
-        assert!(take_frame::<Envelope<Request>>(&mut input)
+        assert_eq!(took, one.len());
+        // The second is not whole yet: nothing.
+        assert!(take_frame::<Envelope<Request>>(&input[took..])
             .unwrap()
             .is_none());
-        assert_eq!(input, two[..5]);
         input.extend_from_slice(&two[5..]);
-        let got: Envelope<Request> = take_frame(&mut input).unwrap().unwrap();
+        let (got, rest): (Envelope<Request>, usize) = take_frame(&input[took..]).unwrap().unwrap();
         assert!(matches!(got.body, Request::Check { tool } if tool == "b"));
-        assert!(input.is_empty());
-        let mut huge = vec![0xffu8, 0xff, 0xff, 0xff];
-        assert!(take_frame::<Envelope<Request>>(&mut huge).is_err());
+        assert_eq!(took + rest, input.len());
+        let huge = [0xffu8, 0xff, 0xff, 0xff];
+        assert!(take_frame::<Envelope<Request>>(&huge).is_err());
     }
 }

@@ -26,7 +26,7 @@ mod stream;
 
 pub use live::signal_name;
 use live::{Live, Pending, Waiter};
-pub use reactor::read_replies_on;
+pub use reactor::{read_replies_on, RepliesRuntime};
 use reader::{off_the_runtime, recv_reply, wait_blocking, Abandon};
 pub use stream::Stream;
 

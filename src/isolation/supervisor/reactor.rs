@@ -27,6 +27,9 @@ use super::reader::{self, route, Ending};
 use super::Inner;
 use crate::isolation::protocol::{take_frame, Envelope, Reply};
 
+/// How much room for replies a worker's reading keeps between them.
+const KEPT_ROOM: usize = 1 << 20;
+
 /// Start reading `stream`, the replies of `live`'s worker.
 pub(super) fn read_replies(
     live: Arc<Live>,
@@ -60,12 +63,31 @@ static REPLIES_RUNTIME: std::sync::RwLock<Option<tokio::runtime::Handle>> =
     std::sync::RwLock::new(None);
 
 /// Read the replies of the workers started from now on on `runtime`'s
-/// reactor instead of a thread each. `runtime` must be a multi-thread one
-/// whose threads are marked by [`crate::runtime::thread_started`]
-/// (`Builder::on_thread_start`), as the CLI's is; another is ignored.
-pub fn read_replies_on(runtime: tokio::runtime::Handle) {
-    if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+/// reactor instead of a thread each, until the guard returned is dropped
+/// (before the runtime ends: workers started later get a thread again).
+/// `runtime` must be a multi-thread one whose threads are marked by
+/// [`crate::runtime::thread_started`] (`Builder::on_thread_start`), as the
+/// CLI's is; on another, each worker still gets a thread.
+#[must_use = "the runtime reads replies until the guard is dropped"]
+pub fn read_replies_on(runtime: tokio::runtime::Handle) -> RepliesRuntime {
+    let named = runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread;
+    if named {
         *REPLIES_RUNTIME.write().unwrap_or_else(|e| e.into_inner()) = Some(runtime);
+    }
+    RepliesRuntime { named }
+}
+
+/// While it lives, workers' replies are read on the runtime named by
+/// [`read_replies_on`].
+pub struct RepliesRuntime {
+    named: bool,
+}
+
+impl Drop for RepliesRuntime {
+    fn drop(&mut self) {
+        if self.named {
+            *REPLIES_RUNTIME.write().unwrap_or_else(|e| e.into_inner()) = None;
+        }
     }
 }
 
@@ -100,20 +122,48 @@ impl Drop for Reading {
         // The runtime dropped the task before the stream ended: a thread
         // reads on from where the reactor stopped.
         if let Some(stream) = self.stream.take() {
-            let input = std::mem::take(&mut self.input);
-            if let Err(e) = on_thread(self.live.clone(), stream, input, self.supervisor.clone()) {
+            let parts = (
+                self.live.clone(),
+                stream,
+                std::mem::take(&mut self.input),
+                self.supervisor.clone(),
+            );
+            let slot = Arc::new(std::sync::Mutex::new(Some(parts)));
+            let take = |slot: &std::sync::Mutex<Option<_>>| {
+                slot.lock().unwrap_or_else(|e| e.into_inner()).take()
+            };
+            let theirs = slot.clone();
+            let started = std::thread::Builder::new()
+                .name(format!("plughost-isolated-{}", self.live.key))
+                .spawn(move || {
+                    if let Some((live, stream, input, supervisor)) = take(&theirs) {
+                        reader::read_replies(live, stream, input, supervisor);
+                    }
+                });
+            let Err(e) = started else {
+                return;
+            };
+            if let Some((live, stream, _, supervisor)) = take(&slot) {
+                // Nobody could read its replies: stop it, and fail its
+                // calls in flight with why (none may wait for ever).
                 tracing::warn!(
                     "the worker of plugin '{}' is stopped: its runtime ended and no thread can read its replies ({e})",
-                    self.live.key
+                    live.key
                 );
-                self.live
-                    .kill(Some(format!("no thread can read its replies: {e}")));
+                live.kill(Some(format!("no thread can read its replies: {e}")));
+                reader::finish(live, stream, Ending::Closed, supervisor);
             }
         }
     }
 }
 
 async fn on_reactor(mut reading: Reading) {
+    // A runtime whose threads plughost did not mark cannot move a blocking
+    // wait off itself (`reader::off_the_runtime`): a thread reads then
+    // (`Reading`'s drop).
+    if !crate::runtime::threads::is_runtime_thread() {
+        return;
+    }
     let Some(fd) = reading.stream.as_ref().map(|s| s.as_raw_fd()) else {
         return;
     };
@@ -164,12 +214,21 @@ async fn on_reactor(mut reading: Reading) {
 /// Route whole frames as they come until the stream ends.
 async fn read_until_the_end(reading: &mut Reading) -> Ending {
     loop {
+        let mut taken = 0;
         loop {
-            match take_frame::<Envelope<Reply>>(&mut reading.input) {
-                Ok(Some(envelope)) => route(&reading.live, envelope),
+            match take_frame::<Envelope<Reply>>(&reading.input[taken..]) {
+                Ok(Some((envelope, took))) => {
+                    taken += took;
+                    route(&reading.live, envelope);
+                }
                 Ok(None) => break,
                 Err(e) => return Ending::Broken(e),
             }
+        }
+        reading.input.drain(..taken);
+        // A large reply's room is not kept for the worker's life.
+        if reading.input.is_empty() && reading.input.capacity() > KEPT_ROOM {
+            reading.input = Vec::new();
         }
         let Some(registered) = reading.registered.as_ref() else {
             return Ending::Closed;
@@ -179,13 +238,9 @@ async fn read_until_the_end(reading: &mut Reading) -> Ending {
             Err(e) => return Ending::Broken(e),
         };
         match ready.try_io(|fd| receive(*fd.get_ref(), &mut reading.input)) {
-            Ok(Ok((0, _))) if reading.input.is_empty() => return Ending::Closed,
-            Ok(Ok((0, _))) => {
-                return Ending::Broken(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "the stream ended inside a frame",
-                ))
-            }
+            // The end, even inside a frame (a worker killed while it
+            // wrote): how it ended is its exit status's to say (`reap`).
+            Ok(Ok((0, _))) => return Ending::Closed,
             // Less than there was room for: all there was, so wait for
             // more rather than try again (which would only say so).
             Ok(Ok((got, room))) if got < room => ready.clear_ready(),

@@ -36,13 +36,28 @@ pub(super) fn wait_blocking(
     }
 }
 
-/// Block for a reply, at most `limit` (see [`off_the_runtime`]).
+/// Block for a reply, at most `limit`. Most replies come within a round
+/// trip: it waits that long where it is (another of the runtime's threads
+/// reads the reply), and only past [`IN_PLACE`] moves off the runtime
+/// ([`off_the_runtime`]), which hands the thread's work to another thread,
+/// so a tool's `check_fn` does not pay that on every call. If every
+/// runtime thread waits so, each moves off after `IN_PLACE`: late, never
+/// stuck.
 pub(super) fn recv_reply(
     rx: &std::sync::mpsc::Receiver<Result<Reply, PluginFault>>,
     limit: Duration,
 ) -> Result<Result<Reply, PluginFault>, std::sync::mpsc::RecvTimeoutError> {
-    off_the_runtime(|| rx.recv_timeout(limit))
+    let first = IN_PLACE.min(limit);
+    match rx.recv_timeout(first) {
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) if limit > first => {
+            off_the_runtime(|| rx.recv_timeout(limit - first))
+        }
+        answered => answered,
+    }
 }
+
+/// How long [`recv_reply`] waits for a reply before moving off the runtime.
+const IN_PLACE: Duration = Duration::from_millis(2);
 
 /// Run `wait`, which blocks. On a thread of a multi-thread runtime
 /// plughost made (marked by [`crate::runtime::thread_started`]) it runs in
@@ -138,7 +153,16 @@ pub(super) fn read_replies(
             // The worker died and the kernel reset its end of the stream:
             // the end of the stream, its exit status says how it ended
             // (`reap`), not a broken protocol.
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break Ending::Closed,
+            // Likewise an end inside a frame (a worker killed while it
+            // wrote).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                break Ending::Closed
+            }
             Err(e) => break Ending::Broken(e),
         }
     };
@@ -148,7 +172,8 @@ pub(super) fn read_replies(
 
 /// How a worker's stream ended.
 pub(super) enum Ending {
-    /// At the end of a frame, or reset: the worker exited or was killed.
+    /// Ended (inside a frame too) or reset: the worker exited or was
+    /// killed, which its exit status tells.
     Closed,
     /// Not a frame of the protocol (or cut mid-frame).
     Broken(std::io::Error),
