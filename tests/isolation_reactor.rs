@@ -3,7 +3,9 @@
 //! `chat` and `mcp` do) instead of a reader thread per worker: calls are
 //! answered, a crash is noticed and the worker restarts from the runtime's
 //! own threads while other calls wait on them, and once that runtime has
-//! ended a thread reads on, for the running workers and for new ones.
+//! ended a thread reads on, for the running workers and for new ones; a
+//! runtime let go of, or one whose threads plughost did not mark, reads
+//! no replies.
 //! Its own test binary: the runtime named is the process's.
 mod common;
 
@@ -65,7 +67,7 @@ fn case() {
         .unwrap();
     // Kept to the end: workers started after the runtime ended are named
     // to it still, and get a thread.
-    let _replies = plughost::isolation::read_replies_on(runtime.handle().clone());
+    let replies = plughost::isolation::read_replies_on(runtime.handle().clone());
 
     let home = home_with(&["echoer"]);
     write_plugin(
@@ -75,18 +77,21 @@ fn case() {
         &[("__init__.py", PLUGIN)],
     );
     let bundled = no_bundled();
+    let start_host = || {
+        Arc::new(
+            Host::builder()
+                .home(home.path())
+                .bundled_dir(bundled.path())
+                .worker_command(WorkerCommand::binary(env!("CARGO_BIN_EXE_plughost")))
+                .isolate(Isolation::All)
+                .isolation_breaker(10, Duration::from_secs(60))
+                .build()
+                .unwrap(),
+        )
+    };
     // Loaded on this thread, outside the runtime: its reply to the load is
     // read on the runtime all the same.
-    let host = Arc::new(
-        Host::builder()
-            .home(home.path())
-            .bundled_dir(bundled.path())
-            .worker_command(WorkerCommand::binary(env!("CARGO_BIN_EXE_plughost")))
-            .isolate(Isolation::All)
-            .isolation_breaker(10, Duration::from_secs(60))
-            .build()
-            .unwrap(),
-    );
+    let host = start_host();
     assert!(host.plugins()[0].isolated && host.plugins()[0].loaded);
     assert_eq!(reader_threads(), 0, "threads: {:?}", thread_names());
 
@@ -150,6 +155,39 @@ fn case() {
     assert_eq!(echo("d"), "echo:d");
     // One reader for the one worker (the dead one's ends after its reaping).
     wait_for_readers(1);
+    drop(replies);
+
+    // A runtime named and then let go of: a worker started after reads on
+    // a thread of its own, not on that runtime (which still runs).
+    let marked = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .on_thread_start(plughost::runtime::thread_started)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let released = marked();
+    drop(plughost::isolation::read_replies_on(
+        released.handle().clone(),
+    ));
+    let second = start_host();
+    wait_for_readers(2);
+    let answer = released.block_on(second.call_tool("echo", json!({"text": "e"}), "s"));
+    assert_eq!(answer.text, "echo:e");
+
+    // A runtime whose threads plughost did not mark cannot move a blocking
+    // wait off itself: named, it still leaves each worker a thread.
+    let unmarked = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _named = plughost::isolation::read_replies_on(unmarked.handle().clone());
+    let third = start_host();
+    wait_for_readers(3);
+    let answer = unmarked.block_on(third.call_tool("echo", json!({"text": "f"}), "s"));
+    assert_eq!(answer.text, "echo:f");
 }
 
 /// Wait (at most 5 s) until `count` reader threads run, and fail if not.

@@ -128,31 +128,49 @@ impl Drop for Reading {
                 std::mem::take(&mut self.input),
                 self.supervisor.clone(),
             );
-            let slot = Arc::new(std::sync::Mutex::new(Some(parts)));
-            let take = |slot: &std::sync::Mutex<Option<_>>| {
-                slot.lock().unwrap_or_else(|e| e.into_inner()).take()
-            };
-            let theirs = slot.clone();
-            let started = std::thread::Builder::new()
-                .name(format!("plughost-isolated-{}", self.live.key))
-                .spawn(move || {
-                    if let Some((live, stream, input, supervisor)) = take(&theirs) {
-                        reader::read_replies(live, stream, input, supervisor);
-                    }
-                });
-            let Err(e) = started else {
-                return;
-            };
-            if let Some((live, stream, _, supervisor)) = take(&slot) {
-                // Nobody could read its replies: stop it, and fail its
-                // calls in flight with why (none may wait for ever).
-                tracing::warn!(
-                    "the worker of plugin '{}' is stopped: its runtime ended and no thread can read its replies ({e})",
-                    live.key
-                );
-                live.kill(Some(format!("no thread can read its replies: {e}")));
-                reader::finish(live, stream, Ending::Closed, supervisor);
-            }
+            on_a_thread(
+                format!("plughost-isolated-{}", self.live.key),
+                parts,
+                |(live, stream, input, supervisor)| {
+                    reader::read_replies(live, stream, input, supervisor)
+                },
+                |(live, stream, _, supervisor), e| {
+                    // Nobody could read its replies: stop it, and fail its
+                    // calls in flight with why (none may wait for ever).
+                    tracing::warn!(
+                        "the worker of plugin '{}' is stopped: its runtime ended and no thread can read its replies ({e})",
+                        live.key
+                    );
+                    live.kill(Some(format!("no thread can read its replies: {e}")));
+                    reader::finish(live, stream, Ending::Closed, supervisor);
+                },
+            );
+        }
+    }
+}
+
+/// Run `work(parts)` on a new thread named `name`; when no thread can be
+/// started, `here(parts, why)` runs on the calling one instead, so the
+/// parts are never lost with the thread that did not start.
+fn on_a_thread<T: Send + 'static>(
+    name: String,
+    parts: T,
+    work: fn(T),
+    here: impl FnOnce(T, std::io::Error),
+) {
+    let slot = Arc::new(std::sync::Mutex::new(Some(parts)));
+    let take =
+        |slot: &std::sync::Mutex<Option<T>>| slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let theirs = slot.clone();
+    let started = std::thread::Builder::new().name(name).spawn(move || {
+        if let Some(parts) = take(&theirs) {
+            work(parts);
+        }
+    });
+    // Only when the thread did not start: a started one takes the parts.
+    if let Err(e) = started {
+        if let Some(parts) = take(&slot) {
+            here(parts, e);
         }
     }
 }
@@ -187,28 +205,21 @@ async fn on_reactor(mut reading: Reading) {
         return;
     };
     // Reaping waits for the exit: on a thread, not the runtime's worker.
-    let key = reading.live.key.clone();
     let parts = (
         reading.live.clone(),
         stream,
         ending,
         reading.supervisor.clone(),
     );
-    let slot = Arc::new(std::sync::Mutex::new(Some(parts)));
-    let finish = |slot: &std::sync::Mutex<Option<_>>| {
-        let parts = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some((live, stream, ending, supervisor)) = parts {
-            reader::finish(live, stream, ending, supervisor);
-        }
-    };
-    let theirs = slot.clone();
-    let started = std::thread::Builder::new()
-        .name(format!("plughost-reap-{key}"))
-        .spawn(move || finish(&theirs));
-    if started.is_err() {
+    on_a_thread(
+        format!("plughost-reap-{}", reading.live.key),
+        parts,
+        |(live, stream, ending, supervisor)| reader::finish(live, stream, ending, supervisor),
         // No thread to spare: finish here (the runtime goes on meanwhile).
-        tokio::task::block_in_place(|| finish(&slot));
-    }
+        |(live, stream, ending, supervisor), _| {
+            tokio::task::block_in_place(|| reader::finish(live, stream, ending, supervisor))
+        },
+    );
 }
 
 /// Route whole frames as they come until the stream ends.

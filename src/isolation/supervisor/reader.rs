@@ -175,7 +175,7 @@ pub(super) enum Ending {
     /// Ended (inside a frame too) or reset: the worker exited or was
     /// killed, which its exit status tells.
     Closed,
-    /// Not a frame of the protocol (or cut mid-frame).
+    /// Not a frame of the protocol.
     Broken(std::io::Error),
 }
 
