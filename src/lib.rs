@@ -78,19 +78,17 @@ static WHEEL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 pub mod agent;
 pub mod cli;
+pub mod cluster;
 pub mod core;
 pub mod dialects;
 pub mod event_reference;
 pub mod host;
 pub mod isolation;
+pub mod mcp_client;
 pub mod plugins;
 pub mod runtime;
 pub mod serve;
 pub mod wheel;
-// --- added by mcpc ---
-pub mod mcp_client;
-// --- added by pg5 ---
-pub mod cluster;
 
 pub use crate::core::hooks::{HookAction, HookEvent, HookPayload};
 pub use crate::core::outcome::{PluginError, ToolOutcome, ToolResult, Unavailability};

@@ -837,7 +837,6 @@ fn codumentor_gates_scheduled_runs_and_hears_of_auto_disabled_ones() {
     );
 }
 
-// --- added by rl7 ---
 /// `plughost cron run NAME` against a running server runs the task in the
 /// server, beside its timer: a second one while the first runs is refused,
 /// so the task never runs twice at once.

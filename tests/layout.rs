@@ -17,7 +17,6 @@ const DIALECT_MODULES: [&str; 5] = [
     "dialects::hermes",
     "dialects::felix",
     "dialects::codumentor",
-    // --- added by mcpc ---
     "dialects::bundle",
 ];
 
@@ -380,7 +379,6 @@ fn no_import_cycle_between_top_level_modules() {
     assert_eq!(cycles(&edges(&sources())), Vec::<Vec<String>>::new());
 }
 
-// --- added by pg5 ---
 /// `cluster` sits between `host` and `agent` (host < cluster < agent): the
 /// session store of `agent` writes through it, it reads only the host's
 /// loaded plugins.

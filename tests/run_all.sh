@@ -11,13 +11,11 @@ step() { echo; echo "== [$(date +%H:%M:%S)] $*"; }
 ticker=""
 trap '[ -n "$ticker" ] && kill "$ticker" 2>/dev/null; echo "== done in ${SECONDS}s"' EXIT
 
-# --- added by mcpc ---
 step "MCP test servers: the official mcp package from PyPI in .venv-mcp (tests/mcp_client*.rs and tests/bundle*.rs start their servers with it)"
 python3 -m venv .venv-mcp
 .venv-mcp/bin/python -m pip install --quiet mcp
 export PLUGHOST_TEST_MCP_PYTHON="$PWD/.venv-mcp/bin/python"
 
-# --- c5 ---
 # tests/plugin_deps.rs runs a plugin needing Python 3.12 in a worker on a
 # CPython 3.12 of the machine; that worker imports plughost, so it needs the
 # wheel built for 3.12 (a dev build: only the test uses it).
@@ -39,8 +37,6 @@ if [ -n "$py312" ]; then
 else
     step "no CPython 3.12 on PATH or under pyenv: tests/plugin_deps.rs skips its Python 3.12 case"
 fi
-# --- end c5 ---
-# --- pg5 ---
 step "PostgreSQL and HAProxy for tests/replicas*.rs (each test starts its own cluster from Debian's binaries; skipped with a reason when absent)"
 if [ "$(id -u)" = 0 ] && { ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ ! -x /usr/sbin/haproxy ]; }; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql haproxy >/dev/null || echo "could not install postgresql/haproxy" >&2

@@ -20,7 +20,7 @@ impl SubagentRunner for Inner {
         let inner = Arc::new(Inner {
             host: self.host.clone(),
             provider: self.provider.clone(),
-            // --- added by pg7: sub-agent sessions live where the parent's do ---
+            // Sub-agent sessions live where the parent's do.
             sessions: self.sessions.sibling(),
             config: self.config.clone(),
             subagents: Default::default(),

@@ -81,11 +81,9 @@ pub(super) enum Command {
     /// Serve one isolated plugin on stdin/stdout (started by plughost itself).
     #[command(name = "__worker", hide = true)]
     Worker,
-    // --- added by server ---
     /// List the plugins' scheduled tasks, or run one now.
     #[command(subcommand)]
     Cron(CronCmd),
-    // --- added by pg5 ---
     /// Move file sessions into PostgreSQL (for `serve --sessions`).
     #[command(subcommand)]
     Sessions(super::sessions::SessionsCmd),
@@ -121,7 +119,6 @@ pub(super) enum PluginsCmd {
         /// Record the name even though no such plugin is installed (yet).
         #[arg(long)]
         force: bool,
-        // --- added by rl5 ---
         /// Then have the `plughost serve` running on this home reload its
         /// plugins (POST /admin/reload; PLUGHOST_API_KEY is sent as its key).
         #[arg(long)]
@@ -164,7 +161,6 @@ pub(super) enum PluginsCmd {
         /// always runs isolated, in a worker on that environment.
         #[arg(long)]
         own_env: bool,
-        // --- added by rl5 ---
         /// Then have the `plughost serve` running on this home reload its
         /// plugins (POST /admin/reload; PLUGHOST_API_KEY is sent as its key).
         #[arg(long)]

@@ -10,19 +10,17 @@ mod agent;
 mod args;
 mod commands;
 mod cron;
+mod deps;
 mod exit;
 mod lock;
 pub mod logging;
 mod plugins;
 mod serve;
+mod sessions;
 mod skills;
 mod suggest;
 mod table;
 mod tools;
-// --- added by supply ---
-mod deps;
-// --- added by pg5 ---
-mod sessions;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -179,7 +177,6 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
     if !matches!(cli.command, Command::Worker) {
         crate::runtime::signals::own_interrupt();
     }
-    // --- added by hermes ---
     if cli.command.stdout_is_machine_readable() {
         crate::runtime::plugin_stdout_to_stderr();
     }
@@ -239,7 +236,6 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
         Command::Hermes { name, args } => skills::hermes(&cli, python_level, name.as_ref(), args),
         Command::Cron(CronCmd::List { json }) => cron::list(&cli, python_level, *json),
         Command::Cron(CronCmd::Run { name }) => cron::run(rt(), &cli, python_level, name),
-        // --- added by pg5 ---
         Command::Sessions(command) => sessions::run(&cli, command),
     }
 }
@@ -260,7 +256,7 @@ fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<
         PluginsCmd::Accept { name } => lock::accept(&home_of(cli), name),
         PluginsCmd::Remove { name, yes } => plugins::remove(&home_of(cli), name, *yes),
         PluginsCmd::Doctor { json } => {
-            // --- added by rely: the checks run in a child a crash cannot take the report with ---
+            // The checks run in a child a crash cannot take the report with.
             if let Some(code) = crate::host::doctor::child::checked_in_child(&home_of(cli)) {
                 return Ok(Exit::Plugin(code));
             }
@@ -268,7 +264,6 @@ fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<
             plugins::doctor(&host, *json)
         }
         PluginsCmd::List { json } => plugins::list(cli, python_level, *json),
-        // --- added by supply ---
         PluginsCmd::Deps(args::DepsCmd::Sync) => deps::sync(&home_of(cli)),
     }
 }
@@ -281,7 +276,6 @@ fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or_default().to_string()
 }
 
-// --- added by hermes ---
 impl Command {
     /// Whether the command's stdout is for a program (`--json`, MCP over
     /// stdio): a plugin's `print()` then goes to stderr (issue 21 item 5).

@@ -52,7 +52,6 @@ pub struct ServeArgs {
     /// is finalized and unloaded (its transcript stays); 0: never.
     #[arg(long, value_name = "SECS", default_value = "1800", allow_negative_numbers = true, value_parser = session_idle)]
     pub session_idle: SessionIdle,
-    // --- added by server ---
     /// Seconds between two runs of every plugin scheduled task (Felix's
     /// `cron_tasks` run once a minute by default).
     #[arg(long, value_name = "SECS", value_parser = seconds)]
@@ -76,12 +75,10 @@ pub struct ServeArgs {
     /// Seconds an MCP HTTP session may go unused before it is closed.
     #[arg(long, value_name = "SECS", default_value = "300", allow_negative_numbers = true, value_parser = seconds)]
     pub mcp_session_idle: Duration,
-    // --- added by rl5 ---
     /// Reload the plugins when files under their directories or
     /// config.json change (debounced); without it, POST /admin/reload.
     #[arg(long)]
     pub watch: bool,
-    // --- added by pg5 ---
     /// Sessions in PostgreSQL, shared by replicas.
     #[command(flatten)]
     pub cluster: super::sessions::ClusterArgs,
@@ -217,7 +214,7 @@ pub(super) fn serve(
         crate::serve::openai_api::IterationMarks::wrap,
     )?;
     // --- changed by rl7: routes, auth mode and cron re-mounted on reload ---
-    // --- added by pg5: one replica of a cluster (sessions in PostgreSQL) ---
+    // One replica of a cluster (sessions in PostgreSQL).
     let replicas = super::sessions::join(rt, &agent, &args.cluster)?;
     let cluster = replicas.shared.as_ref().map(|(c, _)| c.clone());
     let scheduler = tokio_util::sync::CancellationToken::new();
@@ -253,7 +250,6 @@ pub(super) fn serve(
     let mcp = PluginServer::new(agent.host().clone(), args.agent.tool_timeout)
         .with_metrics(metrics.clone())
         .hiding_owner(crate::agent::tools::BUILTIN_OWNER)
-        // --- added by pg5 ---
         .with_cluster(replicas.shared.as_ref().map(|(c, _)| c.clone()));
     let chat = Arc::new(
         ChatState::new(
@@ -291,7 +287,7 @@ pub(super) fn serve(
             "plughost serve: listening on http://{local} (MCP at /mcp, OpenAI API at /v1; model {})",
             args.agent.model
         );
-        // --- added by rl5: the file `plugins … --reload` finds the server by; --watch ---
+        // The file `plugins … --reload` finds the server by; --watch.
         let home = chat.agent.host().home().to_path_buf();
         let _announced = crate::serve::watch::announce(&home, local)
             .map_err(|e| tracing::warn!("cannot write {}: {e} (plugins … --reload will not find this server)", crate::serve::watch::server_file(&home).display()))

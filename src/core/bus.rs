@@ -136,7 +136,6 @@ pub trait HookCallback: Send + Sync + 'static {
         let _ = event;
         None
     }
-    // --- added by perf ---
     /// The tools this callback's tool events are for, when it declared them
     /// (a Flowly callback's `__plughost_tools__`): the pipeline does not
     /// call it for any other tool's `pre_tool_call`, `post_tool_call` or
@@ -145,7 +144,6 @@ pub trait HookCallback: Send + Sync + 'static {
     fn tools(&self) -> Option<&[String]> {
         None
     }
-    // --- added by p8 ---
     /// Whether this callback answers `event` in Rust alone (no Python, no
     /// blocking: tool-audit's native call log): a host that bounds hooks
     /// by handing them to another thread runs it in place instead, since
@@ -154,7 +152,6 @@ pub trait HookCallback: Send + Sync + 'static {
         let _ = event;
         false
     }
-    // --- added by mp5 ---
     /// This callback as an execution middleware (a subscription of
     /// [`TOOL_EXECUTION`](crate::core::pipeline::middleware::TOOL_EXECUTION)
     /// or `LLM_EXECUTION`, which wraps the call instead of answering).

@@ -46,7 +46,6 @@ impl DialectState {
     }
 }
 
-// --- added by c5 ---
 /// A copy of a context carries no dialect state: the cache (Python objects
 /// built for one context) belongs to the context it was made for, so a
 /// copy made to hand a call to another thread starts empty and the
@@ -56,7 +55,6 @@ impl Clone for DialectState {
         DialectState(None)
     }
 }
-// --- end c5 ---
 
 impl fmt::Debug for DialectState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -57,7 +57,6 @@ pub enum LoopDecision {
         arguments: Option<Map<String, Value>>,
         delay_ms: u64,
     },
-    // --- added by mp7 ---
     /// P2c: replace the whole transcript with these messages (a context
     /// engine's compaction: Hermes's `ContextEngine.compress` returns the
     /// new list, not a summary of a dropped part).

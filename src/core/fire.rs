@@ -45,7 +45,6 @@ pub async fn fire_entries(
         .collect()
 }
 
-// --- added by rl6 ---
 /// [`fire_entries`], each answer with the index of the entry that gave it
 /// (an audit row names the hook that blocked a call).
 pub async fn fire_entries_from(

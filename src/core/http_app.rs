@@ -83,7 +83,6 @@ pub trait MountRoutes: Send + Sync + 'static {
     /// Add the routes (Felix's `plugin.routes(app, tools=…)`) and hand back
     /// the application that now serves them.
     fn mount(&self) -> Result<Arc<dyn HttpApp>, PluginError>;
-    // --- added by rl7 ---
     /// [`mount`](Self::mount) on the application of mount `round`: every
     /// plugin mounted in one round shares a fresh application, so a reload
     /// re-mounts on a new one while requests in flight finish on the old.
@@ -104,7 +103,6 @@ pub struct RoutesEntry {
     /// The largest request body the plugin accepts; the server's limit is
     /// the largest of its own and every plugin's (Felix's `body_limit_bytes`).
     pub body_limit: Option<u64>,
-    // --- added by rl6 ---
     /// The plugin's rate-limit key (Felix's `rate_limit_key(request)`): the
     /// bucket a request counts against; `None` lets the next plugin's (and at
     /// last the client's address) decide.

@@ -244,7 +244,6 @@ pub enum Compaction {
     Cancel,
     /// Replace the dropped messages with this summary.
     Summary(String),
-    // --- added by mp7 ---
     /// Replace the whole transcript with these messages.
     Replace(Vec<Value>),
 }

@@ -53,7 +53,6 @@ pub trait McpCalls: Send + Sync + 'static {
         arguments: Map<String, Value>,
         timeout: Duration,
     ) -> BoxFuture<Result<McpAnswer, McpCallError>>;
-    // --- added by h7 ---
     /// Each server's state and the registry names of its tools (Hermes's
     /// `tools.mcp_tool.get_mcp_status` / `discover_mcp_tools`).
     fn servers(&self) -> Vec<McpServerInfo> {
@@ -61,7 +60,6 @@ pub trait McpCalls: Send + Sync + 'static {
     }
 }
 
-// --- added by h7 ---
 /// One MCP server as a plugin's status query sees it.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct McpServerInfo {

@@ -18,6 +18,7 @@ pub mod hooks;
 pub mod http_app;
 pub mod lanes;
 pub mod loop_points;
+pub mod mcp;
 pub mod observers;
 pub mod outcome;
 pub mod pipeline;
@@ -26,5 +27,3 @@ pub mod reference;
 pub mod registry;
 pub mod schedule;
 pub mod wrappers;
-// --- added by mcpc ---
-pub mod mcp;

@@ -24,7 +24,6 @@ pub struct ObservedToolCall<'a> {
     pub delegate: bool,
     pub result: &'a ToolResult,
     pub took: Duration,
-    // --- added by rl6 ---
     /// The hook that blocked the call, `(plugin, label)`, when one did.
     pub blocked_by: Option<(&'a str, &'a str)>,
 }

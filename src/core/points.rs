@@ -228,11 +228,9 @@ pub enum Point {
     ScheduledRun,
     /// A scheduled task was disabled after failing too often in a row.
     ScheduledDisabled,
-    // --- added by rl5 ---
     /// After a reload swapped in a new plugin set (no core lane: Codumentor
     /// brings `onConfigReload`).
     Reloaded,
-    // --- added by h7 ---
     /// Before a recognised slash command's handler runs in the agent (no
     /// core lane: Hermes brings `pre_command`).
     CommandBefore,
@@ -265,9 +263,7 @@ impl Point {
         Point::SubagentStop,
         Point::ScheduledRun,
         Point::ScheduledDisabled,
-        // --- added by rl5 ---
         Point::Reloaded,
-        // --- added by h7 ---
         Point::CommandBefore,
     ];
 
@@ -300,9 +296,7 @@ impl Point {
             Point::SubagentStart => &[E::SubagentStart],
             Point::SubagentStop => &[E::SubagentStop],
             Point::ScheduledRun | Point::ScheduledDisabled => &[],
-            // --- added by rl5 ---
             Point::Reloaded => &[],
-            // --- added by h7 ---
             Point::CommandBefore => &[],
         }
     }

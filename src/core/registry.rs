@@ -45,7 +45,6 @@ pub trait ToolHandler: Send + Sync + 'static {
     fn fatal(&self, _error: &PluginError) -> bool {
         false
     }
-    // --- added by w7 ---
     /// Shown, once per call before its first hook, the call's context, the
     /// tool and the registry the call runs in: a handler that can run some
     /// of the call's hooks together with itself (an isolated plugin's tool

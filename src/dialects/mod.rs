@@ -6,15 +6,13 @@
 //! `python/`) plus a row in [`DIALECTS`]: the core (registry, dispatch,
 //! hooks) and the host stay as they are.
 
-pub mod codumentor;
-// --- added by mcpc ---
 pub mod bundle;
+pub mod codumentor;
 pub mod felix;
 pub mod flowly;
+pub mod fresh;
 pub mod hermes;
 pub mod shared;
-// --- added by rl7 ---
-pub mod fresh;
 
 use std::path::Path;
 
@@ -138,7 +136,6 @@ pub trait Dialect: Send + Sync + 'static {
         None
     }
 
-    // --- added by host ---
     /// [`load`](Self::load) for the host whose state is `state`: a dialect
     /// that keeps something per host (its plugins' contexts reach the
     /// host's agent, its CLI commands) keeps it there, never in a `static`.
@@ -179,7 +176,6 @@ pub trait Dialect: Send + Sync + 'static {
         self.entry(key, dir)
     }
 
-    // --- added by events ---
     /// The lanes this dialect brings to the loop's points: rows for the
     /// places its plugins need a policy no other lane there has
     /// (`src/dialects/<name>/lanes.rs`). The core fires what is subscribed.
@@ -274,7 +270,6 @@ pub trait Dialect: Send + Sync + 'static {
         Ok(())
     }
 
-    // --- added by mcpc ---
     /// Settle candidate `c`, just given to this dialect by its files
     /// ([`Dialect::sniff`]) or by `plugins.dialects`, whose manifest was
     /// read by the directory default's rules: a dialect whose plugins'
@@ -284,7 +279,6 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = c;
     }
 
-    // --- added by mp5 ---
     /// The providers its plugin `key` registered on the host whose state is
     /// `state`, each with whether it is active (for `plugins doctor`).
     fn providers(&self, state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
@@ -333,7 +327,6 @@ pub static DIALECTS: &[&dyn Dialect] = &[
     &hermes::Hermes,
     &felix::Felix,
     &codumentor::Codumentor,
-    // --- added by mcpc ---
     &bundle::Bundle,
 ];
 
@@ -405,7 +398,6 @@ pub fn choose(
             match by_name(name) {
                 Some(d) => {
                     c.dialect = d.id();
-                    // --- added by mcpc ---
                     d.admit_sniffed(c);
                 }
                 None => {
@@ -421,7 +413,6 @@ pub fn choose(
             if let Some((d, why)) = sniff_why(&c.dir) {
                 tracing::debug!("plugin '{}' is a {d} plugin: {why}", c.key);
                 c.dialect = d;
-                // --- added by mcpc ---
                 if let Some(dialect) = by_id(d) {
                     dialect.admit_sniffed(c);
                 }
@@ -452,8 +443,6 @@ pub fn sniff_why(dir: &Path) -> Option<(DialectId, String)> {
 pub fn sniff(dir: &Path) -> Option<DialectId> {
     sniff_why(dir).map(|(d, _)| d)
 }
-
-// --- added by host ---
 
 /// What became of a plugin handled before a dependent one (the host's
 /// record of it, as far as a dependency check or a doctor section needs it).
@@ -633,7 +622,6 @@ mod lane_rows {
     }
 }
 
-// --- added by mp5 ---
 /// The providers plugin `key` registered, with their state, by every dialect.
 pub fn providers(state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
     DIALECTS

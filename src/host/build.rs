@@ -34,7 +34,6 @@ pub struct HostBuilder {
     isolation_load_timeout: Option<std::time::Duration>,
     breaker: Option<(u32, std::time::Duration)>,
     limits: Option<crate::plugins::config::LimitTable>,
-    // --- added by rely ---
     isolate_third_party: bool,
     /// Start the interpreter during discovery even if no plugin is found.
     python_anyway: bool,
@@ -173,7 +172,6 @@ impl HostBuilder {
         self.isolation_load_timeout = Some(limit);
         self
     }
-    // --- added by rely ---
     /// Run third-party plugins (neither bundled nor in `plugins.trusted`)
     /// isolated when neither the builder nor `plugins.isolate` says
     /// otherwise: the policy of the long-running hosts (`serve`, `mcp`),
@@ -227,7 +225,6 @@ impl HostBuilder {
             (&fixed, &guard),
             None,
         )?;
-        // --- added by mcpc ---
         // The MCP servers' tools: after the plugins, which may declare
         // servers of their own (a bundle's `mcp.json`). Kept in the fixed
         // parts, ahead of the direct registrations, for every reload.
@@ -392,7 +389,7 @@ impl HostBuilder {
             &crate::isolation::journal::quarantine(home),
             candidates,
         );
-        // --- added by supply --- (a plugin in its own environment runs only in a worker on it)
+        // (a plugin in its own environment runs only in a worker on it)
         let isolation = crate::plugins::deps::own::isolate_own_envs(isolation, home);
         let load_timeout = self.isolation_load_timeout.or(choice
             .load_timeout_seconds
@@ -611,7 +608,6 @@ struct Found {
 pub(super) fn start_python(home: &Path, level: u8) -> Result<(), crate::runtime::StartError> {
     crate::runtime::Runtime::start(level)?;
     set_default_home(home);
-    // --- added by supply ---
     add_shared_env(home);
     Ok(())
 }
@@ -626,7 +622,6 @@ fn set_default_home(home: &Path) {
     });
 }
 
-// --- added by supply ---
 /// Put the home's shared plugin environment (`<home>/envs/shared`, see
 /// `plugins::deps::shared`) on `sys.path`, before the interpreter's own
 /// site-packages so the versions its plugins were resolved with win, and

@@ -86,7 +86,7 @@ pub(super) fn load_candidate(
     collisions: &mut Vec<ToolCollision>,
     packages: &mut Vec<Box<dyn Send + Sync>>,
     workers: &mut Vec<crate::isolation::Supervisor>,
-    // --- added by rl5 --- (a reload re-applies a unit's registrations to each new set)
+    // (a reload re-applies a unit's registrations to each new set)
     kept: &mut Vec<Registration>,
 ) -> PluginRecord {
     let mut record = record_of(&c, isolate.is_some(), extensions);
@@ -147,7 +147,7 @@ pub(super) fn load_candidate(
             )
         }
     };
-    // --- added by supply --- (plugins.strict_hooks: undeclared registrations refuse the plugin)
+    // (plugins.strict_hooks: undeclared registrations refuse the plugin)
     let loaded = loaded.and_then(|l| {
         let manifest = c.manifest.as_ref().ok();
         match crate::plugins::install::risk::strict_refusal(home, manifest, &l.registrations) {
@@ -206,7 +206,6 @@ pub(super) fn load_candidate(
     record
 }
 
-// --- added by rl7 ---
 /// The server parts (`parts`) an isolated plugin's worker announced and
 /// cannot serve, from a second, in-process load of the plugin: only those
 /// registrations of it are kept (added to `registrations`), with a warning
@@ -492,7 +491,6 @@ impl CallGuard {
                         journal: journal.clone(),
                         run,
                         limit: self.hook_timeout,
-                        // --- added by p8 ---
                         hand_off: journaled,
                         fails_closed,
                     });
@@ -522,7 +520,6 @@ struct GuardedHook {
     /// `inner`, journaled when the plugin is third-party.
     run: Arc<dyn crate::core::hooks::HookCallback>,
     limit: Option<std::time::Duration>,
-    // --- added by p8 ---
     /// Whether a bounded call is handed to a thread the caller can abandon
     /// (third-party code). A bundled plugin's hooks are plughost's own,
     /// written not to block (no network, locks taken without waiting):
@@ -543,7 +540,6 @@ impl crate::core::hooks::HookCallback for GuardedHook {
         event: crate::core::hooks::HookEvent,
         payload: crate::core::hooks::HookPayload<'_>,
     ) -> crate::core::hooks::HookReturn {
-        // --- added by p8 ---
         // A native callback (no Python) has nothing to bound: in place.
         if self.inner.native(event) {
             return self.run.call(event, payload);
@@ -581,11 +577,9 @@ impl crate::core::hooks::HookCallback for GuardedHook {
     fn tools(&self) -> Option<&[String]> {
         self.inner.tools()
     }
-    // --- added by p8 ---
     fn native(&self, event: crate::core::hooks::HookEvent) -> bool {
         self.inner.native(event)
     }
-    // --- added by mp5 ---
     fn execution(&self) -> Option<&dyn crate::core::pipeline::middleware::Execution> {
         self.inner.execution()
     }

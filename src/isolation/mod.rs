@@ -18,16 +18,14 @@
 
 pub mod guard;
 pub mod inherit;
+pub mod interpreter;
 pub mod journal;
 pub mod limits;
 pub mod protocol;
 pub mod proxy;
+pub mod server_parts;
 pub mod supervisor;
 pub mod worker;
-// --- added by rl7 ---
-pub mod server_parts;
-// --- added by supply ---
-pub mod interpreter;
 // --- issue 26 item 5 ---
 pub mod batch;
 mod worker_batch;

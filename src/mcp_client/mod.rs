@@ -35,7 +35,6 @@ pub use server::ServerStatus;
 pub struct McpClient {
     servers: BTreeMap<String, Arc<server::Server>>,
     runtime: runtime::ClientRuntime,
-    // --- added by h7 ---
     /// Server → the registry names of the tools it offered at connect.
     tool_names: BTreeMap<String, Vec<String>>,
 }
@@ -77,7 +76,6 @@ impl McpCalls for McpClient {
             })
         })
     }
-    // --- added by h7 ---
     fn servers(&self) -> Vec<crate::core::mcp::McpServerInfo> {
         self.statuses()
             .into_iter()

@@ -35,8 +35,6 @@ pub fn replace(path: &Path, text: &str) -> std::io::Result<()> {
     written
 }
 
-// --- added by rely ---
-
 /// Read the regular file at `path` whole; anything else there (a FIFO, a
 /// device, a socket, a directory) is refused without being opened for a
 /// blocking read, so a FIFO named `config.json` cannot hang plughost.

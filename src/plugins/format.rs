@@ -153,7 +153,6 @@ pub trait PluginFormat: Send + Sync {
         let _ = dir;
         None
     }
-    // --- added by b5 ---
     /// Whether the plugin at `dir` is of this API and its manifest's
     /// `manifest_version` (above plughost's own maximum) is one this API
     /// reads: Hermes reads 2 and loads a newer one with a warning.

@@ -215,7 +215,7 @@ fn parse_in(
         }
     };
 
-    // --- added by b5 --- (a version above plughost's own is accepted
+    // (a version above plughost's own is accepted
     // when the plugin's API reads it: a Hermes `manifest_version: 2`.)
     let dir = path.parent().unwrap_or(Path::new(""));
     let read_by_api =
@@ -244,7 +244,7 @@ fn parse_in(
         version: text_field("version")?.unwrap_or_default(),
         manifest_version,
         description: text_field("description")?.unwrap_or_default(),
-        // --- added by mcpc --- (Agent Plugins v1 and Claude Code's
+        // (Agent Plugins v1 and Claude Code's
         // plugin.json write the author as an object: its name is read.)
         author: match map.get("author") {
             Some(Value::Object(a)) => match a.get("name") {

@@ -5,6 +5,7 @@
 pub mod atomic;
 pub mod bundled;
 pub mod config;
+pub mod deps;
 pub mod discovery;
 pub mod entry_points;
 pub mod format;
@@ -12,5 +13,3 @@ pub mod install;
 pub mod lock;
 pub mod manifest;
 pub mod snapshot;
-// --- added by supply ---
-pub mod deps;

@@ -407,7 +407,6 @@ pub fn run_collected(
     })
 }
 
-// --- added by rl6 ---
 /// `request`'s ASGI HTTP scope (no body), for a plugin callable that reads
 /// a request's head (Felix's `rate_limit_key(request)`).
 pub fn scope_of<'py>(py: Python<'py>, request: &AppRequest) -> PyResult<Bound<'py, PyAny>> {

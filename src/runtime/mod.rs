@@ -18,12 +18,11 @@ pub mod asgi;
 pub mod bridge;
 pub mod loader;
 pub mod native;
+pub mod recorder;
 pub mod signals;
 pub mod threads;
 pub mod value;
 pub mod watchdog;
-// --- added by p5 ---
-pub mod recorder;
 
 use std::ffi::CString;
 use std::path::PathBuf;

@@ -10,7 +10,6 @@ pub fn populate(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(log, module)?)?;
     module.add_function(wrap_pyfunction!(loop_ended, module)?)?;
     module.add_function(wrap_pyfunction!(interpreter_exiting, module)?)?;
-    // --- added by p5 ---
     module.add_function(wrap_pyfunction!(compiled, module)?)?;
     module.add_class::<crate::runtime::recorder::ToolCallLog>()?;
     Ok(())

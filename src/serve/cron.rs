@@ -34,7 +34,7 @@ pub fn start_in(
     CronMount::new(cluster, every, stop).remount(host);
 }
 
-// --- added by rl7: re-mounted on reload ---
+// Re-mounted on reload.
 /// The scheduled tasks a server runs, following reloads: [`remount`]
 /// keeps the timer of every task an unchanged plugin still has, stops the
 /// timers of tasks that are gone or whose plugin changed (a run in progress

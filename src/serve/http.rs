@@ -35,7 +35,6 @@ pub struct ServeOptions {
     pub max_body: usize,
     /// How long running turns may go on after a shutdown signal.
     pub shutdown_grace: Duration,
-    // --- added by server ---
     // --- changed by rl7: re-mounted on reload ---
     /// Plugins' HTTP routes (answering what plughost's endpoints do not)
     /// and the auth mode `--auth` names, following reloads; `None` serves
@@ -153,7 +152,6 @@ fn auth_mode_gone(mode: &str) -> Response {
         .into_response()
 }
 
-// --- added by rl6 ---
 /// Felix plugins' `rate_limit_key`s: outside authentication, as Felix's
 /// middleware is, so failed credentials are throttled too.
 async fn rate_limited(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
@@ -266,7 +264,7 @@ async fn count(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
 }
 
 async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
-    // --- added by pg5: the plugin set's fingerprint against the cluster's ---
+    // The plugin set's fingerprint against the cluster's.
     let more = shared
         .chat
         .replicas
@@ -278,7 +276,6 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
     let mut text = shared.metrics.render(shared.chat.agent.host());
-    // --- added by pg5 ---
     if let Some(r) = shared.chat.replicas.get() {
         text.push_str(&r.metrics());
     }
@@ -438,7 +435,6 @@ pub fn router(
         .route("/metrics", get(metrics_text))
         .route("/admin/reload", post(admin_reload))
         .route("/admin/plugins", get(admin_plugins))
-        // --- added by rl7 ---
         .route("/admin/cron/{name}", post(admin_cron))
         .with_state(shared.clone())
         .merge(chat_routes)
@@ -452,7 +448,6 @@ pub fn router(
         .merge(fallback)
         .layer(DefaultBodyLimit::max(options.max_body))
         .layer(middleware::from_fn_with_state(shared.clone(), auth))
-        // --- added by rl6 ---
         .layer(middleware::from_fn_with_state(shared.clone(), rate_limited))
         .layer(middleware::from_fn_with_state(shared, count))
 }
@@ -628,7 +623,7 @@ async fn serve_connections(
             tracing::debug!("cannot set TCP_NODELAY: {e}");
         }
         let (tcp, peer) = tcp;
-        // --- added by rl6 --- the peer's address, for rate-limit buckets.
+        // the peer's address, for rate-limit buckets.
         let peered = tower_layer::Layer::layer(
             &axum::Extension(axum::extract::ConnectInfo(peer)),
             service.clone(),

@@ -177,7 +177,6 @@ impl Metrics {
             );
         }
         scheduled_tasks(&mut out, host);
-        // --- added by rely ---
         guard_gauge(&mut out, host);
         out
     }

@@ -14,10 +14,8 @@ pub mod mcp;
 pub mod metrics;
 pub mod openai_api;
 pub mod plugin_routes;
-// --- added by rl5 ---
-pub mod watch;
-// --- added by pg5 ---
 pub mod replicas;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -80,7 +80,6 @@ pub struct ChatState {
     /// The named sessions requests used, evicted when idle.
     pub named: Arc<NamedSessions>,
     next: AtomicU64,
-    // --- added by pg5 ---
     /// This replica's cluster (leases, idempotency, fingerprint); set once at start.
     pub replicas: std::sync::OnceLock<super::replicas::Replicas>,
 }
@@ -471,7 +470,7 @@ pub async fn chat_completions(
             "plughost serve is shutting down; retry against another instance",
         );
     }
-    // --- added by pg5: Idempotency-Key and the session's cluster lease ---
+    // Idempotency-Key and the session's cluster lease.
     let prepared = match state.replicas.get() {
         Some(r) => match r
             .before_turn(&headers, &body, session.as_deref(), conversation.stream)
@@ -482,7 +481,6 @@ pub async fn chat_completions(
         },
         None => None,
     };
-    // --- end pg5 ---
     // A named session is marked in use before its turn starts, so it is
     // not evicted under it (an eviction under way finishes first).
     let in_use = match &session {
@@ -541,14 +539,13 @@ pub async fn chat_completions(
         );
     }
     if let Some(e) = &report.error {
-        // --- added by pg7: a turn the shared store's outage cut short is retryable (503) ---
+        // A turn the shared store's outage cut short is retryable (503).
         if let Some(answer) = match &prepared {
             Some(p) => p.unavailable_now().await,
             None => None,
         } {
             return answer;
         }
-        // --- end pg7 ---
         return error(
             StatusCode::BAD_GATEWAY,
             "server_error",
@@ -572,7 +569,7 @@ pub async fn chat_completions(
         usage: usage(&report),
         plughost: extension(&report, session.as_deref()),
     };
-    // --- added by pg5: stored for a retry with the same Idempotency-Key ---
+    // Stored for a retry with the same Idempotency-Key.
     if let Some(prepared) = prepared {
         prepared.answered(&json!(answer)).await;
     }

@@ -536,7 +536,6 @@ impl Session {
         Ok(tmp)
     }
 
-    // --- added by mp7 ---
     /// Replace the whole transcript with `messages` (a context engine's
     /// compaction: the engine returns the new list), rewritten atomically
     /// as [`compact_with`](Self::compact_with) rewrites it. Messages

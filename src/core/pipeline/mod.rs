@@ -65,7 +65,6 @@ pub struct ToolMarks {
     pub fatal: bool,
     /// P10 asked for a re-run: `(arguments, delay_ms)`.
     rerun: Option<(Map<String, Value>, u64)>,
-    // --- added by rl6 ---
     /// The hook that blocked the call, `(plugin, label)`, for audit rows.
     pub blocked_by: Option<(String, String)>,
 }
@@ -210,7 +209,6 @@ impl Call<'_> {
         let params = self.validate(self.object(args)?)?;
         let params = self.tool_request(params).await?;
         let mut ctx = self.tool_context(params);
-        // --- added by w7 ---
         self.tool
             .handler
             .prepare(&mut ctx, self.tool, self.registry);

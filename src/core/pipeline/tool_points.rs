@@ -24,7 +24,6 @@ pub enum Before {
         text: String,
         reason: String,
         terminate: bool,
-        // --- added by rl6 ---
         /// The hook that refused: `(plugin, label)`.
         by: Option<(String, String)>,
     },

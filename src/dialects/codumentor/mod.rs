@@ -33,9 +33,7 @@ pub mod points;
 mod prepare;
 mod recorder;
 pub mod reference;
-// --- added by pg7 ---
 pub mod session_state;
-// --- end pg7 ---
 pub mod turn;
 
 use packages::{claim_held, unhold, PackageHold};

@@ -158,9 +158,8 @@ pub(super) fn payload_of(event: &str, lc: &LoopContext) -> Option<Map<String, Va
     }
 }
 
-// --- added by pg7: the per-session totals moved where the session store reaches them ---
+// The per-session totals moved where the session store reaches them.
 use super::session_state::Totals;
-// --- end pg7 ---
 
 /// The session's totals with this call's usage (`lc.usage`) counted in;
 /// outside a session (a tool called on its own) this call's usage.

@@ -318,10 +318,8 @@ mod erased {
 /// A Python hook callback: `callback(ctx)`, sync or async.
 pub struct PyHook {
     callback: Py<PyAny>,
-    // --- added by perf ---
     /// The callback's `__plughost_tools__`, read once (see [`HookCallback::tools`]).
     tools: Option<Vec<String>>,
-    // --- added by p5 ---
     /// The callback is plughost's native call log (tool-audit's
     /// `post_tool_call` under plughost): recorded without entering Python.
     native_log: Option<crate::runtime::recorder::LogHandle>,
@@ -329,7 +327,6 @@ pub struct PyHook {
 
 impl PyHook {
     pub fn new(callback: Py<PyAny>) -> PyHook {
-        // --- added by perf ---
         let (tools, native_log) = try_attach(|py| {
             let bound = callback.bind(py);
             let native = bound
@@ -347,7 +344,6 @@ impl PyHook {
     }
 }
 
-// --- added by perf ---
 /// A callback's `__plughost_tools__`: a tool name or a collection of them
 /// (another host ignores the attribute); anything else declares nothing.
 fn declared_tools(callback: &Bound<'_, PyAny>) -> Option<Vec<String>> {
@@ -440,18 +436,15 @@ fn raised(py: Python<'_>, e: &PyErr) -> HookError {
 }
 
 impl HookCallback for PyHook {
-    // --- added by perf ---
     fn tools(&self) -> Option<&[String]> {
         self.tools.as_deref()
     }
 
-    // --- added by p8 ---
     fn native(&self, event: HookEvent) -> bool {
         self.native_log.is_some() && event == HookEvent::PostToolCall
     }
 
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
-        // --- added by p5 ---
         if let (Some(log), HookEvent::PostToolCall, HookPayload::Tool(ctx)) =
             (&self.native_log, event, &payload)
         {

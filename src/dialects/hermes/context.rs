@@ -143,7 +143,6 @@ impl HermesContext {
         )
     }
 
-    // --- added by mp5 ---
     /// A provider that backs a tool ([`super::providers::register`]); what is
     /// not one is recorded as registered, not used.
     fn tool_provider(
@@ -170,7 +169,6 @@ impl HermesContext {
         }
     }
 
-    // --- added by mp7 ---
     /// The host's home, as the runtime knows it.
     fn home(&self, py: Python<'_>) -> PyResult<String> {
         Ok(self
@@ -181,7 +179,6 @@ impl HermesContext {
             .to_string())
     }
 
-    // --- added by mp7 ---
     /// Record `registrar` as registered, not used by this host.
     fn unused(&self, registrar: &str) -> PyResult<()> {
         let mut state = self.state.lock().expect("context lock");
@@ -541,7 +538,6 @@ impl HermesContext {
         Ok(())
     }
 
-    // --- added by mcpc ---
     /// `ctx.call_mcp`: a tool of one of the host's MCP servers, with
     /// Hermes's per-server allowlist and envelope (see [`super::mcp`]).
     #[pyo3(signature = (server, tool, arguments=None, timeout=None))]
@@ -556,7 +552,6 @@ impl HermesContext {
         super::mcp::call_mcp(py, &self.host, &self.key, server, tool, arguments, timeout)
     }
 
-    // --- added by mp5 ---
     /// The host's memory provider (see [`super::memory`]): its lanes and
     /// tools are committed with the plugin's other registrations.
     fn register_memory_provider(
@@ -618,7 +613,6 @@ impl HermesContext {
         )
     }
 
-    // --- added by mp7 ---
     /// The host's context engine when `context.engine` names it (see
     /// [`super::context_engine`]): its lanes and tools are committed with
     /// the plugin's other registrations.

@@ -4,10 +4,15 @@
 //! ([`hooks`]), and the compat `hermes_constants` module plugins import,
 //! served by a finder consulted last so a real Hermes always wins.
 
+pub mod browser;
+pub mod browser_cdp;
+pub mod browser_tools;
 pub mod cli;
 pub mod context;
+pub mod context_engine;
 pub mod discover;
 pub mod entry_point;
+pub mod format;
 pub mod gates;
 pub mod handlers;
 pub mod hooks;
@@ -16,25 +21,17 @@ pub mod link;
 pub mod manifest;
 pub mod mcp;
 pub mod members;
+pub mod memory;
+pub mod middleware;
 pub mod order;
+pub mod provider_tools;
+pub mod providers;
 mod python_fns;
 pub mod reference;
 pub mod render;
 pub mod sniff;
 pub mod tool_names;
 pub mod valid_hooks;
-// --- added by mp5 ---
-pub mod memory;
-pub mod middleware;
-pub mod providers;
-// --- added by b5 ---
-pub mod format;
-// --- added by mp7 ---
-pub mod browser;
-pub mod browser_cdp;
-pub mod browser_tools;
-pub mod context_engine;
-pub mod provider_tools;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -687,7 +684,6 @@ impl Dialect for Hermes {
         }
     }
 
-    // --- added by b5 ---
     /// Its manifest versions ([`format`]).
     fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
         Some(&format::HermesFormat)

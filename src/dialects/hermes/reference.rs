@@ -18,15 +18,12 @@ pub static DOC: DialectDoc = DialectDoc {
         ("inject_message", "Queue a user message into the running conversation; the agent adds it at its next model call. `False` when no agent runs."),
         ("register_web_search_provider", "A web search/extract backend (an `agent.web_search_provider.WebSearchProvider`) for the built-in `web_search` and `web_extract` tools; `plugins doctor` lists it under *web*."),
         ("register_cli_command", "A terminal command run as `plughost hermes <name> [ARGS…]` through its own argparse parser (`setup_fn(parser)`, `handler_fn(args)`); `plughost hermes` lists them."),
-        // --- added by mcpc ---
         ("call_mcp", "Call a tool of one of the host's MCP servers (`mcp_servers` of `config.json`): only servers in `plugins.entries.<plugin>.mcp_allowlist` (else `PermissionError`); `timeout` 1–600 s; Hermes's `{\"ok\", \"result\" | \"error\"}` envelope back. See docs/mcp-client.md."),
-        // --- added by mp5 ---
         ("register_memory_provider", "The host's memory (an `agent.memory_provider.MemoryProvider`), used only when `memory.provider` names it: initialised per session, its prefetch fenced into each model call, `sync_turn` after the turn, its tools offered. See docs/hermes-providers.md."),
         ("register_middleware", "Middleware `callback` of kind `tool_request`, `tool_execution`, `llm_request` or `llm_execution`, with Hermes's semantics (`LLMExecutionBlocked` stops a model call). See docs/hermes-providers.md."),
         ("register_image_gen_provider", "An image backend (an `agent.image_gen_provider.ImageGenProvider`) for the `image_generate` tool; `image_gen.provider` picks the active one. See docs/hermes-providers.md."),
         ("register_tts_provider", "A text-to-speech backend (an `agent.tts_provider.TTSProvider`) for the `text_to_speech` tool; `tts.provider` picks the active one. See docs/hermes-providers.md."),
         ("register_transcription_provider", "A speech-to-text backend (an `agent.transcription_provider.TranscriptionProvider`) for the `transcribe_audio` tool; `stt.provider` picks the active one. See docs/hermes-providers.md."),
-        // --- added by mp7 ---
         ("register_browser_provider", "A browser backend (an `agent.browser_provider.BrowserProvider`) whose `create_session` gives a CDP websocket the `browser_*` tools drive; `browser.cloud_provider` picks the active one. See docs/hermes-providers.md."),
         ("register_context_engine", "A context engine (an `agent.context_engine.ContextEngine`) that replaces plughost's `/compact` when `context.engine` names it: its `compress` returns the new transcript; a raising engine falls back to plughost's compaction. See docs/hermes-providers.md."),
     ],

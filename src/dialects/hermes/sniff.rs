@@ -129,7 +129,6 @@ fn manifest_evidence(dir: &Path) -> Option<String> {
         .then(|| format!("its {name} has `kind: {kind}`, a Hermes plugin kind"))
 }
 
-// --- added by b5 ---
 /// What the package's Python sources (not its manifest) show of Hermes:
 /// a `manifest_version` above plughost's is read as Hermes's only when
 /// its code is Hermes's too.

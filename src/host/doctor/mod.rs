@@ -88,7 +88,6 @@ pub struct PluginDiagnosis {
     /// Its scheduled tasks (Felix `cron_tasks`) with their counters.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub scheduled: Vec<TaskReport>,
-    // --- added by mp5 ---
     /// The providers it registered (memory, image generation, …), each
     /// with whether this host uses it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -154,7 +153,6 @@ impl Report {
             sections.insert(section.key.to_string(), section.json);
             section_lines.extend(section.lines);
         }
-        // --- added by mcpc ---
         if let Some((json, lines)) = crate::mcp_client::doctor_section(host.extensions()) {
             sections.insert("mcp_servers".into(), json);
             section_lines.push(lines);

@@ -195,7 +195,6 @@ pub enum Contribution {
         description: String,
         path: PathBuf,
     },
-    // --- added by rl7 ---
     /// A part the worker cannot serve (routes, a scheduled task, an auth
     /// mode, an audit/usage sink): announced so the host can load it
     /// in-process instead of dropping it (`isolation::server_parts`).

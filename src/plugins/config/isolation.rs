@@ -241,8 +241,6 @@ mod isolation_tests {
     }
 }
 
-// --- added by rely ---
-
 /// What `config.json` says about where plugins run, as written: whether
 /// `plugins.isolate` is set at all (unset, the host's default applies:
 /// the long-running hosts isolate third-party plugins), which plugins are
@@ -296,7 +294,7 @@ pub fn read_isolation_choice(home: &Path) -> Result<IsolationChoice, ConfigError
             ))
         }
     };
-    // --- added by h5 --- (unset here: Hermes's config.yaml's plugins.load_timeout_seconds)
+    // (unset here: Hermes's config.yaml's plugins.load_timeout_seconds)
     let load_timeout_seconds =
         load_timeout_seconds.or_else(|| super::hermes_yaml::read().load_timeout_seconds);
     Ok(IsolationChoice {

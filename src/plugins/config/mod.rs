@@ -12,19 +12,16 @@ use serde_json::{Map, Value};
 
 mod dialects;
 mod isolation;
-// --- added by mcpc ---
 mod mcp;
 
 pub use dialects::{read_dialects, set_dialect};
 pub use isolation::{read_isolation, read_limits, Isolation, LimitTable, ResourceLimits};
-// --- added by mcpc ---
+pub use isolation::{read_isolation_choice, IsolationChoice};
 pub use mcp::{
     parse_server, read_mcp_allowlist, read_mcp_servers, DeclaredMcpServers, MapError,
     McpServerSpec, McpTransport, CONFIG_OWNER, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
 };
-// --- added by rely ---
-pub use isolation::{read_isolation_choice, IsolationChoice};
-// --- added by h5 --- (Hermes's plugins.* operator settings from its config.yaml)
+// (Hermes's plugins.* operator settings from its config.yaml)
 pub mod hermes_yaml;
 
 /// Resolve the home: an explicit path, else `$PLUGHOST_HOME`, else `~/.plughost`.

@@ -272,7 +272,6 @@ pub fn strict_hooks(home: &Path) -> bool {
     strict_hooks_source(home).is_some()
 }
 
-// --- added by h5 ---
 /// Which file turned `plugins.strict_hooks` on (`config.json`, else
 /// Hermes's `config.yaml` when config.json does not set it); `None`: off.
 pub fn strict_hooks_source(home: &Path) -> Option<&'static str> {
