@@ -36,6 +36,16 @@ bin=target/release/plughost
 # minimal loader start the same CPython.
 python="$(ldd "$bin" | sed -n 's/.*=> \(.*\)\/lib\/libpython.*/\1/p' | head -1)/bin/python3"
 [ -x "$python" ] || python=python3
+# The start-up order file names functions of a release build; a change in
+# what the compiler inlines (the LTO mode, a new toolchain) can leave most
+# of its names gone, and the linker skips those silently.
+if command -v nm >/dev/null; then
+    listed=$(sort -u link/startup-order.txt | wc -l)
+    present=$(nm "$bin" | awk '{print $NF}' | sort -u | comm -12 - <(sort -u link/startup-order.txt) | wc -l)
+    if [ $((present * 10)) -lt $((listed * 8)) ]; then
+        echo "warning: only $present of the $listed functions in link/startup-order.txt are in $bin: the cold start's figures are off; re-record it (bash link/record-startup-order.sh)" >&2
+    fi
+fi
 
 echo
 echo "== 1. /v1/chat/completions: plughost serve (defaults: the bench plugin isolated) vs FastAPI peer"
