@@ -15,7 +15,7 @@ use std::time::Instant;
 use plughost::Host;
 use serde_json::json;
 
-const SERVER: &str = include_str!("../tests/mcp_client_common/server.py");
+const SERVER: &str = include_str!("../tests/suite/mcp_client_common/server.py");
 
 /// The official Python client timing `calls` calls of `add` (after a
 /// warm-up), printing seconds per call.

@@ -4,9 +4,9 @@
 //! model answering, 16 clients each on its own named session. One run:
 //! `cargo bench --bench replicas` (release build). Skipped with a reason
 //! where PostgreSQL or HAProxy is not installed.
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/suite/common/mod.rs"]
 mod common;
-#[path = "../tests/replicas_common/mod.rs"]
+#[path = "../tests/suite/replicas_common/mod.rs"]
 mod replicas_common;
 
 use std::time::{Duration, Instant};

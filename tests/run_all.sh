@@ -1,25 +1,60 @@
 #!/usr/bin/env bash
-# The whole test suite: the Rust tests (unit, integration, doc), then the
-# wheel built by maturin and installed into a fresh virtualenv, with the
-# pytest suite run against it there.
+# The whole test suite, from a fresh clone: what the tests need, then the
+# Rust tests (unit, the integration binary tests/suite, the two process-wide
+# ones, doc tests), then the wheel in a virtualenv with the pytest suite.
+#
+# Installs into .venv-test (ignored by git): pytest, pytest-asyncio, mypy,
+# maturin, uv, FastAPI and the official mcp and openai clients. As root it
+# also installs Debian's postgresql, haproxy and chromium; otherwise it
+# names what is missing, and the tests that need it fail saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Say what each long step is doing and how long it took, so minutes of
 # building never look like a hang.
-step() { echo; echo "== [$(date +%H:%M:%S)] $*"; }
+step() { echo; echo "== [$(date +%H:%M:%S) +${SECONDS}s] $*"; }
 ticker=""
 trap '[ -n "$ticker" ] && kill "$ticker" 2>/dev/null; echo "== done in ${SECONDS}s"' EXIT
+# A line every 30 s while a quiet step runs.
+tick() { ( while sleep 30; do echo "   … still $1 (${SECONDS}s so far)"; done ) & ticker=$!; }
+untick() { kill "$ticker" 2>/dev/null || true; ticker=""; }
 
-step "MCP test servers: the official mcp package from PyPI in .venv-mcp (tests/mcp_client*.rs and tests/bundle*.rs start their servers with it)"
-python3 -m venv .venv-mcp
-.venv-mcp/bin/python -m pip install --quiet mcp
-export PLUGHOST_TEST_MCP_PYTHON="$PWD/.venv-mcp/bin/python"
+python3 -c "import sysconfig, sys; sys.exit(0 if sysconfig.get_config_var('Py_ENABLE_SHARED') else 'plughost embeds CPython: python3 must be built with --enable-shared (pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared pyenv install 3.11)')"
 
-# tests/plugin_deps.rs runs a plugin needing Python 3.12 in a worker on a
-# CPython 3.12 of the machine; that worker imports plughost, so it needs the
-# wheel built for 3.12 (a dev build: only the test uses it).
-# The first candidate that runs: a pyenv shim answers `command -v` for a
+venv="$PWD/.venv-test"
+step "Python packages into $venv: pytest, pytest-asyncio, mypy, maturin, uv, fastapi, mcp, openai"
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    pytest pytest-asyncio mypy "maturin>=1.5,<2" uv fastapi mcp openai
+# The tests run with this virtualenv active: `python3` and `uv` are its
+# own, and plughost's embedded interpreter adds its site-packages (as it
+# does for a user's activated virtualenv), so plugins import FastAPI.
+export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
+export PLUGHOST_TEST_MCP_PYTHON="$venv/bin/python"
+
+step "Debian's packages: PostgreSQL and HAProxy (tests/suite/replicas*), Chromium (tests/suite/hermes_browser.rs)"
+need_apt=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+[ -x /usr/sbin/haproxy ] || need_apt+=(haproxy)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+if [ "${#need_apt[@]}" -gt 0 ]; then
+    if [ "$(id -u)" = 0 ]; then
+        tick "installing ${need_apt[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+        untick
+    else
+        echo "not root, so not installed: ${need_apt[*]} — the tests that need them will fail saying so;" >&2
+        echo "install them with: sudo apt-get install ${need_apt[*]}" >&2
+    fi
+fi
+
+# tests/suite/plugin_deps.rs runs a plugin needing Python 3.12 in a worker
+# on a CPython 3.12 of the machine; that worker imports plughost, so it
+# needs the wheel built for 3.12 (a dev build: only the test uses it). The
+# first candidate that runs: a pyenv shim answers `command -v` for a
 # version it will not run, so each one is tried.
 py312=""
 for candidate in "$(command -v python3.12 || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3; do
@@ -29,36 +64,25 @@ for candidate in "$(command -v python3.12 || true)" "${PYENV_ROOT:-$HOME/.pyenv}
     fi
 done
 if [ -n "$py312" ]; then
-    step "wheel for CPython 3.12 ($py312): maturin (the PyPI package) in .venv-mcp, output in target/wheels-cp312"
-    .venv-mcp/bin/python -m pip install --quiet "maturin>=1.5,<2"
+    step "wheel for CPython 3.12 ($py312), dev build, into target/wheels-cp312"
     rm -rf target/wheels-cp312
-    .venv-mcp/bin/maturin build --quiet --profile dev -i "$py312" --out target/wheels-cp312
+    tick "building the 3.12 wheel"
+    maturin build --quiet --profile dev -i "$py312" --out target/wheels-cp312
+    untick
     export PLUGHOST_TEST_WHEELS="$PWD/target/wheels-cp312"
 else
-    step "no CPython 3.12 on PATH or under pyenv: tests/plugin_deps.rs skips its Python 3.12 case"
-fi
-step "PostgreSQL and HAProxy for tests/replicas*.rs (each test starts its own cluster from Debian's binaries; skipped with a reason when absent)"
-if [ "$(id -u)" = 0 ] && { ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || [ ! -x /usr/sbin/haproxy ]; }; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql haproxy >/dev/null || echo "could not install postgresql/haproxy" >&2
+    echo "no CPython 3.12 on PATH or under pyenv: tests/suite/plugin_deps.rs's Python 3.12 case will fail saying so (pyenv install 3.12)" >&2
 fi
 
-step "cargo test (builds the tests first: minutes on a cold target/)"
+step "cargo test (builds the crate and the test binaries first: a few minutes on a cold target/)"
 cargo test
 
-step "wheel: a fresh virtualenv in .venv-test"
-venv=.venv-test
-rm -rf "$venv"
-python3 -m venv "$venv"
-step "wheel: installing pip, pytest, pytest-asyncio, mypy, and the mcp and openai clients"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet pytest pytest-asyncio mypy mcp openai uv
-step "wheel: pip install . (maturin compiles plughost in release mode; its pyo3 crates have their own artifacts in target/, the rest is shared with cargo)"
-# pip hides the build's output; a line every 30 s says it is still going.
-( while sleep 30; do echo "   … still building the wheel (${SECONDS}s so far)"; done ) &
-ticker=$!
-"$venv/bin/python" -m pip install --quiet .
-kill "$ticker" 2>/dev/null || true
-ticker=""
+step "wheel: maturin builds plughost (dev profile: its dependencies are the ones cargo test just built) and pip installs it into $venv"
+rm -rf target/wheels-test
+tick "building the wheel"
+maturin build --quiet --profile dev --out target/wheels-test
+untick
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/wheels-test/plughost-*.whl
 
 step "stubtest: python/plughost/__init__.pyi against the installed wheel"
 # The private modules (_cli, _runtime, _compat, _native) are implementation,
@@ -75,4 +99,4 @@ INI
 step "pytest (against the installed wheel)"
 cd tests/python
 # Run from tests/python so `import plughost` resolves to the installed wheel.
-"$OLDPWD/$venv/bin/python" -m pytest -q
+"$venv/bin/python" -m pytest -q

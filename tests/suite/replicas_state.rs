@@ -1,0 +1,337 @@
+//! What a session carries from one replica to another beyond its
+//! transcript, and how a replica lives through its database going away
+//! (issue 25), on a real PostgreSQL: a Codumentor plugin's per-session
+//! usage totals set on replica A go on on replica B; a sub-agent's session
+//! is stored in PostgreSQL, not in files; requests while PostgreSQL is
+//! stopped are answered 503 with Retry-After and the replica recovers by
+//! itself once it is back; a turn reads only what other replicas appended
+//! since its replica's last message (both stores). Skipped with a printed
+//! reason where PostgreSQL is not installed.
+use crate::common;
+use crate::replicas_common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::replicas_common::{replica, Pg};
+use plughost::agent::session::pg::PgSessions;
+use plughost::agent::session::SessionStore;
+use plughost::cluster::Cluster;
+use serde_json::{json, Value};
+
+async fn post(url: &str, session: &str, text: &str) -> reqwest::Response {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .post(format!("{url}/v1/chat/completions"))
+        .header("x-plughost-session", session)
+        .json(&json!({"messages": [{"role": "user", "content": text}]}))
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn reply(url: &str, session: &str, text: &str) -> String {
+    let r = post(url, session, text).await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn script(dir: &std::path::Path, text: &str) -> std::path::PathBuf {
+    let path = dir.join("script.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const USAGE: &str = r#"
+import os
+
+
+class Usage:
+    def __init__(self, config=None, **kwargs):
+        pass
+
+    async def register(self, bus):
+        bus.on("onUsageTracked", self.usage)
+
+    async def usage(self, agent, ctx, payload):
+        path = os.path.join(os.environ["PLUGHOST_HOME_FOR_TEST"], "usage.log")
+        with open(path, "a") as f:
+            f.write(f"{payload['session_totals']['total_tokens']}\n")
+"#;
+
+/// A home with the Codumentor plugin `usage` (trusted: in-process).
+fn usage_home() -> tempfile::TempDir {
+    let home = common::home_with(&["usage"]);
+    let config = json!({"plugins": {"enabled": ["usage"], "disabled": [], "trusted": ["usage"]}});
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
+    let dir = home.path().join("plugins/usage");
+    std::fs::create_dir_all(dir.join("backend/usage_pkg")).unwrap();
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        "name: usage\ndialect: codumentor\nentry: usage_pkg:Usage\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("backend/usage_pkg/__init__.py"), USAGE).unwrap();
+    home
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codumentor_sessions_usage_totals_set_on_one_replica_go_on_on_another() {
+    let Some(pg) = Pg::start() else { return };
+    let (shared, bundled) = (tempfile::tempdir().unwrap(), common::no_bundled());
+    let mut text = String::from("turns:\n");
+    for _ in 0..6 {
+        text.push_str("  - say: \"re: {user_message}\"\n    usage: {prompt_tokens: 10, completion_tokens: 1, total_tokens: 11}\n");
+    }
+    let script = script(shared.path(), &text);
+    let (home_a, home_b) = (usage_home(), usage_home());
+    let a = replica(
+        home_a.path(),
+        shared.path(),
+        bundled.path(),
+        &script,
+        &pg.url,
+        &[],
+    );
+    let b = replica(
+        home_b.path(),
+        shared.path(),
+        bundled.path(),
+        &script,
+        &pg.url,
+        &[],
+    );
+    reply(&a.url, "s", "one").await;
+    reply(&b.url, "s", "two").await;
+    reply(&a.url, "s", "three").await;
+    let log = std::fs::read_to_string(shared.path().join("usage.log")).unwrap();
+    // Without the stored state, B would start from 0 (11) and A would
+    // not see B's call (22).
+    assert_eq!(log.lines().collect::<Vec<_>>(), ["11", "22", "33"]);
+    let state: String = pg
+        .client()
+        .await
+        .query_one("SELECT state FROM plughost_sessions WHERE key = 's'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let state: Value = serde_json::from_str(&state).unwrap();
+    assert_eq!(state["codumentor"]["usage_totals"]["total_tokens"], 33);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agents_session_is_stored_in_postgres() {
+    let Some(pg) = Pg::start() else { return };
+    let (home, shared, bundled) = (
+        common::home_with(&[]),
+        tempfile::tempdir().unwrap(),
+        common::no_bundled(),
+    );
+    let script = script(
+        shared.path(),
+        "turns:\n  - tool_calls:\n      - name: delegate\n        args: {task: \"look\", tools: [\"list_dir\"]}\n  - say: \"got: {tool_results}\"\n",
+    );
+    let r = replica(
+        home.path(),
+        shared.path(),
+        bundled.path(),
+        &script,
+        &pg.url,
+        &[],
+    );
+    let answer = reply(&r.url, "p", "go").await;
+    // The sub-agent replays the script from the top: its delegate is refused.
+    assert!(answer.starts_with("got: got: "), "{answer}");
+    let rows: Vec<String> = pg
+        .client()
+        .await
+        .query(
+            "SELECT body FROM plughost_messages WHERE key = 'p/sub-1' AND NOT pending ORDER BY seq",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(rows.first().is_some_and(|m| m.contains("look")), "{rows:?}");
+    assert!(rows.len() >= 3, "{rows:?}");
+    let files: Vec<_> = std::fs::read_dir(home.path().join("sessions"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(files.is_empty(), "no session in files: {files:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_while_postgres_is_down_get_503_and_the_replica_recovers_by_itself() {
+    let Some(pg) = Pg::start() else { return };
+    let (home, shared, bundled) = (
+        common::home_with(&[]),
+        tempfile::tempdir().unwrap(),
+        common::no_bundled(),
+    );
+    let script = replicas_common::echo_script(shared.path(), 50);
+    let r = replica(
+        home.path(),
+        shared.path(),
+        bundled.path(),
+        &script,
+        &pg.url,
+        &[],
+    );
+    assert_eq!(reply(&r.url, "r", "before").await, "re: before");
+    pg.stop();
+    for _ in 0..3 {
+        let during = post(&r.url, "r", "during").await;
+        assert_eq!(during.status(), 503);
+        let retry = during.headers().get("retry-after").cloned();
+        let body: Value = during.json().await.unwrap();
+        assert!(retry.is_some(), "{body}");
+        assert_eq!(body["error"]["code"], "sessions_unavailable", "{body}");
+    }
+    pg.start_again();
+    // Back without a restart of the replica: the pool connects again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let after = post(&r.url, "r", "after").await;
+        if after.status() == 200 {
+            break;
+        }
+        assert_eq!(after.status(), 503, "only 503 while it reconnects");
+        assert!(Instant::now() < deadline, "the replica did not recover");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let users: Vec<String> = pg
+        .client()
+        .await
+        .query(
+            "SELECT body FROM plughost_messages WHERE key = 'r' AND NOT pending ORDER BY seq",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| serde_json::from_str::<Value>(row.get(0)).unwrap())
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(users, ["before", "after"]);
+}
+
+/// Two stores, as two replicas (or two processes) see one session.
+fn pair(pg: Option<&Pg>) -> (SessionStore, SessionStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = || {
+        let s = SessionStore::new(dir.path().join("sessions"));
+        if let Some(pg) = pg {
+            let cluster = Cluster::connect(&pg.url, Duration::from_secs(10)).unwrap();
+            s.use_backend(Arc::new(PgSessions::new(cluster)));
+        }
+        s
+    };
+    (store(), store(), dir)
+}
+
+/// One turn on `store`'s `key`: held, brought up to date, `text` appended;
+/// returns the messages it saw before appending.
+async fn turn(store: &SessionStore, key: &str, text: Option<&str>) -> Vec<Value> {
+    let session = store.get(key);
+    let mut s = session.lock().await;
+    let _lock = s.lock_turn(Duration::from_secs(5)).await.unwrap();
+    s.resync().unwrap();
+    let seen = s.messages.clone();
+    if let Some(text) = text {
+        s.append(json!({"role": "user", "content": text})).unwrap();
+    }
+    seen
+}
+
+async fn reads_only_what_was_appended(pg: Option<&Pg>) {
+    let (a, b, _dir) = pair(pg);
+    turn(&a, "k", Some("a1")).await;
+    turn(&b, "k", Some("b1")).await;
+    // A mark only A's memory has: a turn that read the transcript again
+    // would lose it.
+    a.get("k").lock().await.messages[0]["mark"] = json!("kept");
+    let seen = turn(&a, "k", None).await;
+    let contents: Vec<_> = seen.iter().map(|m| m["content"].clone()).collect();
+    assert_eq!(contents, [json!("a1"), json!("b1")]);
+    assert_eq!(seen[0]["mark"], "kept", "what A had was read again");
+    // Compaction elsewhere replaces the transcript: then all is read.
+    {
+        let session = b.get("k");
+        let mut s = session.lock().await;
+        let _lock = s.lock_turn(Duration::from_secs(5)).await.unwrap();
+        s.resync().unwrap();
+        s.append(json!({"role": "user", "content": "b2"})).unwrap();
+        s.compact_with(1, Some(json!({"role": "user", "content": "summary"})))
+            .unwrap();
+    }
+    let seen = turn(&a, "k", None).await;
+    let contents: Vec<_> = seen.iter().map(|m| m["content"].clone()).collect();
+    assert_eq!(contents, [json!("summary"), json!("b2")]);
+    assert!(seen[0].get("mark").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_reads_only_what_another_replica_appended_in_postgres() {
+    let Some(pg) = Pg::start() else { return };
+    reads_only_what_was_appended(Some(&pg)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_reads_only_what_another_process_appended_to_the_file() {
+    reads_only_what_was_appended(None).await;
+}
+
+/// A message written outside any turn (a session hook at eviction) on
+/// replica B while replica A's turn holds the session: it is not written
+/// under A's turn (refused once B has waited its lease time to live, here
+/// 300 ms), and written after A's turn ends when B waits for it, so A's
+/// next turn, reading only what follows its last message, sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_written_outside_a_turn_waits_for_the_turn_holding_the_session() {
+    let Some(pg) = Pg::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = |ttl| {
+        let s = SessionStore::new(dir.path().join("sessions"));
+        let cluster = Cluster::connect(&pg.url, ttl).unwrap();
+        s.use_backend(Arc::new(PgSessions::new(cluster)));
+        s
+    };
+    let a = store(Duration::from_secs(10));
+    let impatient = store(Duration::from_millis(300));
+    let patient = store(Duration::from_secs(30));
+    turn(&a, "k", Some("a1")).await;
+    let outside = |store: &SessionStore| {
+        let session = store.get("k");
+        std::thread::spawn(move || {
+            session
+                .blocking_lock()
+                .append(json!({"role": "user", "content": "outside"}))
+        })
+    };
+    {
+        let session = a.get("k");
+        let mut s = session.lock().await;
+        let _lock = s.lock_turn(Duration::from_secs(5)).await.unwrap();
+        s.resync().unwrap();
+        let refused = outside(&impatient).join().unwrap().unwrap_err();
+        assert!(refused.to_string().contains("a turn holds it"), "{refused}");
+        let waiting = outside(&patient);
+        s.append(json!({"role": "user", "content": "a2"})).unwrap();
+        // A's turn ends here (the lock, then the session, released).
+        drop(_lock);
+        drop(s);
+        waiting.join().unwrap().unwrap();
+    }
+    let seen = turn(&a, "k", None).await;
+    let contents: Vec<_> = seen.iter().map(|m| m["content"].clone()).collect();
+    assert_eq!(contents, [json!("a1"), json!("a2"), json!("outside")]);
+}
