@@ -19,10 +19,11 @@ fn main() {
     // The interpreter the crate is built against, for reading its
     // `sys.path` in a child process while the embedded one has not started
     // (a host of native parts only must not start it; runtime/mod.rs).
+    let version = config.version();
     if let Some(executable) = config.executable() {
+        let executable = base_interpreter(executable, version.major, version.minor);
         println!("cargo:rustc-env=PLUGHOST_BUILD_PYTHON={executable}");
     }
-    let version = config.version();
     println!(
         "cargo:rustc-env=PLUGHOST_BUILD_PYTHON_VERSION={}.{}",
         version.major, version.minor
@@ -30,6 +31,32 @@ fn main() {
     link_binary_for_start_up();
     println!("cargo:rerun-if-changed=plugins_bundled");
     println!("cargo:rerun-if-env-changed=PYO3_PYTHON");
+}
+
+/// The interpreter whose `sys.path` the embedded libpython has: a
+/// virtualenv's `python` (a build inside an activated virtualenv) stands for
+/// the base interpreter its `pyvenv.cfg` names (`home = DIR`), as the
+/// embedded interpreter adds the virtualenv's site-packages itself.
+fn base_interpreter(executable: &str, major: u8, minor: u8) -> String {
+    let exe = std::path::Path::new(executable);
+    let cfg = exe
+        .parent()
+        .and_then(|bin| bin.parent())
+        .map(|venv| venv.join("pyvenv.cfg"));
+    let home = cfg
+        .and_then(|cfg| std::fs::read_to_string(cfg).ok())
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                let (key, value) = line.split_once('=')?;
+                (key.trim() == "home").then(|| value.trim().to_string())
+            })
+        });
+    home.map(|dir| std::path::Path::new(&dir).join(format!("python{major}.{minor}")))
+        .filter(|base| base.is_file())
+        .map_or_else(
+            || executable.to_string(),
+            |base| base.to_string_lossy().into_owned(),
+        )
 }
 
 /// Link the `plughost` command so that a start touches few pages of it

@@ -2,8 +2,7 @@
 //! makes of HOOK_SPECS and of what each dialect's recording plugin saw when
 //! every event was fired at it. Regenerate with
 //! `PLUGHOST_UPDATE_DOCS=1 cargo test --test event_reference`.
-#[path = "../suite/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -147,7 +146,7 @@ fn capture(doc: &DialectDoc, rt: &tokio::runtime::Runtime) -> Captured {
     let home = common::home_with(&["recorder", "raiser"]);
     let hermes_home = tempfile::tempdir().unwrap();
     let bundled = common::no_bundled();
-    // One test in this binary: nothing else reads the environment meanwhile.
+    // A process of its own (`alone!`): nothing else reads the environment meanwhile.
     std::env::set_var("HERMES_HOME", hermes_home.path());
     let root = plugin_root(doc, home.path(), hermes_home.path());
     common::write_plugin(&root, "recorder", "", doc.recorder);
@@ -217,6 +216,7 @@ fn capture(doc: &DialectDoc, rt: &tokio::runtime::Runtime) -> Captured {
 
 #[test]
 fn docs_event_references_match_the_hook_table_and_the_dialects() {
+    crate::alone!(docs_event_references_match_the_hook_table_and_the_dialects);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .on_thread_start(plughost::runtime::thread_started)

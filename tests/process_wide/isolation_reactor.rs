@@ -6,14 +6,12 @@
 //! ended a thread reads on, for the running workers and for new ones; a
 //! runtime let go of, or one whose threads plughost did not mark, reads
 //! no replies.
-//! Its own test binary: the runtime named is the process's.
-#[path = "../suite/common/mod.rs"]
-mod common;
+//! A process of its own for each test (`alone!`): the runtime named is the process's.
 
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use common::{home_with, no_bundled, write_plugin};
+use crate::common::{home_with, no_bundled, write_plugin};
 use plughost::isolation::WorkerCommand;
 use plughost::plugins::config::Isolation;
 use plughost::Host;
@@ -47,6 +45,7 @@ fn reader_threads() -> usize {
 
 #[test]
 fn replies_are_read_on_the_runtime_and_on_a_thread_once_it_ended() {
+    crate::alone!(replies_are_read_on_the_runtime_and_on_a_thread_once_it_ended);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         case();

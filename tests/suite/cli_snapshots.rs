@@ -101,6 +101,10 @@ impl Home {
         let mut s = insta::Settings::clone_current();
         s.set_prepend_module_to_snapshot(false);
         let mut filters: Vec<(String, &str)> = Vec::new();
+        // sys.path first: the paths on it (a virtualenv in the repository)
+        // would otherwise be replaced by placeholders with brackets in them.
+        filters.push((r"(?m)^sys\.path: .*$".into(), "sys.path: [SYS.PATH]"));
+        filters.push((r#""path": \[[^\]]*\]"#.into(), r#""path": ["[SYS.PATH]"]"#));
         for (path, name) in [
             (self.home.path(), "[HOME]"),
             (self.bundled.path(), "[BUNDLED]"),
@@ -122,7 +126,6 @@ impl Home {
         // The interpreter `plugins doctor` reports (text, then --json).
         filters.push((r"(?m)^python: .*$".into(), "python: [PYTHON]"));
         filters.push((r"(?m)^python prefix: .*$".into(), "python prefix: [PREFIX]"));
-        filters.push((r"(?m)^sys\.path: .*$".into(), "sys.path: [SYS.PATH]"));
         filters.push((
             r#""version": "\d+\.\d+[^" ]* \([^"]*""#.into(),
             r#""version": "[PYTHON]""#,
@@ -132,7 +135,6 @@ impl Home {
             r#""executable": "[PYTHON]""#,
         ));
         filters.push((r#""prefix": "[^"]*""#.into(), r#""prefix": "[PREFIX]""#));
-        filters.push((r#""path": \[[^\]]*\]"#.into(), r#""path": ["[SYS.PATH]"]"#));
         filters.push((r"Python \d+\.\d+(\.\d+)?\S*".into(), "Python [PYVERSION]"));
         filters.push((r"python\d+\.\d+".into(), "python[PYVERSION]"));
         for (regex, replacement) in filters {

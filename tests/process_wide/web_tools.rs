@@ -161,6 +161,7 @@ const SEARXNG_ANSWER: &str = r#"{"query": "rust", "results": [
 
 #[test]
 fn web_search_dispatches_to_the_configured_backend_and_formats_flowlys_way() {
+    crate::alone!(web_search_dispatches_to_the_configured_backend_and_formats_flowlys_way);
     let service = Service::start();
     let home = tempfile::tempdir().unwrap();
     let bundled = web_backends();
@@ -207,6 +208,7 @@ fn web_search_dispatches_to_the_configured_backend_and_formats_flowlys_way() {
 
 #[test]
 fn without_an_available_provider_web_search_is_unavailable_and_says_why() {
+    crate::alone!(without_an_available_provider_web_search_is_unavailable_and_says_why);
     let home = tempfile::tempdir().unwrap();
     let bundled = web_backends();
     let (h, b) = (home.path(), bundled.path());
@@ -251,6 +253,7 @@ const PAGE: &str = "<html><head><title>Local</title></head><body><main><p>Served
 
 #[test]
 fn web_extract_refuses_private_addresses_unless_allowed_then_uses_the_local_backend() {
+    crate::alone!(web_extract_refuses_private_addresses_unless_allowed_then_uses_the_local_backend);
     let service = Service::start();
     let home = tempfile::tempdir().unwrap();
     let bundled = web_backends();
@@ -302,6 +305,7 @@ fn web_extract_refuses_private_addresses_unless_allowed_then_uses_the_local_back
 
 #[test]
 fn web_extract_uses_the_configured_extract_backend_awaiting_its_async_method() {
+    crate::alone!(web_extract_uses_the_configured_extract_backend_awaiting_its_async_method);
     let service = Service::start();
     let home = tempfile::tempdir().unwrap();
     let bundled = web_backends();
@@ -361,6 +365,7 @@ def register(ctx):
 
 #[test]
 fn a_user_backend_with_an_async_search_serves_web_search() {
+    crate::alone!(a_user_backend_with_an_async_search_serves_web_search);
     let home = tempfile::tempdir().unwrap();
     let bundled = web_backends();
     let (h, b) = (home.path(), bundled.path());
@@ -387,6 +392,7 @@ fn a_user_backend_with_an_async_search_serves_web_search() {
 
 #[test]
 fn the_eight_bundled_backends_load_and_are_listed() {
+    crate::alone!(the_eight_bundled_backends_load_and_are_listed);
     let home = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_plughost"))
@@ -447,6 +453,7 @@ fn the_eight_bundled_backends_load_and_are_listed() {
 
 #[test]
 fn doctor_shows_each_capabilitys_providers_and_the_active_one() {
+    crate::alone!(doctor_shows_each_capabilitys_providers_and_the_active_one);
     let service = Service::start();
     let home = tempfile::tempdir().unwrap();
     let bundled = web_backends();
@@ -503,6 +510,7 @@ fn doctor_shows_each_capabilitys_providers_and_the_active_one() {
 
 #[test]
 fn the_web_tools_are_offered_only_while_a_provider_is_available() {
+    crate::alone!(the_web_tools_are_offered_only_while_a_provider_is_available);
     let home = tempfile::tempdir().unwrap();
     let bundled = web_backends();
     configure(home.path(), json!({}));
@@ -547,6 +555,7 @@ fn the_web_tools_are_offered_only_while_a_provider_is_available() {
 /// watch's event, not for a time.
 #[test]
 fn a_changed_config_json_is_seen_without_a_restart() {
+    crate::alone!(a_changed_config_json_is_seen_without_a_restart);
     if PROVIDER_ENV.iter().any(|v| std::env::var_os(v).is_some()) {
         return; // a provider from the environment: always available
     }

@@ -19,6 +19,7 @@ fn python_started() -> bool {
 /// the default runtime's host first, while nothing has started Python.
 #[test]
 fn native_only_hosts_never_start_python() {
+    crate::alone!(native_only_hosts_never_start_python);
     assert!(
         !python_started(),
         "nothing in this process starts Python first"

@@ -36,6 +36,7 @@ fn plugin(home: &std::path::Path, name: &str, manifest: &str, code: &str) {
 
 #[test]
 fn discovery_runs_beside_the_interpreters_start_and_logs_to_the_builders_subscriber() {
+    crate::alone!(discovery_runs_beside_the_interpreters_start_and_logs_to_the_builders_subscriber);
     let home = tempfile::tempdir().unwrap();
     let empty = tempfile::tempdir().unwrap();
     plugin(
