@@ -259,7 +259,10 @@ fn docs_pages_blocks_run_as_written() {
     // a guide from which no command ran was not checked at all.
     for guide in ["flowly", "hermes", "felix", "codumentor"] {
         let page = format!("docs/{guide}.md");
-        let ran = results.iter().find(|(p, _)| *p == page).map(|(_, r)| r.clone());
+        let ran = results
+            .iter()
+            .find(|(p, _)| *p == page)
+            .map(|(_, r)| r.clone());
         assert!(
             matches!(ran, Some(Ok(n)) if n > 0),
             "{page}: no command ran ({ran:?})"
