@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# Every benchmark of issue 26 in one command, each side by side with its
-# peer in one run, and every ratio printed (the README's performance table
-# is this output). Run from the repository: `bash benches/run_all.sh`.
+# Every benchmark with a peer in one command, each side by side with its
+# peer in one run, and every ratio printed; the last step writes the table
+# into docs/benchmarks.md (between its bench-table markers), so the page
+# always shows this job's own output. Run from the repository:
+# `bash benches/run_all.sh`.
 #
 # Makes (once) a venv of its own with the peers' packages from PyPI
 # (fastapi, uvicorn, jsonschema for the FastAPI peer), outside the work tree:
 # PLUGHOST_BENCH_VENV, default ~/.cache/plughost/bench-venv.
-# PLUGHOST_BENCH_QUICK=1 shortens the rounds (a smoke run, noisier figures).
-# PLUGHOST_BENCH_WHEEL_PYTHON: an interpreter with the wheel installed (else
-# .venv-test, else one is built here); PLUGHOST_BENCH_NO_WHEEL=1 skips item 4.
+# PLUGHOST_BENCH_QUICK=1 shortens the rounds (a smoke run, noisier figures;
+# the table it writes says so).
+# The wheel (item 4) is built here with the release profile and installed
+# into .venv-bench (ignored by git), unless PLUGHOST_BENCH_WHEEL_PYTHON names
+# an interpreter the wheel to measure is installed in. .venv-test is never
+# used: tests/run_all.sh builds its wheel with the dev profile, which would
+# measure an unoptimised build. PLUGHOST_BENCH_NO_WHEEL=1 skips item 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The table is written at the end: find out now, not after an hour of
+# benchmarks, that the page has nowhere to put it.
+if ! grep -qx '<!-- bench-table:begin -->' docs/benchmarks.md || ! grep -qx '<!-- bench-table:end -->' docs/benchmarks.md; then
+    echo "docs/benchmarks.md needs the lines <!-- bench-table:begin --> and <!-- bench-table:end --> around its table" >&2
+    exit 1
+fi
 
 venv="${PLUGHOST_BENCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/plughost/bench-venv}"
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import fastapi, uvicorn, jsonschema' 2>/dev/null; then
@@ -31,7 +44,9 @@ started=$SECONDS
 echo "== building (release): the plughost binary and the benches (not --benches: that also builds the library's test harness)"
 nice -n 10 cargo build -q --release --bin plughost --bench chat_endpoint --bench bundled_call --bench isolation --bench dispatch
 bench() { nice -n 10 cargo bench -q --bench "$1" 2>/dev/null | tee "$out/$1.txt"; }
-bin=target/release/plughost
+# Where cargo put it: CARGO_TARGET_DIR or a config's target-dir moves it.
+target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+bin="$target_dir/release/plughost"
 # The interpreter the binary links against, so `python -c pass` and the
 # minimal loader start the same CPython.
 python="$(ldd "$bin" | sed -n 's/.*=> \(.*\)\/lib\/libpython.*/\1/p' | head -1)/bin/python3"
@@ -59,19 +74,30 @@ nice -n 10 "$python" benches/cold_ratios.py "$bin" "$runs" | tee "$out/cold.txt"
 echo
 echo "== 4. the wheel (bundled plugins off): call_tool / acall_tool vs the minimal Python host"
 # The wheel: PLUGHOST_BENCH_WHEEL_PYTHON (an interpreter it is installed
-# in), else .venv-test (tests/run_all.sh), else built here (maturin, release)
-# and installed into the bench venv.
+# in), else built here (maturin, release profile: the binary's build above
+# shares its dependencies but not plughost's own crate, which the wheel
+# builds with the extension-module feature) and installed into .venv-bench.
+# Built on every run, so the wheel measured is this tree's; when nothing
+# changed since the last run cargo finds it all fresh and maturin only
+# packs it again.
 wheel_python="${PLUGHOST_BENCH_WHEEL_PYTHON:-}"
-if [ -z "$wheel_python" ] && [ -x .venv-test/bin/python ] && .venv-test/bin/python -c 'import plughost' 2>/dev/null; then
-    wheel_python=.venv-test/bin/python
-fi
 if [ -z "$wheel_python" ] && [ "${PLUGHOST_BENCH_NO_WHEEL:-}" = 1 ]; then
     echo "(PLUGHOST_BENCH_NO_WHEEL=1: the wheel is not built; item 4 not measured)"
 elif [ -z "$wheel_python" ]; then
-    "$venv/bin/pip" install -q "maturin>=1.5,<2"
-    nice -n 10 "$venv/bin/maturin" build -q --release -i "$venv/bin/python" --out "$out/wheel" 2>&1 | grep -v "^$" | tail -2 || true
-    "$venv/bin/pip" install -q --force-reinstall --no-deps "$out"/wheel/*.whl
-    wheel_python="$venv/bin/python"
+    wheel_venv="$PWD/.venv-bench"
+    if [ ! -x "$wheel_venv/bin/python" ] || ! "$wheel_venv/bin/python" -c 'import maturin, jsonschema' 2>/dev/null; then
+        # jsonschema: benches/python_api.py's row of the reference host with validation.
+        python3 -m venv "$wheel_venv"
+        "$wheel_venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2" jsonschema
+    fi
+    echo "(building the release wheel into $wheel_venv: minutes when plughost's code changed since the last run)"
+    if ! nice -n 10 "$wheel_venv/bin/maturin" build -q --release -i "$wheel_venv/bin/python" --out "$out/wheel" >"$out/maturin.log" 2>&1; then
+        tail -20 "$out/maturin.log" >&2
+        echo "the release wheel did not build (above: the end of maturin's output)" >&2
+        exit 1
+    fi
+    "$wheel_venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$out"/wheel/plughost-*.whl
+    wheel_python="$wheel_venv/bin/python"
 fi
 [ -n "$wheel_python" ] && nice -n 10 "$wheel_python" benches/python_api.py | tee "$out/python_api.txt"
 echo
@@ -84,5 +110,6 @@ echo
 echo "== per-call figures against the reference (Flowly-semantics) host"
 bench dispatch
 echo
-echo "== every ratio (the README's performance table; $((SECONDS - started)) s)"
-"$python" benches/summary.py "$out"
+echo "== every ratio (the table of docs/benchmarks.md; $((SECONDS - started)) s)"
+"$python" benches/summary.py "$out" --update docs/benchmarks.md
+echo "(written into docs/benchmarks.md between <!-- bench-table:begin --> and <!-- bench-table:end -->)"

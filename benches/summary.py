@@ -1,6 +1,10 @@
-"""The README's performance table, from the outputs `benches/run_all.sh` kept.
+"""The performance table of docs/benchmarks.md, from the outputs
+`benches/run_all.sh` kept.
 
-Run: python summary.py OUT_DIR → a Markdown table on stdout, one row per
+Run: python summary.py OUT_DIR [--update FILE] → a Markdown table on
+stdout; with --update, also written into FILE between its
+`<!-- bench-table:begin -->` and `<!-- bench-table:end -->` lines (the rest
+of FILE kept), after a line saying when and on what it was measured. One row per
 line of a bench's output that gives a ratio (a figure followed by ×), in
 the order of the items: the bench's own words, the ratio(s), the target
 and whether it was met. Parsed loosely on purpose: a bench may reword its
@@ -9,7 +13,9 @@ lines (the isolation bench is another engineer's) and still shows up.
 
 from __future__ import annotations
 
+import datetime
 import os
+import platform
 import re
 import sys
 
@@ -51,16 +57,65 @@ def rows(path: str, item: str):
             yield item, what.replace("|", "/"), ratios, target_text, verdict[-1] if verdict else ""
 
 
-def main() -> None:
-    out = sys.argv[1]
-    print("| item | measurement | ratio | target | |")
-    print("|---|---|---|---|---|")
+BEGIN = "<!-- bench-table:begin -->"
+END = "<!-- bench-table:end -->"
+
+
+def table(out: str) -> list[str]:
+    lines = ["| item | measurement | ratio | target | |", "|---|---|---|---|---|"]
     for name, item in SECTIONS:
         path = os.path.join(out, name)
         if not os.path.exists(path):
             continue
         for row in rows(path, item):
-            print("| " + " | ".join(row) + " |")
+            lines.append("| " + " | ".join(row) + " |")
+    return lines
+
+
+def machine() -> str:
+    """`N cores (CPU model)`, as far as this system says."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({model})"
+
+
+def update(path: str, lines: list[str]) -> None:
+    """Replace what is between the markers of `path` with `lines`."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        sys.exit(f"{path}: needs one {BEGIN} line and one {END} line after it, around the table")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    quick = " PLUGHOST_BENCH_QUICK=1: shortened rounds, noisier figures." if os.environ.get("PLUGHOST_BENCH_QUICK") == "1" else ""
+    stamp = (
+        f"Written by `bash benches/run_all.sh` on {datetime.date.today().isoformat()}: "
+        f"release build, {machine()}.{quick}"
+    )
+    body = "\n".join([BEGIN, stamp, "", *lines, END])
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(head + body + tail)
+    os.replace(path + ".tmp", path)
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    target = None
+    if "--update" in args:
+        i = args.index("--update")
+        target = args[i + 1]
+        del args[i : i + 2]
+    lines = table(args[0])
+    print("\n".join(lines))
+    if target:
+        update(target, lines)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 //! plughost: run Python agent plugins unmodified inside a Rust agent loop.
 //!
-//! The core — [`registry`], [`hooks`] (with the table of firing policies),
-//! [`dispatch`] and [`outcome`] (typed results) — is plain Rust. Python
-//! enters only through [`runtime`] (the one owner of the interpreter, its
-//! threads and its asyncio loop) and [`dialects`] (one adapter per plugin
-//! API). [`host::Host`], built from the runtime with its own home, ties
-//! discovery, loading and dispatch together for services and the CLI;
-//! [`agent::Agent`] runs the agent loop over a host; [`wheel`] is the
+//! The [`core`] — the registry ([`core::registry`]), the hook points and
+//! their table of firing policies ([`core::hooks`]), the tool pipeline
+//! ([`core::pipeline`]) and typed outcomes ([`core::outcome`]) — is plain
+//! Rust. Python enters only through [`runtime`] (the one owner of the
+//! interpreter, its threads and its asyncio loop) and [`dialects`] (one
+//! adapter per plugin API). [`host::Host`], built from the runtime with its
+//! own home, ties discovery, loading and dispatch together for services and
+//! the CLI; [`agent::Agent`] runs the agent loop over a host; [`serve`]
+//! puts both behind MCP and an OpenAI-compatible API; [`wheel`] is the
 //! Python API of the pip-installable wheel.
 //!
 //! A host with the plugins of a home, a native Rust tool and a native hook:
@@ -74,7 +76,10 @@
 #[global_allocator]
 static WHEEL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-// The layers, lowest first: each module uses only those above it.
+// The top-level modules, in alphabetical order (not layer order). The
+// layers, lowest first, and which module uses which are described in
+// docs/architecture.md; tests/suite/layout.rs checks that no import cycle
+// between these modules exists and that `core` and `plugins` have no pyo3.
 
 pub mod agent;
 pub mod cli;

@@ -1,9 +1,11 @@
-//! The README and the plugin author's guides run as written.
+//! The README and every page of docs/ run as written (the pages are listed
+//! from the directory, so a new page is covered without a change here).
 //!
 //! Every `sh` block line runs (in order, one fresh home per document)
 //! through the built binary: `plughost …` and `cargo run --release -- …`
 //! both mean it (and `mkdir -p ~/… && cp -r examples/…`, copying an example
-//! into the fresh home, runs as it is). A line whose comment holds `(untested: …)` is skipped —
+//! into the fresh home, and `python3 -c …`, such as the README's check of
+//! the interpreter, run as they are). A line whose comment holds `(untested: …)` is skipped —
 //! the README explains the marker — and any other line this test cannot
 //! run fails it. A comment `# → TEXT` is the output: stdout must end with
 //! TEXT, and `(exit N)` after it is the exit code (else 0). A `console`
@@ -87,8 +89,9 @@ impl Runner {
         let command = line.replacen("cargo run --release --", "plughost", 1);
         // Besides plughost itself, only copying files into the fresh home.
         let setup = command.starts_with("mkdir -p ~/") && command.contains(" && cp -r examples/");
+        let python = command.starts_with("python3 -c ");
         assert!(
-            command.starts_with("plughost ") || setup,
+            command.starts_with("plughost ") || setup || python,
             "`{line}` cannot be run by this test: mark it (untested: why)"
         );
         let path = format!(
@@ -126,7 +129,8 @@ impl Runner {
     }
 }
 
-fn check_document(relative: &str) {
+/// Run every block of the document at `relative`; how many commands ran.
+fn check_document(relative: &str) -> usize {
     let path = root().join(relative);
     let markdown = std::fs::read_to_string(&path).unwrap();
     let runner = Runner::new();
@@ -202,32 +206,68 @@ fn check_document(relative: &str) {
             _ => {}
         }
     }
-    assert!(ran > 0, "{relative}: no command ran");
+    ran
+}
+
+/// Every `docs/*.md`, relative to the repository, sorted.
+fn docs_pages() -> Vec<String> {
+    let mut pages: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    pages.sort();
+    pages
+}
+
+/// A panic's message.
+fn message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(a panic without a message)".into())
 }
 
 #[test]
 fn readme_blocks_run_as_written() {
-    check_document("README.md");
+    assert!(check_document("README.md") > 0, "README.md: no command ran");
 }
 
+/// Each page in a thread of its own (the pages are independent: each has
+/// its own fresh home), every failure reported, not only the first.
 #[test]
-fn flowly_guide_blocks_run_as_written() {
-    check_document("docs/flowly.md");
-}
-
-#[test]
-fn hermes_guide_blocks_run_as_written() {
-    check_document("docs/hermes.md");
-}
-
-#[test]
-fn felix_guide_blocks_run_as_written() {
-    check_document("docs/felix.md");
-}
-
-#[test]
-fn codumentor_guide_blocks_run_as_written() {
-    check_document("docs/codumentor.md");
+fn docs_pages_blocks_run_as_written() {
+    let pages = docs_pages();
+    let results: Vec<(String, Result<usize, String>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = pages
+            .iter()
+            .map(|page| (page, scope.spawn(move || check_document(page))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(page, handle)| (page.clone(), handle.join().map_err(message)))
+            .collect()
+    });
+    let failures: Vec<String> = results
+        .iter()
+        .filter_map(|(page, result)| result.as_ref().err().map(|e| format!("{page}: {e}")))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    // The plugin author's guides install and drive their example plugins:
+    // a guide from which no command ran was not checked at all.
+    for guide in ["flowly", "hermes", "felix", "codumentor"] {
+        let page = format!("docs/{guide}.md");
+        let ran = results
+            .iter()
+            .find(|(p, _)| *p == page)
+            .map(|(_, r)| r.clone());
+        assert!(
+            matches!(ran, Some(Ok(n)) if n > 0),
+            "{page}: no command ran ({ran:?})"
+        );
+    }
 }
 
 #[test]
