@@ -2,7 +2,7 @@
 //! (`docs/<dialect>-events.md`), rendered from [`HOOK_SPECS`] — the table
 //! the dispatcher fires by — and from what the dialect really shows its
 //! callbacks, captured by firing every event at a recording plugin
-//! (`tests/event_reference.rs`). So the reference cannot drift from the
+//! (`tests/process_wide/event_reference.rs`). So the reference cannot drift from the
 //! code: the test fails when `docs/` differs from a fresh rendering.
 //!
 //! A dialect's part is one file in its own folder,
