@@ -8,7 +8,7 @@
 //! A dialect's part is one file in its own folder,
 //! `src/dialects/<name>/reference.rs` (a [`DialectDoc`]: how its answers
 //! are spelled, what each field means, its recording plugin), plus one
-//! entry in [`DIALECTS`]; this generator knows no dialect's rules.
+//! entry in [`DIALECTS`](crate::dialects::DIALECTS); this generator knows no dialect's rules.
 
 use std::fmt::Write;
 

@@ -6,7 +6,7 @@
 //! server's state in `plugins doctor`.
 //!
 //! Plugins reach the servers through the host's
-//! [`McpSlot`](crate::core::mcp::McpSlot) (Hermes's `ctx.call_mcp`).
+//! [`crate::core::mcp::McpSlot`] (Hermes's `ctx.call_mcp`).
 //!
 //! Layer: after `isolation`, before `host` (the host builds it; it knows
 //! no dialect).

@@ -28,7 +28,7 @@ pub struct Replicas {
     pub lease_wait: Duration,
 }
 
-/// Set up by [`before_turn`]; ended by [`Prepared::answered`] or dropped.
+/// Set up by [`Replicas::before_turn`]; ended by [`Prepared::answered`] or dropped.
 /// The session's lease is held here, not by the turn, so that it is
 /// released (the turn's messages marked complete) together with the
 /// storing of the answer, before the answer goes out.

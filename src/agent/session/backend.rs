@@ -1,9 +1,9 @@
 //! Where a session's transcript lives when it is not the file under
-//! `<home>/sessions/` (the embedded default, kept in [`Session`] itself):
+//! `<home>/sessions/` (the embedded default, kept in [`super::Session`] itself):
 //! a store every replica of a cluster shares ([`super::pg::PgSessions`]).
 //!
 //! The calls are synchronous like the file store's: a message is stored
-//! before [`Session::append`] returns, so a crash loses at most the
+//! before [`super::Session::append`] returns, so a crash loses at most the
 //! message in flight, whatever the store.
 
 use std::time::Duration;

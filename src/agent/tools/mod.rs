@@ -4,7 +4,7 @@
 //! a plugin may override one by name (with a warning).
 //!
 //! File tools are confined to a workspace directory by construction (see
-//! [`workspace`]): paths are opened relative to a handle of the workspace,
+//! `workspace.rs`): paths are opened relative to a handle of the workspace,
 //! and one that leaves it (`..`, an absolute path elsewhere, a symlink
 //! pointing out) cannot be followed. `exec` runs `sh -c` in the workspace
 //! with a timeout and an output cap; what a shell command itself touches
