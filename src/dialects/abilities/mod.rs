@@ -53,3 +53,43 @@ pub struct Abilities<'a> {
     pub session_state: Option<SessionState>,
     pub python_classes: Option<&'a dyn PythonClasses>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Abilities;
+    use crate::dialects::DIALECTS;
+
+    /// The dialects that have an ability, in table order.
+    fn having(ability: fn(&Abilities<'_>) -> bool) -> Vec<&'static str> {
+        DIALECTS
+            .iter()
+            .filter(|d| ability(&d.abilities()))
+            .map(|d| d.name())
+            .collect()
+    }
+
+    /// Each ability is had by the dialects that overrode its methods when
+    /// they were methods of `Dialect`.
+    #[test]
+    fn each_ability_belongs_to_the_dialects_that_have_it() {
+        assert_eq!(having(|a| a.sniff.is_some()), ["hermes", "bundle"]);
+        assert_eq!(having(|a| a.load_order.is_some()), ["hermes", "codumentor"]);
+        assert_eq!(
+            having(|a| a.doctor.is_some()),
+            ["flowly", "hermes", "felix", "codumentor"]
+        );
+        assert_eq!(having(|a| a.providers.is_some()), ["hermes"]);
+        assert_eq!(having(|a| a.terminal.is_some()), ["hermes"]);
+        assert_eq!(having(|a| a.builtin_tools.is_some()), ["flowly"]);
+        assert_eq!(having(|a| a.running_tools.is_some()), ["codumentor"]);
+        assert_eq!(having(|a| a.renderers.is_some()), ["hermes", "felix"]);
+        assert_eq!(having(|a| a.isolated.is_some()), ["hermes", "codumentor"]);
+        assert_eq!(having(|a| a.session_state.is_some()), ["codumentor"]);
+        assert_eq!(having(|a| a.python_classes.is_some()), ["flowly"]);
+        let ranks: Vec<_> = DIALECTS
+            .iter()
+            .filter_map(|d| Some((d.name(), d.abilities().doctor?.modules_rank()?)))
+            .collect();
+        assert_eq!(ranks, [("flowly", 0), ("felix", 2), ("codumentor", 1)]);
+    }
+}
