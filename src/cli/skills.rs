@@ -46,9 +46,10 @@ pub(super) fn hermes(
     let host = build_host(cli, python_level)?;
     let hermes = crate::dialects::by_name("hermes")
         .ok_or_else(|| Failure::failed("this build has no Hermes dialect".to_string()))?;
+    let terminal = hermes.abilities().terminal;
     match name {
         None => {
-            let commands = hermes.terminal_commands(host.extensions());
+            let commands = terminal.map_or_else(Vec::new, |t| t.commands(host.extensions()));
             if commands.is_empty() {
                 println!("No Hermes plugin registers a CLI command.");
             }
@@ -57,7 +58,7 @@ pub(super) fn hermes(
             }
             Ok(Exit::Success)
         }
-        Some(name) => match hermes.run_terminal_command(host.extensions(), name, args) {
+        Some(name) => match terminal.map(|t| t.run(host.extensions(), name, args)) {
             None => Err(Failure::failed(
                 "the Hermes dialect has no terminal commands".to_string(),
             )),

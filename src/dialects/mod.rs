@@ -5,7 +5,25 @@
 //! Adding a dialect is a new module here (and its compat sources under
 //! `python/`) plus a row in [`DIALECTS`]: the core (registry, dispatch,
 //! hooks) and the host stay as they are.
+//!
+//! The contract is small: [`Dialect`] is what plughost asks of every
+//! dialect (12 methods: identity, where its plugins are, loading, its
+//! events). What only some dialects do (install detection, load order,
+//! doctor sections, terminal commands, tools of their own, state carried
+//! to workers, Python classes, …) is a small trait of its own in
+//! [`abilities`], and [`Dialect::abilities`] says which of them a dialect
+//! has: a struct of `Option`s, `None` for each it lacks.
+//!
+//! Why a method returning the abilities, rather than a row of the table
+//! holding them beside the dialect: a dialect's module declares what it
+//! can do next to where it does it, the table stays a plain list, and
+//! every holder of a `&dyn Dialect` (the host's records, a supervisor, a
+//! worker) reaches the abilities without a second look-up. The walks over
+//! the table that the rest of plughost calls ([`builtin_tools`],
+//! [`doctor_sections`], [`load_order`], [`choose`], …) live with their
+//! ability's trait and are re-exported here.
 
+pub mod abilities;
 pub mod bundle;
 pub mod codumentor;
 pub mod felix;
@@ -15,12 +33,20 @@ pub mod hermes;
 pub mod shared;
 
 use std::path::Path;
+use std::sync::Arc;
 
+pub use abilities::{
+    add_python_classes, builtin_tools, check_dependencies, choose, doctor_modules, doctor_sections,
+    load_order, not_used, providers, sniff, sniff_why, Abilities, Carried, DependencyState,
+    DoctorPlugin, DoctorSection, SessionState, TerminalError,
+};
+
+use crate::core::extensions::Extensions;
 use crate::core::outcome::PluginError;
 use crate::core::registry::Registration;
 use crate::plugins::config::PluginLists;
 use crate::plugins::discovery::Candidate;
-use crate::plugins::format::{DialectId, Formats, PluginFormat, Verdict};
+use crate::plugins::format::{DialectId, Formats, PluginFormat};
 use crate::runtime::loader::PluginPackage;
 
 /// What loading a plugin through a dialect gave.
@@ -34,7 +60,9 @@ pub struct LoadedPlugin {
     pub hold: Option<Box<dyn Send + Sync>>,
 }
 
-/// One plugin API.
+/// One plugin API: what plughost asks of every dialect (its identity,
+/// where its plugins are, loading them, its events) and, through
+/// [`Dialect::abilities`], what only some can do.
 pub trait Dialect: Send + Sync + 'static {
     /// The API's identity (displayed as its name, `flowly`).
     fn id(&self) -> DialectId;
@@ -42,16 +70,9 @@ pub trait Dialect: Send + Sync + 'static {
     fn name(&self) -> &'static str {
         self.id().as_str()
     }
-    /// Import the plugin at `dir` for a host whose home is `home` and
-    /// collect what it registers. On failure nothing of it stays loaded.
-    fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError>;
-    /// Where the dialect's modules come from (for `plugins doctor`), once loaded.
-    fn origin(&self) -> Option<String> {
-        None
-    }
-    /// How its tools' failed outcomes read, when not plughost's way (its
-    /// tools carry it in-process; isolated ones get it from here).
-    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
+    /// The rules its plugins follow in plughost's own plugin directories
+    /// and `plugins install`; `None` when it finds its plugins elsewhere.
+    fn format(&self) -> Option<&'static dyn PluginFormat> {
         None
     }
     /// Plugins this dialect finds outside plughost's plugin directories
@@ -60,95 +81,6 @@ pub trait Dialect: Send + Sync + 'static {
     fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
         let _ = (home, lists);
         Vec::new()
-    }
-    /// What loading the plugin `key` at `dir` imports (`module:register`),
-    /// for `plugins list`; `None` when the dialect has no such notion.
-    fn entry(&self, key: &str, dir: &Path) -> Option<String> {
-        let _ = (key, dir);
-        None
-    }
-    /// The plugins `key` loads after, for `plugins list`. None by default.
-    fn dependencies(&self, key: &str, dir: &Path) -> Vec<String> {
-        let _ = (key, dir);
-        Vec::new()
-    }
-    /// Why a subscription to `event` (a name as the plugin wrote it) will
-    /// never be called in plughost, for `plugins doctor`; `None` when it
-    /// fires. By default: the core's event names fire, others never do.
-    fn never_fires(&self, event: &str) -> Option<&'static str> {
-        core_never_fires(event)
-    }
-    /// The refusal a failed callback (named `label`) of this dialect stands
-    /// for on `event` when its guards fail closed, for callbacks that run
-    /// elsewhere (an isolated plugin's worker): the same answer its
-    /// in-process callbacks give ([`crate::core::hooks::HookCallback::fail_closed`]).
-    fn fail_closed(
-        &self,
-        label: &str,
-        event: crate::core::hooks::HookEvent,
-        error: &crate::core::hooks::HookError,
-    ) -> Option<crate::core::hooks::HookAction> {
-        let _ = (label, event, error);
-        None
-    }
-    /// The rules its plugins follow in plughost's own plugin directories
-    /// and `plugins install`; `None` when it finds its plugins elsewhere.
-    fn format(&self) -> Option<&'static dyn PluginFormat> {
-        None
-    }
-    /// Its per-turn state on a loop point's context that an isolated
-    /// plugin's hook carries to its worker and back, as an opaque value
-    /// (`None` inside when there is none yet), with where the worker's
-    /// version goes back to; `None` when nothing crosses (the default).
-    fn carry_out(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<Carried> {
-        let _ = lc;
-        None
-    }
-    /// In a worker: put the state [`Dialect::carry_out`] sent on the
-    /// rebuilt context.
-    fn carry_in(&self, lc: &mut crate::core::hooks::LoopContext, state: serde_json::Value) {
-        let _ = (lc, state);
-    }
-    /// In a worker: the state as the handler left it, for plughost.
-    fn carry_left(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<serde_json::Value> {
-        let _ = lc;
-        None
-    }
-    /// Whether its plugins register tools while running (looked up by
-    /// name when a tool is not in the registry). Default: no.
-    fn has_runtime_tools(&self) -> bool {
-        false
-    }
-    /// The tool `name` one of its plugins registered while running in the
-    /// host (or worker) at `home`.
-    fn runtime_tool(&self, home: &Path, name: &str) -> Option<crate::core::registry::Tool> {
-        let _ = (home, name);
-        None
-    }
-    /// How the results of its tools that render their own read (a
-    /// Rust renderer cannot cross from a worker: an isolated tool says it
-    /// has one and plughost uses this). Default: [`Dialect::renderer`].
-    fn own_renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
-        self.renderer()
-    }
-    /// How such a tool's results read.
-    fn runtime_tool_renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
-        None
-    }
-
-    /// [`load`](Self::load) for the host whose state is `state`: a dialect
-    /// that keeps something per host (its plugins' contexts reach the
-    /// host's agent, its CLI commands) keeps it there, never in a `static`.
-    /// By default the state is not needed.
-    fn load_in(
-        &self,
-        key: &str,
-        dir: &Path,
-        home: &Path,
-        state: &std::sync::Arc<crate::core::extensions::Extensions>,
-    ) -> Result<LoadedPlugin, PluginError> {
-        let _ = state;
-        self.load(key, dir, home)
     }
     /// [`discover`](Self::discover) for a host built from `runtime`: a
     /// dialect finding installed distributions looks where the runtime's
@@ -160,156 +92,55 @@ pub trait Dialect: Send + Sync + 'static {
         home: &Path,
         lists: &PluginLists,
         runtime: &crate::runtime::Runtime,
-        state: &std::sync::Arc<crate::core::extensions::Extensions>,
+        state: &Arc<Extensions>,
     ) -> Vec<Candidate> {
         let _ = (runtime, state);
         self.discover(home, lists)
     }
-    /// [`entry`](Self::entry) for the host whose state is `state`.
-    fn entry_in(
+    /// What loading the plugin `key` at `dir` imports (`module:register`),
+    /// for `plugins list`, as remembered in the host's `state`; `None` when
+    /// the dialect has no such notion.
+    fn entry_in(&self, key: &str, dir: &Path, state: &Arc<Extensions>) -> Option<String> {
+        let _ = (key, dir, state);
+        None
+    }
+    /// Import the plugin at `dir` for a host whose home is `home` and
+    /// collect what it registers. On failure nothing of it stays loaded.
+    fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError>;
+    /// [`load`](Self::load) for the host whose state is `state`: a dialect
+    /// that keeps something per host (its plugins' contexts reach the
+    /// host's agent, its CLI commands) keeps it there, never in a `static`.
+    /// By default the state is not needed.
+    fn load_in(
         &self,
         key: &str,
         dir: &Path,
-        state: &std::sync::Arc<crate::core::extensions::Extensions>,
-    ) -> Option<String> {
+        home: &Path,
+        state: &Arc<Extensions>,
+    ) -> Result<LoadedPlugin, PluginError> {
         let _ = state;
-        self.entry(key, dir)
+        self.load(key, dir, home)
     }
-
     /// The lanes this dialect brings to the loop's points: rows for the
     /// places its plugins need a policy no other lane there has
     /// (`src/dialects/<name>/lanes.rs`). The core fires what is subscribed.
     fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
         &[]
     }
+    /// Why a subscription to `event` (a name as the plugin wrote it) will
+    /// never be called in plughost, for `plugins doctor`; `None` when it
+    /// fires. By default: the core's event names fire, others never do.
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        core_never_fires(event)
+    }
     /// The dialect's part of the event reference (`docs/<name>-events.md`).
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         None
     }
-    /// Why the plugin directory `dir`, which names no dialect, is one of
-    /// this dialect's (what its files show), or `None`. Asked in table
-    /// order for a plugin in plughost's own directories; the reason is what
-    /// `plugins install` prints.
-    fn sniff(&self, dir: &Path) -> Option<String> {
-        let _ = dir;
-        None
+    /// What it can do beyond this contract ([`abilities`]): none by default.
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities::default()
     }
-    /// Tools the dialect itself offers the agents of the host at `home`,
-    /// registered as `owner`'s (Flowly's `web_search` / `web_extract`,
-    /// served by web backend plugins). None by default.
-    fn builtin_tools(&self, home: &Path, owner: &str) -> Vec<crate::core::registry::Tool> {
-        let _ = (home, owner);
-        Vec::new()
-    }
-    /// Its own section of `plugins doctor` for the host at `home` whose
-    /// plugins are `plugins` (Flowly's view of the web providers); `None`
-    /// when it has none (the default).
-    fn doctor_section(&self, home: &Path, plugins: &[DoctorPlugin<'_>]) -> Option<DoctorSection> {
-        let _ = (home, plugins);
-        None
-    }
-    /// The place of its `<name> modules: <origin>` line among the
-    /// interpreter's lines of `plugins doctor` (lowest first); `None` when
-    /// doctor does not show where its modules come from (the default).
-    fn doctor_modules_rank(&self) -> Option<u8> {
-        None
-    }
-    /// Whether `plugins doctor` lists its loaded plugins in the order they
-    /// loaded (it orders them itself, [`Dialect::order`]). Default: no.
-    fn shows_load_order(&self) -> bool {
-        false
-    }
-    /// What its plugin `key` registered that this host does not use (for
-    /// `plugins doctor`), as kept in the host's `state`. None by default.
-    fn not_used(&self, state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
-        let _ = (state, key);
-        Vec::new()
-    }
-    /// The terminal commands its plugins registered on the host whose state
-    /// is `state` (`plughost <dialect> NAME`): `(name, help, plugin)`.
-    fn terminal_commands(
-        &self,
-        state: &crate::core::extensions::Extensions,
-    ) -> Vec<(String, String, String)> {
-        let _ = state;
-        Vec::new()
-    }
-    /// Run its terminal command `name`; `None` when the dialect has no
-    /// terminal commands at all (the default), else the command's exit status.
-    fn run_terminal_command(
-        &self,
-        state: &crate::core::extensions::Extensions,
-        name: &str,
-        args: &[String],
-    ) -> Option<Result<u8, TerminalError>> {
-        let _ = (state, name, args);
-        None
-    }
-    /// The load order of `candidates` as this dialect wants its own plugins
-    /// ordered (the others keep their places); `isolated(key)` says whether
-    /// a plugin runs in a worker. By default they stay as they are.
-    fn order(&self, candidates: Vec<Candidate>, isolated: &dyn Fn(&str) -> bool) -> Vec<Candidate> {
-        let _ = isolated;
-        candidates
-    }
-    /// Keep its candidate `c` out when a plugin it depends on did not load
-    /// (`state_of(key)`: what became of the plugin `key` handled before it).
-    /// By default `c` is returned as it is.
-    fn check_dependencies(
-        &self,
-        c: Candidate,
-        state_of: &dyn Fn(&str) -> Option<DependencyState>,
-    ) -> Candidate {
-        let _ = state_of;
-        c
-    }
-    /// Add the Python classes its plugins and embedders use to the wheel's
-    /// module `m` (Flowly's `PluginContext`). None by default.
-    fn python_classes(&self, m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
-        let _ = m;
-        Ok(())
-    }
-
-    /// Settle candidate `c`, just given to this dialect by its files
-    /// ([`Dialect::sniff`]) or by `plugins.dialects`, whose manifest was
-    /// read by the directory default's rules: a dialect whose plugins'
-    /// manifests are their own (a bundle's v1 `plugin.json`) reads it again
-    /// and says whether the plugin loads. By default `c` stays as it is.
-    fn admit_sniffed(&self, c: &mut Candidate) {
-        let _ = c;
-    }
-
-    /// The providers its plugin `key` registered on the host whose state is
-    /// `state`, each with whether it is active (for `plugins doctor`).
-    fn providers(&self, state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
-        let _ = (state, key);
-        Vec::new()
-    }
-
-    /// Its per-session state that must outlive the process holding the
-    /// session (a replica that dies): exported from a session's slots as
-    /// JSON (`None`: nothing worth keeping) and imported back on the
-    /// replica that resumes it. `None`: the dialect keeps none.
-    fn session_state(&self) -> Option<SessionState> {
-        None
-    }
-}
-
-/// How a dialect's per-session state leaves and re-enters a session's
-/// slots (see [`Dialect::session_state`]). `import` replaces the state in
-/// the slots with the value (`{}`: with none); an isolated plugin's worker
-/// is handed its session's state that way.
-#[derive(Clone, Copy)]
-pub struct SessionState {
-    pub export: fn(&crate::core::hooks::Slots) -> Option<serde_json::Value>,
-    pub import: fn(&crate::core::hooks::Slots, &serde_json::Value),
-}
-
-/// A dialect's per-turn state on its way to an isolated worker: the value
-/// sent, and where the value that comes back is stored.
-pub struct Carried {
-    pub state: Option<serde_json::Value>,
-    pub back: Box<dyn Fn(serde_json::Value) + Send + Sync>,
 }
 
 /// [`Dialect::never_fires`] for a dialect whose names are the core's
@@ -383,175 +214,6 @@ pub fn discover_all(home: &Path, lists: &PluginLists) -> Vec<Candidate> {
         .collect()
 }
 
-/// Settle each candidate's dialect, in this order: an explicit
-/// `plugins.dialects.<key>` of `config.json`; else its origin (a dialect's
-/// own locations and entry points already tagged it); else what a plugin in
-/// plughost's own directories shows ([`sniff`]); else `flowly`. A name this
-/// build does not know leaves the plugin unloaded, saying which ones exist.
-pub fn choose(
-    home: &Path,
-    candidates: &mut [Candidate],
-) -> Result<(), crate::plugins::config::ConfigError> {
-    let explicit = crate::plugins::config::read_dialects(home)?;
-    for c in candidates.iter_mut() {
-        if let Some(name) = explicit.get(&c.key) {
-            match by_name(name) {
-                Some(d) => {
-                    c.dialect = d.id();
-                    d.admit_sniffed(c);
-                }
-                None => {
-                    let known: Vec<&str> = DIALECTS.iter().map(|d| d.name()).collect();
-                    c.skip_reason = Some(Verdict::Unloadable(format!(
-                        "plugins.dialects.{} in config.json names the dialect '{name}', which this build does not have (known: {}); fix it",
-                        c.key,
-                        known.join(", ")
-                    )));
-                }
-            }
-        } else if c.dialect == formats().default_id() {
-            if let Some((d, why)) = sniff_why(&c.dir) {
-                tracing::debug!("plugin '{}' is a {d} plugin: {why}", c.key);
-                c.dialect = d;
-                if let Some(dialect) = by_id(d) {
-                    dialect.admit_sniffed(c);
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The dialect a plugin directory's own files show, and why
-/// ([`Dialect::sniff`], asked in table order); `None`: nothing but the
-/// default's conventions.
-pub fn sniff_why(dir: &Path) -> Option<(DialectId, String)> {
-    let look = || {
-        DIALECTS
-            .iter()
-            .find_map(|d| d.sniff(dir).map(|why| (d.id(), why)))
-    };
-    // Once per build: the build's look-ahead thread sniffs while the
-    // interpreter starts (`host::build`), and `choose` takes its answer.
-    match dir.to_str() {
-        Some(key) => crate::plugins::snapshot::derived("sniff", key, look),
-        None => look(),
-    }
-}
-
-/// The dialect a plugin directory's own files show ([`sniff_why`]).
-pub fn sniff(dir: &Path) -> Option<DialectId> {
-    sniff_why(dir).map(|(d, _)| d)
-}
-
-/// What became of a plugin handled before a dependent one (the host's
-/// record of it, as far as a dependency check or a doctor section needs it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DependencyState {
-    Loaded,
-    /// Disabled in config.
-    Disabled,
-    /// Not in the enabled list.
-    NotEnabled,
-    /// Failed (or was skipped), with its error when it has one.
-    Failed(Option<String>),
-}
-
-/// A plugin as a dialect's [`Dialect::doctor_section`] sees it (the host's
-/// record of it; the dialect layer does not know the host's types).
-pub struct DoctorPlugin<'a> {
-    pub key: &'a str,
-    pub loaded: bool,
-    /// Its status (`Failed` also for a skipped plugin).
-    pub state: DependencyState,
-    /// Its status as `plugins list` shows it (`failed`, `skipped`, …).
-    pub status_text: &'static str,
-    /// The web providers its manifest declares.
-    pub provides_web_providers: &'a [String],
-}
-
-/// One dialect's section of `plugins doctor`: its key in the JSON report
-/// and value there, and its lines in the text (`None`: no lines at all).
-pub struct DoctorSection {
-    pub key: &'static str,
-    pub json: serde_json::Value,
-    pub lines: Option<Vec<String>>,
-}
-
-/// Why a dialect's terminal command did not run: the name is unknown (a
-/// usage error), or the command failed.
-#[derive(Debug, thiserror::Error)]
-pub enum TerminalError {
-    #[error("{0}")]
-    Unknown(String),
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// Every dialect's built-in tools for the host at `home`, in table order.
-pub fn builtin_tools(home: &Path, owner: &str) -> Vec<crate::core::registry::Tool> {
-    DIALECTS
-        .iter()
-        .flat_map(|d| d.builtin_tools(home, owner))
-        .collect()
-}
-
-/// Every dialect's section of `plugins doctor`, in table order.
-pub fn doctor_sections(home: &Path, plugins: &[DoctorPlugin<'_>]) -> Vec<DoctorSection> {
-    DIALECTS
-        .iter()
-        .filter_map(|d| d.doctor_section(home, plugins))
-        .collect()
-}
-
-/// `(name, origin)` of every dialect whose modules `plugins doctor` shows,
-/// in its order (`not loaded` when the dialect's modules are not loaded).
-pub fn doctor_modules() -> Vec<(&'static str, String)> {
-    let mut ranked: Vec<(u8, &'static str, String)> = DIALECTS
-        .iter()
-        .filter_map(|d| {
-            let rank = d.doctor_modules_rank()?;
-            Some((
-                rank,
-                d.name(),
-                d.origin().unwrap_or_else(|| "not loaded".into()),
-            ))
-        })
-        .collect();
-    ranked.sort_by_key(|(rank, _, _)| *rank);
-    ranked.into_iter().map(|(_, n, o)| (n, o)).collect()
-}
-
-/// What plugin `key` registered that this host does not use, by every dialect.
-pub fn not_used(state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
-    DIALECTS
-        .iter()
-        .flat_map(|d| d.not_used(state, key))
-        .collect()
-}
-
-/// `candidates` in load order: each dialect orders its own, in table order.
-pub fn load_order(candidates: Vec<Candidate>, isolated: &dyn Fn(&str) -> bool) -> Vec<Candidate> {
-    DIALECTS
-        .iter()
-        .fold(candidates, |c, d| d.order(c, isolated))
-}
-
-/// `c`, kept out when its dialect says a dependency of it did not load.
-pub fn check_dependencies(
-    c: Candidate,
-    state_of: &dyn Fn(&str) -> Option<DependencyState>,
-) -> Candidate {
-    DIALECTS
-        .iter()
-        .fold(c, |c, d| d.check_dependencies(c, state_of))
-}
-
-/// Every dialect's Python classes, added to the wheel's module `m`.
-pub fn add_python_classes(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
-    DIALECTS.iter().try_for_each(|d| d.python_classes(m))
-}
-
 /// The context object an embedder registers through directly (the wheel's
 /// `Host.context`, `Host.register_tool`, …): the default dialect's.
 pub type DirectContext = flowly::PluginContext;
@@ -620,12 +282,4 @@ mod lane_rows {
             }
         }
     }
-}
-
-/// The providers plugin `key` registered, with their state, by every dialect.
-pub fn providers(state: &crate::core::extensions::Extensions, key: &str) -> Vec<String> {
-    DIALECTS
-        .iter()
-        .flat_map(|d| d.providers(state, key))
-        .collect()
 }

@@ -363,7 +363,8 @@ fn record_of(c: &Candidate, isolated: bool, extensions: &Arc<Extensions>) -> Plu
         entry: crate::dialects::by_id(c.dialect)
             .and_then(|d| d.entry_in(&c.key, &c.dir, extensions)),
         dependencies: crate::dialects::by_id(c.dialect)
-            .map(|d| d.dependencies(&c.key, &c.dir))
+            .and_then(|d| d.abilities().load_order)
+            .map(|o| o.dependencies(&c.key, &c.dir))
             .unwrap_or_default(),
     }
 }
@@ -384,7 +385,9 @@ impl RuntimeToolSource {
             .filter(|p| p.loaded)
             .filter_map(|p| p.dialect)
         {
-            if let Some(d) = crate::dialects::by_id(id).filter(|d| d.has_runtime_tools()) {
+            if let Some(d) =
+                crate::dialects::by_id(id).filter(|d| d.abilities().running_tools.is_some())
+            {
                 if !dialects.iter().any(|known| known.id() == d.id()) {
                     dialects.push(d);
                 }
@@ -401,7 +404,7 @@ impl crate::core::registry::RuntimeTools for RuntimeToolSource {
     fn tool(&self, name: &str) -> Option<Tool> {
         self.dialects
             .iter()
-            .find_map(|d| d.runtime_tool(&self.home, name))
+            .find_map(|d| d.abilities().running_tools?.runtime_tool(&self.home, name))
             .or_else(|| crate::isolation::proxy::runtime_tool(&self.home, name))
     }
 }

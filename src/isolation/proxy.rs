@@ -78,7 +78,9 @@ pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
                 ..Default::default()
             };
             let mut tool = Tool::new(spec, Arc::new(handler));
-            tool.renderer = sup.dialect_table().and_then(|d| d.runtime_tool_renderer());
+            tool.renderer = sup
+                .dialect_table()
+                .and_then(|d| d.abilities().running_tools?.renderer());
             return Some(tool);
         }
     }
@@ -88,7 +90,10 @@ pub fn runtime_tool(home: &std::path::Path, name: &str) -> Option<Tool> {
 /// Turn a worker's announced contributions into registrations whose
 /// handlers reach it through `sup`.
 pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<Registration> {
-    if sup.dialect_table().is_some_and(|d| d.has_runtime_tools()) {
+    if sup
+        .dialect_table()
+        .is_some_and(|d| d.abilities().running_tools.is_some())
+    {
         let mut list = RUNTIME_SOURCES.lock().unwrap_or_else(|e| e.into_inner());
         list.retain(|w| w.upgrade().is_some());
         list.push(sup.downgrade());
@@ -97,7 +102,9 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
     // A dialect whose tools render their own results: the renderer is Rust
     // code, it cannot cross from the worker, so the tool says it has one
     // and plughost uses its dialect's here.
-    let renderer = sup.dialect_table().and_then(|d| d.own_renderer());
+    let renderer = sup
+        .dialect_table()
+        .and_then(|d| d.abilities().renderers?.own_renderer());
     let hooks = Arc::new(HookTable::default());
     contributions
         .into_iter()
@@ -519,7 +526,12 @@ impl SessionStates {
         };
         let baseline = crate::dialects::DIALECTS
             .iter()
-            .filter_map(|d| Some((d.name().to_string(), (d.session_state()?.export)(slots)?)))
+            .filter_map(|d| {
+                Some((
+                    d.name().to_string(),
+                    (d.abilities().session_state?.export)(slots)?,
+                ))
+            })
             .collect();
         states.lock().baseline = Some(baseline);
     }
@@ -535,7 +547,9 @@ impl SessionStates {
         };
         let reported = std::mem::take(&mut states.lock().reported);
         for (name, value) in reported {
-            if let Some(state) = crate::dialects::by_name(&name).and_then(|d| d.session_state()) {
+            if let Some(state) =
+                crate::dialects::by_name(&name).and_then(|d| d.abilities().session_state)
+            {
                 (state.import)(slots, &value);
             }
         }
@@ -643,7 +657,7 @@ impl HookCallback for ProxyHook {
                     let states = self
                         .sup
                         .dialect_table()
-                        .and_then(|d| d.session_state())
+                        .and_then(|d| d.abilities().session_state)
                         .and(scope.session())
                         .and_then(|slots| SessionStates::of(slots));
                     if let (Some(isolated), Some(states)) = (isolated, states) {
@@ -657,7 +671,11 @@ impl HookCallback for ProxyHook {
                     turn = Some(scope.clone());
                 }
                 // The dialect's per-turn state goes there and back.
-                if let Some(carried) = self.sup.dialect_table().and_then(|d| d.carry_out(lc)) {
+                if let Some(carried) = self
+                    .sup
+                    .dialect_table()
+                    .and_then(|d| d.abilities().isolated?.carry_out(lc))
+                {
                     wire.chain = carried.state;
                     chain = Some(carried.back);
                 }
@@ -727,7 +745,11 @@ impl HookCallback for ProxyHook {
     ) -> Option<crate::core::hooks::HookAction> {
         self.sup
             .dialect_table()
-            .and_then(|d| d.fail_closed(&self.label, event, error))
+            .and_then(|d| {
+                d.abilities()
+                    .isolated?
+                    .fail_closed(&self.label, event, error)
+            })
             .or_else(|| {
                 self.sup
                     .is_guard()

@@ -27,7 +27,8 @@ pub fn load(
     spec: LoadSpec,
     settings: Settings,
 ) -> Result<(Vec<Registration>, Supervisor, Vec<ServerPart>), PluginError> {
-    let renderer = crate::dialects::by_name(&spec.dialect).and_then(|d| d.renderer());
+    let renderer =
+        crate::dialects::by_name(&spec.dialect).and_then(|d| d.abilities().renderers?.renderer());
     let (sup, contributions) = Supervisor::start(spec, settings)?;
     let (contributions, parts) = split(contributions);
     let mut registrations = proxy::registrations(&sup, contributions);

@@ -77,7 +77,7 @@ impl Served {
 
     /// How its dialect's per-session state leaves and enters the slots.
     fn session_state(&self) -> Option<crate::dialects::SessionState> {
-        self.dialect.and_then(|d| d.session_state())
+        self.dialect.and_then(|d| d.abilities().session_state)
     }
 }
 
@@ -637,7 +637,9 @@ fn answer_hook(served: &Served, index: usize, event: &str, payload: PayloadWire)
                 session = Some(s);
             }
             if let (Some(chain), Some(dialect)) = (chain, served.dialect) {
-                dialect.carry_in(&mut lc, chain);
+                if let Some(isolated) = dialect.abilities().isolated {
+                    isolated.carry_in(&mut lc, chain);
+                }
             }
             OwnedPayload::Loop(Box::new(lc))
         }
@@ -656,9 +658,11 @@ fn answer_hook(served: &Served, index: usize, event: &str, payload: PayloadWire)
 /// Describe (and remember, or forget) tool `name` as the dialect found it
 /// registered at run time.
 fn answer_runtime_tool(served: &Served, name: String) -> Answer {
-    let found = served
-        .dialect
-        .and_then(|d| d.runtime_tool(&served.home, &name));
+    let found = served.dialect.and_then(|d| {
+        d.abilities()
+            .running_tools?
+            .runtime_tool(&served.home, &name)
+    });
     let wire = found.as_ref().map(|t| super::protocol::RuntimeToolWire {
         description: t.spec.description.clone(),
         parameters: t.spec.parameters.clone(),
@@ -715,9 +719,9 @@ fn hook_reply(
             let ui_events = lc.turn.as_ref().map_or_else(Vec::new, |scope| {
                 std::mem::take(&mut *scope.ui_events.lock().unwrap_or_else(|e| e.into_inner()))
             });
-            let state = dialect.and_then(|d| d.session_state());
+            let state = dialect.and_then(|d| d.abilities().session_state);
             let after = LoopAfter {
-                chain: dialect.and_then(|d| d.carry_left(lc)),
+                chain: dialect.and_then(|d| d.abilities().isolated?.carry_left(lc)),
                 ui_events,
                 session_state: session.and_then(|s| s.changed(state)),
             };

@@ -25,7 +25,7 @@ use crate::core::hooks::Slots;
 use crate::isolation::proxy::SessionStates;
 
 /// Every dialect whose per-session state outlives the process, with its
-/// name ([`crate::dialects::Dialect::session_state`]). Hermes keeps none
+/// name ([`crate::dialects::SessionState`]). Hermes keeps none
 /// outside the transcript here: its `is_first_turn` is read from the
 /// transcript, and its memory provider is a per-process object that every
 /// process initialises for the session (as Hermes does in each agent
@@ -33,7 +33,7 @@ use crate::isolation::proxy::SessionStates;
 fn dialect_states() -> impl Iterator<Item = (&'static str, crate::dialects::SessionState)> {
     crate::dialects::DIALECTS
         .iter()
-        .filter_map(|d| d.session_state().map(|s| (d.name(), s)))
+        .filter_map(|d| d.abilities().session_state.map(|s| (d.name(), s)))
 }
 
 /// The state of every dialect in `slots`, as stored (`None`: nothing).

@@ -1,7 +1,7 @@
 //! The dialects' built-in tools (Flowly's `web_search` / `web_extract`),
 //! offered by the agent while a web backend plugin's provider is available.
 //! The tools and the Python provider registry are the dialect's
-//! ([`crate::dialects::Dialect::builtin_tools`]); `plugins doctor`'s view of
+//! ([`crate::dialects::abilities::BuiltinTools`]); `plugins doctor`'s view of
 //! them is the dialect's doctor section.
 //!
 //! Their availability check asks the Python provider registry, which reads

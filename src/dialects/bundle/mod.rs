@@ -8,7 +8,7 @@
 //! `<home>/plugin-data/<key>`).
 //!
 //! A plugin directory is a bundle when its `plugin.json` declares the v1
-//! schema ([`Dialect::sniff`]), or when `plugins.dialects.<key>` says
+//! schema ([`Sniff::sniff`]), or when `plugins.dialects.<key>` says
 //! `bundle`. Enable it like any plugin (`plugins enable <key>`). The
 //! Claude-Code layout v1 derives from (`.claude-plugin/plugin.json`,
 //! `.mcp.json`, `${CLAUDE_PLUGIN_ROOT}`) is read as the same dialect where
@@ -29,6 +29,7 @@ use crate::plugins::discovery::Candidate;
 use crate::plugins::format::{DialectId, PluginFormat, Verdict};
 use crate::plugins::manifest::{DialectFields, Manifest, PluginKind};
 
+use super::abilities::{Abilities, Sniff};
 use super::{Dialect, LoadedPlugin};
 
 pub const DIALECT: DialectId = DialectId::new("bundle");
@@ -127,6 +128,15 @@ impl Dialect for Bundle {
         Some(&Bundle)
     }
 
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            sniff: Some(self),
+            ..Abilities::default()
+        }
+    }
+}
+
+impl Sniff for Bundle {
     fn sniff(&self, dir: &Path) -> Option<String> {
         if package::is_v1(dir) {
             return Some(

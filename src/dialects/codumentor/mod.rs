@@ -50,6 +50,7 @@ use pyo3::types::{PyDict, PyModule};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::abilities::{Abilities, Doctor, Isolated, LoadOrder, RunningTools};
 use super::{Dialect, LoadedPlugin};
 use crate::core::hooks::{
     HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookReturn, HookStats,
@@ -334,40 +335,11 @@ fn constructor_args(key: &str, manifest: &Manifest, home: &Path) -> Map<String, 
 pub struct Codumentor;
 
 impl Dialect for Codumentor {
-    fn session_state(&self) -> Option<super::SessionState> {
-        Some(super::SessionState {
-            export: session_state::export,
-            import: session_state::import,
-        })
-    }
     fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
         lanes::LANES
     }
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
-    }
-    fn doctor_modules_rank(&self) -> Option<u8> {
-        Some(1)
-    }
-
-    fn shows_load_order(&self) -> bool {
-        true
-    }
-
-    fn order(
-        &self,
-        candidates: Vec<crate::plugins::discovery::Candidate>,
-        isolated: &dyn Fn(&str) -> bool,
-    ) -> Vec<crate::plugins::discovery::Candidate> {
-        order::load_order_importing(candidates, isolated)
-    }
-
-    fn check_dependencies(
-        &self,
-        c: crate::plugins::discovery::Candidate,
-        state_of: &dyn Fn(&str) -> Option<super::DependencyState>,
-    ) -> crate::plugins::discovery::Candidate {
-        order::check_dependencies(c, state_of)
     }
 
     fn id(&self) -> DialectId {
@@ -376,42 +348,6 @@ impl Dialect for Codumentor {
 
     fn format(&self) -> Option<&'static dyn PluginFormat> {
         Some(&Codumentor)
-    }
-
-    /// Its handlers of one event form one chain across processes.
-    fn carry_out(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<super::Carried> {
-        let (state, back) = points::carried_chain(lc);
-        Some(super::Carried {
-            state: state.and_then(|w| serde_json::to_value(w).ok()),
-            back: Box::new(move |v| {
-                if let Ok(w) = serde_json::from_value(v) {
-                    back.store(w)
-                }
-            }),
-        })
-    }
-
-    fn carry_in(&self, lc: &mut crate::core::hooks::LoopContext, state: Value) {
-        if let Ok(w) = serde_json::from_value(state) {
-            points::restore_chain(lc, w);
-        }
-    }
-
-    fn carry_left(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<Value> {
-        points::chain_left(lc).and_then(|w| serde_json::to_value(w).ok())
-    }
-
-    /// `agent.tool_registry` registers tools while a plugin runs.
-    fn has_runtime_tools(&self) -> bool {
-        true
-    }
-
-    fn runtime_tool(&self, home: &Path, name: &str) -> Option<crate::core::registry::Tool> {
-        turn::runtime_tool(home, name)
-    }
-
-    fn runtime_tool_renderer(&self) -> Option<Arc<dyn crate::core::outcome::Renderer>> {
-        Some(turn::tool_result_renderer())
     }
 
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
@@ -453,7 +389,12 @@ impl Dialect for Codumentor {
         }
     }
 
-    fn entry(&self, _key: &str, dir: &Path) -> Option<String> {
+    fn entry_in(
+        &self,
+        _key: &str,
+        dir: &Path,
+        _state: &Arc<crate::core::extensions::Extensions>,
+    ) -> Option<String> {
         crate::plugins::manifest::load_with(dir, crate::dialects::formats())
             .ok()?
             .dialect
@@ -464,13 +405,47 @@ impl Dialect for Codumentor {
         never_fires(event)
     }
 
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            load_order: Some(self),
+            doctor: Some(self),
+            running_tools: Some(self),
+            isolated: Some(self),
+            session_state: Some(super::SessionState {
+                export: session_state::export,
+                import: session_state::import,
+            }),
+            ..Abilities::default()
+        }
+    }
+}
+
+impl LoadOrder for Codumentor {
+    fn order(
+        &self,
+        candidates: Vec<crate::plugins::discovery::Candidate>,
+        isolated: &dyn Fn(&str) -> bool,
+    ) -> Vec<crate::plugins::discovery::Candidate> {
+        order::load_order_importing(candidates, isolated)
+    }
+
+    fn check_dependencies(
+        &self,
+        c: crate::plugins::discovery::Candidate,
+        state_of: &dyn Fn(&str) -> Option<super::DependencyState>,
+    ) -> crate::plugins::discovery::Candidate {
+        order::check_dependencies(c, state_of)
+    }
+
     fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
         let declared = crate::plugins::manifest::load_with(dir, crate::dialects::formats())
             .map(|m| m.dialect.dependencies)
             .unwrap_or_default();
         with_meta_dependencies(&declared, dir)
     }
+}
 
+impl Doctor for Codumentor {
     fn origin(&self) -> Option<String> {
         crate::runtime::Runtime::get()?;
         try_attach(|py| {
@@ -484,6 +459,50 @@ impl Dialect for Codumentor {
         })
         .ok()
         .flatten()
+    }
+
+    fn modules_rank(&self) -> Option<u8> {
+        Some(1)
+    }
+
+    fn shows_load_order(&self) -> bool {
+        true
+    }
+}
+
+/// `agent.tool_registry` registers tools while a plugin runs.
+impl RunningTools for Codumentor {
+    fn runtime_tool(&self, home: &Path, name: &str) -> Option<crate::core::registry::Tool> {
+        turn::runtime_tool(home, name)
+    }
+
+    fn renderer(&self) -> Option<Arc<dyn crate::core::outcome::Renderer>> {
+        Some(turn::tool_result_renderer())
+    }
+}
+
+impl Isolated for Codumentor {
+    /// Its handlers of one event form one chain across processes.
+    fn carry_out(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<super::Carried> {
+        let (state, back) = points::carried_chain(lc);
+        Some(super::Carried {
+            state: state.and_then(|w| serde_json::to_value(w).ok()),
+            back: Box::new(move |v| {
+                if let Ok(w) = serde_json::from_value(v) {
+                    back.store(w)
+                }
+            }),
+        })
+    }
+
+    fn carry_in(&self, lc: &mut crate::core::hooks::LoopContext, state: Value) {
+        if let Ok(w) = serde_json::from_value(state) {
+            points::restore_chain(lc, w);
+        }
+    }
+
+    fn carry_left(&self, lc: &mut crate::core::hooks::LoopContext) -> Option<Value> {
+        points::chain_left(lc).and_then(|w| serde_json::to_value(w).ok())
     }
 }
 

@@ -33,6 +33,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyModule, PyTuple};
 
+use super::abilities::{Abilities, Doctor, Renderers};
 use super::{Dialect, LoadedPlugin};
 use crate::core::extensions::Extensions;
 use crate::core::hooks::{HookEntry, HookEvent, LaneId, FIRST_LANE_PRIORITY};
@@ -126,9 +127,6 @@ impl Dialect for Felix {
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
     }
-    fn doctor_modules_rank(&self) -> Option<u8> {
-        Some(2)
-    }
 
     fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
@@ -136,10 +134,6 @@ impl Dialect for Felix {
 
     fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
         Some(&Felix)
-    }
-
-    fn own_renderer(&self) -> Option<Arc<dyn crate::core::outcome::Renderer>> {
-        Some(Arc::new(hooks::FelixRenderer))
     }
 
     /// Felix's hook kinds map onto loop points ([`point_of`]); a kind no
@@ -191,6 +185,40 @@ impl Dialect for Felix {
         })
     }
 
+    fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
+        let state = Default::default();
+        self.discover_in(home, lists, &crate::runtime::Runtime::python(), &state)
+    }
+
+    fn discover_in(
+        &self,
+        home: &Path,
+        lists: &PluginLists,
+        runtime: &crate::runtime::Runtime,
+        state: &std::sync::Arc<Extensions>,
+    ) -> Vec<Candidate> {
+        discover::discover(state, home, lists, runtime.search_path())
+    }
+
+    fn entry_in(
+        &self,
+        key: &str,
+        dir: &Path,
+        state: &std::sync::Arc<Extensions>,
+    ) -> Option<String> {
+        discover::entry_for(state, key, dir).ok().map(|e| e.value)
+    }
+
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            doctor: Some(self),
+            renderers: Some(self),
+            ..Abilities::default()
+        }
+    }
+}
+
+impl Doctor for Felix {
     fn origin(&self) -> Option<String> {
         crate::runtime::Runtime::get()?;
         crate::runtime::try_attach(|py| {
@@ -209,32 +237,14 @@ impl Dialect for Felix {
         .flatten()
     }
 
-    fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
-        let state = Default::default();
-        self.discover_in(home, lists, &crate::runtime::Runtime::python(), &state)
+    fn modules_rank(&self) -> Option<u8> {
+        Some(2)
     }
+}
 
-    fn discover_in(
-        &self,
-        home: &Path,
-        lists: &PluginLists,
-        runtime: &crate::runtime::Runtime,
-        state: &std::sync::Arc<Extensions>,
-    ) -> Vec<Candidate> {
-        discover::discover(state, home, lists, runtime.search_path())
-    }
-
-    fn entry(&self, key: &str, dir: &Path) -> Option<String> {
-        self.entry_in(key, dir, &Default::default())
-    }
-
-    fn entry_in(
-        &self,
-        key: &str,
-        dir: &Path,
-        state: &std::sync::Arc<Extensions>,
-    ) -> Option<String> {
-        discover::entry_for(state, key, dir).ok().map(|e| e.value)
+impl Renderers for Felix {
+    fn own_renderer(&self) -> Option<Arc<dyn crate::core::outcome::Renderer>> {
+        Some(Arc::new(hooks::FelixRenderer))
     }
 }
 

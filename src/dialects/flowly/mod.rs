@@ -17,6 +17,7 @@ use pyo3::types::{PyDict, PyModule};
 
 pub use context::{normalize_schema, PluginContext};
 
+use super::abilities::{Abilities, BuiltinTools, Doctor, PythonClasses};
 use super::{Dialect, LoadedPlugin};
 use crate::core::outcome::PluginError;
 use crate::dialects::shared::{register_function, registered};
@@ -318,6 +319,17 @@ impl Dialect for Flowly {
         })
     }
 
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            doctor: Some(self),
+            builtin_tools: Some(self),
+            python_classes: Some(self),
+            ..Abilities::default()
+        }
+    }
+}
+
+impl Doctor for Flowly {
     fn origin(&self) -> Option<String> {
         crate::runtime::Runtime::get()?;
         crate::runtime::try_attach(|py| importable(py).ok().map(str::to_owned))
@@ -325,11 +337,7 @@ impl Dialect for Flowly {
             .flatten()
     }
 
-    fn builtin_tools(&self, home: &Path, owner: &str) -> Vec<crate::core::registry::Tool> {
-        web::web_tools(home, owner)
-    }
-
-    fn doctor_section(
+    fn section(
         &self,
         home: &Path,
         plugins: &[super::DoctorPlugin<'_>],
@@ -342,10 +350,18 @@ impl Dialect for Flowly {
         })
     }
 
-    fn doctor_modules_rank(&self) -> Option<u8> {
+    fn modules_rank(&self) -> Option<u8> {
         Some(0)
     }
+}
 
+impl BuiltinTools for Flowly {
+    fn builtin_tools(&self, home: &Path, owner: &str) -> Vec<crate::core::registry::Tool> {
+        web::web_tools(home, owner)
+    }
+}
+
+impl PythonClasses for Flowly {
     fn python_classes(&self, m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_class::<PluginContext>()
     }

@@ -4,6 +4,7 @@
 //! ([`hooks`]), and the compat `hermes_constants` module plugins import,
 //! served by a finder consulted last so a real Hermes always wins.
 
+mod abilities;
 pub mod browser;
 pub mod browser_cdp;
 pub mod browser_tools;
@@ -42,6 +43,7 @@ use pyo3::types::{PyDict, PyModule};
 
 pub use context::HermesContext;
 
+use super::abilities::Abilities;
 use super::{Dialect, LoadedPlugin};
 use crate::core::extensions::Extensions;
 use crate::core::outcome::PluginError;
@@ -456,47 +458,8 @@ impl Dialect for Hermes {
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
     }
-    fn sniff(&self, dir: &Path) -> Option<String> {
-        sniff::evidence(dir)
-    }
-    fn not_used(&self, state: &Extensions, key: &str) -> Vec<String> {
-        not_used(state, key)
-    }
-
-    // mp5: each provider plugin's provider, active or why not.
-    fn providers(&self, state: &Extensions, key: &str) -> Vec<String> {
-        let mut lines = providers::doctor_lines(state, key);
-        lines.extend(members::doctor_lines(state, key));
-        lines
-    }
-
-    fn terminal_commands(&self, state: &Extensions) -> Vec<(String, String, String)> {
-        cli::list(state)
-    }
-
-    fn run_terminal_command(
-        &self,
-        state: &Extensions,
-        name: &str,
-        args: &[String],
-    ) -> Option<Result<u8, super::TerminalError>> {
-        Some(cli::run(state, name, args).map_err(|e| match e {
-            cli::CliError::Unknown { .. } => super::TerminalError::Unknown(e.to_string()),
-            _ => super::TerminalError::Failed(e.to_string()),
-        }))
-    }
-
     fn id(&self) -> crate::plugins::format::DialectId {
         discover::DIALECT
-    }
-
-    fn fail_closed(
-        &self,
-        label: &str,
-        event: crate::core::hooks::HookEvent,
-        error: &crate::core::hooks::HookError,
-    ) -> Option<crate::core::hooks::HookAction> {
-        hooks::pre_tool_call_refusal(label, event, error)
     }
 
     /// Hermes's names are the core's, plus Hermes-only hooks plughost
@@ -627,20 +590,6 @@ impl Dialect for Hermes {
         })
     }
 
-    fn origin(&self) -> Option<String> {
-        crate::runtime::Runtime::get()?;
-        crate::runtime::try_attach(|py| {
-            INSTALLED.get(py)?;
-            constants_origin(py).ok()
-        })
-        .ok()
-        .flatten()
-    }
-
-    fn renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
-        Some(std::sync::Arc::new(render::HermesRenderer))
-    }
-
     fn discover(&self, home: &Path, lists: &PluginLists) -> Vec<Candidate> {
         // mp5: memory providers load by `memory.provider`, not `plugins.enabled`.
         let mut found = memory::select(home, discover::discover(lists));
@@ -650,42 +599,21 @@ impl Dialect for Hermes {
         found
     }
 
-    /// `requires_plugins` first, as Hermes orders them ([`order`]).
-    fn order(
-        &self,
-        candidates: Vec<Candidate>,
-        _isolated: &dyn Fn(&str) -> bool,
-    ) -> Vec<Candidate> {
-        order::load_order(candidates)
-    }
-
-    fn dependencies(&self, _key: &str, dir: &Path) -> Vec<String> {
-        order::requires(dir)
-    }
-
-    /// A plugin in plughost's own directories read as Hermes's: a
-    /// `kind: platform` (a messaging-gateway adapter) is listed, not
-    /// loaded, as in a Hermes home; plughost runs no gateway. (Model and
-    /// memory providers are left to load: issue 22 gives them a use.)
-    fn admit_sniffed(&self, c: &mut Candidate) {
-        if c.missing || !c.enabled || c.skip_reason.is_some() {
-            return;
-        }
-        let Some(path) = manifest::find(&c.dir) else {
-            return;
-        };
-        if let Ok(m) = manifest::load(&path, &c.dir) {
-            if let Some(why) = (m.kind == manifest::HermesKind::Platform)
-                .then(|| discover::unsupported_kind(m.kind))
-                .flatten()
-            {
-                c.skip_reason = Some(crate::plugins::format::Verdict::Unsupported(why));
-            }
-        }
-    }
-
     /// Its manifest versions ([`format`]).
     fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
         Some(&format::HermesFormat)
+    }
+
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            sniff: Some(self),
+            load_order: Some(self),
+            doctor: Some(self),
+            providers: Some(self),
+            terminal: Some(self),
+            renderers: Some(self),
+            isolated: Some(self),
+            ..Abilities::default()
+        }
     }
 }

@@ -112,7 +112,7 @@ pub struct PythonReport {
     #[serde(flatten)]
     pub interpreter: crate::runtime::InterpreterReport,
     /// Per dialect whose modules doctor shows (`flowly`, `codumentor`,
-    /// `felix`, in that order; [`crate::dialects::Dialect::doctor_modules_rank`]):
+    /// `felix`, in that order; [`crate::dialects::abilities::Doctor::modules_rank`]):
     /// `compat` (plughost's modules), the path of a real installation, or
     /// `not loaded`.
     #[serde(flatten)]
@@ -131,7 +131,7 @@ pub struct Report {
     /// registered (dependencies, then priority, then discovery).
     pub codumentor_load_order: Vec<String>,
     pub python: Option<PythonReport>,
-    /// Each dialect's own section, by its key ([`crate::dialects::Dialect::doctor_section`]:
+    /// Each dialect's own section, by its key ([`crate::dialects::abilities::Doctor::section`]:
     /// Flowly's `web`, per capability the web providers and which one is
     /// active, null when no plugin declares any).
     #[serde(flatten)]
@@ -172,9 +172,9 @@ impl Report {
                 .iter()
                 .filter(|p| {
                     p.loaded
-                        && p.dialect
-                            .and_then(crate::dialects::by_id)
-                            .is_some_and(|d| d.shows_load_order())
+                        && p.dialect.and_then(crate::dialects::by_id).is_some_and(|d| {
+                            d.abilities().doctor.is_some_and(|x| x.shows_load_order())
+                        })
                 })
                 .map(|p| p.key.clone())
                 .collect(),

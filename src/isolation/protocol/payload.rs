@@ -71,7 +71,7 @@ pub fn event_named(name: &str) -> Option<HookEvent> {
 /// cannot cross as it is travels as data: the turn is its number (the
 /// worker keeps its own per-turn state for it, Codumentor's `ctx` dict
 /// among it), and the dialect's own state of the event being fired goes
-/// there and back as an opaque value (`Dialect::carry_out`).
+/// there and back as an opaque value (`Isolated::carry_out`).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct LoopWire {
     pub session_id: String,

@@ -1,0 +1,55 @@
+//! What a dialect's hooks need when its plugin runs in an isolated worker:
+//! the refusal a failed guard stands for, and its per-turn and per-session
+//! state carried to the worker and back.
+
+use crate::core::hooks::{HookAction, HookError, HookEvent, LoopContext, Slots};
+
+/// A dialect whose hooks need more than their arguments to run in a worker.
+pub trait Isolated: Send + Sync {
+    /// The refusal a failed callback (named `label`) of this dialect stands
+    /// for on `event` when its guards fail closed, for callbacks that run
+    /// elsewhere (an isolated plugin's worker): the same answer its
+    /// in-process callbacks give ([`crate::core::hooks::HookCallback::fail_closed`]).
+    fn fail_closed(&self, label: &str, event: HookEvent, error: &HookError) -> Option<HookAction> {
+        let _ = (label, event, error);
+        None
+    }
+    /// Its per-turn state on a loop point's context that an isolated
+    /// plugin's hook carries to its worker and back, as an opaque value
+    /// (`None` inside when there is none yet), with where the worker's
+    /// version goes back to; `None` when nothing crosses (the default).
+    fn carry_out(&self, lc: &mut LoopContext) -> Option<Carried> {
+        let _ = lc;
+        None
+    }
+    /// In a worker: put the state [`Isolated::carry_out`] sent on the
+    /// rebuilt context.
+    fn carry_in(&self, lc: &mut LoopContext, state: serde_json::Value) {
+        let _ = (lc, state);
+    }
+    /// In a worker: the state as the handler left it, for plughost.
+    fn carry_left(&self, lc: &mut LoopContext) -> Option<serde_json::Value> {
+        let _ = lc;
+        None
+    }
+}
+
+/// A dialect's per-turn state on its way to an isolated worker: the value
+/// sent, and where the value that comes back is stored.
+pub struct Carried {
+    pub state: Option<serde_json::Value>,
+    pub back: Box<dyn Fn(serde_json::Value) + Send + Sync>,
+}
+
+/// How a dialect's per-session state leaves and re-enters a session's
+/// slots: state that must outlive the process holding the session (a
+/// replica that dies), exported from a session's slots as JSON (`None`:
+/// nothing worth keeping) and imported back on the replica that resumes
+/// it. `import` replaces the state in the slots with the value (`{}`: with
+/// none); an isolated plugin's worker is handed its session's state that
+/// way. A dialect without one keeps no such state.
+#[derive(Clone, Copy)]
+pub struct SessionState {
+    pub export: fn(&Slots) -> Option<serde_json::Value>,
+    pub import: fn(&Slots, &serde_json::Value),
+}
