@@ -8,8 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-#[allow(unused_imports)]
-use crate::core::hooks::*;
+use crate::core::points::HookEvent;
 
 /// Per-call state a dialect attaches to a context (the Python objects it
 /// built for the first hook, say), so later hooks and the handler reuse it.

@@ -3,8 +3,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-#[allow(unused_imports)]
-use crate::core::hooks::*;
+use crate::core::contexts::LoopContext;
 
 /// What a loop-point callback asks of the loop. Each point honours only the
 /// decisions listed on it; any other is ignored with a warning (the point

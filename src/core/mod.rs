@@ -8,6 +8,7 @@
 
 pub mod agent_link;
 pub mod bus;
+pub mod callbacks;
 pub mod commands;
 pub mod contexts;
 pub mod decisions;

@@ -18,8 +18,9 @@
 //! lanes fire through [`crate::core::fire`] (budgets, counters, fail-open),
 //! the execution lanes are walked by [`run_chain`].
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+pub use crate::core::callbacks::{ExecCall, ExecError, Execution, Next};
 use crate::core::hooks::{HookCallback, HookEntry, Lane, Point, Policy};
 
 /// A chain over a tool call's arguments, before `pre_tool_call`.
@@ -61,42 +62,6 @@ pub static LLM_EXECUTION: Lane = Lane::plain(
     Policy::Observe,
     "Around the provider call: each callback runs the rest of the chain through next_call, may raise LLMExecutionBlocked (Hermes's llm_execution middleware).",
 );
-
-/// Why an execution chain did not produce a result.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ExecError {
-    /// A middleware stopped the call on purpose (`LLMExecutionBlocked`):
-    /// never skipped, always the chain's answer.
-    Blocked {
-        reason: String,
-        metadata: Map<String, Value>,
-    },
-    /// The middleware itself failed (it is skipped unless `next` ran).
-    Failed(String),
-    /// What `next` ran failed (the terminal call or a later middleware).
-    Downstream(String),
-}
-
-/// What an execution middleware is shown besides its payload.
-#[derive(Clone, Debug, Default)]
-pub struct ExecCall {
-    /// `tool_execution` or `llm_execution`.
-    pub kind: &'static str,
-    pub session_id: String,
-    /// The tool's name (`tool_execution`); empty for a model call.
-    pub tool: String,
-    /// The payload before any middleware changed it.
-    pub original: Value,
-}
-
-/// The rest of a chain, as a middleware calls it (single use).
-pub type Next<'a> = &'a mut dyn FnMut(Value) -> Result<Value, ExecError>;
-
-/// A subscription to an execution lane.
-pub trait Execution: Send + Sync + 'static {
-    /// Run around `next` (synchronously: the chain runs on one thread).
-    fn run(&self, call: &ExecCall, payload: Value, next: Next<'_>) -> Result<Value, ExecError>;
-}
 
 /// Run `entries`' execution middleware around `terminal`, Hermes's way
 /// (see the module doc). Entries whose callback is not an [`Execution`]
