@@ -27,4 +27,5 @@ pub mod points;
 pub mod reference;
 pub mod registry;
 pub mod schedule;
+pub mod scheduled_run;
 pub mod wrappers;
