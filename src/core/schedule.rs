@@ -1,9 +1,9 @@
 //! Background jobs plugins contribute (Felix's `cron_tasks`): what a
 //! serving host runs on a schedule, and `plughost cron run NAME` runs now.
 //!
-//! Plain Rust, no Python: a dialect adapts its plugin's job to [`TaskRun`].
-//! A run in a host, behind the gates of its points, is
-//! [`crate::core::scheduled_run`]'s.
+//! Plain Rust, no Python: a dialect adapts its plugin's job to [`TaskRun`]
+//! and says how often it runs. A run in a host, behind the gates of its
+//! points, is [`crate::core::scheduled_run`]'s.
 //! A task never runs twice at once in one host ([`ScheduledTask::run_once`]
 //! answers [`TaskRunOutcome::AlreadyRunning`] instead), and its runs,
 //! failures and last error are counted where `plugins doctor` and
@@ -20,11 +20,6 @@ use super::points::BoxFuture;
 /// restarts (Codumentor's schedules are "auto-disabled after too many
 /// consecutive failures"; plughost's number).
 pub const MAX_CONSECUTIVE_FAILURES: u64 = 5;
-
-/// How often a Felix cron task runs: Felix's worker schedules every
-/// plugin cron task `* * * * *` (once a minute) and awaits `run()` with no
-/// arguments.
-pub const FELIX_CRON_EVERY: Duration = Duration::from_secs(60);
 
 /// A scheduled job's body.
 pub trait TaskRun: Send + Sync + 'static {
@@ -183,7 +178,7 @@ mod tests {
         let task = ScheduledTask::new(
             "t".into(),
             "p".into(),
-            FELIX_CRON_EVERY,
+            Duration::from_secs(60),
             Arc::new(gate.clone()),
         );
         let first = {

@@ -30,7 +30,7 @@ pub static TOOL_REQUEST: Lane = Lane::plain(
     Point::ToolBefore,
     0,
     Policy::Chain,
-    "Before every other lane of a tool call: callbacks may replace its arguments (Hermes's tool_request middleware).",
+    "Before every other lane of a tool call: callbacks may replace its arguments (tool_request middleware).",
 );
 
 /// A chain over a model call's request, after P7.
@@ -40,7 +40,7 @@ pub static LLM_REQUEST: Lane = Lane::plain(
     Point::ModelCallBefore,
     0,
     Policy::Chain,
-    "Just before the provider call: callbacks may replace the request (Hermes's llm_request middleware).",
+    "Just before the provider call: callbacks may replace the request (llm_request middleware).",
 );
 
 /// Around a tool's handler, each callback calling the rest of the chain.
@@ -50,7 +50,7 @@ pub static TOOL_EXECUTION: Lane = Lane::plain(
     Point::ToolAround,
     0,
     Policy::Observe,
-    "Around a tool's handler: each callback runs the rest of the chain through next_call, or not (Hermes's tool_execution middleware).",
+    "Around a tool's handler: each callback runs the rest of the chain through next_call, or not (tool_execution middleware).",
 );
 
 /// Around the provider call, each callback calling the rest of the chain.
@@ -60,7 +60,7 @@ pub static LLM_EXECUTION: Lane = Lane::plain(
     Point::ModelCallBefore,
     1,
     Policy::Observe,
-    "Around the provider call: each callback runs the rest of the chain through next_call, may raise LLMExecutionBlocked (Hermes's llm_execution middleware).",
+    "Around the provider call: each callback runs the rest of the chain through next_call, may raise LLMExecutionBlocked (llm_execution middleware).",
 );
 
 /// Run `entries`' execution middleware around `terminal`, Hermes's way
