@@ -167,7 +167,11 @@ pub struct LoopToolCall {
 /// Context of every loop point ([`HookEvent::LOOP_POINTS`]). Which fields
 /// are filled depends on the point (each field says where); chain points
 /// take callbacks' edits of the fields they name, in place.
-#[derive(Clone, Debug, Default)]
+///
+/// Its serde form is its plain fields, as a worker of an isolated plugin
+/// gets them (the isolation protocol's `LoopWire` carries it): the turn,
+/// the stage and the dialect's state stay behind.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct LoopContext {
     pub session_id: String,
     /// The turn runs in a `delegate` sub-agent.
@@ -213,8 +217,11 @@ pub struct LoopContext {
     /// P0: the keys of the plugins that contributed tools or hooks.
     pub plugins: Vec<String>,
     /// The turn this point fires in (absent for a tool called outside a turn).
+    #[serde(skip)]
     pub turn: Option<Arc<TurnScope>>,
+    #[serde(skip)]
     pub stage: Option<HookEvent>,
+    #[serde(skip)]
     pub dialect: DialectState,
 }
 
