@@ -225,7 +225,7 @@ pub struct LoopContext {
     pub dialect: DialectState,
 }
 
-/// How often one model call is retried on [`LoopDecision::RetryModelCall`].
+/// How often one model call is retried on [`LoopDecision::RetryModelCall`](crate::core::decisions::LoopDecision::RetryModelCall).
 pub const MAX_MODEL_RETRIES: usize = 3;
 
 /// A hook call of this turn that failed, as `run --json` reports it.

@@ -41,34 +41,34 @@ pub enum HookEvent {
     /// P0: the host starts serving (`run`, `chat`, `tools call`, `commands run`).
     HostStart,
     /// P1: an inbound message, after `pre_gateway_dispatch`; callbacks edit
-    /// [`LoopContext::text`] in place (chain).
+    /// [`LoopContext::text`](crate::core::contexts::LoopContext::text) in place (chain).
     InputReceived,
     /// P2c: `/compact`, before the transcript is rewritten: the first
-    /// [`LoopDecision::CancelCompaction`] or [`LoopDecision::Summary`] stops it.
+    /// [`LoopDecision::CancelCompaction`](crate::core::decisions::LoopDecision::CancelCompaction) or [`LoopDecision::Summary`](crate::core::decisions::LoopDecision::Summary) stops it.
     CompactBefore,
-    /// P2c: rewriting the transcript failed ([`LoopContext::error`]).
+    /// P2c: rewriting the transcript failed ([`LoopContext::error`](crate::core::contexts::LoopContext::error)).
     CompactFailed,
     /// P4: the turn's history is assembled (once per turn); callbacks edit
-    /// [`LoopContext::messages`] (the in-flight list) in place (chain).
+    /// [`LoopContext::messages`](crate::core::contexts::LoopContext::messages) (the in-flight list) in place (chain).
     HistoryReady,
     /// P6: this call's message list only (chain): edits are never carried.
     PromptFinal,
     /// P7: immediately before the provider call; `model` and `params` may be edited.
     ModelCallStart,
-    /// P7e: the provider call failed; [`LoopDecision::RetryModelCall`] retries it.
+    /// P7e: the provider call failed; [`LoopDecision::RetryModelCall`](crate::core::decisions::LoopDecision::RetryModelCall) retries it.
     ModelCallError,
-    /// P8: the provider answered; [`LoopContext::reply`] may be replaced (chain).
+    /// P8: the provider answered; [`LoopContext::reply`](crate::core::contexts::LoopContext::reply) may be replaced (chain).
     ModelReplied,
     /// P9x: immediately before the handler (after `check_fn`).
     ToolExecuting,
-    /// P11: the final answer before it is stored; [`LoopContext::text`] may be edited (chain).
+    /// P11: the final answer before it is stored; [`LoopContext::text`](crate::core::contexts::LoopContext::text) may be edited (chain).
     ResponseBeforeSend,
     /// P12: the final answer was stored.
     ResponsePersisted,
-    /// P13/P13a/P13i/P13e: the turn ended ([`LoopContext::ended_by`] says how).
+    /// P13/P13a/P13i/P13e: the turn ended ([`LoopContext::ended_by`](crate::core::contexts::LoopContext::ended_by) says how).
     TurnEnded,
     /// A lane a dialect brought to a point, as its row says
-    /// ([`crate::core::lanes::Lane`]): where the dialect's plugins need a
+    /// ([`crate::core::points::Lane`]): where the dialect's plugins need a
     /// policy at a point that no other lane there has (Felix's
     /// `before_tool` stops at the first refusal, Codumentor's
     /// `onToolInvokeStart` hears every callback).
@@ -334,7 +334,7 @@ pub enum Policy {
     StopAtFirst,
 }
 
-/// The kinds of [`HookAction`], for the accepted-answers table.
+/// The kinds of [`HookAction`](crate::core::callbacks::HookAction), for the accepted-answers table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ActionKind {
@@ -343,7 +343,7 @@ pub enum ActionKind {
     Rewrite,
     Replace,
     Inject,
-    /// A [`LoopDecision`] (loop points only).
+    /// A [`LoopDecision`](crate::core::decisions::LoopDecision) (loop points only).
     Decide,
 }
 

@@ -3,7 +3,7 @@
 //!
 //! - [`TOOL_REQUEST`] — a chain over a tool call's arguments, before every
 //!   other lane of the call (`pre_tool_call` included) sees them; a
-//!   callback edits [`LoopContext::tool_call`]'s arguments in place.
+//!   callback edits [`LoopContext::tool_call`](crate::core::contexts::LoopContext::tool_call)'s arguments in place.
 //! - [`LLM_REQUEST`] — a chain over a model call's request (model,
 //!   messages, tools, parameters), after P7.
 //! - [`TOOL_EXECUTION`], [`LLM_EXECUTION`] — chains *around* the handler
