@@ -1,246 +1,11 @@
-//! The bus: payloads, answers, callbacks, their counters and subscriptions.
+//! The bus: every subscription, by event, lane and wrapper lane, in
+//! firing order.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
-#[allow(unused_imports)]
-use crate::core::hooks::*;
-use crate::core::outcome::PluginError;
-
-/// The context handed to a callback, by event family.
-#[derive(Debug)]
-pub enum HookPayload<'a> {
-    Tool(&'a mut ToolCallContext),
-    Llm(&'a mut LlmCallContext),
-    Session(&'a mut SessionContext),
-    Subagent(&'a mut SubagentStopContext),
-    Gateway(&'a mut GatewayContext),
-    /// A loop point.
-    Loop(&'a mut LoopContext),
-}
-
-impl HookPayload<'_> {
-    /// Reborrow for one callback while keeping the payload for the next.
-    pub fn reborrow(&mut self) -> HookPayload<'_> {
-        match self {
-            HookPayload::Tool(c) => HookPayload::Tool(c),
-            HookPayload::Llm(c) => HookPayload::Llm(c),
-            HookPayload::Session(c) => HookPayload::Session(c),
-            HookPayload::Subagent(c) => HookPayload::Subagent(c),
-            HookPayload::Gateway(c) => HookPayload::Gateway(c),
-            HookPayload::Loop(c) => HookPayload::Loop(c),
-        }
-    }
-
-    /// Record the event the payload is about to be shown to.
-    pub(crate) fn set_stage(&mut self, event: HookEvent) {
-        let stage = match self {
-            HookPayload::Tool(c) => &mut c.stage,
-            HookPayload::Llm(c) => &mut c.stage,
-            HookPayload::Session(c) => &mut c.stage,
-            HookPayload::Subagent(c) => &mut c.stage,
-            HookPayload::Gateway(c) => &mut c.stage,
-            HookPayload::Loop(c) => &mut c.stage,
-        };
-        *stage = Some(event);
-    }
-}
-
-/// What a callback asks of the runtime; each event honours only its own kinds
-/// (its row of [`HOOK_SPECS`]); any other answer is counted as a wrong
-/// shape and ignored.
-#[derive(Clone, Debug, PartialEq)]
-pub enum HookAction {
-    /// Nothing to do (observe only).
-    Continue,
-    /// `pre_tool_call`: abort the call with this message.
-    Block(String),
-    /// `pre_gateway_dispatch`: drop the inbound message.
-    Skip(String),
-    /// `pre_gateway_dispatch`: replace the inbound text.
-    Rewrite(String),
-    /// `transform_*`: replace the output with this text.
-    Replace(String),
-    /// `pre_llm_call`: inject this context into the user message.
-    Inject(String),
-    /// A loop point's decision.
-    Decide(LoopDecision),
-}
-
-impl HookAction {
-    /// The action's kind; `None` for `Continue`.
-    pub fn kind(&self) -> Option<ActionKind> {
-        Some(match self {
-            HookAction::Continue => return None,
-            HookAction::Block(_) => ActionKind::Block,
-            HookAction::Skip(_) => ActionKind::Skip,
-            HookAction::Rewrite(_) => ActionKind::Rewrite,
-            HookAction::Replace(_) => ActionKind::Replace,
-            HookAction::Inject(_) => ActionKind::Inject,
-            HookAction::Decide(_) => ActionKind::Decide,
-        })
-    }
-}
-
-/// Why a callback's answer was not used; logged and counted per callback,
-/// never propagated.
-#[derive(Clone, Debug, thiserror::Error)]
-pub enum HookError {
-    /// The callback raised.
-    #[error("{0}")]
-    Raised(PluginError),
-    /// The callback answered something the event does not accept.
-    #[error("answered {0}, which {1} does not accept; the answer is ignored")]
-    WrongShape(String, HookEvent),
-    /// An async callback ran past its budget and was cancelled.
-    #[error("timed out after {} s and was skipped", .0.as_secs_f64())]
-    TimedOut(Duration),
-    /// A sync callback ran past its budget; its answer is ignored.
-    #[error("took longer than its {} s budget; its answer is ignored", .0.as_secs_f64())]
-    Overran(Duration),
-    /// The callback could not run (the interpreter is shutting down).
-    #[error("could not run: {0}")]
-    NotRun(String),
-}
-
-impl HookError {
-    /// A failure with just a message (native callbacks).
-    pub fn raised(message: impl Into<String>) -> HookError {
-        HookError::Raised(PluginError::native(message))
-    }
-}
-
-/// A callback's answer: ready now, or a future to await (async Python hooks).
-pub enum HookReturn {
-    Ready(Result<HookAction, HookError>),
-    Pending(BoxFuture<Result<HookAction, HookError>>),
-}
-
-/// A hook callback. Called with the event and its context.
-pub trait HookCallback: Send + Sync + 'static {
-    fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn;
-    /// The refusal this callback stands for when it fails on `event`, if it
-    /// fails closed whatever the event's own [`FailMode`] (a dialect whose
-    /// guards fail closed, as Hermes's `pre_tool_call` ones do, with its own
-    /// message). `None`: the event's rule applies.
-    fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
-        let _ = (event, error);
-        None
-    }
-    /// The dialect's own name of `event` for this callback (`before_tool`),
-    /// as `hook_errors` reports it; `None`: the bus's name.
-    fn event_name(&self, event: HookEvent) -> Option<String> {
-        let _ = event;
-        None
-    }
-    /// The tools this callback's tool events are for, when it declared them
-    /// (a Flowly callback's `__plughost_tools__`): the pipeline does not
-    /// call it for any other tool's `pre_tool_call`, `post_tool_call` or
-    /// `transform_*`, so a guard of `exec` costs other calls nothing.
-    /// `None`: every tool.
-    fn tools(&self) -> Option<&[String]> {
-        None
-    }
-    /// Whether this callback answers `event` in Rust alone (no Python, no
-    /// blocking: tool-audit's native call log): a host that bounds hooks
-    /// by handing them to another thread runs it in place instead, since
-    /// there is nothing to abandon.
-    fn native(&self, event: HookEvent) -> bool {
-        let _ = event;
-        false
-    }
-    /// This callback as an execution middleware (a subscription of
-    /// [`TOOL_EXECUTION`](crate::core::pipeline::middleware::TOOL_EXECUTION)
-    /// or `LLM_EXECUTION`, which wraps the call instead of answering).
-    fn execution(&self) -> Option<&dyn crate::core::pipeline::middleware::Execution> {
-        None
-    }
-}
-
-impl<F> HookCallback for F
-where
-    F: Fn(HookEvent, HookPayload<'_>) -> HookAction + Send + Sync + 'static,
-{
-    #[inline]
-    fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
-        HookReturn::Ready(Ok(self(event, payload)))
-    }
-}
-
-/// Counters of one registered callback, for `plugins doctor` and tests.
-#[derive(Debug, Default)]
-pub struct HookStats {
-    pub calls: AtomicU64,
-    /// Every answer not used: raised, wrong shape, timed out.
-    pub errors: AtomicU64,
-    /// Of those, answers of a shape the event does not accept.
-    pub wrong_shape: AtomicU64,
-    /// Of those, callbacks past their time budget.
-    pub timeouts: AtomicU64,
-}
-
-impl HookStats {
-    pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
-    }
-    pub fn errors(&self) -> u64 {
-        self.errors.load(Ordering::Relaxed)
-    }
-    pub fn wrong_shape(&self) -> u64 {
-        self.wrong_shape.load(Ordering::Relaxed)
-    }
-    pub fn timeouts(&self) -> u64 {
-        self.timeouts.load(Ordering::Relaxed)
-    }
-    /// Count one failed answer; `true` the first time this kind is seen,
-    /// so the caller logs loudly once and quietly after.
-    pub fn count(&self, error: &HookError) -> bool {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        match error {
-            HookError::WrongShape(..) => self.wrong_shape.fetch_add(1, Ordering::Relaxed) == 0,
-            HookError::TimedOut(_) | HookError::Overran(_) => {
-                self.timeouts.fetch_add(1, Ordering::Relaxed) == 0
-            }
-            _ => true,
-        }
-    }
-}
-
-/// One subscription on the bus.
-#[derive(Clone)]
-pub struct HookEntry {
-    /// The plugin key (or `"native"` / `"core"`) that registered it.
-    pub owner: String,
-    /// A readable name of the callback, for logs.
-    pub label: String,
-    /// Lower runs first; equal priorities keep registration order.
-    pub priority: i32,
-    pub callback: Arc<dyn HookCallback>,
-    pub stats: Arc<HookStats>,
-}
-
-impl HookEntry {
-    /// Whether a tool event of tool `name` calls this entry: it declared no
-    /// tools ([`HookCallback::tools`]) or named this one.
-    pub fn is_for_tool(&self, name: &str) -> bool {
-        self.callback
-            .tools()
-            .is_none_or(|names| names.iter().any(|n| n == name))
-    }
-}
-
-impl fmt::Debug for HookEntry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HookEntry")
-            .field("owner", &self.owner)
-            .field("label", &self.label)
-            .field("priority", &self.priority)
-            .finish()
-    }
-}
+use crate::core::callbacks::HookEntry;
+use crate::core::points::{HookEvent, Lane, LaneForm, LaneId, Point};
+use crate::core::wrappers::WrapEntry;
 
 /// Subscriptions by event, ordered by (priority, registration order).
 #[derive(Debug, Clone)]
@@ -249,7 +14,7 @@ pub struct HookBus {
     /// The dialects' lanes that have subscriptions, by (point, order).
     lanes: Vec<(LaneId, Vec<HookEntry>)>,
     /// Wrapper lanes' subscriptions (a before/after pair each).
-    wrappers: Vec<(LaneId, Vec<crate::core::wrappers::WrapEntry>)>,
+    wrappers: Vec<(LaneId, Vec<WrapEntry>)>,
     /// Names no event matches: accepted (with a warning) and never fired.
     unknown: HashMap<String, Vec<HookEntry>>,
 }
@@ -295,11 +60,7 @@ impl HookBus {
 
     /// Subscribe a before/after pair to a wrapper lane (a lane whose row's
     /// form is [`LaneForm::Wrapper`]); a plain lane refuses it, naming it.
-    pub fn wrap(
-        &mut self,
-        lane: &'static Lane,
-        entry: crate::core::wrappers::WrapEntry,
-    ) -> Result<(), String> {
+    pub fn wrap(&mut self, lane: &'static Lane, entry: WrapEntry) -> Result<(), String> {
         if lane.form != LaneForm::Wrapper {
             return Err(format!(
                 "{} is not a wrapper lane: subscribe a callback to it instead",
@@ -322,7 +83,7 @@ impl HookBus {
 
     /// The before/after pairs of wrapper lane `lane`, outermost first.
     #[inline]
-    pub fn wrappers(&self, lane: &'static Lane) -> &[crate::core::wrappers::WrapEntry] {
+    pub fn wrappers(&self, lane: &'static Lane) -> &[WrapEntry] {
         let id = LaneId(lane);
         self.wrappers
             .iter()

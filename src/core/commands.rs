@@ -128,10 +128,6 @@ pub const BUILTINS: &[Builtin] = &[
     },
 ];
 
-/// Command names a plugin may not register (the rows marked `reserved`),
-/// as the dialects' refusal names them; a test keeps it equal to the table.
-pub const RESERVED_COMMANDS: [&str; 4] = ["new", "clear", "compact", "help"];
-
 impl Builtin {
     /// `/new, /clear`, `/plugins doctor`: how `/help` spells it.
     fn usage(&self) -> String {
@@ -273,6 +269,7 @@ impl<'a> CommandTable<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::registry::RESERVED_COMMANDS;
 
     #[test]
     fn reserved_names_are_the_tables() {

@@ -8,8 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-#[allow(unused_imports)]
-use crate::core::hooks::*;
+use crate::core::points::HookEvent;
 
 /// Per-call state a dialect attaches to a context (the Python objects it
 /// built for the first hook, say), so later hooks and the handler reuse it.
@@ -168,7 +167,11 @@ pub struct LoopToolCall {
 /// Context of every loop point ([`HookEvent::LOOP_POINTS`]). Which fields
 /// are filled depends on the point (each field says where); chain points
 /// take callbacks' edits of the fields they name, in place.
-#[derive(Clone, Debug, Default)]
+///
+/// Its serde form is its plain fields, as a worker of an isolated plugin
+/// gets them (the isolation protocol's `LoopWire` carries it): the turn,
+/// the stage and the dialect's state stay behind.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 pub struct LoopContext {
     pub session_id: String,
     /// The turn runs in a `delegate` sub-agent.
@@ -214,12 +217,15 @@ pub struct LoopContext {
     /// P0: the keys of the plugins that contributed tools or hooks.
     pub plugins: Vec<String>,
     /// The turn this point fires in (absent for a tool called outside a turn).
+    #[serde(skip)]
     pub turn: Option<Arc<TurnScope>>,
+    #[serde(skip)]
     pub stage: Option<HookEvent>,
+    #[serde(skip)]
     pub dialect: DialectState,
 }
 
-/// How often one model call is retried on [`LoopDecision::RetryModelCall`].
+/// How often one model call is retried on [`LoopDecision::RetryModelCall`](crate::core::decisions::LoopDecision::RetryModelCall).
 pub const MAX_MODEL_RETRIES: usize = 3;
 
 /// A hook call of this turn that failed, as `run --json` reports it.

@@ -3,8 +3,7 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-#[allow(unused_imports)]
-use crate::core::hooks::*;
+use crate::core::contexts::LoopContext;
 
 /// What a loop-point callback asks of the loop. Each point honours only the
 /// decisions listed on it; any other is ignored with a warning (the point
@@ -44,7 +43,7 @@ pub enum LoopDecision {
     /// is marked, the turn ends after it with the reply that carried them.
     Terminate,
     /// P7e: call the provider again after `delay_ms` (at most
-    /// [`MAX_MODEL_RETRIES`] times per call).
+    /// [`MAX_MODEL_RETRIES`](crate::core::contexts::MAX_MODEL_RETRIES) times per call).
     RetryModelCall { delay_ms: u64 },
     /// P2c: leave the transcript as it is.
     CancelCompaction,

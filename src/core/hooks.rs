@@ -7,11 +7,14 @@
 //! The model is split by concern: [`crate::core::points`] (the lane ids and
 //! the loop's places), [`crate::core::lanes`] (how a lane combines
 //! answers), [`crate::core::contexts`] (what callbacks see),
-//! [`crate::core::decisions`] (what loop-point callbacks answer) and
-//! [`crate::core::bus`] (callbacks and subscriptions). This module is the
-//! one path they are all reachable by.
+//! [`crate::core::decisions`] (what loop-point callbacks answer),
+//! [`crate::core::callbacks`] (callbacks, their answers and counters) and
+//! [`crate::core::bus`] (subscriptions). This module is the one path they
+//! are all reachable by; the files themselves name each other directly, so
+//! none depends on another through it.
 
 pub use crate::core::bus::*;
+pub use crate::core::callbacks::*;
 pub use crate::core::contexts::*;
 pub use crate::core::decisions::*;
 pub use crate::core::lanes::*;

@@ -8,6 +8,7 @@
 
 pub mod agent_link;
 pub mod bus;
+pub mod callbacks;
 pub mod commands;
 pub mod contexts;
 pub mod decisions;
@@ -26,4 +27,5 @@ pub mod points;
 pub mod reference;
 pub mod registry;
 pub mod schedule;
+pub mod scheduled_run;
 pub mod wrappers;

@@ -1,13 +1,11 @@
-//! The events of the bus (the lane ids) and the places of the loop they fire at.
+//! The events of the bus (the lane ids), the row that says how a lane
+//! combines its callbacks' answers, and the places of the loop they fire at.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 
 use serde::Serialize;
-
-#[allow(unused_imports)]
-use crate::core::hooks::*;
 
 /// A boxed, sendable future: what a callback that must wait hands back.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -43,34 +41,34 @@ pub enum HookEvent {
     /// P0: the host starts serving (`run`, `chat`, `tools call`, `commands run`).
     HostStart,
     /// P1: an inbound message, after `pre_gateway_dispatch`; callbacks edit
-    /// [`LoopContext::text`] in place (chain).
+    /// [`LoopContext::text`](crate::core::contexts::LoopContext::text) in place (chain).
     InputReceived,
     /// P2c: `/compact`, before the transcript is rewritten: the first
-    /// [`LoopDecision::CancelCompaction`] or [`LoopDecision::Summary`] stops it.
+    /// [`LoopDecision::CancelCompaction`](crate::core::decisions::LoopDecision::CancelCompaction) or [`LoopDecision::Summary`](crate::core::decisions::LoopDecision::Summary) stops it.
     CompactBefore,
-    /// P2c: rewriting the transcript failed ([`LoopContext::error`]).
+    /// P2c: rewriting the transcript failed ([`LoopContext::error`](crate::core::contexts::LoopContext::error)).
     CompactFailed,
     /// P4: the turn's history is assembled (once per turn); callbacks edit
-    /// [`LoopContext::messages`] (the in-flight list) in place (chain).
+    /// [`LoopContext::messages`](crate::core::contexts::LoopContext::messages) (the in-flight list) in place (chain).
     HistoryReady,
     /// P6: this call's message list only (chain): edits are never carried.
     PromptFinal,
     /// P7: immediately before the provider call; `model` and `params` may be edited.
     ModelCallStart,
-    /// P7e: the provider call failed; [`LoopDecision::RetryModelCall`] retries it.
+    /// P7e: the provider call failed; [`LoopDecision::RetryModelCall`](crate::core::decisions::LoopDecision::RetryModelCall) retries it.
     ModelCallError,
-    /// P8: the provider answered; [`LoopContext::reply`] may be replaced (chain).
+    /// P8: the provider answered; [`LoopContext::reply`](crate::core::contexts::LoopContext::reply) may be replaced (chain).
     ModelReplied,
     /// P9x: immediately before the handler (after `check_fn`).
     ToolExecuting,
-    /// P11: the final answer before it is stored; [`LoopContext::text`] may be edited (chain).
+    /// P11: the final answer before it is stored; [`LoopContext::text`](crate::core::contexts::LoopContext::text) may be edited (chain).
     ResponseBeforeSend,
     /// P12: the final answer was stored.
     ResponsePersisted,
-    /// P13/P13a/P13i/P13e: the turn ended ([`LoopContext::ended_by`] says how).
+    /// P13/P13a/P13i/P13e: the turn ended ([`LoopContext::ended_by`](crate::core::contexts::LoopContext::ended_by) says how).
     TurnEnded,
     /// A lane a dialect brought to a point, as its row says
-    /// ([`crate::core::lanes::Lane`]): where the dialect's plugins need a
+    /// ([`crate::core::points::Lane`]): where the dialect's plugins need a
     /// policy at a point that no other lane there has (Felix's
     /// `before_tool` stops at the first refusal, Codumentor's
     /// `onToolInvokeStart` hears every callback).
@@ -314,6 +312,155 @@ impl HookEvent {
             .expect("every lane belongs to one point")
     }
 }
+
+/// How an event combines the answers of its callbacks (pluggy's
+/// `firstresult` and friends, as data). Every callback runs in every
+/// policy; the policy only decides which answers count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Answers are not used (an observer event).
+    Observe,
+    /// The first accepted answer wins; the rest are ignored.
+    FirstWins,
+    /// Each replacement becomes the value the next callback sees.
+    Chain,
+    /// Every accepted answer is kept, in order.
+    Collect,
+    /// Every callback sees the original value; their answers (maps) are
+    /// merged in order, a later key winning.
+    Merge,
+    /// The first accepted answer wins and no later callback runs.
+    StopAtFirst,
+}
+
+/// The kinds of [`HookAction`](crate::core::callbacks::HookAction), for the accepted-answers table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    Block,
+    Skip,
+    Rewrite,
+    Replace,
+    Inject,
+    /// A [`LoopDecision`](crate::core::decisions::LoopDecision) (loop points only).
+    Decide,
+}
+
+/// What a callback that fails does to the event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailMode {
+    /// The failure is logged and counted; the event goes on (every Flowly event).
+    Open,
+    /// The failure counts as the event's refusal (a guard that cannot
+    /// decide blocks): a failing `pre_tool_call` callback blocks the call.
+    Closed,
+}
+
+/// Whether a lane's callbacks answer once, or wrap what the point does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneForm {
+    /// Each callback is called once per firing and answers.
+    Plain,
+    /// Each registration is a before/after pair around what the point does
+    /// (the tool's handler), whose state is its own (pluggy's wrappers):
+    /// see [`crate::core::wrappers`].
+    Wrapper,
+}
+
+/// A lane a dialect brings to a point of the loop, as a table row: where
+/// it fires, in which order among the point's lanes, and how it combines
+/// its callbacks' answers. A dialect whose plugins need a policy at a
+/// point that no other lane there has declares its own row in its folder
+/// (`src/dialects/<name>/lanes.rs`); the core fires the rows it is given
+/// and knows no dialect. Lanes are compared by name, unique across dialects.
+#[derive(Debug)]
+pub struct Lane {
+    /// The bus's name of the lane (`tool_before`): what the isolation
+    /// protocol carries and the event reference prints.
+    pub name: &'static str,
+    pub point: Point,
+    /// Lower fires first among the point's dialect lanes.
+    pub order: u8,
+    pub spec: HookSpec,
+    pub form: LaneForm,
+    /// When the lane fires, for the event reference.
+    pub fires: &'static str,
+}
+
+impl Lane {
+    /// A plain lane of decisions that fails open (every dialect lane today):
+    /// `me` is the static being defined, so its row names itself.
+    pub const fn plain(
+        me: &'static Lane,
+        name: &'static str,
+        point: Point,
+        order: u8,
+        policy: Policy,
+        fires: &'static str,
+    ) -> Lane {
+        Lane {
+            name,
+            point,
+            order,
+            spec: HookSpec {
+                event: HookEvent::Lane(LaneId(me)),
+                policy,
+                accepts: DECIDE,
+                on_error: FailMode::Open,
+            },
+            form: LaneForm::Plain,
+            fires,
+        }
+    }
+}
+
+/// A typed id of a dialect's lane: a reference to its row.
+#[derive(Clone, Copy)]
+pub struct LaneId(pub &'static Lane);
+
+impl LaneId {
+    #[inline]
+    pub fn lane(self) -> &'static Lane {
+        self.0
+    }
+}
+
+impl PartialEq for LaneId {
+    #[inline]
+    fn eq(&self, other: &LaneId) -> bool {
+        std::ptr::eq(self.0, other.0) || self.0.name == other.0.name
+    }
+}
+
+impl Eq for LaneId {}
+
+impl std::hash::Hash for LaneId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.name.hash(state)
+    }
+}
+
+impl std::fmt::Debug for LaneId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name)
+    }
+}
+
+/// One row of the hook specification table.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct HookSpec {
+    pub event: HookEvent,
+    pub policy: Policy,
+    /// Answers the event honours; any other is a wrong shape.
+    pub accepts: &'static [ActionKind],
+    pub on_error: FailMode,
+}
+
+/// The answers a loop-point lane honours: typed decisions.
+pub(crate) const DECIDE: &[ActionKind] = &[ActionKind::Decide];
 
 #[cfg(test)]
 mod tests {

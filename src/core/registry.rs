@@ -322,8 +322,10 @@ pub fn normalize_command_name(name: &str) -> String {
         .join("-")
 }
 
-/// Command names owned by the core loop (the command table's reserved rows).
-pub use super::commands::RESERVED_COMMANDS;
+/// Command names a plugin may not register (the rows marked `reserved` in
+/// the command table, [`crate::core::commands::BUILTINS`]), as the
+/// dialects' refusal names them; a test there keeps it equal to the table.
+pub const RESERVED_COMMANDS: [&str; 4] = ["new", "clear", "compact", "help"];
 
 /// Tools registered while the host runs (Codumentor's
 /// `agent.tool_registry.register_tool` during turns): asked for a name the

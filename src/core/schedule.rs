@@ -1,7 +1,9 @@
 //! Background jobs plugins contribute (Felix's `cron_tasks`): what a
 //! serving host runs on a schedule, and `plughost cron run NAME` runs now.
 //!
-//! Plain Rust, no Python: a dialect adapts its plugin's job to [`TaskRun`].
+//! Plain Rust, no Python: a dialect adapts its plugin's job to [`TaskRun`]
+//! and says how often it runs. A run in a host, behind the gates of its
+//! points, is [`crate::core::scheduled_run`]'s.
 //! A task never runs twice at once in one host ([`ScheduledTask::run_once`]
 //! answers [`TaskRunOutcome::AlreadyRunning`] instead), and its runs,
 //! failures and last error are counted where `plugins doctor` and
@@ -11,22 +13,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
-
-use super::fire::fire_entries;
-use super::hooks::{BoxFuture, HookPayload, LoopContext, Point};
 use super::outcome::PluginError;
-use super::registry::Registry;
+use super::points::BoxFuture;
 
 /// Failures in a row after which a task is disabled until the host
 /// restarts (Codumentor's schedules are "auto-disabled after too many
 /// consecutive failures"; plughost's number).
 pub const MAX_CONSECUTIVE_FAILURES: u64 = 5;
-
-/// How often a Felix cron task runs: Felix's worker schedules every
-/// plugin cron task `* * * * *` (once a minute) and awaits `run()` with no
-/// arguments.
-pub const FELIX_CRON_EVERY: Duration = Duration::from_secs(60);
 
 /// A scheduled job's body.
 pub trait TaskRun: Send + Sync + 'static {
@@ -41,9 +34,9 @@ pub struct TaskStats {
     runs: AtomicU64,
     failures: AtomicU64,
     overlaps: AtomicU64,
-    gated: AtomicU64,
-    consecutive: AtomicU64,
-    disabled: AtomicBool,
+    pub(super) gated: AtomicU64,
+    pub(super) consecutive: AtomicU64,
+    pub(super) disabled: AtomicBool,
     last_error: Mutex<Option<String>>,
 }
 
@@ -136,78 +129,6 @@ impl ScheduledTask {
         }
     }
 
-    /// What the gates are shown: the run descriptor.
-    fn descriptor(&self) -> Map<String, Value> {
-        let d = json!({
-            "name": self.name,
-            "plugin": self.plugin,
-            "every_seconds": self.every.as_secs_f64(),
-            "runs": self.stats.runs(),
-            "failures": self.stats.failures(),
-            "consecutive_failures": self.stats.consecutive.load(Ordering::Relaxed),
-        });
-        match d {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        }
-    }
-
-    /// Fire the lanes of `point` with the run descriptor; what they left.
-    async fn fire_point(&self, registry: &Registry, point: Point) -> Map<String, Value> {
-        let mut lc = LoopContext {
-            params: self.descriptor(),
-            ..Default::default()
-        };
-        for (lane, entries) in registry.hooks().lanes_at(point) {
-            lc.stage = Some(lane);
-            fire_entries(
-                entries,
-                lane,
-                HookPayload::Loop(&mut lc),
-                registry.hook_timeout,
-            )
-            .await;
-        }
-        lc.params
-    }
-
-    /// One scheduled run in `registry`'s host: skipped when the task is
-    /// disabled or a gate says so, else [`run_once`](Self::run_once); a
-    /// failure that makes [`MAX_CONSECUTIVE_FAILURES`] in a row disables
-    /// the task and fires [`Point::ScheduledDisabled`].
-    pub async fn run_scheduled(&self, registry: &Registry) -> TaskRunOutcome {
-        if self.stats.disabled() {
-            return TaskRunOutcome::Disabled;
-        }
-        let gated = self.fire_point(registry, Point::ScheduledRun).await;
-        if gated.get("skip").is_some_and(|v| v.as_bool() == Some(true)) {
-            self.stats.gated.fetch_add(1, Ordering::Relaxed);
-            let reason = gated
-                .get("skip_reason")
-                .and_then(Value::as_str)
-                .unwrap_or("skipped by a gate")
-                .to_string();
-            return TaskRunOutcome::Skipped(reason);
-        }
-        let outcome = self.run_once().await;
-        if let TaskRunOutcome::Failed(_) = outcome {
-            let in_a_row = self.stats.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
-            if in_a_row >= MAX_CONSECUTIVE_FAILURES
-                && !self.stats.disabled.swap(true, Ordering::Relaxed)
-            {
-                tracing::warn!(
-                    "scheduled task '{}' of '{}' failed {in_a_row} times in a row: disabled until plughost restarts",
-                    self.name,
-                    self.plugin
-                );
-                self.fire_point(registry, Point::ScheduledDisabled).await;
-            }
-        } else if let TaskRunOutcome::Completed = outcome {
-            self.stats.consecutive.store(0, Ordering::Relaxed);
-        }
-        outcome
-    }
-
     /// Run the job once, unless it is already running; count the result.
     pub async fn run_once(&self) -> TaskRunOutcome {
         if self
@@ -257,7 +178,7 @@ mod tests {
         let task = ScheduledTask::new(
             "t".into(),
             "p".into(),
-            FELIX_CRON_EVERY,
+            Duration::from_secs(60),
             Arc::new(gate.clone()),
         );
         let first = {

@@ -16,10 +16,9 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::core::hooks::{
-    FailMode, HookError, HookEvent, HookSpec, HookStats, Lane, LaneForm, LaneId, Point, Policy,
-};
+use crate::core::callbacks::{HookError, HookStats};
 use crate::core::outcome::ToolOutcome;
+use crate::core::points::{FailMode, HookEvent, HookSpec, Lane, LaneForm, LaneId, Point, Policy};
 
 /// Around every tool handler: from just before it runs (after P9x) to its result.
 pub static TOOL_HANDLER: Lane = Lane {

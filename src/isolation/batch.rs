@@ -191,13 +191,13 @@ pub fn plan(
         }
     };
     mine(&mut seq, HookEvent::PreToolCall);
-    let request = crate::core::lanes::LaneId(&crate::core::pipeline::middleware::TOOL_REQUEST);
+    let request = crate::core::hooks::LaneId(&crate::core::pipeline::middleware::TOOL_REQUEST);
     for (lane, _) in hooks.lanes_at(Point::ToolBefore) {
         if lane != HookEvent::Lane(request) {
             seq.push(None);
         }
     }
-    let execution = crate::core::lanes::LaneId(&crate::core::pipeline::middleware::TOOL_EXECUTION);
+    let execution = crate::core::hooks::LaneId(&crate::core::pipeline::middleware::TOOL_EXECUTION);
     if !hooks.entries(HookEvent::ToolExecuting).is_empty()
         || !hooks
             .wrappers(&crate::core::wrappers::TOOL_HANDLER)

@@ -30,6 +30,7 @@ pub mod worker;
 pub mod batch;
 mod worker_batch;
 mod worker_input;
+mod worker_plugin;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -76,7 +76,7 @@ pub(super) fn run(
                 pre_refused |= pre && !matches!(answer, Ok(HookAction::Continue));
                 let reply = Reply::Hook {
                     answer: answer.map(ActionWire::from).map_err(Into::into),
-                    params: super::worker::params_edit(&mut ctx),
+                    params: super::worker_plugin::params_edit(&mut ctx),
                     after: None,
                 };
                 // After the last `pre_tool_call` hook: stop unless all went on.

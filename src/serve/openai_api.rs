@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::idle::{InUse, NamedSessions, DEFAULT_SESSION_IDLE};
 use super::metrics::Metrics;
+use super::replicas::Prepared;
 use crate::agent::provider::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent};
 use crate::agent::{Agent, AgentEvent, Inbound, TurnReport};
 use crate::core::hooks::BoxFuture;
@@ -454,22 +455,10 @@ pub async fn chat_completions(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut conversation = match parse_request(&body) {
-        Ok(c) => c,
-        Err(message) => return bad_request(message),
+    let (mut conversation, session) = match admitted(&state, &headers, &body) {
+        Ok(admitted) => admitted,
+        Err(answer) => return answer,
     };
-    let session = match session_name(&headers) {
-        Ok(s) => s,
-        Err(message) => return bad_request(message),
-    };
-    if state.turns_cancel.is_cancelled() {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_error",
-            "shutting_down",
-            "plughost serve is shutting down; retry against another instance",
-        );
-    }
     // Idempotency-Key and the session's cluster lease.
     let prepared = match state.replicas.get() {
         Some(r) => match r
@@ -530,28 +519,8 @@ pub async fn chat_completions(
         }
     };
     drop(guard);
-    if report.interrupted {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "server_error",
-            "cancelled",
-            "the turn was cancelled: plughost serve is shutting down",
-        );
-    }
-    if let Some(e) = &report.error {
-        // A turn the shared store's outage cut short is retryable (503).
-        if let Some(answer) = match &prepared {
-            Some(p) => p.unavailable_now().await,
-            None => None,
-        } {
-            return answer;
-        }
-        return error(
-            StatusCode::BAD_GATEWAY,
-            "server_error",
-            "agent_error",
-            format!("the agent turn failed: {e}"),
-        );
+    if let Some(answer) = failed(&report, prepared.as_ref()).await {
+        return answer;
     }
     let answer = Completion {
         id: &id,
@@ -574,6 +543,55 @@ pub async fn chat_completions(
         prepared.answered(&json!(answer)).await;
     }
     Json(answer).into_response()
+}
+
+/// The request's conversation and session name, unless the request is
+/// malformed (400) or the server is shutting down (503).
+// The `Err` is the handler's answer as it is sent.
+#[allow(clippy::result_large_err)]
+fn admitted(
+    state: &ChatState,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Conversation, Option<String>), Response> {
+    let conversation = parse_request(body).map_err(bad_request)?;
+    let session = session_name(headers).map_err(bad_request)?;
+    if state.turns_cancel.is_cancelled() {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "shutting_down",
+            "plughost serve is shutting down; retry against another instance",
+        ));
+    }
+    Ok((conversation, session))
+}
+
+/// The answer to a turn that did not complete: cancelled (503), cut short
+/// by the shared store's outage (503, retryable) or failed (502).
+async fn failed(report: &TurnReport, prepared: Option<&Prepared>) -> Option<Response> {
+    if report.interrupted {
+        return Some(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server_error",
+            "cancelled",
+            "the turn was cancelled: plughost serve is shutting down",
+        ));
+    }
+    let e = report.error.as_ref()?;
+    // A turn the shared store's outage cut short is retryable (503).
+    if let Some(answer) = match prepared {
+        Some(p) => p.unavailable_now().await,
+        None => None,
+    } {
+        return Some(answer);
+    }
+    Some(error(
+        StatusCode::BAD_GATEWAY,
+        "server_error",
+        "agent_error",
+        format!("the agent turn failed: {e}"),
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -5,6 +5,12 @@
 //! edge is a `crate::<module>` path in code (comments and `#[cfg(test)]`
 //! modules left out).
 //!
+//! Sizes that stay small (issue 46, item 5): no file over
+//! [`MAX_FILE_LINES`] lines, no function over [`MAX_FN_LINES`], no circle
+//! of files inside `core/` (an edge is a core file naming another by
+//! `crate::core::…`, `super::…`, `self::…` or a child module's name), and
+//! no dialect named in `core/`'s code.
+//!
 //! Assertions that still fail because of files other branches are
 //! rewriting are separate, ignored tests naming the edge they wait for.
 
@@ -23,8 +29,12 @@ const DIALECT_MODULES: [&str; 5] = [
 struct Source {
     /// Relative to `src/`, with `/` separators.
     rel: String,
-    /// The code without comments and `#[cfg(test)]` modules.
+    /// The code without comments and `#[cfg(test)]` modules (a comment's
+    /// line breaks are kept, so code keeps its line numbers up to the
+    /// first test module).
     code: String,
+    /// Lines of the whole file, comments and tests included.
+    lines: usize,
 }
 
 fn sources() -> Vec<Source> {
@@ -44,6 +54,7 @@ fn sources() -> Vec<Source> {
             Source {
                 rel,
                 code: without_tests(&without_comments(&text)),
+                lines: text.lines().count(),
             }
         })
         .collect()
@@ -91,6 +102,7 @@ fn without_comments(text: &str) -> String {
             let end = text[i + 2..]
                 .find("*/")
                 .map_or(bytes.len(), |e| i + 2 + e + 2);
+            out.extend(text[i..end].chars().filter(|&c| c == '\n'));
             i = end;
         } else {
             // Keep multi-byte characters whole.
@@ -391,4 +403,434 @@ fn the_cluster_layer_uses_nothing_above_the_host() {
             "cluster -> {above}"
         );
     }
+}
+
+/// The longest a file under `src/` may be, in lines (comments and tests
+/// included).
+const MAX_FILE_LINES: usize = 700;
+
+/// The longest a function under `src/` may be, in lines from its `fn` to
+/// its closing brace (outside `#[cfg(test)]` modules).
+const MAX_FN_LINES: usize = 120;
+
+/// The names of the plugin APIs plughost speaks; none is spelled in the
+/// core's code (its comments may explain a contract with them).
+const DIALECT_NAMES: [&str; 6] = [
+    "flowly",
+    "hermes",
+    "felix",
+    "codumentor",
+    "claude",
+    "bundle",
+];
+
+/// The files of `sources` longer than [`MAX_FILE_LINES`]: `file (lines)`.
+fn long_files(sources: &[Source]) -> Vec<String> {
+    sources
+        .iter()
+        .filter(|s| s.lines > MAX_FILE_LINES)
+        .map(|s| format!("{} ({} lines)", s.rel, s.lines))
+        .collect()
+}
+
+/// The functions of `sources` longer than [`MAX_FN_LINES`]:
+/// `file:line name (lines)`.
+fn long_functions(sources: &[Source]) -> Vec<String> {
+    let mut found = Vec::new();
+    for s in sources {
+        for (name, line, lines) in functions(&s.code) {
+            if lines > MAX_FN_LINES {
+                found.push(format!("{}:{line} {name} ({lines} lines)", s.rel));
+            }
+        }
+    }
+    found
+}
+
+/// Every function with a body in `code` (comments already removed):
+/// its name, the line of its `fn` and its length in lines.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let bytes = code.as_bytes();
+    let mut found = Vec::new();
+    let mut at = 0;
+    while let Some(off) = code[at..].find("fn") {
+        let start = at + off;
+        at = start + 2;
+        let before = code[..start].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[start + 2..];
+        if !rest.starts_with(char::is_whitespace) {
+            continue; // `fn(…)`, a function pointer type, or a longer word
+        }
+        let name = ident(rest.trim_start());
+        if name.is_empty() {
+            continue;
+        }
+        // The body opens at the first `{` outside brackets; a `;` there
+        // first means a declaration without one.
+        let mut depth = 0i32;
+        let mut open = None;
+        let mut i = start + 2;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    open = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        let Some(open) = open else { continue };
+        let Some(close) = matching_brace(code, open) else {
+            continue;
+        };
+        let line = code[..start].matches('\n').count() + 1;
+        let lines = code[start..=close].matches('\n').count() + 1;
+        found.push((name.to_string(), line, lines));
+    }
+    found
+}
+
+/// The index of the `}` closing the `{` at `open`, string, raw string
+/// and character literals skipped.
+fn matching_brace(code: &str, open: usize) -> Option<usize> {
+    let bytes = code.as_bytes();
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            b'r' if matches!(bytes.get(i + 1), Some(b'"' | b'#'))
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_')) =>
+            {
+                let hashes = bytes[i + 1..].iter().take_while(|&&b| b == b'#').count();
+                if bytes.get(i + 1 + hashes) == Some(&b'"') {
+                    let end = format!("\"{}", "#".repeat(hashes));
+                    let from = i + 2 + hashes;
+                    i = code[from..]
+                        .find(&end)
+                        .map_or(bytes.len(), |e| from + e + end.len());
+                    continue;
+                }
+            }
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'\'' => {
+                // A character literal ('{', '\n', '\''); a lifetime has no
+                // closing quote.
+                if bytes.get(i + 1) == Some(&b'\\') {
+                    i += 2;
+                    while i < bytes.len() && bytes[i] != b'\'' {
+                        i += 1;
+                    }
+                } else if let Some(c) = code.get(i + 1..).and_then(|r| r.chars().next()) {
+                    if code[i + 1 + c.len_utf8()..].starts_with('\'') {
+                        i += 1 + c.len_utf8();
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The module path of a file under `src/` (`core/pipeline/mod.rs` →
+/// `core::pipeline`, `core/fire.rs` → `core::fire`).
+fn module_of(rel: &str) -> Vec<String> {
+    let path = rel.trim_end_matches(".rs");
+    let mut segments: Vec<String> = path.split('/').map(str::to_string).collect();
+    if segments.last().is_some_and(|s| s == "mod") {
+        segments.pop();
+    }
+    segments
+}
+
+/// Every path of `code` with at least one `::`, a `use` group's items
+/// each spelled out whole (`a::{b, c::d}` → `a::b`, `a::c::d`).
+fn paths(code: &str) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let starts = (c.is_ascii_alphabetic() || c == b'_')
+            && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_'))
+            && (i < 2 || &bytes[i - 2..i] != b"::");
+        if !starts {
+            i += 1;
+            continue;
+        }
+        i = path_at(code, i, Vec::new(), &mut found);
+    }
+    found
+}
+
+/// Read the path starting at `i` (after `prefix`) into `found`; where it ends.
+fn path_at(code: &str, mut i: usize, prefix: Vec<String>, found: &mut Vec<Vec<String>>) -> usize {
+    let mut path = prefix;
+    loop {
+        let name = ident(&code[i..]);
+        if name.is_empty() {
+            break;
+        }
+        path.push(name.to_string());
+        i += name.len();
+        if !code[i..].starts_with("::") {
+            break;
+        }
+        i += 2;
+        if code[i..].starts_with('{') {
+            let Some(close) = matching_brace(code, i) else {
+                return code.len();
+            };
+            let group = &code[i + 1..close];
+            let mut item_start = 0;
+            let mut depth = 0;
+            for (at, ch) in group.char_indices().chain([(group.len(), ',')]) {
+                match ch {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        let item = &group[item_start..at];
+                        let lead = item.len() - item.trim_start().len();
+                        if !item.trim().is_empty() {
+                            let mut sub = Vec::new();
+                            path_at(item, lead, path.clone(), &mut sub);
+                            found.extend(sub);
+                        }
+                        item_start = at + 1;
+                    }
+                    _ => {}
+                }
+            }
+            return close + 1;
+        }
+    }
+    if path.len() > 1 {
+        found.push(path);
+    }
+    i
+}
+
+/// Every edge between files under `src/core/` (`from file → to file`),
+/// resolved as the compiler would: `crate::core::…`, `super::…`,
+/// `self::…`, or a path starting with a child module's name; a path names
+/// the file of its longest prefix that is a module.
+fn core_file_edges(sources: &[Source]) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let core: Vec<&Source> = sources
+        .iter()
+        .filter(|s| s.rel.starts_with("core/"))
+        .collect();
+    let files: BTreeMap<Vec<String>, String> = core
+        .iter()
+        .map(|s| (module_of(&s.rel), s.rel.clone()))
+        .collect();
+    let mut edges: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for s in &core {
+        let here = module_of(&s.rel);
+        for path in paths(&s.code) {
+            let mut absolute: Vec<String> = match path[0].as_str() {
+                "crate" => path[1..].to_vec(),
+                "self" => here.iter().chain(&path[1..]).cloned().collect(),
+                "super" => {
+                    let ups = path.iter().take_while(|p| *p == "super").count();
+                    if ups > here.len() {
+                        continue;
+                    }
+                    let base = &here[..here.len() - ups];
+                    base.iter().chain(&path[ups..]).cloned().collect()
+                }
+                _ => here.iter().chain(&path).cloned().collect(),
+            };
+            while !absolute.is_empty() && !files.contains_key(&absolute) {
+                absolute.pop();
+            }
+            let Some(to) = files.get(&absolute) else {
+                continue;
+            };
+            // A relative path names a child only: its longest module
+            // prefix must go deeper than this file's own module.
+            let relative = !matches!(path[0].as_str(), "crate" | "self" | "super");
+            if *to == s.rel || (relative && absolute.len() <= here.len()) {
+                continue;
+            }
+            edges
+                .entry((s.rel.clone(), to.clone()))
+                .or_default()
+                .insert(s.rel.clone());
+        }
+    }
+    edges
+}
+
+/// The files of `sources` under `src/core/` whose code spells a dialect's
+/// name: `file: name`.
+fn core_naming_dialects(sources: &[Source]) -> Vec<String> {
+    let mut found = Vec::new();
+    for s in sources.iter().filter(|s| s.rel.starts_with("core/")) {
+        let code = s.code.to_lowercase();
+        for name in DIALECT_NAMES {
+            if code.contains(name) {
+                found.push(format!("{}: {name}", s.rel));
+            }
+        }
+    }
+    found
+}
+
+fn source(rel: &str, text: &str) -> Source {
+    Source {
+        rel: rel.to_string(),
+        code: without_tests(&without_comments(text)),
+        lines: text.lines().count(),
+    }
+}
+
+#[test]
+fn the_size_checks_see_long_files_and_functions() {
+    let body = |n: usize| "    x();\n".repeat(n);
+    // 118 body lines: 120 with the `fn` line and the closing brace; one
+    // more in `long`.
+    let text = format!(
+        "/* a {{ comment\n */\nfn ok() {{\n{}}}\nfn long(a: [u8; 2]) -> Result<(), ()> {{\n    let s = \"}}\"; let c = '{{'; let r = r#\"}}\"#;\n{}}}\ntrait T {{ fn declared(&self); }}\ntype F = fn(u8) -> u8;\n",
+        body(118),
+        body(118)
+    );
+    let s = source("x.rs", &text);
+    let fns = functions(&s.code);
+    let names: Vec<(&str, usize, usize)> = fns
+        .iter()
+        .map(|(n, at, len)| (n.as_str(), *at, *len))
+        .collect();
+    assert_eq!(names, [("ok", 3, 120), ("long", 123, 121)]);
+    assert_eq!(long_functions(&[s]), ["x.rs:123 long (121 lines)"]);
+    let files = [
+        source("a.rs", &"\n".repeat(700)),
+        source("b.rs", &"\n".repeat(701)),
+    ];
+    assert_eq!(long_files(&files), ["b.rs (701 lines)"]);
+}
+
+#[test]
+fn the_core_reader_sees_file_circles() {
+    let sources = [
+        source("core/mod.rs", "pub mod a;\npub mod b;\npub mod p;\n"),
+        source("core/a.rs", "use crate::core::{b::X, p::q};\n"),
+        source(
+            "core/b.rs",
+            "// crate::core::c\nfn f() { super::a::g(); }\n",
+        ),
+        source("core/p/mod.rs", "mod q;\nfn f() { q::h(); Self::x(); }\n"),
+        source(
+            "core/p/q.rs",
+            "use super::{Item, super::b};\n#[cfg(test)]\nmod tests { use crate::core::a; }\n",
+        ),
+        source(
+            "core/c.rs",
+            "use self::inner::Z;\nfn g() -> E { E::Lane }\n",
+        ),
+    ];
+    let edges: Vec<(String, String)> = core_file_edges(&sources).into_keys().collect();
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    assert_eq!(
+        edges,
+        [
+            pair("core/a.rs", "core/b.rs"),
+            pair("core/a.rs", "core/p/q.rs"),
+            pair("core/b.rs", "core/a.rs"),
+            pair("core/p/mod.rs", "core/p/q.rs"),
+            pair("core/p/q.rs", "core/b.rs"),
+            pair("core/p/q.rs", "core/p/mod.rs"),
+        ]
+    );
+    assert_eq!(
+        cycles(&core_file_edges(&sources)),
+        vec![vec![
+            "core/a.rs",
+            "core/b.rs",
+            "core/p/mod.rs",
+            "core/p/q.rs"
+        ]]
+    );
+}
+
+#[test]
+fn the_dialect_check_reads_code_not_comments() {
+    let sources = [
+        source(
+            "core/a.rs",
+            "// Felix's cron, explained\nconst EVERY: u64 = 60;\n",
+        ),
+        source(
+            "core/b.rs",
+            "pub const FELIX_CRON_EVERY: u64 = 60;\nconst S: &str = \"Hermes's\";\n",
+        ),
+        source("dialects/felix/cron.rs", "const FELIX: u8 = 1;\n"),
+    ];
+    assert_eq!(
+        core_naming_dialects(&sources),
+        ["core/b.rs: hermes", "core/b.rs: felix"]
+    );
+}
+
+#[test]
+fn no_file_is_over_700_lines() {
+    assert_eq!(long_files(&sources()), Vec::<String>::new());
+}
+
+/// Long functions another branch of issue 46 is splitting (`file name`),
+/// left out of [`no_function_is_over_120_lines`] until it lands.
+const BEING_SPLIT: [&str; 1] = ["host/load.rs load_candidate"];
+
+fn being_split(found: &str) -> bool {
+    BEING_SPLIT.iter().any(|f| {
+        let (file, name) = f.split_once(' ').unwrap();
+        found.starts_with(&format!("{file}:")) && found.contains(&format!(" {name} ("))
+    })
+}
+
+#[test]
+fn no_function_is_over_120_lines() {
+    let long: Vec<String> = long_functions(&sources())
+        .into_iter()
+        .filter(|f| !being_split(f))
+        .collect();
+    assert_eq!(long, Vec::<String>::new());
+}
+
+#[test]
+#[ignore = "waits for host/load.rs's load_candidate (130 lines) to be split (issue 46, the host's branch)"]
+fn no_function_is_over_120_lines_load_candidate_included() {
+    assert_eq!(long_functions(&sources()), Vec::<String>::new());
+}
+
+#[test]
+fn no_file_circle_inside_the_core() {
+    assert_eq!(
+        cycles(&core_file_edges(&sources())),
+        Vec::<Vec<String>>::new()
+    );
+}
+
+#[test]
+fn no_dialect_is_named_in_the_core() {
+    assert_eq!(core_naming_dialects(&sources()), Vec::<String>::new());
 }

@@ -3,7 +3,7 @@
 //!
 //! - [`TOOL_REQUEST`] — a chain over a tool call's arguments, before every
 //!   other lane of the call (`pre_tool_call` included) sees them; a
-//!   callback edits [`LoopContext::tool_call`]'s arguments in place.
+//!   callback edits [`LoopContext::tool_call`](crate::core::contexts::LoopContext::tool_call)'s arguments in place.
 //! - [`LLM_REQUEST`] — a chain over a model call's request (model,
 //!   messages, tools, parameters), after P7.
 //! - [`TOOL_EXECUTION`], [`LLM_EXECUTION`] — chains *around* the handler
@@ -18,8 +18,9 @@
 //! lanes fire through [`crate::core::fire`] (budgets, counters, fail-open),
 //! the execution lanes are walked by [`run_chain`].
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+pub use crate::core::callbacks::{ExecCall, ExecError, Execution, Next};
 use crate::core::hooks::{HookCallback, HookEntry, Lane, Point, Policy};
 
 /// A chain over a tool call's arguments, before `pre_tool_call`.
@@ -29,7 +30,7 @@ pub static TOOL_REQUEST: Lane = Lane::plain(
     Point::ToolBefore,
     0,
     Policy::Chain,
-    "Before every other lane of a tool call: callbacks may replace its arguments (Hermes's tool_request middleware).",
+    "Before every other lane of a tool call: callbacks may replace its arguments (tool_request middleware).",
 );
 
 /// A chain over a model call's request, after P7.
@@ -39,7 +40,7 @@ pub static LLM_REQUEST: Lane = Lane::plain(
     Point::ModelCallBefore,
     0,
     Policy::Chain,
-    "Just before the provider call: callbacks may replace the request (Hermes's llm_request middleware).",
+    "Just before the provider call: callbacks may replace the request (llm_request middleware).",
 );
 
 /// Around a tool's handler, each callback calling the rest of the chain.
@@ -49,7 +50,7 @@ pub static TOOL_EXECUTION: Lane = Lane::plain(
     Point::ToolAround,
     0,
     Policy::Observe,
-    "Around a tool's handler: each callback runs the rest of the chain through next_call, or not (Hermes's tool_execution middleware).",
+    "Around a tool's handler: each callback runs the rest of the chain through next_call, or not (tool_execution middleware).",
 );
 
 /// Around the provider call, each callback calling the rest of the chain.
@@ -59,44 +60,8 @@ pub static LLM_EXECUTION: Lane = Lane::plain(
     Point::ModelCallBefore,
     1,
     Policy::Observe,
-    "Around the provider call: each callback runs the rest of the chain through next_call, may raise LLMExecutionBlocked (Hermes's llm_execution middleware).",
+    "Around the provider call: each callback runs the rest of the chain through next_call, may raise LLMExecutionBlocked (llm_execution middleware).",
 );
-
-/// Why an execution chain did not produce a result.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ExecError {
-    /// A middleware stopped the call on purpose (`LLMExecutionBlocked`):
-    /// never skipped, always the chain's answer.
-    Blocked {
-        reason: String,
-        metadata: Map<String, Value>,
-    },
-    /// The middleware itself failed (it is skipped unless `next` ran).
-    Failed(String),
-    /// What `next` ran failed (the terminal call or a later middleware).
-    Downstream(String),
-}
-
-/// What an execution middleware is shown besides its payload.
-#[derive(Clone, Debug, Default)]
-pub struct ExecCall {
-    /// `tool_execution` or `llm_execution`.
-    pub kind: &'static str,
-    pub session_id: String,
-    /// The tool's name (`tool_execution`); empty for a model call.
-    pub tool: String,
-    /// The payload before any middleware changed it.
-    pub original: Value,
-}
-
-/// The rest of a chain, as a middleware calls it (single use).
-pub type Next<'a> = &'a mut dyn FnMut(Value) -> Result<Value, ExecError>;
-
-/// A subscription to an execution lane.
-pub trait Execution: Send + Sync + 'static {
-    /// Run around `next` (synchronously: the chain runs on one thread).
-    fn run(&self, call: &ExecCall, payload: Value, next: Next<'_>) -> Result<Value, ExecError>;
-}
 
 /// Run `entries`' execution middleware around `terminal`, Hermes's way
 /// (see the module doc). Entries whose callback is not an [`Execution`]

@@ -4,14 +4,20 @@
 //! minute ([`FELIX_CRON_EVERY`]).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use pyo3::prelude::*;
 
 use crate::core::hooks::BoxFuture;
 use crate::core::outcome::PluginError;
-use crate::core::schedule::{ScheduledTask, TaskRun, FELIX_CRON_EVERY};
+use crate::core::schedule::{ScheduledTask, TaskRun};
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{plugin_error, try_attach};
+
+/// How often a Felix cron task runs: Felix's worker schedules every
+/// plugin cron task `* * * * *` (once a minute) and awaits `run()` with no
+/// arguments.
+pub const FELIX_CRON_EVERY: Duration = Duration::from_secs(60);
 
 /// One plugin cron task's `run` callable.
 struct FelixCron {

@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::core::hooks::{
-    EndedBy, GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext, LoopContext,
-    LoopToolCall, SessionContext, SubagentStopContext, ToolCallContext,
+    GatewayContext, HookEvent, HookPayload, InboundMessage, LlmCallContext, LoopContext,
+    SessionContext, SubagentStopContext, ToolCallContext,
 };
 
 /// The fields of a [`ToolCallContext`] a worker needs.
@@ -67,33 +67,15 @@ pub fn event_named(name: &str) -> Option<HookEvent> {
     crate::dialects::event_by_name(name)
 }
 
-/// The fields of a [`LoopContext`] a worker needs: every plain one. What
+/// A [`LoopContext`] on the wire: its plain fields (its serde form). What
 /// cannot cross as it is travels as data: the turn is its number (the
 /// worker keeps its own per-turn state for it, Codumentor's `ctx` dict
 /// among it), and the dialect's own state of the event being fired goes
 /// there and back as an opaque value (`Isolated::carry_out`).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct LoopWire {
-    pub session_id: String,
-    pub delegate: bool,
-    pub iteration: usize,
-    pub model: String,
-    pub params: Map<String, Value>,
-    pub messages: Vec<Value>,
-    pub kept: Vec<Value>,
-    pub tools: Vec<Value>,
-    pub text: String,
-    pub reply: Value,
-    pub stop_reason: String,
-    pub usage: Map<String, Value>,
-    pub tool_call: LoopToolCall,
-    pub result: String,
-    pub is_error: bool,
-    pub duration_ms: f64,
-    pub error: Option<String>,
-    pub ended_by: EndedBy,
-    pub reason: Option<String>,
-    pub plugins: Vec<String>,
+    /// The context, without its turn, stage and dialect state.
+    pub context: LoopContext,
     /// plughost's number of the turn; `None` outside a turn.
     pub turn: Option<u64>,
     /// The dialect's per-turn state at this point (Codumentor's chain,
@@ -109,29 +91,14 @@ pub struct LoopWire {
 }
 
 impl LoopWire {
-    /// The plain fields of `lc` (turn and chain are the proxy's to fill).
+    /// `lc`'s plain fields (turn and chain are the proxy's to fill).
     pub fn of(lc: &LoopContext) -> LoopWire {
+        let mut context = lc.clone();
+        // Not sent (nor kept alive by the request).
+        context.turn = None;
+        context.stage = None;
         LoopWire {
-            session_id: lc.session_id.clone(),
-            delegate: lc.delegate,
-            iteration: lc.iteration,
-            model: lc.model.clone(),
-            params: lc.params.clone(),
-            messages: lc.messages.clone(),
-            kept: lc.kept.clone(),
-            tools: lc.tools.clone(),
-            text: lc.text.clone(),
-            reply: lc.reply.clone(),
-            stop_reason: lc.stop_reason.clone(),
-            usage: lc.usage.clone(),
-            tool_call: lc.tool_call.clone(),
-            result: lc.result.clone(),
-            is_error: lc.is_error,
-            duration_ms: lc.duration_ms,
-            error: lc.error.clone(),
-            ended_by: lc.ended_by,
-            reason: lc.reason.clone(),
-            plugins: lc.plugins.clone(),
+            context,
             turn: None,
             chain: None,
             session_state: None,
@@ -142,28 +109,8 @@ impl LoopWire {
     /// the worker attaches from its own state).
     pub fn into_context(self, stage: Option<HookEvent>) -> LoopContext {
         LoopContext {
-            session_id: self.session_id,
-            delegate: self.delegate,
-            iteration: self.iteration,
-            model: self.model,
-            params: self.params,
-            messages: self.messages,
-            kept: self.kept,
-            tools: self.tools,
-            text: self.text,
-            reply: self.reply,
-            stop_reason: self.stop_reason,
-            usage: self.usage,
-            tool_call: self.tool_call,
-            result: self.result,
-            is_error: self.is_error,
-            duration_ms: self.duration_ms,
-            error: self.error,
-            ended_by: self.ended_by,
-            reason: self.reason,
-            plugins: self.plugins,
             stage,
-            ..Default::default()
+            ..self.context
         }
     }
 }
@@ -396,6 +343,7 @@ impl OwnedPayload {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::hooks::LoopToolCall;
     use crate::isolation::protocol::{read_frame, write_frame};
 
     #[test]
