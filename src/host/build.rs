@@ -21,7 +21,8 @@ pub struct HostBuilder {
     extra_enabled: Vec<String>,
     extra_disabled: Vec<String>,
     python_log_level: Option<u8>,
-    runtime: crate::runtime::Runtime,
+    /// Unset: the process's runtime, asked for when the build starts.
+    runtime: Option<crate::runtime::Runtime>,
     collision: Option<CollisionPolicy>,
     tools: Vec<Tool>,
     hooks: Vec<(HookEvent, HookEntry)>,
@@ -50,12 +51,13 @@ impl HostBuilder {
         self
     }
 
-    /// The runtime the host runs its plugins on (default:
-    /// [`Runtime::python`](crate::runtime::Runtime::python));
+    /// The runtime the host runs its plugins on (default: the process's,
+    /// [`Runtime::current`](crate::runtime::Runtime::current), or the one
+    /// [`python_log_level`](Self::python_log_level) asks for);
     /// [`Runtime::none`](crate::runtime::Runtime::none) for a host of native
     /// parts that must never start CPython.
     pub fn runtime(mut self, runtime: &crate::runtime::Runtime) -> Self {
-        self.runtime = runtime.clone();
+        self.runtime = Some(runtime.clone());
         self
     }
 
@@ -90,7 +92,12 @@ impl HostBuilder {
         self.extra_disabled.extend(keys.into_iter().map(Into::into));
         self
     }
-    /// The level Python `logging` is set to (10 debug … 40 error; default 30).
+    /// The level Python `logging` is forwarded at (10 debug … 40 error;
+    /// default: the runtime's, 30 unless it was started with another). A
+    /// setting of the runtime, not of the host: without
+    /// [`runtime`](Self::runtime), the process's runtime forwarding at
+    /// `level` (started so if none runs); a runtime that forwards at
+    /// another level fails the build ([`HostError::Runtime`]).
     pub fn python_log_level(mut self, level: u8) -> Self {
         self.python_log_level = Some(level);
         self
@@ -206,6 +213,9 @@ impl HostBuilder {
         let home = config::resolve_home(self.home.as_deref());
         let lists = self.lists_of(&home)?;
         let extensions = Arc::new(Extensions::default());
+        // The host's runtime, which its plugins (and `Host::runtime`) use.
+        let runtime = self.resolved_runtime()?;
+        extensions.get_or_init(|| runtime);
         // What a reload discovers and loads with (before discovery takes
         // the directories it was given).
         let mut again = self.config_copy();
@@ -247,6 +257,29 @@ impl HostBuilder {
             }),
             _bundled: bundled_copy,
         })
+    }
+
+    /// The runtime this host is built from (asked for once, then kept for
+    /// its reloads): the builder's, else the process's; with the log level
+    /// the builder asks for, if any.
+    fn resolved_runtime(&mut self) -> Result<crate::runtime::Runtime, HostError> {
+        use crate::runtime::{Runtime, RuntimeError};
+        let runtime = match (self.runtime.take(), self.python_log_level) {
+            (Some(rt), Some(level)) => match rt.settings() {
+                Some(running) if running.log_level() != level => {
+                    return Err(HostError::Runtime(RuntimeError::Mismatch {
+                        running,
+                        asked: running.python_log_level(level),
+                    }))
+                }
+                _ => rt,
+            },
+            (Some(rt), None) => rt,
+            (None, Some(level)) => Runtime::with_log_level(level)?,
+            (None, None) => Runtime::current(),
+        };
+        self.runtime = Some(runtime.clone());
+        Ok(runtime)
     }
 
     /// `plugins.enabled` / `plugins.disabled` of the home, with the
@@ -313,21 +346,18 @@ impl HostBuilder {
         let needs_python = candidates
             .iter()
             .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
-        let level = self
-            .python_log_level
-            .or(self.runtime.log_level())
-            .unwrap_or(30);
+        let runtime = self.resolved_runtime()?;
         // Whether in-process plugins can run: without Python they fail to
         // load, saying why; a Python that does not start fails the build.
         // Checked first: an isolated plugin's server parts load in-process
         // too (`host::load`), and must not start CPython in a host of
         // `Runtime::none()` either.
-        let python: Result<(), String> = if !self.runtime.has_python() {
+        let python: Result<(), String> = if !runtime.has_python() {
             Err("this host was built from Runtime::none(), which runs no Python plugins".into())
         } else if !needs_python {
             Ok(())
         } else {
-            start_python(home, level)?;
+            start_python(home, &runtime)?;
             Ok(())
         };
         let inputs = super::reload::Inputs {
@@ -394,12 +424,14 @@ impl HostBuilder {
         let load_timeout = self.isolation_load_timeout.or(choice
             .load_timeout_seconds
             .map(std::time::Duration::from_secs_f64));
+        // A worker's interpreter forwards Python logging as this host's does.
+        let level = self.resolved_runtime()?.log_level();
         let settings = isolation_settings(
             &isolation,
             self.worker_command.take(),
             load_timeout,
             self.breaker,
-            self.python_log_level.unwrap_or(30),
+            level.or(self.python_log_level).unwrap_or(30),
         );
         let limits = match self.limits.take() {
             Some(l) => l,
@@ -457,19 +489,19 @@ impl HostBuilder {
         // plugins; the snapshot it filled is this build's from then on).
         // When the guess is wrong the interpreter started early, as it
         // would have for discovering any enabled plugin.
-        let overlap = self.runtime.would_initialize()
+        let runtime = self.resolved_runtime()?;
+        let overlap = runtime.would_initialize()
             && (self.python_anyway
                 || !lists.enabled.is_empty()
                 || bundled_expected(&roots[0].1, lists));
         let mut candidates = if overlap {
-            let runtime = &self.runtime;
             discover_while(|| runtime.initialize_for_plugins(), seed, &roots, lists)
         } else {
             discovery::discover_after(seed, &roots, lists, crate::dialects::formats())
         };
         // A runtime without Python runs no dialect's discovery: none of
         // what it would find could load, and looking reads the interpreter's path.
-        if self.runtime.has_python() {
+        if runtime.has_python() {
             // Plugins found already will start Python: the dialects read
             // its path in-process. Without any, they read it without
             // starting the interpreter (a host of native parts never does).
@@ -478,10 +510,10 @@ impl HostBuilder {
                     .iter()
                     .any(|c| c.enabled && c.skip_reason.is_none())
             {
-                self.runtime.initialize_for_plugins();
+                runtime.initialize_for_plugins();
             }
             for dialect in crate::dialects::DIALECTS {
-                for candidate in dialect.discover_in(home, lists, &self.runtime, extensions) {
+                for candidate in dialect.discover_in(home, lists, &runtime, extensions) {
                     discovery::admit(&mut candidates, candidate);
                 }
             }
@@ -602,11 +634,15 @@ struct Found {
 /// code outside every plugin package belongs to no host, so there is no
 /// host to ask; each plugin package gets its own host's home when it is
 /// imported.
-/// Start the interpreter for in-process plugins of `home`: plughost's
-/// home as their default, the home's shared environment on `sys.path`.
-/// Also used when an isolated plugin's server parts load in-process.
-pub(super) fn start_python(home: &Path, level: u8) -> Result<(), crate::runtime::StartError> {
-    crate::runtime::Runtime::start(level)?;
+/// Start the interpreter of `runtime` for in-process plugins of `home`:
+/// plughost's home as their default, the home's shared environment on
+/// `sys.path`. Also used when an isolated plugin's server parts load
+/// in-process.
+pub(super) fn start_python(
+    home: &Path,
+    runtime: &crate::runtime::Runtime,
+) -> Result<(), crate::runtime::StartError> {
+    runtime.interpreter()?;
     set_default_home(home);
     add_shared_env(home);
     Ok(())

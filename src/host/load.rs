@@ -230,7 +230,8 @@ fn in_process_parts(
     // Every other plugin may be isolated: the interpreter may not be up.
     let python = match python {
         Ok(()) if crate::runtime::Runtime::get().is_none() => {
-            super::build::start_python(home, 30).map_err(|e| e.to_string())
+            super::build::start_python(home, &super::runtime_of(extensions))
+                .map_err(|e| e.to_string())
         }
         other => other.clone(),
     };

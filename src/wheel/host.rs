@@ -165,7 +165,11 @@ impl PyHost {
         let isolate = isolation_arg(isolate)?;
         let hook_timeout = crate::agent::provider::timeout_secs(hook_timeout)
             .map_err(|e| ConfigError::new_err(format!("hook_timeout {e}; got {hook_timeout}")))?;
-        Runtime::start(0).map_err(|e| PlughostError::new_err(e.to_string()))?;
+        // The embedding application keeps its own logging (level 0).
+        Runtime::with_log_level(0)
+            .map_err(|e| PlughostError::new_err(e.to_string()))?
+            .interpreter()
+            .map_err(|e| PlughostError::new_err(e.to_string()))?;
         let context = Py::new(
             py,
             PluginContext::new(DIRECT_OWNER, &std::env::current_dir().unwrap_or_default()),
