@@ -83,8 +83,28 @@ pub enum RuntimeError {
     /// This process's runtime runs with other settings than those asked
     /// for (the interpreter is set up once per process): start the runtime
     /// once and pass it to every host.
-    #[error("this process's plughost runtime runs with {running}, not the {asked} asked for; the interpreter is set up once per process: start the runtime once (Runtime::start) and build every host from it")]
+    #[error("this process's plughost runtime runs with {running}, not with {asked} ({}); the interpreter is set up once per process: start the runtime once (Runtime::start) and build every host from it", differences(.running, .asked))]
     Mismatch { running: Settings, asked: Settings },
+}
+
+/// What differs between the `running` settings and the `asked` ones.
+fn differences(running: &Settings, asked: &Settings) -> String {
+    let threads = |n: Option<usize>| n.map_or("one per core".to_string(), |n| n.to_string());
+    let mut differ = Vec::new();
+    if running.python_log_level != asked.python_log_level {
+        differ.push(format!(
+            "python_log_level {} asked, {} running",
+            asked.python_log_level, running.python_log_level
+        ));
+    }
+    if running.worker_threads != asked.worker_threads {
+        differ.push(format!(
+            "worker_threads {} asked, {} running",
+            threads(asked.worker_threads),
+            threads(running.worker_threads)
+        ));
+    }
+    differ.join("; ")
 }
 
 /// What hosts are built from, as wasmtime's `Linker::new(&engine)` is: the

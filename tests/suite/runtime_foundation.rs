@@ -287,7 +287,10 @@ fn other_settings_are_an_error_naming_both() {
     assert!(text.contains(&settings.to_string()), "{text}");
     assert!(text.contains(&other.to_string()), "{text}");
     assert!(
-        text.contains(&format!("python_log_level {level}")),
+        text.contains(&format!(
+            "python_log_level {level} asked, {} running",
+            settings.log_level()
+        )),
         "{text}"
     );
     let threads = settings.worker_threads(settings.threads().unwrap_or(1) + 3);
