@@ -41,6 +41,8 @@ struct Options {
     workspace: Option<PathBuf>,
     isolate: Option<crate::plugins::config::Isolation>,
     hook_timeout: std::time::Duration,
+    /// The process's runtime, which the host is built from.
+    runtime: Runtime,
 }
 
 /// `isolate=`: `"all"`, `"none"`, or a list of plugin keys.
@@ -90,7 +92,7 @@ impl PyHost {
         let options = self.options.clone();
         let registrations = self.context.get().finish();
         let mut builder = Host::builder()
-            .python_log_level(0)
+            .runtime(&options.runtime)
             .enable(options.enable)
             .disable(options.disable)
             .hook_timeout(options.hook_timeout);
@@ -166,8 +168,9 @@ impl PyHost {
         let hook_timeout = crate::agent::provider::timeout_secs(hook_timeout)
             .map_err(|e| ConfigError::new_err(format!("hook_timeout {e}; got {hook_timeout}")))?;
         // The embedding application keeps its own logging (level 0).
-        Runtime::with_log_level(0)
-            .map_err(|e| PlughostError::new_err(e.to_string()))?
+        let runtime =
+            Runtime::with_log_level(0).map_err(|e| PlughostError::new_err(e.to_string()))?;
+        runtime
             .interpreter()
             .map_err(|e| PlughostError::new_err(e.to_string()))?;
         let context = Py::new(
@@ -184,6 +187,7 @@ impl PyHost {
                 workspace,
                 isolate,
                 hook_timeout,
+                runtime,
             },
             built: PyOnceLock::new(),
             context,
