@@ -110,7 +110,7 @@ fn main() {
         .bundled_dir(empty.path())
         .build()
         .unwrap();
-    plughost::runtime::Runtime::start(0).unwrap();
+    warm.runtime().interpreter().unwrap();
     drop(warm);
 
     let me = std::process::id();

@@ -13,6 +13,7 @@ use crate::agent::provider::{self, ProviderOptions};
 use crate::agent::tools::{self, DelegateSlot, Workspace};
 use crate::agent::{Agent, AgentConfig, AgentEvent, Inbound, TurnReport};
 use crate::host::Host;
+use crate::runtime::Runtime;
 
 /// How the agent is built: the model, its limits and the workspace
 /// (shared by `run`, `chat` and `serve`).
@@ -83,10 +84,10 @@ pub(super) fn seconds(value: &str) -> Result<Duration, String> {
 pub(super) fn build_agent(
     home: Option<&PathBuf>,
     isolation: Option<&crate::plugins::config::Isolation>,
-    python_level: u8,
+    runtime: &Runtime,
     args: &AgentSettings,
 ) -> Result<Agent, Failure> {
-    build_agent_with(home, (isolation, false), python_level, args, |p| p)
+    build_agent_with(home, (isolation, false), runtime, args, |p| p)
 }
 
 /// [`build_agent`], with the model provider passed through `wrap` first;
@@ -95,7 +96,7 @@ pub(super) fn build_agent(
 pub(super) fn build_agent_with(
     home: Option<&PathBuf>,
     isolation: (Option<&crate::plugins::config::Isolation>, bool),
-    python_level: u8,
+    runtime: &Runtime,
     args: &AgentSettings,
     wrap: impl FnOnce(Arc<dyn provider::Provider>) -> Arc<dyn provider::Provider>,
 ) -> Result<Agent, Failure> {
@@ -113,7 +114,7 @@ pub(super) fn build_agent_with(
     let slot = DelegateSlot::default();
     let mut builder = Host::builder()
         .home(&home_dir)
-        .python_log_level(python_level)
+        .runtime(runtime)
         .isolate_third_party(isolation.1);
     // --- changed by h5 --- (Hermes's plugins.hook_callback_timeout when the flag is not given)
     if let Some(budget) = crate::plugins::config::hermes_yaml::hook_timeout(args.hook_timeout) {

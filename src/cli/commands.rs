@@ -4,10 +4,11 @@ use serde_json::{json, Value};
 
 use super::exit::{Exit, Failure};
 use super::{build_host, print_json, suggest, Cli};
+use crate::runtime::Runtime;
 
 /// `commands list`: `/help`'s text, or the CLI's listing as JSON.
-pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
-    let host = build_host(cli, python_level)?;
+pub(super) fn list(cli: &Cli, runtime: &Runtime, json: bool) -> Result<Exit, Failure> {
+    let host = build_host(cli, runtime)?;
     if json {
         let registry = host.registry();
         let table = crate::core::commands::CommandTable::new(&registry);
@@ -29,10 +30,10 @@ pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Fail
 pub(super) fn run(
     rt: &tokio::runtime::Runtime,
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     line: &str,
 ) -> Result<Exit, Failure> {
-    let host = build_host(cli, python_level)?;
+    let host = build_host(cli, runtime)?;
     rt.block_on(crate::core::dispatch::fire_host_start(&host.registry()));
     match rt.block_on(host.run_command(line)) {
         Ok(Some(reply)) => {

@@ -7,10 +7,11 @@ use serde_json::json;
 use super::exit::{Exit, Failure};
 use super::{build_host, print_json, Cli};
 use crate::core::schedule::TaskRunOutcome;
+use crate::runtime::Runtime;
 
 /// `cron list`.
-pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
-    let host = build_host(cli, python_level)?;
+pub(super) fn list(cli: &Cli, runtime: &Runtime, json: bool) -> Result<Exit, Failure> {
+    let host = build_host(cli, runtime)?;
     let registry = host.registry();
     let tasks = registry.tasks();
     if json {
@@ -38,7 +39,7 @@ pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Fail
 pub(super) fn run(
     rt: &tokio::runtime::Runtime,
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     name: &str,
 ) -> Result<Exit, Failure> {
     // A server running on this home runs it, beside its own timer: never
@@ -47,7 +48,7 @@ pub(super) fn run(
     if let Some(answer) = rt.block_on(crate::serve::watch::ask_cron(&home, name)) {
         return answered(name, &answer);
     }
-    let host = build_host(cli, python_level)?;
+    let host = build_host(cli, runtime)?;
     let registry = host.registry();
     let Some(task) = registry.task(name).cloned() else {
         let known: Vec<&str> = registry.tasks().iter().map(|t| t.name.as_str()).collect();

@@ -73,32 +73,3 @@ impl From<config::ConfigError> for Failure {
         Failure::failed(e.to_string())
     }
 }
-
-/// The process's tokio runtime, shut down without waiting on what a
-/// plugin left behind: a sync tool or hook that timed out keeps its
-/// blocking thread (Python cannot be stopped from outside), and dropping
-/// a runtime waits for every blocking thread, forever for a stuck one.
-/// Dropped, this gives the blocking work [`EXIT_GRACE`] to end, then
-/// leaves it (the process exits around it).
-pub(crate) struct BoundedRuntime(pub(crate) Option<std::sync::Arc<tokio::runtime::Runtime>>);
-
-/// How long the end of a command waits for blocking work still running.
-pub(crate) const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
-
-impl std::ops::Deref for BoundedRuntime {
-    type Target = Option<std::sync::Arc<tokio::runtime::Runtime>>;
-    fn deref(&self) -> &Self::Target {
-        &self.0
-    }
-}
-
-impl Drop for BoundedRuntime {
-    fn drop(&mut self) {
-        let Some(rt) = self.0.take() else { return };
-        match std::sync::Arc::try_unwrap(rt) {
-            Ok(rt) => rt.shutdown_timeout(EXIT_GRACE),
-            // Still shared (a handle kept somewhere): never block on it.
-            Err(shared) => std::mem::forget(shared),
-        }
-    }
-}

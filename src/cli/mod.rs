@@ -24,7 +24,6 @@ mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 
@@ -34,6 +33,7 @@ use exit::{Exit, Failure};
 
 use crate::host::Host;
 use crate::plugins::config;
+use crate::runtime::Runtime;
 
 pub(crate) const RESTART: &str = "Restart plughost for changes to apply.";
 
@@ -89,13 +89,13 @@ where
 /// The host for the commands that list or call plugins. Missing bundled
 /// plugins do not stop them (they are listed as failed, with an error
 /// naming them); the agent loop builds its own host, which refuses.
-fn build_host(cli: &Cli, python_level: u8) -> Result<Host, Failure> {
-    Ok(host_builder(cli, python_level).build()?)
+fn build_host(cli: &Cli, runtime: &Runtime) -> Result<Host, Failure> {
+    Ok(host_builder(cli, runtime).build()?)
 }
 
 /// What every listing/calling host starts from: the CLI's home, isolation
 /// and Python log level, plus Flowly's web tools.
-fn host_builder(cli: &Cli, python_level: u8) -> crate::host::HostBuilder {
+fn host_builder(cli: &Cli, runtime: &Runtime) -> crate::host::HostBuilder {
     // The CLI hosts Python plugins: the interpreter starts in-process even
     // when no plugin was found (where to look for installed ones is its
     // `sys.path`), which is cheaper than the child process a library host of
@@ -103,7 +103,7 @@ fn host_builder(cli: &Cli, python_level: u8) -> crate::host::HostBuilder {
     // without plugins, 56 against 68 ms). It starts in the build, while a
     // helper thread reads the plugin directories.
     let mut builder = Host::builder()
-        .python_log_level(python_level)
+        .runtime(runtime)
         .allow_missing_bundled()
         .start_python_anyway();
     if let Some(home) = &cli.home {
@@ -120,47 +120,31 @@ fn host_builder(cli: &Cli, python_level: u8) -> crate::host::HostBuilder {
     builder
 }
 
-/// The tokio runtime a command runs on: none for the commands that only
-/// read or write files, one thread for a single tool call or slash command,
-/// worker threads (marked as plughost's) for the agent loop and the servers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flavour {
-    None,
-    CurrentThread,
-    MultiThread,
-}
-
 impl Command {
-    fn flavour(&self) -> Flavour {
-        match self {
+    /// Whether the command runs on the process's tokio runtime: not the
+    /// commands that only read or write files (the runtime is built on
+    /// first use, so they start no threads).
+    fn needs_tokio(&self) -> bool {
+        matches!(
+            self,
             Command::Run { .. }
-            | Command::Chat { .. }
-            | Command::Mcp { .. }
-            | Command::Serve { .. } => Flavour::MultiThread,
-            Command::Tools(ToolsCmd::Call { .. })
-            | Command::Commands(CommandsCmd::Run { .. })
-            | Command::Cron(CronCmd::Run { .. }) => Flavour::CurrentThread,
-            _ => Flavour::None,
-        }
+                | Command::Chat { .. }
+                | Command::Mcp { .. }
+                | Command::Serve { .. }
+                | Command::Tools(ToolsCmd::Call { .. })
+                | Command::Commands(CommandsCmd::Run { .. })
+                | Command::Cron(CronCmd::Run { .. })
+        )
     }
 }
 
-/// The process's one tokio runtime, built once before the command runs and
-/// passed down to it (an isolated plugin's worker builds its own, in its
-/// own process).
-fn tokio_runtime(flavour: Flavour) -> Option<Arc<tokio::runtime::Runtime>> {
-    let built = match flavour {
-        Flavour::None => return None,
-        Flavour::CurrentThread => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build(),
-        Flavour::MultiThread => tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .on_thread_start(crate::runtime::thread_started)
-            .enable_all()
-            .build(),
-    };
-    Some(Arc::new(built.expect("a tokio runtime")))
+/// The CLI's runtime: Python `logging` forwarded at `python_level`, two
+/// tokio worker threads (marked as plughost's) for the agent loop, the
+/// servers and single calls.
+fn runtime_settings(python_level: u8) -> crate::runtime::Settings {
+    crate::runtime::Settings::default()
+        .python_log_level(python_level)
+        .worker_threads(2)
 }
 
 fn print_json(value: &impl serde::Serialize) {
@@ -170,26 +154,32 @@ fn print_json(value: &impl serde::Serialize) {
     );
 }
 
-/// Run the parsed command line on the process's one tokio runtime.
+/// Run the parsed command line on the process's runtime, started here
+/// (once: every host of the command is built from it).
 fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
-    // Ctrl-C is plughost's (see runtime::signals); an isolated plugin's
-    // worker process keeps its own handling (src/isolation decides).
-    if !matches!(cli.command, Command::Worker) {
-        crate::runtime::signals::own_interrupt();
+    // An isolated plugin's worker process starts its own runtime, with its
+    // parent's settings, and keeps its own Ctrl-C handling (src/isolation).
+    if matches!(cli.command, Command::Worker) {
+        crate::isolation::worker_main();
     }
+    // Ctrl-C is plughost's (see runtime::signals).
+    crate::runtime::signals::own_interrupt();
     if cli.command.stdout_is_machine_readable() {
         crate::runtime::plugin_stdout_to_stderr();
     }
-    // --- changed by rely: the end waits for no stuck plugin thread ---
-    let rt = exit::BoundedRuntime(tokio_runtime(cli.command.flavour()));
+    let runtime = &Runtime::start(runtime_settings(python_level))
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    // The process's tokio runtime lives as long as the process: a command
+    // ends without waiting on what a plugin left behind (a sync tool or
+    // hook that timed out keeps its blocking thread, and Python cannot be
+    // stopped from outside).
+    let tokio = cli.command.needs_tokio().then(|| runtime.tokio());
     // The command loads its plugins before entering its runtime; an
     // isolated plugin's replies are read on that runtime all the same.
-    // (Dropped before the runtime: a later worker of this process, the
+    // (Dropped when the command ends: a later worker of this process, the
     // wheel's, gets a thread of its own again.)
-    let _replies = rt
-        .as_ref()
-        .map(|runtime| crate::isolation::read_replies_on(runtime.handle().clone()));
-    let rt = || rt.as_ref().expect("the command's flavour builds a runtime");
+    let _replies = tokio.map(|t| crate::isolation::read_replies_on(t.handle().clone()));
+    let rt = || tokio.expect("the command runs on the tokio runtime");
     let (home, isolate) = (cli.home.as_ref(), cli.isolate.as_ref());
     match &cli.command {
         Command::Run {
@@ -197,19 +187,19 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
             json,
             agent: args,
         } => {
-            let agent = agent::build_agent(home, isolate, python_level, &args.settings)?;
+            let agent = agent::build_agent(home, isolate, runtime, &args.settings)?;
             agent::run(rt(), agent, args, message, *json)
         }
         Command::Chat { agent: args } => {
-            let agent = agent::build_agent(home, isolate, python_level, &args.settings)?;
+            let agent = agent::build_agent(home, isolate, runtime, &args.settings)?;
             agent::chat(rt(), agent, args)
         }
-        Command::Worker => crate::isolation::worker_main(),
-        Command::Mcp { args } => serve::mcp(rt(), &cli, python_level, args),
-        Command::Serve { args } => serve::serve(rt(), &cli, python_level, args),
-        Command::Plugins(command) => plugins_command(&cli, python_level, command),
+        Command::Worker => unreachable!("a worker was served above"),
+        Command::Mcp { args } => serve::mcp(rt(), &cli, runtime, args),
+        Command::Serve { args } => serve::serve(rt(), &cli, runtime, args),
+        Command::Plugins(command) => plugins_command(&cli, runtime, command),
         Command::Tools(ToolsCmd::List { json, workspace }) => {
-            tools::list(&cli, python_level, *json, workspace.as_ref())
+            tools::list(&cli, runtime, *json, workspace.as_ref())
         }
         Command::Tools(ToolsCmd::Call {
             name,
@@ -225,23 +215,21 @@ fn run(cli: Cli, python_level: u8) -> Result<Exit, Failure> {
                 timeout: *timeout,
                 workspace: workspace.as_ref(),
             };
-            tools::call(rt(), &cli, python_level, call)
+            tools::call(rt(), &cli, runtime, call)
         }
-        Command::Commands(CommandsCmd::List { json }) => commands::list(&cli, python_level, *json),
-        Command::Commands(CommandsCmd::Run { line }) => {
-            commands::run(rt(), &cli, python_level, line)
-        }
-        Command::Skills(SkillsCmd::List { json }) => skills::list(&cli, python_level, *json),
-        Command::Skills(SkillsCmd::View { name }) => skills::view(&cli, python_level, name),
-        Command::Hermes { name, args } => skills::hermes(&cli, python_level, name.as_ref(), args),
-        Command::Cron(CronCmd::List { json }) => cron::list(&cli, python_level, *json),
-        Command::Cron(CronCmd::Run { name }) => cron::run(rt(), &cli, python_level, name),
+        Command::Commands(CommandsCmd::List { json }) => commands::list(&cli, runtime, *json),
+        Command::Commands(CommandsCmd::Run { line }) => commands::run(rt(), &cli, runtime, line),
+        Command::Skills(SkillsCmd::List { json }) => skills::list(&cli, runtime, *json),
+        Command::Skills(SkillsCmd::View { name }) => skills::view(&cli, runtime, name),
+        Command::Hermes { name, args } => skills::hermes(&cli, runtime, name.as_ref(), args),
+        Command::Cron(CronCmd::List { json }) => cron::list(&cli, runtime, *json),
+        Command::Cron(CronCmd::Run { name }) => cron::run(rt(), &cli, runtime, name),
         Command::Sessions(command) => sessions::run(&cli, command),
     }
 }
 
 /// `plughost plugins …`.
-fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<Exit, Failure> {
+fn plugins_command(cli: &Cli, runtime: &Runtime, command: &PluginsCmd) -> Result<Exit, Failure> {
     match command {
         // --- changed by rl5: --reload ---
         PluginsCmd::Enable {
@@ -252,7 +240,7 @@ fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<
             .and_then(|exit| plugins::then_reload(cli, exit, *reload)),
         PluginsCmd::Disable { name } => plugins::set_enabled(cli, name, false, true),
         PluginsCmd::Forget { names, stray } => plugins::forget(&home_of(cli), names, *stray),
-        PluginsCmd::Install { .. } => plugins::install_command(cli, python_level, command),
+        PluginsCmd::Install { .. } => plugins::install_command(cli, runtime, command),
         PluginsCmd::Accept { name } => lock::accept(&home_of(cli), name),
         PluginsCmd::Remove { name, yes } => plugins::remove(&home_of(cli), name, *yes),
         PluginsCmd::Doctor { json } => {
@@ -260,10 +248,10 @@ fn plugins_command(cli: &Cli, python_level: u8, command: &PluginsCmd) -> Result<
             if let Some(code) = crate::host::doctor::child::checked_in_child(&home_of(cli)) {
                 return Ok(Exit::Plugin(code));
             }
-            let host = build_host(cli, python_level)?;
+            let host = build_host(cli, runtime)?;
             plugins::doctor(&host, *json)
         }
-        PluginsCmd::List { json } => plugins::list(cli, python_level, *json),
+        PluginsCmd::List { json } => plugins::list(cli, runtime, *json),
         PluginsCmd::Deps(args::DepsCmd::Sync) => deps::sync(&home_of(cli)),
     }
 }

@@ -12,6 +12,7 @@ use crate::host::Host;
 use crate::plugins::config;
 use crate::plugins::discovery::{discover, Source};
 use crate::plugins::install::{self, InstallError};
+use crate::runtime::Runtime;
 
 impl From<InstallError> for Failure {
     fn from(e: InstallError) -> Failure {
@@ -22,7 +23,7 @@ impl From<InstallError> for Failure {
 /// `plugins install …`: one SOURCE, or every entry of `--from-lock FILE`.
 pub(super) fn install_command(
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     command: &super::args::PluginsCmd,
 ) -> Result<Exit, Failure> {
     let super::args::PluginsCmd::Install {
@@ -65,7 +66,7 @@ pub(super) fn install_command(
         *enable,
         (&options, &ask),
         dialect.as_deref(),
-        || build_host(cli, python_level),
+        || build_host(cli, runtime),
     )
     .and_then(|exit| then_reload(cli, exit, *reload))
 }
@@ -78,11 +79,10 @@ pub(super) fn then_reload(cli: &Cli, exit: Exit, reload: bool) -> Result<Exit, F
         return Ok(exit);
     }
     let home = home_of(cli);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
-    match rt.block_on(crate::serve::watch::ask_reload(&home)) {
+    match Runtime::current()
+        .tokio()
+        .block_on(crate::serve::watch::ask_reload(&home))
+    {
         Ok(report) => {
             println!("{}", report.summary());
             if report.failed.is_empty() && report.not_loaded.is_empty() {
@@ -383,14 +383,15 @@ pub(super) fn remove(home: &Path, name: &str, yes: bool) -> Result<Exit, Failure
 }
 
 pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
-    crate::runtime::Runtime::start(30).map_err(|e| Failure::failed(e.to_string()))?;
+    let runtime = host.runtime();
+    runtime
+        .interpreter()
+        .map_err(|e| Failure::failed(e.to_string()))?;
     let report = Report::new(host);
     // A server running on this home: what it loaded, and when.
-    let running = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()
-        .and_then(|rt| rt.block_on(crate::serve::watch::ask_versions(host.home())));
+    let running = runtime
+        .tokio()
+        .block_on(crate::serve::watch::ask_versions(host.home()));
     if json {
         let mut value = serde_json::to_value(&report).expect("the report serialises");
         if let serde_json::Value::Object(fields) = &mut value {
@@ -422,9 +423,9 @@ pub(super) fn doctor(host: &Host, json: bool) -> Result<Exit, Failure> {
 }
 
 /// `plugins list`: the table (or JSON) of every discovered plugin.
-pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
+pub(super) fn list(cli: &Cli, runtime: &Runtime, json: bool) -> Result<Exit, Failure> {
     crate::plugins::install::sweep_interrupted(&home_of(cli));
-    let host = build_host(cli, python_level)?;
+    let host = build_host(cli, runtime)?;
     if json {
         print_json(&super::lock::with_lock_entries(
             &home_of(cli),

@@ -9,6 +9,7 @@ use clap::Args;
 use super::agent::{seconds, AgentSettings};
 use super::exit::{Exit, Failure};
 use super::Cli;
+use crate::runtime::Runtime;
 use crate::serve::http::{self, ServeOptions};
 use crate::serve::mcp::PluginServer;
 use crate::serve::metrics::Metrics;
@@ -162,7 +163,7 @@ fn take_stdio() -> Result<(std::fs::File, std::fs::File), Failure> {
 pub(super) fn mcp(
     rt: &tokio::runtime::Runtime,
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     args: &McpArgs,
 ) -> Result<Exit, Failure> {
     #[cfg(unix)]
@@ -176,7 +177,7 @@ pub(super) fn mcp(
     };
     // A long-running host: third-party plugins run isolated by default.
     let host = Arc::new(
-        super::host_builder(cli, python_level)
+        super::host_builder(cli, runtime)
             .isolate_third_party(ISOLATE_THIRD_PARTY)
             .build()?,
     );
@@ -199,7 +200,7 @@ pub(super) fn mcp(
 pub(super) fn serve(
     rt: &tokio::runtime::Runtime,
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     args: &ServeArgs,
 ) -> Result<Exit, Failure> {
     let key = api_key(args)?;
@@ -209,7 +210,7 @@ pub(super) fn serve(
     let agent = super::agent::build_agent_with(
         cli.home.as_ref(),
         (cli.isolate.as_ref(), ISOLATE_THIRD_PARTY),
-        python_level,
+        runtime,
         &args.agent,
         crate::serve::openai_api::IterationMarks::wrap,
     )?;

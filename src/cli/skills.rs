@@ -3,10 +3,11 @@
 use super::exit::{Exit, Failure};
 use super::{build_host, first_line, print_json, suggest, table, Cli};
 use crate::host::Host;
+use crate::runtime::Runtime;
 
 /// `skills list`.
-pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Failure> {
-    let host = build_host(cli, python_level)?;
+pub(super) fn list(cli: &Cli, runtime: &Runtime, json: bool) -> Result<Exit, Failure> {
+    let host = build_host(cli, runtime)?;
     let registry = host.registry();
     let skills = registry.skills();
     if json {
@@ -24,8 +25,8 @@ pub(super) fn list(cli: &Cli, python_level: u8, json: bool) -> Result<Exit, Fail
 }
 
 /// `skills view NAME`: the skill's SKILL.md.
-pub(super) fn view(cli: &Cli, python_level: u8, name: &str) -> Result<Exit, Failure> {
-    let host = build_host(cli, python_level)?;
+pub(super) fn view(cli: &Cli, runtime: &Runtime, name: &str) -> Result<Exit, Failure> {
+    let host = build_host(cli, runtime)?;
     let text = host
         .skill(name)
         .map_err(|e| skill_failure(&host, name, e))?;
@@ -39,11 +40,11 @@ pub(super) fn view(cli: &Cli, python_level: u8, name: &str) -> Result<Exit, Fail
 /// `hermes [NAME ARGS…]`: run (or list) a Hermes plugin's terminal command.
 pub(super) fn hermes(
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     name: Option<&String>,
     args: &[String],
 ) -> Result<Exit, Failure> {
-    let host = build_host(cli, python_level)?;
+    let host = build_host(cli, runtime)?;
     let hermes = crate::dialects::by_name("hermes")
         .ok_or_else(|| Failure::failed("this build has no Hermes dialect".to_string()))?;
     let terminal = hermes.abilities().terminal;

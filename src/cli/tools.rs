@@ -8,17 +8,18 @@ use serde_json::{json, Value};
 use super::exit::{Exit, Failure};
 use super::{first_line, home_of, host_builder, print_json, suggest, table, Cli};
 use crate::host::Host;
+use crate::runtime::Runtime;
 
 /// `tools list`: every registered tool, the built-in ones included; one
 /// that cannot be used right now (its `check_fn` says no, a variable it
 /// requires is unset, no web provider serves it) is marked, with why.
 pub(super) fn list(
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     json: bool,
     workspace: Option<&PathBuf>,
 ) -> Result<Exit, Failure> {
-    let host = build_host_with_builtins(cli, python_level, workspace)?;
+    let host = build_host_with_builtins(cli, runtime, workspace)?;
     let registry = host.registry();
     let tools: Vec<_> = registry
         .tools()
@@ -91,9 +92,9 @@ pub(super) struct Call<'a> {
 
 /// `tools call`: one call through the full pipeline, on the process's runtime.
 pub(super) fn call(
-    rt: &Arc<tokio::runtime::Runtime>,
+    rt: &'static tokio::runtime::Runtime,
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     call: Call<'_>,
 ) -> Result<Exit, Failure> {
     let Call {
@@ -104,7 +105,7 @@ pub(super) fn call(
         workspace,
     } = call;
     let args = parse_args(args)?;
-    let host = build_host_with_builtins(cli, python_level, workspace)?;
+    let host = build_host_with_builtins(cli, runtime, workspace)?;
     let known: Vec<String> = host
         .registry()
         .tools()
@@ -131,7 +132,7 @@ pub(super) fn call(
 /// the process exits when the command is done). An isolated plugin's
 /// call is dropped at the limit, which stops its worker.
 fn call_with_timeout(
-    rt: &Arc<tokio::runtime::Runtime>,
+    rt: &'static tokio::runtime::Runtime,
     host: Host,
     name: &str,
     args: Value,
@@ -140,7 +141,6 @@ fn call_with_timeout(
 ) -> crate::core::dispatch::ToolResult {
     use crate::core::outcome::ToolOutcome;
     let host = Arc::new(host);
-    let rt = rt.clone();
     let (tx, rx) = std::sync::mpsc::channel();
     let (calling, name_owned, session) = (host.clone(), name.to_string(), session.to_string());
     let spawned = std::thread::Builder::new()
@@ -192,7 +192,7 @@ fn parse_args(args: Option<&str>) -> Result<Value, Failure> {
 /// so what the agent can call can also be listed and tried by hand.
 fn build_host_with_builtins(
     cli: &Cli,
-    python_level: u8,
+    runtime: &Runtime,
     workspace: Option<&PathBuf>,
 ) -> Result<Host, Failure> {
     use crate::agent::tools::{builtin_tools, ToolLimits, Workspace};
@@ -201,7 +201,7 @@ fn build_host_with_builtins(
         .unwrap_or_else(|| home_of(cli).join("workspace"));
     let workspace = Workspace::new(&dir)
         .map_err(|e| Failure::failed(format!("cannot use the workspace {}: {e}", dir.display())))?;
-    let mut builder = host_builder(cli, python_level);
+    let mut builder = host_builder(cli, runtime);
     for tool in builtin_tools(&workspace, &ToolLimits::default()) {
         builder = builder.tool(tool);
     }

@@ -11,6 +11,9 @@ use crate::core::registry::{CollisionPolicy, Command, Registration, Tool, NATIVE
 use crate::plugins::config;
 use crate::plugins::discovery::{self, Source};
 
+mod python;
+pub(super) use python::start_python;
+
 /// How to build a [`Host`].
 #[derive(Default)]
 pub struct HostBuilder {
@@ -21,7 +24,8 @@ pub struct HostBuilder {
     extra_enabled: Vec<String>,
     extra_disabled: Vec<String>,
     python_log_level: Option<u8>,
-    runtime: crate::runtime::Runtime,
+    /// Unset: the process's runtime, asked for when the build starts.
+    runtime: Option<crate::runtime::Runtime>,
     collision: Option<CollisionPolicy>,
     tools: Vec<Tool>,
     hooks: Vec<(HookEvent, HookEntry)>,
@@ -50,12 +54,13 @@ impl HostBuilder {
         self
     }
 
-    /// The runtime the host runs its plugins on (default:
-    /// [`Runtime::python`](crate::runtime::Runtime::python));
+    /// The runtime the host runs its plugins on (default: the process's,
+    /// [`Runtime::current`](crate::runtime::Runtime::current), or the one
+    /// [`python_log_level`](Self::python_log_level) asks for);
     /// [`Runtime::none`](crate::runtime::Runtime::none) for a host of native
     /// parts that must never start CPython.
     pub fn runtime(mut self, runtime: &crate::runtime::Runtime) -> Self {
-        self.runtime = runtime.clone();
+        self.runtime = Some(runtime.clone());
         self
     }
 
@@ -90,7 +95,12 @@ impl HostBuilder {
         self.extra_disabled.extend(keys.into_iter().map(Into::into));
         self
     }
-    /// The level Python `logging` is set to (10 debug … 40 error; default 30).
+    /// The level Python `logging` is forwarded at (10 debug … 40 error;
+    /// default: the runtime's, 30 unless it was started with another). A
+    /// setting of the runtime, not of the host: without
+    /// [`runtime`](Self::runtime), the process's runtime forwarding at
+    /// `level` (started so if none runs); a runtime that forwards at
+    /// another level fails the build ([`HostError::Runtime`]).
     pub fn python_log_level(mut self, level: u8) -> Self {
         self.python_log_level = Some(level);
         self
@@ -206,6 +216,9 @@ impl HostBuilder {
         let home = config::resolve_home(self.home.as_deref());
         let lists = self.lists_of(&home)?;
         let extensions = Arc::new(Extensions::default());
+        // The host's runtime, which its plugins (and `Host::runtime`) use.
+        let runtime = self.resolved_runtime()?;
+        extensions.get_or_init(|| runtime);
         // What a reload discovers and loads with (before discovery takes
         // the directories it was given).
         let mut again = self.config_copy();
@@ -247,6 +260,29 @@ impl HostBuilder {
             }),
             _bundled: bundled_copy,
         })
+    }
+
+    /// The runtime this host is built from (asked for once, then kept for
+    /// its reloads): the builder's, else the process's; with the log level
+    /// the builder asks for, if any.
+    fn resolved_runtime(&mut self) -> Result<crate::runtime::Runtime, HostError> {
+        use crate::runtime::{Runtime, RuntimeError};
+        let runtime = match (self.runtime.take(), self.python_log_level) {
+            (Some(rt), Some(level)) => match rt.settings() {
+                Some(running) if running.log_level() != level => {
+                    return Err(HostError::Runtime(RuntimeError::Mismatch {
+                        running,
+                        asked: running.python_log_level(level),
+                    }))
+                }
+                _ => rt,
+            },
+            (Some(rt), None) => rt,
+            (None, Some(level)) => Runtime::with_log_level(level)?,
+            (None, None) => Runtime::current(),
+        };
+        self.runtime = Some(runtime.clone());
+        Ok(runtime)
     }
 
     /// `plugins.enabled` / `plugins.disabled` of the home, with the
@@ -313,21 +349,18 @@ impl HostBuilder {
         let needs_python = candidates
             .iter()
             .any(|c| c.enabled && c.skip_reason.is_none() && !isolation.covers(&c.key));
-        let level = self
-            .python_log_level
-            .or(self.runtime.log_level())
-            .unwrap_or(30);
+        let runtime = self.resolved_runtime()?;
         // Whether in-process plugins can run: without Python they fail to
         // load, saying why; a Python that does not start fails the build.
         // Checked first: an isolated plugin's server parts load in-process
         // too (`host::load`), and must not start CPython in a host of
         // `Runtime::none()` either.
-        let python: Result<(), String> = if !self.runtime.has_python() {
+        let python: Result<(), String> = if !runtime.has_python() {
             Err("this host was built from Runtime::none(), which runs no Python plugins".into())
         } else if !needs_python {
             Ok(())
         } else {
-            start_python(home, level)?;
+            start_python(home, &runtime)?;
             Ok(())
         };
         let inputs = super::reload::Inputs {
@@ -394,12 +427,14 @@ impl HostBuilder {
         let load_timeout = self.isolation_load_timeout.or(choice
             .load_timeout_seconds
             .map(std::time::Duration::from_secs_f64));
+        // A worker's interpreter forwards Python logging as this host's does.
+        let level = self.resolved_runtime()?.log_level();
         let settings = isolation_settings(
             &isolation,
             self.worker_command.take(),
             load_timeout,
             self.breaker,
-            self.python_log_level.unwrap_or(30),
+            level.or(self.python_log_level).unwrap_or(30),
         );
         let limits = match self.limits.take() {
             Some(l) => l,
@@ -457,19 +492,19 @@ impl HostBuilder {
         // plugins; the snapshot it filled is this build's from then on).
         // When the guess is wrong the interpreter started early, as it
         // would have for discovering any enabled plugin.
-        let overlap = self.runtime.would_initialize()
+        let runtime = self.resolved_runtime()?;
+        let overlap = runtime.would_initialize()
             && (self.python_anyway
                 || !lists.enabled.is_empty()
                 || bundled_expected(&roots[0].1, lists));
         let mut candidates = if overlap {
-            let runtime = &self.runtime;
             discover_while(|| runtime.initialize_for_plugins(), seed, &roots, lists)
         } else {
             discovery::discover_after(seed, &roots, lists, crate::dialects::formats())
         };
         // A runtime without Python runs no dialect's discovery: none of
         // what it would find could load, and looking reads the interpreter's path.
-        if self.runtime.has_python() {
+        if runtime.has_python() {
             // Plugins found already will start Python: the dialects read
             // its path in-process. Without any, they read it without
             // starting the interpreter (a host of native parts never does).
@@ -478,10 +513,10 @@ impl HostBuilder {
                     .iter()
                     .any(|c| c.enabled && c.skip_reason.is_none())
             {
-                self.runtime.initialize_for_plugins();
+                runtime.initialize_for_plugins();
             }
             for dialect in crate::dialects::DIALECTS {
-                for candidate in dialect.discover_in(home, lists, &self.runtime, extensions) {
+                for candidate in dialect.discover_in(home, lists, &runtime, extensions) {
                     discovery::admit(&mut candidates, candidate);
                 }
             }
@@ -593,57 +628,6 @@ struct Found {
     candidates: Vec<crate::plugins::discovery::Candidate>,
     roots: Vec<(Source, PathBuf)>,
     bundled_copy: Option<crate::plugins::bundled::Located>,
-}
-
-/// What plugin code outside any plugin package (the Python API's direct
-/// registrations) sees as its home: the host built last.
-///
-/// Kept process-wide (an attribute of the interpreter's runtime module):
-/// code outside every plugin package belongs to no host, so there is no
-/// host to ask; each plugin package gets its own host's home when it is
-/// imported.
-/// Start the interpreter for in-process plugins of `home`: plughost's
-/// home as their default, the home's shared environment on `sys.path`.
-/// Also used when an isolated plugin's server parts load in-process.
-pub(super) fn start_python(home: &Path, level: u8) -> Result<(), crate::runtime::StartError> {
-    crate::runtime::Runtime::start(level)?;
-    set_default_home(home);
-    add_shared_env(home);
-    Ok(())
-}
-
-fn set_default_home(home: &Path) {
-    let _ = crate::runtime::try_attach(|py| {
-        use pyo3::types::PyAnyMethods;
-        let module = crate::runtime::runtime().module(py);
-        if let Err(e) = module.setattr("HOME", home.to_string_lossy().as_ref()) {
-            tracing::debug!("could not set the default home: {e}");
-        }
-    });
-}
-
-/// Put the home's shared plugin environment (`<home>/envs/shared`, see
-/// `plugins::deps::shared`) on `sys.path`, before the interpreter's own
-/// site-packages so the versions its plugins were resolved with win, and
-/// with its `.pth` files read (`site.addsitedir`). Process-wide, as
-/// `sys.path` is: a second host of another home adds its own.
-fn add_shared_env(home: &Path) {
-    let Some(site) = crate::plugins::deps::shared::site_dir(home) else {
-        return;
-    };
-    const ADD: &std::ffi::CStr = c"import site, sys\nbefore = list(sys.path)\nif d not in before:\n    site.addsitedir(d)\n    new = [p for p in sys.path if p not in before]\n    old = [p for p in sys.path if p in before]\n    at = next((i for i, p in enumerate(old) if p.endswith(('site-packages', 'dist-packages'))), len(old))\n    sys.path[:] = old[:at] + new + old[at:]\n";
-    let _ = crate::runtime::try_attach(|py| {
-        use pyo3::types::PyDictMethods;
-        // One namespace (globals): the comprehensions below read `before`,
-        // which a separate locals mapping would hide from them.
-        let locals = pyo3::types::PyDict::new(py);
-        let run = locals
-            .set_item("d", site.to_string_lossy().as_ref())
-            .and_then(|()| py.run(ADD, Some(&locals), None));
-        if let Err(e) = run {
-            tracing::warn!("could not put {} on sys.path: {e}", site.display());
-        }
-    });
 }
 
 /// How isolated plugins are run: the builder's choices over the defaults.

@@ -110,43 +110,8 @@ pub(super) fn load_candidate(
     // An isolated plugin's worker, kept only once the plugin is accepted:
     // dropped, it is stopped (a refused plugin's code goes on running nowhere).
     let mut started = None;
-    let loaded = match isolate {
-        None => match python {
-            Ok(()) => guard.load(&c.key, c.source, || {
-                dialect.load_in(&c.key, &c.dir, home, extensions)
-            }),
-            Err(no_python) => Err(PluginError::native(no_python.clone())),
-        },
-        Some((Err(problem), _)) => Err(PluginError::native(problem.clone())),
-        Some((Ok(settings), limits)) => {
-            let spec = crate::isolation::LoadSpec {
-                key: c.key.clone(),
-                dir: c.dir.clone(),
-                home: home.to_path_buf(),
-                dialect: dialect.name().to_string(),
-                limits,
-                guard: crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir),
-            };
-            // --- changed by rl7: server parts a worker cannot serve load in-process ---
-            crate::isolation::server_parts::load(spec, settings.clone()).map(
-                |(mut registrations, worker, parts)| {
-                    started = Some(worker);
-                    let (package, hold) = in_process_parts(
-                        &c,
-                        dialect,
-                        (home, extensions, python, guard),
-                        &parts,
-                        &mut registrations,
-                    );
-                    crate::dialects::LoadedPlugin {
-                        registrations,
-                        package,
-                        hold,
-                    }
-                },
-            )
-        }
-    };
+    let inputs = (home, extensions, python, guard);
+    let loaded = load_with(&c, dialect, inputs, isolate, &mut started);
     // (plugins.strict_hooks: undeclared registrations refuse the plugin)
     let loaded = loaded.and_then(|l| {
         let manifest = c.manifest.as_ref().ok();
@@ -159,24 +124,7 @@ pub(super) fn load_candidate(
         workers.extend(started);
     }
     match loaded {
-        Err(failure) => {
-            let at = failure
-                .location
-                .as_deref()
-                .map(|l| format!(" (at {l})"))
-                .unwrap_or_default();
-            tracing::warn!(
-                "plugin '{}' failed to load and is disabled: {}{at}",
-                c.key,
-                failure.described()
-            );
-            if let Some(tb) = &failure.traceback {
-                tracing::info!("traceback of plugin '{}':\n{}", c.key, tb.trim_end());
-            }
-            record.error = Some(failure.described());
-            record.failure = Some(failure);
-            record.status = PluginStatus::Failed;
-        }
+        Err(failure) => record_failure(&c.key, &mut record, failure),
         Ok(mut loaded) => {
             if isolate.is_none() {
                 let third_party = c.source != crate::plugins::discovery::Source::Bundled;
@@ -206,6 +154,80 @@ pub(super) fn load_candidate(
     record
 }
 
+/// Load `c` with `dialect`: in-process, or in a worker when `isolate` says
+/// how (with the server parts a worker cannot serve loaded in-process
+/// beside it). The worker goes into `started`, for the caller to keep
+/// once it accepts the plugin.
+#[allow(clippy::type_complexity)]
+fn load_with(
+    c: &Candidate,
+    dialect: &'static dyn crate::dialects::Dialect,
+    (home, extensions, python, guard): (&Path, &Arc<Extensions>, &Result<(), String>, &CallGuard),
+    isolate: Option<(
+        &Result<crate::isolation::Settings, String>,
+        crate::plugins::config::ResourceLimits,
+    )>,
+    started: &mut Option<crate::isolation::Supervisor>,
+) -> Result<crate::dialects::LoadedPlugin, PluginError> {
+    match isolate {
+        None => match python {
+            Ok(()) => guard.load(&c.key, c.source, || {
+                dialect.load_in(&c.key, &c.dir, home, extensions)
+            }),
+            Err(no_python) => Err(PluginError::native(no_python.clone())),
+        },
+        Some((Err(problem), _)) => Err(PluginError::native(problem.clone())),
+        Some((Ok(settings), limits)) => {
+            let spec = crate::isolation::LoadSpec {
+                key: c.key.clone(),
+                dir: c.dir.clone(),
+                home: home.to_path_buf(),
+                dialect: dialect.name().to_string(),
+                limits,
+                guard: crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir),
+            };
+            // --- changed by rl7: server parts a worker cannot serve load in-process ---
+            crate::isolation::server_parts::load(spec, settings.clone()).map(
+                |(mut registrations, worker, parts)| {
+                    *started = Some(worker);
+                    let (package, hold) = in_process_parts(
+                        c,
+                        dialect,
+                        (home, extensions, python, guard),
+                        &parts,
+                        &mut registrations,
+                    );
+                    crate::dialects::LoadedPlugin {
+                        registrations,
+                        package,
+                        hold,
+                    }
+                },
+            )
+        }
+    }
+}
+
+/// Mark plugin `key`'s `record` failed with `failure`, logged with where
+/// it happened (its traceback at info level).
+fn record_failure(key: &str, record: &mut PluginRecord, failure: PluginError) {
+    let at = failure
+        .location
+        .as_deref()
+        .map(|l| format!(" (at {l})"))
+        .unwrap_or_default();
+    tracing::warn!(
+        "plugin '{key}' failed to load and is disabled: {}{at}",
+        failure.described()
+    );
+    if let Some(tb) = &failure.traceback {
+        tracing::info!("traceback of plugin '{key}':\n{}", tb.trim_end());
+    }
+    record.error = Some(failure.described());
+    record.failure = Some(failure);
+    record.status = PluginStatus::Failed;
+}
+
 /// The server parts (`parts`) an isolated plugin's worker announced and
 /// cannot serve, from a second, in-process load of the plugin: only those
 /// registrations of it are kept (added to `registrations`), with a warning
@@ -230,7 +252,8 @@ fn in_process_parts(
     // Every other plugin may be isolated: the interpreter may not be up.
     let python = match python {
         Ok(()) if crate::runtime::Runtime::get().is_none() => {
-            super::build::start_python(home, 30).map_err(|e| e.to_string())
+            super::build::start_python(home, &super::runtime_of(extensions))
+                .map_err(|e| e.to_string())
         }
         other => other.clone(),
     };

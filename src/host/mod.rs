@@ -169,6 +169,10 @@ pub enum HostError {
     Config(#[from] config::ConfigError),
     #[error(transparent)]
     Python(#[from] crate::runtime::StartError),
+    /// The runtime asked for runs with other settings (see
+    /// [`crate::runtime::RuntimeError`]).
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
     /// Enabled bundled plugins (command-guard among them) could not be
     /// written to disk; see [`HostBuilder::allow_missing_bundled`].
     #[error("{0}; refusing to start without them")]
@@ -257,6 +261,15 @@ impl<'a, T> IntoIterator for &'a Pinned<[T]> {
     }
 }
 
+/// The runtime of the host whose extensions these are (kept there by its
+/// build); the process's for a map no build filled.
+pub(crate) fn runtime_of(extensions: &Extensions) -> crate::runtime::Runtime {
+    extensions
+        .peek::<crate::runtime::Runtime>()
+        .map(|rt| (*rt).clone())
+        .unwrap_or_else(crate::runtime::Runtime::current)
+}
+
 /// Commands the host answers itself, before plugin commands (the command
 /// table's rows [`crate::core::commands::answered_by_host`] names).
 pub const CORE_COMMANDS: [&str; 2] = ["help", "plugins"];
@@ -274,6 +287,11 @@ impl Host {
 
     pub fn home(&self) -> &Path {
         &self.home
+    }
+
+    /// The runtime this host was built from.
+    pub fn runtime(&self) -> crate::runtime::Runtime {
+        runtime_of(&self.extensions)
     }
 
     /// What dialects and the agent keep for this host (instead of statics).

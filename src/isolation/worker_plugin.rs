@@ -122,7 +122,9 @@ pub(super) fn load(
     python_log_level: u8,
 ) -> (Option<Served>, Reply) {
     let fail = |error: PluginError| (None, Reply::LoadFailed { error });
-    if let Err(e) = crate::runtime::Runtime::start(python_log_level) {
+    let settings = crate::runtime::Settings::default().python_log_level(python_log_level);
+    let started = crate::runtime::Runtime::start(settings).map_err(|e| e.to_string());
+    if let Err(e) = started.and_then(|rt| rt.interpreter().map_err(|e| e.to_string())) {
         return fail(PluginError::native(e.to_string()));
     }
     let Some(dialect) = crate::dialects::by_name(dialect) else {

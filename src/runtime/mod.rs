@@ -1,21 +1,24 @@
 //! The runtime: the one owner of the embedded interpreter.
 //!
 //! A [`Runtime`] is the handle a host is built from, as wasmtime's
-//! `Linker::new(&engine)` is: [`Runtime::python`] (the default) starts the
-//! process-wide [`Interpreter`] the first time a plugin needs it;
-//! [`Runtime::none`] never starts CPython, for hosts of native Rust tools,
-//! hooks and commands only. The [`Interpreter`] (CPython has one per
-//! process) is started once and shared by every host. It owns the
-//! interpreter's start, the rule for which threads keep a Python thread
-//! state ([`threads`]), the supervised asyncio loop and the one entry that
-//! starts a coroutine with its completion attached ([`bridge`]), and the
-//! tokio runtime plughost's own threads run on.
+//! `Linker::new(&engine)` is: [`Runtime::start`] builds the process's one
+//! runtime with its [`Settings`] (asking again with other settings is an
+//! error), clones share it, and it starts the process-wide [`Interpreter`]
+//! the first time a plugin needs it; [`Runtime::none`] never starts
+//! CPython, for hosts of native Rust tools, hooks and commands only. The
+//! [`Interpreter`] (CPython has one per process) is started once and shared
+//! by every host. This module owns the interpreter's start, the rule for
+//! which threads keep a Python thread state ([`threads`]), the supervised
+//! asyncio loop and the one entry that starts a coroutine with its
+//! completion attached ([`bridge`]), and the process's one tokio runtime
+//! ([`Runtime::tokio`]).
 //!
 //! This module is interpreter mechanics only: no plugin API lives here,
 //! and nothing here knows about the layers built on it.
 
 pub mod asgi;
 pub mod bridge;
+mod handle;
 pub mod loader;
 pub mod native;
 pub mod recorder;
@@ -32,6 +35,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyModule, PyTuple};
 use serde::Serialize;
 
+pub use handle::{wait_on_process, Runtime, RuntimeError, Settings};
 pub use threads::{attach, thread_started, try_attach, Exiting};
 
 use crate::core::outcome::PluginError;
@@ -39,118 +43,6 @@ use crate::core::outcome::PluginError;
 /// Python source of the runtime's half, compiled into the binary so that
 /// the standalone binary and the wheel run the very same code.
 const RUNTIME_SOURCE: &str = include_str!("../../python/plughost/_runtime.py");
-
-/// What a host is built from: whether it may run Python plugins.
-///
-/// `Runtime::python()` (the default) starts the process's one interpreter
-/// when the first plugin that needs it loads; `Runtime::none()` never does,
-/// so a host of native parts only stays free of CPython (its Python
-/// plugins, if any are found, fail to load saying so, and no dialect's
-/// Python-side discovery runs). Cheap to clone; hosts built from the same
-/// handle share only the interpreter.
-#[derive(Clone, Debug)]
-pub struct Runtime {
-    python: Option<PythonSettings>,
-}
-
-#[derive(Clone, Debug, Default)]
-struct PythonSettings {
-    /// Python `logging` forwarded into `tracing` at this level (0: off).
-    log_level: Option<u8>,
-}
-
-impl Default for Runtime {
-    fn default() -> Runtime {
-        Runtime::python()
-    }
-}
-
-impl Runtime {
-    /// A runtime that runs Python plugins (the interpreter starts on first need).
-    pub fn python() -> Runtime {
-        Runtime {
-            python: Some(PythonSettings::default()),
-        }
-    }
-
-    /// A runtime without Python: hosts built from it never start CPython.
-    pub fn none() -> Runtime {
-        Runtime { python: None }
-    }
-
-    /// Forward Python `logging` at `level` into `tracing` (the CLI does;
-    /// an embedding application keeps its own). No effect without Python.
-    pub fn python_log_level(mut self, level: u8) -> Runtime {
-        if let Some(p) = self.python.as_mut() {
-            p.log_level = Some(level);
-        }
-        self
-    }
-
-    /// Whether hosts built from it may run Python plugins.
-    pub fn has_python(&self) -> bool {
-        self.python.is_some()
-    }
-
-    /// The log level its interpreter starts with, when set.
-    pub fn log_level(&self) -> Option<u8> {
-        self.python.as_ref().and_then(|p| p.log_level)
-    }
-
-    /// Start the interpreter (once per process) for a host of this runtime.
-    pub fn interpreter(&self, default_log_level: u8) -> Result<&'static Interpreter, StartError> {
-        match &self.python {
-            Some(p) => Runtime::start(p.log_level.unwrap_or(default_log_level)),
-            None => Err(StartError(
-                "this host was built from Runtime::none(), which runs no Python".into(),
-            )),
-        }
-    }
-
-    /// The directories Python imports from (`sys.path`, an active
-    /// virtualenv's site-packages last), where dialects look for installed
-    /// entry points; empty for a runtime without Python.
-    pub fn search_path(&self) -> &'static [PathBuf] {
-        if self.has_python() {
-            sys_path()
-        } else {
-            &[]
-        }
-    }
-
-    /// Initialise the interpreter now (not plughost's runtime half) when a
-    /// host of this runtime found plugins that will need it: reading
-    /// [`search_path`](Self::search_path) in-process then costs nothing more,
-    /// where a host that found none reads it from a child process.
-    pub fn initialize_for_plugins(&self) {
-        if self.has_python() {
-            pyo3::Python::initialize();
-        }
-    }
-
-    /// Whether [`initialize_for_plugins`](Self::initialize_for_plugins)
-    /// would start the interpreter now (it has Python, not started yet).
-    pub(crate) fn would_initialize(&self) -> bool {
-        // SAFETY: Py_IsInitialized only reads the runtime's state flag; it
-        // may be called before (and without) Py_Initialize.
-        self.has_python() && unsafe { pyo3::ffi::Py_IsInitialized() } == 0
-    }
-
-    /// Start the interpreter (once per process) and return it.
-    ///
-    /// Safe to call from many threads at once (hosts built in parallel):
-    /// the first caller installs, the others wait with the GIL released.
-    /// `python_log_level` > 0 forwards Python `logging` at that level into
-    /// `tracing` (the CLI does; an embedding application keeps its own).
-    pub fn start(python_log_level: u8) -> Result<&'static Interpreter, StartError> {
-        Interpreter::start(python_log_level)
-    }
-
-    /// The interpreter, when it has been started.
-    pub fn get() -> Option<&'static Interpreter> {
-        RUNTIME.get()
-    }
-}
 
 /// The tokio runtime a host's agent runs on, captured when the agent is
 /// set on the host ([`CallerRuntime::capture`]): a plugin's synchronous
@@ -287,7 +179,6 @@ pub struct Interpreter {
     pub(crate) forget_plugin: Py<PyAny>,
     pub(crate) exception_report: Py<PyAny>,
     pub(crate) accepted_keywords: Py<PyAny>,
-    tokio: OnceLock<tokio::runtime::Runtime>,
 }
 
 static RUNTIME: OnceLock<Interpreter> = OnceLock::new();
@@ -298,8 +189,10 @@ static RUNTIME: OnceLock<Interpreter> = OnceLock::new();
 pub struct StartError(pub String);
 
 impl Interpreter {
-    /// Start the interpreter (once per process) and return it (see [`Runtime::start`]).
-    pub fn start(python_log_level: u8) -> Result<&'static Interpreter, StartError> {
+    /// Start the interpreter (once per process) and return it; only
+    /// through the process's [`Runtime`] ([`Runtime::interpreter`]), whose
+    /// settings it starts with.
+    fn start(python_log_level: u8) -> Result<&'static Interpreter, StartError> {
         static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
         if let Some(rt) = RUNTIME.get() {
             return Ok(rt);
@@ -319,18 +212,10 @@ impl Interpreter {
         })
     }
 
-    /// The tokio runtime plughost's own threads run on (blocking calls of
-    /// the Python API, the wheel's agent turns). Its threads are marked as
-    /// plughost's ([`thread_started`]) and keep their Python thread states.
-    pub fn tokio(&self) -> &tokio::runtime::Runtime {
-        self.tokio.get_or_init(|| {
-            tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .thread_name("plughost-worker")
-                .on_thread_start(thread_started)
-                .build()
-                .expect("a tokio runtime")
-        })
+    /// The tokio runtime plughost's own threads run on: the process's
+    /// ([`Runtime::tokio`]).
+    pub fn tokio(&self) -> &'static tokio::runtime::Runtime {
+        handle::process_tokio()
     }
 
     /// The runtime's Python module (`_plughost_runtime`).
@@ -377,7 +262,7 @@ pub fn runtime() -> &'static Interpreter {
         .expect("the Python runtime is started before any Python callable is wrapped")
 }
 
-/// A Python exception as a [`PluginError`] (see [`Runtime::plugin_error`]).
+/// A Python exception as a [`PluginError`] (see [`Interpreter::plugin_error`]).
 pub fn plugin_error(py: Python<'_>, err: &PyErr) -> PluginError {
     runtime().plugin_error(py, err)
 }
@@ -419,7 +304,6 @@ fn install(py: Python<'_>, python_log_level: u8) -> PyResult<Interpreter> {
         exception_report: f("exception_report")?,
         accepted_keywords: f("accepted_keywords")?,
         module: module.unbind(),
-        tokio: OnceLock::new(),
     })
 }
 

@@ -41,6 +41,8 @@ struct Options {
     workspace: Option<PathBuf>,
     isolate: Option<crate::plugins::config::Isolation>,
     hook_timeout: std::time::Duration,
+    /// The process's runtime, which the host is built from.
+    runtime: Runtime,
 }
 
 /// `isolate=`: `"all"`, `"none"`, or a list of plugin keys.
@@ -90,7 +92,7 @@ impl PyHost {
         let options = self.options.clone();
         let registrations = self.context.get().finish();
         let mut builder = Host::builder()
-            .python_log_level(0)
+            .runtime(&options.runtime)
             .enable(options.enable)
             .disable(options.disable)
             .hook_timeout(options.hook_timeout);
@@ -165,7 +167,12 @@ impl PyHost {
         let isolate = isolation_arg(isolate)?;
         let hook_timeout = crate::agent::provider::timeout_secs(hook_timeout)
             .map_err(|e| ConfigError::new_err(format!("hook_timeout {e}; got {hook_timeout}")))?;
-        Runtime::start(0).map_err(|e| PlughostError::new_err(e.to_string()))?;
+        // The embedding application keeps its own logging (level 0).
+        let runtime =
+            Runtime::with_log_level(0).map_err(|e| PlughostError::new_err(e.to_string()))?;
+        runtime
+            .interpreter()
+            .map_err(|e| PlughostError::new_err(e.to_string()))?;
         let context = Py::new(
             py,
             PluginContext::new(DIRECT_OWNER, &std::env::current_dir().unwrap_or_default()),
@@ -180,6 +187,7 @@ impl PyHost {
                 workspace,
                 isolate,
                 hook_timeout,
+                runtime,
             },
             built: PyOnceLock::new(),
             context,

@@ -10,9 +10,6 @@
 //! of files inside `core/` (an edge is a core file naming another by
 //! `crate::core::…`, `super::…`, `self::…` or a child module's name), and
 //! no dialect named in `core/`'s code.
-//!
-//! Assertions that still fail because of files other branches are
-//! rewriting are separate, ignored tests naming the edge they wait for.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -796,29 +793,8 @@ fn no_file_is_over_700_lines() {
     assert_eq!(long_files(&sources()), Vec::<String>::new());
 }
 
-/// Long functions another branch of issue 46 is splitting (`file name`),
-/// left out of [`no_function_is_over_120_lines`] until it lands.
-const BEING_SPLIT: [&str; 1] = ["host/load.rs load_candidate"];
-
-fn being_split(found: &str) -> bool {
-    BEING_SPLIT.iter().any(|f| {
-        let (file, name) = f.split_once(' ').unwrap();
-        found.starts_with(&format!("{file}:")) && found.contains(&format!(" {name} ("))
-    })
-}
-
 #[test]
 fn no_function_is_over_120_lines() {
-    let long: Vec<String> = long_functions(&sources())
-        .into_iter()
-        .filter(|f| !being_split(f))
-        .collect();
-    assert_eq!(long, Vec::<String>::new());
-}
-
-#[test]
-#[ignore = "waits for host/load.rs's load_candidate (130 lines) to be split (issue 46, the host's branch)"]
-fn no_function_is_over_120_lines_load_candidate_included() {
     assert_eq!(long_functions(&sources()), Vec::<String>::new());
 }
 

@@ -209,3 +209,121 @@ fn the_hook_table_has_a_row_per_event_in_order() {
         assert_eq!(event.spec().event, event);
     }
 }
+
+// The runtime a process holds (issue 46 item 3). This binary is one
+// process whose tests share its runtime: these ask for the settings it runs
+// with (the defaults, unless another test started it otherwise), and a
+// mismatch must be refused without changing anything.
+
+/// Asking again for the running runtime's settings returns that runtime;
+/// its clones, the hosts built without a runtime, and `Runtime::none()`
+/// all run on its one tokio runtime.
+#[test]
+fn the_same_settings_return_the_running_runtime() {
+    use plughost::runtime::Runtime;
+    let running = Runtime::current();
+    let settings = running
+        .settings()
+        .expect("the process's runtime runs Python");
+    let again = Runtime::start(settings).unwrap();
+    assert_eq!(again, running);
+    let clone = again.clone();
+    assert_eq!(clone, running);
+    assert_eq!(
+        clone.tokio().handle().id(),
+        running.tokio().handle().id(),
+        "one tokio runtime for every clone"
+    );
+    assert_eq!(
+        Runtime::none().tokio().handle().id(),
+        running.tokio().handle().id()
+    );
+    assert_eq!(
+        Runtime::with_log_level(settings.log_level()).unwrap(),
+        running
+    );
+
+    let (home, bundled) = (home_with(&[]), no_bundled());
+    let host = Host::builder()
+        .home(home.path())
+        .bundled_dir(bundled.path())
+        .build()
+        .unwrap();
+    assert_eq!(
+        host.runtime(),
+        running,
+        "a host without a runtime uses the process's"
+    );
+    let host = Host::builder()
+        .home(home.path())
+        .bundled_dir(bundled.path())
+        .runtime(&clone)
+        .python_log_level(settings.log_level())
+        .build()
+        .unwrap();
+    assert_eq!(host.runtime(), running);
+}
+
+/// Other settings are refused with an error naming both, and the running
+/// runtime is left as it was: by `Runtime::start`, and by a host asking for
+/// another Python log level (with or without a runtime of its own).
+#[test]
+fn other_settings_are_an_error_naming_both() {
+    use plughost::runtime::{Runtime, RuntimeError};
+    let running = Runtime::current();
+    let settings = running.settings().unwrap();
+    let level = if settings.log_level() == 10 { 20 } else { 10 };
+    let other = settings.python_log_level(level);
+
+    let refused = Runtime::start(other).unwrap_err();
+    assert_eq!(
+        refused,
+        RuntimeError::Mismatch {
+            running: settings,
+            asked: other
+        }
+    );
+    let text = refused.to_string();
+    assert!(text.contains(&settings.to_string()), "{text}");
+    assert!(text.contains(&other.to_string()), "{text}");
+    assert!(
+        text.contains(&format!(
+            "python_log_level {level} asked, {} running",
+            settings.log_level()
+        )),
+        "{text}"
+    );
+    let threads = settings.worker_threads(settings.threads().unwrap_or(1) + 3);
+    assert!(matches!(
+        Runtime::start(threads),
+        Err(RuntimeError::Mismatch { asked, .. }) if asked == threads
+    ));
+    assert!(Runtime::with_log_level(level).is_err());
+
+    let (home, bundled) = (home_with(&[]), no_bundled());
+    for explicit in [None, Some(&running)] {
+        let mut builder = Host::builder()
+            .home(home.path())
+            .bundled_dir(bundled.path())
+            .python_log_level(level);
+        if let Some(rt) = explicit {
+            builder = builder.runtime(rt);
+        }
+        match builder.build() {
+            Err(plughost::host::HostError::Runtime(RuntimeError::Mismatch {
+                running: was,
+                asked,
+            })) => {
+                assert_eq!(was, settings);
+                assert_eq!(asked, other);
+            }
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("a host asking for Python logging at {level} was built"),
+        }
+    }
+
+    // Nothing changed.
+    assert_eq!(Runtime::current(), running);
+    assert_eq!(Runtime::current().settings(), Some(settings));
+    assert_eq!(Runtime::start(settings).unwrap(), running);
+}
