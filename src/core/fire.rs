@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use crate::core::hooks::{
-    HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, LoopDecision, Policy,
+    ActionKind, FailMode, HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn,
+    HookSpec, LoopDecision, Policy,
 };
 use crate::core::outcome::PluginError;
 use crate::core::registry::Registry;
@@ -102,15 +103,10 @@ pub async fn fire_entries_from(
             Err(err) => {
                 report_hook_error(entry, event, &err);
                 record_turn_error(entry, event, &err);
-                // A fail-closed event (or callback) takes any failure
+                // A fail-closed row, guard or lane takes any failure
                 // (raised, wrong shape, timed out, not run) as a refusal.
                 if answers.is_empty() {
-                    let refusal = entry.callback.fail_closed(event, &err).or_else(|| {
-                        (spec.on_error == crate::core::hooks::FailMode::Closed)
-                            .then(|| fail_closed_answer(event, entry, &err))
-                            .flatten()
-                    });
-                    if let Some(refusal) = refusal {
+                    if let Some(refusal) = failed_closed(entry, event, &err) {
                         answers.push((index, refusal));
                     }
                 }
@@ -163,18 +159,41 @@ fn coarse_now() -> Duration {
     BASE.get_or_init(Instant::now).elapsed()
 }
 
-/// The refusal a fail-closed event takes from a callback that failed.
-fn fail_closed_answer(event: HookEvent, entry: &HookEntry, err: &HookError) -> Option<HookAction> {
-    match event {
-        HookEvent::PreToolCall => Some(HookAction::Block(format!(
-            "hook {} of plugin '{}' failed: {err}",
-            entry.label, entry.owner
-        ))),
-        HookEvent::PreGatewayDispatch => Some(HookAction::Skip(format!(
-            "hook {} of plugin '{}' failed: {err}",
-            entry.label, entry.owner
-        ))),
-        _ => None,
+/// The refusal a callback that failed on `event` stands for, if it fails
+/// closed: by its dialect's row ([`EventRow::on_error`](crate::core::hooks::EventRow::on_error)), as a guard
+/// plugin ([`HookCallback::fail_closed`](crate::core::hooks::HookCallback::fail_closed)), or by the lane's row.
+fn failed_closed(entry: &HookEntry, event: HookEvent, err: &HookError) -> Option<HookAction> {
+    let spec = event.spec();
+    if let Some(row) = entry
+        .callback
+        .row()
+        .filter(|r| r.on_error == FailMode::Closed)
+    {
+        return refusal(spec, (row.refused)(&entry.label, err));
+    }
+    entry.callback.fail_closed(event, err).or_else(|| {
+        (spec.on_error == FailMode::Closed)
+            .then(|| {
+                let reason = format!(
+                    "hook {} of plugin '{}' failed: {err}",
+                    entry.label, entry.owner
+                );
+                refusal(spec, reason)
+            })
+            .flatten()
+    })
+}
+
+/// The refusal a lane takes, with `reason`: the refusing answer its row
+/// accepts (a block of the call, a skip of the message); `None` for a lane
+/// that refuses nothing.
+pub fn refusal(spec: &HookSpec, reason: String) -> Option<HookAction> {
+    if spec.accepts.contains(&ActionKind::Block) {
+        Some(HookAction::Block(reason))
+    } else if spec.accepts.contains(&ActionKind::Skip) {
+        Some(HookAction::Skip(reason))
+    } else {
+        None
     }
 }
 
