@@ -120,7 +120,8 @@ pub async fn fire_entries_from(
                     answers.push((index, action));
                 }
             }
-            Policy::Collect | Policy::Merge => answers.push((index, action)),
+            Policy::Collect => answers.push((index, action)),
+            Policy::Merge => merge(&mut answers, index, action),
             Policy::StopAtFirst => {
                 answers.push((index, action));
                 break;
@@ -137,6 +138,23 @@ pub async fn fire_entries_from(
         }
     }
     answers
+}
+
+/// A merge lane's fold: patches ([`LoopDecision::Merge`]) join the first
+/// one, field by field, a later one winning; other answers are kept in
+/// order.
+fn merge(answers: &mut Vec<(usize, HookAction)>, index: usize, action: HookAction) {
+    let HookAction::Decide(LoopDecision::Merge(later)) = action else {
+        return answers.push((index, action));
+    };
+    let earlier = answers.iter_mut().find_map(|(_, a)| match a {
+        HookAction::Decide(LoopDecision::Merge(p)) => Some(p),
+        _ => None,
+    });
+    match earlier {
+        Some(patch) => *patch = std::mem::take(patch).then(later),
+        None => answers.push((index, HookAction::Decide(LoopDecision::Merge(later)))),
+    }
 }
 
 /// The monotonic clock to a few milliseconds (`CLOCK_MONOTONIC_COARSE`):
