@@ -311,7 +311,12 @@ impl HermesContext {
                     self.key
                 );
             } else {
-                let valid: Vec<&str> = HookEvent::ALL.iter().map(|e| e.name()).collect();
+                // The seed's names (Hermes's own lanes are not listed).
+                let valid: Vec<&str> = super::lanes::EVENTS
+                    .iter()
+                    .filter(|r| !matches!(r.lane, HookEvent::Lane(_)))
+                    .map(|r| r.name)
+                    .collect();
                 tracing::warn!(
                     "Hermes plugin '{}' registers unknown hook '{name}'; it will never fire (plughost fires: {})",
                     self.key,
