@@ -203,6 +203,9 @@ pub struct EventRow {
     /// The reason a fail-closed row's refusal gives for the failure of a
     /// callback named `label`.
     pub refused: fn(label: &str, error: &HookError) -> String,
+    /// Where several events of the dialect fire on one lane, their order
+    /// there (lower first), which the dialect makes priorities of.
+    pub rank: i32,
 }
 
 impl EventRow {
@@ -213,7 +216,13 @@ impl EventRow {
             lane,
             on_error: FailMode::Open,
             refused: failed,
+            rank: 0,
         }
+    }
+
+    /// This row with rank `rank` among its dialect's events on its lane.
+    pub const fn ranked(self, rank: i32) -> EventRow {
+        EventRow { rank, ..self }
     }
 
     /// A row of `name` on `lane` that fails closed, the refusal's reason
@@ -228,6 +237,7 @@ impl EventRow {
             lane,
             on_error: FailMode::Closed,
             refused,
+            rank: 0,
         }
     }
 }
