@@ -16,7 +16,7 @@ use crate::core::contexts::{
 };
 use crate::core::decisions::LoopDecision;
 use crate::core::outcome::PluginError;
-use crate::core::points::{ActionKind, BoxFuture, HookEvent};
+use crate::core::points::{ActionKind, BoxFuture, FailMode, HookEvent};
 
 /// The context handed to a callback, by event family.
 #[derive(Debug)]
@@ -130,10 +130,17 @@ pub enum HookReturn {
 /// A hook callback. Called with the event and its context.
 pub trait HookCallback: Send + Sync + 'static {
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn;
-    /// The refusal this callback stands for when it fails on `event`, if it
-    /// fails closed whatever the event's own [`FailMode`](crate::core::points::FailMode) (a dialect whose
-    /// guards fail closed, as Hermes's `pre_tool_call` ones do, with its own
-    /// message). `None`: the event's rule applies.
+    /// The row of its dialect's event this callback subscribed by
+    /// ([`EventRow`]): how it fails ([`EventRow::on_error`]) is the row's.
+    /// `None`: a callback of no dialect's row (native, or a dialect's own
+    /// helper); the lane's rule applies.
+    fn row(&self) -> Option<&'static EventRow> {
+        None
+    }
+    /// The refusal this callback stands for when it fails on `event`
+    /// whatever its row and lane say: a plugin that declares itself a guard
+    /// ([`crate::isolation::guard`]). `None`: the row's and the lane's rule
+    /// apply.
     fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
         let _ = (event, error);
         None
@@ -176,6 +183,68 @@ where
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
         HookReturn::Ready(Ok(self(event, payload)))
     }
+}
+
+/// An event a plugin API names, as a row of its dialect: the lane its
+/// callbacks are subscribed to, and what a callback that fails does there.
+/// Dialects that share a lane (Flowly's and Hermes's `pre_tool_call`) have
+/// their callbacks fire in one order; each dialect's row says how its own
+/// callbacks fail (Hermes's guards fail closed, Flowly's open).
+#[derive(Clone, Copy, Debug)]
+pub struct EventRow {
+    /// The plugin API's name of the event (`pre_tool_call`).
+    pub name: &'static str,
+    /// The lane it fires on.
+    pub lane: HookEvent,
+    /// [`FailMode::Closed`]: a callback that raises, times out or cannot
+    /// run stands for the lane's refusal ([`crate::core::fire::refusal`]),
+    /// whose reason is [`EventRow::refused`].
+    pub on_error: FailMode,
+    /// The reason a fail-closed row's refusal gives for the failure of a
+    /// callback named `label`.
+    pub refused: fn(label: &str, error: &HookError) -> String,
+    /// Where several events of the dialect fire on one lane, their order
+    /// there (lower first), which the dialect makes priorities of.
+    pub rank: i32,
+}
+
+impl EventRow {
+    /// A row of `name` on `lane` that fails open.
+    pub const fn open(name: &'static str, lane: HookEvent) -> EventRow {
+        EventRow {
+            name,
+            lane,
+            on_error: FailMode::Open,
+            refused: failed,
+            rank: 0,
+        }
+    }
+
+    /// This row with rank `rank` among its dialect's events on its lane.
+    pub const fn ranked(self, rank: i32) -> EventRow {
+        EventRow { rank, ..self }
+    }
+
+    /// A row of `name` on `lane` that fails closed, the refusal's reason
+    /// made by `refused`.
+    pub const fn closed(
+        name: &'static str,
+        lane: HookEvent,
+        refused: fn(&str, &HookError) -> String,
+    ) -> EventRow {
+        EventRow {
+            name,
+            lane,
+            on_error: FailMode::Closed,
+            refused,
+            rank: 0,
+        }
+    }
+}
+
+/// The reason of a refusal by default: which callback failed, and how.
+pub fn failed(label: &str, error: &HookError) -> String {
+    format!("hook {label} failed: {error}")
 }
 
 /// Counters of one registered callback, for `plugins doctor` and tests.

@@ -4,7 +4,8 @@
 use std::time::{Duration, Instant};
 
 use crate::core::hooks::{
-    HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn, LoopDecision, Policy,
+    ActionKind, FailMode, HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn,
+    HookSpec, LoopDecision, Policy,
 };
 use crate::core::outcome::PluginError;
 use crate::core::registry::Registry;
@@ -102,15 +103,10 @@ pub async fn fire_entries_from(
             Err(err) => {
                 report_hook_error(entry, event, &err);
                 record_turn_error(entry, event, &err);
-                // A fail-closed event (or callback) takes any failure
+                // A fail-closed row, guard or lane takes any failure
                 // (raised, wrong shape, timed out, not run) as a refusal.
                 if answers.is_empty() {
-                    let refusal = entry.callback.fail_closed(event, &err).or_else(|| {
-                        (spec.on_error == crate::core::hooks::FailMode::Closed)
-                            .then(|| fail_closed_answer(event, entry, &err))
-                            .flatten()
-                    });
-                    if let Some(refusal) = refusal {
+                    if let Some(refusal) = failed_closed(entry, event, &err) {
                         answers.push((index, refusal));
                     }
                 }
@@ -124,7 +120,8 @@ pub async fn fire_entries_from(
                     answers.push((index, action));
                 }
             }
-            Policy::Collect | Policy::Merge => answers.push((index, action)),
+            Policy::Collect => answers.push((index, action)),
+            Policy::Merge => merge(&mut answers, index, action),
             Policy::StopAtFirst => {
                 answers.push((index, action));
                 break;
@@ -141,6 +138,23 @@ pub async fn fire_entries_from(
         }
     }
     answers
+}
+
+/// A merge lane's fold: patches ([`LoopDecision::Merge`]) join the first
+/// one, field by field, a later one winning; other answers are kept in
+/// order.
+fn merge(answers: &mut Vec<(usize, HookAction)>, index: usize, action: HookAction) {
+    let HookAction::Decide(LoopDecision::Merge(later)) = action else {
+        return answers.push((index, action));
+    };
+    let earlier = answers.iter_mut().find_map(|(_, a)| match a {
+        HookAction::Decide(LoopDecision::Merge(p)) => Some(p),
+        _ => None,
+    });
+    match earlier {
+        Some(patch) => *patch = std::mem::take(patch).then(later),
+        None => answers.push((index, HookAction::Decide(LoopDecision::Merge(later)))),
+    }
 }
 
 /// The monotonic clock to a few milliseconds (`CLOCK_MONOTONIC_COARSE`):
@@ -163,18 +177,41 @@ fn coarse_now() -> Duration {
     BASE.get_or_init(Instant::now).elapsed()
 }
 
-/// The refusal a fail-closed event takes from a callback that failed.
-fn fail_closed_answer(event: HookEvent, entry: &HookEntry, err: &HookError) -> Option<HookAction> {
-    match event {
-        HookEvent::PreToolCall => Some(HookAction::Block(format!(
-            "hook {} of plugin '{}' failed: {err}",
-            entry.label, entry.owner
-        ))),
-        HookEvent::PreGatewayDispatch => Some(HookAction::Skip(format!(
-            "hook {} of plugin '{}' failed: {err}",
-            entry.label, entry.owner
-        ))),
-        _ => None,
+/// The refusal a callback that failed on `event` stands for, if it fails
+/// closed: by its dialect's row ([`EventRow::on_error`](crate::core::hooks::EventRow::on_error)), as a guard
+/// plugin ([`HookCallback::fail_closed`](crate::core::hooks::HookCallback::fail_closed)), or by the lane's row.
+fn failed_closed(entry: &HookEntry, event: HookEvent, err: &HookError) -> Option<HookAction> {
+    let spec = event.spec();
+    if let Some(row) = entry
+        .callback
+        .row()
+        .filter(|r| r.on_error == FailMode::Closed)
+    {
+        return refusal(spec, (row.refused)(&entry.label, err));
+    }
+    entry.callback.fail_closed(event, err).or_else(|| {
+        (spec.on_error == FailMode::Closed)
+            .then(|| {
+                let reason = format!(
+                    "hook {} of plugin '{}' failed: {err}",
+                    entry.label, entry.owner
+                );
+                refusal(spec, reason)
+            })
+            .flatten()
+    })
+}
+
+/// The refusal a lane takes, with `reason`: the refusing answer its row
+/// accepts (a block of the call, a skip of the message); `None` for a lane
+/// that refuses nothing.
+pub fn refusal(spec: &HookSpec, reason: String) -> Option<HookAction> {
+    if spec.accepts.contains(&ActionKind::Block) {
+        Some(HookAction::Block(reason))
+    } else if spec.accepts.contains(&ActionKind::Skip) {
+        Some(HookAction::Skip(reason))
+    } else {
+        None
     }
 }
 

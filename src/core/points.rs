@@ -368,6 +368,11 @@ pub enum LaneForm {
     /// (the tool's handler), whose state is its own (pluggy's wrappers):
     /// see [`crate::core::wrappers`].
     Wrapper,
+    /// Each callback runs around what the point does and calls the rest of
+    /// the chain itself (execution middleware, as Hermes's
+    /// `tool_execution` and `llm_execution`): see
+    /// [`crate::core::pipeline::middleware::run_chain`].
+    Around,
 }
 
 /// A lane a dialect brings to a point of the loop, as a table row: where
@@ -412,6 +417,34 @@ impl Lane {
                 on_error: FailMode::Open,
             },
             form: LaneForm::Plain,
+            fires,
+        }
+    }
+}
+
+impl Lane {
+    /// A lane whose callbacks wrap what the point does (`form`:
+    /// [`LaneForm::Wrapper`] or [`LaneForm::Around`]): they answer nothing
+    /// and fail open (a wrapper that fails is skipped).
+    pub const fn wrapping(
+        me: &'static Lane,
+        name: &'static str,
+        point: Point,
+        order: u8,
+        form: LaneForm,
+        fires: &'static str,
+    ) -> Lane {
+        Lane {
+            name,
+            point,
+            order,
+            spec: HookSpec {
+                event: HookEvent::Lane(LaneId(me)),
+                policy: Policy::Observe,
+                accepts: &[],
+                on_error: FailMode::Open,
+            },
+            form,
             fires,
         }
     }

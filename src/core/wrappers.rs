@@ -18,23 +18,17 @@ use std::sync::Arc;
 
 use crate::core::callbacks::{HookError, HookStats};
 use crate::core::outcome::ToolOutcome;
-use crate::core::points::{FailMode, HookEvent, HookSpec, Lane, LaneForm, LaneId, Point, Policy};
+use crate::core::points::{Lane, LaneForm, Point};
 
 /// Around every tool handler: from just before it runs (after P9x) to its result.
-pub static TOOL_HANDLER: Lane = Lane {
-    name: "tool_handler",
-    point: Point::ToolAround,
-    order: 0,
-    spec: HookSpec {
-        event: HookEvent::Lane(LaneId(&TOOL_HANDLER)),
-        policy: Policy::Observe,
-        accepts: &[],
-        on_error: FailMode::Open,
-    },
-    form: LaneForm::Wrapper,
-    fires:
-        "Around every tool handler: the first half just before it runs, the second with its result.",
-};
+pub static TOOL_HANDLER: Lane = Lane::wrapping(
+    &TOOL_HANDLER,
+    "tool_handler",
+    Point::ToolAround,
+    0,
+    LaneForm::Wrapper,
+    "Around every tool handler: the first half just before it runs, the second with its result.",
+);
 
 /// The call a wrapper is around.
 #[derive(Debug)]

@@ -127,6 +127,13 @@ pub trait Dialect: Send + Sync + 'static {
     fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
         &[]
     }
+    /// The rows of the events its plugins name that say more than the
+    /// lane they fire on: how a failing callback counts
+    /// ([`crate::core::hooks::EventRow`]). An isolated plugin's hooks are
+    /// given the row of the name they registered by, as in-process ones.
+    fn events(&self) -> &'static [crate::core::hooks::EventRow] {
+        &[]
+    }
     /// Why a subscription to `event` (a name as the plugin wrote it) will
     /// never be called in plughost, for `plugins doctor`; `None` when it
     /// fires. By default: the core's event names fire, others never do.

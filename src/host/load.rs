@@ -595,6 +595,9 @@ impl crate::core::hooks::HookCallback for GuardedHook {
                 .flatten()
         })
     }
+    fn row(&self) -> Option<&'static crate::core::hooks::EventRow> {
+        self.inner.row()
+    }
     fn event_name(&self, event: crate::core::hooks::HookEvent) -> Option<String> {
         self.inner.event_name(event)
     }

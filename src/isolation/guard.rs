@@ -46,9 +46,5 @@ pub fn declares_guard(key: &str, source: Source, dir: &Path) -> bool {
 pub fn refusal(key: &str, event: HookEvent, error: &HookError) -> Option<HookAction> {
     let reason =
         format!("guard plugin '{key}' could not check this ({error}); refused: it fails closed");
-    match event {
-        HookEvent::PreToolCall => Some(HookAction::Block(reason)),
-        HookEvent::PreGatewayDispatch => Some(HookAction::Skip(reason)),
-        _ => None,
-    }
+    crate::core::fire::refusal(event.spec(), reason)
 }

@@ -21,7 +21,7 @@
 use serde_json::Value;
 
 pub use crate::core::callbacks::{ExecCall, ExecError, Execution, Next};
-use crate::core::hooks::{HookCallback, HookEntry, Lane, Point, Policy};
+use crate::core::hooks::{HookCallback, HookEntry, Lane, LaneForm, Point, Policy};
 
 /// A chain over a tool call's arguments, before `pre_tool_call`.
 pub static TOOL_REQUEST: Lane = Lane::plain(
@@ -44,28 +44,28 @@ pub static LLM_REQUEST: Lane = Lane::plain(
 );
 
 /// Around a tool's handler, each callback calling the rest of the chain.
-pub static TOOL_EXECUTION: Lane = Lane::plain(
+pub static TOOL_EXECUTION: Lane = Lane::wrapping(
     &TOOL_EXECUTION,
     "tool_execution",
     Point::ToolAround,
     0,
-    Policy::Observe,
+    LaneForm::Around,
     "Around a tool's handler: each callback runs the rest of the chain through next_call, or not (tool_execution middleware).",
 );
 
 /// Around the provider call, each callback calling the rest of the chain.
-pub static LLM_EXECUTION: Lane = Lane::plain(
+pub static LLM_EXECUTION: Lane = Lane::wrapping(
     &LLM_EXECUTION,
     "llm_execution",
     Point::ModelCallBefore,
     1,
-    Policy::Observe,
+    LaneForm::Around,
     "Around the provider call: each callback runs the rest of the chain through next_call, may raise LLMExecutionBlocked (llm_execution middleware).",
 );
 
 /// Run `entries`' execution middleware around `terminal`, Hermes's way
-/// (see the module doc). Entries whose callback is not an [`Execution`]
-/// are passed over.
+/// (see the module doc): how a lane of form [`LaneForm::Around`] fires.
+/// Entries whose callback is not an [`Execution`] are passed over.
 pub fn run_chain(
     entries: &[HookEntry],
     call: &ExecCall,

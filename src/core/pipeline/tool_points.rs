@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 
 use crate::core::fire::{decisions, fire, fire_entries, fire_entries_from};
-use crate::core::hooks::{HookEvent, HookPayload, LoopContext, LoopDecision, Point, ResultPatch};
+use crate::core::hooks::{HookEvent, HookPayload, LoopContext, LoopDecision, Point};
 use crate::core::registry::Registry;
 
 /// What the lanes before a tool call decided, combined.
@@ -206,10 +206,11 @@ pub fn after_hooked(registry: &Registry) -> bool {
 
 /// P10: the lanes dialects brought to the point, in their rows' order, on
 /// one context: each sees the result as the lanes before it left it.
-/// Within a lane, merge patches are merged (a later field winning) and
-/// applied after all its callbacks ran; edits of the result chain; of the
-/// other decisions the point keeps the first of each kind (a
-/// short-circuit, an abort, a re-run) and every append.
+/// A merge lane's patch (its policy merged its callbacks' patches, a later
+/// field winning: [`crate::core::fire`]) is applied after all its
+/// callbacks ran; edits of the result chain; of the other decisions the
+/// point keeps the first of each kind (a short-circuit, an abort, a
+/// re-run) and every append.
 ///
 /// Its caller looks first ([`after_hooked`]), as it has a context to make.
 pub async fn after(registry: &Registry, mut lc: LoopContext) -> After {
@@ -220,9 +221,7 @@ pub async fn after(registry: &Registry, mut lc: LoopContext) -> After {
         let mut patch = None;
         for decision in decisions(answers, lane) {
             match decision {
-                LoopDecision::Merge(p) => {
-                    patch = Some(patch.unwrap_or_else(ResultPatch::default).then(p))
-                }
+                LoopDecision::Merge(merged) => patch = Some(merged),
                 other => after.take(other),
             }
         }

@@ -1,19 +1,12 @@
 //! What a dialect's hooks need when its plugin runs in an isolated worker:
-//! the refusal a failed guard stands for, and its per-turn and per-session
-//! state carried to the worker and back.
+//! their per-turn and per-session state carried to the worker and back.
+//! (How a failed callback counts is its event row's, the same in-process
+//! and isolated: [`crate::core::hooks::EventRow`].)
 
-use crate::core::hooks::{HookAction, HookError, HookEvent, LoopContext, Slots};
+use crate::core::hooks::{LoopContext, Slots};
 
 /// A dialect whose hooks need more than their arguments to run in a worker.
 pub trait Isolated: Send + Sync {
-    /// The refusal a failed callback (named `label`) of this dialect stands
-    /// for on `event` when its guards fail closed, for callbacks that run
-    /// elsewhere (an isolated plugin's worker): the same answer its
-    /// in-process callbacks give ([`crate::core::hooks::HookCallback::fail_closed`]).
-    fn fail_closed(&self, label: &str, event: HookEvent, error: &HookError) -> Option<HookAction> {
-        let _ = (label, event, error);
-        None
-    }
     /// Its per-turn state on a loop point's context that an isolated
     /// plugin's hook carries to its worker and back, as an opaque value
     /// (`None` inside when there is none yet), with where the worker's

@@ -1,8 +1,8 @@
 //! The lanes Codumentor brings to the loop: where its events need a policy
-//! no other lane at the point has. Its other events fire on the core's
-//! lanes ([`super::points::points`]).
+//! no other lane at the point has; and its event rows ([`EVENTS`]): every
+//! in-scope event and the lanes it fires on, its own or the core's.
 
-use crate::core::hooks::{Lane, Point, Policy};
+use crate::core::hooks::{EventRow, HookEvent, Lane, LaneId, Point, Policy};
 
 /// `onPromptAssemble`: each edit of the in-flight list is what the next
 /// handler sees, and is carried to later model calls.
@@ -79,4 +79,42 @@ pub static LANES: &[&Lane] = &[
     &SCHEDULED_RUN_GATE,
     &SCHEDULED_RUN_AUTO_DISABLED,
     &CONFIG_RELOAD,
+];
+
+const fn on(name: &'static str, lane: &'static Lane) -> EventRow {
+    EventRow::open(name, HookEvent::Lane(LaneId(lane)))
+}
+
+/// Codumentor's in-scope events, each on its lane (an event on two lanes
+/// has two rows); events sharing a lane keep the seed's order by their
+/// rank (`onContextReady` before `onAfterInput`, `onLLMCallEnd`,
+/// `onUsageTracked`, `onAfterLLM`; `onToolInvokeEnd` before `onAfterTool`).
+/// Every one fails open.
+pub static EVENTS: &[EventRow] = &[
+    EventRow::open("onServerReady", HookEvent::HostStart),
+    EventRow::open("onInputReceived", HookEvent::InputReceived),
+    EventRow::open("onContextReady", HookEvent::HistoryReady),
+    EventRow::open("onAfterInput", HookEvent::HistoryReady).ranked(1),
+    on("onPromptAssemble", &PROMPT_ASSEMBLE),
+    EventRow::open("onAfterPromptAssemble", HookEvent::PromptFinal),
+    EventRow::open("onLLMCallStart", HookEvent::ModelCallStart),
+    EventRow::open("onLLMError", HookEvent::ModelCallError),
+    EventRow::open("onLLMCallEnd", HookEvent::ModelReplied),
+    EventRow::open("onUsageTracked", HookEvent::ModelReplied).ranked(1),
+    EventRow::open("onAfterLLM", HookEvent::ModelReplied).ranked(2),
+    on("onToolInvokeStart", &TOOL_VET),
+    EventRow::open("onToolExecuting", HookEvent::ToolExecuting),
+    on("onToolInvokeEnd", &TOOL_AFTER_CHAIN),
+    on("onAfterTool", &TOOL_AFTER_CHAIN).ranked(1),
+    EventRow::open("onBeforeSendResponse", HookEvent::ResponseBeforeSend),
+    EventRow::open("onResponsePersist", HookEvent::ResponsePersisted),
+    EventRow::open("onTurnAborted", HookEvent::TurnEnded),
+    EventRow::open("onTurnInterrupted", HookEvent::TurnEnded),
+    EventRow::open("onError", HookEvent::TurnEnded),
+    on("onScheduledRunGate", &SCHEDULED_RUN_GATE),
+    on("onScheduledRunAutoDisabled", &SCHEDULED_RUN_AUTO_DISABLED),
+    on("onConfigReload", &CONFIG_RELOAD),
+    // P2 (`/new`, `/clear`: explicit removal) and P14 (unloaded).
+    EventRow::open("onSessionEvict", HookEvent::OnSessionReset),
+    EventRow::open("onSessionEvict", HookEvent::OnSessionFinalize),
 ];

@@ -159,7 +159,7 @@ pub const IN_SCOPE: &[&str] = &[
 /// Why a Codumentor subscription will never be called, if it will not:
 /// `None` for an event plughost fires.
 pub fn never_fires(event: &str) -> Option<&'static str> {
-    if IN_SCOPE.contains(&event) && !points::points(event).is_empty() {
+    if IN_SCOPE.contains(&event) && points::points(event).next().is_some() {
         None
     } else if event == "onLLMStream" {
         Some("plughost does not stream model deltas to hooks (run and chat alike): it never fires")
@@ -337,6 +337,9 @@ pub struct Codumentor;
 impl Dialect for Codumentor {
     fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
         lanes::LANES
+    }
+    fn events(&self) -> &'static [crate::core::hooks::EventRow] {
+        lanes::EVENTS
     }
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)

@@ -24,7 +24,7 @@ use super::payload::{edit_of, payload_of};
 use super::turn::{Turn, TurnInfo};
 use super::{installed, Decision};
 use crate::core::hooks::{
-    CallState, HookAction, HookError, HookEvent, HookPayload, HookReturn, LaneId, LoopContext,
+    CallState, HookAction, HookError, HookEvent, HookPayload, HookReturn, LoopContext,
     LoopDecision, LoopEdit, TurnScope,
 };
 use crate::core::outcome::PluginError;
@@ -32,45 +32,13 @@ use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::value::to_json;
 use crate::runtime::{plugin_error, try_attach};
 
-const PROMPT_ASSEMBLE: HookEvent = HookEvent::Lane(LaneId(&super::lanes::PROMPT_ASSEMBLE));
-const TOOL_VET: HookEvent = HookEvent::Lane(LaneId(&super::lanes::TOOL_VET));
-const TOOL_AFTER_CHAIN: HookEvent = HookEvent::Lane(LaneId(&super::lanes::TOOL_AFTER_CHAIN));
-const SCHEDULED_RUN_GATE: HookEvent = HookEvent::Lane(LaneId(&super::lanes::SCHEDULED_RUN_GATE));
-const SCHEDULED_RUN_AUTO_DISABLED: HookEvent =
-    HookEvent::Lane(LaneId(&super::lanes::SCHEDULED_RUN_AUTO_DISABLED));
-const CONFIG_RELOAD: HookEvent = HookEvent::Lane(LaneId(&super::lanes::CONFIG_RELOAD));
-
-/// The loop point(s) of an in-scope event, and its rank at the point.
-pub fn points(event: &str) -> &'static [(HookEvent, i32)] {
-    match event {
-        "onServerReady" => &[(HookEvent::HostStart, 0)],
-        "onInputReceived" => &[(HookEvent::InputReceived, 0)],
-        "onContextReady" => &[(HookEvent::HistoryReady, 0)],
-        "onAfterInput" => &[(HookEvent::HistoryReady, 1)],
-        "onPromptAssemble" => &[(PROMPT_ASSEMBLE, 0)],
-        "onAfterPromptAssemble" => &[(HookEvent::PromptFinal, 0)],
-        "onLLMCallStart" => &[(HookEvent::ModelCallStart, 0)],
-        "onLLMError" => &[(HookEvent::ModelCallError, 0)],
-        "onLLMCallEnd" => &[(HookEvent::ModelReplied, 0)],
-        "onUsageTracked" => &[(HookEvent::ModelReplied, 1)],
-        "onAfterLLM" => &[(HookEvent::ModelReplied, 2)],
-        "onToolInvokeStart" => &[(TOOL_VET, 0)],
-        "onToolExecuting" => &[(HookEvent::ToolExecuting, 0)],
-        "onToolInvokeEnd" => &[(TOOL_AFTER_CHAIN, 0)],
-        "onAfterTool" => &[(TOOL_AFTER_CHAIN, 1)],
-        "onBeforeSendResponse" => &[(HookEvent::ResponseBeforeSend, 0)],
-        "onResponsePersist" => &[(HookEvent::ResponsePersisted, 0)],
-        "onTurnAborted" | "onTurnInterrupted" | "onError" => &[(HookEvent::TurnEnded, 0)],
-        "onScheduledRunGate" => &[(SCHEDULED_RUN_GATE, 0)],
-        "onScheduledRunAutoDisabled" => &[(SCHEDULED_RUN_AUTO_DISABLED, 0)],
-        "onConfigReload" => &[(CONFIG_RELOAD, 0)],
-        // P2 (`/new`, `/clear`: explicit removal) and P14 (unloaded).
-        "onSessionEvict" => &[
-            (HookEvent::OnSessionReset, 0),
-            (HookEvent::OnSessionFinalize, 0),
-        ],
-        _ => &[],
-    }
+/// The lanes of an in-scope event, each with its rank there, as its rows
+/// say ([`super::lanes::EVENTS`]); none for another name.
+pub fn points(event: &str) -> impl Iterator<Item = (HookEvent, i32)> + '_ {
+    super::lanes::EVENTS
+        .iter()
+        .filter(move |r| r.name == event)
+        .map(|r| (r.lane, r.rank))
 }
 
 /// The core priority of a subscription: after every other dialect's

@@ -48,7 +48,7 @@ impl Recorder {
             stats: Arc::new(HookStats::default()),
         };
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let at = points::points(&event);
+        let at: Vec<_> = points::points(&event).collect();
         if at.is_empty() {
             // Out of scope or unknown: listed, never fired.
             pending.push(Registration::Hook {
@@ -57,7 +57,7 @@ impl Recorder {
                 entry: label_entry(),
             });
         }
-        for &(core, rank) in at {
+        for (core, rank) in at {
             pending.push(Registration::Hook {
                 event: Some(core),
                 name: event.clone(),

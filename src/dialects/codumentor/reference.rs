@@ -69,7 +69,7 @@ pub static DOC: DialectDoc = DialectDoc {
     own_events: Some(&OwnEvents {
         register: "register(self, bus)",
         known: IN_SCOPE,
-        points: |event| points::points(event).iter().map(|(p, _)| *p).collect(),
+        points: |event| points::points(event).map(|(p, _)| p).collect(),
         answers,
         objects: &[
             ("ctx", "The `ctx` dict", "One dict per turn, shared by every handler of that turn (handlers may add keys); `{}` where the agent is `None`."),

@@ -1,8 +1,8 @@
 //! The lanes Felix brings to the loop: where its hooks need a policy no
-//! other lane at the point has. Its other hook kinds fire on the core's
-//! lanes ([`super::point_of`]).
+//! other lane at the point has; and its event rows ([`EVENTS`]): every
+//! hook kind and the lane it fires on, its own or the core's.
 
-use crate::core::hooks::{Lane, Point, Policy};
+use crate::core::hooks::{EventRow, HookEvent, Lane, LaneId, Point, Policy};
 
 /// `before_turn`: every hook sees the same in-flight list; each append is
 /// added after all ran.
@@ -38,3 +38,17 @@ pub static AFTER_TOOL: Lane = Lane::plain(
 
 /// Felix's lanes, for the dialect table.
 pub static LANES: &[&Lane] = &[&BEFORE_TURN, &BEFORE_TOOL, &AFTER_TOOL];
+
+/// Felix's hook kinds that fire in plughost, each on its lane; every one
+/// fails open (a failing hook is reported in `hook_errors` and skipped).
+pub static EVENTS: &[EventRow] = &[
+    EventRow::open("filter_history", HookEvent::HistoryReady),
+    EventRow::open("before_turn", HookEvent::Lane(LaneId(&BEFORE_TURN))),
+    EventRow::open("before_model", HookEvent::PromptFinal),
+    EventRow::open("after_model", HookEvent::ModelReplied),
+    EventRow::open("before_tool", HookEvent::Lane(LaneId(&BEFORE_TOOL))),
+    EventRow::open("after_tool", HookEvent::Lane(LaneId(&AFTER_TOOL))),
+    EventRow::open("before_compact", HookEvent::CompactBefore),
+    EventRow::open("compact_failed", HookEvent::CompactFailed),
+    EventRow::open("startup_hook", HookEvent::HostStart),
+];

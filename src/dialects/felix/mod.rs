@@ -36,7 +36,7 @@ use pyo3::types::{PyDict, PyModule, PyTuple};
 use super::abilities::{Abilities, Doctor, Renderers};
 use super::{Dialect, LoadedPlugin};
 use crate::core::extensions::Extensions;
-use crate::core::hooks::{HookEntry, HookEvent, LaneId, FIRST_LANE_PRIORITY};
+use crate::core::hooks::{HookEntry, HookEvent, FIRST_LANE_PRIORITY};
 use crate::core::outcome::PluginError;
 use crate::core::registry::{Registration, Tool, ToolSpec};
 use crate::plugins::config::PluginLists;
@@ -101,20 +101,12 @@ pub(crate) fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
         .map(|m| m.bind(py).clone())
 }
 
-/// The loop point a Felix hook kind fires at.
+/// The lane a Felix hook kind fires on, as its row says ([`lanes::EVENTS`]).
 pub fn point_of(kind: &str) -> Option<HookEvent> {
-    Some(match kind {
-        "filter_history" => HookEvent::HistoryReady,
-        "before_turn" => HookEvent::Lane(LaneId(&lanes::BEFORE_TURN)),
-        "before_model" => HookEvent::PromptFinal,
-        "after_model" => HookEvent::ModelReplied,
-        "before_tool" => HookEvent::Lane(LaneId(&lanes::BEFORE_TOOL)),
-        "after_tool" => HookEvent::Lane(LaneId(&lanes::AFTER_TOOL)),
-        "before_compact" => HookEvent::CompactBefore,
-        "compact_failed" => HookEvent::CompactFailed,
-        "startup_hook" => HookEvent::HostStart,
-        _ => return None,
-    })
+    lanes::EVENTS
+        .iter()
+        .find(|r| r.name == kind)
+        .map(|r| r.lane)
 }
 
 /// The Felix dialect (see the module docs).
@@ -123,6 +115,9 @@ pub struct Felix;
 impl Dialect for Felix {
     fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
         lanes::LANES
+    }
+    fn events(&self) -> &'static [crate::core::hooks::EventRow] {
+        lanes::EVENTS
     }
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::handlers::{PyCommand, PyTool};
 use super::hooks::PyHook;
-use crate::core::hooks::{HookEntry, HookEvent, HookStats};
+use crate::core::hooks::{HookEntry, HookStats};
 use crate::core::registry::{
     normalize_command_name, Command, Registration, Skill, Tool, ToolSpec, RESERVED_COMMANDS,
 };
@@ -424,9 +424,9 @@ impl PluginContext {
             .extract()
             .map_err(|_| PyTypeError::new_err("register_hook: event name must be a string"))?;
         require_callable(callback, "register_hook: callback")?;
-        let event = HookEvent::from_name(&name);
+        let event = super::lanes::by_name(&name).map(|r| r.lane);
         if event.is_none() {
-            let valid: Vec<&str> = HookEvent::ALL.iter().map(|e| e.name()).collect();
+            let valid: Vec<&str> = super::lanes::EVENTS.iter().map(|r| r.name).collect();
             tracing::warn!(
                 "plugin '{}' registers unknown hook event '{}'; it will never fire (valid: {})",
                 self.key,

@@ -5,6 +5,7 @@
 pub mod context;
 pub mod handlers;
 pub mod hooks;
+pub mod lanes;
 pub mod reference;
 pub mod web;
 pub mod web_report;
@@ -281,6 +282,15 @@ impl crate::plugins::format::PluginFormat for Flowly {
 }
 
 impl Dialect for Flowly {
+    fn events(&self) -> &'static [crate::core::hooks::EventRow] {
+        lanes::EVENTS
+    }
+    /// Flowly's names are its rows' ([`lanes::EVENTS`]); others never fire.
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        lanes::by_name(event)
+            .is_none()
+            .then_some("not a known event: it never fires")
+    }
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
     }

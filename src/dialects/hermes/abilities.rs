@@ -1,16 +1,17 @@
 //! Which abilities of [`crate::dialects::abilities`] Hermes has, and how:
 //! install detection (its imports, its manifest's kind), `requires_plugins`
 //! order, its providers and what this host does not use in `plugins
-//! doctor`, its plugins' CLI commands, its renderer, and `pre_tool_call`
-//! failing closed in a worker.
+//! doctor`, its plugins' CLI commands and its renderer. (`pre_tool_call`
+//! failing closed, in-process or in a worker, is its row's:
+//! [`super::lanes::EVENTS`].)
 
 use std::path::Path;
 
-use super::{cli, discover, hooks, manifest, members, order, providers, render, sniff, Hermes};
+use super::{cli, discover, manifest, members, order, providers, render, sniff, Hermes};
 use super::{constants_origin, not_used, INSTALLED};
 use crate::core::extensions::Extensions;
 use crate::dialects::abilities::{
-    Doctor, Isolated, LoadOrder, Providers, Renderers, Sniff, TerminalCommands, TerminalError,
+    Doctor, LoadOrder, Providers, Renderers, Sniff, TerminalCommands, TerminalError,
 };
 use crate::plugins::discovery::Candidate;
 
@@ -97,16 +98,5 @@ impl TerminalCommands for Hermes {
 impl Renderers for Hermes {
     fn renderer(&self) -> Option<std::sync::Arc<dyn crate::core::outcome::Renderer>> {
         Some(std::sync::Arc::new(render::HermesRenderer))
-    }
-}
-
-impl Isolated for Hermes {
-    fn fail_closed(
-        &self,
-        label: &str,
-        event: crate::core::hooks::HookEvent,
-        error: &crate::core::hooks::HookError,
-    ) -> Option<crate::core::hooks::HookAction> {
-        hooks::pre_tool_call_refusal(label, event, error)
     }
 }

@@ -302,7 +302,8 @@ impl HermesContext {
             .extract()
             .map_err(|_| PyTypeError::new_err("register_hook: hook name must be a string"))?;
         require_callable(callback, "register_hook: callback")?;
-        let event = HookEvent::from_name(&name).or_else(|| super::lanes::by_name(&name));
+        let row = super::lanes::by_name(&name);
+        let event = row.map(|r| r.lane);
         if event.is_none() {
             if never_fires(&name) {
                 tracing::info!(
@@ -310,7 +311,12 @@ impl HermesContext {
                     self.key
                 );
             } else {
-                let valid: Vec<&str> = HookEvent::ALL.iter().map(|e| e.name()).collect();
+                // The seed's names (Hermes's own lanes are not listed).
+                let valid: Vec<&str> = super::lanes::EVENTS
+                    .iter()
+                    .filter(|r| !matches!(r.lane, HookEvent::Lane(_)))
+                    .map(|r| r.name)
+                    .collect();
                 tracing::warn!(
                     "Hermes plugin '{}' registers unknown hook '{name}'; it will never fire (plughost fires: {})",
                     self.key,
@@ -323,7 +329,7 @@ impl HermesContext {
             owner: self.key.clone(),
             label: label.clone(),
             priority: 0,
-            callback: Arc::new(HermesHook::new(py, callback.clone().unbind(), label)?),
+            callback: Arc::new(HermesHook::new(py, callback.clone().unbind(), row)?),
             stats: Arc::new(HookStats::default()),
         };
         self.push(Registration::Hook { event, name, entry })

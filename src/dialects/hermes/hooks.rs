@@ -6,13 +6,15 @@
 //! `{"context"}` or a string, `pre_gateway_dispatch` skip/rewrite/allow,
 //! `transform_*` strings (`transform_llm_output` included). Anything else is ignored, as Hermes ignores it.
 //! A failing `pre_tool_call` callback blocks the call with Hermes's message
-//! (fail closed, [`HookCallback::fail_closed`]).
+//! (fail closed, as its row says: [`super::lanes::EVENTS`]).
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyString};
 
-use crate::core::hooks::{HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn};
+use crate::core::hooks::{
+    EventRow, HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn,
+};
 use crate::dialects::flowly::hooks::params_dict;
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{plugin_error, runtime, try_attach};
@@ -107,12 +109,16 @@ pub struct HermesHook {
     callback: Py<PyAny>,
     /// Keywords it declares; `None` when it takes `**kwargs`.
     accepted: Option<Py<PyFrozenSet>>,
-    /// Its readable name, for Hermes's fail-closed message.
-    label: String,
+    /// The row of the hook name it was registered by (how it fails).
+    row: Option<&'static EventRow>,
 }
 
 impl HermesHook {
-    pub fn new(py: Python<'_>, callback: Py<PyAny>, label: String) -> PyResult<HermesHook> {
+    pub fn new(
+        py: Python<'_>,
+        callback: Py<PyAny>,
+        row: Option<&'static EventRow>,
+    ) -> PyResult<HermesHook> {
         let accepted = runtime()
             .accepted_keywords
             .bind(py)
@@ -125,7 +131,7 @@ impl HermesHook {
         Ok(HermesHook {
             callback,
             accepted,
-            label,
+            row,
         })
     }
 }
@@ -492,31 +498,8 @@ impl HookCallback for HermesHook {
         called.unwrap_or_else(|e| HookReturn::Ready(Err(HookError::NotRun(e.to_string()))))
     }
 
-    /// Hermes's `pre_tool_call` fails closed, with its own messages.
-    fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
-        pre_tool_call_refusal(&self.label, event, error)
+    /// Its row's: Hermes's `pre_tool_call` fails closed, with its own messages.
+    fn row(&self) -> Option<&'static EventRow> {
+        self.row
     }
-}
-
-/// The block a failed `pre_tool_call` callback named `label` stands for:
-/// Hermes's guards fail closed, with its own messages. `None` for other
-/// events (their failures are only reported).
-pub(crate) fn pre_tool_call_refusal(
-    label: &str,
-    event: HookEvent,
-    error: &HookError,
-) -> Option<HookAction> {
-    if event != HookEvent::PreToolCall {
-        return None;
-    }
-    Some(HookAction::Block(match error {
-        HookError::TimedOut(_) | HookError::Overran(_) => {
-            "pre_tool_call plugin callback timed out or is still running".to_string()
-        }
-        HookError::Raised(e) => format!(
-            "pre_tool_call plugin callback {label} raised {}",
-            e.described()
-        ),
-        other => format!("pre_tool_call plugin callback {label} failed: {other}"),
-    }))
 }

@@ -455,6 +455,9 @@ impl Dialect for Hermes {
     fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
         lanes::LANES
     }
+    fn events(&self) -> &'static [crate::core::hooks::EventRow] {
+        lanes::EVENTS
+    }
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
         Some(&reference::DOC)
     }
@@ -465,10 +468,7 @@ impl Dialect for Hermes {
     /// Hermes's names are the core's, plus Hermes-only hooks plughost
     /// accepts and never fires ([`context::never_fires`]).
     fn never_fires(&self, event: &str) -> Option<&'static str> {
-        if crate::core::hooks::HookEvent::from_name(event).is_some()
-            || lanes::by_name(event).is_some()
-            || event == members::CONTEXT_REFERENCES
-        {
+        if lanes::by_name(event).is_some() || event == members::CONTEXT_REFERENCES {
             None
         } else if let Some(why) = valid_hooks::never_fires(event) {
             Some(why)
@@ -612,7 +612,6 @@ impl Dialect for Hermes {
             providers: Some(self),
             terminal: Some(self),
             renderers: Some(self),
-            isolated: Some(self),
             ..Abilities::default()
         }
     }

@@ -50,8 +50,8 @@ pub(super) struct ProxyHook {
     pub(super) index: usize,
     /// The dialect's name of its event, for `hook_errors`.
     pub(super) event_name: Option<String>,
-    /// Its readable name, for its dialect's fail-closed message.
-    pub(super) label: String,
+    /// The row of its dialect's event it registered by (how it fails).
+    pub(super) row: Option<&'static crate::core::hooks::EventRow>,
 }
 
 /// How a hook's call reaches its worker: in its call's planned batch (the
@@ -132,22 +132,18 @@ impl HookCallback for ProxyHook {
         self.event_name.clone()
     }
 
-    /// A guard that fails closed in-process (Hermes's `pre_tool_call`)
+    /// A row that fails closed in-process (Hermes's `pre_tool_call`)
     /// fails closed isolated too, its worker's crash or time-out included.
+    fn row(&self) -> Option<&'static crate::core::hooks::EventRow> {
+        self.row
+    }
+
+    /// A guard plugin's failures refuse what it guards.
     fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
         self.sup
-            .dialect_table()
-            .and_then(|d| {
-                d.abilities()
-                    .isolated?
-                    .fail_closed(&self.label, event, error)
-            })
-            .or_else(|| {
-                self.sup
-                    .is_guard()
-                    .then(|| crate::isolation::guard::refusal(self.sup.key(), event, error))
-                    .flatten()
-            })
+            .is_guard()
+            .then(|| crate::isolation::guard::refusal(self.sup.key(), event, error))
+            .flatten()
     }
 }
 

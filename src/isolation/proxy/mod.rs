@@ -146,11 +146,14 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                     priority,
                     index,
                 } => {
+                    let row = sup
+                        .dialect_table()
+                        .and_then(|d| d.events().iter().find(|r| r.name == name));
                     let callback: Arc<dyn crate::core::hooks::HookCallback> = Arc::new(ProxyHook {
                         sup: sup.clone(),
                         index,
                         event_name,
-                        label: label.clone(),
+                        row,
                     });
                     hooks.add(&callback, index);
                     Registration::Hook {
