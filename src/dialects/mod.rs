@@ -66,10 +66,6 @@ pub struct LoadedPlugin {
 pub trait Dialect: Send + Sync + 'static {
     /// The API's identity (displayed as its name, `flowly`).
     fn id(&self) -> DialectId;
-    /// The API's name (`flowly`), as users write it.
-    fn name(&self) -> &'static str {
-        self.id().as_str()
-    }
     /// The rules its plugins follow in plughost's own plugin directories
     /// and `plugins install`; `None` when it finds its plugins elsewhere.
     fn format(&self) -> Option<&'static dyn PluginFormat> {
@@ -147,6 +143,13 @@ pub trait Dialect: Send + Sync + 'static {
     /// What it can do beyond this contract ([`abilities`]): none by default.
     fn abilities(&self) -> Abilities<'_> {
         Abilities::default()
+    }
+}
+
+impl dyn Dialect {
+    /// The API's name (`flowly`), as users write it: its id's.
+    pub fn name(&self) -> &'static str {
+        self.id().as_str()
     }
 }
 

@@ -810,3 +810,27 @@ fn no_file_circle_inside_the_core() {
 fn no_dialect_is_named_in_the_core() {
     assert_eq!(core_naming_dialects(&sources()), Vec::<String>::new());
 }
+
+/// A small dialect contract (issue 46, item 2): `Dialect` has at most 12
+/// methods; what only some dialects can do is an ability trait of its own
+/// (`src/dialects/abilities/`).
+#[test]
+fn the_dialect_trait_has_at_most_twelve_methods() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/dialects/mod.rs"))
+            .unwrap();
+    let body = text
+        .split_once("pub trait Dialect")
+        .and_then(|(_, rest)| rest.split_once("\n}\n"))
+        .map(|(body, _)| without_comments(body))
+        .expect("src/dialects/mod.rs declares `pub trait Dialect`");
+    let methods: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("    fn ") || l.starts_with("    async fn "))
+        .collect();
+    assert!(
+        methods.len() <= 12,
+        "{} methods: {methods:#?}",
+        methods.len()
+    );
+}
