@@ -341,18 +341,7 @@ impl Call<'_> {
         match before.await {
             Before::Proceed(None) => Ok(()),
             Before::Proceed(Some(edited)) => {
-                let Value::Object(params) = edited else {
-                    return Err(self.invalid(ArgumentProblem::NotAnObject {
-                        got: json_type_name(&edited),
-                    }));
-                };
-                if let Some(validator) = self.tool.validator() {
-                    let instance = Value::Object(params.clone());
-                    if let Some(problem) = schema_problem(validator, &instance) {
-                        return Err(self.invalid(ArgumentProblem::Schema { problem }));
-                    }
-                }
-                ctx.params = params;
+                ctx.params = self.revalidate(edited)?;
                 Ok(())
             }
             Before::Refused {
