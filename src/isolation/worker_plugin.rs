@@ -396,7 +396,11 @@ fn hook_reply(
     session: Option<Arc<WorkerSession>>,
 ) -> Reply {
     let (params, after) = match owned.as_payload() {
-        HookPayload::Tool(ctx) => (params_edit(ctx), None),
+        // The context ends with this reply: the edit is sent, not kept.
+        HookPayload::Tool(ctx) => (
+            ctx.dialect.edited_params().filter(|e| *e != ctx.params),
+            None,
+        ),
         HookPayload::Loop(lc) => {
             let ui_events = lc.turn.as_ref().map_or_else(Vec::new, |scope| {
                 std::mem::take(&mut *scope.ui_events.lock().unwrap_or_else(|e| e.into_inner()))

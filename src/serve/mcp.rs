@@ -266,11 +266,11 @@ impl ServerHandler for PluginServer {
         match (&self.cluster, key) {
             (Some(cluster), Some(key)) => {
                 let cluster = cluster.clone();
-                idempotent::call(&cluster, &key, &request, || {
-                    self.call(&request.name, request.arguments.clone())
-                })
-                .await
-                .map(Into::into)
+                let hash = idempotent::request_key(&request);
+                let (name, arguments) = (request.name, request.arguments);
+                idempotent::call(&cluster, &key, hash, || self.call(&name, arguments))
+                    .await
+                    .map(Into::into)
             }
             _ => Ok(self.call(&request.name, request.arguments).await.into()),
         }

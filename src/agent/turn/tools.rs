@@ -114,28 +114,35 @@ impl Inner {
             });
         }
         let started = Instant::now();
+        // The model's text is parsed here, once; the pipeline takes the
+        // value itself and the record keeps the one copy (the report shows
+        // the arguments as the model sent them, whatever hooks did).
         let parsed = if call.arguments.trim().is_empty() {
             Ok(Value::Null)
         } else {
             serde_json::from_str::<Value>(&call.arguments)
         };
-        let arguments = parsed.as_ref().cloned().unwrap_or(Value::Null);
         let mut marks = ToolMarks::default();
-        let result = if parsed.is_err() {
-            self.refused(
-                &call.name,
-                ToolOutcome::InvalidArguments {
-                    problem: ArgumentProblem::NotJson,
-                },
-            )
-        } else if filter.is_some_and(|f| !f.contains(&call.name)) {
-            self.refused(&call.name, ToolOutcome::NotFound)
-        } else {
-            let (result, m) = self
-                .dispatch_with_timeout(call, arguments.clone(), session_key, (turn, delegate))
-                .await;
-            marks = m;
-            result
+        let (result, arguments) = match parsed {
+            Err(_) => (
+                self.refused(
+                    &call.name,
+                    ToolOutcome::InvalidArguments {
+                        problem: ArgumentProblem::NotJson,
+                    },
+                ),
+                Value::Null,
+            ),
+            Ok(arguments) if filter.is_some_and(|f| !f.contains(&call.name)) => {
+                (self.refused(&call.name, ToolOutcome::NotFound), arguments)
+            }
+            Ok(arguments) => {
+                let (result, m) = self
+                    .dispatch_with_timeout(call, arguments.clone(), session_key, (turn, delegate))
+                    .await;
+                marks = m;
+                (result, arguments)
+            }
         };
         if let Some(tx) = events {
             let _ = tx.send(AgentEvent::ToolFinished {

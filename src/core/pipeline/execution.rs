@@ -3,9 +3,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{middleware, tool_points, Call, Stage, ToolMarks};
+use super::{json_type_name, middleware, schema_problem, tool_points, Call, Stage, ToolMarks};
 use crate::core::hooks::{HookEvent, ToolCallContext};
-use crate::core::outcome::ToolOutcome;
+use crate::core::outcome::{ArgumentProblem, ToolOutcome};
 
 // A stage's `Err` is the call's result (see the parent module).
 #[allow(clippy::result_large_err)]
@@ -24,6 +24,25 @@ impl Call<'_> {
                 _ => unreachable!("made from a map"),
             },
             Some(edited) => self.validate(self.object(edited)?),
+        }
+    }
+
+    /// A loop-point lane's replacement of the arguments, checked against
+    /// the tool's schema where it stands (not a copy of it), then taken.
+    pub(super) fn revalidate(&self, edited: Value) -> Stage<Map<String, Value>> {
+        if !edited.is_object() {
+            return Err(self.invalid(ArgumentProblem::NotAnObject {
+                got: json_type_name(&edited),
+            }));
+        }
+        if let Some(validator) = self.tool.validator() {
+            if let Some(problem) = schema_problem(validator, &edited) {
+                return Err(self.invalid(ArgumentProblem::Schema { problem }));
+            }
+        }
+        match edited {
+            Value::Object(params) => Ok(params),
+            _ => unreachable!("checked to be an object"),
         }
     }
 

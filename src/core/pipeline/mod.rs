@@ -215,7 +215,7 @@ impl Call<'_> {
         self.pre_tool_call(&mut ctx, marks).await?;
         // What every loop point of the call is shown (P9's edits aside);
         // copied only when one of them has a callback (none reads it else).
-        let arguments = if tool_points::any_hooked(self.registry) {
+        let mut arguments = if tool_points::any_hooked(self.registry) {
             Value::Object(ctx.params.clone())
         } else {
             Value::Null
@@ -229,7 +229,7 @@ impl Call<'_> {
         let (text, outcome) = self.wrapped_execute(&mut ctx, marks).await;
         let text = self.seed_after(&mut ctx, text, &outcome).await;
         let text = self
-            .after_points(&mut ctx, &arguments, text, &outcome, marks, rerun)
+            .after_points(&mut ctx, &mut arguments, text, &outcome, marks, rerun)
             .await;
         Ok(ToolResult { text, outcome })
     }
@@ -341,18 +341,7 @@ impl Call<'_> {
         match before.await {
             Before::Proceed(None) => Ok(()),
             Before::Proceed(Some(edited)) => {
-                let Value::Object(params) = edited else {
-                    return Err(self.invalid(ArgumentProblem::NotAnObject {
-                        got: json_type_name(&edited),
-                    }));
-                };
-                if let Some(validator) = self.tool.validator() {
-                    let instance = Value::Object(params.clone());
-                    if let Some(problem) = schema_problem(validator, &instance) {
-                        return Err(self.invalid(ArgumentProblem::Schema { problem }));
-                    }
-                }
-                ctx.params = params;
+                ctx.params = self.revalidate(edited)?;
                 Ok(())
             }
             Before::Refused {
@@ -492,7 +481,7 @@ impl Call<'_> {
     async fn after_points(
         &self,
         ctx: &mut ToolCallContext,
-        arguments: &Value,
+        arguments: &mut Value,
         text: String,
         outcome: &ToolOutcome,
         marks: &mut ToolMarks,
@@ -501,7 +490,11 @@ impl Call<'_> {
         if !tool_points::after_hooked(self.registry) {
             return text;
         }
-        let mut lc = self.loop_context(None, arguments);
+        // The last context of the call: it takes the arguments themselves
+        // (taken through a borrow: moved in, they would enlarge every
+        // call's future).
+        let mut lc = self.loop_context(None, &Value::Null);
+        lc.tool_call.arguments = std::mem::take(arguments);
         lc.result = text;
         lc.is_error = !outcome.is_ok();
         lc.duration_ms = ctx.duration_ms;

@@ -145,8 +145,8 @@ async fn request_chain(
 ) -> Option<Value> {
     let lane = request_lane();
     let entries = registry.hooks().entries(lane);
+    // The context already holds its own copy of the arguments.
     let mut lc = context();
-    lc.tool_call.arguments = arguments.clone();
     fire_entries(
         entries,
         lane,

@@ -187,19 +187,16 @@ struct RuntimeTool {
 
 impl ToolHandler for RuntimeTool {
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
-        // D17: the validated arguments plus the call's id.
-        let mut args = ctx.params.clone();
-        args.insert(
-            "tool_call_id".into(),
-            Value::String(ctx.tool_call_id.clone()),
-        );
         let started = try_attach(|py| -> PyResult<Awaited> {
             let m = installed(py)?.module.bind(py);
-            let coro = m.getattr("run_tool")?.call1((
-                &self.home,
-                &self.name,
-                pythonize::pythonize(py, &args)?,
-            ))?;
+            // D17: the validated arguments plus the call's id, set on the
+            // Python dict itself (a key already there keeps its place, as
+            // on a map): the arguments are not copied to add it.
+            let args = pythonize::pythonize(py, &ctx.params)?.cast_into::<PyDict>()?;
+            args.set_item("tool_call_id", &ctx.tool_call_id)?;
+            let coro = m
+                .getattr("run_tool")?
+                .call1((&self.home, &self.name, args))?;
             Ok(bridge::resolve(py, coro))
         });
         let finish = |r: PyResult<Py<PyAny>>| -> Result<String, PluginError> {

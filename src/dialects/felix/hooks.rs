@@ -306,11 +306,11 @@ impl ToolHandler for FelixTool {
     }
 
     fn call(&self, ctx: &mut ToolCallContext) -> ToolReturn {
-        let params = Value::Object(ctx.params.clone());
         let called = try_attach(|py| {
             let felix = self.felix.bind(py);
             let tool = self.tool.bind(py);
-            let awaitable = pythonize::pythonize(py, &params)
+            // Converted where they stand: the call's one copy is Python's.
+            let awaitable = pythonize::pythonize(py, &ctx.params)
                 .map_err(PyErr::from)
                 .and_then(|args| {
                     felix.getattr("call_tool").and_then(|f| {

@@ -23,11 +23,17 @@ pub struct ToolCallWire {
 
 impl ToolCallWire {
     pub fn of(ctx: &ToolCallContext) -> ToolCallWire {
+        ToolCallWire::with_params(ctx, ctx.params.clone())
+    }
+
+    /// `ctx`'s fields with `params` as the arguments (edits a hook made
+    /// that the context does not hold), so they are not copied twice.
+    pub fn with_params(ctx: &ToolCallContext, params: Map<String, Value>) -> ToolCallWire {
         ToolCallWire {
             session_id: ctx.session_id.clone(),
             task_id: ctx.task_id.clone(),
             tool_name: ctx.tool_name.clone(),
-            params: ctx.params.clone(),
+            params,
             tool_call_id: ctx.tool_call_id.clone(),
             result: ctx.result.clone(),
             duration_ms: ctx.duration_ms,

@@ -179,11 +179,8 @@ impl ProxyHook {
         // sent (a planned step's was sent with its batch).
         let wire = || {
             let current = slot.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let mut wire = ToolCallWire::of(ctx);
-            if let Some(params) = current {
-                wire.params = params;
-            }
-            wire
+            let params = current.unwrap_or_else(|| ctx.params.clone());
+            ToolCallWire::with_params(ctx, params)
         };
         let mut planned = None;
         if let Some(plan) = plan.filter(|p| p.is_of(&self.sup)) {
