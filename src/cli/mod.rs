@@ -1,5 +1,5 @@
-//! The `plughost` command line: the grammar in [`args`], one module per
-//! command family, the exit statuses in [`exit`].
+//! The `plughost` command line: the grammar in `args`, one module per
+//! command family, the exit statuses in `exit`.
 //!
 //! Exit codes: 0 success; 1 a failed operation (a tool call whose result is
 //! an error or a block, an unknown command or skill, a broken config);

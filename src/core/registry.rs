@@ -122,7 +122,7 @@ pub struct Tool {
 
 impl Tool {
     /// Build a tool. Its argument schema is compiled at its first call
-    /// ([`Tool::validator`]), not here: a start that loads 100 plugins and
+    /// (`Tool::validator`), not here: a start that loads 100 plugins and
     /// calls a few of their tools (or none: `plugins list`) compiled 100
     /// schemas, a third of plughost's own work per plugin. Only a schema
     /// too deep to compile safely is refused here.

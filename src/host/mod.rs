@@ -177,7 +177,7 @@ pub enum HostError {
     /// written to disk; see [`HostBuilder::allow_missing_bundled`].
     #[error("{0}; refusing to start without them")]
     Bundled(crate::plugins::bundled::BundledUnavailable),
-    /// Under [`CollisionPolicy::Refuse`], two owners registered one tool name.
+    /// Under [`crate::core::registry::CollisionPolicy::Refuse`], two owners registered one tool name.
     #[error("tool '{}' of '{}' collides with the one '{}' registered (the host refuses collisions)", .0.tool, .0.refused, .0.owner)]
     Collision(crate::core::registry::RefusedTool),
     /// A reload that could not run to its end (the old plugins keep running).

@@ -23,7 +23,7 @@
 //! `requires_env`) ends the plan there: the steps outside it go one
 //! request each, as before. The worker goes on past a step only where
 //! plughost certainly goes on the same way (see
-//! [`super::worker_batch`]); where plughost then goes on all the same (a
+//! `worker_batch`); where plughost then goes on all the same (a
 //! raised `pre_tool_call` hook of a fail-open event), the rest of the
 //! call goes one request per step.
 

@@ -8,13 +8,13 @@
 //!
 //! Requests are served where they are read: the thread that reads one runs
 //! a sync handler itself and writes its reply, while the other serving
-//! threads wait for the next ([`super::worker_input`]: one is woken per
+//! threads wait for the next (`worker_input`: one is woken per
 //! request, so a slow call never holds up the next). No request changes
 //! threads on its way, which is most of what an isolated call costs; an
 //! async handler's future runs on the runtime's tokio threads.
 //!
 //! What the worker serves, and the answer to each request, is
-//! [`super::worker_plugin`].
+//! `worker_plugin`.
 
 use std::fs::File;
 use std::io::Write;

@@ -28,7 +28,7 @@ static OWNED: AtomicBool = AtomicBool::new(false);
 /// Claim SIGINT for the embedding program (the CLI). Call on the main
 /// thread, before or after the interpreter starts: if it runs already (the
 /// wheel's console script), its handler is released now, else as soon as the
-/// runtime has started ([`after_start`]).
+/// runtime has started (`after_start`).
 pub fn own_interrupt() {
     OWNED.store(true, Ordering::SeqCst);
     // SAFETY: Py_IsInitialized only reads the runtime's state; it may be

@@ -151,7 +151,7 @@ pub fn exiting() -> bool {
 }
 
 /// Called from Python's `atexit` (the GIL held): refuse new attaches, then
-/// give the ones in flight up to [`EXIT_GRACE`] to finish, with the GIL
+/// give the ones in flight up to `EXIT_GRACE` to finish, with the GIL
 /// released so they can.
 pub fn begin_exit(py: Python<'_>) {
     EXITING.store(true, Ordering::SeqCst);

@@ -8,7 +8,7 @@
 //! a watch is on the per-call path: it reads no clock and takes no lock.
 //! Each thread has a slot whose generation it bumps at both ends (odd while
 //! a call is watched); the one watchdog thread notes when it first sees a
-//! generation and raises once that is `limit` old. It looks every [`TICK`],
+//! generation and raises once that is `limit` old. It looks every `TICK`,
 //! so a call ends at most a tick past its limit, never before; after a
 //! second with nothing watched it sleeps until a watch starts.
 

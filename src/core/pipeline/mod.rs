@@ -7,7 +7,7 @@
 //! (first replacement wins) → P10 (`tool_after`, `tool_after_chain`).
 //! Every callback of an event runs, each isolated: a failing one is logged
 //! and counted, never propagated. Each stage that ends the call early
-//! returns its result as the `Err` of a [`Stage`].
+//! returns its result as the `Err` of a `Stage`.
 
 mod execution;
 pub mod middleware;

@@ -13,7 +13,7 @@
 //! and awaits `register(bus)` (a sync `register` is accepted too). A
 //! failure leaves nothing behind: the subscriptions are dropped and the
 //! plugin's modules leave `sys.modules`. Load order: [`order`]; it
-//! imports each in-process plugin's module first ([`prepare`]) to read the
+//! imports each in-process plugin's module first (`prepare`) to read the
 //! class's `meta["dependencies"]`, then builds and registers the classes
 //! in the order resolved with them.
 //!

@@ -253,7 +253,7 @@ impl Page {
     }
 
     /// Wait until a navigation begun after `before` has loaded its document
-    /// (or moved within it), bounded by [`COMMAND_TIMEOUT`].
+    /// (or moved within it), bounded by `COMMAND_TIMEOUT`.
     pub async fn loaded(&self, before: Navigations) -> Result<(), String> {
         let mut events = self.navigations.clone();
         let done = events.wait_for(|n| {

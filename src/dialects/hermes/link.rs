@@ -4,7 +4,7 @@
 //!
 //! Hermes hands its context a reference to the running CLI and registry;
 //! here the agent that runs the host gives the host an
-//! [`AgentLink`](crate::core::agent_link::AgentLink) when it is created,
+//! [`crate::core::agent_link::AgentLink`] when it is created,
 //! and the context reaches it through the host's state (each context holds
 //! its host's [`Extensions`]). Without an agent (`plughost tools call`, a
 //! bare host) `dispatch_tool` and `llm` answer with an error saying so and

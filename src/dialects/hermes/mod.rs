@@ -599,7 +599,7 @@ impl Dialect for Hermes {
         found
     }
 
-    /// Its manifest versions ([`format`]).
+    /// Its manifest versions ([`mod@format`]).
     fn format(&self) -> Option<&'static dyn crate::plugins::format::PluginFormat> {
         Some(&format::HermesFormat)
     }
