@@ -2,9 +2,8 @@
 //! idempotency records and scheduled-task claims, and the schema the server
 //! applies to it itself.
 //!
-//! The connections (a pool, [`Db`]) live on the process's tokio runtime
-//! ([`crate::runtime::Runtime::tokio`]): a session's transcript is written
-//! from synchronous code
+//! The connections (a pool, [`Db`]) live on a thread of its own with its own Tokio runtime:
+//! a session's transcript is written from synchronous code
 //! ([`Session::append`](crate::agent::session::Session::append)) that may
 //! run on any runtime, a current-thread one included, and waits there for
 //! its row without blocking the runtime the connection needs.
@@ -112,8 +111,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// next use, so the replica recovers by itself once PostgreSQL is back.
 pub struct Db {
     pool: deadpool_postgres::Pool,
-    /// The process's tokio runtime, where the connections live.
     runtime: tokio::runtime::Handle,
+    /// Dropping it stops the connection thread.
+    _stop: std::sync::mpsc::SyncSender<()>,
 }
 
 impl Db {
@@ -133,7 +133,25 @@ impl Db {
                 recycling_method: deadpool_postgres::RecyclingMethod::Fast,
             },
         );
-        let runtime = crate::runtime::Runtime::current().tokio().handle().clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::sync_channel::<()>(0);
+        std::thread::Builder::new()
+            .name("plughost-pg".into())
+            .spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                let _ = ready_tx.send(rt.handle().clone());
+                // Keep the runtime turning until the Db is dropped.
+                rt.block_on(async move {
+                    let _ = tokio::task::spawn_blocking(move || stop_rx.recv()).await;
+                });
+            })
+            .map_err(|_| DbError::Gone)?;
+        let runtime = ready_rx.recv().map_err(|_| DbError::Gone)?;
         let pool = deadpool_postgres::Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(deadpool_postgres::Runtime::Tokio1)
@@ -142,7 +160,11 @@ impl Db {
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| DbError::Unavailable(e.to_string()))?;
-        let db = Arc::new(Db { pool, runtime });
+        let db = Arc::new(Db {
+            pool,
+            runtime,
+            _stop: stop_tx,
+        });
         let owned = url.to_string();
         db.block(|c| async move { migrate(&c).await })
             .map_err(|e| match e {
@@ -160,22 +182,23 @@ impl Db {
     }
 
     /// Run `job` on the connection's runtime and wait for it from any
-    /// thread (synchronous code, or a task of any runtime, this one's
-    /// included: see [`crate::runtime::wait_on_process`]).
+    /// thread (synchronous code, or a task of another runtime).
     pub fn block<T, F, Fut>(&self, job: F) -> Result<T, DbError>
     where
         T: Send + 'static,
         F: FnOnce(Conn) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<T, DbError>> + Send + 'static,
     {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let pool = self.pool.clone();
-        crate::runtime::wait_on_process(async move {
-            match Self::conn(pool).await {
+        self.runtime.spawn(async move {
+            let result = match Self::conn(pool).await {
                 Ok(c) => job(c).await,
                 Err(e) => Err(e),
-            }
-        })
-        .ok_or(DbError::Gone)?
+            };
+            let _ = tx.send(result);
+        });
+        rx.recv().map_err(|_| DbError::Gone)?
     }
 
     /// Run `job` on the connection's runtime and await it from async code.
