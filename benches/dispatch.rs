@@ -211,9 +211,9 @@ fn native_hook_cost(rt: &tokio::runtime::Runtime, empty: &Path) {
             }));
         if hooks {
             for e in [
-                HookEvent::PreToolCall,
-                HookEvent::PostToolCall,
-                HookEvent::TransformToolResult,
+                HookEvent::ToolGuard,
+                HookEvent::ToolDone,
+                HookEvent::ResultRewrite,
             ] {
                 b = b.hook(e, |_e: HookEvent, _p: HookPayload<'_>| HookAction::Continue);
             }

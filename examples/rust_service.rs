@@ -70,7 +70,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}),
             |args| Ok((args["a"].as_f64().unwrap_or(0.0) + args["b"].as_f64().unwrap_or(0.0)).to_string()),
         ))
-        .hook(HookEvent::PostToolCall, |_event: HookEvent, payload: HookPayload<'_>| {
+        .hook(HookEvent::ToolDone, |_event: HookEvent, payload: HookPayload<'_>| {
             if let HookPayload::Tool(call) = payload {
                 println!("[rust] {} took {:.3} ms", call.tool_name, call.duration_ms);
             }
@@ -144,7 +144,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         completed: true,
         ..Default::default()
     };
-    host.fire(HookEvent::OnSessionEnd, HookPayload::Session(&mut session))
+    host.fire(HookEvent::TurnClosed, HookPayload::Session(&mut session))
         .await;
     Ok(())
 }

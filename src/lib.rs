@@ -25,7 +25,7 @@
 //!     .tool(Tool::from_fn("add", "Add two numbers", json!({"type": "object"}), |a| {
 //!         Ok((a["a"].as_f64().unwrap_or(0.0) + a["b"].as_f64().unwrap_or(0.0)).to_string())
 //!     }))
-//!     .hook(HookEvent::PreToolCall, |_e: HookEvent, p: HookPayload<'_>| match p {
+//!     .hook(HookEvent::ToolGuard, |_e: HookEvent, p: HookPayload<'_>| match p {
 //!         HookPayload::Tool(call) if call.tool_name == "rm" => HookAction::Block("not here".into()),
 //!         _ => HookAction::Continue,
 //!     })

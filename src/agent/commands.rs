@@ -40,7 +40,7 @@ impl Inner {
                 if let Err(e) = session.reset() {
                     return Some(format!("Error: could not archive the transcript: {e}"));
                 }
-                self.fire_session(HookEvent::OnSessionReset, session, true, false)
+                self.fire_session(HookEvent::SessionCleared, session, true, false)
                     .await;
                 Some("Started a new session.".into())
             }

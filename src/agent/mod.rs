@@ -186,7 +186,7 @@ impl Agent {
             let mut s = session.lock().await;
             if s.last_active.elapsed() >= idle && !s.finalized {
                 self.inner
-                    .fire_session(HookEvent::OnSessionFinalize, &s, true, false)
+                    .fire_session(HookEvent::SessionClosing, &s, true, false)
                     .await;
                 s.finalized = true;
                 self.inner.sessions.unload(&s.key);
@@ -205,7 +205,7 @@ impl Agent {
         let mut s = session.lock().await;
         if s.started && !s.finalized {
             self.inner
-                .fire_session(HookEvent::OnSessionFinalize, &s, true, false)
+                .fire_session(HookEvent::SessionClosing, &s, true, false)
                 .await;
             s.finalized = true;
         }
@@ -218,7 +218,7 @@ impl Agent {
             let mut s = session.lock().await;
             if !s.finalized {
                 self.inner
-                    .fire_session(HookEvent::OnSessionFinalize, &s, true, false)
+                    .fire_session(HookEvent::SessionClosing, &s, true, false)
                     .await;
                 s.finalized = true;
             }
@@ -364,7 +364,7 @@ impl Inner {
         let work = async {
             if !session.started {
                 session.started = true;
-                self.fire_session(HookEvent::OnSessionStart, &session, true, false)
+                self.fire_session(HookEvent::SessionOpened, &session, true, false)
                     .await;
             }
             let io = (events.as_ref(), tool_filter.as_deref());

@@ -56,7 +56,7 @@ impl SubagentRunner for Inner {
                 goal: task.clone(),
                 ..Default::default()
             };
-            points::observe(&registry, HookEvent::SubagentStart, start).await;
+            points::observe(&registry, HookEvent::SubagentBegun, start).await;
             let goal = task.clone();
             let inbound = Inbound {
                 content: task,
@@ -83,7 +83,7 @@ impl SubagentRunner for Inner {
                 goal,
                 ..Default::default()
             };
-            points::observe(&inner.host.registry(), HookEvent::SubagentStop, stop).await;
+            points::observe(&inner.host.registry(), HookEvent::SubagentDone, stop).await;
             match report.error {
                 Some(e) => Err(format!("the sub-agent failed: {e}")),
                 None => Ok(report.reply.unwrap_or_default()),

@@ -140,13 +140,16 @@ impl HookBus {
             )
     }
 
-    /// Every (event name, entry) pair, known events first.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &HookEntry)> {
-        self.subscriptions().map(|(e, h)| (e.name(), h)).chain(
-            self.unknown
-                .iter()
-                .flat_map(|(n, v)| v.iter().map(move |h| (n.as_str(), h))),
-        )
+    /// Every (event name, entry) pair, known events first, each event
+    /// named as its plugin named it ([`HookEntry::event_shown`]).
+    pub fn iter(&self) -> impl Iterator<Item = (String, &HookEntry)> {
+        self.subscriptions()
+            .map(|(e, h)| (h.event_shown(e), h))
+            .chain(
+                self.unknown
+                    .iter()
+                    .flat_map(|(n, v)| v.iter().map(move |h| (n.clone(), h))),
+            )
     }
 
     /// Remove every subscription of `owner` (rolls back a failed plugin).

@@ -64,15 +64,15 @@ impl HookPayload<'_> {
 pub enum HookAction {
     /// Nothing to do (observe only).
     Continue,
-    /// `pre_tool_call`: abort the call with this message.
+    /// `tool_guard`: abort the call with this message.
     Block(String),
-    /// `pre_gateway_dispatch`: drop the inbound message.
+    /// `inbound_gate`: drop the inbound message.
     Skip(String),
-    /// `pre_gateway_dispatch`: replace the inbound text.
+    /// `inbound_gate`: replace the inbound text.
     Rewrite(String),
-    /// `transform_*`: replace the output with this text.
+    /// `result_rewrite` and `exec_output_rewrite`: replace the output with this text.
     Replace(String),
-    /// `pre_llm_call`: inject this context into the user message.
+    /// `prompt_context`: inject this context into the user message.
     Inject(String),
     /// A loop point's decision.
     Decide(LoopDecision),
@@ -101,8 +101,9 @@ pub enum HookError {
     #[error("{0}")]
     Raised(PluginError),
     /// The callback answered something the event does not accept.
+    /// The second field names the event as the plugin subscribed to it.
     #[error("answered {0}, which {1} does not accept; the answer is ignored")]
-    WrongShape(String, HookEvent),
+    WrongShape(String, String),
     /// An async callback ran past its budget and was cancelled.
     #[error("timed out after {} s and was skipped", .0.as_secs_f64())]
     TimedOut(Duration),
@@ -145,16 +146,17 @@ pub trait HookCallback: Send + Sync + 'static {
         let _ = (event, error);
         None
     }
-    /// The dialect's own name of `event` for this callback (`before_tool`),
-    /// as `hook_errors` reports it; `None`: the bus's name.
+    /// The dialect's own name of `event` for this callback,
+    /// as logs and `hook_errors` report it: by default its row's; `None`:
+    /// the bus's name.
     fn event_name(&self, event: HookEvent) -> Option<String> {
         let _ = event;
-        None
+        self.row().map(|row| row.name.to_string())
     }
     /// The tools this callback's tool events are for, when it declared them
     /// (a Flowly callback's `__plughost_tools__`): the pipeline does not
-    /// call it for any other tool's `pre_tool_call`, `post_tool_call` or
-    /// `transform_*`, so a guard of `exec` costs other calls nothing.
+    /// call it for any other tool's `tool_guard`, `tool_done` or
+    /// `result_rewrite` and `exec_output_rewrite`, so a guard of `exec` costs other calls nothing.
     /// `None`: every tool.
     fn tools(&self) -> Option<&[String]> {
         None
@@ -167,9 +169,9 @@ pub trait HookCallback: Send + Sync + 'static {
         let _ = event;
         false
     }
-    /// This callback as an execution middleware (a subscription of
-    /// [`TOOL_EXECUTION`](crate::core::pipeline::middleware::TOOL_EXECUTION)
-    /// or `LLM_EXECUTION`, which wraps the call instead of answering).
+    /// This callback as an execution middleware (a subscription of a lane
+    /// of form [`LaneForm::Around`](crate::core::points::LaneForm::Around),
+    /// which wraps the call instead of answering).
     fn execution(&self) -> Option<&dyn Execution> {
         None
     }
@@ -187,12 +189,12 @@ where
 
 /// An event a plugin API names, as a row of its dialect: the lane its
 /// callbacks are subscribed to, and what a callback that fails does there.
-/// Dialects that share a lane (Flowly's and Hermes's `pre_tool_call`) have
+/// Dialects that share a lane (Flowly's and Hermes's `tool_guard`) have
 /// their callbacks fire in one order; each dialect's row says how its own
 /// callbacks fail (Hermes's guards fail closed, Flowly's open).
 #[derive(Clone, Copy, Debug)]
 pub struct EventRow {
-    /// The plugin API's name of the event (`pre_tool_call`).
+    /// The plugin API's name of the event (`tool_guard`).
     pub name: &'static str,
     /// The lane it fires on.
     pub lane: HookEvent,
@@ -300,6 +302,15 @@ pub struct HookEntry {
 }
 
 impl HookEntry {
+    /// `event` as this callback's plugin named it, for
+    /// what a user reads; the bus's name of the lane for a callback of no
+    /// dialect (registered from Rust).
+    pub fn event_shown(&self, event: HookEvent) -> String {
+        self.callback
+            .event_name(event)
+            .unwrap_or_else(|| event.name().to_string())
+    }
+
     /// Whether a tool event of tool `name` calls this entry: it declared no
     /// tools ([`HookCallback::tools`]) or named this one.
     pub fn is_for_tool(&self, name: &str) -> bool {
@@ -337,10 +348,10 @@ pub enum ExecError {
 /// What an execution middleware is shown besides its payload.
 #[derive(Clone, Debug, Default)]
 pub struct ExecCall {
-    /// `tool_execution` or `llm_execution`.
+    /// The name of the lane the chain is of (what its messages say).
     pub kind: &'static str,
     pub session_id: String,
-    /// The tool's name (`tool_execution`); empty for a model call.
+    /// The tool's name (a chain around a tool); empty for a model call.
     pub tool: String,
     /// The payload before any middleware changed it.
     pub original: Value,

@@ -16,7 +16,7 @@ pub trait CallState: std::any::Any + Send {
     /// Itself, for downcasting to the dialect's own type.
     fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
     /// The call's arguments as the dialect's hooks left them, when they may
-    /// have been edited in place (a Flowly `pre_tool_call` hook editing
+    /// have been edited in place (a Flowly `tool_guard` hook editing
     /// `ctx.params`): dispatch hands them to handlers that read the Rust
     /// arguments (native and built-in tools). `None`: unchanged.
     fn edited_params(&mut self) -> Option<Map<String, Value>> {
@@ -65,8 +65,8 @@ impl fmt::Debug for DialectState {
     }
 }
 
-/// Context of the tool events (`pre_tool_call`, `post_tool_call`,
-/// `transform_tool_result`, `transform_terminal_output`).
+/// Context of the tool events (`tool_guard`, `tool_done`,
+/// `result_rewrite`, `exec_output_rewrite`).
 #[derive(Clone, Debug, Default)]
 pub struct ToolCallContext {
     pub session_id: String,
@@ -87,8 +87,8 @@ pub struct ToolCallContext {
     pub delegate: bool,
 }
 
-/// Context of the model events (`pre_llm_call`, `post_llm_call`,
-/// `pre_api_request`, `post_api_request`).
+/// Context of the model events (`prompt_context`, `exchange_done`,
+/// `request_sending`, `response_arrived`).
 #[derive(Clone, Debug, Default)]
 pub struct LlmCallContext {
     pub session_id: String,
@@ -120,7 +120,7 @@ pub struct SessionContext {
     pub dialect: DialectState,
 }
 
-/// Context of `subagent_start` and `subagent_stop`.
+/// Context of `subagent_begun` and `subagent_done`.
 #[derive(Clone, Debug, Default)]
 pub struct SubagentStopContext {
     pub session_id: String,
@@ -133,7 +133,7 @@ pub struct SubagentStopContext {
     pub dialect: DialectState,
 }
 
-/// An inbound message as `pre_gateway_dispatch` sees it.
+/// An inbound message as `inbound_gate` sees it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct InboundMessage {
     pub content: String,
@@ -143,7 +143,7 @@ pub struct InboundMessage {
     pub metadata: Map<String, Value>,
 }
 
-/// Context of `pre_gateway_dispatch`.
+/// Context of `inbound_gate`.
 #[derive(Clone, Debug, Default)]
 pub struct GatewayContext {
     pub session_id: String,
@@ -234,7 +234,7 @@ pub struct HookErrorRecord {
     pub plugin: String,
     /// The plugin's dialect (filled from the host's records when the turn ends).
     pub dialect: String,
-    /// The dialect's own name of the event (`before_tool`).
+    /// The dialect's own name of the event (as its plugins spell it).
     pub event: String,
     /// `module.qualname` of the callback.
     pub handler: String,

@@ -15,7 +15,7 @@ pub enum LoopDecision {
     /// context has that field. Edits are not answers: the point's policy
     /// counts only the other decisions.
     Edit(LoopEdit),
-    /// P5 (`iteration_start`), P6 and P10 (`tool_after_chain`): append these
+    /// P5, P6 and P10: append these
     /// messages to the in-flight list (carried to later iterations, never stored).
     Append(Vec<Value>),
     /// P9: refuse the call; `text` is the result the model sees, `reason`
@@ -25,7 +25,7 @@ pub enum LoopDecision {
         reason: String,
         terminate: bool,
     },
-    /// P9 (`tool_vet`): end the turn after this batch with `assistant_text`
+    /// P9: end the turn after this batch with `assistant_text`
     /// as the answer; outranks a refusal. The call itself is refused with `text`.
     AbortTurn {
         reason: String,
@@ -34,12 +34,12 @@ pub enum LoopDecision {
     },
     /// P4, P8, P10: end the loop with this text as the answer.
     ShortCircuit(String),
-    /// P10 (`tool_after`): a patch merged over earlier answers field by
+    /// P10 (a merge lane): a patch merged over earlier answers field by
     /// field, a later one winning; the merged patch's result replaces the
     /// call's and its `terminate` marks the call. The dialect that answers
     /// made the replacement text already (Felix keeps a failure's tag).
     Merge(ResultPatch),
-    /// P10 (`tool_after_chain`): mark the call; when every call of a batch
+    /// P10: mark the call; when every call of a batch
     /// is marked, the turn ends after it with the reply that carried them.
     Terminate,
     /// P7e: call the provider again after `delay_ms` (at most
@@ -49,7 +49,7 @@ pub enum LoopDecision {
     CancelCompaction,
     /// P2c: replace the dropped messages with this summary.
     Summary(String),
-    /// P10 (`tool_after_chain`): after `delay_ms`, run the call once more
+    /// P10: after `delay_ms`, run the call once more
     /// through the whole pipeline with `arguments` (`None`: the same ones);
     /// its result replaces this one. A re-run is never re-run again.
     RerunTool {

@@ -1,5 +1,5 @@
 //! The core's firing of the points outside the tool pipeline that need a
-//! combined answer (`host_start`, `pre_gateway_dispatch`, `pre_llm_call`),
+//! combined answer (`host_start`, `inbound_gate`, `prompt_context`),
 //! and the paths callers have always used: the tool pipeline lives in
 //! [`crate::core::pipeline`], the firing function in [`crate::core::fire`].
 
@@ -38,7 +38,7 @@ pub async fn fire_host_start(registry: &Registry) {
     fire(registry, HookEvent::HostStart, HookPayload::Loop(&mut lc)).await;
 }
 
-/// What `pre_gateway_dispatch` decided: the first skip or rewrite wins.
+/// What `inbound_gate` decided: the first skip or rewrite wins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GatewayDecision {
     Deliver,
@@ -46,17 +46,12 @@ pub enum GatewayDecision {
     Rewrite(String),
 }
 
-/// Fire `pre_gateway_dispatch` and apply its first-action-wins policy.
+/// Fire `inbound_gate` and apply its first-action-wins policy.
 pub async fn fire_gateway(
     registry: &Registry,
     ctx: &mut crate::core::hooks::GatewayContext,
 ) -> GatewayDecision {
-    let actions = fire(
-        registry,
-        HookEvent::PreGatewayDispatch,
-        HookPayload::Gateway(ctx),
-    )
-    .await;
+    let actions = fire(registry, HookEvent::InboundGate, HookPayload::Gateway(ctx)).await;
     for action in actions {
         match action {
             HookAction::Skip(reason) => return GatewayDecision::Skip(reason),
@@ -67,12 +62,12 @@ pub async fn fire_gateway(
     GatewayDecision::Deliver
 }
 
-/// Fire `pre_llm_call` and collect the context strings to inject.
-pub async fn fire_pre_llm(
+/// Fire `prompt_context` and collect the context strings to inject.
+pub async fn fire_prompt_context(
     registry: &Registry,
     ctx: &mut crate::core::hooks::LlmCallContext,
 ) -> Vec<String> {
-    fire(registry, HookEvent::PreLlmCall, HookPayload::Llm(ctx))
+    fire(registry, HookEvent::PromptContext, HookPayload::Llm(ctx))
         .await
         .into_iter()
         .filter_map(|a| match a {

@@ -84,9 +84,9 @@ pub async fn fire_entries_from(
                 .unwrap_or(Err(HookError::TimedOut(limit))),
         };
         let answer = match answer {
-            Ok(action) if action.kind().is_some_and(|k| !spec.accepts.contains(&k)) => {
-                Err(HookError::WrongShape(format!("{action:?}"), event))
-            }
+            Ok(action) if action.kind().is_some_and(|k| !spec.accepts.contains(&k)) => Err(
+                HookError::WrongShape(format!("{action:?}"), entry.event_shown(event)),
+            ),
             other => other,
         };
         let action = match answer {
@@ -228,10 +228,7 @@ fn record_turn_error(entry: &HookEntry, event: HookEvent, err: &HookError) {
     let record = crate::core::hooks::HookErrorRecord {
         plugin: entry.owner.clone(),
         dialect: String::new(),
-        event: entry
-            .callback
-            .event_name(event)
-            .unwrap_or_else(|| event.name().to_string()),
+        event: entry.event_shown(event),
         handler: entry.label.clone(),
         error,
     };
@@ -245,7 +242,10 @@ fn report_hook_error(entry: &HookEntry, event: HookEvent, err: &HookError) {
     let first_of_kind = entry.stats.count(err);
     let line = format!(
         "hook {} callback {} of plugin '{}' failed: {}",
-        event, entry.label, entry.owner, err
+        entry.event_shown(event),
+        entry.label,
+        entry.owner,
+        err
     );
     if first_of_kind || !matches!(err, HookError::WrongShape(..)) {
         tracing::warn!("{line}");

@@ -207,7 +207,7 @@ pub enum ToolOutcome {
     Unavailable { reason: Unavailability },
     /// `check_fn` raised.
     CheckFailed { error: PluginError },
-    /// A `pre_tool_call` hook blocked the call.
+    /// A `tool_guard` hook blocked the call.
     Blocked { message: String },
     /// The arguments are not JSON, not an object, or do not match the schema.
     InvalidArguments { problem: ArgumentProblem },

@@ -10,37 +10,56 @@ use serde::Serialize;
 /// A boxed, sendable future: what a callback that must wait hands back.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-/// The events of the hook bus: the fourteen lifecycle events of the seed
-/// API (the names Flowly and Hermes plugins subscribe to) and the Hermes
-/// events plughost's loop can fire (`transform_llm_output`,
-/// `subagent_start`, `api_request_error`), then the loop
-/// points ([`HookEvent::LOOP_POINTS`]) other dialects map their own events
-/// onto. A loop point with two lanes (two firing policies at one place of
-/// the loop, as Felix's and Codumentor's differ) is two events, fired in
-/// lane order.
+/// The lanes of the hook bus: the core's own vocabulary, each a lane of
+/// one [`Point`]. The first seventeen have payloads of their own kind (a
+/// tool call, a model call, a session, a sub-agent: [`HookEvent::ALL`]);
+/// the loop points after them ([`HookEvent::LOOP_POINTS`]) show a
+/// [`LoopContext`](crate::core::contexts::LoopContext) and answer with
+/// decisions. Plugin APIs name their events otherwise: each dialect's
+/// rows ([`EventRow`](crate::core::callbacks::EventRow)) say which lane an
+/// event of its own name fires on, and a dialect whose plugins need a
+/// policy no core lane has brings a lane of its own ([`HookEvent::Lane`]).
+/// A point with two lanes fires them in lane order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum HookEvent {
-    PreToolCall,
-    PostToolCall,
-    TransformToolResult,
-    TransformTerminalOutput,
-    PreLlmCall,
-    PostLlmCall,
-    PreApiRequest,
-    PostApiRequest,
-    OnSessionStart,
-    OnSessionEnd,
-    OnSessionFinalize,
-    OnSessionReset,
-    SubagentStop,
-    PreGatewayDispatch,
-    TransformLlmOutput,
-    SubagentStart,
-    ApiRequestError,
+    /// P9: before a tool call runs; the first block refuses it.
+    ToolGuard,
+    /// P10: after a tool's handler returned or raised.
+    ToolDone,
+    /// P10: the result on its way to the model; the first replacement wins.
+    ResultRewrite,
+    /// P10: the built-in `exec` tool's output, before the other lanes of the call see it.
+    ExecOutputRewrite,
+    /// P5: before each model call; every answer is context joined to the latest user message.
+    PromptContext,
+    /// P8: after each model call, with the assistant's answer.
+    ExchangeDone,
+    /// P7: just before the provider request is sent.
+    RequestSending,
+    /// P8: just after the provider answered.
+    ResponseArrived,
+    /// On a session's first message.
+    SessionOpened,
+    /// P13: at the end of every turn, also a failed or cancelled one.
+    TurnClosed,
+    /// Once per session, when the agent shuts down or evicts it.
+    SessionClosing,
+    /// When the session starts over (`/new`, `/clear`).
+    SessionCleared,
+    /// When a sub-agent finished.
+    SubagentDone,
+    /// P1: a message arrives; the first skip drops it, the first rewrite replaces its text.
+    InboundGate,
+    /// P11: the turn's final reply on its way to the user; the first replacement wins.
+    ReplyRewrite,
+    /// When a sub-agent starts, with its goal.
+    SubagentBegun,
+    /// P7e: a model call failed, with the error.
+    RequestFailed,
     /// P0: the host starts serving (`run`, `chat`, `tools call`, `commands run`).
     HostStart,
-    /// P1: an inbound message, after `pre_gateway_dispatch`; callbacks edit
+    /// P1: an inbound message, after `inbound_gate`; callbacks edit
     /// [`LoopContext::text`](crate::core::contexts::LoopContext::text) in place (chain).
     InputReceived,
     /// P2c: `/compact`, before the transcript is rewritten: the first
@@ -70,31 +89,31 @@ pub enum HookEvent {
     /// A lane a dialect brought to a point, as its row says
     /// ([`crate::core::points::Lane`]): where the dialect's plugins need a
     /// policy at a point that no other lane there has (Felix's
-    /// `before_tool` stops at the first refusal, Codumentor's
-    /// `onToolInvokeStart` hears every callback).
+    /// one dialect's guard stops at the first refusal, another's
+    /// hears every callback).
     Lane(LaneId),
 }
 
 impl HookEvent {
-    /// Every event, in the order the seed lists them.
+    /// The lanes with payloads of their own kind, in declaration order.
     pub const ALL: [HookEvent; 17] = [
-        HookEvent::PreToolCall,
-        HookEvent::PostToolCall,
-        HookEvent::TransformToolResult,
-        HookEvent::TransformTerminalOutput,
-        HookEvent::PreLlmCall,
-        HookEvent::PostLlmCall,
-        HookEvent::PreApiRequest,
-        HookEvent::PostApiRequest,
-        HookEvent::OnSessionStart,
-        HookEvent::OnSessionEnd,
-        HookEvent::OnSessionFinalize,
-        HookEvent::OnSessionReset,
-        HookEvent::SubagentStop,
-        HookEvent::PreGatewayDispatch,
-        HookEvent::TransformLlmOutput,
-        HookEvent::SubagentStart,
-        HookEvent::ApiRequestError,
+        HookEvent::ToolGuard,
+        HookEvent::ToolDone,
+        HookEvent::ResultRewrite,
+        HookEvent::ExecOutputRewrite,
+        HookEvent::PromptContext,
+        HookEvent::ExchangeDone,
+        HookEvent::RequestSending,
+        HookEvent::ResponseArrived,
+        HookEvent::SessionOpened,
+        HookEvent::TurnClosed,
+        HookEvent::SessionClosing,
+        HookEvent::SessionCleared,
+        HookEvent::SubagentDone,
+        HookEvent::InboundGate,
+        HookEvent::ReplyRewrite,
+        HookEvent::SubagentBegun,
+        HookEvent::RequestFailed,
     ];
 
     /// The loop points after the seed's events, in firing order within a turn.
@@ -114,31 +133,31 @@ impl HookEvent {
         HookEvent::TurnEnded,
     ];
 
-    /// How many events the bus has (seed events and loop points).
+    /// How many lanes the core has (its own-payload lanes and loop points).
     pub const COUNT: usize = 17 + 13;
 
-    /// The wire name plugins use (`pre_tool_call`, ...); loop points have
-    /// plughost's names (`tool_before`), which no plugin API subscribes to
-    /// directly: dialects map their own names onto them.
+    /// The bus's name of the lane (`tool_guard`), as the isolation protocol
+    /// carries it; a dialect's rows map its plugins' event names onto it,
+    /// and what a user reads names the event as the plugin wrote it.
     pub fn name(self) -> &'static str {
         match self {
-            HookEvent::PreToolCall => "pre_tool_call",
-            HookEvent::PostToolCall => "post_tool_call",
-            HookEvent::TransformToolResult => "transform_tool_result",
-            HookEvent::TransformTerminalOutput => "transform_terminal_output",
-            HookEvent::PreLlmCall => "pre_llm_call",
-            HookEvent::PostLlmCall => "post_llm_call",
-            HookEvent::PreApiRequest => "pre_api_request",
-            HookEvent::PostApiRequest => "post_api_request",
-            HookEvent::OnSessionStart => "on_session_start",
-            HookEvent::OnSessionEnd => "on_session_end",
-            HookEvent::OnSessionFinalize => "on_session_finalize",
-            HookEvent::OnSessionReset => "on_session_reset",
-            HookEvent::SubagentStop => "subagent_stop",
-            HookEvent::PreGatewayDispatch => "pre_gateway_dispatch",
-            HookEvent::TransformLlmOutput => "transform_llm_output",
-            HookEvent::SubagentStart => "subagent_start",
-            HookEvent::ApiRequestError => "api_request_error",
+            HookEvent::ToolGuard => "tool_guard",
+            HookEvent::ToolDone => "tool_done",
+            HookEvent::ResultRewrite => "result_rewrite",
+            HookEvent::ExecOutputRewrite => "exec_output_rewrite",
+            HookEvent::PromptContext => "prompt_context",
+            HookEvent::ExchangeDone => "exchange_done",
+            HookEvent::RequestSending => "request_sending",
+            HookEvent::ResponseArrived => "response_arrived",
+            HookEvent::SessionOpened => "session_opened",
+            HookEvent::TurnClosed => "turn_closed",
+            HookEvent::SessionClosing => "session_closing",
+            HookEvent::SessionCleared => "session_cleared",
+            HookEvent::SubagentDone => "subagent_done",
+            HookEvent::InboundGate => "inbound_gate",
+            HookEvent::ReplyRewrite => "reply_rewrite",
+            HookEvent::SubagentBegun => "subagent_begun",
+            HookEvent::RequestFailed => "request_failed",
             HookEvent::HostStart => "host_start",
             HookEvent::InputReceived => "input_received",
             HookEvent::CompactBefore => "compact_before",
@@ -156,12 +175,6 @@ impl HookEvent {
         }
     }
 
-    /// Parse a seed event's wire name; `None` for names the seed API does
-    /// not know (loop points are not subscribed to by name).
-    pub fn from_name(name: &str) -> Option<HookEvent> {
-        HookEvent::ALL.into_iter().find(|e| e.name() == name)
-    }
-
     /// The slot of a core event in the bus's table; a dialect's lane has none.
     #[inline]
     pub(crate) fn index(self) -> usize {
@@ -176,7 +189,7 @@ impl HookEvent {
     }
 }
 
-/// An event serialises as its wire name (`pre_tool_call`, `tool_before`).
+/// A lane serialises as its bus name (`tool_guard`, `history_ready`).
 impl Serialize for HookEvent {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.name())
@@ -222,15 +235,15 @@ pub enum Point {
     SubagentStart,
     SubagentStop,
     /// Before a plugin's scheduled task runs (no core lane: dialects bring
-    /// theirs, as Codumentor's `onScheduledRunGate`).
+    /// theirs, as Codumentor's gate does).
     ScheduledRun,
     /// A scheduled task was disabled after failing too often in a row.
     ScheduledDisabled,
     /// After a reload swapped in a new plugin set (no core lane: Codumentor
-    /// brings `onConfigReload`).
+    /// brings a lane here).
     Reloaded,
     /// Before a recognised slash command's handler runs in the agent (no
-    /// core lane: Hermes brings `pre_command`).
+    /// core lane: Hermes brings an observer lane).
     CommandBefore,
 }
 
@@ -272,27 +285,27 @@ impl Point {
         use HookEvent as E;
         match self {
             Point::HostStart => &[E::HostStart],
-            Point::InboundMessage => &[E::PreGatewayDispatch, E::InputReceived],
-            Point::SessionStart => &[E::OnSessionStart],
+            Point::InboundMessage => &[E::InboundGate, E::InputReceived],
+            Point::SessionStart => &[E::SessionOpened],
             Point::HistoryReady => &[E::HistoryReady],
-            Point::PromptAssembly => &[E::PreLlmCall],
+            Point::PromptAssembly => &[E::PromptContext],
             Point::FinalPrompt => &[E::PromptFinal],
-            Point::ModelCallBefore => &[E::PreApiRequest, E::ModelCallStart],
-            Point::ModelCallAfter => &[E::PostApiRequest, E::PostLlmCall, E::ModelReplied],
-            Point::ModelError => &[E::ModelCallError, E::ApiRequestError],
-            Point::ToolBefore => &[E::PreToolCall],
+            Point::ModelCallBefore => &[E::RequestSending, E::ModelCallStart],
+            Point::ModelCallAfter => &[E::ResponseArrived, E::ExchangeDone, E::ModelReplied],
+            Point::ModelError => &[E::ModelCallError, E::RequestFailed],
+            Point::ToolBefore => &[E::ToolGuard],
             Point::ToolAround => &[E::ToolExecuting],
-            Point::ToolAfter => &[E::PostToolCall],
-            Point::ResultTransform => &[E::TransformTerminalOutput, E::TransformToolResult],
+            Point::ToolAfter => &[E::ToolDone],
+            Point::ResultTransform => &[E::ExecOutputRewrite, E::ResultRewrite],
             Point::ReplyBeforeSend => &[E::ResponseBeforeSend],
-            Point::ReplyTransform => &[E::TransformLlmOutput],
+            Point::ReplyTransform => &[E::ReplyRewrite],
             Point::Persisted => &[E::ResponsePersisted],
-            Point::TurnEnded => &[E::OnSessionEnd, E::TurnEnded],
-            Point::SessionReset => &[E::OnSessionReset],
-            Point::SessionFinalize => &[E::OnSessionFinalize],
+            Point::TurnEnded => &[E::TurnClosed, E::TurnEnded],
+            Point::SessionReset => &[E::SessionCleared],
+            Point::SessionFinalize => &[E::SessionClosing],
             Point::Compaction => &[E::CompactBefore, E::CompactFailed],
-            Point::SubagentStart => &[E::SubagentStart],
-            Point::SubagentStop => &[E::SubagentStop],
+            Point::SubagentStart => &[E::SubagentBegun],
+            Point::SubagentStop => &[E::SubagentDone],
             Point::ScheduledRun | Point::ScheduledDisabled => &[],
             Point::Reloaded => &[],
             Point::CommandBefore => &[],
@@ -354,7 +367,7 @@ pub enum FailMode {
     /// The failure is logged and counted; the event goes on (every Flowly event).
     Open,
     /// The failure counts as the event's refusal (a guard that cannot
-    /// decide blocks): a failing `pre_tool_call` callback blocks the call.
+    /// decide blocks): a failing `tool_guard` callback blocks the call.
     Closed,
 }
 
@@ -370,7 +383,7 @@ pub enum LaneForm {
     Wrapper,
     /// Each callback runs around what the point does and calls the rest of
     /// the chain itself (execution middleware, as Hermes's
-    /// `tool_execution` and `llm_execution`): see
+    /// middleware): see
     /// [`crate::core::pipeline::middleware::run_chain`].
     Around,
 }
@@ -383,7 +396,7 @@ pub enum LaneForm {
 /// and knows no dialect. Lanes are compared by name, unique across dialects.
 #[derive(Debug)]
 pub struct Lane {
-    /// The bus's name of the lane (`tool_before`): what the isolation
+    /// The bus's name of the lane: what the isolation
     /// protocol carries and the event reference prints.
     pub name: &'static str,
     pub point: Point,

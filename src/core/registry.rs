@@ -108,7 +108,7 @@ pub struct Tool {
     /// Why the schema cannot be used at all (too deep): calls are refused.
     pub(crate) unusable_schema: Option<String>,
     pub handler: Arc<dyn ToolHandler>,
-    /// Its output is terminal output: `transform_terminal_output` sees it
+    /// Its output is terminal output: `exec_output_rewrite` sees it
     /// before the usual post hooks (the built-in `exec`).
     pub terminal: bool,
     /// Renders its failed outcomes, when its dialect has its own result

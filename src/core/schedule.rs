@@ -53,7 +53,7 @@ impl TaskStats {
     pub fn overlaps(&self) -> u64 {
         self.overlaps.load(Ordering::Relaxed)
     }
-    /// Runs a gate (Codumentor's `onScheduledRunGate`) skipped.
+    /// Runs a gate lane ([`Point::ScheduledRun`](crate::core::points::Point::ScheduledRun)) skipped.
     pub fn gated(&self) -> u64 {
         self.gated.load(Ordering::Relaxed)
     }

@@ -132,9 +132,9 @@ pub trait Dialect: Send + Sync + 'static {
     }
     /// Why a subscription to `event` (a name as the plugin wrote it) will
     /// never be called in plughost, for `plugins doctor`; `None` when it
-    /// fires. By default: the core's event names fire, others never do.
+    /// fires. By default: the seed API's event names fire, others never do.
     fn never_fires(&self, event: &str) -> Option<&'static str> {
-        core_never_fires(event)
+        seed_never_fires(event)
     }
     /// The dialect's part of the event reference (`docs/<name>-events.md`).
     fn reference(&self) -> Option<&'static crate::core::reference::DialectDoc> {
@@ -153,10 +153,10 @@ impl dyn Dialect {
     }
 }
 
-/// [`Dialect::never_fires`] for a dialect whose names are the core's
-/// events (Flowly's, and callbacks registered from Rust).
-pub fn core_never_fires(event: &str) -> Option<&'static str> {
-    crate::core::hooks::HookEvent::from_name(event)
+/// [`Dialect::never_fires`] for a dialect whose plugins name the seed
+/// API's events, as Flowly's rows spell them.
+pub fn seed_never_fires(event: &str) -> Option<&'static str> {
+    flowly::lanes::by_name(event)
         .is_none()
         .then_some("not a known event: it never fires")
 }
@@ -287,7 +287,8 @@ mod lane_rows {
                 names.push(lane.name);
                 assert_eq!(lane.spec.event.name(), lane.name);
                 assert_eq!(lane.spec.event.point(), lane.point);
-                assert_eq!(lane.form, LaneForm::Plain, "{}", lane.name);
+                // Wrapper lanes (before/after pairs) are the core's own.
+                assert_ne!(lane.form, LaneForm::Wrapper, "{}", lane.name);
                 assert_eq!(super::event_by_name(lane.name), Some(lane.spec.event));
             }
         }

@@ -47,23 +47,23 @@ pub struct Captured {
 /// When the agent loop fires `event` (the same in every dialect).
 pub fn fires(event: HookEvent) -> &'static str {
     match event {
-        HookEvent::PreToolCall => "Before every tool call, after its arguments passed the schema check (also for `tools call` and `Host.call_tool`).",
-        HookEvent::PostToolCall => "After a tool's handler returned or raised (not for calls that were blocked, refused or not found).",
-        HookEvent::TransformToolResult => "After `post_tool_call`, before the result goes back to the model.",
-        HookEvent::TransformTerminalOutput => "When the built-in `exec` tool finished, before the post hooks.",
-        HookEvent::PreLlmCall => "Before each model call of a turn.",
-        HookEvent::PostLlmCall => "After each model call of a turn, with the assistant's answer.",
-        HookEvent::PreApiRequest => "Just before the provider request is sent.",
-        HookEvent::PostApiRequest => "Just after the provider answered.",
-        HookEvent::OnSessionStart => "On a session's first message (a new transcript).",
-        HookEvent::OnSessionEnd => "At the end of every turn (`run`, each chat message), also when it failed or was cancelled.",
-        HookEvent::OnSessionFinalize => "Once per session when the agent shuts down or evicts an idle session.",
-        HookEvent::OnSessionReset => "When `/new` or `/clear` starts the session over.",
-        HookEvent::SubagentStop => "When a `delegate` sub-agent finished.",
-        HookEvent::PreGatewayDispatch => "When a message arrives, before slash commands and the model.",
-        HookEvent::TransformLlmOutput => "On a turn's final reply, before the user gets it (the transcript keeps the model's own words).",
-        HookEvent::SubagentStart => "When a `delegate` sub-agent starts, with its goal.",
-        HookEvent::ApiRequestError => "When a model call failed, with the error.",
+        HookEvent::ToolGuard => "Before every tool call, after its arguments passed the schema check (also for `tools call` and `Host.call_tool`).",
+        HookEvent::ToolDone => "After a tool's handler returned or raised (not for calls that were blocked, refused or not found).",
+        HookEvent::ResultRewrite => "After `post_tool_call`, before the result goes back to the model.",
+        HookEvent::ExecOutputRewrite => "When the built-in `exec` tool finished, before the post hooks.",
+        HookEvent::PromptContext => "Before each model call of a turn.",
+        HookEvent::ExchangeDone => "After each model call of a turn, with the assistant's answer.",
+        HookEvent::RequestSending => "Just before the provider request is sent.",
+        HookEvent::ResponseArrived => "Just after the provider answered.",
+        HookEvent::SessionOpened => "On a session's first message (a new transcript).",
+        HookEvent::TurnClosed => "At the end of every turn (`run`, each chat message), also when it failed or was cancelled.",
+        HookEvent::SessionClosing => "Once per session when the agent shuts down or evicts an idle session.",
+        HookEvent::SessionCleared => "When `/new` or `/clear` starts the session over.",
+        HookEvent::SubagentDone => "When a `delegate` sub-agent finished.",
+        HookEvent::InboundGate => "When a message arrives, before slash commands and the model.",
+        HookEvent::ReplyRewrite => "On a turn's final reply, before the user gets it (the transcript keeps the model's own words).",
+        HookEvent::SubagentBegun => "When a `delegate` sub-agent starts, with its goal.",
+        HookEvent::RequestFailed => "When a model call failed, with the error.",
         HookEvent::HostStart => "P0: when the host starts serving (`run`, `chat`, `tools call`, `commands run`; not when listing).",
         HookEvent::InputReceived => "P1: an inbound message, after `pre_gateway_dispatch`, before slash commands.",
         HookEvent::CompactBefore => "P2c: `/compact`, before the transcript is rewritten.",
@@ -87,7 +87,7 @@ pub fn effect(event: HookEvent, kind: ActionKind) -> &'static str {
         (_, ActionKind::Block) => "the call is not run; the result is `[blocked: <message>]` and the post hooks do not fire",
         (_, ActionKind::Skip) => "the message is dropped: no command, no model call, no reply",
         (_, ActionKind::Rewrite) => "the message's text is replaced before commands and the model see it",
-        (HookEvent::TransformTerminalOutput, ActionKind::Replace) => "replaces `exec`'s output before the post hooks see it",
+        (HookEvent::ExecOutputRewrite, ActionKind::Replace) => "replaces `exec`'s output before the post hooks see it",
         (_, ActionKind::Replace) => "replaces the result the model (or the caller) gets",
         (_, ActionKind::Decide) => "a typed decision of the dialect's own answer conventions (its guide lists them)",
         (_, ActionKind::Inject) => "joined with the other answers and prepended to the latest user message as `<plugin_context>…</plugin_context>` (the stored transcript keeps the original)",
@@ -156,26 +156,31 @@ pub fn render(doc: &DialectDoc, captured: &Captured) -> Result<String, String> {
     }
     let _ = writeln!(out, "## Events\n");
     // The loop points are for dialects that map their own names onto them;
-    // a dialect whose plugins subscribe to the seed events lists those.
+    // a dialect whose plugins subscribe to the seed events lists those, in
+    // the order of the lanes they fire on, by the names its rows give them.
+    let rows = crate::dialects::by_name(doc.name).map_or(&[][..], |d| d.events());
     for spec in HOOK_SPECS
         .iter()
         .filter(|s| !HookEvent::LOOP_POINTS.contains(&s.event))
     {
         let event = spec.event;
+        let Some(name) = rows.iter().find(|r| r.lane == event).map(|r| r.name) else {
+            return Err(format!("{}: no row of the dialect names {event}", doc.name));
+        };
         // Every dialect has the seed's fourteen events; the events beyond
         // them (Hermes's) are listed where the dialect's plugins can hook them.
         let seed = HookEvent::ALL[..14].contains(&event);
-        let fields = match captured.events.get(event.name()) {
+        let fields = match captured.events.get(name) {
             Some(fields) => fields,
             None if seed => {
                 return Err(format!(
-                    "{}: the recording plugin never saw {event}",
+                    "{}: the recording plugin never saw {name}",
                     doc.name
                 ))
             }
             None => continue,
         };
-        seed_event(doc, captured, spec, fields, &mut out)?;
+        seed_event(doc, captured, (name, spec), fields, &mut out)?;
     }
     Ok(out.trim_end().to_string() + "\n")
 }
@@ -184,27 +189,27 @@ pub fn render(doc: &DialectDoc, captured: &Captured) -> Result<String, String> {
 fn seed_event(
     doc: &DialectDoc,
     captured: &Captured,
-    spec: &crate::core::hooks::HookSpec,
+    (name, spec): (&str, &crate::core::hooks::HookSpec),
     fields: &[(String, String)],
     out: &mut String,
 ) -> Result<(), String> {
     let event = spec.event;
-    let _ = writeln!(out, "### `{event}`\n\n{}\n", fires(event));
+    let _ = writeln!(out, "### `{name}`\n\n{}\n", fires(event));
     let _ = writeln!(out, "| field | type | meaning |\n|---|---|---|");
-    for (name, ty) in fields {
+    for (field, ty) in fields {
         let meaning = doc
             .fields
             .iter()
-            .find(|(n, _)| n == name)
+            .find(|(n, _)| n == field)
             .map(|(_, m)| *m)
             .ok_or_else(|| {
                 format!(
-                    "{}: field `{name}` of {event} has no meaning in src/dialects/{}/reference.rs",
+                    "{}: field `{field}` of {name} has no meaning in src/dialects/{}/reference.rs",
                     doc.name, doc.name
                 )
             })?;
         let ty = if ty == "NoneType" { "None" } else { ty };
-        let _ = writeln!(out, "| `{name}` | `{ty}` | {meaning} |");
+        let _ = writeln!(out, "| `{field}` | `{ty}` | {meaning} |");
     }
     let _ = writeln!(out, "\n- Answers: {}.", policy_text(spec.policy));
     for kind in spec.accepts {
@@ -220,8 +225,8 @@ fn seed_event(
     } else {
         let _ = writeln!(out, "- Anything else (`None` included) changes nothing; an answer of another shape is ignored and counted (`plugins doctor`).");
     }
-    let closed = spec.on_error == FailMode::Closed
-        || captured.fails_closed.iter().any(|e| e == event.name());
+    let closed =
+        spec.on_error == FailMode::Closed || captured.fails_closed.iter().any(|e| e == name);
     let _ = writeln!(
         out,
         "- A callback that raises or runs past its budget: {}.",

@@ -500,14 +500,14 @@ impl CallGuard {
         }
         for r in registrations {
             match r {
-                Registration::Hook { entry, event, .. } => {
+                Registration::Hook { entry, event, name } => {
                     let inner = entry.callback.clone();
                     let run: Arc<dyn crate::core::hooks::HookCallback> = match &journal {
                         Some(journal) => Arc::new(JournaledHook {
                             inner: inner.clone(),
                             key: key.into(),
                             journal: journal.clone(),
-                            record: event.map(|e| (e, Record::new(key, e.name()))),
+                            record: event.map(|e| (e, Record::new(key, name))),
                         }),
                         None => inner.clone(),
                     };

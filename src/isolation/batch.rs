@@ -190,30 +190,29 @@ pub fn plan(
             }));
         }
     };
-    mine(&mut seq, HookEvent::PreToolCall);
-    let request = crate::core::hooks::LaneId(&crate::core::pipeline::middleware::TOOL_REQUEST);
+    mine(&mut seq, HookEvent::ToolGuard);
+    use crate::core::pipeline::middleware::{around_lane, edits_request};
     for (lane, _) in hooks.lanes_at(Point::ToolBefore) {
-        if lane != HookEvent::Lane(request) {
+        if !matches!(lane, HookEvent::Lane(id) if edits_request(id.lane())) {
             seq.push(None);
         }
     }
-    let execution = crate::core::hooks::LaneId(&crate::core::pipeline::middleware::TOOL_EXECUTION);
     if !hooks.entries(HookEvent::ToolExecuting).is_empty()
         || !hooks
             .wrappers(&crate::core::wrappers::TOOL_HANDLER)
             .is_empty()
-        || !hooks.entries(HookEvent::Lane(execution)).is_empty()
+        || around_lane(hooks, Point::ToolAround).is_some()
     {
         seq.push(None);
     }
     let at = seq.len();
     seq.push(Some(Step::Tool));
-    let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
+    let terminal = hooks.entries(HookEvent::ExecOutputRewrite);
     if tool.terminal && terminal.iter().any(|e| e.is_for_tool(name)) {
         seq.push(None);
     }
-    mine(&mut seq, HookEvent::PostToolCall);
-    mine(&mut seq, HookEvent::TransformToolResult);
+    mine(&mut seq, HookEvent::ToolDone);
+    mine(&mut seq, HookEvent::ResultRewrite);
     let start = seq[..at]
         .iter()
         .rposition(Option::is_none)

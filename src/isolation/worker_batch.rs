@@ -64,7 +64,7 @@ pub(super) fn run(
                 let (Some(event), Some(entry)) = (event_named(event), hooks.get(*index)) else {
                     return send(refused(format!("no hook {event} number {index}")), true);
                 };
-                if event != HookEvent::PreToolCall {
+                if event != HookEvent::ToolGuard {
                     ctx.result = Some(text.clone());
                 }
                 ctx.stage = Some(event);
@@ -72,7 +72,7 @@ pub(super) fn run(
                     HookReturn::Ready(answer) => answer,
                     HookReturn::Pending(fut) => wait(fut).unwrap_or_else(Err),
                 };
-                let pre = event == HookEvent::PreToolCall;
+                let pre = event == HookEvent::ToolGuard;
                 pre_refused |= pre && !matches!(answer, Ok(HookAction::Continue));
                 let reply = Reply::Hook {
                     answer: answer.map(ActionWire::from).map_err(Into::into),
@@ -80,7 +80,7 @@ pub(super) fn run(
                     after: None,
                 };
                 // After the last `pre_tool_call` hook: stop unless all went on.
-                let stop = done || (pre && pre_refused && !next_is(HookEvent::PreToolCall));
+                let stop = done || (pre && pre_refused && !next_is(HookEvent::ToolGuard));
                 send(reply, stop);
                 if stop {
                     return;

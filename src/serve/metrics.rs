@@ -153,9 +153,7 @@ impl Metrics {
         out.push_str("# HELP plughost_hook_errors_total Hook answers not used (raised, wrong shape, timed out), by plugin and event.\n# TYPE plughost_hook_errors_total counter\n");
         let mut hooks: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
         for (event, entry) in host.registry().hooks().iter() {
-            let e = hooks
-                .entry((entry.owner.clone(), event.to_string()))
-                .or_default();
+            let e = hooks.entry((entry.owner.clone(), event)).or_default();
             e.0 += entry.stats.errors();
             e.1 += entry.stats.calls();
         }

@@ -19,8 +19,8 @@ use serde_json::json;
 async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::core::hooks::HookAction> {
     use HookEvent::*;
     match event {
-        PreToolCall | PostToolCall | TransformToolResult | TransformTerminalOutput => {
-            let after = event != PreToolCall;
+        ToolGuard | ToolDone | ResultRewrite | ExecOutputRewrite => {
+            let after = event != ToolGuard;
             let mut ctx = ToolCallContext {
                 session_id: "s1".into(),
                 tool_name: "exec".into(),
@@ -33,9 +33,9 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::core::hooks::HookA
             };
             host.fire(event, HookPayload::Tool(&mut ctx)).await
         }
-        PreLlmCall | PostLlmCall | PreApiRequest | PostApiRequest | TransformLlmOutput
-        | ApiRequestError => {
-            let after = matches!(event, PostLlmCall | PostApiRequest | TransformLlmOutput);
+        PromptContext | ExchangeDone | RequestSending | ResponseArrived | ReplyRewrite
+        | RequestFailed => {
+            let after = matches!(event, ExchangeDone | ResponseArrived | ReplyRewrite);
             let mut ctx = LlmCallContext {
                 session_id: "s1".into(),
                 model: "scripted".into(),
@@ -44,7 +44,7 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::core::hooks::HookA
                 user_message: "hi".into(),
                 response: if after {
                     json!({"content": "hello"})
-                } else if event == ApiRequestError {
+                } else if event == RequestFailed {
                     json!({"error": "connection refused"})
                 } else {
                     json!(null)
@@ -54,7 +54,7 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::core::hooks::HookA
             };
             host.fire(event, HookPayload::Llm(&mut ctx)).await
         }
-        OnSessionStart | OnSessionEnd | OnSessionFinalize | OnSessionReset => {
+        SessionOpened | TurnClosed | SessionClosing | SessionCleared => {
             let mut ctx = SessionContext {
                 session_id: "s1".into(),
                 model: "scripted".into(),
@@ -64,7 +64,7 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::core::hooks::HookA
             };
             host.fire(event, HookPayload::Session(&mut ctx)).await
         }
-        SubagentStop | SubagentStart => {
+        SubagentDone | SubagentBegun => {
             let mut ctx = SubagentStopContext {
                 session_id: "s1".into(),
                 subagent_id: "s1/sub-1".into(),
@@ -78,7 +78,7 @@ async fn fire(host: &Host, event: HookEvent) -> Vec<plughost::core::hooks::HookA
         | ResponsePersisted | TurnEnded | Lane(_) => {
             unreachable!("{event} is a loop point, not in HookEvent::ALL")
         }
-        PreGatewayDispatch => {
+        InboundGate => {
             let mut ctx = GatewayContext {
                 session_id: "s1".into(),
                 event: InboundMessage {
@@ -206,9 +206,15 @@ fn capture(doc: &DialectDoc, rt: &tokio::runtime::Runtime) -> Captured {
         .unwrap_or_else(|e| panic!("{}: the recorder answered {text:?}: {e}", doc.name));
     drop(recording);
     let raising = build(&["raiser"]);
+    // The events by the dialect's own names (its rows'), as the reference lists them.
+    let rows = plughost::dialects::by_name(doc.name).map_or(&[][..], |d| d.events());
     for event in HookEvent::ALL {
         if !rt.block_on(fire(&raising, event)).is_empty() {
-            captured.fails_closed.push(event.name().to_string());
+            let name = rows
+                .iter()
+                .find(|r| r.lane == event)
+                .map_or(event.name(), |r| r.name);
+            captured.fails_closed.push(name.to_string());
         }
     }
     captured

@@ -40,7 +40,7 @@ fn native_parts(
             |a| Ok((a["a"].as_i64().unwrap() + a["b"].as_i64().unwrap()).to_string()),
         ))
         .hook(
-            HookEvent::PreToolCall,
+            HookEvent::ToolGuard,
             move |_e: HookEvent, p: HookPayload<'_>| {
                 if let HookPayload::Tool(c) = p {
                     log.lock().unwrap().push(c.tool_name.clone());
@@ -110,7 +110,7 @@ fn a_native_only_host_runs_tools_and_hooks_without_starting_python() {
             |a| Ok((a["a"].as_i64().unwrap() + a["b"].as_i64().unwrap()).to_string()),
         ))
         .hook(
-            HookEvent::PreToolCall,
+            HookEvent::ToolGuard,
             move |_e: HookEvent, p: HookPayload<'_>| {
                 if let HookPayload::Tool(c) = p {
                     log.lock().unwrap().push(c.tool_name.clone());

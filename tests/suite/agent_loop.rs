@@ -365,7 +365,7 @@ turns:
         .host()
         .registry()
         .hooks()
-        .entries(plughost::HookEvent::PreToolCall)
+        .entries(plughost::HookEvent::ToolGuard)
         .iter()
         .find(|e| e.label.contains("slow_hook"))
         .unwrap()

@@ -165,7 +165,7 @@ impl Fixture {
         self.bounded(
             "on_session_end",
             self.host
-                .fire(HookEvent::OnSessionEnd, HookPayload::Session(&mut ctx)),
+                .fire(HookEvent::TurnClosed, HookPayload::Session(&mut ctx)),
         );
     }
     fn home(&self) -> &Path {
@@ -181,9 +181,9 @@ impl Fixture {
         let pinned_registry = self.host.registry();
         let hooks = pinned_registry.hooks();
         [
-            HookEvent::PreToolCall,
-            HookEvent::PostToolCall,
-            HookEvent::OnSessionEnd,
+            HookEvent::ToolGuard,
+            HookEvent::ToolDone,
+            HookEvent::TurnClosed,
         ]
         .iter()
         .flat_map(|e| hooks.entries(*e))

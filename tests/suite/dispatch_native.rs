@@ -43,13 +43,13 @@ fn host(log: Arc<Mutex<Vec<String>>>) -> Host {
         .tool(Tool::from_fn("err", "", json!({}), |_| Err("bad input".into())))
         .tool(Tool::from_async_fn("later", "", json!({}), |_| Box::pin(async { Ok("async native".to_string()) })))
         .tool(Tool::new(ToolSpec { name: "gated".into(), description: String::new(), parameters: json!({}), plugin: "native".into(), ..Default::default() }, Arc::new(Gated(false))))
-        .hook_with_priority(HookEvent::PreToolCall, 10, move |_e: HookEvent, p: HookPayload<'_>| {
+        .hook_with_priority(HookEvent::ToolGuard, 10, move |_e: HookEvent, p: HookPayload<'_>| {
             if let HookPayload::Tool(c) = p {
                 l1.lock().unwrap().push(format!("late:{}", c.tool_name));
             }
             HookAction::Continue
         })
-        .hook_with_priority(HookEvent::PreToolCall, -5, move |_e: HookEvent, p: HookPayload<'_>| {
+        .hook_with_priority(HookEvent::ToolGuard, -5, move |_e: HookEvent, p: HookPayload<'_>| {
             if let HookPayload::Tool(c) = p {
                 l2.lock().unwrap().push(format!("early:{}", c.tool_name));
                 if c.tool_name == "add" && c.params.get("a") == Some(&json!(13)) {
@@ -58,18 +58,18 @@ fn host(log: Arc<Mutex<Vec<String>>>) -> Host {
             }
             HookAction::Continue
         })
-        .hook(HookEvent::PreToolCall, Failing)
-        .hook(HookEvent::PostToolCall, move |_e: HookEvent, p: HookPayload<'_>| {
+        .hook(HookEvent::ToolGuard, Failing)
+        .hook(HookEvent::ToolDone, move |_e: HookEvent, p: HookPayload<'_>| {
             if let HookPayload::Tool(c) = p {
                 l3.lock().unwrap().push(format!("post:{}:{:?}:{:?}", c.tool_name, c.result, c.success));
             }
             HookAction::Continue
         })
-        .hook(HookEvent::TransformToolResult, |_e: HookEvent, p: HookPayload<'_>| match p {
+        .hook(HookEvent::ResultRewrite, |_e: HookEvent, p: HookPayload<'_>| match p {
             HookPayload::Tool(c) if c.tool_name == "later" => HookAction::Replace("first".into()),
             _ => HookAction::Continue,
         })
-        .hook(HookEvent::TransformToolResult, move |_e: HookEvent, p: HookPayload<'_>| {
+        .hook(HookEvent::ResultRewrite, move |_e: HookEvent, p: HookPayload<'_>| {
             if let HookPayload::Tool(c) = p {
                 l4.lock().unwrap().push(format!("transform2:{}", c.tool_name));
             }
@@ -137,7 +137,7 @@ async fn pipeline_policies_with_native_parts() {
     let registry = host.registry();
     let failing = registry
         .hooks()
-        .entries(HookEvent::PreToolCall)
+        .entries(HookEvent::ToolGuard)
         .iter()
         .find(|e| e.label.contains("Failing"))
         .unwrap();

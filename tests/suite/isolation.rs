@@ -311,7 +311,7 @@ fn a_crashing_hook_is_a_hook_failure_and_the_call_goes_on() {
         let pinned_registry = host.registry();
         let entry = &pinned_registry
             .hooks()
-            .entries(plughost::HookEvent::PreToolCall)[0];
+            .entries(plughost::HookEvent::ToolGuard)[0];
         assert_eq!(entry.stats.errors(), 1);
         // And again, with a fresh worker.
         let r = rt.block_on(host.call_tool("after", json!({}), ""));

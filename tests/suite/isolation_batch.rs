@@ -354,8 +354,8 @@ fn batch_case(x: &'static str, limit: Duration) -> Case {
         let registry = host.registry();
         let errors = |event| registry.hooks().entries(event)[0].stats.errors();
         let (pre_errors, post_errors) = (
-            errors(plughost::HookEvent::PreToolCall),
-            errors(plughost::HookEvent::PostToolCall),
+            errors(plughost::HookEvent::ToolGuard),
+            errors(plughost::HookEvent::ToolDone),
         );
         drop(host);
         Case {

@@ -834,3 +834,62 @@ fn the_dialect_trait_has_at_most_twelve_methods() {
         methods.len()
     );
 }
+
+/// Every event name a plugin API gives its plugins, as the dialects'
+/// tables hold them: their rows, their own lanes, and the names their
+/// references know.
+fn plugin_api_event_names() -> BTreeSet<&'static str> {
+    let mut names = BTreeSet::new();
+    for dialect in plughost::dialects::DIALECTS {
+        names.extend(dialect.events().iter().map(|row| row.name));
+        names.extend(dialect.lanes().iter().map(|lane| lane.name));
+        if let Some(own) = dialect.reference().and_then(|doc| doc.own_events) {
+            names.extend(own.known.iter().copied());
+        }
+    }
+    // A dialect may spell an event as the core names its lane.
+    use plughost::core::hooks::HookEvent;
+    for lane in HookEvent::ALL.iter().chain(HookEvent::LOOP_POINTS.iter()) {
+        names.remove(lane.name());
+    }
+    names
+}
+
+/// `name` as a whole word of `text` (not inside a longer identifier).
+fn spells(text: &str, name: &str) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(word) && !after.is_some_and(word)
+    })
+}
+
+/// One event vocabulary (issue 46, item 1): the core's is its lanes and
+/// points; no plugin API's event name is spelled in `core/`, comments
+/// included — a dialect's rows map its names onto the core's lanes.
+#[test]
+fn no_plugin_api_event_name_is_spelled_in_the_core() {
+    let names = plugin_api_event_names();
+    assert!(names.contains("pre_tool_call"), "{names:?}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/core");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for name in &names {
+            if spells(&text, name) {
+                found.push(format!("{}: {name}", file.display()));
+            }
+        }
+    }
+    assert_eq!(found, Vec::<String>::new());
+}
+
+#[test]
+fn the_vocabulary_check_sees_whole_words_only() {
+    assert!(spells("fires `pre_tool_call` first", "pre_tool_call"));
+    assert!(!spells("fn pre_tool_call_refused()", "pre_tool_call"));
+    assert!(!spells("my_pre_tool_call", "pre_tool_call"));
+}

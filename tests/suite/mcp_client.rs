@@ -62,7 +62,7 @@ impl Fixture {
             .bundled_dir(self._bundled.path());
         if let Some(seen) = seen {
             builder = builder.hook(
-                HookEvent::PreToolCall,
+                HookEvent::ToolGuard,
                 move |_e: HookEvent, p: HookPayload<'_>| {
                     if let HookPayload::Tool(call) = p {
                         seen.lock().unwrap().push(call.tool_name.clone());

@@ -349,7 +349,7 @@ fn hooks_see_contexts_and_failures_are_isolated() {
     let pinned_registry = host.registry();
     let raising = pinned_registry
         .hooks()
-        .entries(HookEvent::PreToolCall)
+        .entries(HookEvent::ToolGuard)
         .iter()
         .find(|e| e.label.ends_with("raising"))
         .unwrap();
@@ -366,7 +366,7 @@ fn every_event_family_fires_with_its_context_and_actions() {
         user_message: "hello".into(),
         ..Default::default()
     };
-    let injected = rt.block_on(plughost::core::dispatch::fire_pre_llm(
+    let injected = rt.block_on(plughost::core::dispatch::fire_prompt_context(
         &host.registry(),
         &mut llm,
     ));
@@ -381,13 +381,13 @@ fn every_event_family_fires_with_its_context_and_actions() {
         completed: false,
         ..Default::default()
     };
-    rt.block_on(host.fire(HookEvent::OnSessionEnd, HookPayload::Session(&mut session)));
+    rt.block_on(host.fire(HookEvent::TurnClosed, HookPayload::Session(&mut session)));
     let mut sub = SubagentStopContext {
         subagent_id: "sub-1".into(),
         reason: "done".into(),
         ..Default::default()
     };
-    rt.block_on(host.fire(HookEvent::SubagentStop, HookPayload::Subagent(&mut sub)));
+    rt.block_on(host.fire(HookEvent::SubagentDone, HookPayload::Subagent(&mut sub)));
     let seen = rt
         .block_on(host.call_tool("seen", json!({"limit": 3}), ""))
         .text;
@@ -420,10 +420,7 @@ fn every_event_family_fires_with_its_context_and_actions() {
     // Events nobody subscribed to fire as no-ops.
     let mut tool = ToolCallContext::default();
     assert!(rt
-        .block_on(host.fire(
-            HookEvent::TransformTerminalOutput,
-            HookPayload::Tool(&mut tool)
-        ))
+        .block_on(host.fire(HookEvent::ExecOutputRewrite, HookPayload::Tool(&mut tool)))
         .is_empty());
 }
 
@@ -596,7 +593,7 @@ fn broken_plugins_disable_only_themselves_and_roll_back() {
     assert!(host
         .registry()
         .hooks()
-        .entries(HookEvent::PreToolCall)
+        .entries(HookEvent::ToolGuard)
         .is_empty());
     let rt = rt();
     assert_eq!(
@@ -669,7 +666,7 @@ fn native_hooks_run_beside_python_hooks() {
         .home(home.path())
         .bundled_dir(bundled.path())
         .hook(
-            HookEvent::PreToolCall,
+            HookEvent::ToolGuard,
             move |_e: HookEvent, p: HookPayload<'_>| {
                 seen.fetch_add(1, Ordering::SeqCst);
                 match p {

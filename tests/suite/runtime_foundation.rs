@@ -136,11 +136,11 @@ fn a_hook_answer_of_the_wrong_shape_is_counted_and_doctor_shows_it() {
         );
     }
     let pinned_registry = host.registry();
-    let pre = &pinned_registry.hooks().entries(HookEvent::PreToolCall)[0];
+    let pre = &pinned_registry.hooks().entries(HookEvent::ToolGuard)[0];
     assert_eq!(pre.stats.wrong_shape(), 2);
     assert_eq!(pre.stats.errors(), 2);
     let pinned_registry = host.registry();
-    let post = &pinned_registry.hooks().entries(HookEvent::PostToolCall)[0];
+    let post = &pinned_registry.hooks().entries(HookEvent::ToolDone)[0];
     assert_eq!(post.stats.errors(), 0);
 
     let report = plughost::host::doctor::Report::new(&host);

@@ -24,7 +24,7 @@ impl Inner {
             report.error = Some(e);
             report.ended_by = EndedBy::Error;
         }
-        self.fire_session(HookEvent::OnSessionEnd, session, report.completed, false)
+        self.fire_session(HookEvent::TurnClosed, session, report.completed, false)
             .await;
         self.fire_turn_ended(&session.key, delegate, turn, report)
             .await;
@@ -62,7 +62,7 @@ impl Inner {
     /// one gets [`END_HOOK_BOUND`] for the whole event, so a cancelled turn
     /// always ends.
     async fn fire_session_end_interrupted(&self, session: &Session) {
-        let fire = self.fire_session(HookEvent::OnSessionEnd, session, false, true);
+        let fire = self.fire_session(HookEvent::TurnClosed, session, false, true);
         if self.host.registry().hook_timeout.is_some() {
             fire.await;
         } else if tokio::time::timeout(END_HOOK_BOUND, fire).await.is_err() {

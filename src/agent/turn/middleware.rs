@@ -9,7 +9,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::agent::provider::{ChatRequest, ChatResponse, Provider, StreamEvent};
 use crate::core::fire::fire_entries;
-use crate::core::hooks::{HookEvent, HookPayload, LaneId, LoopContext};
+use crate::core::hooks::{HookEvent, HookPayload, LaneId, LoopContext, Point};
 use crate::core::pipeline::middleware::{self, ExecCall, ExecError};
 use crate::core::registry::Registry;
 
@@ -19,10 +19,6 @@ pub(super) enum Failed {
     Call(String),
     /// A middleware blocked the call (`LLMExecutionBlocked`).
     Blocked(String),
-}
-
-fn lane(row: &'static crate::core::hooks::Lane) -> HookEvent {
-    HookEvent::Lane(LaneId(row))
 }
 
 /// The request as Hermes's middleware sees it: the provider's keyword
@@ -72,11 +68,11 @@ pub(super) async fn request(
     request: &mut ChatRequest,
     context: impl FnOnce() -> LoopContext,
 ) {
-    let event = lane(&middleware::LLM_REQUEST);
-    let entries = registry.hooks().entries(event);
-    if entries.is_empty() {
+    let Some((row, entries)) = middleware::request_lane(registry.hooks(), Point::ModelCallBefore)
+    else {
         return;
-    }
+    };
+    let event = HookEvent::Lane(LaneId(row));
     let mut lc = context();
     lc.model = request.model.clone();
     lc.params = match as_kwargs(request) {
@@ -105,22 +101,20 @@ pub(super) async fn complete(
     request: ChatRequest,
     stream: Option<UnboundedSender<StreamEvent>>,
 ) -> Result<ChatResponse, Failed> {
-    let entries = registry
-        .hooks()
-        .entries(lane(&middleware::LLM_EXECUTION))
-        .to_vec();
-    if entries.is_empty() {
+    let Some((row, entries)) = middleware::around_lane(registry.hooks(), Point::ModelCallBefore)
+    else {
         return provider
             .complete(request, stream)
             .await
             .map_err(|e| Failed::Call(e.to_string()));
-    }
+    };
+    let entries = entries.to_vec();
     let provider = Arc::clone(provider);
     let handle = tokio::runtime::Handle::current();
     let answer: Arc<Mutex<Option<ChatResponse>>> = Arc::default();
     let kept = Arc::clone(&answer);
     let call = ExecCall {
-        kind: "llm_execution",
+        kind: row.name,
         session_id: request.session_key.clone(),
         tool: String::new(),
         original: as_kwargs(&request),

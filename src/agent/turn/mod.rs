@@ -105,12 +105,12 @@ fn model_call_record(iteration: usize, sent: &Sent, messages: Vec<Value>, tools:
 /// need not copy the call's messages and tools.
 fn llm_observed(registry: &crate::core::registry::Registry) -> bool {
     [
-        HookEvent::PreLlmCall,
-        HookEvent::PreApiRequest,
-        HookEvent::PostApiRequest,
-        HookEvent::PostLlmCall,
-        HookEvent::ApiRequestError,
-        HookEvent::TransformLlmOutput,
+        HookEvent::PromptContext,
+        HookEvent::RequestSending,
+        HookEvent::ResponseArrived,
+        HookEvent::ExchangeDone,
+        HookEvent::RequestFailed,
+        HookEvent::ReplyRewrite,
     ]
     .into_iter()
     .any(|event| !registry.hooks().entries(event).is_empty())
@@ -238,7 +238,7 @@ impl Inner {
             llm.messages = after_system(&call_messages).to_vec();
             llm.tools = offered.to_vec();
         }
-        let injected = dispatch::fire_pre_llm(&registry, &mut llm).await;
+        let injected = dispatch::fire_prompt_context(&registry, &mut llm).await;
         if !injected.is_empty() {
             let (system, mut messages) = split_system(&call_messages);
             if let Some(last_user) = messages.iter_mut().rev().find(|m| m["role"] == "user") {
@@ -269,7 +269,7 @@ impl Inner {
         if observed {
             api.messages = request.messages.clone();
         }
-        points::observe_in(&registry, HookEvent::PreApiRequest, &mut api).await;
+        points::observe_in(&registry, HookEvent::RequestSending, &mut api).await;
         // P7: the model and parameters of this call.
         let mut params = Map::new();
         let context = || {
@@ -355,7 +355,7 @@ impl Inner {
                     response: json!({"error": e}),
                     ..llm_base(&sent.api)
                 };
-                points::observe(&registry, HookEvent::ApiRequestError, failed).await;
+                points::observe(&registry, HookEvent::RequestFailed, failed).await;
                 Err(format!("model call failed: {e}"))
             }
         }
@@ -385,9 +385,9 @@ impl Inner {
         }
         // Each event gets its own context: a hook's edits to one never leak into the next.
         let post_api = || answered(&sent.api, &response);
-        points::observe(&registry, HookEvent::PostApiRequest, post_api).await;
+        points::observe(&registry, HookEvent::ResponseArrived, post_api).await;
         let post_llm = || answered(&sent.api, &response);
-        points::observe(&registry, HookEvent::PostLlmCall, post_llm).await;
+        points::observe(&registry, HookEvent::ExchangeDone, post_llm).await;
         let mut assistant = assistant_message(&response);
         // P8: the reply the loop records and acts on, tool calls included.
         let context = || LoopContext {
@@ -425,7 +425,7 @@ impl Inner {
             ..llm_base(api)
         };
         let registry = self.host.registry();
-        if let Some(text) = points::replaced(&registry, HookEvent::TransformLlmOutput, out).await {
+        if let Some(text) = points::replaced(&registry, HookEvent::ReplyRewrite, out).await {
             t.report.reply = Some(text);
         }
     }

@@ -1,18 +1,19 @@
-//! The middleware stages of a tool call ([`middleware`]): `tool_request`
-//! before `pre_tool_call`, `tool_execution` around the handler.
+//! The middleware stages of a tool call ([`middleware`]): a dialect's
+//! request-editing lane before `tool_guard`, its around lane around the
+//! handler.
 
 use serde_json::{Map, Value};
 
 use super::{json_type_name, middleware, schema_problem, tool_points, Call, Stage, ToolMarks};
-use crate::core::hooks::{HookEvent, ToolCallContext};
+use crate::core::hooks::{Point, ToolCallContext};
 use crate::core::outcome::{ArgumentProblem, ToolOutcome};
 
 // A stage's `Err` is the call's result (see the parent module).
 #[allow(clippy::result_large_err)]
 impl Call<'_> {
-    /// `tool_request` middleware: the arguments every later stage sees
+    /// The request-editing lane: the arguments every later stage sees
     /// (validated again when a middleware replaced them).
-    pub(super) async fn tool_request(
+    pub(super) async fn edit_request(
         &self,
         params: Map<String, Value>,
     ) -> Stage<Map<String, Value>> {
@@ -46,7 +47,7 @@ impl Call<'_> {
         }
     }
 
-    /// The handler inside the `tool_execution` middleware chain, if any
+    /// The handler inside the chain of the lane around it, if any
     /// ([`middleware::run_chain`]): run synchronously on this thread, as a
     /// sync Python hook is; the handler's own future is driven to its end
     /// by `next`.
@@ -55,13 +56,13 @@ impl Call<'_> {
         ctx: &mut ToolCallContext,
         marks: &mut ToolMarks,
     ) -> (String, ToolOutcome) {
-        let lane = HookEvent::Lane(crate::core::hooks::LaneId(&middleware::TOOL_EXECUTION));
-        let entries = self.registry.hooks().entries(lane);
-        if entries.is_empty() {
+        let Some((lane, entries)) =
+            middleware::around_lane(self.registry.hooks(), Point::ToolAround)
+        else {
             return self.execute(ctx, marks).await;
-        }
+        };
         let call = middleware::ExecCall {
-            kind: "tool_execution",
+            kind: lane.name,
             session_id: self.ids.session_id.to_string(),
             tool: self.ids.name.to_string(),
             original: Value::Object(ctx.params.clone()),
@@ -77,12 +78,15 @@ impl Call<'_> {
                     futures_util::FutureExt::now_or_never(Box::pin(self.execute(ctx, marks)))
                         .unwrap_or_else(|| {
                             (
-                                "tool_execution middleware: the tool did not finish synchronously"
-                                    .into(),
+                                format!(
+                                    "{} middleware: the tool did not finish synchronously",
+                                    lane.name
+                                ),
                                 ToolOutcome::Raised {
-                                    error: crate::core::outcome::PluginError::native(
-                                        "an asynchronous tool under tool_execution middleware",
-                                    ),
+                                    error: crate::core::outcome::PluginError::native(format!(
+                                        "an asynchronous tool under {} middleware",
+                                        lane.name
+                                    )),
                                 },
                             )
                         });

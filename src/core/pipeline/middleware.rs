@@ -1,69 +1,65 @@
-//! Middleware lanes (Hermes's `register_middleware`, `hermes_cli/middleware.py`):
-//! unlike observer hooks, middleware changes what happens.
+//! Execution middleware: chains of callbacks *around* what a point does
+//! (a tool's handler, the provider call), each getting a `next` that runs
+//! the rest of the chain. A dialect brings such a lane as a row of form
+//! [`LaneForm::Around`](crate::core::points::LaneForm::Around) (Hermes's
+//! middleware, `hermes_cli/middleware.py`);
+//! [`run_chain`] walks it: a middleware that fails without calling `next`
+//! is skipped (the next one runs); one that fails after `next` succeeded
+//! keeps `next`'s result; an [`ExecError::Blocked`] always propagates;
+//! `next` is single-use.
 //!
-//! - [`TOOL_REQUEST`] — a chain over a tool call's arguments, before every
-//!   other lane of the call (`pre_tool_call` included) sees them; a
-//!   callback edits [`LoopContext::tool_call`](crate::core::contexts::LoopContext::tool_call)'s arguments in place.
-//! - [`LLM_REQUEST`] — a chain over a model call's request (model,
-//!   messages, tools, parameters), after P7.
-//! - [`TOOL_EXECUTION`], [`LLM_EXECUTION`] — chains *around* the handler
-//!   and the provider call: each subscription's callback implements
-//!   [`Execution`] ([`HookCallback::execution`]) and gets a `next` that
-//!   runs the rest of the chain. [`run_chain`] has Hermes's semantics: a
-//!   middleware that fails without calling `next` is skipped (the next one
-//!   runs); one that fails after `next` succeeded keeps `next`'s result; a
-//!   [`ExecError::Blocked`] always propagates; `next` is single-use.
-//!
-//! The lanes are rows of the event model like any dialect's; the request
-//! lanes fire through [`crate::core::fire`] (budgets, counters, fail-open),
-//! the execution lanes are walked by [`run_chain`].
+//! A lane of policy [`Policy::Chain`](crate::core::points::Policy::Chain)
+//! at a point before a call ([`Point::ToolBefore`](crate::core::points::Point::ToolBefore),
+//! [`Point::ModelCallBefore`](crate::core::points::Point::ModelCallBefore))
+//! edits the call's request before the point's other lanes see it
+//! ([`edits_request`]); it fires through [`crate::core::fire`] (budgets,
+//! counters, fail-open).
 
 use serde_json::Value;
 
+use crate::core::bus::HookBus;
 pub use crate::core::callbacks::{ExecCall, ExecError, Execution, Next};
-use crate::core::hooks::{HookCallback, HookEntry, Lane, LaneForm, Point, Policy};
+use crate::core::hooks::{HookCallback, HookEntry, HookEvent, Lane, LaneForm, Point, Policy};
 
-/// A chain over a tool call's arguments, before `pre_tool_call`.
-pub static TOOL_REQUEST: Lane = Lane::plain(
-    &TOOL_REQUEST,
-    "tool_request",
-    Point::ToolBefore,
-    0,
-    Policy::Chain,
-    "Before every other lane of a tool call: callbacks may replace its arguments (tool_request middleware).",
-);
+/// Whether lane `lane` edits a call's request before the other lanes of
+/// its point: a chain lane (see the module doc).
+pub fn edits_request(lane: &Lane) -> bool {
+    lane.spec.policy == Policy::Chain && lane.form == LaneForm::Plain
+}
 
-/// A chain over a model call's request, after P7.
-pub static LLM_REQUEST: Lane = Lane::plain(
-    &LLM_REQUEST,
-    "llm_request",
-    Point::ModelCallBefore,
-    0,
-    Policy::Chain,
-    "Just before the provider call: callbacks may replace the request (llm_request middleware).",
-);
+/// Whether lane `lane` runs around what its point does ([`run_chain`]).
+pub fn runs_around(lane: &Lane) -> bool {
+    lane.form == LaneForm::Around
+}
 
-/// Around a tool's handler, each callback calling the rest of the chain.
-pub static TOOL_EXECUTION: Lane = Lane::wrapping(
-    &TOOL_EXECUTION,
-    "tool_execution",
-    Point::ToolAround,
-    0,
-    LaneForm::Around,
-    "Around a tool's handler: each callback runs the rest of the chain through next_call, or not (tool_execution middleware).",
-);
+/// The first lane at `point` whose row `is`, with its subscriptions, when
+/// it has any.
+fn lane_where(
+    hooks: &HookBus,
+    point: Point,
+    is: fn(&Lane) -> bool,
+) -> Option<(&'static Lane, &[HookEntry])> {
+    hooks
+        .lanes_at(point)
+        .find_map(|(lane, entries)| match lane {
+            HookEvent::Lane(id) if is(id.lane()) => Some((id.lane(), entries)),
+            _ => None,
+        })
+}
 
-/// Around the provider call, each callback calling the rest of the chain.
-pub static LLM_EXECUTION: Lane = Lane::wrapping(
-    &LLM_EXECUTION,
-    "llm_execution",
-    Point::ModelCallBefore,
-    1,
-    LaneForm::Around,
-    "Around the provider call: each callback runs the rest of the chain through next_call, may raise LLMExecutionBlocked (llm_execution middleware).",
-);
+/// The request-editing lane at `point` ([`edits_request`]) with its
+/// subscriptions, when it has any.
+pub fn request_lane(hooks: &HookBus, point: Point) -> Option<(&'static Lane, &[HookEntry])> {
+    lane_where(hooks, point, edits_request)
+}
 
-/// Run `entries`' execution middleware around `terminal`, Hermes's way
+/// The lane around what `point` does ([`runs_around`]) with its
+/// subscriptions, when it has any.
+pub fn around_lane(hooks: &HookBus, point: Point) -> Option<(&'static Lane, &[HookEntry])> {
+    lane_where(hooks, point, runs_around)
+}
+
+/// Run `entries`' execution middleware around `terminal` (see the module doc)
 /// (see the module doc): how a lane of form [`LaneForm::Around`] fires.
 /// Entries whose callback is not an [`Execution`] are passed over.
 pub fn run_chain(

@@ -1,10 +1,10 @@
 //! The tool-call pipeline, as stages.
 //!
 //! Pipeline (the Flowly contract): lookup → JSON Schema validation →
-//! `pre_tool_call` (first block wins) → P9 (`tool_before`, `tool_vet`) →
+//! `tool_guard` (first block wins) → P9 (the dialects' lanes) →
 //! `requires_env` and `check_fn` → P9x → handler →
-//! `transform_terminal_output` → `post_tool_call` → `transform_tool_result`
-//! (first replacement wins) → P10 (`tool_after`, `tool_after_chain`).
+//! `exec_output_rewrite` → `tool_done` → `result_rewrite`
+//! (first replacement wins) → P10 (the dialects' lanes).
 //! Every callback of an event runs, each isolated: a failing one is logged
 //! and counted, never propagated. Each stage that ends the call early
 //! returns its result as the `Err` of a `Stage`.
@@ -207,12 +207,12 @@ async fn pipeline(
 impl Call<'_> {
     async fn run(&self, args: Value, marks: &mut ToolMarks, rerun: bool) -> Stage<ToolResult> {
         let params = self.validate(self.object(args)?)?;
-        let params = self.tool_request(params).await?;
+        let params = self.edit_request(params).await?;
         let mut ctx = self.tool_context(params);
         self.tool
             .handler
             .prepare(&mut ctx, self.tool, self.registry);
-        self.pre_tool_call(&mut ctx, marks).await?;
+        self.tool_guard(&mut ctx, marks).await?;
         // What every loop point of the call is shown (P9's edits aside);
         // copied only when one of them has a callback (none reads it else).
         let mut arguments = if tool_points::any_hooked(self.registry) {
@@ -227,7 +227,7 @@ impl Call<'_> {
         })
         .await;
         let (text, outcome) = self.wrapped_execute(&mut ctx, marks).await;
-        let text = self.seed_after(&mut ctx, text, &outcome).await;
+        let text = self.lanes_after_handler(&mut ctx, text, &outcome).await;
         let text = self
             .after_points(&mut ctx, &mut arguments, text, &outcome, marks, rerun)
             .await;
@@ -305,15 +305,15 @@ impl Call<'_> {
         }
     }
 
-    /// `pre_tool_call`: the first block wins.
-    async fn pre_tool_call(&self, ctx: &mut ToolCallContext, marks: &mut ToolMarks) -> Stage<()> {
-        let pre = self.registry.hooks().entries(HookEvent::PreToolCall);
+    /// `tool_guard`: the first block wins.
+    async fn tool_guard(&self, ctx: &mut ToolCallContext, marks: &mut ToolMarks) -> Stage<()> {
+        let pre = self.registry.hooks().entries(HookEvent::ToolGuard);
         if !any_for_tool(pre, self.ids.name) {
             return Ok(());
         }
         let budget = self.registry.hook_timeout;
         let payload = HookPayload::Tool(ctx);
-        let actions = fire_entries_from(pre, HookEvent::PreToolCall, payload, budget).await;
+        let actions = fire_entries_from(pre, HookEvent::ToolGuard, payload, budget).await;
         if let Some((from, HookAction::Block(message))) = actions.into_iter().next() {
             marks.blocked_by = pre.get(from).map(|e| (e.owner.clone(), e.label.clone()));
             return Err(self.finish(ToolOutcome::Blocked { message }));
@@ -436,9 +436,9 @@ impl Call<'_> {
         }
     }
 
-    /// The seed's lanes after the handler: `transform_terminal_output`
-    /// (terminal tools), `post_tool_call`, `transform_tool_result`.
-    async fn seed_after(
+    /// The own-payload lanes after the handler: `exec_output_rewrite`
+    /// (terminal tools), `tool_done`, `result_rewrite`.
+    async fn lanes_after_handler(
         &self,
         ctx: &mut ToolCallContext,
         mut text: String,
@@ -447,14 +447,14 @@ impl Call<'_> {
         let hooks = self.registry.hooks();
         let budget = self.registry.hook_timeout;
         if self.tool.terminal {
-            let terminal = hooks.entries(HookEvent::TransformTerminalOutput);
+            let terminal = hooks.entries(HookEvent::ExecOutputRewrite);
             if any_for_tool(terminal, self.ids.name) {
-                let event = HookEvent::TransformTerminalOutput;
+                let event = HookEvent::ExecOutputRewrite;
                 text = transform_text(terminal, event, ctx, budget, text).await;
             }
         }
-        let post = hooks.entries(HookEvent::PostToolCall);
-        let transform = hooks.entries(HookEvent::TransformToolResult);
+        let post = hooks.entries(HookEvent::ToolDone);
+        let transform = hooks.entries(HookEvent::ResultRewrite);
         let (post_runs, transform_runs) = (
             any_for_tool(post, self.ids.name),
             any_for_tool(transform, self.ids.name),
@@ -466,11 +466,11 @@ impl Call<'_> {
         if post_runs {
             ctx.result = Some(text);
             let payload = HookPayload::Tool(ctx);
-            fire_entries(post, HookEvent::PostToolCall, payload, budget).await;
+            fire_entries(post, HookEvent::ToolDone, payload, budget).await;
             text = ctx.result.take().unwrap_or_default();
         }
         if transform_runs {
-            let event = HookEvent::TransformToolResult;
+            let event = HookEvent::ResultRewrite;
             text = transform_text(transform, event, ctx, budget, text).await;
         }
         text
@@ -554,7 +554,7 @@ fn log_tool_failure(tool: &str, plugin: &str, error: &PluginError) {
     }
 }
 
-/// Fire a `transform_*` event over `text` (shown to callbacks as
+/// Fire a `result_rewrite` and `exec_output_rewrite` event over `text` (shown to callbacks as
 /// `ctx.result`): a replacement answer replaces it.
 async fn transform_text(
     entries: &[HookEntry],

@@ -46,9 +46,8 @@ pub async fn before(
     arguments: &Value,
     context: impl Fn(HookEvent) -> LoopContext,
 ) -> Before {
-    let request = request_lane();
     let mut lanes = registry.hooks().lanes_at(Point::ToolBefore);
-    if !lanes.any(|(lane, _)| lane != request) {
+    if !lanes.any(|(lane, _)| !is_request(lane)) {
         return Before::Proceed(None);
     }
     // Boxed: a call with no lane here keeps its future small (see the module docs).
@@ -63,8 +62,8 @@ async fn before_lanes(
     let budget = registry.hook_timeout;
     let mut edited = None;
     for (lane, entries) in registry.hooks().lanes_at(Point::ToolBefore) {
-        // tool_request middleware ran before `pre_tool_call` (its own stage).
-        if lane == request_lane() {
+        // A request-editing lane ran before `tool_guard` (its own stage).
+        if is_request(lane) {
             continue;
         }
         let mut lc = context(lane);
@@ -120,21 +119,27 @@ async fn before_lanes(
     Before::Proceed(edited)
 }
 
-fn request_lane() -> HookEvent {
-    HookEvent::Lane(crate::core::hooks::LaneId(&super::middleware::TOOL_REQUEST))
+/// Whether `lane` is a request-editing lane of the point, which fires in
+/// a stage of its own before the others ([`super::middleware::edits_request`]).
+fn is_request(lane: HookEvent) -> bool {
+    matches!(lane, HookEvent::Lane(id) if super::middleware::edits_request(id.lane()))
 }
 
-/// `tool_request` middleware: the arguments as its chain left them
-/// (`None`: no callback, or none changed them).
+/// The request-editing lane of P9 that has subscriptions, if any.
+fn request_lane(registry: &Registry) -> Option<(HookEvent, &[crate::core::hooks::HookEntry])> {
+    super::middleware::request_lane(registry.hooks(), Point::ToolBefore)
+        .map(|(lane, entries)| (HookEvent::Lane(crate::core::hooks::LaneId(lane)), entries))
+}
+
+/// The request-editing lane of P9 (a dialect's middleware over arguments):
+/// the arguments as its chain left them (`None`: no callback, or none
+/// changed them).
 pub async fn request(
     registry: &Registry,
     arguments: &Value,
     context: impl FnOnce() -> LoopContext,
 ) -> Option<Value> {
-    let lane = request_lane();
-    if registry.hooks().entries(lane).is_empty() {
-        return None;
-    }
+    request_lane(registry)?;
     Box::pin(request_chain(registry, arguments, context)).await
 }
 
@@ -143,8 +148,7 @@ async fn request_chain(
     arguments: &Value,
     context: impl FnOnce() -> LoopContext,
 ) -> Option<Value> {
-    let lane = request_lane();
-    let entries = registry.hooks().entries(lane);
+    let (lane, entries) = request_lane(registry)?;
     // The context already holds its own copy of the arguments.
     let mut lc = context();
     fire_entries(
@@ -237,7 +241,7 @@ pub async fn after(registry: &Registry, mut lc: LoopContext) -> After {
 }
 
 impl After {
-    /// One `tool_after_chain` decision folded in.
+    /// One decision of a P10 lane folded in.
     fn take(&mut self, decision: LoopDecision) {
         match decision {
             LoopDecision::ShortCircuit(text) if self.short_circuit.is_none() => {

@@ -115,6 +115,6 @@ pub static EVENTS: &[EventRow] = &[
     on("onScheduledRunAutoDisabled", &SCHEDULED_RUN_AUTO_DISABLED),
     on("onConfigReload", &CONFIG_RELOAD),
     // P2 (`/new`, `/clear`: explicit removal) and P14 (unloaded).
-    EventRow::open("onSessionEvict", HookEvent::OnSessionReset),
-    EventRow::open("onSessionEvict", HookEvent::OnSessionFinalize),
+    EventRow::open("onSessionEvict", HookEvent::SessionCleared),
+    EventRow::open("onSessionEvict", HookEvent::SessionClosing),
 ];

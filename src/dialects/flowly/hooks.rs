@@ -396,24 +396,23 @@ fn interpret(
             .map_err(|e| HookError::Raised(plugin_error(py, &e)))
     };
     let is = |cls: &Py<PyAny>| ret.is_instance(cls.bind(py)).unwrap_or(false);
-    let wrong = || Err(HookError::WrongShape(shape_of(ret), event));
+    let wrong = || {
+        Err(HookError::WrongShape(
+            shape_of(ret),
+            super::lanes::name_of(event).to_string(),
+        ))
+    };
     match event {
-        HookEvent::PreToolCall if is(&classes.block) => {
-            Ok(HookAction::Block(attr_text("message")?))
-        }
-        HookEvent::PreGatewayDispatch if is(&classes.skip) => {
-            Ok(HookAction::Skip(attr_text("reason")?))
-        }
-        HookEvent::PreGatewayDispatch if is(&classes.rewrite) => {
+        HookEvent::ToolGuard if is(&classes.block) => Ok(HookAction::Block(attr_text("message")?)),
+        HookEvent::InboundGate if is(&classes.skip) => Ok(HookAction::Skip(attr_text("reason")?)),
+        HookEvent::InboundGate if is(&classes.rewrite) => {
             Ok(HookAction::Rewrite(attr_text("text")?))
         }
-        HookEvent::TransformToolResult | HookEvent::TransformTerminalOutput => {
-            match ret.cast::<PyString>() {
-                Ok(s) => Ok(HookAction::Replace(s.to_string())),
-                Err(_) => wrong(),
-            }
-        }
-        HookEvent::PreLlmCall => {
+        HookEvent::ResultRewrite | HookEvent::ExecOutputRewrite => match ret.cast::<PyString>() {
+            Ok(s) => Ok(HookAction::Replace(s.to_string())),
+            Err(_) => wrong(),
+        },
+        HookEvent::PromptContext => {
             if let Ok(s) = ret.cast::<PyString>() {
                 Ok(HookAction::Inject(s.to_string()))
             } else if let Ok(d) = ret.cast::<PyDict>() {
@@ -436,16 +435,20 @@ fn raised(py: Python<'_>, e: &PyErr) -> HookError {
 }
 
 impl HookCallback for PyHook {
+    fn event_name(&self, event: HookEvent) -> Option<String> {
+        Some(super::lanes::name_of(event).to_string())
+    }
+
     fn tools(&self) -> Option<&[String]> {
         self.tools.as_deref()
     }
 
     fn native(&self, event: HookEvent) -> bool {
-        self.native_log.is_some() && event == HookEvent::PostToolCall
+        self.native_log.is_some() && event == HookEvent::ToolDone
     }
 
     fn call(&self, event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
-        if let (Some(log), HookEvent::PostToolCall, HookPayload::Tool(ctx)) =
+        if let (Some(log), HookEvent::ToolDone, HookPayload::Tool(ctx)) =
             (&self.native_log, event, &payload)
         {
             log.record(ctx);

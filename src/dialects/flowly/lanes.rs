@@ -7,26 +7,23 @@ use crate::core::hooks::{EventRow, HookEvent};
 
 /// Flowly's events, in the order its API lists them.
 pub static EVENTS: &[EventRow] = &[
-    EventRow::open("pre_tool_call", HookEvent::PreToolCall),
-    EventRow::open("post_tool_call", HookEvent::PostToolCall),
-    EventRow::open("transform_tool_result", HookEvent::TransformToolResult),
-    EventRow::open(
-        "transform_terminal_output",
-        HookEvent::TransformTerminalOutput,
-    ),
-    EventRow::open("pre_llm_call", HookEvent::PreLlmCall),
-    EventRow::open("post_llm_call", HookEvent::PostLlmCall),
-    EventRow::open("pre_api_request", HookEvent::PreApiRequest),
-    EventRow::open("post_api_request", HookEvent::PostApiRequest),
-    EventRow::open("on_session_start", HookEvent::OnSessionStart),
-    EventRow::open("on_session_end", HookEvent::OnSessionEnd),
-    EventRow::open("on_session_finalize", HookEvent::OnSessionFinalize),
-    EventRow::open("on_session_reset", HookEvent::OnSessionReset),
-    EventRow::open("subagent_stop", HookEvent::SubagentStop),
-    EventRow::open("pre_gateway_dispatch", HookEvent::PreGatewayDispatch),
-    EventRow::open("transform_llm_output", HookEvent::TransformLlmOutput),
-    EventRow::open("subagent_start", HookEvent::SubagentStart),
-    EventRow::open("api_request_error", HookEvent::ApiRequestError),
+    EventRow::open("pre_tool_call", HookEvent::ToolGuard),
+    EventRow::open("post_tool_call", HookEvent::ToolDone),
+    EventRow::open("transform_tool_result", HookEvent::ResultRewrite),
+    EventRow::open("transform_terminal_output", HookEvent::ExecOutputRewrite),
+    EventRow::open("pre_llm_call", HookEvent::PromptContext),
+    EventRow::open("post_llm_call", HookEvent::ExchangeDone),
+    EventRow::open("pre_api_request", HookEvent::RequestSending),
+    EventRow::open("post_api_request", HookEvent::ResponseArrived),
+    EventRow::open("on_session_start", HookEvent::SessionOpened),
+    EventRow::open("on_session_end", HookEvent::TurnClosed),
+    EventRow::open("on_session_finalize", HookEvent::SessionClosing),
+    EventRow::open("on_session_reset", HookEvent::SessionCleared),
+    EventRow::open("subagent_stop", HookEvent::SubagentDone),
+    EventRow::open("pre_gateway_dispatch", HookEvent::InboundGate),
+    EventRow::open("transform_llm_output", HookEvent::ReplyRewrite),
+    EventRow::open("subagent_start", HookEvent::SubagentBegun),
+    EventRow::open("api_request_error", HookEvent::RequestFailed),
 ];
 
 /// The row of a Flowly event name that fires in plughost.
@@ -34,19 +31,28 @@ pub fn by_name(name: &str) -> Option<&'static EventRow> {
     EVENTS.iter().find(|r| r.name == name)
 }
 
+/// Flowly's name of `lane` (what its logs and errors say); the bus's
+/// name for a lane no Flowly event fires on.
+pub fn name_of(lane: HookEvent) -> &'static str {
+    EVENTS
+        .iter()
+        .find(|r| r.lane == lane)
+        .map_or_else(|| lane.name(), |r| r.name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Each row names the lane whose wire name is its own (the isolation
-    /// protocol and the event reference print the lane's).
+    /// Each of Flowly's events fires on a lane of its own, and Hermes
+    /// names the same lanes as Flowly does.
     #[test]
-    fn each_row_names_its_own_lane() {
+    fn each_row_fires_on_a_lane_of_its_own() {
         for row in EVENTS {
-            assert_eq!(row.lane.name(), row.name);
-        }
-        for row in crate::dialects::hermes::lanes::EVENTS {
-            assert_eq!(row.lane.name(), row.name);
+            assert_eq!(by_name(name_of(row.lane)).map(|r| r.lane), Some(row.lane));
+            if let Some(hermes) = crate::dialects::hermes::lanes::by_name(row.name) {
+                assert_eq!(hermes.lane, row.lane, "{}", row.name);
+            }
         }
     }
 }

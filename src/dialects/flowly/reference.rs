@@ -61,7 +61,7 @@ fn answer(event: HookEvent, kind: ActionKind) -> &'static str {
         ActionKind::Block => "`return BlockAction(\"why\")`",
         ActionKind::Skip => "`return SkipAction(\"why\")`",
         ActionKind::Rewrite => "`return RewriteAction(\"new text\")`",
-        ActionKind::Replace if event == HookEvent::TransformTerminalOutput => {
+        ActionKind::Replace if event == HookEvent::ExecOutputRewrite => {
             "`return \"new output\"` (a `str`)"
         }
         ActionKind::Replace => "`return \"new result\"` (a `str`)",
@@ -71,8 +71,8 @@ fn answer(event: HookEvent, kind: ActionKind) -> &'static str {
 
 fn note(event: HookEvent) -> &'static str {
     match event {
-        HookEvent::PreToolCall => "Every `pre_tool_call` callback runs even after one blocked (as in Flowly). `BlockAction`, `SkipAction` and `RewriteAction` come from `flowly.agent.hooks`.",
-        HookEvent::PostToolCall => "`success` is decided on the call's typed outcome: unlike Flowly, which reads `not result.startswith(\"Error\")`, a tool whose real output starts with \"Error\" succeeded.",
+        HookEvent::ToolGuard => "Every `pre_tool_call` callback runs even after one blocked (as in Flowly). `BlockAction`, `SkipAction` and `RewriteAction` come from `flowly.agent.hooks`.",
+        HookEvent::ToolDone => "`success` is decided on the call's typed outcome: unlike Flowly, which reads `not result.startswith(\"Error\")`, a tool whose real output starts with \"Error\" succeeded.",
         _ => "",
     }
 }

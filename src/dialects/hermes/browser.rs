@@ -104,8 +104,8 @@ pub fn register(
         .map(Registration::Tool)
         .collect();
     out.push(Registration::Hook {
-        event: Some(HookEvent::OnSessionFinalize),
-        name: HookEvent::OnSessionFinalize.name().to_string(),
+        event: Some(HookEvent::SessionClosing),
+        name: HookEvent::SessionClosing.name().to_string(),
         entry: HookEntry {
             owner: plugin.to_string(),
             label: format!("{name}.close_session"),

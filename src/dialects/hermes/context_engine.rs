@@ -338,15 +338,15 @@ pub fn register(
         (HookEvent::ModelReplied, Part::Usage, "update_from_response"),
         (HookEvent::HistoryReady, Part::History, "messages"),
         (HookEvent::TurnEnded, Part::TurnEnd, "messages"),
-        (HookEvent::OnSessionStart, Part::Start, "on_session_start"),
-        (HookEvent::OnSessionReset, Part::Reset, "on_session_reset"),
-        (HookEvent::OnSessionFinalize, Part::End, "on_session_end"),
+        (HookEvent::SessionOpened, Part::Start, "on_session_start"),
+        (HookEvent::SessionCleared, Part::Reset, "on_session_reset"),
+        (HookEvent::SessionClosing, Part::End, "on_session_end"),
     ];
     let mut out: Vec<Registration> = lanes
         .into_iter()
         .map(|(event, part, label)| Registration::Hook {
             event: Some(event),
-            name: event.name().to_string(),
+            name: super::lanes::name_of(event).to_string(),
             entry: HookEntry {
                 owner: plugin.to_string(),
                 label: format!("{name}.{label}"),

@@ -4,7 +4,7 @@
 //! answers: `pre_tool_call` `{"action": "block", "message"}` (and
 //! `"modify"`, merged into the call's arguments), `pre_llm_call`
 //! `{"context"}` or a string, `pre_gateway_dispatch` skip/rewrite/allow,
-//! `transform_*` strings (`transform_llm_output` included). Anything else is ignored, as Hermes ignores it.
+//! `result_rewrite` and `exec_output_rewrite` strings (`transform_llm_output` included). Anything else is ignored, as Hermes ignores it.
 //! A failing `pre_tool_call` callback blocks the call with Hermes's message
 //! (fail closed, as its row says: [`super::lanes::EVENTS`]).
 
@@ -65,7 +65,7 @@ impl ToolView {
                     "arguments plughost's {} cannot take ({} = {})",
                     self.tool, no.key, no.value
                 ),
-                HookEvent::PreToolCall,
+                super::lanes::name_of(HookEvent::ToolGuard).to_string(),
             )
         })?;
         let shared = self.shared.bind(py);
@@ -165,15 +165,15 @@ fn kwargs<'py>(
                 ctx.platform.as_str()
             };
             kw.set_item("platform", platform)?;
-            if matches!(event, HookEvent::OnSessionStart | HookEvent::OnSessionEnd) {
+            if matches!(event, HookEvent::SessionOpened | HookEvent::TurnClosed) {
                 kw.set_item("model", &ctx.model)?;
             }
-            if event == HookEvent::OnSessionEnd {
+            if event == HookEvent::TurnClosed {
                 kw.set_item("completed", ctx.completed)?;
                 kw.set_item("interrupted", ctx.interrupted)?;
             }
         }
-        HookPayload::Subagent(ctx) if event == HookEvent::SubagentStart => {
+        HookPayload::Subagent(ctx) if event == HookEvent::SubagentBegun => {
             kw.set_item("parent_session_id", opt(&ctx.session_id))?;
             kw.set_item("parent_turn_id", py.None())?;
             kw.set_item("parent_subagent_id", py.None())?;
@@ -241,17 +241,17 @@ fn tool_kwargs(
     kw.set_item("session_id", opt(&ctx.session_id))?;
     kw.set_item("tool_call_id", opt(&ctx.tool_call_id))?;
     match event {
-        HookEvent::TransformToolResult => {
+        HookEvent::ResultRewrite => {
             kw.set_item("arguments", args)?;
             kw.set_item("result", ctx.result.as_deref())?;
         }
-        HookEvent::TransformTerminalOutput => {
+        HookEvent::ExecOutputRewrite => {
             kw.set_item("command", args.get_item("command")?)?;
             kw.set_item("output", ctx.result.as_deref())?;
             kw.set_item("exit_code", py.None())?;
             kw.set_item("cwd", py.None())?;
         }
-        HookEvent::PostToolCall => {
+        HookEvent::ToolDone => {
             kw.set_item("args", args)?;
             kw.set_item("result", ctx.result.as_deref())?;
             kw.set_item("duration_ms", ctx.duration_ms)?;
@@ -284,24 +284,24 @@ fn llm_kwargs<'py>(
     let history = serde_json::Value::Array(ctx.messages.clone());
     kw.set_item("conversation_history", to_py(&history)?)?;
     match event {
-        HookEvent::PreLlmCall => {
+        HookEvent::PromptContext => {
             let first = !ctx
                 .messages
                 .iter()
                 .any(|m| m.get("role").and_then(|r| r.as_str()) == Some("assistant"));
             kw.set_item("is_first_turn", first)?;
         }
-        HookEvent::PostLlmCall => {
+        HookEvent::ExchangeDone => {
             kw.set_item("assistant_response", &ctx.assistant_message)?;
         }
-        HookEvent::TransformLlmOutput => {
+        HookEvent::ReplyRewrite => {
             kw.set_item("response_text", &ctx.assistant_message)?;
         }
-        HookEvent::ApiRequestError => {
+        HookEvent::RequestFailed => {
             let error = ctx.response.get("error").and_then(|e| e.as_str());
             kw.set_item("error", error)?;
         }
-        HookEvent::PostApiRequest => {
+        HookEvent::ResponseArrived => {
             kw.set_item("response", to_py(&ctx.response)?)?;
             let usage = serde_json::Value::Object(ctx.usage.clone());
             kw.set_item("usage", to_py(&usage)?)?;
@@ -361,11 +361,11 @@ fn interpret(
     let wrong = || {
         Err(HookError::WrongShape(
             format!("a {}", text_of(&ret.get_type().into_any())),
-            event,
+            super::lanes::name_of(event).to_string(),
         ))
     };
     match event {
-        HookEvent::PreToolCall => {
+        HookEvent::ToolGuard => {
             let Some(d) = dict else {
                 return Ok(HookAction::Continue); // Hermes ignores it
             };
@@ -397,7 +397,7 @@ fn interpret(
                 _ => Ok(HookAction::Continue),
             }
         }
-        HookEvent::PreLlmCall => match (string, dict) {
+        HookEvent::PromptContext => match (string, dict) {
             (Some(s), _) => Ok(HookAction::Inject(s)),
             (None, Some(d)) => match d.get_item("context").ok().flatten() {
                 Some(c) if !c.is_none() => Ok(HookAction::Inject(text_of(&c))),
@@ -405,13 +405,13 @@ fn interpret(
             },
             _ => wrong(),
         },
-        HookEvent::TransformToolResult
-        | HookEvent::TransformTerminalOutput
-        | HookEvent::TransformLlmOutput => match string {
-            Some(s) => Ok(HookAction::Replace(s)),
-            None => wrong(),
-        },
-        HookEvent::PreGatewayDispatch => {
+        HookEvent::ResultRewrite | HookEvent::ExecOutputRewrite | HookEvent::ReplyRewrite => {
+            match string {
+                Some(s) => Ok(HookAction::Replace(s)),
+                None => wrong(),
+            }
+        }
+        HookEvent::InboundGate => {
             let Some(d) = dict else {
                 return wrong();
             };
@@ -433,7 +433,7 @@ fn interpret(
         HookEvent::Lane(_) if dict.is_some() => {
             tracing::debug!(
                 "a {} hook answered {}; its answer is ignored (as in Hermes v1)",
-                event.name(),
+                super::lanes::name_of(event),
                 text_of(ret)
             );
             Ok(HookAction::Continue)
@@ -452,7 +452,7 @@ fn answered(
     view: Option<&ToolView>,
 ) -> Result<HookAction, HookError> {
     let action = interpret(py, event, ret, view.map(|v| v.shown.bind(py)))?;
-    if let (HookEvent::PreToolCall, Some(view), false) =
+    if let (HookEvent::ToolGuard, Some(view), false) =
         (event, view, matches!(action, HookAction::Block(_)))
     {
         view.write_back(py)?;

@@ -1,8 +1,12 @@
 //! Hermes's lanes and event rows: the hook names Hermes fires at a place
-//! of the loop no core lane has, and every hook name it fires ([`EVENTS`]). `pre_command` observes a recognised slash command before
-//! its handler runs (`hermes_cli/plugins.py`: "returns IGNORED in v1").
+//! of the loop no core lane has, and every hook name it fires ([`EVENTS`]).
+//! `pre_command` observes a recognised slash command before its handler
+//! runs (`hermes_cli/plugins.py`: "returns IGNORED in v1"); the middleware
+//! lanes (`ctx.register_middleware`, `hermes_cli/middleware.py`) edit a
+//! call's request (`tool_request`, `llm_request`) or run around it
+//! (`tool_execution`, `llm_execution`: [`crate::core::pipeline::middleware`]).
 
-use crate::core::hooks::{EventRow, HookError, HookEvent, Lane, LaneId, Point, Policy};
+use crate::core::hooks::{EventRow, HookError, HookEvent, Lane, LaneForm, LaneId, Point, Policy};
 
 /// `pre_command`: before a recognised slash command's handler, with
 /// Hermes's keywords (`surface`, `command`, `alias_used`, `args_raw`,
@@ -16,44 +20,92 @@ pub static PRE_COMMAND: Lane = Lane::plain(
     "Before a recognised slash command's handler runs in the agent (`chat`, `run \"/name …\"`, `serve`): `command` is its canonical name, `alias_used` the alias typed (else `None`), `args_raw` the text after it. Answers are ignored, as in Hermes v1.",
 );
 
+/// A chain over a tool call's arguments, before `pre_tool_call`.
+pub static TOOL_REQUEST: Lane = Lane::plain(
+    &TOOL_REQUEST,
+    "tool_request",
+    Point::ToolBefore,
+    0,
+    Policy::Chain,
+    "Before every other lane of a tool call: callbacks may replace its arguments (tool_request middleware).",
+);
+
+/// A chain over a model call's request, after P7.
+pub static LLM_REQUEST: Lane = Lane::plain(
+    &LLM_REQUEST,
+    "llm_request",
+    Point::ModelCallBefore,
+    0,
+    Policy::Chain,
+    "Just before the provider call: callbacks may replace the request (llm_request middleware).",
+);
+
+/// Around a tool's handler, each callback calling the rest of the chain.
+pub static TOOL_EXECUTION: Lane = Lane::wrapping(
+    &TOOL_EXECUTION,
+    "tool_execution",
+    Point::ToolAround,
+    0,
+    LaneForm::Around,
+    "Around a tool's handler: each callback runs the rest of the chain through next_call, or not (tool_execution middleware).",
+);
+
+/// Around the provider call, each callback calling the rest of the chain.
+pub static LLM_EXECUTION: Lane = Lane::wrapping(
+    &LLM_EXECUTION,
+    "llm_execution",
+    Point::ModelCallBefore,
+    1,
+    LaneForm::Around,
+    "Around the provider call: each callback runs the rest of the chain through next_call, may raise LLMExecutionBlocked (llm_execution middleware).",
+);
+
 /// Hermes's lanes, for the dialect table.
-pub static LANES: &[&Lane] = &[&PRE_COMMAND];
+pub static LANES: &[&Lane] = &[
+    &PRE_COMMAND,
+    &TOOL_REQUEST,
+    &LLM_REQUEST,
+    &TOOL_EXECUTION,
+    &LLM_EXECUTION,
+];
 
 /// Every hook name Hermes plugins register that fires in plughost, as its
 /// row: the lane it fires on and how a failing callback counts. A failing
 /// `pre_tool_call` callback blocks the call (Hermes's guards fail closed,
 /// with its own messages); every other hook fails open.
 pub static EVENTS: &[EventRow] = &[
-    EventRow::closed(
-        "pre_tool_call",
-        HookEvent::PreToolCall,
-        pre_tool_call_refused,
-    ),
-    EventRow::open("post_tool_call", HookEvent::PostToolCall),
-    EventRow::open("transform_tool_result", HookEvent::TransformToolResult),
-    EventRow::open(
-        "transform_terminal_output",
-        HookEvent::TransformTerminalOutput,
-    ),
-    EventRow::open("pre_llm_call", HookEvent::PreLlmCall),
-    EventRow::open("post_llm_call", HookEvent::PostLlmCall),
-    EventRow::open("pre_api_request", HookEvent::PreApiRequest),
-    EventRow::open("post_api_request", HookEvent::PostApiRequest),
-    EventRow::open("on_session_start", HookEvent::OnSessionStart),
-    EventRow::open("on_session_end", HookEvent::OnSessionEnd),
-    EventRow::open("on_session_finalize", HookEvent::OnSessionFinalize),
-    EventRow::open("on_session_reset", HookEvent::OnSessionReset),
-    EventRow::open("subagent_stop", HookEvent::SubagentStop),
-    EventRow::open("pre_gateway_dispatch", HookEvent::PreGatewayDispatch),
-    EventRow::open("transform_llm_output", HookEvent::TransformLlmOutput),
-    EventRow::open("subagent_start", HookEvent::SubagentStart),
-    EventRow::open("api_request_error", HookEvent::ApiRequestError),
+    EventRow::closed("pre_tool_call", HookEvent::ToolGuard, pre_tool_call_refused),
+    EventRow::open("post_tool_call", HookEvent::ToolDone),
+    EventRow::open("transform_tool_result", HookEvent::ResultRewrite),
+    EventRow::open("transform_terminal_output", HookEvent::ExecOutputRewrite),
+    EventRow::open("pre_llm_call", HookEvent::PromptContext),
+    EventRow::open("post_llm_call", HookEvent::ExchangeDone),
+    EventRow::open("pre_api_request", HookEvent::RequestSending),
+    EventRow::open("post_api_request", HookEvent::ResponseArrived),
+    EventRow::open("on_session_start", HookEvent::SessionOpened),
+    EventRow::open("on_session_end", HookEvent::TurnClosed),
+    EventRow::open("on_session_finalize", HookEvent::SessionClosing),
+    EventRow::open("on_session_reset", HookEvent::SessionCleared),
+    EventRow::open("subagent_stop", HookEvent::SubagentDone),
+    EventRow::open("pre_gateway_dispatch", HookEvent::InboundGate),
+    EventRow::open("transform_llm_output", HookEvent::ReplyRewrite),
+    EventRow::open("subagent_start", HookEvent::SubagentBegun),
+    EventRow::open("api_request_error", HookEvent::RequestFailed),
     EventRow::open("pre_command", HookEvent::Lane(LaneId(&PRE_COMMAND))),
 ];
 
 /// The row of a Hermes hook name that fires in plughost.
 pub fn by_name(name: &str) -> Option<&'static EventRow> {
     EVENTS.iter().find(|r| r.name == name)
+}
+
+/// Hermes's name of `lane` (what its logs and errors say); the bus's name
+/// for a lane no Hermes event fires on.
+pub fn name_of(lane: HookEvent) -> &'static str {
+    EVENTS
+        .iter()
+        .find(|r| r.lane == lane)
+        .map_or_else(|| lane.name(), |r| r.name)
 }
 
 /// Hermes's reason for blocking a call whose `pre_tool_call` callback

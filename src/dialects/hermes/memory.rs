@@ -403,7 +403,7 @@ pub fn register(
         (HookEvent::PromptFinal, Part::Inject, "memory-context"),
         (HookEvent::TurnEnded, Part::AfterTurn, "sync_turn"),
         (
-            HookEvent::OnSessionFinalize,
+            HookEvent::SessionClosing,
             Part::SessionEnd,
             "on_session_end",
         ),
@@ -411,7 +411,7 @@ pub fn register(
     .into_iter()
     .map(|(event, part, label)| Registration::Hook {
         event: Some(event),
-        name: event.name().to_string(),
+        name: super::lanes::name_of(event).to_string(),
         entry: HookEntry {
             owner: plugin.to_string(),
             label: format!("{name}.{label}"),

@@ -18,7 +18,7 @@ use crate::core::hooks::{
     HookAction, HookCallback, HookEntry, HookError, HookEvent, HookPayload, HookReturn, HookStats,
     LaneId,
 };
-use crate::core::pipeline::middleware::{self, ExecCall, ExecError, Execution, Next};
+use crate::core::pipeline::middleware::{ExecCall, ExecError, Execution, Next};
 use crate::core::registry::Registration;
 use crate::runtime::{plugin_error, try_attach};
 
@@ -265,10 +265,10 @@ impl HermesMiddleware {
 /// lane; `None` (warned) for a kind Hermes does not know.
 pub fn register(plugin: &str, kind: &str, callback: &Bound<'_, PyAny>) -> Option<Registration> {
     let (kind, lane) = match kind {
-        "tool_request" => ("tool_request", &middleware::TOOL_REQUEST),
-        "tool_execution" => ("tool_execution", &middleware::TOOL_EXECUTION),
-        "llm_request" | "api_request" => ("llm_request", &middleware::LLM_REQUEST),
-        "llm_execution" | "api_execution" => ("llm_execution", &middleware::LLM_EXECUTION),
+        "tool_request" => ("tool_request", &super::lanes::TOOL_REQUEST),
+        "tool_execution" => ("tool_execution", &super::lanes::TOOL_EXECUTION),
+        "llm_request" | "api_request" => ("llm_request", &super::lanes::LLM_REQUEST),
+        "llm_execution" | "api_execution" => ("llm_execution", &super::lanes::LLM_EXECUTION),
         other => {
             tracing::warn!(
                 "Plugin '{plugin}' registered unknown middleware kind '{other}' (valid: {}); ignored",

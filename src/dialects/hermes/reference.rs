@@ -82,7 +82,7 @@ fn answer(event: HookEvent, kind: ActionKind) -> &'static str {
         ActionKind::Block => "`return {\"action\": \"block\", \"message\": \"why\"}` (`\"approve\"` blocks too: plughost has no approval gate)",
         ActionKind::Skip => "`return {\"action\": \"skip\", \"reason\": \"why\"}`",
         ActionKind::Rewrite => "`return {\"action\": \"rewrite\", \"text\": \"new text\"}`",
-        ActionKind::Replace if event == HookEvent::TransformTerminalOutput => {
+        ActionKind::Replace if event == HookEvent::ExecOutputRewrite => {
             "`return \"new output\"` (a `str`)"
         }
         ActionKind::Replace => "`return \"new result\"` (a `str`)",
@@ -92,7 +92,7 @@ fn answer(event: HookEvent, kind: ActionKind) -> &'static str {
 
 fn note(event: HookEvent) -> &'static str {
     match event {
-        HookEvent::PreToolCall => "`return {\"action\": \"modify\", \"args\": {...}}` merges those arguments into the call's (the handler gets them). A callback that raises or times out blocks the call with Hermes's message.",
+        HookEvent::ToolGuard => "`return {\"action\": \"modify\", \"args\": {...}}` merges those arguments into the call's (the handler gets them). A callback that raises or times out blocks the call with Hermes's message.",
         _ => "",
     }
 }

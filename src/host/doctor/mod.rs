@@ -241,7 +241,7 @@ fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
             .filter_map(|h| {
                 let reason = match p.dialect.and_then(crate::dialects::by_id) {
                     Some(dialect) => dialect.never_fires(h),
-                    None => crate::dialects::core_never_fires(h),
+                    None => crate::dialects::seed_never_fires(h),
                 }?;
                 Some(SilentHook {
                     event: h.clone(),
@@ -256,7 +256,7 @@ fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
             .iter()
             .filter(|(_, h)| h.owner == p.key && h.stats.errors() > 0)
             .map(|(event, h)| HookCounts {
-                event: event.to_string(),
+                event,
                 callback: h.label.clone(),
                 calls: h.stats.calls(),
                 errors: h.stats.errors(),
@@ -296,10 +296,7 @@ fn env_set(name: &str) -> bool {
 fn hook_counts(host: &Host, key: &str) -> Vec<HookCounts> {
     let registry = host.registry();
     let hooks = registry.hooks();
-    let fired = hooks.subscriptions().map(|(e, h)| {
-        let name = h.callback.event_name(e);
-        (name.unwrap_or_else(|| e.name().to_string()), h)
-    });
+    let fired = hooks.subscriptions().map(|(e, h)| (h.event_shown(e), h));
     let listed = hooks
         .unknown()
         .iter()

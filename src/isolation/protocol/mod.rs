@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::core::hooks::{HookAction, HookError, HookEvent};
+use crate::core::hooks::{HookAction, HookError};
 use crate::core::outcome::{PluginError, ResourceLimit};
 use crate::plugins::config::ResourceLimits;
 
@@ -257,22 +257,17 @@ impl From<HookError> for HookErrorWire {
     fn from(e: HookError) -> HookErrorWire {
         match e {
             HookError::Raised(p) => HookErrorWire::Raised(p),
-            HookError::WrongShape(shape, event) => {
-                HookErrorWire::WrongShape(shape, event.name().to_string())
-            }
+            HookError::WrongShape(shape, event) => HookErrorWire::WrongShape(shape, event),
             other => HookErrorWire::NotRun(other.to_string()),
         }
     }
 }
 
-impl HookErrorWire {
-    /// Back to the core's error; `fallback` names the event being fired.
-    pub fn into_error(self, fallback: HookEvent) -> HookError {
-        match self {
+impl From<HookErrorWire> for HookError {
+    fn from(wire: HookErrorWire) -> HookError {
+        match wire {
             HookErrorWire::Raised(p) => HookError::Raised(p),
-            HookErrorWire::WrongShape(shape, event) => {
-                HookError::WrongShape(shape, HookEvent::from_name(&event).unwrap_or(fallback))
-            }
+            HookErrorWire::WrongShape(shape, event) => HookError::WrongShape(shape, event),
             HookErrorWire::NotRun(m) => HookError::NotRun(m),
         }
     }

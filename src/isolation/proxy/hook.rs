@@ -52,6 +52,8 @@ pub(super) struct ProxyHook {
     pub(super) event_name: Option<String>,
     /// The row of its dialect's event it registered by (how it fails).
     pub(super) row: Option<&'static crate::core::hooks::EventRow>,
+    /// The event as the plugin named it, for the log and a stop's reason.
+    pub(super) shown: Arc<str>,
 }
 
 /// How a hook's call reaches its worker: in its call's planned batch (the
@@ -92,7 +94,8 @@ impl HookCallback for ProxyHook {
             other => self.own(event, PayloadWire::of(other)),
         };
         let sup = self.sup.clone();
-        let what = Subject::Hook(event);
+        let shown = self.shown.clone();
+        let what = Subject::Hook(shown.clone());
         HookReturn::Pending(Box::pin(async move {
             let reply = match outgoing {
                 Outgoing::Planned(plan, first) => plan.take(first, what).await,
@@ -110,7 +113,7 @@ impl HookCallback for ProxyHook {
                     if let Some(after) = after {
                         back.after(&sup, *after);
                     }
-                    answer.map(Into::into).map_err(|e| e.into_error(event))
+                    answer.map(Into::into).map_err(HookError::from)
                 }
                 Ok(other) => Err(HookError::Raised(out_of_protocol(&sup, &other))),
                 Err(e) => {
@@ -119,7 +122,7 @@ impl HookCallback for ProxyHook {
                             "session '{}': isolated plugin '{}' did not answer its {} hook ({e}); what its worker changed in the session's state since its last answer is not stored",
                             report.session,
                             sup.key(),
-                            event.name()
+                            shown
                         );
                     }
                     Err(HookError::Raised(e))

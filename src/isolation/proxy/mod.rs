@@ -154,6 +154,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                         index,
                         event_name,
                         row,
+                        shown: std::sync::Arc::from(name.as_str()),
                     });
                     hooks.add(&callback, index);
                     Registration::Hook {

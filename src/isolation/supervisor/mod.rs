@@ -15,7 +15,6 @@ use serde::Serialize;
 
 use super::protocol::{Contribution, Reply, Request};
 use super::Settings;
-use crate::core::hooks::HookEvent;
 use crate::core::outcome::{PluginError, PluginFault};
 use crate::plugins::config::ResourceLimits;
 
@@ -49,7 +48,8 @@ pub struct LoadSpec {
 #[derive(Clone, Debug)]
 pub enum Subject {
     Tool(Arc<str>),
-    Hook(HookEvent),
+    /// A hook, by the event name its plugin subscribed with.
+    Hook(Arc<str>),
     Command(Arc<str>),
 }
 

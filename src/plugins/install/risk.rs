@@ -4,7 +4,7 @@
 //!
 //! The badges: hooks that see every model call (`pre_llm_call`,
 //! `post_llm_call`, `pre_api_request`, …), hooks that rewrite results
-//! (`transform_*`, `pre_tool_call`, which can block or change a call),
+//! (`result_rewrite` and `exec_output_rewrite`, `pre_tool_call`, which can block or change a call),
 //! tools that shadow built-in ones, and the network and file access a
 //! manifest declares (`capabilities`, `permissions`, `network`, `files`
 //! of a Hermes or Flowly manifest; plughost enforces none of them — they
