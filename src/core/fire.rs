@@ -1,6 +1,7 @@
 //! The one firing function of the bus: a lane's callbacks in order, each
 //! isolated, their answers kept by the lane's policy.
 
+use std::mem::Discriminant;
 use std::time::{Duration, Instant};
 
 use crate::core::hooks::{
@@ -126,6 +127,8 @@ pub async fn fire_entries_from(
                 answers.push((index, action));
                 break;
             }
+            Policy::Veto => veto(&mut answers, index, action),
+            Policy::FirstOfEach => first_of_each(&mut answers, index, action),
             Policy::Chain => {
                 if let (HookAction::Replace(text), HookPayload::Tool(ctx)) = (&action, &mut payload)
                 {
@@ -154,6 +157,41 @@ fn merge(answers: &mut Vec<(usize, HookAction)>, index: usize, action: HookActio
     match earlier {
         Some(patch) => *patch = std::mem::take(patch).then(later),
         None => answers.push((index, HookAction::Decide(LoopDecision::Merge(later)))),
+    }
+}
+
+/// A veto lane's fold: refusals only; the first, unless an abort of the
+/// turn comes later, which outranks it.
+fn veto(answers: &mut Vec<(usize, HookAction)>, index: usize, action: HookAction) {
+    let aborts = |a: &HookAction| matches!(a, HookAction::Decide(LoopDecision::AbortTurn { .. }));
+    let refuses = aborts(&action)
+        || matches!(
+            action,
+            HookAction::Block(_) | HookAction::Decide(LoopDecision::Refuse { .. })
+        );
+    if !refuses {
+        return;
+    }
+    match answers.first() {
+        None => answers.push((index, action)),
+        Some((_, first)) if aborts(&action) && !aborts(first) => answers[0] = (index, action),
+        Some(_) => {}
+    }
+}
+
+/// A first-of-each lane's fold: the first answer of each kind, and every
+/// append.
+fn first_of_each(answers: &mut Vec<(usize, HookAction)>, index: usize, action: HookAction) {
+    fn kind(a: &HookAction) -> (Discriminant<HookAction>, Option<Discriminant<LoopDecision>>) {
+        let decision = match a {
+            HookAction::Decide(d) => Some(std::mem::discriminant(d)),
+            _ => None,
+        };
+        (std::mem::discriminant(a), decision)
+    }
+    let appends = matches!(action, HookAction::Decide(LoopDecision::Append(_)));
+    if appends || !answers.iter().any(|(_, a)| kind(a) == kind(&action)) {
+        answers.push((index, action));
     }
 }
 

@@ -345,6 +345,12 @@ pub enum Policy {
     Merge,
     /// The first accepted answer wins and no later callback runs.
     StopAtFirst,
+    /// Every callback runs; only refusals count (a refused call, an
+    /// aborted turn): the first, an abort outranking a refusal.
+    Veto,
+    /// Every callback runs; the first answer of each kind counts, and
+    /// every append (what each callback may add).
+    FirstOfEach,
 }
 
 /// The kinds of [`HookAction`](crate::core::callbacks::HookAction), for the accepted-answers table.

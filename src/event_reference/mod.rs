@@ -106,6 +106,12 @@ fn policy_text(policy: Policy) -> &'static str {
         Policy::StopAtFirst => {
             "stop at first: the first accepted answer counts and the callbacks after it do not run"
         }
+        Policy::Veto => {
+            "veto: every callback runs; the first refusal counts, and an abort of the turn outranks it"
+        }
+        Policy::FirstOfEach => {
+            "first of each kind: every callback runs; the first answer of each kind counts, and every append"
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 
 use crate::core::fire::{decisions, fire, fire_entries, fire_entries_from};
-use crate::core::hooks::{HookEvent, HookPayload, LoopContext, LoopDecision, Point};
+use crate::core::hooks::{HookAction, HookEvent, HookPayload, LoopContext, LoopDecision, Point};
 use crate::core::registry::Registry;
 
 /// What the lanes before a tool call decided, combined.
@@ -68,20 +68,10 @@ async fn before_lanes(
         }
         let mut lc = context(lane);
         let answers = fire_entries_from(entries, lane, HookPayload::Loop(&mut lc), budget).await;
-        let (from, answers): (Vec<usize>, Vec<_>) = answers.into_iter().unzip();
-        // The first refusing answer's entry (a lane keeps answers in order).
-        let refusing = answers
-            .iter()
-            .position(|a| {
-                matches!(
-                    a,
-                    crate::core::hooks::HookAction::Decide(LoopDecision::Refuse { .. })
-                )
-            })
-            .and_then(|i| entries.get(from[i]))
-            .map(|e| (e.owner.clone(), e.label.clone()));
-        let mut refusal = None;
-        for decision in decisions(answers, lane) {
+        // A lane's policy leaves its refusal first (a veto lane's abort
+        // outranks it); a lane that refused ends the point.
+        let mut answers = answers.into_iter();
+        if let Some((from, HookAction::Decide(decision))) = answers.next() {
             match decision {
                 LoopDecision::AbortTurn {
                     reason,
@@ -98,19 +88,18 @@ async fn before_lanes(
                     text,
                     reason,
                     terminate,
-                } if refusal.is_none() => {
-                    refusal = Some(Before::Refused {
+                } => {
+                    return Before::Refused {
                         text,
                         reason,
                         terminate,
-                        by: refusing.clone(),
-                    })
+                        by: entries
+                            .get(from)
+                            .map(|e| (e.owner.clone(), e.label.clone())),
+                    }
                 }
                 _ => {}
             }
-        }
-        if let Some(refusal) = refusal {
-            return refusal;
         }
         if &lc.tool_call.arguments != arguments {
             edited = Some(lc.tool_call.arguments);

@@ -22,7 +22,7 @@ pub static TOOL_VET: Lane = Lane::plain(
     "tool_vet",
     Point::ToolBefore,
     2,
-    Policy::Collect,
+    Policy::Veto,
     "P9, second lane: before a tool call; every callback runs, the first refusal wins, an abort outranks it.",
 );
 
@@ -33,7 +33,7 @@ pub static TOOL_AFTER_CHAIN: Lane = Lane::plain(
     "tool_after_chain",
     Point::ToolAfter,
     2,
-    Policy::Collect,
+    Policy::FirstOfEach,
     "P10, second lane: after the call ran; each edit of the result is what the next callback sees.",
 );
 
