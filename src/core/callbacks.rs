@@ -211,6 +211,14 @@ pub struct EventRow {
 }
 
 impl EventRow {
+    /// The name `rows` (a dialect's) give `lane`: the first row's that
+    /// fires on it; the bus's name for a lane none of them fires on.
+    pub fn name_among(rows: &'static [EventRow], lane: HookEvent) -> &'static str {
+        rows.iter()
+            .find(|r| r.lane == lane)
+            .map_or_else(|| lane.name(), |r| r.name)
+    }
+
     /// A row of `name` on `lane` that fails open.
     pub const fn open(name: &'static str, lane: HookEvent) -> EventRow {
         EventRow {

@@ -34,10 +34,7 @@ pub fn by_name(name: &str) -> Option<&'static EventRow> {
 /// Flowly's name of `lane` (what its logs and errors say); the bus's
 /// name for a lane no Flowly event fires on.
 pub fn name_of(lane: HookEvent) -> &'static str {
-    EVENTS
-        .iter()
-        .find(|r| r.lane == lane)
-        .map_or_else(|| lane.name(), |r| r.name)
+    EventRow::name_among(EVENTS, lane)
 }
 
 #[cfg(test)]

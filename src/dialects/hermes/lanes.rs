@@ -102,10 +102,7 @@ pub fn by_name(name: &str) -> Option<&'static EventRow> {
 /// Hermes's name of `lane` (what its logs and errors say); the bus's name
 /// for a lane no Hermes event fires on.
 pub fn name_of(lane: HookEvent) -> &'static str {
-    EVENTS
-        .iter()
-        .find(|r| r.lane == lane)
-        .map_or_else(|| lane.name(), |r| r.name)
+    EventRow::name_among(EVENTS, lane)
 }
 
 /// Hermes's reason for blocking a call whose `pre_tool_call` callback
