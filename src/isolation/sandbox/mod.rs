@@ -12,6 +12,8 @@
 //!   fork (allocating, opening the paths) and only enforced in the child
 //!   (`landlock_restrict_self`, one system call); what it allows is
 //!   [`Policy`], from the defaults ([`policy`]) and the plugin's settings;
+//! - Unix sockets ([`sockets`]): a seccomp filter refuses opening one,
+//!   which Landlock (before ABI 9) would not stop from reaching a daemon;
 //! - no new privileges (`PR_SET_NO_NEW_PRIVS`), no core dumps
 //!   (`RLIMIT_CORE` 0), and a user namespace of its own so a worker of a
 //!   root plughost holds no capability outside it;
@@ -29,11 +31,12 @@
 pub mod files;
 pub mod policy;
 pub mod proxy;
+pub mod sockets;
 pub mod spawn;
 pub mod support;
 pub mod tree;
 
-pub use policy::{policy_for, Policy};
+pub use policy::{policy_for, preview, Policy};
 pub use support::{support, warn_once, Support};
 
 /// The rules of `policy`, one line, for the install summary and
@@ -64,4 +67,37 @@ pub fn describe(policy: &Policy) -> String {
         parts.push(format!("not enforced here: {}", missing.join(", ")));
     }
     format!("sandbox: {}", parts.join("; "))
+}
+
+/// The line `plugins doctor` and the install summary show for a plugin
+/// whose worker is confined by `policy`, or whose sandbox is off.
+pub fn line(key: &str, policy: Option<&Policy>) -> String {
+    match policy {
+        Some(p) => describe(p),
+        None => format!(
+            "sandbox: off (plugins.entries.{key}.sandbox is false): the worker runs unconfined"
+        ),
+    }
+}
+
+/// The install summary's line for plugin `key` installed at `dir`.
+pub fn install_line(
+    home: &std::path::Path,
+    key: &str,
+    dir: &std::path::Path,
+    dialect: &str,
+) -> String {
+    let load = crate::isolation::LoadSpec {
+        key: key.to_string(),
+        dir: dir.to_path_buf(),
+        home: home.to_path_buf(),
+        dialect: dialect.to_string(),
+        limits: Default::default(),
+        guard: false,
+    };
+    let rules = match preview(&load) {
+        Ok(policy) => line(key, policy.as_ref()),
+        Err(problem) => format!("sandbox: cannot be read ({problem})"),
+    };
+    format!("Runs isolated under serve and mcp (unless trusted), in its {rules}")
 }

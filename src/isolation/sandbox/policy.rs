@@ -84,6 +84,17 @@ const RESERVED: &[&str] = &[
 /// The policy of the worker of `load` (started as `program`), or `None`
 /// when its sandbox is off. Creates the plugin's data directories.
 pub fn policy_for(load: &LoadSpec, program: &Path) -> Result<Option<Policy>, String> {
+    build(load, program, true)
+}
+
+/// The policy a worker of `load` would run under, creating nothing (the
+/// install summary).
+pub fn preview(load: &LoadSpec) -> Result<Option<Policy>, String> {
+    let program = std::env::current_exe().unwrap_or_default();
+    build(load, &program, false)
+}
+
+fn build(load: &LoadSpec, program: &Path, create: bool) -> Result<Option<Policy>, String> {
     let rules = match read_sandbox(&load.home, &load.key).map_err(|e| e.to_string())? {
         SandboxSetting::Off => return Ok(None),
         SandboxSetting::On(rules) => rules,
@@ -106,7 +117,7 @@ pub fn policy_for(load: &LoadSpec, program: &Path) -> Result<Option<Policy>, Str
     if load.dialect == "hermes" {
         write.push(crate::plugins::config::hermes_yaml::hermes_home());
     }
-    for dir in &write {
+    for dir in write.iter().filter(|_| create) {
         // So the plugin finds them (it could not create them: their
         // parents are not writable).
         let _ = std::fs::create_dir_all(dir);

@@ -7,7 +7,8 @@
 //! it still may), `unshare` a user namespace (and a network one for
 //! network rules) and write its id maps, bring its loopback up, hand the
 //! proxy's listening socket to plughost, `RLIMIT_CORE` 0,
-//! `PR_SET_NO_NEW_PRIVS`, `landlock_restrict_self`. Then `exec`: the
+//! `PR_SET_NO_NEW_PRIVS`, the seccomp filter ([`sockets`]),
+//! `landlock_restrict_self`. Then `exec`: the
 //! worker and all it starts inherit every one of them.
 
 use std::ffi::CString;
@@ -16,7 +17,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
-use super::{files, proxy, support, tree::Tree, Policy};
+use super::{files, proxy, sockets, support, tree::Tree, Policy};
 use crate::isolation::supervisor::LoadSpec;
 use crate::plugins::config::NetworkRule;
 
@@ -38,6 +39,7 @@ struct Child {
     uid_map: Vec<u8>,
     gid_map: Vec<u8>,
     proxy: Option<proxy::ChildEnd>,
+    seccomp: Option<seccompiler::BpfProgram>,
 }
 
 /// Set `cmd` (the worker of `load`, running `program`) up to start
@@ -92,6 +94,11 @@ pub fn confine(
         uid_map: format!("{uid} {uid} 1").into_bytes(),
         gid_map: format!("{gid} {gid} 1").into_bytes(),
         proxy: child_end,
+        seccomp: if support.seccomp {
+            Some(sockets::program()?)
+        } else {
+            None
+        },
     };
     // SAFETY: `enter` makes only async-signal-safe system calls on memory
     // prepared here (no allocation, no lock), as a forked child of a
@@ -160,6 +167,12 @@ impl Child {
                 libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long,
                 "no_new_privs",
             )?;
+            if let Some(program) = &self.seccomp {
+                if let Err(e) = seccompiler::apply_filter(program) {
+                    // (no allocation: the error is an errno)
+                    return Err(std::io::Error::other(e));
+                }
+            }
             if let Some(ruleset) = &self.ruleset {
                 check(
                     libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32),

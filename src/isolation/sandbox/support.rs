@@ -17,6 +17,8 @@ pub struct Support {
     pub network_namespace: bool,
     /// The cgroup (v2) under which each worker gets one (the process tree).
     pub cgroup_parent: Option<PathBuf>,
+    /// seccomp filters (refusing Unix sockets).
+    pub seccomp: bool,
 }
 
 impl Support {
@@ -28,6 +30,9 @@ impl Support {
         }
         if !self.network_namespace {
             out.push("network rules (no network namespaces)");
+        }
+        if !self.seccomp {
+            out.push("refusing Unix sockets (no seccomp)");
         }
         if self.cgroup_parent.is_none() {
             out.push("ending setsid children with the worker (no writable cgroup v2)");
@@ -87,6 +92,8 @@ fn probe() -> Support {
         user_namespace,
         network_namespace,
         cgroup_parent: cgroup_parent(),
+        seccomp: std::fs::read_to_string("/proc/self/status")
+            .is_ok_and(|s| s.lines().any(|l| l.starts_with("Seccomp:"))),
     }
 }
 

@@ -93,6 +93,9 @@ pub struct WorkerStatus {
     /// are refused, not let through.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fail_closed: bool,
+    /// How the kernel confines its worker (`sandbox: …`, issue 50).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// The state of an isolated plugin's worker.
@@ -127,7 +130,8 @@ struct Inner {
     /// reader of a worker dying while loading needs it).
     starting: Mutex<()>,
     /// The confinement of its latest worker (issue 50), `None` when off.
-    sandbox: Mutex<Option<crate::isolation::sandbox::Policy>>,
+    /// and the line doctor shows; `None` before the first start.
+    sandbox: Mutex<Option<(Option<crate::isolation::sandbox::Policy>, String)>>,
 }
 
 impl Drop for Inner {
@@ -182,7 +186,8 @@ impl Supervisor {
             .sandbox
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .as_ref()
+            .and_then(|(policy, _)| policy.clone())
     }
 
     /// Whether the plugin declares itself a guard (fails closed).
@@ -244,6 +249,13 @@ impl Supervisor {
             breaker_window_seconds: window.as_secs(),
             next_start_in_ms: next_start,
             fail_closed: self.inner.load.guard,
+            sandbox: self
+                .inner
+                .sandbox
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map(|(_, line)| line.clone()),
         }
     }
 
@@ -275,8 +287,11 @@ impl Supervisor {
                 (a, b) => a.or(b),
             };
         }
-        *self.inner.sandbox.lock().unwrap_or_else(|e| e.into_inner()) =
-            confined.as_ref().map(|c| c.policy.clone());
+        *self.inner.sandbox.lock().unwrap_or_else(|e| e.into_inner()) = {
+            let policy = confined.as_ref().map(|c| c.policy.clone());
+            let line = crate::isolation::sandbox::line(&self.inner.load.key, policy.as_ref());
+            Some((policy, line))
+        };
         let spawned = process
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
