@@ -114,7 +114,8 @@ impl ChildEnd {
                 libc::close(s);
                 return Err(e);
             }
-            let mut space = [0u8; 64];
+            // (u64s: the control buffer must be aligned for cmsghdr)
+            let mut space = [0u64; 8];
             let mut byte = [0u8; 1];
             let mut iov = libc::iovec {
                 iov_base: byte.as_mut_ptr().cast(),
@@ -192,7 +193,8 @@ fn receive_fd(ours: &OwnedFd) -> std::io::Result<OwnedFd> {
             (&timeout as *const libc::timeval).cast(),
             std::mem::size_of::<libc::timeval>() as libc::socklen_t,
         );
-        let mut space = [0u8; 64];
+        // (u64s: the control buffer must be aligned for cmsghdr)
+        let mut space = [0u64; 8];
         let mut byte = [0u8; 1];
         let mut iov = libc::iovec {
             iov_base: byte.as_mut_ptr().cast(),
@@ -202,7 +204,7 @@ fn receive_fd(ours: &OwnedFd) -> std::io::Result<OwnedFd> {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = space.as_mut_ptr().cast();
-        msg.msg_controllen = space.len() as _;
+        msg.msg_controllen = std::mem::size_of_val(&space) as _;
         if libc::recvmsg(ours.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) < 0 {
             return Err(std::io::Error::last_os_error());
         }

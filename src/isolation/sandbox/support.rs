@@ -137,5 +137,8 @@ fn cgroup_parent() -> Option<PathBuf> {
     std::fs::create_dir(&probe).ok()?;
     let usable = probe.join("cgroup.kill").exists() && probe.join("cgroup.procs").exists();
     let _ = std::fs::remove_dir(&probe);
+    if usable {
+        super::tree::sweep(&dir);
+    }
     usable.then_some(dir)
 }
