@@ -8,7 +8,8 @@
 //! bytecode cache, the plugin's own directory and environment, and every
 //! write path. Write: its data directories (`<home>/<key>`, as Flowly
 //! plugins use, and `<home>/plugin-data/<key>`), the workspace
-//! (`<home>/workspace`), the Hermes home (Hermes plugins) and the temp
+//! (`<home>/workspace`), its dialect's home (a plugin API whose plugins
+//! keep their state in a home of their own, `plugins::config::dialect_home`) and the temp
 //! directory (`TMPDIR`, else `/tmp`). Nothing else: the user's home,
 //! plughost's `config.json` and keys, other plugins' directories.
 
@@ -114,9 +115,7 @@ fn build(load: &LoadSpec, program: &Path, create: bool) -> Result<Option<Policy>
     let mut write = data_dirs(&load.home, &load.key);
     write.push(load.home.join("workspace"));
     write.push(std::env::temp_dir());
-    if load.dialect == "hermes" {
-        write.push(crate::plugins::config::hermes_yaml::hermes_home());
-    }
+    write.extend(crate::plugins::config::dialect_home(&load.dialect));
     for dir in write.iter().filter(|_| create) {
         // So the plugin finds them (it could not create them: their
         // parents are not writable).
@@ -138,7 +137,7 @@ fn build(load: &LoadSpec, program: &Path, create: bool) -> Result<Option<Policy>
 }
 
 /// Where plugin `key` keeps its data: `<home>/<key>` (Flowly's and
-/// Hermes's plugins write there) unless that name is plughost's own, and
+/// other dialects' plugins write there) unless that name is plughost's own, and
 /// `<home>/plugin-data/<key>` (a bundle's `${PLUGIN_DATA}`).
 pub fn data_dirs(home: &Path, key: &str) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
@@ -162,8 +161,11 @@ fn interpreter_paths(program: &Path) -> Vec<PathBuf> {
         let real = exe.canonicalize().ok()?;
         Some(real.parent()?.parent()?.to_path_buf())
     };
-    if let Some(p) = crate::isolation::interpreter::embedded_python().and_then(|e| prefix_of(&e)) {
-        out.push(p);
+    if let Some(exe) = crate::isolation::interpreter::embedded_python() {
+        out.extend(prefix_of(&exe));
+        // A virtualenv's python links to the base one: its own prefix
+        // holds `pyvenv.cfg` and its site-packages.
+        out.extend(exe.parent().and_then(Path::parent).map(Path::to_path_buf));
     }
     out.push(program.to_path_buf());
     if let Ok(real) = program.canonicalize() {
@@ -180,6 +182,16 @@ fn interpreter_paths(program: &Path) -> Vec<PathBuf> {
             );
         }
         out.push(real);
+    }
+    // An embedded interpreter takes the `python3` first on `PATH` for its
+    // executable, and `site` reads the `pyvenv.cfg` beside it: that
+    // virtualenv is the interpreter's environment.
+    if let Some(path) = std::env::var_os("PATH") {
+        let venv = std::env::split_paths(&path)
+            .find(|d| d.join("python3").is_file())
+            .and_then(|d| d.parent().map(Path::to_path_buf))
+            .filter(|root| root.join("pyvenv.cfg").is_file());
+        out.extend(venv);
     }
     for var in ["VIRTUAL_ENV", "PYTHONHOME"] {
         if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {

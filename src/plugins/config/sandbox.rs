@@ -61,6 +61,13 @@ impl Default for SandboxSetting {
     }
 }
 
+/// The home a plugin API keeps its plugins' state in, which a confined
+/// plugin of that dialect may write (issue 50: the Hermes home for Hermes
+/// plugins); `None` for the others.
+pub fn dialect_home(dialect: &str) -> Option<PathBuf> {
+    (dialect == "hermes").then(super::hermes_yaml::hermes_home)
+}
+
 /// The sandbox setting of plugin `key` in the home's `config.json`.
 pub fn read_sandbox(home: &Path, key: &str) -> Result<SandboxSetting, ConfigError> {
     let path = config_path(home);
