@@ -88,6 +88,7 @@ def register(ctx):
     ctx.register_tool("f_fetch", s("url"), fetch)
     ctx.register_tool("f_hog", s("mb"), hog)
     ctx.register_tool("f_detach", s("marker"), detach)
+    ctx.register_tool("f_echo", s("x"), lambda x="": x)
 "#;
 
 const HERMES: &str = r#"
@@ -571,4 +572,75 @@ fn plugins_doctor_and_list_say_how_each_plugin_is_confined() {
         .unwrap_or_else(|| panic!("no sandbox line for fence in:\n{text}"));
     assert!(line.contains("memory 256 MiB"), "{line}");
     assert!(line.contains("workspace"), "{line}");
+}
+
+/// Issue 50, item 5: a confined worker starts within 1.5× an unconfined
+/// one, and a call to it costs what a call to an unconfined one does.
+/// Medians of interleaved runs (this machine is shared); the figures are
+/// printed (`--nocapture`) for docs/security.md.
+#[test]
+fn a_confined_worker_starts_within_one_and_a_half_times_an_unconfined_one() {
+    require_kernel();
+    use plughost::isolation::WorkerCommand;
+    use plughost::plugins::config::Isolation;
+    let case = Case::new(json!({}));
+    let build = |sandbox: bool| {
+        let entry = if sandbox {
+            json!({})
+        } else {
+            json!({"sandbox": false})
+        };
+        case.configure(json!({"enabled": ["fence"], "entries": {"fence": entry}}));
+        let started = std::time::Instant::now();
+        let host = plughost::Host::builder()
+            .home(case.home())
+            .bundled_dir(case.path("bundled"))
+            .worker_command(WorkerCommand::binary(env!("CARGO_BIN_EXE_plughost")))
+            .isolate(Isolation::All)
+            .build()
+            .unwrap();
+        let took = started.elapsed();
+        assert!(host.plugins()[0].loaded, "{:?}", host.plugins()[0]);
+        (took, host)
+    };
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let calls = |host: &plughost::Host| {
+        let n = 500;
+        let started = std::time::Instant::now();
+        for _ in 0..n {
+            let r = rt.block_on(host.call_tool("f_echo", json!({"x": "y"}), ""));
+            assert_eq!(r.text, "y");
+        }
+        started.elapsed() / n
+    };
+    let (mut start, mut call) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    for round in 0..9 {
+        for sandbox in [round % 2 == 0, round % 2 != 0] {
+            let (took, host) = build(sandbox);
+            start[sandbox as usize].push(took);
+            call[sandbox as usize].push(calls(&host));
+        }
+    }
+    let (s0, s1) = (median(start[0].clone()), median(start[1].clone()));
+    let (c0, c1) = (median(call[0].clone()), median(call[1].clone()));
+    let start_ratio = s1.as_secs_f64() / s0.as_secs_f64();
+    let call_ratio = c1.as_secs_f64() / c0.as_secs_f64();
+    println!(
+        "worker start: unconfined {s0:?}, confined {s1:?} (ratio {start_ratio:.2}); a call: unconfined {c0:?}, confined {c1:?} (ratio {call_ratio:.2})"
+    );
+    assert!(
+        start_ratio <= 1.5,
+        "a confined worker starts in {start_ratio:.2}× the time of an unconfined one"
+    );
+    assert!(
+        call_ratio <= 1.25,
+        "a confined call takes {call_ratio:.2}× an unconfined one"
+    );
 }

@@ -3,15 +3,15 @@
 //! Everything that allocates or opens paths is done in plughost first
 //! ([`confine`]): the Landlock ruleset, the cgroup, the namespace maps'
 //! text. The closure the child runs ([`Child::enter`]) makes only
-//! async-signal-safe system calls, in this order: join the cgroup (while
-//! it still may), `unshare` a user namespace (and a network one for
+//! async-signal-safe system calls, in this order: `unshare` a user namespace (and a network one for
 //! network rules) and write its id maps, bring its loopback up, hand the
 //! proxy's listening socket to plughost, `RLIMIT_CORE` 0,
 //! `PR_SET_NO_NEW_PRIVS`, the seccomp filter ([`sockets`]),
 //! `landlock_restrict_self`. Then `exec`: the
-//! worker and all it starts inherit every one of them.
+//! worker and all it starts inherit every one of them. plughost moves the
+//! started worker into its cgroup ([`Confined::started`]) before it sends
+//! the request that loads the plugin.
 
-use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -33,7 +33,6 @@ pub struct Confined {
 /// What the child needs, prepared by plughost.
 struct Child {
     ruleset: Option<OwnedFd>,
-    cgroup_procs: Option<CString>,
     user: bool,
     net: bool,
     uid_map: Vec<u8>,
@@ -88,7 +87,6 @@ pub fn confine(
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let child = Child {
         ruleset,
-        cgroup_procs: tree.as_ref().map(|t| t.procs.clone()),
         user: support.user_namespace,
         net,
         uid_map: format!("{uid} {uid} 1").into_bytes(),
@@ -131,9 +129,6 @@ impl Child {
         // `self` or the stack (paths are NUL-terminated C strings); each is
         // async-signal-safe, as the child of a threaded process needs.
         unsafe {
-            if let Some(procs) = &self.cgroup_procs {
-                write_file(procs.as_ptr(), b"0", "join the worker's cgroup")?;
-            }
             let mut flags = 0;
             if self.user {
                 flags |= libc::CLONE_NEWUSER;
@@ -235,6 +230,17 @@ impl Confined {
     /// its tree and stop its proxy. A thread waits for it without reaping
     /// it (its supervisor reaps it).
     pub fn started(self, pid: u32) -> Result<(), String> {
+        if let Some(tree) = &self.tree {
+            // Moved in from here, not by the child before exec: a
+            // migration waits for the kernel (≈20 ms measured), which the
+            // worker's own start (exec, the interpreter) now overlaps. No
+            // plugin code has run yet: it loads on the first request,
+            // sent after this.
+            if let Err(e) = std::fs::write(tree.dir.join("cgroup.procs"), pid.to_string()) {
+                tree.kill_and_remove();
+                return Err(format!("cannot move the worker into its cgroup: {e}"));
+            }
+        }
         let proxy = match self.proxy {
             Some(pending) => Some(pending.start()?),
             None => None,

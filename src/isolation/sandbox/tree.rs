@@ -8,8 +8,6 @@
 //! none), the worker's process group is all that is killed (as for
 //! unconfined workers), which `setsid` children leave: said at start.
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, Once};
@@ -24,8 +22,6 @@ static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 #[derive(Debug)]
 pub struct Tree {
     pub dir: PathBuf,
-    /// `<dir>/cgroup.procs`, for the child to move itself in.
-    pub procs: CString,
 }
 
 impl Tree {
@@ -57,9 +53,7 @@ impl Tree {
         LIVE.lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(dir.clone());
-        let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
-            .map_err(std::io::Error::other)?;
-        Ok(Tree { dir, procs })
+        Ok(Tree { dir })
     }
 
     /// Kill every process in the cgroup, then remove it (once empty).
@@ -119,10 +113,7 @@ pub fn sweep(parent: &std::path::Path) {
         if std::path::Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        let stale = Tree {
-            dir: entry.path(),
-            procs: CString::default(),
-        };
+        let stale = Tree { dir: entry.path() };
         stale.kill_and_remove();
     }
 }
