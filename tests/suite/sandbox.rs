@@ -189,17 +189,19 @@ impl Case {
     /// `tools call TOOL` with `extra` flags first (`--isolate all`): its
     /// output (the tool's answer).
     fn call(&self, extra: &[&str], tool: &str, args: Value) -> String {
+        self.call_logged(extra, tool, args).0
+    }
+
+    /// [`Case::call`] with plughost's standard error (its log).
+    fn call_logged(&self, extra: &[&str], tool: &str, args: Value) -> (String, String) {
         let args_text = args.to_string();
         let mut all: Vec<&str> = extra.to_vec();
         all.extend(["tools", "call", tool, "--args", &args_text]);
         let out = run_bounded(self.command(&all), LIMIT);
         let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        assert!(
-            !text.is_empty(),
-            "{tool}: no answer; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!text.is_empty(), "{tool}: no answer; stderr: {log}");
+        (text, log)
     }
 
     fn files_args(&self, data_dir: &Path) -> Value {
@@ -240,7 +242,15 @@ fn by_default_a_confined_plugin_keeps_its_own_files_and_not_the_users_secrets() 
         "ssh_key": "PermissionError", "own_file": "ok", "plughost_config": "PermissionError",
         "other_plugin": "PermissionError", "workspace": "ok", "data_dir": "ok", "temp": "ok",
         "outside": "PermissionError"});
-    assert_eq!(flowly_files(&case, &["--isolate", "all"]), confined);
+    let args = case.files_args(&case.home().join("fence"));
+    let (found, log) = case.call_logged(&["--isolate", "all"], "f_files", args);
+    assert_eq!(parsed(&found), confined);
+    // Each denial is logged once, naming the rule and the setting.
+    let key = case.path("home/.ssh/id_ed25519").canonicalize().unwrap();
+    let said = format!("plugin 'fence' was denied reading {}", key.display());
+    assert_eq!(log.matches(&said).count(), 1, "{log}");
+    assert!(log.contains("plugins.entries.fence.sandbox.read"), "{log}");
+    assert!(log.contains("plugins.entries.fence.sandbox.write"), "{log}");
     // Trusted, the same plugin runs in-process: every access succeeds,
     // so each denial above is the sandbox's.
     case.configure(json!({"trusted": ["fence", "other"]}));
@@ -303,9 +313,11 @@ fn network_none_refuses_every_connection_loopback_included() {
         "ok"
     );
     case.configure(json!({"entries": {"fence": {"sandbox": {"network": "none"}}}}));
-    assert_eq!(
-        case.call(&isolated, "f_connect", json!({"port": port})),
-        "ConnectionRefusedError"
+    let (refused, log) = case.call_logged(&isolated, "f_connect", json!({"port": port}));
+    assert_eq!(refused, "ConnectionRefusedError");
+    assert!(
+        log.contains(&format!("plugin 'fence' was refused a connection to ('127.0.0.1', {port}): its sandbox's network is none")),
+        "{log}"
     );
     // The Hermes plugin has no such rule: it still connects.
     assert_eq!(

@@ -28,6 +28,7 @@
 //! What the kernel does not offer is named once at start
 //! ([`support`], logged by [`warn_once`]) and the rest still applies.
 
+pub mod denials;
 pub mod files;
 pub mod policy;
 pub mod proxy;

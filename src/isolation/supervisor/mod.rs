@@ -310,6 +310,9 @@ impl Supervisor {
                 )));
             }
         };
+        let watch = confined
+            .as_ref()
+            .map(|c| crate::isolation::sandbox::denials::Watch::of(&c.policy));
         if let Some(c) = confined {
             if let Err(problem) = c.started(child.id()) {
                 // SAFETY: a signal to the worker's own process group, which
@@ -348,6 +351,7 @@ impl Supervisor {
             dialect: load.dialect.clone(),
             python_log_level: self.inner.settings.python_log_level,
             limits,
+            sandbox: watch,
         };
         match wait_blocking(&live, request, limit, "register()") {
             Ok(Reply::Loaded { contributions }) => Ok((live, contributions)),
