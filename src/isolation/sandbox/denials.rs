@@ -30,12 +30,13 @@ pub struct Watch {
 
 impl Watch {
     pub fn of(policy: &super::Policy) -> Watch {
-        let mut read = policy.read.clone();
-        read.extend(policy.devices.iter().cloned());
+        // Device files are read and written.
+        let mut write = policy.write.clone();
+        write.extend(policy.devices.iter().cloned());
         Watch {
             key: policy.key.clone(),
-            read: read.iter().map(|p| canonical(p)).collect(),
-            write: policy.write.iter().map(|p| canonical(p)).collect(),
+            read: policy.read.iter().map(|p| canonical(p)).collect(),
+            write: write.iter().map(|p| canonical(p)).collect(),
             network: policy.network.clone(),
         }
     }
