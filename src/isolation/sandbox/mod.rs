@@ -59,6 +59,11 @@ pub fn describe(policy: &Policy) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
+    parts.push(if policy.unix_sockets {
+        "unix sockets allowed".to_string()
+    } else {
+        "no unix sockets".to_string()
+    });
     parts.push(format!("write {}", shown(&policy.write)));
     if !policy.extra_read.is_empty() {
         parts.push(format!("read also {}", shown(&policy.extra_read)));

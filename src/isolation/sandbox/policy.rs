@@ -8,7 +8,7 @@
 //! bytecode cache, the plugin's own directory and environment, and every
 //! write path. Write: its data directories (`<home>/<key>`, as Flowly
 //! plugins use, and `<home>/plugin-data/<key>`), the workspace
-//! (`<home>/workspace`), its dialect's home (a plugin API whose plugins
+//! (`<home>/workspace`), `/dev/shm`, its dialect's home (a plugin API whose plugins
 //! keep their state in a home of their own, `plugins::config::dialect_home`) and the temp
 //! directory (`TMPDIR`, else `/tmp`). Nothing else: the user's home,
 //! plughost's `config.json` and keys, other plugins' directories.
@@ -32,6 +32,8 @@ pub struct Policy {
     pub extra_read: Vec<PathBuf>,
     pub network: NetworkRule,
     pub memory_mb: Option<u64>,
+    /// It may open Unix sockets (`unix_sockets: true`).
+    pub unix_sockets: bool,
 }
 
 /// System trees every confined worker reads.
@@ -115,6 +117,8 @@ fn build(load: &LoadSpec, program: &Path, create: bool) -> Result<Option<Policy>
     let mut write = data_dirs(&load.home, &load.key);
     write.push(load.home.join("workspace"));
     write.push(std::env::temp_dir());
+    // POSIX shared memory and semaphores (multiprocessing, browsers).
+    write.push(PathBuf::from("/dev/shm"));
     write.extend(crate::plugins::config::dialect_home(&load.dialect));
     for dir in write.iter().filter(|_| create) {
         // So the plugin finds them (it could not create them: their
@@ -133,6 +137,7 @@ fn build(load: &LoadSpec, program: &Path, create: bool) -> Result<Option<Policy>
         extra_read: rules.read,
         network: rules.network,
         memory_mb: rules.memory_mb,
+        unix_sockets: rules.unix_sockets,
     }))
 }
 

@@ -92,7 +92,7 @@ pub fn confine(
         uid_map: format!("{uid} {uid} 1").into_bytes(),
         gid_map: format!("{gid} {gid} 1").into_bytes(),
         proxy: child_end,
-        seccomp: if support.seccomp {
+        seccomp: if support.seccomp && !policy.unix_sockets {
             Some(sockets::program()?)
         } else {
             None

@@ -13,6 +13,8 @@
 //! a list of hosts (`"api.example.com"`, `"*.example.org"`,
 //! `"127.0.0.1:8080"`). `read` / `write` add paths to the defaults: `~` is
 //! the user's home, a relative path is taken from plughost's home.
+//! `unix_sockets: true` lets the plugin open Unix sockets (a browser it
+//! drives needs them; refused by default).
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +46,9 @@ pub struct SandboxRules {
     pub read: Vec<PathBuf>,
     /// Paths added to the default write set (readable too).
     pub write: Vec<PathBuf>,
+    /// Let the plugin open Unix sockets (refused by default: a daemon's
+    /// socket — docker's, an SSH agent's — is a way around the rest).
+    pub unix_sockets: bool,
 }
 
 /// `plugins.entries.<key>.sandbox`.
@@ -147,6 +152,13 @@ fn sandbox_of(
                     other => return Err(wrong(here, "a whole number above 0", other)),
                 }
             }
+            "unix_sockets" => {
+                rules.unix_sockets = match value {
+                    Value::Null => false,
+                    Value::Bool(b) => *b,
+                    other => return Err(wrong(here, "true or false", other)),
+                }
+            }
             "read" | "write" => {
                 let Value::Array(items) = value else {
                     return Err(wrong(here, "a list of paths", value));
@@ -169,7 +181,7 @@ fn sandbox_of(
                 return Err(ConfigError::UnknownKey {
                     path: path.to_path_buf(),
                     key: here,
-                    known: "network, memory_mb, read or write",
+                    known: "network, memory_mb, read, write or unix_sockets",
                 })
             }
         }
