@@ -138,6 +138,16 @@ pub(super) fn install(
         "Installed"
     };
     println!("{verb} {}{version} in {}.", done.name, done.path.display());
+    // --- issue 50: how the kernel will confine it ---
+    println!(
+        "{}",
+        crate::isolation::sandbox::install_line(
+            home,
+            &done.name,
+            &done.path,
+            done.dialect.as_str()
+        )
+    );
     super::deps::print_risk(&done.name, &done.capabilities, &done.path);
     super::lock::record(home, &done, dialect)?;
     super::deps::record(home, &done.name, &ask.placed.borrow())?;

@@ -9,7 +9,7 @@
 //! plugin's sockets, fds 0–2).
 
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 /// How many descriptors may be registered at once (a listener and two
 /// stdio duplicates is what plughost uses).
@@ -19,6 +19,24 @@ const SLOTS: usize = 16;
 /// descriptor table it mirrors (not host state); read by the child handler,
 /// which may only do async-signal-safe work: atomic loads and `close`.
 static FDS: [AtomicI32; SLOTS] = [const { AtomicI32::new(-1) }; SLOTS];
+
+/// The file each registered descriptor was (device, inode), so a child
+/// closes a number only while it still names that file: a guard that
+/// outlives its descriptor (closed first, its number reused by a file
+/// opened for the child, such as a worker's sandbox ruleset) must not
+/// close the new one in the child.
+static FILES: [(AtomicU64, AtomicU64); SLOTS] =
+    [const { (AtomicU64::new(0), AtomicU64::new(0)) }; SLOTS];
+
+/// (device, inode) of `fd`, if it is open.
+fn identity(fd: RawFd) -> Option<(u64, u64)> {
+    // SAFETY: fstat writes only into `st`, a zeroed stat owned here; it
+    // is async-signal-safe (also called in the forked child).
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some((st.st_dev, st.st_ino))
+    }
+}
 
 /// While alive, `fd` is closed in forked children. Drop it before closing
 /// the descriptor, so a number reused later is not closed in a child.
@@ -36,6 +54,10 @@ pub fn close_in_forked_children(fd: RawFd) -> Option<ClosedInForks> {
         s.compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
     });
+    if let (Some(slot), Some((dev, ino))) = (slot, identity(fd)) {
+        FILES[slot].0.store(dev, Ordering::SeqCst);
+        FILES[slot].1.store(ino, Ordering::SeqCst);
+    }
     if slot.is_none() {
         tracing::warn!("descriptor {fd} stays inherited by forked children: no free slot");
     }
@@ -49,14 +71,22 @@ impl Drop for ClosedInForks {
 }
 
 extern "C" fn in_child() {
-    for slot in &FDS {
+    for (i, slot) in FDS.iter().enumerate() {
         let fd = slot.load(Ordering::SeqCst);
-        if fd >= 0 {
-            // SAFETY: close is async-signal-safe; in the child this
-            // descriptor is plughost's copy, which nothing there uses.
-            unsafe { libc::close(fd) };
-            slot.store(-1, Ordering::SeqCst);
+        if fd < 0 {
+            continue;
         }
+        let want = (
+            FILES[i].0.load(Ordering::SeqCst),
+            FILES[i].1.load(Ordering::SeqCst),
+        );
+        if identity(fd) == Some(want) {
+            // SAFETY: close is async-signal-safe; in the child this
+            // descriptor is plughost's copy (still the registered file),
+            // which nothing there uses.
+            unsafe { libc::close(fd) };
+        }
+        slot.store(-1, Ordering::SeqCst);
     }
 }
 

@@ -23,6 +23,8 @@ pub mod journal;
 pub mod limits;
 pub mod protocol;
 pub mod proxy;
+// --- issue 50: kernel confinement of workers ---
+pub mod sandbox;
 pub mod server_parts;
 pub mod supervisor;
 pub mod worker;

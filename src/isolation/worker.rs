@@ -142,12 +142,17 @@ fn serve(mut input: File, mut output: File) -> ! {
                 dialect,
                 python_log_level,
                 limits,
+                sandbox,
             },
     }) = first
     else {
         eprintln!("plughost worker: the first request must be Load");
         end(70)
     };
+    if let Some(watch) = sandbox {
+        // (issue 50) before the plugin's first line runs
+        super::sandbox::denials::install(watch);
+    }
     let (served, reply) = match super::limits::apply(&limits) {
         Ok(()) => load(&key, &dir, &home, &dialect, python_log_level),
         Err(problem) => (

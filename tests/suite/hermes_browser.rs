@@ -329,6 +329,13 @@ async fn the_browser_tools_answer_through_serve() {
     );
     let path = env.plughost_home.path().join("serve.yaml");
     std::fs::write(&path, script).unwrap();
+    // serve confines the isolated provider (docs/security.md): Chromium
+    // needs Unix sockets of its own, which a sandbox refuses by default.
+    std::fs::write(
+        env.plughost_home.path().join("config.json"),
+        r#"{"plugins": {"entries": {"browsers": {"sandbox": {"unix_sockets": true}}}}}"#,
+    )
+    .unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .args(["serve", "--port", "0", "--model", "scripted", "--script"])
         .arg(&path)

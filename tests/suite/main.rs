@@ -98,6 +98,7 @@ mod replicas_edges;
 mod replicas_isolated;
 mod replicas_state;
 mod runtime_foundation;
+mod sandbox;
 mod serve;
 mod sessions;
 mod sse_props;

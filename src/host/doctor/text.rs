@@ -161,6 +161,9 @@ fn plugin_lines(p: &PluginDiagnosis) -> Vec<String> {
     }
     if let Some(w) = &p.worker {
         out.push(format!("    worker: {}", worker_text(w)));
+        if let Some(sandbox) = &w.sandbox {
+            out.push(format!("    {sandbox}")); // issue 50
+        }
         if w.fail_closed && w.state == crate::isolation::WorkerState::Disabled {
             out.push(
                 "    guard: fails closed; refusing every call it guards while its breaker is open"

@@ -46,6 +46,10 @@ pub enum Request {
         /// The OS limits the worker puts on itself before loading.
         #[serde(default)]
         limits: ResourceLimits,
+        /// Its sandbox's rules, for the worker to name the rule that
+        /// denied an access (issue 50); `None`: unconfined.
+        #[serde(default)]
+        sandbox: Option<crate::isolation::sandbox::denials::Watch>,
     },
     /// Run a tool's `check_fn`.
     Check { tool: String },

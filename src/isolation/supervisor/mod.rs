@@ -93,6 +93,9 @@ pub struct WorkerStatus {
     /// are refused, not let through.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub fail_closed: bool,
+    /// How the kernel confines its worker (`sandbox: …`, issue 50).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
 }
 
 /// The state of an isolated plugin's worker.
@@ -126,6 +129,9 @@ struct Inner {
     /// wait; the state lock itself is never held across a start (the
     /// reader of a worker dying while loading needs it).
     starting: Mutex<()>,
+    /// The confinement of its latest worker (issue 50), `None` when off.
+    /// and the line doctor shows; `None` before the first start.
+    sandbox: Mutex<Option<(Option<crate::isolation::sandbox::Policy>, String)>>,
 }
 
 impl Drop for Inner {
@@ -161,6 +167,7 @@ impl Supervisor {
                     disabled: None,
                 }),
                 starting: Mutex::new(()),
+                sandbox: Mutex::new(None),
             }),
         };
         let (live, contributions) = sup.spawn()?;
@@ -170,6 +177,17 @@ impl Supervisor {
 
     pub fn key(&self) -> &str {
         &self.inner.load.key
+    }
+
+    /// How the kernel confines its worker (`None`: unconfined, its
+    /// `sandbox` is `false`).
+    pub fn sandbox(&self) -> Option<crate::isolation::sandbox::Policy> {
+        self.inner
+            .sandbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|(policy, _)| policy.clone())
     }
 
     /// Whether the plugin declares itself a guard (fails closed).
@@ -231,6 +249,13 @@ impl Supervisor {
             breaker_window_seconds: window.as_secs(),
             next_start_in_ms: next_start,
             fail_closed: self.inner.load.guard,
+            sandbox: self
+                .inner
+                .sandbox
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map(|(_, line)| line.clone()),
         }
     }
 
@@ -249,17 +274,54 @@ impl Supervisor {
             .try_clone()
             .map_err(|e| unavailable(format!("cannot make the worker's socket: {e}")))?;
         let command = &self.inner.settings.command;
-        let child = worker_process(command, &self.inner.load)
+        let mut process = worker_process(command, &self.inner.load);
+        // --- issue 50: the kernel's confinement, set up for the child ---
+        let program = std::path::PathBuf::from(process.get_program());
+        let confined =
+            crate::isolation::sandbox::spawn::confine(&mut process, &self.inner.load, &program)
+                .map_err(&unavailable)?;
+        let mut limits = self.inner.load.limits;
+        if let Some(c) = &confined {
+            limits.memory_mb = match (limits.memory_mb, c.policy.memory_mb) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        *self.inner.sandbox.lock().unwrap_or_else(|e| e.into_inner()) = {
+            let policy = confined.as_ref().map(|c| c.policy.clone());
+            let line = crate::isolation::sandbox::line(&self.inner.load.key, policy.as_ref());
+            Some((policy, line))
+        };
+        let spawned = process
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
             .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
             .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| {
-                unavailable(format!(
+            .spawn();
+        drop(process);
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                if let Some(c) = confined {
+                    c.abandoned();
+                }
+                return Err(unavailable(format!(
                     "cannot start its worker {}: {e}",
                     command.program.display()
-                ))
-            })?;
+                )));
+            }
+        };
+        let watch = confined
+            .as_ref()
+            .map(|c| crate::isolation::sandbox::denials::Watch::of(&c.policy));
+        if let Some(c) = confined {
+            if let Err(problem) = c.started(child.id()) {
+                // SAFETY: a signal to the worker's own process group, which
+                // exists while the unreaped child does.
+                unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) };
+                let _ = child.wait();
+                return Err(unavailable(problem));
+            }
+        }
         let reader = ours
             .try_clone()
             .map_err(|e| unavailable(format!("cannot read the worker's socket: {e}")))?;
@@ -288,7 +350,8 @@ impl Supervisor {
             home: load.home.clone(),
             dialect: load.dialect.clone(),
             python_log_level: self.inner.settings.python_log_level,
-            limits: load.limits,
+            limits,
+            sandbox: watch,
         };
         match wait_blocking(&live, request, limit, "register()") {
             Ok(Reply::Loaded { contributions }) => Ok((live, contributions)),

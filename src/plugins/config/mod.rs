@@ -13,6 +13,8 @@ use serde_json::{Map, Value};
 mod dialects;
 mod isolation;
 mod mcp;
+// --- issue 50: plugins.entries.<key>.sandbox ---
+mod sandbox;
 
 pub use dialects::{read_dialects, set_dialect};
 pub use isolation::{read_isolation, read_limits, Isolation, LimitTable, ResourceLimits};
@@ -21,6 +23,7 @@ pub use mcp::{
     parse_server, read_mcp_allowlist, read_mcp_servers, DeclaredMcpServers, MapError,
     McpServerSpec, McpTransport, CONFIG_OWNER, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
 };
+pub use sandbox::{dialect_home, read_sandbox, NetworkRule, SandboxRules, SandboxSetting};
 // (Hermes's plugins.* operator settings from its config.yaml)
 pub mod hermes_yaml;
 
