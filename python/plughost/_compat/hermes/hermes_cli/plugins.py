@@ -42,6 +42,13 @@ def _not_hosted(name: str) -> "NotImplementedError":
     )
 
 
+def get_plugin_manager():
+    """Hermes's manager, as ``plugin_runtime.manager`` maps it onto plughost's host."""
+    from plugin_runtime.manager import get_plugin_manager as manager
+
+    return manager()
+
+
 def has_hook(hook_name: str) -> bool:
     raise _not_hosted("has_hook")
 
