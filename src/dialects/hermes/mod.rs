@@ -555,11 +555,9 @@ impl Dialect for Hermes {
     ) -> Result<LoadedPlugin, PluginError> {
         attach(|py| {
             install(py, home).map_err(|e| plugin_error(py, &e))?;
-            // An installed distribution's entry point (its metadata
-            // directory stands for it), loaded as Hermes's `ep.load()`;
-            // a memory provider's directory, as Hermes's memory loader
-            // imports it; else a plugin directory, imported as a package
-            // of its own.
+            // An installed distribution's entry point (its metadata directory
+            // stands for it), as Hermes's `ep.load()`; a memory provider's
+            // directory, as its memory loader; else a package of its own.
             let mut memory_module: Option<String> = None;
             let (register, package, manifest) = match entry_point::find(dir, key)? {
                 Some((ep, group)) => {
