@@ -198,6 +198,7 @@ def wire(args, **kwargs):
         ("plugins.entries.wiring.mcp_allowlist", f'["{DESK}"]'),
         ("approvals.mode", "off"),
         ("agent.temperature", "0.9"),
+        ("agent.stop", "[unclosed"),
     ):
         set_config_value(key, value, force=True)
     set_config_value("model", "gpt-x")
@@ -242,6 +243,8 @@ fn set_config_value_takes_force_and_types_values_as_hermes_does() {
     // A string setting is never coerced; an exact decimal is a float.
     assert_eq!(config["approvals"]["mode"], "off");
     assert_eq!(config["agent"]["temperature"], 0.9);
+    // Neither JSON nor YAML: kept as the string it was.
+    assert_eq!(config["agent"]["stop"], "[unclosed");
     // `model` alone is `model.default`, the section kept.
     assert_eq!(config["model"]["default"], "gpt-x");
     assert_eq!(config["model"]["provider"], "openrouter");
@@ -504,6 +507,8 @@ if (__spec__.parent or "").startswith("_hermes_user_memory"):
 
 const EMPTY: &str = "from agent.memory_provider import MemoryProvider\n\nBASE = MemoryProvider\n";
 
+const BOOM: &str = "from agent.memory_provider import MemoryProvider\n\nraise RuntimeError('backend unreachable')\n";
+
 const SAY: &str = "turns:\n  - say: \"hello back\"\n";
 
 #[test]
@@ -540,27 +545,31 @@ fn memory_plugin_directories_load_as_hermess_memory_loader_loads_them() {
             assert_eq!(env.lines(), [r#"{"sync": ["user", "assistant"]}"#]);
         }
     }
-    // Neither register() nor a subclass that instantiates: the load fails, saying so.
-    let env = Env::new("memory:\n  provider: empty\n");
-    write_plugin(
-        &env.hermes.path().join("plugins"),
-        "empty",
-        "name: empty\n",
-        &[("__init__.py", EMPTY)],
-    );
-    let listed: Vec<Value> = serde_json::from_str(&env.ok(&["plugins", "list", "--json"])).unwrap();
-    let record = listed
-        .iter()
-        .find(|p| p["name"] == "empty")
-        .unwrap_or_else(|| panic!("{listed:#?}"));
-    let error = record.to_string();
-    assert!(
-        error.contains("memory provider 'empty' has no register() function and no MemoryProvider subclass that instantiates"),
-        "{record:#}"
-    );
+    // Neither register() nor a subclass that instantiates, or an import
+    // that raises: the load fails, saying so.
+    for (name, init, expected) in [
+        ("empty", EMPTY, "memory provider 'empty' has no register() function and no MemoryProvider subclass that instantiates"),
+        ("boom", BOOM, "RuntimeError: backend unreachable"),
+    ] {
+        let env = Env::new(&format!("memory:\n  provider: {name}\n"));
+        write_plugin(
+            &env.hermes.path().join("plugins"),
+            name,
+            &format!("name: {name}\n"),
+            &[("__init__.py", init)],
+        );
+        let listed: Vec<Value> =
+            serde_json::from_str(&env.ok(&["plugins", "list", "--json"])).unwrap();
+        let record = listed
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{listed:#?}"));
+        assert!(record.to_string().contains(expected), "{record:#}");
+    }
 }
 
-/// A web backend whose `extract` is `async def` (its search is sync).
+/// A web backend whose `extract` is `async def`, and whose sync `search`
+/// hands back its async helper's coroutine.
 const WEB: &str = r#"
 import asyncio
 from agent.web_search_provider import WebSearchProvider
@@ -570,9 +579,15 @@ class Reader(WebSearchProvider):
     def is_available(self):
         return True
     def supports_search(self):
-        return False
+        return True
     def supports_extract(self):
         return True
+    async def _search(self, query, limit):
+        await asyncio.sleep(0)
+        return {"success": True, "data": {"web": [
+            {"title": f"about {query}", "url": "https://docs.example.invalid/s", "description": "d", "position": 1}]}}
+    def search(self, query, limit=5):
+        return self._search(query, limit)
     async def extract(self, urls, **kwargs):
         await asyncio.sleep(0)
         return [{"url": u, "title": "T", "content": f"text of {u}"} for u in urls]
@@ -603,6 +618,14 @@ fn an_async_web_extract_provider_answers_web_extract() {
         v["results"][0]["content"],
         "text of https://docs.example.invalid/a"
     );
+    let text = env.ok(&[
+        "tools",
+        "call",
+        "web_search",
+        "--args",
+        r#"{"query": "tea"}"#,
+    ]);
+    assert!(text.contains("about tea"), "{text}");
 }
 
 /// A plugin that starts its background work from an async tool call, on
