@@ -346,8 +346,17 @@ def register(ctx):
         manager.invoke_hook("pre_tool_call", tool_name="x")
     except NotImplementedError as e:
         SEEN["invoke"] = str(e)
-    ctx.register_tool("runtime_probe", "probe", {"name": "runtime_probe"},
-                      lambda args, **kw: json.dumps(SEEN))
+    def probe(args, **kw):
+        # A helper process the plugin starts imports the same names.
+        import subprocess, sys
+        child = subprocess.run(
+            [sys.executable, "-c", "from plugin_runtime.dispatch import VALID_HOOKS; "
+             "from plugin_runtime.manager import get_plugin_manager; "
+             "print(len(VALID_HOOKS), get_plugin_manager().has_plugin('other'))"],
+            capture_output=True, text=True, timeout=60)
+        SEEN["child"] = child.stdout.strip() or child.stderr.strip()
+        return json.dumps(SEEN)
+    ctx.register_tool("runtime_probe", "probe", {"name": "runtime_probe"}, probe)
 "#;
 
 #[test]
@@ -391,6 +400,7 @@ fn the_plugin_runtime_package_maps_onto_what_plughost_serves() {
     assert_eq!(v["has_nobody"], false);
     assert_eq!(v["key"], "cat/x");
     assert_eq!(v["resolved"], 42);
+    assert_eq!(v["child"], "39 False", "{v:#}");
     assert!(
         v["invoke"]
             .as_str()

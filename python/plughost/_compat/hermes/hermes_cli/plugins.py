@@ -7,7 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Union
 
-from _plughost_hermes import PluginContext  # noqa: F401  (re-exported)
+try:
+    from _plughost_hermes import PluginContext  # noqa: F401  (re-exported)
+except ImportError:  # a process a plugin started: no host, no context
+
+    class PluginContext:  # type: ignore[no-redef]
+        """No plughost host runs in this process: no plugin is registering here."""
 
 ENTRY_POINTS_GROUP = "hermes_agent.plugins"
 
