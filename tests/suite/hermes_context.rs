@@ -66,8 +66,8 @@ def register(ctx):
                  "register_secret_source"):
         getattr(ctx, name)(object())
 
-    def on_ping(event, payload):
-        log(f"got {event} {payload['n']}")
+    def on_ping(n):
+        log(f"got emitter:ping {n}")
     ctx.subscribe("emitter:ping", on_ping)
     try:
         ctx.emit("hermes:boot")

@@ -61,6 +61,7 @@ mod hermes_middleware;
 mod hermes_operator;
 mod hermes_order;
 mod hermes_providers;
+mod hermes_rest;
 mod hermes_tools;
 mod isolated_dialects;
 mod isolation;

@@ -178,8 +178,16 @@ impl PluginContext {
 }
 
 /// The toolsets Flowly knows (those of Hermes's `toolsets.py`, which
-/// Flowly's are derived from); a plugin's other toolset is `extensions`.
+/// Flowly's are derived from, and Flowly's own `media`); a plugin's other
+/// toolset is `extensions`.
 const FLOWLY_TOOLSETS: &[&str] = &[
+    "media",
+    "video",
+    "video_gen",
+    "x_search",
+    "computer_use",
+    "kanban",
+    "context_engine",
     "web",
     "search",
     "terminal",

@@ -134,6 +134,21 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ),
     ("tools.approval", "tools/approval.py", false),
     ("tools.interrupt", "tools/interrupt.py", false),
+    ("tools.env_passthrough", "tools/env_passthrough.py", false),
+    // Hermes's plugin runtime package, mapped onto what plughost serves.
+    ("plugin_runtime", "plugin_runtime/__init__.py", true),
+    ("plugin_runtime.context", "plugin_runtime/context.py", false),
+    (
+        "plugin_runtime.dispatch",
+        "plugin_runtime/dispatch.py",
+        false
+    ),
+    (
+        "plugin_runtime.manifest",
+        "plugin_runtime/manifest.py",
+        false
+    ),
+    ("plugin_runtime.manager", "plugin_runtime/manager.py", false),
     // Not hosted: importing them raises an ImportError saying why ([`NOT_HOSTED`]).
     ("hermes_cli.kanban_db", "hermes_cli/kanban_db.py", false),
     ("hermes_cli.projects_db", "hermes_cli/projects_db.py", false),
@@ -419,6 +434,8 @@ struct Teardown {
     runtime: Py<PyAny>,
     bus: Py<PyAny>,
     key: String,
+    /// A memory provider directory's `_hermes_user_memory.<name>` package.
+    memory_module: Option<String>,
 }
 
 impl Drop for Teardown {
@@ -428,8 +445,55 @@ impl Drop for Teardown {
                 tracing::warn!("Hermes plugin '{}' unload failed: {e}", self.key);
             }
             let _ = self.bus.bind(py).call_method1("unloaded", (&self.key,));
+            if let Some(name) = &self.memory_module {
+                let _ = py
+                    .import("agent.memory_provider")
+                    .and_then(|m| m.call_method1("_plughost_forget_memory_dir", (name,)));
+            }
         });
     }
+}
+
+/// Import a memory provider's directory as Hermes's memory loader does
+/// (`_hermes_user_memory.<dir>`): its `register`, else one registering its
+/// `MemoryProvider` subclass, and the package's name (dropped at unload).
+fn import_memory_dir<'py>(
+    py: Python<'py>,
+    key: &str,
+    dir: &Path,
+) -> Result<(Bound<'py, PyAny>, String), PluginError> {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| key.to_string());
+    let memory = py
+        .import("agent.memory_provider")
+        .map_err(|e| plugin_error(py, &e))?;
+    let (module_name, module): (String, Bound<'py, PyAny>) = memory
+        .getattr("_plughost_import_memory_dir")
+        .and_then(|f| f.call1((&name, dir.to_string_lossy().as_ref())))
+        .and_then(|r| r.extract())
+        .map_err(|e| plugin_error(py, &e))?;
+    let register = memory
+        .getattr("_plughost_dir_register")
+        .and_then(|f| f.call1((&module, &name)))
+        .map_err(|e| plugin_error(py, &e));
+    match register {
+        Ok(register) => Ok((register, module_name)),
+        Err(e) => {
+            let _ = memory.call_method1("_plughost_forget_memory_dir", (&module_name,));
+            Err(e)
+        }
+    }
+}
+
+/// A memory provider's plugin directory (Hermes's `kind: exclusive`, set or
+/// coerced from its `__init__.py`): Hermes's memory loader imports it.
+fn memory_directory(dir: &Path) -> bool {
+    memory::is_memory_dir(dir)
+        && manifest::find(dir)
+            .and_then(|path| manifest::load(&path, dir).ok())
+            .is_some_and(|m| matches!(m.kind, manifest::HermesKind::Exclusive))
 }
 
 /// Hand a loaded plugin's web providers to the registry the `web_search`
@@ -491,9 +555,10 @@ impl Dialect for Hermes {
     ) -> Result<LoadedPlugin, PluginError> {
         attach(|py| {
             install(py, home).map_err(|e| plugin_error(py, &e))?;
-            // An installed distribution's entry point (its metadata
-            // directory stands for it), loaded as Hermes's `ep.load()`;
-            // else a plugin directory, imported as a package of its own.
+            // An installed distribution's entry point (its metadata directory
+            // stands for it), as Hermes's `ep.load()`; a memory provider's
+            // directory, as its memory loader; else a package of its own.
+            let mut memory_module: Option<String> = None;
             let (register, package, manifest) = match entry_point::find(dir, key)? {
                 Some((ep, group)) => {
                     let target = entry_point::load(py, &ep)?;
@@ -505,6 +570,16 @@ impl Dialect for Hermes {
                     };
                     let manifest = entry_point::manifest_object(py, &ep, group)
                         .map_err(|e| plugin_error(py, &e))?;
+                    (register, None, manifest)
+                }
+                None if memory_directory(dir) => {
+                    if let Some(why) = gates::unmet(dir) {
+                        return Err(PluginError::native(why));
+                    }
+                    let (register, module_name) = import_memory_dir(py, key, dir)?;
+                    memory_module = Some(module_name);
+                    let manifest =
+                        manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
                     (register, None, manifest)
                 }
                 None => {
@@ -543,6 +618,7 @@ impl Dialect for Hermes {
                 runtime: runtime.clone().unbind(),
                 bus: bus.clone().unbind(),
                 key: key.to_string(),
+                memory_module,
             };
             let ctx = Py::new(
                 py,

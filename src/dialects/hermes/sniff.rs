@@ -4,7 +4,8 @@
 //! module, calling a registration only Hermes's `PluginContext` has, calling
 //! `register_tool` with Hermes's four positional arguments
 //! (`name, toolset, schema, handler`), defining a handler the Hermes way
-//! (`def handler(args, **kwargs)`), or reading Hermes's home (`~/.hermes`,
+//! (`def handler(args, **kwargs)` or `def handler(args, task_id=None)`:
+//! the signature read decides, and is named), or reading Hermes's home (`~/.hermes`,
 //! `HERMES_HOME`). The first sign found is the reason given, so the choice
 //! is never silent.
 
@@ -36,6 +37,8 @@ const MODULES: &[&str] = &[
     "tools.registry",
     "tools.approval",
     "tools.mcp_tool",
+    "tools.env_passthrough",
+    "plugin_runtime",
     "gateway",
     "agent.plugin_llm",
 ];
@@ -188,8 +191,10 @@ fn source_evidence(text: &str) -> Option<String> {
             "calls register_tool with four positional arguments (name, toolset, schema, handler), Hermes's signature".into(),
         );
     }
-    if hermes_handler(&code) {
-        return Some("defines a tool handler the Hermes way, `def …(args, **kwargs)`".into());
+    if let Some(signature) = hermes_handler(&code) {
+        return Some(format!(
+            "defines a tool handler the Hermes way, `def {signature}` (Hermes calls handler(args, task_id=…); a Flowly handler takes its arguments by name)"
+        ));
     }
     if reads_hermes_home(&code) {
         return Some("reads Hermes's home (`~/.hermes` or `HERMES_HOME`)".into());
@@ -300,25 +305,76 @@ fn is_keyword(arg: &str) -> bool {
         && name.trim().chars().all(|c| c.is_alphanumeric() || c == '_')
 }
 
-/// A `def name(args, **kwargs)` (the dict of arguments, then keyword extras).
-fn hermes_handler(code: &str) -> bool {
-    code.match_indices("def ").any(|(at, _)| {
+/// The first `def` with a Hermes tool handler's signature, as written
+/// (`handle(args, **kwargs)`, `handle(args, task_id=None)`): the arguments
+/// dict first (`args`, annotated or not; `self` of a method skipped), then
+/// only keyword extras, `**kwargs` or Hermes's `task_id`. Hermes calls
+/// `handler(args, task_id=…)`; a Flowly handler takes its arguments by name.
+fn hermes_handler(code: &str) -> Option<String> {
+    code.match_indices("def ").find_map(|(at, _)| {
+        if at > 0 && !code[..at].ends_with(|c: char| c.is_whitespace() || c == ':') {
+            return None; // `undef `, `_def ` …
+        }
         let rest = &code[at + 4..];
-        let Some(open) = rest.find('(') else {
-            return false;
-        };
-        let Some(close) = rest[open..].find(')') else {
-            return false;
-        };
-        let params: Vec<&str> = rest[open + 1..open + close]
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .collect();
-        params.len() == 2
-            && (params[0] == "args" || params[0].starts_with("args:"))
-            && params[1].starts_with("**")
+        let open = rest.find('(')?;
+        let name = rest[..open].trim();
+        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return None;
+        }
+        let params = parameters(&rest[open + 1..])?;
+        let mut params: Vec<&str> = params.iter().map(String::as_str).collect();
+        if params.first().is_some_and(|p| *p == "self" || *p == "cls") {
+            params.remove(0);
+        }
+        let (first, extras) = params.split_first()?;
+        let first_name = first.split([':', '=']).next().unwrap_or("").trim();
+        if first_name != "args" || first.contains('=') || extras.is_empty() {
+            return None;
+        }
+        let named = |p: &str| p.split([':', '=']).next().unwrap_or("").trim().to_string();
+        let all_extras = extras
+            .iter()
+            .all(|p| p.starts_with("**") || *p == "*" || p.contains('='));
+        let hermes_extra = extras
+            .iter()
+            .any(|p| p.starts_with("**") || named(p) == "task_id");
+        (all_extras && hermes_extra).then(|| format!("{name}({})", params.join(", ")))
     })
+}
+
+/// The parameters of a `def` whose text after `(` is `rest`, each trimmed,
+/// split at top-level commas (`Dict[str, Any]` is one), up to the closing
+/// parenthesis; `None` when it never closes.
+fn parameters(rest: &str) -> Option<Vec<String>> {
+    let (mut depth, mut out, mut current) = (0i32, Vec::new(), String::new());
+    let mut quote: Option<char> = None;
+    for c in rest.chars() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '\'' | '"' => quote = Some(c),
+                '(' | '[' | '{' => depth += 1,
+                ')' if depth == 0 => {
+                    out.push(std::mem::take(&mut current));
+                    return Some(
+                        out.iter()
+                            .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+                            .filter(|p| !p.is_empty())
+                            .collect(),
+                    );
+                }
+                ')' | ']' | '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(std::mem::take(&mut current));
+                    continue;
+                }
+                _ => {}
+            },
+        }
+        current.push(c);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -349,7 +405,9 @@ mod tests {
             (&[("__init__.py", "from .tools import register\n"), ("tools/impl.py", "from tools.registry import registry\n")], "tools/impl.py imports tools.registry"),
             (&[("__init__.py", "def register(ctx):\n    ctx.register_cli_command('x', 'help', setup)\n")], "ctx.register_cli_command()"),
             (&[("__init__.py", "def register(ctx):\n    ctx.register_tool('scan', 'security', SCHEMA, handle)\n")], "four positional arguments"),
-            (&[("__init__.py", "def handle(args, **kwargs):\n    return '{}'\n")], "the Hermes way"),
+            (&[("__init__.py", "def handle(args, **kwargs):\n    return '{}'\n")], "`def handle(args, **kwargs)`"),
+            (&[("__init__.py", "def lookup(args, task_id=None):\n    return '{}'\n")], "`def lookup(args, task_id=None)`"),
+            (&[("__init__.py", "class T:\n    def run(self, args: Dict[str, Any], task_id: Optional[str] = None) -> str:\n        return '{}'\n")], "`def run(args: Dict[str, Any], task_id: Optional[str] = None)`"),
             (&[("__init__.py", "CONFIG = Path.home() / \".hermes\" / \"config.yaml\"\n")], "Hermes's home"),
             (&[("__init__.py", "from .store import x\n"), ("store.py", "home = os.getenv('HERMES_HOME')\n")], "store.py reads Hermes's home"),
         ];
@@ -365,6 +423,7 @@ mod tests {
             &[("__init__.py", "from flowly.plugins import PluginContext\n\ndef register(ctx):\n    ctx.register_tool('greet', SCHEMA, greet, description='Hi')\n    ctx.register_tool(name='x', schema={'a': (1, 2)}, handler=h, toolset='t')\n")][..],
             &[("__init__.py", "# from hermes_constants import x\n# ctx.inject_message('hi')\nimport hermes_constantsx\n")][..],
             &[("plugin.yaml", "name: a\nmanifest_version: 1\nkind: backend\nprovides_web_providers: [x]\n"), ("__init__.py", "def greet(name: str, **kw):\n    pass\n")][..],
+            &[("__init__.py", "def search(args, limit=10):\n    pass\ndef only(args):\n    pass\ndef two(args, query):\n    pass\n")][..],
         ] {
             assert_eq!(why(files), None, "{files:?}");
         }

@@ -83,6 +83,7 @@ def install(sources: "dict[str, tuple[str, bool]]", hermes_home: str) -> None:
 # ---------------------------------------------------------------------------
 
 import asyncio as _asyncio
+import inspect as _inspect
 import base64 as _base64
 import json as _json
 import re as _re
@@ -364,6 +365,17 @@ def run_cli_command(name, help, description, setup_fn, handler_fn, argv) -> int:
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
+def _settled(result):
+    """A provider's answer; an awaitable one (a sync method returning a
+    coroutine) run to its end on this worker thread."""
+    if _inspect.isawaitable(result):
+        async def _await():
+            return await result
+
+        return _asyncio.run(_await())
+    return result
+
+
 def register_web_provider(provider) -> None:
     """Hand a Hermes ``WebSearchProvider`` to the web provider registry the
     ``web_search`` / ``web_extract`` tools use (Flowly's, real or compat).
@@ -398,10 +410,26 @@ def register_web_provider(provider) -> None:
         def supports_extract(self) -> bool:
             return bool(self._inner.supports_extract())
 
+        # An ``async def`` search/extract of the Hermes provider stays a
+        # coroutine function here, so the tools await it; a sync one runs on
+        # a worker thread, an awaitable it returns run to its end there.
         def search(self, query: str, limit: int = 5):
-            return self._inner.search(query, limit)
+            return _settled(self._inner.search(query, limit))
 
         def extract(self, urls, **kwargs):
-            return self._inner.extract(urls, **kwargs)
+            return _settled(self._inner.extract(urls, **kwargs))
+
+        async def _search_async(self, query: str, limit: int = 5):
+            return await self._inner.search(query, limit)
+
+        async def _extract_async(self, urls, **kwargs):
+            return await self._inner.extract(urls, **kwargs)
+
+        def __getattribute__(self, attr):
+            if attr in ("search", "extract"):
+                inner = object.__getattribute__(self, "_inner")
+                if _inspect.iscoroutinefunction(getattr(inner, attr, None)):
+                    return object.__getattribute__(self, f"_{attr}_async")
+            return object.__getattribute__(self, attr)
 
     register_provider(HermesWebProvider(provider))

@@ -9,6 +9,8 @@ facades plughost has no host for (``platform_actions``,
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import copy
 import inspect
 import json
 import logging
@@ -21,8 +23,9 @@ logger = logging.getLogger("hermes_cli.plugins")
 
 #: Hermes reserves this namespace for core events.
 HERMES_EVENT_NAMESPACE = "hermes"
-#: Events queued and not yet delivered, per host, past which emit drops.
-MAX_PENDING_EVENTS = 1000
+#: Events queued and not yet delivered, per host, past which emit drops
+#: (Hermes's ``_EVENT_PENDING_CAP``).
+MAX_PENDING_EVENTS = 64
 #: How deep an emit from inside a subscriber may nest before it is dropped.
 MAX_EVENT_DEPTH = 8
 
@@ -30,7 +33,10 @@ MAX_EVENT_DEPTH = 8
 class HostBus:
     """``<plugin_key>:<event>`` delivery for one host: a single worker
     thread, so order is preserved and a blocking subscriber cannot stall
-    the emitter."""
+    the emitter. Each subscriber is called as Hermes's
+    ``plugin_runtime/dispatch.py`` ``_deliver_event`` calls it:
+    ``callback(**deepcopy(payload))``, in a copy of the emitter's
+    ``contextvars`` context, an awaitable it returns awaited."""
 
     def __init__(self) -> None:
         self._subscribers: "dict[str, list[tuple[str, object]]]" = {}
@@ -59,16 +65,17 @@ class HostBus:
             subs = list(self._subscribers.get(event, ()))
         if not subs:
             return 0
-        depth = getattr(self._local, "depth", 0) + 1
-        if depth > MAX_EVENT_DEPTH:
-            logger.warning("event %s dropped: emitted %d levels deep from subscribers (at most %d)",
-                           event, depth, MAX_EVENT_DEPTH)
+        depth = getattr(self._local, "depth", 0)
+        if depth >= MAX_EVENT_DEPTH:
+            logger.warning("Event bus recursion cap (%d) exceeded while dispatching '%s' "
+                           "— dropping this emit to prevent an infinite loop", MAX_EVENT_DEPTH, event)
             return 0
-        if self._queue.qsize() >= MAX_PENDING_EVENTS:
-            logger.warning("event %s dropped: %d events are waiting for delivery", event, MAX_PENDING_EVENTS)
+        if self._queue.unfinished_tasks >= MAX_PENDING_EVENTS:
+            logger.warning("Event bus pending budget (%d) exhausted while dispatching '%s' — dropping this emit",
+                           MAX_PENDING_EVENTS, event)
             return 0
         self._start()
-        self._queue.put((event, dict(payload), subs, depth))
+        self._queue.put((event, dict(payload), subs, depth + 1, contextvars.copy_context()))
         return len(subs)
 
     def _start(self) -> None:
@@ -79,15 +86,22 @@ class HostBus:
 
     def _deliver(self) -> None:
         while True:
-            event, payload, subs, depth = self._queue.get()
+            event, payload, subs, depth, context = self._queue.get()
             self._local.depth = depth
             for owner, callback in subs:
+                with self._lock:
+                    # Unloaded since the event was queued: not delivered.
+                    if not any(s[1] is callback for s in self._subscribers.get(event, ())):
+                        continue
                 try:
-                    result = _call_subscriber(callback, event, payload)
+                    # A fresh deep copy per subscriber: none can change what the next sees.
+                    result = context.copy().run(callback, **copy.deepcopy(payload))
                     if inspect.isawaitable(result):
                         asyncio.run(_awaited(result))
-                except Exception as exc:  # a subscriber never breaks delivery
-                    logger.warning("plugin %s subscriber of %s raised: %s", owner, event, exc)
+                except (Exception, SystemExit) as exc:  # a subscriber never breaks delivery
+                    logger.warning("Event '%s' callback %s (plugin %s) raised: %s (event provides: %s)",
+                                   event, getattr(callback, "__name__", repr(callback)), owner, exc,
+                                   ", ".join(sorted(payload)) or "no fields")
             self._local.depth = 0
             self._queue.task_done()
 
@@ -172,17 +186,36 @@ def _cancel_and_wait(future, holder: dict, loop, limit: float = 2.0) -> None:
     finished.wait(limit)
 
 
+def _cancel_on_loop(task, loop, limit: float = 2.0) -> None:
+    """Cancel a task of an asyncio loop, from any thread: on the loop's own
+    thread directly; from another one through the loop (``Task.cancel`` is
+    not thread-safe, and an idle loop would never see it), waiting (a
+    bounded time) for its cancellation handling, as unload does for tasks on
+    plughost's loop."""
+    if task.done():
+        return
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop or loop.is_closed() or not loop.is_running():
+        task.cancel()
+        return
+    finished = threading.Event()
+
+    def cancel():
+        if task.done():
+            finished.set()
+        else:
+            task.add_done_callback(lambda _t: finished.set())
+            task.cancel()
+
+    loop.call_soon_threadsafe(cancel)
+    finished.wait(limit)
+
+
 async def _awaited(awaitable):
     return await awaitable
-
-
-def _call_subscriber(callback, event: str, payload: dict):
-    """``callback(event, payload)`` when it takes two arguments, else ``callback(payload)``."""
-    try:
-        inspect.signature(callback).bind(event, payload)
-    except (TypeError, ValueError):
-        return callback(payload)
-    return callback(event, payload)
 
 
 class PluginState:
@@ -360,7 +393,8 @@ class PluginRuntime:
             loop = None
         if loop is not None:
             task = loop.create_task(coro, name=task_name)
-            release = lambda: task.done() or task.cancel()  # noqa: E731
+            running = loop
+            release = lambda: _cancel_on_loop(task, running)  # noqa: E731
         else:
             import _plughost_runtime
 
@@ -424,7 +458,7 @@ class PluginRuntime:
         if not event or not isinstance(event, str):
             raise ValueError(f"Plugin '{self.plugin_id}' subscribe() requires a non-empty event name")
         if not callable(callback):
-            raise TypeError("subscribe callback must be callable")
+            raise TypeError("Event subscriber callback must be callable")
         self._bus.subscribe(self.plugin_id, event, callback)
 
     # -- other plugins, settings, capabilities -----------------------------

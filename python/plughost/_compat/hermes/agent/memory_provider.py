@@ -214,3 +214,76 @@ def _plughost_entry_point_register(loaded: Any, name: str):
         )
 
     return register
+
+
+#: Where Hermes's memory loader imports a user's memory plugin directory.
+_USER_NAMESPACE = "_hermes_user_memory"
+
+
+def _plughost_import_memory_dir(name: str, directory: str):
+    """Import a memory plugin directory as Hermes's memory loader does, as the
+    package ``_hermes_user_memory.<name>`` (its synthetic parent registered
+    first), so code that checks ``__name__`` or ``__spec__.parent`` sees
+    Hermes's. Another host of this process holding that name gets
+    ``<name>__2``, … under the same parent. Returns ``(module name, module)``;
+    on failure nothing of it stays imported."""
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    if _USER_NAMESPACE not in sys.modules:
+        parent = importlib.machinery.ModuleSpec(_USER_NAMESPACE, None, is_package=True)
+        parent.submodule_search_locations = []
+        sys.modules[_USER_NAMESPACE] = importlib.util.module_from_spec(parent)
+    base = f"{_USER_NAMESPACE}.{name}"
+    module_name, n = base, 1
+    while module_name in sys.modules:
+        n += 1
+        module_name = f"{base}__{n}"
+    spec = importlib.util.spec_from_file_location(
+        module_name, os.path.join(directory, "__init__.py"), submodule_search_locations=[directory])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import memory plugin from {directory}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        _plughost_forget_memory_dir(module_name)
+        raise
+    return module_name, module
+
+
+def _plughost_forget_memory_dir(module_name: str) -> None:
+    """Drop a memory plugin's package and its submodules from ``sys.modules``."""
+    import sys
+
+    for loaded in [m for m in sys.modules if m == module_name or m.startswith(module_name + ".")]:
+        sys.modules.pop(loaded, None)
+
+
+def _plughost_dir_register(module: Any, name: str):
+    """``register(ctx)`` for a memory plugin directory, as Hermes's
+    ``_load_provider_from_dir``: the module's own ``register``, else its first
+    top-level ``MemoryProvider`` subclass that instantiates (in ``dir()``
+    order, a constructor that raises skipped). Neither fails the load, saying
+    so (Hermes logs that it "loaded but no provider instance found")."""
+    own = getattr(module, "register", None)
+    if own is not None:
+        return own
+
+    def register(ctx):
+        for attr_name in dir(module):
+            attr = getattr(module, attr_name, None)
+            if isinstance(attr, type) and issubclass(attr, MemoryProvider) and attr is not MemoryProvider:
+                try:
+                    provider = attr()
+                except Exception:
+                    continue
+                return ctx.register_memory_provider(provider)
+        raise AttributeError(
+            f"memory provider '{name}' has no register() function and no MemoryProvider subclass "
+            "that instantiates (Hermes: loaded but no provider instance found)")
+
+    return register

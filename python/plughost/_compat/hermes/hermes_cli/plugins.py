@@ -7,7 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Set, Union
 
-from _plughost_hermes import PluginContext  # noqa: F401  (re-exported)
+try:
+    from _plughost_hermes import PluginContext  # noqa: F401  (re-exported)
+except ImportError:  # a process a plugin started: no host, no context
+
+    class PluginContext:  # type: ignore[no-redef]
+        """No plughost host runs in this process: no plugin is registering here."""
 
 ENTRY_POINTS_GROUP = "hermes_agent.plugins"
 
@@ -40,6 +45,13 @@ def _not_hosted(name: str) -> "NotImplementedError":
         "hooks itself; plughost's agent loop fires them (register the callback with "
         "ctx.register_hook, or call a tool with ctx.dispatch_tool)"
     )
+
+
+def get_plugin_manager():
+    """Hermes's manager, as ``plugin_runtime.manager`` maps it onto plughost's host."""
+    from plugin_runtime.manager import get_plugin_manager as manager
+
+    return manager()
 
 
 def has_hook(hook_name: str) -> bool:
