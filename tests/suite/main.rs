@@ -99,6 +99,7 @@ mod replicas_isolated;
 mod replicas_state;
 mod runtime_foundation;
 mod serve;
+mod serve_hostile;
 mod sessions;
 mod sse_props;
 mod values;
