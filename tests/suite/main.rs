@@ -97,6 +97,7 @@ mod replicas;
 mod replicas_edges;
 mod replicas_isolated;
 mod replicas_state;
+mod replicas_statements;
 mod runtime_foundation;
 mod serve;
 mod serve_hostile;

@@ -203,7 +203,10 @@ impl Session {
             // The position is known to follow ours only when ours was known.
             let at = remote.append(&self.key, &line);
             let at = at.inspect_err(|_| self.remote_last = None)?;
-            self.remote_last = self.remote_last.map(|_| at);
+            // Held back by the store: where it went is read at the next resync.
+            if let Some(at) = at {
+                self.remote_last = self.remote_last.map(|_| at);
+            }
             self.messages.push(message);
             self.last_active = Instant::now();
             return Ok(());
