@@ -74,6 +74,7 @@ mod mcp_client_headers;
 mod mcp_client_serve;
 mod openai_stub;
 mod perf_paths;
+mod plugin_bytecode;
 mod plugin_deps;
 mod plugin_deps_risk;
 mod plugin_lock;
