@@ -578,3 +578,22 @@ fn trickling_bodies_to_an_open_mount_cannot_take_every_connection_slot() {
     );
     stop.store(true, Ordering::Relaxed);
 }
+
+/// Two servers (two replicas behind one balancer) never answer the same
+/// completion id: each was `chatcmpl-1`, `chatcmpl-2`, … on its own.
+#[test]
+fn two_servers_never_answer_the_same_completion_id() {
+    let env = Env::plain();
+    let (a, b) = (start(env.serve(&[])), start(env.serve(&[])));
+    let ids: Vec<String> = [&a, &b, &a, &b]
+        .iter()
+        .map(|s| {
+            let (status, body) = chat(&s.addr, None, "hi");
+            assert_eq!(status, 200, "{body}");
+            body["id"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), 4, "{ids:?}");
+    assert!(ids.iter().all(|id| id.starts_with("chatcmpl-")), "{ids:?}");
+}
