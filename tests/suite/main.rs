@@ -26,6 +26,7 @@ mod bundle_claude_vars;
 mod bundled_io;
 mod chat_interrupt;
 mod cli;
+mod cli_help;
 mod cli_snapshots;
 mod codumentor;
 mod codumentor_reload;
