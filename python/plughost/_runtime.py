@@ -67,12 +67,12 @@ def _plugin_bytecode_dir() -> "str | None":
     cache = os.environ.get("XDG_CACHE_HOME") or (
         os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
     )
-    return os.path.join(cache, "plughost", "bytecode", "plugins") if cache else None
+    return os.path.join(cache, "plughost", "plugin-bytecode") if cache else None
 
 
 class PluginLoader(_bootstrap_external.SourceFileLoader):
     """A plugin's module from its source, never from a ``.pyc`` beside it;
-    the compiled code is cached in ``<cache>/plughost/bytecode/plugins/``
+    the compiled code is cached in ``<cache>/plughost/plugin-bytecode/``
     keyed by the content hash (nothing written under ``-B``)."""
 
     def get_code(self, fullname):

@@ -196,6 +196,18 @@ pub(super) fn mcp(
     Ok(Exit::Success)
 }
 
+/// What a long-running server needs of its process: a write to a closed
+/// pipe (stderr's reader gone) fails with EPIPE instead of ending it, and
+/// the soft limit of open descriptors is the hard one.
+fn prepare_process() {
+    http::ignore_sigpipe();
+    if let Some((before, after)) = crate::serve::limits::raise_descriptor_limit() {
+        if before != after {
+            tracing::debug!("open descriptor limit raised from {before} to {after}");
+        }
+    }
+}
+
 /// `plughost serve`.
 pub(super) fn serve(
     rt: &tokio::runtime::Runtime,
@@ -204,14 +216,7 @@ pub(super) fn serve(
     args: &ServeArgs,
 ) -> Result<Exit, Failure> {
     let key = api_key(args)?;
-    // From here on a write to a closed pipe (stderr's reader gone) fails
-    // with EPIPE instead of ending the server.
-    http::ignore_sigpipe();
-    if let Some((before, after)) = http::raise_descriptor_limit() {
-        if before != after {
-            tracing::debug!("open descriptor limit raised from {before} to {after}");
-        }
-    }
+    prepare_process();
     let bind = rt
         .block_on(http::resolve_bind(&args.host, args.port, key.as_deref()))
         .map_err(Failure::usage)?;

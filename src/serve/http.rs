@@ -91,19 +91,9 @@ struct Shared {
     api_key: Option<String>,
     parts: Option<Arc<super::plugin_routes::live::ServerParts>>,
     /// Requests on plugins' self-authenticating mounts in progress at once
-    /// (see [`anonymous_share`]).
+    /// (see [`super::limits::anonymous_share`]).
     anonymous: Arc<tokio::sync::Semaphore>,
     anonymous_max: usize,
-}
-
-/// How many of `max_connections` requests on plugins' self-authenticating
-/// mounts (which anyone can reach, as plughost checks no key there) may
-/// hold at once: half, so clients nobody authenticated — 560 connections
-/// trickling bodies to a webhook — can never take the slots that
-/// `/healthz`, the chat and MCP endpoints are served in. Past it such a
-/// request gets 503 at once and its connection closes, freeing its slot.
-pub fn anonymous_share(max_connections: usize) -> usize {
-    (max_connections / 2).max(1)
 }
 
 impl Shared {
@@ -186,33 +176,6 @@ async fn rate_limited(State(shared): State<Arc<Shared>>, request: Request, next:
     }
 }
 
-/// A request under a self-authenticating mount, within the
-/// [`anonymous_share`] of the server's connections: its slot is held until
-/// its answer's body has been sent; past the share, 503 and the
-/// connection closes.
-async fn anonymous(shared: &Shared, request: Request, next: Next) -> Response {
-    let Ok(permit) = shared.anonymous.clone().try_acquire_owned() else {
-        let mut response = (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "too many requests in progress on unauthenticated routes ({}); try again later",
-                shared.anonymous_max
-            ),
-        )
-            .into_response();
-        let headers = response.headers_mut();
-        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
-        headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return response;
-    };
-    let (parts, body) = next.run(request).await.into_parts();
-    let held = futures_util::StreamExt::map(body.into_data_stream(), move |chunk| {
-        let _held = &permit;
-        chunk
-    });
-    Response::from_parts(parts, axum::body::Body::from_stream(held))
-}
-
 /// Compare without an early exit on the first differing byte.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -229,7 +192,13 @@ async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
             .as_ref()
             .is_some_and(|r| r.open(request.uri().path()))
         {
-            return anonymous(&shared, request, next).await;
+            return super::limits::anonymous(
+                &shared.anonymous,
+                shared.anonymous_max,
+                request,
+                next,
+            )
+            .await;
         }
         match &m.auth {
             Auth::ApiKey => {}
@@ -458,10 +427,10 @@ pub fn router(
         chat: chat.clone(),
         api_key: options.api_key.clone(),
         parts: options.parts.clone(),
-        anonymous: Arc::new(tokio::sync::Semaphore::new(anonymous_share(
+        anonymous: Arc::new(tokio::sync::Semaphore::new(super::limits::anonymous_share(
             options.max_connections,
         ))),
-        anonymous_max: anonymous_share(options.max_connections),
+        anonymous_max: super::limits::anonymous_share(options.max_connections),
     });
     let chat_routes = Router::new()
         .route("/v1/chat/completions", post(openai_api::chat_completions))
@@ -510,38 +479,6 @@ pub fn ignore_sigpipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-}
-
-/// Raise the soft limit of open descriptors to the hard one: a server's
-/// connections, sessions and workers each take some, and the usual soft
-/// 1,024 is a fraction of what the system allows (what nginx's
-/// `worker_rlimit_nofile` and systemd's services do). Returns the limits
-/// before and after, `None` when they cannot be read or set.
-pub fn raise_descriptor_limit() -> Option<(libc::rlim_t, libc::rlim_t)> {
-    #[cfg(unix)]
-    {
-        let mut limit = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit and setrlimit on this process, with a pointer
-        // to a local struct that outlives both calls; results are checked.
-        unsafe {
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-                return None;
-            }
-            let before = limit.rlim_cur;
-            if limit.rlim_cur < limit.rlim_max {
-                limit.rlim_cur = limit.rlim_max;
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                    return None;
-                }
-            }
-            Some((before, limit.rlim_cur))
-        }
-    }
-    #[cfg(not(unix))]
-    None
 }
 
 /// Serve `app` on `listener` until `signal` completes, evicting idle named

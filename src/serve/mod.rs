@@ -10,6 +10,7 @@ mod coarse_timer;
 pub mod cron;
 pub mod http;
 pub mod idle;
+pub mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod openai_api;

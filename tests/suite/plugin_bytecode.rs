@@ -109,7 +109,7 @@ fn a_forged_pyc_beside_a_plugins_sources_never_runs() {
         let answer = call();
         assert!(answer.contains("real real-helper no-extra"), "{answer}");
     }
-    let cached = std::fs::read_dir(cache.path().join("plughost/bytecode/plugins"))
+    let cached = std::fs::read_dir(cache.path().join("plughost/plugin-bytecode"))
         .unwrap()
         .count();
     assert_eq!(cached, 2, "the plugin's two modules, keyed by content");
