@@ -1,7 +1,9 @@
 //! `/v1/chat/completions` through HAProxy with 1 and 3 `plughost serve`
 //! replicas, sessions in files (one shared home) against PostgreSQL
 //! (`--sessions`): requests per second and p50/p99 latency, the scripted
-//! model answering, 16 clients each on its own named session. One run:
+//! model answering, 1, 16 and 64 clients each on its own named session
+//! (`PLUGHOST_BENCH_CLIENTS=16` for one count), and the ratio of
+//! PostgreSQL's requests per second to the files'. One run:
 //! `cargo bench --bench replicas` (release build). Skipped with a reason
 //! where PostgreSQL or HAProxy is not installed.
 #[path = "../tests/suite/common/mod.rs"]
@@ -14,8 +16,8 @@ use std::time::{Duration, Instant};
 use replicas_common::{echo_script, haproxy, serve, Pg};
 use serde_json::json;
 
-const CLIENTS: usize = 16;
-const PER_CLIENT: usize = 60;
+/// Requests per measured load, shared out between the clients.
+const REQUESTS: usize = 960;
 
 struct Figures {
     rps: f64,
@@ -23,15 +25,16 @@ struct Figures {
     p99: Duration,
 }
 
-async fn load(url: &str, tag: &str) -> Figures {
+async fn load(url: &str, tag: &str, clients: usize, requests: usize) -> Figures {
+    let per_client = (requests / clients).max(1);
     let http = reqwest::Client::new();
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for c in 0..CLIENTS {
+    for c in 0..clients {
         let (http, url, session) = (http.clone(), url.to_string(), format!("{tag}-{c}"));
         tasks.push(tokio::spawn(async move {
-            let mut took = Vec::with_capacity(PER_CLIENT);
-            for j in 0..PER_CLIENT {
+            let mut took = Vec::with_capacity(per_client);
+            for j in 0..per_client {
                 let body = json!({"messages": [{"role": "user", "content": format!("m{j}")}]});
                 let t = Instant::now();
                 // A 503 (HAProxy found no replica up: its check timed out
@@ -79,9 +82,14 @@ async fn main() {
     let Some(pg) = Pg::start() else { return };
     let shared = tempfile::tempdir().unwrap();
     let bundled = common::no_bundled();
-    let script = echo_script(shared.path(), PER_CLIENT + 5);
-    println!("| store | replicas | req/s | p50 ms | p99 ms |");
-    println!("|---|---|---|---|---|");
+    let script = echo_script(shared.path(), REQUESTS + REQUESTS / 4 + 5);
+    let counts: Vec<usize> = std::env::var("PLUGHOST_BENCH_CLIENTS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 16, 64]);
+    println!("| store | replicas | clients | req/s | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|---|");
+    let mut rps = std::collections::HashMap::new();
     for (store, url) in [("files", None), ("PostgreSQL", Some(pg.url.as_str()))] {
         for n in [1usize, 3] {
             // Files: one home the replicas share (its flock per session
@@ -99,18 +107,45 @@ async fn main() {
                 })
                 .collect();
             let lb = haproxy(&replicas.iter().map(|r| r.port).collect::<Vec<_>>()).unwrap();
-            let tag = format!("{store}-{n}");
-            // Warm up (connections, the interpreter's first turn).
-            let _ = load(&lb.url, &format!("warm-{tag}")).await;
-            let f = load(&lb.url, &tag).await;
-            println!(
-                "| {store} | {n} | {:.0} | {:.1} | {:.1} |",
-                f.rps,
-                f.p50.as_secs_f64() * 1000.0,
-                f.p99.as_secs_f64() * 1000.0
-            );
+            for &clients in &counts {
+                let tag = format!("{store}-{n}-{clients}");
+                // Warm up (connections, the interpreter's first turn).
+                let _ = load(&lb.url, &format!("warm-{tag}"), clients, clients * 2).await;
+                let f = load(&lb.url, &tag, clients, REQUESTS).await;
+                println!(
+                    "| {store} | {n} | {clients} | {:.0} | {:.1} | {:.1} |",
+                    f.rps,
+                    f.p50.as_secs_f64() * 1000.0,
+                    f.p99.as_secs_f64() * 1000.0
+                );
+                rps.insert((store, n, clients), f.rps);
+            }
             drop(lb);
             drop(replicas);
+        }
+    }
+    println!();
+    println!("| replicas | clients | PostgreSQL / files |");
+    println!("|---|---|---|");
+    for n in [1usize, 3] {
+        for &clients in &counts {
+            if let (Some(pg), Some(files)) = (
+                rps.get(&("PostgreSQL", n, clients)),
+                rps.get(&("files", n, clients)),
+            ) {
+                println!("| {n} | {clients} | {:.2}x |", pg / files);
+            }
+        }
+    }
+    for &clients in &counts {
+        if let (Some(three), Some(one)) = (
+            rps.get(&("PostgreSQL", 3, clients)),
+            rps.get(&("PostgreSQL", 1, clients)),
+        ) {
+            println!(
+                "PostgreSQL, {clients} clients: 3 replicas / 1 = {:.2}x",
+                three / one
+            );
         }
     }
 }

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import threading
+import time
 
 ASGI = {"version": "3.0", "spec_version": "2.3"}
 
@@ -69,14 +71,86 @@ class Inbox:
         return item
 
 
+class Outbox:
+    """Room for the response body: ``send`` of a body chunk ``take``s one
+    place, and Rust's side ``give``s one back (from a tokio thread) each
+    time the client's connection took a chunk. A client that stops reading
+    thus stalls the application's ``send`` — a streaming generator stops
+    producing — instead of the server buffering its answer without end."""
+
+    def __init__(self, room: int) -> None:
+        self._lock = threading.Lock()
+        self._room = room
+        self._gone = False
+        self._waiter: "asyncio.Future | None" = None
+        self._gone_waiter: "asyncio.Future | None" = None
+
+    def give(self) -> None:
+        with self._lock:
+            self._room += 1
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+
+    def disconnect(self) -> None:
+        """The client went away: ``gone()`` returns, ``take()`` waits for good
+        (until the task is cancelled)."""
+        with self._lock:
+            self._gone = True
+            waiters, self._waiter, self._gone_waiter = (self._waiter, self._gone_waiter), None, None
+        for waiter in waiters:
+            if waiter is not None:
+                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+
+    async def take(self) -> None:
+        while True:
+            with self._lock:
+                if self._gone:
+                    waiter = None
+                elif self._room > 0:
+                    self._room -= 1
+                    return
+                else:
+                    waiter = self._waiter = asyncio.get_running_loop().create_future()
+            if waiter is None:
+                await asyncio.get_running_loop().create_future()
+            await waiter
+
+    async def gone(self) -> None:
+        while True:
+            with self._lock:
+                if self._gone:
+                    return
+                waiter = self._gone_waiter = asyncio.get_running_loop().create_future()
+            await waiter
+
+
+_last_collect = 0.0
+
+
+def _collect_after_disconnect() -> None:
+    """A response whose client went away ended by cancellation (Starlette's
+    streaming response cancels its producer): what it held — the
+    plugin's async generator among it — is in reference cycles through the
+    cancellation's traceback, and the generator's ``finally`` would run
+    only whenever the cycle collector next comes by. Collect now, at most
+    once a second, so a storm of disconnects costs one collection a second."""
+    global _last_collect
+    now = time.monotonic()
+    if now - _last_collect >= 1.0:
+        _last_collect = now
+        gc.collect()
+
+
 def _wake(waiter: "asyncio.Future") -> None:
     if not waiter.done():
         waiter.set_result(None)
 
 
-async def http(app, connection: dict, body: bytes, inbox: "Inbox | None", emit) -> None:
+async def http(app, connection: dict, body: bytes, inbox: "Inbox | None", emit, outbox: "Outbox | None" = None) -> None:
     """Run one request through ``app``; ``emit`` gets ``("start", status,
-    headers)`` then ``("body", bytes, more)`` messages."""
+    headers)`` then ``("body", bytes, more)`` messages, each body message
+    but the last only once ``outbox`` has room for it."""
     delivered = False
     ended = inbox is None
     cut = False
@@ -96,6 +170,10 @@ async def http(app, connection: dict, body: bytes, inbox: "Inbox | None", emit) 
             chunk, more = item
             ended = not more
             return {"type": "http.request", "body": chunk, "more_body": more}
+        if outbox is not None:
+            # Until the client goes away (as uvicorn tells it).
+            await outbox.gone()
+            return {"type": "http.disconnect"}
         # The client is still there until the task is cancelled.
         await asyncio.get_running_loop().create_future()
 
@@ -105,9 +183,16 @@ async def http(app, connection: dict, body: bytes, inbox: "Inbox | None", emit) 
             headers = [(bytes(k), bytes(v)) for k, v in message.get("headers") or ()]
             emit(("start", int(message["status"]), headers))
         elif kind == "http.response.body":
-            emit(("body", bytes(message.get("body") or b""), bool(message.get("more_body", False))))
+            more = bool(message.get("more_body", False))
+            if more and outbox is not None:
+                await outbox.take()
+            emit(("body", bytes(message.get("body") or b""), more))
 
-    await app(connection, receive, send)
+    try:
+        await app(connection, receive, send)
+    finally:
+        if outbox is not None and outbox._gone:
+            _collect_after_disconnect()
 
 
 class Lifespan:

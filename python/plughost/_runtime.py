@@ -37,6 +37,92 @@ PLUGIN_PACKAGE = "_plughost_plugins"
 # ── Plugin import ────────────────────────────────────────────────
 
 
+# ── Plugin bytecode ──────────────────────────────────────────────
+#
+# What runs is what the install lock covers: a plugin's sources. CPython's
+# own loaders would run a ``__pycache__/*.pyc`` beside them whose header
+# matches the source's size and time (anyone who can write the plugin's
+# directory can forge one, and the lock leaves ``*.pyc`` out), and a bare
+# ``x.pyc`` where no ``x.py`` is. Plugin code is therefore loaded by
+# :class:`PluginLoader`, which reads only the source and keeps its bytecode
+# in plughost's own cache, under a name that is the hash of the source,
+# its path and the interpreter's magic number; and the plugin directories'
+# finder knows no sourceless files.
+
+import os  # noqa: E402
+import marshal  # noqa: E402
+
+try:
+    from _blake2 import blake2b as _hash  # built in: no OpenSSL to load
+except ImportError:  # pragma: no cover - a CPython built without it
+    from hashlib import blake2b as _hash
+
+_MAGIC: bytes = _bootstrap_external.MAGIC_NUMBER
+
+#: Plugin directories imported from: their finders are :func:`_plugin_finder`'s.
+_PLUGIN_DIRS: "set[str]" = set()
+
+
+def _plugin_bytecode_dir() -> "str | None":
+    cache = os.environ.get("XDG_CACHE_HOME") or (
+        os.path.join(os.environ["HOME"], ".cache") if os.environ.get("HOME") else None
+    )
+    return os.path.join(cache, "plughost", "plugin-bytecode") if cache else None
+
+
+class PluginLoader(_bootstrap_external.SourceFileLoader):
+    """A plugin's module from its source, never from a ``.pyc`` beside it;
+    the compiled code is cached in ``<cache>/plughost/plugin-bytecode/``
+    keyed by the content hash (nothing written under ``-B``)."""
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        source = self.get_data(path)
+        key = _hash(
+            _MAGIC + os.fsencode(path) + b"\0" + source, digest_size=20
+        ).hexdigest()
+        directory = _plugin_bytecode_dir()
+        file = os.path.join(directory, key + ".pyc") if directory else None
+        if file is not None:
+            try:
+                with open(file, "rb") as f:
+                    data = f.read()
+                if data[: len(_MAGIC)] == _MAGIC:
+                    return marshal.loads(data[len(_MAGIC) :])
+            except Exception:
+                pass  # missing or unreadable: compiled below
+        code = self.source_to_code(source, path)
+        if file is not None and not sys.dont_write_bytecode:
+            tmp = f"{file}.{os.getpid()}.{threading.get_ident()}.tmp"
+            try:
+                os.makedirs(directory, exist_ok=True)
+                with open(tmp, "wb") as f:
+                    f.write(_MAGIC + marshal.dumps(code))
+                os.replace(tmp, file)
+            except OSError:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        return code
+
+
+def _plugin_finder(path: str):
+    """``sys.path_hooks`` entry: a finder of sources and extension modules
+    only (no sourceless ``.pyc``) for a plugin's directories."""
+    if path in _PLUGIN_DIRS or any(path.startswith(d + os.sep) for d in _PLUGIN_DIRS):
+        return _bootstrap_external.FileFinder(
+            path,
+            (PluginLoader, _bootstrap_external.SOURCE_SUFFIXES),
+            (_bootstrap_external.ExtensionFileLoader, _bootstrap_external.EXTENSION_SUFFIXES),
+        )
+    raise ImportError("not a plugin directory")
+
+
+if _plugin_finder not in sys.path_hooks:
+    sys.path_hooks.insert(0, _plugin_finder)
+
+
 def _plugin_root() -> ModuleType:
     root = sys.modules.get(PLUGIN_PACKAGE)
     if root is None:
@@ -57,7 +143,18 @@ def import_plugin(slug: str, directory: str, init_file: str, home: str) -> Modul
     """
     _plugin_root()
     name = f"{PLUGIN_PACKAGE}.{slug}"
-    spec = _bootstrap_external.spec_from_file_location(name, init_file, submodule_search_locations=[directory])
+    directory = os.path.abspath(directory)
+    if directory not in _PLUGIN_DIRS:
+        _PLUGIN_DIRS.add(directory)
+        # A finder made before it was a plugin's would read bytecode.
+        for cached in [p for p in sys.path_importer_cache if p == directory or p.startswith(directory + os.sep)]:
+            sys.path_importer_cache.pop(cached, None)
+    spec = _bootstrap_external.spec_from_file_location(
+        name,
+        init_file,
+        loader=PluginLoader(name, init_file),
+        submodule_search_locations=[directory],
+    )
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import plugin from {init_file}")
     module = _bootstrap.module_from_spec(spec)

@@ -44,6 +44,7 @@ pub(super) enum Command {
     Skills(SkillsCmd),
     /// One agent turn: send MESSAGE, print the reply.
     Run {
+        /// What the user says to the agent.
         message: String,
         /// Print the whole turn (messages, tool calls, results, timings) as JSON.
         #[arg(long)]
@@ -62,6 +63,7 @@ pub(super) enum Command {
     // help); `plughost hermes -h` lists the commands.
     #[command(disable_help_flag = true)]
     Hermes {
+        /// The command to run (without it, the commands are listed).
         #[arg(allow_hyphen_values = true)]
         name: Option<String>,
         /// The command's own arguments (parsed by its argparse parser).
@@ -94,11 +96,15 @@ pub(super) enum Command {
 pub(super) enum CronCmd {
     /// The scheduled tasks of the loaded plugins (Felix cron_tasks).
     List {
+        /// Print it as JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
     /// Run one scheduled task now, as plughost serve runs it on its timer.
-    Run { name: String },
+    Run {
+        /// The task's name (as `plughost cron list` shows it).
+        name: String,
+    },
 }
 
 /// `--isolate`: all, none, or plugin keys separated by commas.
@@ -110,11 +116,13 @@ fn isolation(value: &str) -> Result<config::Isolation, String> {
 pub(super) enum PluginsCmd {
     /// Every discovered plugin and its load status.
     List {
+        /// Print it as JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
     /// Add a plugin to plugins.enabled (and take it out of plugins.disabled).
     Enable {
+        /// The plugin's key (as `plughost plugins list` shows it).
         name: String,
         /// Record the name even though no such plugin is installed (yet).
         #[arg(long)]
@@ -125,7 +133,10 @@ pub(super) enum PluginsCmd {
         reload: bool,
     },
     /// Add a plugin to plugins.disabled (and take it out of plugins.enabled).
-    Disable { name: String },
+    Disable {
+        /// The plugin's key (as `plughost plugins list` shows it).
+        name: String,
+    },
     /// Install a plugin from a git URL, owner/repo[/sub/path], URL#sub/path, or a local directory.
     Install {
         /// The plugin to install (not with --from-lock).
@@ -168,7 +179,10 @@ pub(super) enum PluginsCmd {
     },
     /// Accept the changed files of a plugin whose lock entry no longer
     /// matches: show what changed and record the files as they are now.
-    Accept { name: String },
+    Accept {
+        /// The plugin's key (as `plughost plugins list` shows it).
+        name: String,
+    },
     /// Take names out of plugins.enabled and plugins.disabled of config.json
     /// (the plugins' files are not touched): stray entries, typos.
     Forget {
@@ -180,6 +194,7 @@ pub(super) enum PluginsCmd {
     },
     /// Delete a user plugin and take it out of config.json.
     Remove {
+        /// The plugin's key (as `plughost plugins list` shows it).
         name: String,
         /// Do not ask for confirmation.
         #[arg(short = 'y', long = "yes")]
@@ -187,6 +202,7 @@ pub(super) enum PluginsCmd {
     },
     /// Check every plugin: load status, registrations, environment, collisions, interpreter.
     Doctor {
+        /// Print it as JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
@@ -207,6 +223,7 @@ pub(super) enum DepsCmd {
 pub(super) enum ToolsCmd {
     /// Every registered tool, the built-in ones (plugin `builtin`) included.
     List {
+        /// Print it as JSON (for scripts).
         #[arg(long)]
         json: bool,
         /// Directory the built-in file tools and exec are confined to (default <home>/workspace).
@@ -215,6 +232,7 @@ pub(super) enum ToolsCmd {
     },
     /// Call a tool through the full pipeline (hooks included) and print its result.
     Call {
+        /// The tool's name (as `plughost tools list` shows it).
         name: String,
         /// Arguments as a JSON object.
         #[arg(long, value_name = "JSON")]
@@ -237,20 +255,28 @@ pub(super) enum ToolsCmd {
 pub(super) enum CommandsCmd {
     /// Every slash command.
     List {
+        /// Print it as JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
     /// Run a slash command line, e.g. "/ping hello".
-    Run { line: String },
+    Run {
+        /// The command line, e.g. `/ping hello` (the `/` may be left out).
+        line: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
 pub(super) enum SkillsCmd {
     /// Every plugin skill (plugin:name).
     List {
+        /// Print it as JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
     /// Print a skill's SKILL.md.
-    View { name: String },
+    View {
+        /// The skill's name (as `plughost skills list` shows it).
+        name: String,
+    },
 }

@@ -33,6 +33,10 @@ pub fn init(verbosity: u8) -> u8 {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr a closed pipe) is lost,
+        // never fatal: tracing-subscriber would report it with `eprintln!`,
+        // which panics on that same stderr, in whatever task was logging.
+        .log_internal_errors(false)
         .with_ansi(use_colour(std::io::stderr().is_terminal()))
         .without_time()
         .with_target(verbosity > 0)

@@ -196,6 +196,18 @@ pub(super) fn mcp(
     Ok(Exit::Success)
 }
 
+/// What a long-running server needs of its process: a write to a closed
+/// pipe (stderr's reader gone) fails with EPIPE instead of ending it, and
+/// the soft limit of open descriptors is the hard one.
+fn prepare_process() {
+    http::ignore_sigpipe();
+    if let Some((before, after)) = crate::serve::limits::raise_descriptor_limit() {
+        if before != after {
+            tracing::debug!("open descriptor limit raised from {before} to {after}");
+        }
+    }
+}
+
 /// `plughost serve`.
 pub(super) fn serve(
     rt: &tokio::runtime::Runtime,
@@ -204,6 +216,7 @@ pub(super) fn serve(
     args: &ServeArgs,
 ) -> Result<Exit, Failure> {
     let key = api_key(args)?;
+    prepare_process();
     let bind = rt
         .block_on(http::resolve_bind(&args.host, args.port, key.as_deref()))
         .map_err(Failure::usage)?;
@@ -228,14 +241,11 @@ pub(super) fn serve(
             scheduler,
         ))
         .map_err(Failure::usage)?;
-    // Felix's rule: a plugin's body_limit_bytes raises the cap, the largest
-    // wins (a reload's new limits apply to the plugin routes).
-    let max_body = parts
-        .load()
-        .routes
-        .as_ref()
-        .and_then(|r| r.body_limit)
-        .map_or(args.max_body_bytes, |l| l.max(args.max_body_bytes));
+    // A plugin's body_limit_bytes raises the cap of the plugin routes only
+    // (`http::plugin_route` takes the larger of the two per request, so a
+    // reload's new limits apply); plughost's own endpoints keep
+    // --max-body-bytes.
+    let max_body = args.max_body_bytes;
     let options = ServeOptions {
         api_key: key,
         max_body: max_body as usize,
@@ -284,10 +294,10 @@ pub(super) fn serve(
         );
         // Before the address is announced: a client may signal right after.
         let signal = http::shutdown_signal();
-        eprintln!(
+        crate::serve::say(format_args!(
             "plughost serve: listening on http://{local} (MCP at /mcp, OpenAI API at /v1; model {})",
             args.agent.model
-        );
+        ));
         // The file `plugins … --reload` finds the server by; --watch.
         let home = chat.agent.host().home().to_path_buf();
         let _announced = crate::serve::watch::announce(&home, local)
@@ -310,7 +320,7 @@ pub(super) fn serve(
         .await
         .map_err(|e| Failure::failed(format!("the server failed: {e}")))?;
         parts.shutdown().await;
-        eprintln!("plughost serve: stopped");
+        crate::serve::say(format_args!("plughost serve: stopped"));
         Ok::<_, Failure>(())
     })?;
     Ok(Exit::Success)

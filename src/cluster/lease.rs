@@ -25,6 +25,18 @@ pub(crate) const TAKE_LEASE: &str = "INSERT INTO plughost_leases (key, owner, ex
      SET owner = excluded.owner, expires_at = excluded.expires_at \
      WHERE plughost_leases.expires_at < now() RETURNING owner";
 
+/// [`TAKE_LEASE`] for a turn: when it is taken, the same statement drops
+/// what a turn that died under an earlier lease left (its pending
+/// messages), which the new turn must not read.
+const TAKE_TURN_LEASE: &str = "WITH l AS (INSERT INTO plughost_leases (key, owner, expires_at) \
+     VALUES ($1, $2, now() + $3::text::interval) \
+     ON CONFLICT (key) DO UPDATE \
+     SET owner = excluded.owner, expires_at = excluded.expires_at \
+     WHERE plughost_leases.expires_at < now() RETURNING owner), \
+     dead AS (DELETE FROM plughost_messages WHERE key = $1 AND pending AND turn <> $2 \
+     AND EXISTS (SELECT 1 FROM l)) \
+     SELECT owner FROM l";
+
 /// Why a lease was not had.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -51,7 +63,8 @@ pub struct SessionLease {
 
 impl SessionLease {
     /// Take the lease of `key` for the turn `owner`, polling while another
-    /// holds it, at most `wait`.
+    /// holds it, at most `wait`; taken, the pending messages of a turn that
+    /// died under an earlier lease are gone.
     pub async fn acquire(
         db: &Arc<Db>,
         key: &str,
@@ -65,7 +78,7 @@ impl SessionLease {
             let (k, o, t) = (key.to_string(), owner.to_string(), interval(ttl));
             let got = db
                 .run(move |c| async move {
-                    let st = c.prepare_cached(TAKE_LEASE).await?;
+                    let st = c.prepare_cached(TAKE_TURN_LEASE).await?;
                     let row = c.query_opt(&st, &[&k, &o, &t]).await?;
                     Ok(row.is_some())
                 })

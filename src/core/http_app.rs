@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 
 use super::hooks::BoxFuture;
 use super::outcome::PluginError;
@@ -60,7 +60,8 @@ pub struct AppResponse {
     pub headers: Vec<(Vec<u8>, Vec<u8>)>,
     /// Body chunks in order; closed at the end of the answer. An `Err`
     /// ends the body early (the application failed after it started).
-    pub body: UnboundedReceiver<Result<Vec<u8>, PluginError>>,
+    /// Bounded: a client that stops reading stalls the application.
+    pub body: Receiver<Result<Vec<u8>, PluginError>>,
 }
 
 /// An application requests are forwarded to.

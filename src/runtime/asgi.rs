@@ -121,7 +121,7 @@ impl HttpApp for AsgiApp {
         // Cancelled when the application's coroutine lets go of `emit`
         // (it ended, or was cancelled): the body feeder stops with it.
         let done = CancellationToken::new();
-        let started = try_attach(|py| -> PyResult<(Awaited, Option<Py<PyAny>>)> {
+        let started = try_attach(|py| -> PyResult<(Awaited, Option<Py<PyAny>>, Py<PyAny>)> {
             let m = module(py)?;
             let connection = connection_of(py, &request)?;
             let held = done.clone().drop_guard();
@@ -152,28 +152,34 @@ impl HttpApp for AsgiApp {
                 None
             };
             let body = pyo3::types::PyBytes::new(py, &request.body);
+            let outbox = m.getattr("Outbox")?.call1((BODY_CHUNKS_OUT,))?;
             let coroutine = m.getattr("http")?.call1((
                 self.app.bind(py),
                 connection,
                 body,
                 inbox.as_ref(),
                 emit,
+                &outbox,
             ))?;
-            Ok((bridge::resolve(py, coroutine), inbox.map(Bound::unbind)))
+            Ok((
+                bridge::resolve(py, coroutine),
+                inbox.map(Bound::unbind),
+                outbox.unbind(),
+            ))
         });
         Box::pin(async move {
             let started = started.map(|r| {
-                r.map(|(awaited, inbox)| {
+                r.map(|(awaited, inbox, outbox)| {
                     if let (Some(inbox), Some(rest)) = (inbox, rest) {
                         tokio::spawn(feed(inbox, rest, credit, done));
                     }
-                    awaited
+                    (awaited, outbox)
                 })
             });
-            let task = match started {
-                Ok(Ok(Awaited::Pending(task))) => task,
+            let (task, outbox) = match started {
+                Ok(Ok((Awaited::Pending(task), outbox))) => (task, outbox),
                 // Finished before it first waited (most small answers).
-                Ok(Ok(Awaited::Ready(r))) => return answered(rx, r),
+                Ok(Ok((Awaited::Ready(r), _))) => return answered(rx, r),
                 Ok(Err(e)) => {
                     return Err(try_attach(|py| plugin_error(py, &e))
                         .unwrap_or_else(|e| PluginError::native(e.to_string())))
@@ -189,8 +195,8 @@ impl HttpApp for AsgiApp {
                 },
                 done = &mut task => return answered(rx, done),
             };
-            let (body_tx, body_rx) = mpsc::unbounded_channel();
-            tokio::spawn(forward(rx, task, body_tx));
+            let (body_tx, body_rx) = mpsc::channel(BODY_CHUNKS_QUEUED);
+            tokio::spawn(forward(rx, task, body_tx, outbox));
             Ok(AppResponse {
                 status,
                 headers,
@@ -235,12 +241,7 @@ fn finished_response(
     mut rx: mpsc::UnboundedReceiver<Message>,
     done: bridge::Outcome,
 ) -> AppResponse {
-    let (body_tx, body_rx) = mpsc::unbounded_channel();
-    while let Ok(m) = rx.try_recv() {
-        if let Message::Body(chunk, _) = m {
-            let _ = body_tx.send(Ok(chunk));
-        }
-    }
+    let body_rx = collected(&mut rx);
     if let Err(e) = settle(done) {
         // Starlette sends its 500 answer, then raises: the answer stands.
         tracing::warn!(
@@ -259,24 +260,60 @@ fn finished_response(
     }
 }
 
-/// Forward the body the application sends until its last chunk; a client
-/// that went away (the body's receiver dropped) drops — cancels — the task.
+/// The body chunks an application that has ended sent, all there already.
+fn collected(
+    rx: &mut mpsc::UnboundedReceiver<Message>,
+) -> mpsc::Receiver<Result<Vec<u8>, PluginError>> {
+    let mut chunks = Vec::new();
+    while let Ok(m) = rx.try_recv() {
+        if let Message::Body(chunk, _) = m {
+            chunks.push(chunk);
+        }
+    }
+    let (body_tx, body_rx) = mpsc::channel(chunks.len().max(1));
+    for chunk in chunks {
+        let _ = body_tx.try_send(Ok(chunk));
+    }
+    body_rx
+}
+
+/// How many response body chunks an application may send ahead of what
+/// the client's connection has taken: its `send` waits for room past it
+/// (`Outbox` in `_asgi.py`), so a client that stops reading stalls the
+/// application instead of making the server buffer its answer.
+const BODY_CHUNKS_OUT: usize = 4;
+
+/// How many chunks wait between [`forward`] and the connection.
+const BODY_CHUNKS_QUEUED: usize = 2;
+
+/// Forward the body the application sends until its last chunk, giving
+/// the application room for one more chunk (its `Outbox`) each time the
+/// connection took one. A client that went away (the body's receiver
+/// dropped) is told to the application as uvicorn tells it — its next
+/// `receive()` is `http.disconnect`, its `send` waits for good — so it
+/// ends its own way (Starlette's streaming response cancels its generator
+/// and returns, and the generator is closed); one still running after
+/// [`DISCONNECT_GRACE`] is cancelled.
 async fn forward(
     mut rx: mpsc::UnboundedReceiver<Message>,
     mut task: std::pin::Pin<Box<bridge::PendingAwait>>,
-    body: mpsc::UnboundedSender<Result<Vec<u8>, PluginError>>,
+    body: mpsc::Sender<Result<Vec<u8>, PluginError>>,
+    outbox: Py<PyAny>,
 ) {
-    loop {
+    let gone = loop {
         tokio::select! {
             m = rx.recv() => match m {
                 Some(Message::Body(chunk, more)) => {
-                    if body.send(Ok(chunk)).is_err() {
-                        return; // the client is gone: dropping `task` cancels it
+                    if body.send(Ok(chunk)).await.is_err() {
+                        break true;
                     }
                     if !more {
                         // The answer is complete; let the task finish on its own.
                         let _ = (&mut task).await;
                         return;
+                    }
+                    if try_attach(|py| outbox.bind(py).call_method0("give").map(|_| ())).is_err() {
+                        break false;
                     }
                 }
                 Some(Message::Start(..)) => {}
@@ -284,17 +321,27 @@ async fn forward(
             },
             done = &mut task => {
                 while let Ok(Message::Body(chunk, _)) = rx.try_recv() {
-                    let _ = body.send(Ok(chunk));
+                    if body.send(Ok(chunk)).await.is_err() {
+                        return;
+                    }
                 }
                 if let Err(e) = settle(done) {
-                    let _ = body.send(Err(e));
+                    let _ = body.send(Err(e)).await;
                 }
                 return;
             }
-            _ = body.closed() => return,
+            _ = body.closed() => break true,
         }
+    };
+    if gone && try_attach(|py| outbox.bind(py).call_method0("disconnect").map(|_| ())).is_ok() {
+        let _ = tokio::time::timeout(DISCONNECT_GRACE, &mut task).await;
     }
+    // Dropping `task` cancels it if it is still running.
 }
+
+/// How long an application whose client went away may take to end on its
+/// own before its task is cancelled.
+const DISCONNECT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How many chunks of a streamed request body are read ahead of the
 /// application: enough to keep a reading application busy, few enough that
@@ -388,19 +435,11 @@ pub fn run_collected(
         let value = done.map_err(|e| error_of(&e))?;
         let mut rx = rx;
         let response = match rx.try_recv() {
-            Ok(Message::Start(status, headers)) => {
-                let (body_tx, body_rx) = mpsc::unbounded_channel();
-                while let Ok(m) = rx.try_recv() {
-                    if let Message::Body(chunk, _) = m {
-                        let _ = body_tx.send(Ok(chunk));
-                    }
-                }
-                Some(AppResponse {
-                    status,
-                    headers,
-                    body: body_rx,
-                })
-            }
+            Ok(Message::Start(status, headers)) => Some(AppResponse {
+                status,
+                headers,
+                body: collected(&mut rx),
+            }),
             _ => None,
         };
         Ok((value, response))

@@ -90,6 +90,10 @@ struct Shared {
     metrics: Arc<Metrics>,
     api_key: Option<String>,
     parts: Option<Arc<super::plugin_routes::live::ServerParts>>,
+    /// Requests on plugins' self-authenticating mounts in progress at once
+    /// (see [`super::limits::anonymous_share`]).
+    anonymous: Arc<tokio::sync::Semaphore>,
+    anonymous_max: usize,
 }
 
 impl Shared {
@@ -188,7 +192,13 @@ async fn auth(State(shared): State<Arc<Shared>>, request: Request, next: Next) -
             .as_ref()
             .is_some_and(|r| r.open(request.uri().path()))
         {
-            return next.run(request).await;
+            return super::limits::anonymous(
+                &shared.anonymous,
+                shared.anonymous_max,
+                request,
+                next,
+            )
+            .await;
         }
         match &m.auth {
             Auth::ApiKey => {}
@@ -417,6 +427,10 @@ pub fn router(
         chat: chat.clone(),
         api_key: options.api_key.clone(),
         parts: options.parts.clone(),
+        anonymous: Arc::new(tokio::sync::Semaphore::new(super::limits::anonymous_share(
+            options.max_connections,
+        ))),
+        anonymous_max: super::limits::anonymous_share(options.max_connections),
     });
     let chat_routes = Router::new()
         .route("/v1/chat/completions", post(openai_api::chat_completions))
@@ -458,7 +472,7 @@ pub fn router(
 /// sockets, raises SIGPIPE on a connection the client reset — which ended
 /// the whole server when a client went away mid-request. Ignored, the
 /// write fails with `EPIPE` and only that connection ends.
-fn ignore_sigpipe() {
+pub fn ignore_sigpipe() {
     #[cfg(unix)]
     // SAFETY: sets the process-wide disposition of one signal to "ignore";
     // no handler is installed, so no code runs in signal context.
@@ -484,13 +498,15 @@ pub async fn serve_until(
     let turns_cancel = chat.turns_cancel.clone();
     tokio::spawn(async move {
         signal.await;
+        // Stop first, then say so: whatever becomes of the log (stderr a
+        // closed pipe), the shutdown has begun.
+        stop.cancel();
+        // Long-lived MCP streams would hold the shutdown open.
+        mcp_cancel.cancel();
         tracing::warn!(
             "shutting down: no new requests; running turns get {} s",
             grace.as_secs_f64()
         );
-        stop.cancel();
-        // Long-lived MCP streams would hold the shutdown open.
-        mcp_cancel.cancel();
         tokio::time::sleep(grace).await;
         turns_cancel.cancel();
     });

@@ -10,6 +10,7 @@ mod coarse_timer;
 pub mod cron;
 pub mod http;
 pub mod idle;
+pub mod limits;
 pub mod mcp;
 pub mod metrics;
 pub mod openai_api;
@@ -25,6 +26,15 @@ use serde_json::Value;
 use crate::core::dispatch::ToolResult;
 use crate::core::outcome::ToolOutcome;
 use crate::host::Host;
+
+/// Write one line to standard error, for a person watching the server.
+/// Unlike `eprintln!`, which panics when standard error is gone (a closed
+/// pipe: the log collector died), a failed write is dropped: a server's
+/// work, its shutdown above all, never depends on its log.
+pub fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
 
 /// One tool call through the pipeline `plughost tools call` uses
 /// ([`Host::call_tool`]), on a blocking thread of its own so calls overlap

@@ -81,8 +81,21 @@ pub struct ChatState {
     /// The named sessions requests used, evicted when idle.
     pub named: Arc<NamedSessions>,
     next: AtomicU64,
+    /// This process's part of every completion id: random (the standard
+    /// library's OS-seeded hasher keys), so two replicas never answer the
+    /// same id (`chatcmpl-1` on each before).
+    id_prefix: String,
     /// This replica's cluster (leases, idempotency, fingerprint); set once at start.
     pub replicas: std::sync::OnceLock<super::replicas::Replicas>,
+}
+
+/// 16 random hex digits: a `RandomState`'s keys come from the operating
+/// system's random source, once per process.
+fn random_hex() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    format!("{:016x}", hasher.finish())
 }
 
 impl ChatState {
@@ -99,6 +112,7 @@ impl ChatState {
             turns_cancel,
             named: Arc::new(NamedSessions::new(Some(DEFAULT_SESSION_IDLE))),
             next: AtomicU64::new(1),
+            id_prefix: random_hex(),
             replicas: std::sync::OnceLock::new(),
         }
     }
@@ -492,7 +506,11 @@ pub async fn chat_completions(
     // transcript, clean-up) instead of being dropped mid-way.
     let cancel = state.turns_cancel.child_token();
     let guard = cancel.clone().drop_guard();
-    let id = format!("chatcmpl-{}", state.next.fetch_add(1, Ordering::Relaxed));
+    let id = format!(
+        "chatcmpl-{}{:x}",
+        state.id_prefix,
+        state.next.fetch_add(1, Ordering::Relaxed)
+    );
     let created = now_secs();
     if conversation.stream {
         return stream(

@@ -406,7 +406,7 @@ pub fn head_of(request: &Request) -> AppRequest {
 
 /// The body channel as a stream; an `Err` ends the body early.
 fn chunks(
-    rx: tokio::sync::mpsc::UnboundedReceiver<Result<Vec<u8>, crate::core::outcome::PluginError>>,
+    rx: tokio::sync::mpsc::Receiver<Result<Vec<u8>, crate::core::outcome::PluginError>>,
     mount: Option<Arc<PluginRoutes>>,
 ) -> impl futures_util::Stream<Item = Result<Vec<u8>, std::io::Error>> {
     futures_util::stream::unfold((rx, mount), |(mut rx, mount)| async move {

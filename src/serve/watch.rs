@@ -293,7 +293,7 @@ pub fn start(host: Arc<Host>) -> notify::Result<Watching> {
                 Ok(report) if report.is_empty() => {
                     tracing::debug!("--watch: files changed, no plugin did")
                 }
-                Ok(report) => eprintln!("plughost serve: {}", report.summary()),
+                Ok(report) => super::say(format_args!("plughost serve: {}", report.summary())),
                 Err(e) => tracing::warn!("--watch: the reload failed: {e}"),
             }
         }

@@ -141,8 +141,17 @@ fn conflicting_pins_are_refused_in_the_shared_env_and_both_work_once_one_has_its
             "[project]\nname = \"new\"\nversion = \"1.0\"\ndependencies = [\"pinlib==2.0\"]\n",
         )],
     );
-    let said = env.ok(&["plugins", "install", s(&old), "--enable"]);
+    let out = env.run(&["plugins", "install", s(&old), "--enable"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = stdout(&out);
     assert!(said.contains("shared environment"), "{said}");
+    // uv's progress, a line per step, as it goes (it was swallowed).
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        progress.contains("installing the plugins' requirements in the shared environment (uv):")
+            && progress.contains("  + pinlib==1.0"),
+        "{progress}"
+    );
     assert_eq!(env.ok(&["tools", "call", "old_version"]), "1.0\n");
     let entry = &env.lock()["plugins"]["old"];
     assert_eq!(entry["environment"], "shared", "{entry}");

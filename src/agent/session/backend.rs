@@ -51,8 +51,18 @@ pub trait SessionBackend: Send + Sync {
     /// `lines` holds only the new messages.
     fn load_after(&self, key: &str, after: i64) -> std::io::Result<Option<Stored>>;
     /// Store one message (`line`, JSON text) at the end of `key`'s
-    /// transcript, as part of the turn holding it; returns where it is.
-    fn append(&self, key: &str, line: &str) -> std::io::Result<i64>;
+    /// transcript, as part of the turn holding it; returns where it is, or
+    /// `None` when the store holds it back to store it with the rest of
+    /// the turn when the turn's hold ends (where it went is then told by
+    /// [`take_flushed`](Self::take_flushed)).
+    fn append(&self, key: &str, line: &str) -> std::io::Result<Option<i64>>;
+    /// Where the last message a turn held back was stored, once, after
+    /// the turn's end: `Some(Some(seq))`, `Some(None)` when storing failed
+    /// (the transcript must be read again), `None` when nothing was held
+    /// back since the last call.
+    fn take_flushed(&self, _key: &str) -> Option<Option<i64>> {
+        None
+    }
     /// Replace `key`'s transcript with `messages` (compaction, repairs);
     /// `aside` (JSON text) is kept beside, out of the transcript. Returns
     /// where the last new message is.

@@ -11,7 +11,7 @@
 //! with [`interrupted_result`], so the next request is one an
 //! OpenAI-compatible API accepts.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -171,7 +171,6 @@ pub struct Session {
     /// `/new` starts it over with the transcript.
     pub slots: Arc<crate::core::hooks::Slots>,
     path: PathBuf,
-    file: Option<File>,
     /// The transcript as of this process's last read or write; `None` when
     /// unknown (never synced, or a write failed part-way).
     synced: Option<DiskState>,
@@ -204,23 +203,33 @@ impl Session {
             // The position is known to follow ours only when ours was known.
             let at = remote.append(&self.key, &line);
             let at = at.inspect_err(|_| self.remote_last = None)?;
-            self.remote_last = self.remote_last.map(|_| at);
+            // Held back by the store: where it went is read at the next resync.
+            if let Some(at) = at {
+                self.remote_last = self.remote_last.map(|_| at);
+            }
             self.messages.push(message);
             self.last_active = Instant::now();
             return Ok(());
         }
-        if self.file.is_none() {
-            if let Some(dir) = self.path.parent() {
-                std::fs::create_dir_all(dir)?;
+        // Opened for this one write: a descriptor held per loaded session
+        // would let a server with many idle named sessions run out of
+        // them (the usual limit is 1,024), and an append-mode open is
+        // cheap beside the flush every message gets.
+        let open = || {
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)
+        };
+        let mut file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(dir) = self.path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                open()?
             }
-            self.file = Some(
-                OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&self.path)?,
-            );
-        }
-        let file = self.file.as_mut().expect("opened above");
+            opened => opened?,
+        };
         let mut line = serde_json::to_string(&message).expect("a JSON value serialises");
         line.push('\n');
         let written = file.write_all(line.as_bytes()).and_then(|()| file.flush());
@@ -228,7 +237,6 @@ impl Session {
             // Part of the line may be on disk: the next resync reads it back
             // and sets the torn part aside.
             self.synced = None;
-            self.file = None;
             return Err(e);
         }
         self.synced = file.metadata().ok().map(|m| DiskState::of(&m));
@@ -300,7 +308,6 @@ impl Session {
             } else {
                 self.messages = parsed.messages;
                 // Appends go to whatever file is at the path now.
-                self.file = None;
             }
             self.started |= !self.messages.is_empty();
             unreadable = parsed.unreadable;
@@ -357,7 +364,6 @@ impl Session {
         if written.is_err() {
             // Memory is repaired, the disk is not: read it again next time.
             self.synced = None;
-            self.file = None;
         }
         written.map(|()| repairs)
     }
@@ -394,7 +400,6 @@ impl Session {
             );
         }
         let tmp = self.write_beside()?;
-        self.file = None;
         tmp.persist(&self.path).map_err(|e| e.error)?;
         self.synced = Some(DiskState::at(&self.path)?);
         Ok(())
@@ -429,7 +434,6 @@ impl Session {
 
     /// Start over: the old transcript is kept beside as `<key>.<time>.jsonl`.
     pub fn reset(&mut self) -> std::io::Result<()> {
-        self.file = None;
         if let Some(remote) = &self.remote {
             remote.archive(&self.key)?;
         } else if !self.in_memory && self.path.exists() {
@@ -494,7 +498,6 @@ impl Session {
             return Ok(dropped);
         }
         let tmp = self.write_beside()?;
-        self.file = None;
         tmp.persist(&self.path).map_err(|e| e.error)?;
         self.synced = DiskState::at(&self.path).ok();
         Ok(dropped)
@@ -562,7 +565,6 @@ impl Session {
             return Ok(());
         }
         let tmp = self.write_beside()?;
-        self.file = None;
         tmp.persist(&self.path).map_err(|e| e.error)?;
         self.synced = DiskState::at(&self.path).ok();
         Ok(())

@@ -34,26 +34,66 @@ pub struct PgSessions {
     /// layer, which answers a busy session itself and releases the lease
     /// after the answer is stored), for the turn's hold to write under.
     handed: Mutex<HashMap<String, String>>,
+    /// What the turn holding each key here has written so far: its
+    /// messages (JSON text) and dialect state, stored in one statement
+    /// when its hold ends ([`PgHold`]'s drop). Nothing is lost by holding
+    /// them back: a turn that dies is dropped whole anyway (its rows stay
+    /// pending and the next lease deletes them).
+    buffered: Arc<Mutex<HashMap<String, Buffered>>>,
+    /// Where the last message a turn here stored is, for the session's
+    /// next read (`None`: unknown, its store failed); taken by
+    /// [`SessionBackend::take_flushed`].
+    flushed: Arc<Mutex<HashMap<String, Option<i64>>>>,
 }
 
-/// A session's visible messages from `seq` `$3` on: complete ones, and
-/// the pending ones of the turn `$2` (this replica's, holding the lease).
-const VISIBLE_FROM: &str = "SELECT seq, body FROM plughost_messages WHERE key = $1 \
-     AND archived IS NULL AND (NOT pending OR turn = $2) AND seq >= $3 ORDER BY seq";
-
-/// `(started, state)` of a session's row (`(false, None)` without one).
-async fn session_row(
-    c: &crate::cluster::db::Conn,
-    key: &str,
-) -> Result<(bool, Option<String>), tokio_postgres::Error> {
-    let st = c
-        .prepare_cached("SELECT started, state FROM plughost_sessions WHERE key = $1")
-        .await?;
-    Ok(c.query_opt(&st, &[&key])
-        .await?
-        .map(|r| (r.get(0), r.get(1)))
-        .unwrap_or_default())
+/// A turn's writes held back until its end.
+#[derive(Default)]
+struct Buffered {
+    lines: Vec<String>,
+    state: Option<String>,
 }
+
+/// A session's row and its visible messages from `seq` `$3` on, in one
+/// statement: first, when the session has a row, `(-1, state, started)`;
+/// then `(seq, body, NULL)` for each complete message and each pending one
+/// of the turn `$2` (this replica's, holding the lease), in order.
+const READ_FROM: &str = "SELECT -1::bigint AS seq, state AS body, started FROM plughost_sessions \
+     WHERE key = $1 \
+     UNION ALL \
+     SELECT seq, body, NULL FROM plughost_messages WHERE key = $1 \
+     AND archived IS NULL AND (NOT pending OR turn = $2) AND seq >= $3 \
+     ORDER BY seq";
+
+/// A session row's `(started, state)`; `(false, None)` without one.
+type SessionRow = (bool, Option<String>);
+
+/// The session's `(started, state)` and its messages' `(seq, body)` from
+/// [`READ_FROM`]'s rows.
+fn read_rows(rows: &[tokio_postgres::Row]) -> (SessionRow, Vec<(i64, String)>) {
+    let mut session = (false, None);
+    let mut messages = Vec::with_capacity(rows.len());
+    for row in rows {
+        let seq: i64 = row.get(0);
+        if seq == -1 {
+            session = (row.get::<_, Option<bool>>(2).unwrap_or(false), row.get(1));
+        } else {
+            messages.push((seq, row.get::<_, Option<String>>(1).unwrap_or_default()));
+        }
+    }
+    (session, messages)
+}
+
+/// Store a turn's held-back messages and state, fenced by its lease: one
+/// statement. `(count, last seq)` of the messages stored.
+const FLUSH: &str = "WITH fence AS (SELECT 1 FROM plughost_leases WHERE key = $1 AND owner = $2), \
+     s AS (INSERT INTO plughost_sessions (key, started, state) SELECT $1, true, $4 FROM fence \
+     ON CONFLICT (key) DO UPDATE SET started = true, \
+     state = coalesce(excluded.state, plughost_sessions.state) \
+     WHERE NOT plughost_sessions.started OR excluded.state IS NOT NULL), \
+     m AS (INSERT INTO plughost_messages (key, turn, pending, body) \
+     SELECT $1, $2, true, t.b FROM fence, unnest($3::text[]) WITH ORDINALITY AS t(b, n) \
+     ORDER BY t.n RETURNING seq) \
+     SELECT count(*), coalesce(max(seq), 0) FROM m";
 
 fn io(e: DbError) -> std::io::Error {
     std::io::Error::other(e)
@@ -72,10 +112,64 @@ struct PgHold {
     owner: String,
     held: Arc<Mutex<HashMap<String, String>>>,
     lease: Option<SessionLease>,
+    cluster: Arc<Cluster>,
+    buffered: Arc<Mutex<HashMap<String, Buffered>>>,
+    flushed: Arc<Mutex<HashMap<String, Option<i64>>>>,
+}
+
+impl PgHold {
+    /// Store what the turn held back, in one statement, before the lease
+    /// marks it complete.
+    fn flush(&self) {
+        let Some(turn) = self
+            .buffered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key)
+        else {
+            return;
+        };
+        if turn.lines.is_empty() && turn.state.is_none() {
+            return;
+        }
+        let wanted = turn.lines.len() as i64;
+        let (k, o) = (self.key.clone(), self.owner.clone());
+        let stored = self.cluster.db().block(move |c| async move {
+            let st = c.prepare_cached(FLUSH).await?;
+            let row = c
+                .query_one(&st, &[&k, &o, &turn.lines, &turn.state])
+                .await?;
+            Ok((row.get::<_, i64>(0), row.get::<_, i64>(1)))
+        });
+        let at = match stored {
+            Ok((n, last)) if n == wanted => (wanted > 0).then_some(Some(last)),
+            Ok(_) => {
+                tracing::warn!(
+                    "session '{}': this turn's lease was taken by another replica (it expired); its messages are not stored",
+                    self.key
+                );
+                Some(None)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "session '{}': cannot store this turn's messages: {e}",
+                    self.key
+                );
+                Some(None)
+            }
+        };
+        if let Some(at) = at {
+            self.flushed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(self.key.clone(), at);
+        }
+    }
 }
 
 impl Drop for PgHold {
     fn drop(&mut self) {
+        self.flush();
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             if held.get(&self.key) == Some(&self.owner) {
@@ -93,6 +187,8 @@ impl PgSessions {
             cluster,
             held: Arc::default(),
             handed: Mutex::default(),
+            buffered: Arc::default(),
+            flushed: Arc::default(),
         }
     }
 
@@ -148,21 +244,12 @@ impl PgSessions {
                 })
                 .map(|l| (l.owner().to_string(), Some(l)))?,
         };
-        let (k, o) = (key.to_string(), owner.clone());
-        // What a turn that died under an earlier lease left.
-        self.cluster
-            .db()
-            .run(move |c| async move {
-                let st = c
-                    .prepare_cached(
-                        "DELETE FROM plughost_messages WHERE key = $1 AND pending AND turn <> $2",
-                    )
-                    .await?;
-                c.execute(&st, &[&k, &o]).await?;
-                Ok(())
-            })
-            .await
-            .map_err(|e| self.error(key, "drop an unfinished turn", io(e)))?;
+        // What a turn that died under an earlier lease left went with the
+        // lease's taking (`SessionLease::acquire`).
+        self.buffered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
         self.held
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -172,6 +259,9 @@ impl PgSessions {
             owner,
             held: self.held.clone(),
             lease,
+            cluster: self.cluster.clone(),
+            buffered: self.buffered.clone(),
+            flushed: self.flushed.clone(),
         }))
     }
 
@@ -227,6 +317,23 @@ impl PgSessions {
         }
     }
 
+    /// Drop the messages the turn holding `key` held back (the transcript
+    /// is being replaced or archived), keeping its state.
+    fn forget_held_back(&self, key: &str) {
+        if let Some(turn) = self
+            .buffered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(key)
+        {
+            turn.lines.clear();
+        }
+        self.flushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
     fn error(&self, key: &str, doing: &'static str, source: std::io::Error) -> SessionError {
         SessionError::Io {
             key: key.to_string(),
@@ -247,14 +354,13 @@ impl SessionBackend for PgSessions {
         self.cluster
             .db()
             .block(move |c| async move {
-                let st = c.prepare_cached(VISIBLE_FROM).await?;
+                let st = c.prepare_cached(READ_FROM).await?;
                 let from: i64 = 0;
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&k, &owner, &from];
-                let (rows, (started, state)) =
-                    tokio::try_join!(c.query(&st, &params), session_row(&c, &k))?;
+                let rows = c.query(&st, &[&k, &owner, &from]).await?;
+                let ((started, state), messages) = read_rows(&rows);
                 Ok(Stored {
-                    last: rows.last().map(|r| r.get(0)).unwrap_or_default(),
-                    lines: rows.iter().map(|r| r.get(1)).collect(),
+                    last: messages.last().map(|m| m.0).unwrap_or_default(),
+                    lines: messages.into_iter().map(|m| m.1).collect(),
                     started,
                     state,
                 })
@@ -269,17 +375,15 @@ impl SessionBackend for PgSessions {
             .block(move |c| async move {
                 // From the last message this replica has: when it is still
                 // there, what follows it is all that is new.
-                let st = c.prepare_cached(VISIBLE_FROM).await?;
-                let from: i64 = after;
-                let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&k, &owner, &from];
-                let (rows, (started, state)) =
-                    tokio::try_join!(c.query(&st, &params), session_row(&c, &k))?;
-                if rows.first().map(|r| r.get::<_, i64>(0)) != Some(after) {
+                let st = c.prepare_cached(READ_FROM).await?;
+                let rows = c.query(&st, &[&k, &owner, &after]).await?;
+                let ((started, state), messages) = read_rows(&rows);
+                if messages.first().map(|m| m.0) != Some(after) {
                     return Ok(None);
                 }
                 Ok(Some(Stored {
-                    last: rows.last().map(|r| r.get(0)).unwrap_or(after),
-                    lines: rows.iter().skip(1).map(|r| r.get(1)).collect(),
+                    last: messages.last().map(|m| m.0).unwrap_or(after),
+                    lines: messages.into_iter().skip(1).map(|m| m.1).collect(),
                     started,
                     state,
                 }))
@@ -287,36 +391,41 @@ impl SessionBackend for PgSessions {
             .map_err(io)
     }
 
-    fn append(&self, key: &str, line: &str) -> std::io::Result<i64> {
-        let Some(owner) = self.owner_of(key) else {
-            return self.append_outside_turn(key, line);
-        };
-        let (k, body) = (key.to_string(), line.to_string());
-        let written = self.cluster.db().block(move |c| async move {
-            // Fenced: only while this turn's lease is the session's.
-            let st = c
-                .prepare_cached(
-                    "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
-                     ON CONFLICT (key) DO UPDATE SET started = true WHERE NOT plughost_sessions.started) \
-                     INSERT INTO plughost_messages (key, turn, pending, body) \
-                     SELECT $1, $2, true, $3 WHERE EXISTS \
-                     (SELECT 1 FROM plughost_leases WHERE key = $1 AND owner = $2) RETURNING seq",
-                )
-                .await?;
-            let row = c.query_opt(&st, &[&k, &owner, &body]).await?;
-            Ok(row.map(|r| r.get::<_, i64>(0)))
-        });
-        match written.map_err(io)? {
-            Some(seq) => Ok(seq),
-            None => Err(std::io::Error::other(format!(
-                "session '{key}': this turn's lease was taken by another replica (it expired); the message is not stored"
-            ))),
+    fn take_flushed(&self, key: &str) -> Option<Option<i64>> {
+        self.flushed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+    }
+
+    fn append(&self, key: &str, line: &str) -> std::io::Result<Option<i64>> {
+        if self.owner_of(key).is_none() {
+            return self.append_outside_turn(key, line).map(Some);
         }
+        // Stored with the rest of the turn when its hold ends.
+        self.buffered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.to_string())
+            .or_default()
+            .lines
+            .push(line.to_string());
+        Ok(None)
     }
 
     fn save_state(&self, key: &str, state: &str) -> std::io::Result<()> {
+        if self.owner_of(key).is_some() {
+            // Stored with the turn's messages when its hold ends.
+            self.buffered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(key.to_string())
+                .or_default()
+                .state = Some(state.to_string());
+            return Ok(());
+        }
         let (k, state) = (key.to_string(), state.to_string());
-        let owner = self.owner_of(key).unwrap_or_default();
+        let owner = String::new();
         self.cluster
             .db()
             .block(move |c| async move {
@@ -353,6 +462,8 @@ impl SessionBackend for PgSessions {
     }
 
     fn replace(&self, key: &str, messages: &[Value], aside: &[String]) -> std::io::Result<i64> {
+        // `messages` are the whole transcript, the held-back ones included.
+        self.forget_held_back(key);
         let lines: Vec<String> = messages
             .iter()
             .map(|m| serde_json::to_string(m).expect("a JSON value serialises"))
@@ -382,6 +493,7 @@ impl SessionBackend for PgSessions {
     }
 
     fn archive(&self, key: &str) -> std::io::Result<()> {
+        self.forget_held_back(key);
         let (k, stamp) = (key.to_string(), now_millis());
         self.cluster
             .db()

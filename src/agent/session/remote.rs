@@ -20,6 +20,14 @@ impl Session {
             source,
         };
         let read = |e| io("read the transcript", e);
+        // The last turn here stored its messages at its end: they follow
+        // the last message this process had then (the turn held the lease).
+        if let Some(flushed) = remote.take_flushed(&self.key) {
+            self.remote_last = match (self.remote_last, flushed) {
+                (Some(_), Some(at)) => Some(at),
+                _ => None,
+            };
+        }
         let since = match self.remote_last {
             Some(after) if after > 0 => remote.load_after(&self.key, after).map_err(read)?,
             _ => None,

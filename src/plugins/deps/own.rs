@@ -123,7 +123,7 @@ pub fn build(
         let file = scratch.path().join("requirements.txt");
         let text: String = reqs.iter().map(|r| format!("{r}\n")).collect();
         std::fs::write(&file, text).map_err(io(file.display().to_string()))?;
-        let mut cmd = uv.command(["pip", "install", "--quiet", "--python"]);
+        let mut cmd = uv.command(["pip", "install", "--python"]);
         cmd.arg(&venv_python).arg("-r").arg(&file);
         for dir in &extra.find_links {
             cmd.arg("--find-links").arg(dir);
@@ -137,9 +137,10 @@ pub fn build(
             std::fs::write(&c, text).map_err(io(c.display().to_string()))?;
             cmd.arg("-c").arg(&c);
         }
-        uv.run(
+        uv.run_showing(
             cmd,
             &format!("uv cannot install the requirements of plugin '{name}' in its own environment (the one in use, if any, is left as it was)"),
+            &format!("installing the requirements of plugin '{name}' in its own environment (uv):"),
         )?;
     }
     let versions = uv.freeze(&venv_python, None)?;

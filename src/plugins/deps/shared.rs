@@ -83,7 +83,7 @@ pub fn sync(
     std::fs::write(&requirements, requirements_text(members))
         .map_err(io(requirements.display().to_string()))?;
     let site = build.path().join("site-packages");
-    let mut cmd = uv.command(["pip", "install", "--quiet", "--python"]);
+    let mut cmd = uv.command(["pip", "install", "--python"]);
     cmd.arg(python)
         .arg("--target")
         .arg(&site)
@@ -98,9 +98,10 @@ pub fn sync(
         std::fs::write(&file, text).map_err(io(file.display().to_string()))?;
         cmd.arg("-c").arg(&file);
     }
-    if let Err(e) = uv.run(
+    if let Err(e) = uv.run_showing(
         cmd,
         "uv cannot install the plugins' requirements together in the shared environment (it is left as it was)",
+        "installing the plugins' requirements in the shared environment (uv):",
     ) {
         return Err(name_conflicts(e, uv, python, members, newcomer, build.path()));
     }

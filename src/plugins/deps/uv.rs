@@ -104,6 +104,64 @@ impl Uv {
         })
     }
 
+    /// [`run`](Self::run) for a step that takes a while (an install): a
+    /// line saying what it is, then each line uv writes as it writes it
+    /// (its "Resolved …", "Prepared …", "Installed …", "+ name==version"),
+    /// indented, on standard error — a user no longer watches a blank
+    /// terminal for seconds. uv's lines are kept for the error all the same.
+    pub fn run_showing(
+        &self,
+        mut cmd: Command,
+        what: &str,
+        step: &str,
+    ) -> Result<Output, DepsError> {
+        use std::io::{BufRead, Read, Write};
+        let say = |line: &str| {
+            // A failed write (stderr gone) is never fatal.
+            let _ = writeln!(std::io::stderr(), "{line}");
+        };
+        say(step);
+        let spawned = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+        let mut child = spawned.map_err(|e| DepsError::Io {
+            what: format!("cannot run uv ({})", self.program.display()),
+            message: e.to_string(),
+        })?;
+        let mut stdout = child.stdout.take().expect("piped");
+        let reading = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = stdout.read_to_end(&mut bytes);
+            bytes
+        });
+        let mut stderr = Vec::new();
+        let mut lines = std::io::BufReader::new(child.stderr.take().expect("piped"));
+        let mut line = Vec::new();
+        while lines.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+            let text = String::from_utf8_lossy(&line);
+            if !text.trim().is_empty() {
+                say(&format!("  {}", text.trim_end()));
+            }
+            stderr.extend_from_slice(&line);
+            line.clear();
+        }
+        let status = child.wait().map_err(|e| DepsError::Io {
+            what: format!("cannot run uv ({})", self.program.display()),
+            message: e.to_string(),
+        })?;
+        let out = Output {
+            status,
+            stdout: reading.join().unwrap_or_default(),
+            stderr,
+        };
+        if out.status.success() {
+            return Ok(out);
+        }
+        Err(DepsError::Unresolvable {
+            what: what.to_string(),
+            detail: uv_message(&out.stderr),
+            conflicting: Vec::new(),
+        })
+    }
+
     /// Whether uv finds a resolution of `requirements` for `python`
     /// (`uv pip compile`, nothing installed): how conflicting plugins are
     /// told apart once a whole set failed.

@@ -149,6 +149,11 @@ impl Pg {
         );
     }
 
+    /// The server's log (`log_statement` lines among it).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
+    }
+
     /// A connection for the test's own queries.
     pub async fn client(&self) -> tokio_postgres::Client {
         let (client, conn) = tokio_postgres::connect(&self.url, tokio_postgres::NoTls)

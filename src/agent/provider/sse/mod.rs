@@ -471,6 +471,22 @@ mod tests {
     }
 
     #[test]
+    fn malformed_text_fields_are_skipped_not_fatal() {
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":5}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":{\"a\":[1]}}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"ok\"},\"finish_reason\":7}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":[\"x\"]},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let (r, deltas) = parse(body.as_bytes()).unwrap();
+        assert_eq!((r.text.as_str(), deltas), ("ok", vec!["ok".to_string()]));
+        assert_eq!(r.finish_reason, "stop");
+        let whole = br#"{"choices":[{"message":{"content":5},"finish_reason":"stop"}]}"#;
+        assert_eq!(parse_completion(whole).unwrap().text, "");
+    }
+
+    #[test]
     fn plain_completions() {
         let body = br#"{"choices":[{"message":{"content":"hi","tool_calls":[{"id":"x","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}],"usage":{"total_tokens":3}}"#;
         let r = parse_completion(body).unwrap();

@@ -19,11 +19,13 @@ pub(super) struct Chunk {
 #[derive(Deserialize)]
 pub(super) struct StreamChoice {
     pub(super) delta: Option<Delta>,
+    #[serde(default, deserialize_with = "text_or_skip")]
     pub(super) finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
 pub(super) struct Delta {
+    #[serde(default, deserialize_with = "text_or_skip")]
     pub(super) content: Option<String>,
     #[serde(default, deserialize_with = "at_most_tool_calls")]
     pub(super) tool_calls: Vec<Fragment>,
@@ -53,14 +55,64 @@ pub(super) struct Completion {
 #[derive(Deserialize)]
 pub(super) struct CompletionChoice {
     pub(super) message: Option<Message>,
+    #[serde(default, deserialize_with = "text_or_skip")]
     pub(super) finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
 pub(super) struct Message {
+    #[serde(default, deserialize_with = "text_or_skip")]
     pub(super) content: Option<String>,
     #[serde(default, deserialize_with = "at_most_tool_calls")]
     pub(super) tool_calls: Vec<WholeCall>,
+}
+
+/// A text field (`content`, `finish_reason`); any other JSON value
+/// (`"content": 5`, an object, an array) is read without being stored and
+/// is no value, as a field missing is: one malformed field does not fail
+/// the answer. What decides a tool call (its id, name, arguments, index)
+/// stays strict: a call is never run on a guess.
+fn text_or_skip<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+            Ok(Some(v))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(V)
 }
 
 /// The first element of an array (the only choice asked for); the rest are

@@ -1,0 +1,107 @@
+//! How many statements a chat request on a named session costs the
+//! PostgreSQL session store (issue 51: 11 per request made the store a
+//! seventh of the file store's pace). Counted by the server itself
+//! (`log_statement = all`) between two marker statements of the test's.
+use crate::replicas_common::{echo_script, replica, Pg};
+
+use serde_json::json;
+
+/// The statements the server logged between the markers `from` and `to`,
+/// the test's own (the markers) left out.
+fn logged_between(log: &str, from: &str, to: &str) -> Vec<String> {
+    let start = log.find(from).expect("the first marker is logged");
+    let end = log[start..].find(to).expect("the second marker is logged") + start;
+    // The second marker's whole line is left out.
+    let end = log[..end].rfind('\n').unwrap_or(end);
+    log[start..end]
+        .lines()
+        .skip(1)
+        .filter(|l| l.contains("LOG:  execute") || l.contains("LOG:  statement:"))
+        .filter(|l| !l.contains("plughost-test-marker"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_request_on_a_named_session_takes_at_most_four_statements() {
+    let Some(pg) = Pg::start() else { return };
+    let home = crate::common::home_with(&[]);
+    let bundled = crate::common::no_bundled();
+    let script = echo_script(home.path(), 40);
+    let server = replica(
+        home.path(),
+        home.path(),
+        bundled.path(),
+        &script,
+        &pg.url,
+        &[],
+    );
+    let http = reqwest::Client::new();
+    let chat = |text: String| {
+        let (http, url) = (http.clone(), server.url.clone());
+        async move {
+            let r = http
+                .post(format!("{url}/v1/chat/completions"))
+                .header("x-plughost-session", "counted")
+                .json(&json!({"messages": [{"role": "user", "content": text}]}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    // The session is loaded on this replica (its first request reads it whole).
+    chat("first".into()).await;
+    let db = pg.client().await;
+    db.batch_execute("ALTER SYSTEM SET log_statement = 'all'")
+        .await
+        .unwrap();
+    db.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    // The setting reaches every backend at its next command; a marker
+    // proves this one logs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pg.log().contains("plughost-test-marker-probe") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "log_statement never applied"
+        );
+        let _ = db.simple_query("SELECT 'plughost-test-marker-probe'").await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    const REQUESTS: usize = 10;
+    db.simple_query("SELECT 'plughost-test-marker-start'")
+        .await
+        .unwrap();
+    for i in 0..REQUESTS {
+        let answer = chat(format!("m{i}")).await;
+        assert!(
+            answer.to_string().contains(&format!("re: m{i}")),
+            "{answer}"
+        );
+    }
+    db.simple_query("SELECT 'plughost-test-marker-end'")
+        .await
+        .unwrap();
+    let mut statements = Vec::new();
+    crate::common::wait_until(
+        "the end marker in the log",
+        std::time::Duration::from_secs(30),
+        || {
+            let log = pg.log();
+            if log.contains("plughost-test-marker-end") {
+                statements = logged_between(
+                    &log,
+                    "plughost-test-marker-start",
+                    "plughost-test-marker-end",
+                );
+                true
+            } else {
+                false
+            }
+        },
+    );
+    let per_request = statements.len() as f64 / REQUESTS as f64;
+    eprintln!("{per_request} statements per request");
+    assert!(per_request <= 4.0, "{per_request} statements per request");
+}
