@@ -25,6 +25,7 @@ mod bundle_claude;
 mod bundle_claude_vars;
 mod bundled_io;
 mod chat_interrupt;
+mod claude_hooks;
 mod cli;
 mod cli_snapshots;
 mod codumentor;

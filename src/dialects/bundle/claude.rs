@@ -1,18 +1,25 @@
-//! The Claude-Code plugin layout that Agent Plugins v1 derives from, read
-//! where it has the same shape: `.claude-plugin/plugin.json` (`name`,
-//! `version`, `description`, `author.name`), `skills/<name>/SKILL.md`
-//! under the same rules as v1 ([`super::package`]), and MCP servers from
-//! the manifest's `mcpServers` (an object, or a path to a JSON file in the
-//! plugin) else the root `.mcp.json` (`{"mcpServers": {…}}`, or the
-//! servers map itself). A server is stdio (no `type`, or `stdio`) or
-//! streamable HTTP (`http`, `streamable-http`); `sse` and `ws` are left
-//! out, as v1 leaves out `sse`. `${CLAUDE_PLUGIN_ROOT}` and
+//! The Claude Code plugin layout, read as Claude Code reads it:
+//! `.claude-plugin/plugin.json` (`name`, `version`, `description`,
+//! `author.name`), `skills/<folder>/SKILL.md` (named by the folder, as
+//! Claude Code names them, whatever the frontmatter's `name`),
+//! `hooks/hooks.json` or the manifest's `hooks` ([`super::hooks`]),
+//! `commands/**/*.md` ([`super::commands`]), `agents/*.md`
+//! ([`super::agents`]), and MCP servers from the manifest's `mcpServers`
+//! (an object, or a path to a JSON file in the plugin) else the root
+//! `.mcp.json` (`{"mcpServers": {…}}`, or the servers map itself).
+//!
+//! A server is stdio (no `type`, or `stdio`) or streamable HTTP (`http`,
+//! `streamable-http`); `sse` and `ws` are left out. A stdio server's
+//! `command` is what Claude Code starts: a name looked up on `PATH`
+//! (`python3`, `npx`, `uvx`), an absolute path anywhere
+//! (`/usr/bin/python3`), or a path in the plugin (`./bin/server`,
+//! `${CLAUDE_PLUGIN_ROOT}/server`). `${CLAUDE_PLUGIN_ROOT}` and
 //! `${CLAUDE_PLUGIN_DATA}` (and v1's `${PLUGIN_ROOT}`/`${PLUGIN_DATA}`)
 //! are replaced in `command`, `args`, `env` values, `cwd`, `url` and
 //! header values, and so are Claude Code's general `${VAR}` and
-//! `${VAR:-default}` from the environment ([`super::vars`]); the stdio server also gets them as environment
-//! variables. What the layout has beyond that (commands, agents, hooks,
-//! output styles) has no v1 counterpart and is reported, not run.
+//! `${VAR:-default}` from the environment ([`super::vars`]); the stdio
+//! server also gets them as environment variables. Output styles and LSP
+//! servers are reported, not run.
 //!
 //! Hermes itself reads only a root v1 `plugin.json`; a nested foreign
 //! manifest it skips (`plugins_discovery.py`, `_declares_v1_schema`). A
@@ -30,8 +37,16 @@ use crate::plugins::config::{
 /// Where the layout keeps its manifest, relative to the plugin root.
 pub const MANIFEST: &str = crate::plugins::manifest::CLAUDE_CODE_MANIFEST;
 
-/// Parts of the layout with no v1 counterpart: reported when present.
-const NOT_RUN: [&str; 5] = ["commands", "agents", "hooks", "outputStyles", "lspServers"];
+/// Parts of the layout plughost does not run: reported when present.
+const NOT_RUN: [&str; 2] = ["outputStyles", "lspServers"];
+
+/// What only the Claude Code layout has.
+#[derive(Debug, Default)]
+pub struct Parts {
+    pub hooks: Vec<super::hooks::HookDecl>,
+    pub commands: Vec<super::commands::PromptCommand>,
+    pub agents: Vec<super::agents::Agent>,
+}
 
 /// Whether `dir` is a Claude-Code-layout plugin (and not a v1 package).
 pub fn is_claude(dir: &Path) -> bool {
@@ -83,12 +98,21 @@ pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, Stri
             manifest.contains_key(part) || (part != "lspServers" && root.join(part).exists());
         if declared {
             diagnostics.push(format!(
-                "{part}: Claude Code {part} have no Agent Plugins v1 counterpart; not run"
+                "{part}: Claude Code {part} are not run by plughost"
             ));
         }
     }
-    let skills = package::skills(root, &mut diagnostics);
+    let skills = package::skills(root, true, &mut diagnostics);
     let servers = servers(&manifest, root, data, name, create_data, &mut diagnostics);
+    let parts = Parts {
+        hooks: super::hooks::read(root, &manifest, &mut diagnostics),
+        commands: super::commands::read(root, name, &mut diagnostics),
+        agents: super::agents::read(root, name, &mut diagnostics),
+    };
+    if create_data && !parts.hooks.is_empty() {
+        std::fs::create_dir_all(data)
+            .map_err(|e| format!("cannot make {}: {e}", data.display()))?;
+    }
     Ok(Package {
         name: name.to_string(),
         version: text("version")?,
@@ -97,6 +121,7 @@ pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, Stri
         skills,
         servers,
         diagnostics,
+        claude: parts,
     })
 }
 
@@ -205,16 +230,14 @@ fn translate(
         root,
         data,
     )?;
-    let command = if let Some(inside) = command.strip_prefix("./") {
-        package::scoped(root, inside)?
-    } else if Path::new(&command).is_absolute() {
-        inside_plugin(Path::new(&command), root, data)?
-    } else if command.is_empty() || command.contains(char::is_whitespace) || command.contains('/') {
-        return Err(
-            "command must be a bare executable, ./…, or under ${CLAUDE_PLUGIN_ROOT}".into(),
-        );
-    } else {
+    // What Claude Code starts: a name on PATH, an absolute path anywhere,
+    // or a path relative to the plugin.
+    let command = if command.is_empty() {
+        return Err("command is missing".into());
+    } else if Path::new(&command).is_absolute() || !command.contains('/') {
         PathBuf::from(command)
+    } else {
+        package::scoped(root, command.strip_prefix("./").unwrap_or(&command))?
     };
     let mut env = package::string_map(entry, "env")?;
     for value in env.values_mut() {

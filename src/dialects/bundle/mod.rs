@@ -12,18 +12,27 @@
 //! `bundle`. Enable it like any plugin (`plugins enable <key>`). The
 //! Claude-Code layout v1 derives from (`.claude-plugin/plugin.json`,
 //! `.mcp.json`, `${CLAUDE_PLUGIN_ROOT}`) is read as the same dialect where
-//! it has the same shape ([`claude`]).
+//! it has the same shape, and its hooks, commands and agents run as
+//! Claude Code runs them ([`claude`], [`hooks`], [`commands`], [`agents`],
+//! on the lanes of [`lanes`]).
 
+pub mod agents;
 pub mod claude;
+pub mod commands;
+pub mod hooks;
+pub mod lanes;
+pub mod marketplace;
 pub mod package;
+pub mod tool_names;
 pub mod vars;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::core::extensions::Extensions;
+use crate::core::hooks::{HookEntry, Point};
 use crate::core::outcome::PluginError;
-use crate::core::registry::{Registration, Skill};
+use crate::core::registry::{Command, Registration, Skill};
 use crate::plugins::config::DeclaredMcpServers;
 use crate::plugins::discovery::Candidate;
 use crate::plugins::format::{DialectId, PluginFormat, Verdict};
@@ -83,6 +92,99 @@ fn skills_of(key: &str, package: &package::Package) -> Vec<Registration> {
         .collect()
 }
 
+/// Everything the package contributes: its skills, and the Claude Code
+/// layout's commands, hooks and agents (on their lanes).
+fn registrations(
+    key: &str,
+    dir: &Path,
+    home: &Path,
+    package: &package::Package,
+    state: Option<&Arc<Extensions>>,
+) -> Vec<Registration> {
+    let mut out = skills_of(key, package);
+    let parts = &package.claude;
+    let hook = |name: &str,
+                label: String,
+                event,
+                priority,
+                callback: Arc<dyn crate::core::hooks::HookCallback>| {
+        Registration::Hook {
+            event: Some(event),
+            name: name.to_string(),
+            entry: HookEntry {
+                owner: key.to_string(),
+                label,
+                priority,
+                callback,
+                stats: Default::default(),
+            },
+        }
+    };
+    if !parts.commands.is_empty() {
+        let commands: Vec<Arc<commands::PromptCommand>> =
+            parts.commands.iter().cloned().map(Arc::new).collect();
+        for c in &commands {
+            out.push(Registration::Command(Command {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                args_hint: c.argument_hint.clone(),
+                plugin: key.to_string(),
+                handler: Arc::new(commands::PromptHandler(Arc::clone(c))),
+            }));
+        }
+        let inbound = *Point::InboundMessage.lanes().last().expect("a lane");
+        out.push(hook(
+            COMMANDS_HOOK,
+            format!("{key}: commands/*.md"),
+            inbound,
+            0,
+            Arc::new(commands::Rewrite(commands)),
+        ));
+    }
+    if !parts.agents.is_empty() {
+        let agents = Arc::new(agents::Agents(parts.agents.clone()));
+        for event in [
+            crate::core::hooks::HookEvent::Lane(crate::core::hooks::LaneId(
+                &agents::AGENTS_OFFERED,
+            )),
+            crate::core::hooks::HookEvent::Lane(crate::core::hooks::LaneId(&lanes::PRE_TOOL_USE)),
+            Point::HistoryReady.lanes()[0],
+        ] {
+            // Before the plugin's hooks: they see the call as the agent makes it.
+            out.push(hook(
+                AGENTS_HOOK,
+                format!("{key}: agents/*.md"),
+                event,
+                -1,
+                Arc::new(Arc::clone(&agents)),
+            ));
+        }
+    }
+    for decl in &parts.hooks {
+        let callback = Arc::new(hooks::CommandHook {
+            decl: decl.clone(),
+            plugin: key.to_string(),
+            root: dir.to_path_buf(),
+            data: data_dir(home, key),
+            state: state.cloned(),
+        });
+        for event in decl.event.lanes() {
+            out.push(hook(
+                decl.event.name(),
+                decl.command.clone(),
+                event,
+                0,
+                Arc::new(Arc::clone(&callback)),
+            ));
+        }
+    }
+    out
+}
+
+/// The names the dialect's own callbacks are registered by.
+const COMMANDS_HOOK: &str = "commands";
+const AGENTS_HOOK: &str = "agents";
+
 impl Dialect for Bundle {
     fn id(&self) -> DialectId {
         DIALECT
@@ -98,7 +200,7 @@ impl Dialect for Bundle {
             );
         }
         Ok(LoadedPlugin {
-            registrations: skills_of(key, &package),
+            registrations: registrations(key, dir, home, &package, None),
             package: None,
             hold: None,
         })
@@ -118,10 +220,23 @@ impl Dialect for Bundle {
             declared.push(server);
         }
         Ok(LoadedPlugin {
-            registrations: skills_of(key, &package),
+            registrations: registrations(key, dir, home, &package, Some(state)),
             package: None,
             hold: None,
         })
+    }
+
+    fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
+        lanes::LANES
+    }
+
+    /// Claude Code's hook events that fire in plughost (and the dialect's
+    /// own callbacks for commands and agents).
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        if event == COMMANDS_HOOK || event == AGENTS_HOOK {
+            return None;
+        }
+        lanes::ClaudeEvent::never_fires(event)
     }
 
     fn format(&self) -> Option<&'static dyn PluginFormat> {
