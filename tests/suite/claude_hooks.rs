@@ -118,6 +118,10 @@ impl Fixture {
 
     pub fn agent(&self, script: &str) -> Agent {
         let provider = Arc::new(Scripted::new(Script::parse(script, "t.yaml").unwrap()));
+        self.agent_with(provider)
+    }
+
+    pub fn agent_with(&self, provider: Arc<dyn plughost::agent::provider::Provider>) -> Agent {
         let _g = self.rt.enter();
         Agent::new(
             Arc::clone(&self.host),
