@@ -253,6 +253,7 @@ fn plugins_command(cli: &Cli, runtime: &Runtime, command: &PluginsCmd) -> Result
         }
         PluginsCmd::List { json } => plugins::list(cli, runtime, *json),
         PluginsCmd::Deps(args::DepsCmd::Sync) => deps::sync(&home_of(cli)),
+        PluginsCmd::Marketplace(command) => plugins::marketplace(&home_of(cli), command),
     }
 }
 

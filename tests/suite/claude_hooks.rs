@@ -305,12 +305,15 @@ fn write_timed(dir: &Path) {
 /// call's own duration as the report measures it.
 #[test]
 fn perf_a_pre_tool_use_command_hook_costs_one_process_start_per_call() {
-    const N: usize = 40;
+    const N: usize = 20; // under the default cap of 25 model iterations
+    // One call per model turn: the calls run one after another.
     let script = {
-        let calls: String = (0..N)
-            .map(|_| "      - name: list_dir\n        args: {path: \".\"}\n".to_string())
+        let turns: String = (0..N)
+            .map(|_| {
+                "  - tool_calls:\n      - name: list_dir\n        args: {path: \".\"}\n".to_string()
+            })
             .collect();
-        format!("turns:\n  - tool_calls:\n{calls}  - say: done\n")
+        format!("turns:\n{turns}  - say: done\n")
     };
     let per_call = |f: &Fixture, session: &str| {
         let agent = f.agent(&script);

@@ -26,6 +26,7 @@ mod bundle_claude_vars;
 mod bundled_io;
 mod chat_interrupt;
 mod claude_hooks;
+mod claude_marketplace;
 mod claude_plugin;
 mod cli;
 mod cli_snapshots;

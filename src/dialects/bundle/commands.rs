@@ -225,7 +225,9 @@ impl PromptCommand {
     /// expanded; `Err` names what plughost refused to run.
     pub fn expand(&self, args: &str) -> Result<String, String> {
         let mut body = self.body.clone();
-        let had_arguments = body.contains("$ARGUMENTS");
+        // Arguments with no placeholder to go to are appended, as Claude Code does.
+        let had_arguments =
+            body.contains("$ARGUMENTS") || (1..=9).any(|n| body.contains(&format!("${n}")));
         body = body.replace("$ARGUMENTS", args);
         let words = words(args);
         for n in (1..=9).rev() {
@@ -396,6 +398,8 @@ mod tests {
             c.expand("42 \"high prio\"").unwrap(),
             "Fix issue 42 with high prio: 42 \"high prio\""
         );
+        let c = command("Fix #$1.", &[]);
+        assert_eq!(c.expand("42 more").unwrap(), "Fix #42.");
         let c = command("Review the code.", &[]);
         assert_eq!(
             c.expand("src/").unwrap(),

@@ -307,6 +307,11 @@ impl Drop for Group {
 }
 
 /// Run `command` through `sh -c` with `input` on stdin, bounded by `timeout`.
+///
+/// The input is handed over as an unlinked temporary file, not a pipe: a
+/// hook that exits without reading it (`echo …`) would make writing to a
+/// pipe raise SIGPIPE, which ends the `plughost` binary (its CLI restores
+/// the signal's default action).
 pub async fn run_command(
     command: &str,
     input: &Value,
@@ -314,12 +319,20 @@ pub async fn run_command(
     cwd: &Path,
     timeout: Duration,
 ) -> Result<Ran, HookError> {
-    use tokio::io::AsyncWriteExt;
+    use std::io::{Seek, Write};
+    let stdin = (|| {
+        let mut file = tempfile::tempfile()?;
+        serde_json::to_writer(&mut file, input)?;
+        file.flush()?;
+        file.rewind()?;
+        Ok::<_, std::io::Error>(file)
+    })()
+    .map_err(|e| HookError::raised(format!("cannot write the hook's input: {e}")))?;
     let mut cmd = tokio::process::Command::new("sh");
     cmd.arg("-c")
         .arg(command)
         .current_dir(cwd)
-        .stdin(Stdio::piped())
+        .stdin(Stdio::from(stdin))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -327,26 +340,11 @@ pub async fn run_command(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd
+    let child = cmd
         .spawn()
         .map_err(|e| HookError::raised(format!("cannot start `{command}`: {e}")))?;
     let mut group = Group(child.id());
-    let body = serde_json::to_vec(input).unwrap_or_default();
-    let mut stdin = child.stdin.take();
-    let write = async move {
-        if let Some(stdin) = stdin.as_mut() {
-            // A hook that does not read its input is not an error.
-            let _ = stdin.write_all(&body).await;
-            let _ = stdin.shutdown().await;
-        }
-        drop(stdin);
-    };
-    let waited = tokio::time::timeout(timeout, async {
-        let ((), out) = tokio::join!(write, child.wait_with_output());
-        out
-    })
-    .await;
-    let out = match waited {
+    let out = match tokio::time::timeout(timeout, child.wait_with_output()).await {
         Err(_) => return Err(HookError::TimedOut(timeout)), // `group` kills it
         Ok(Err(e)) => return Err(HookError::raised(format!("`{command}` failed: {e}"))),
         Ok(Ok(out)) => out,
