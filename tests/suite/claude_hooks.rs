@@ -306,7 +306,7 @@ fn write_timed(dir: &Path) {
 #[test]
 fn perf_a_pre_tool_use_command_hook_costs_one_process_start_per_call() {
     const N: usize = 20; // under the default cap of 25 model iterations
-    // One call per model turn: the calls run one after another.
+                         // One call per model turn: the calls run one after another.
     let script = {
         let turns: String = (0..N)
             .map(|_| {

@@ -16,9 +16,11 @@
 //! (`URL#path`, pinned), so the lock entry, content hash and drift check
 //! are those of any install.
 //!
-//! Not done: entries with `strict: false` whose marketplace entry is the
-//! whole manifest (the plugin directory has none) are refused, naming the
-//! entry.
+//! A plugin directory without a manifest (Claude Code's is optional, and
+//! a `strict: false` entry is the manifest) is installed from a copy
+//! staged under `<home>/marketplaces/.staged/<name>` with a
+//! `.claude-plugin/plugin.json` made of the entry's `name`, `version` and
+//! `description` (its lock entry names that copy, not the marketplace).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -291,11 +293,13 @@ pub fn resolve(home: &Path, plugin: &str, market: &str) -> Result<Resolved, Stri
             }
             let dir = k.dir.join(rel);
             if !dir.join(super::claude::MANIFEST).is_file() && !dir.join("plugin.json").is_file() {
-                return Err(format!(
-                    "{plugin}: {} has no {} (a strict: false entry, whose manifest is the marketplace's, is not supported)",
-                    dir.display(),
-                    super::claude::MANIFEST
-                ));
+                // No manifest of its own (Claude Code's manifest is
+                // optional; a `strict: false` entry is the manifest): the
+                // marketplace entry's fields become one, in a staged copy.
+                return Ok(Resolved {
+                    source: stage(home, &dir, entry)?.to_string_lossy().into_owned(),
+                    git_ref: None,
+                });
             }
             Ok(match &k.git {
                 Some(url) => Resolved {
@@ -338,6 +342,42 @@ pub fn resolve(home: &Path, plugin: &str, market: &str) -> Result<Resolved, Stri
     }
 }
 
+/// A copy of the plugin at `dir` with a `.claude-plugin/plugin.json`
+/// made from its marketplace entry, under `<home>/marketplaces/.staged`.
+fn stage(home: &Path, dir: &Path, entry: &Listed) -> Result<PathBuf, String> {
+    fn copy(from: &Path, to: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for e in std::fs::read_dir(from)? {
+            let e = e?;
+            let (src, dst) = (e.path(), to.join(e.file_name()));
+            if e.file_name() == ".git" {
+                continue;
+            }
+            if std::fs::metadata(&src)?.is_dir() {
+                copy(&src, &dst)?;
+            } else {
+                std::fs::copy(&src, &dst)?;
+            }
+        }
+        Ok(())
+    }
+    if !dir.is_dir() {
+        return Err(format!("{}: no such plugin directory", dir.display()));
+    }
+    let staged = home.join("marketplaces/.staged").join(&entry.name);
+    if staged.exists() {
+        std::fs::remove_dir_all(&staged).map_err(|e| e.to_string())?;
+    }
+    copy(dir, &staged).map_err(|e| format!("cannot stage {}: {e}", dir.display()))?;
+    let manifest = serde_json::json!({
+        "name": entry.name, "version": entry.version, "description": entry.description,
+    });
+    std::fs::create_dir_all(staged.join(".claude-plugin")).map_err(|e| e.to_string())?;
+    std::fs::write(staged.join(super::claude::MANIFEST), manifest.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(staged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,12 +402,15 @@ mod tests {
             "{}",
         )
         .unwrap();
+        std::fs::create_dir_all(m.path().join("plugins/bare/commands")).unwrap();
+        std::fs::write(m.path().join("plugins/bare/commands/x.md"), "X").unwrap();
         std::fs::write(
             m.path().join(FILE),
             serde_json::json!({"name": "local", "owner": {"name": "t"}, "plugins": [
                 {"name": "kit", "source": "./plugins/kit"},
                 {"name": "far", "source": {"source": "github", "repo": "o/r", "ref": "v1"}},
-                {"name": "bad", "source": "../x"}
+                {"name": "bad", "source": "../x"},
+                {"name": "bare", "source": "./plugins/bare", "version": "0.2.0"}
             ]})
             .to_string(),
         )
@@ -381,11 +424,19 @@ mod tests {
         assert_eq!(far.git_ref.as_deref(), Some("v1"));
         assert!(resolve(home.path(), "bad", "local").is_err());
         let e = resolve(home.path(), "nope", "local").unwrap_err();
-        assert!(e.contains("it lists: kit, far, bad"), "{e}");
+        assert!(e.contains("it lists: kit, far, bad, bare"), "{e}");
+        // No manifest: a staged copy with one made of the entry.
+        let bare = resolve(home.path(), "bare", "local").unwrap();
+        let staged = Path::new(&bare.source);
+        assert!(staged.starts_with(home.path()), "{bare:?}");
+        let manifest =
+            std::fs::read_to_string(staged.join(super::super::claude::MANIFEST)).unwrap();
+        assert!(manifest.contains("\"version\":\"0.2.0\""), "{manifest}");
+        assert!(staged.join("commands/x.md").is_file());
         assert!(resolve(home.path(), "kit", "other").is_err());
         assert_eq!(
             update(home.path(), None).unwrap(),
-            vec![("local".into(), 3)]
+            vec![("local".into(), 4)]
         );
     }
 }
