@@ -79,15 +79,24 @@ impl Fixture {
     /// A host with `plugins` written into its plugin directory and
     /// enabled, and the built-in tools (`delegate` included).
     pub fn new(write: &[Writer<'_>]) -> Fixture {
+        Fixture::with_config(write, json!({}))
+    }
+
+    /// [`Fixture::new`] with `plugins` of `config.json` holding `extra` too.
+    pub fn with_config(write: &[Writer<'_>], extra: Value) -> Fixture {
         let home = tempfile::tempdir().unwrap();
         let bundled = tempfile::tempdir().unwrap();
         for (key, w) in write {
             w(&home.path().join("plugins").join(key));
         }
         let keys: Vec<&str> = write.iter().map(|(k, _)| *k).collect();
+        let mut plugins = json!({"enabled": keys});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            plugins[k] = v.clone();
+        }
         std::fs::write(
             home.path().join("config.json"),
-            json!({"plugins": {"enabled": keys}}).to_string(),
+            json!({ "plugins": plugins }).to_string(),
         )
         .unwrap();
         let ws = Workspace::new(&home.path().join("workspace")).unwrap();

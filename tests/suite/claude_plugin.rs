@@ -221,3 +221,46 @@ turns:
     assert_eq!(call.result, "echo: hi (kit)");
     f.rt.block_on(agent.shutdown());
 }
+
+fn write_optioned(dir: &Path) {
+    std::fs::create_dir_all(dir.join(".claude-plugin")).unwrap();
+    std::fs::create_dir_all(dir.join("hooks")).unwrap();
+    std::fs::write(
+        dir.join(".claude-plugin/plugin.json"),
+        json!({"name": "optioned", "userConfig": {
+            "token": {"description": "An API token", "sensitive": true},
+            "region": {"description": "Where", "default": "eu"},
+            "unset": {"description": "Never given"}
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("hooks/hooks.json"),
+        json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command",
+            "command": "echo \"token=${user_config.token} env=$CLAUDE_PLUGIN_OPTION_TOKEN region=$CLAUDE_PLUGIN_OPTION_REGION\""}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn user_config_options_come_from_config_json_or_their_default_and_reach_hooks() {
+    let f = Fixture::with_config(
+        &[("optioned", write_optioned)],
+        json!({"user_config": {"optioned": {"token": "s3cret"}}}),
+    );
+    let agent = f.agent("turns:\n  - say: ok\n");
+    let report = f.turn(&agent, "o1", "hi");
+    let said: Vec<String> = report
+        .messages
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m == "token=s3cret env=s3cret region=eu"),
+        "{said:?}"
+    );
+    f.rt.block_on(agent.shutdown());
+}

@@ -315,7 +315,7 @@ impl Drop for Group {
 pub async fn run_command(
     command: &str,
     input: &Value,
-    env: &[(&str, String)],
+    env: &[(String, String)],
     cwd: &Path,
     timeout: Duration,
 ) -> Result<Ran, HookError> {
@@ -465,6 +465,9 @@ pub struct CommandHook {
     pub plugin: String,
     pub root: PathBuf,
     pub data: PathBuf,
+    /// Its plugin's `userConfig` values: `${user_config.KEY}` in the
+    /// command, `CLAUDE_PLUGIN_OPTION_<KEY>` in its environment.
+    pub options: super::claude::Options,
     /// The host's state (the injected messages); `None` in a worker.
     pub state: Option<Arc<Extensions>>,
 }
@@ -594,18 +597,37 @@ impl CommandHook {
         Some(c)
     }
 
-    fn env(&self) -> Vec<(&'static str, String)> {
-        vec![
+    fn env(&self) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self
+            .options
+            .iter()
+            .map(|(k, v)| (super::claude::option_var(k), v.clone()))
+            .collect();
+        env.extend([
             (
-                "CLAUDE_PLUGIN_ROOT",
+                "CLAUDE_PLUGIN_ROOT".into(),
                 self.root.to_string_lossy().into_owned(),
             ),
             (
-                "CLAUDE_PLUGIN_DATA",
+                "CLAUDE_PLUGIN_DATA".into(),
                 self.data.to_string_lossy().into_owned(),
             ),
-            ("CLAUDE_PROJECT_DIR", cwd().to_string_lossy().into_owned()),
-        ]
+            (
+                "CLAUDE_PROJECT_DIR".into(),
+                cwd().to_string_lossy().into_owned(),
+            ),
+        ]);
+        env
+    }
+
+    /// The command with `${user_config.KEY}` replaced (the shell expands
+    /// the rest from the environment).
+    fn command(&self) -> String {
+        let mut command = self.decl.command.clone();
+        for (k, v) in &self.options {
+            command = command.replace(&format!("${{user_config.{k}}}"), v);
+        }
+        command
     }
 }
 
@@ -719,7 +741,7 @@ impl HookCallback for Arc<CommandHook> {
         HookReturn::Pending(Box::pin(async move {
             let input = Value::Object(call.input.clone());
             let ran = run_command(
-                &hook.decl.command,
+                &hook.command(),
                 &input,
                 &hook.env(),
                 &cwd(),

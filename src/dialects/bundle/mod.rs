@@ -53,8 +53,19 @@ pub fn data_dir(home: &Path, key: &str) -> std::path::PathBuf {
 
 /// The package at `dir`, in whichever of the two layouts it has.
 fn load_package(dir: &Path, data: &Path, create_data: bool) -> Result<package::Package, String> {
+    load_package_in(dir, data, create_data, None)
+}
+
+/// [`load_package`] for the host at `home` (its `config.json` has the
+/// values of Claude Code plugins' `userConfig` options).
+fn load_package_in(
+    dir: &Path,
+    data: &Path,
+    create_data: bool,
+    home: Option<&Path>,
+) -> Result<package::Package, String> {
     if claude::is_claude(dir) {
-        claude::load(dir, data, create_data)
+        claude::load_in(dir, data, create_data, home)
     } else {
         package::load(dir, data, create_data)
     }
@@ -70,7 +81,8 @@ fn manifest_path(dir: &Path) -> std::path::PathBuf {
 }
 
 fn read(key: &str, dir: &Path, home: &Path) -> Result<package::Package, PluginError> {
-    let package = load_package(dir, &data_dir(home, key), true).map_err(PluginError::native)?;
+    let package = load_package_in(dir, &data_dir(home, key), true, Some(home))
+        .map_err(PluginError::native)?;
     for d in &package.diagnostics {
         tracing::warn!("bundle '{key}': {d} (left out)");
     }
@@ -166,6 +178,7 @@ fn registrations(
             plugin: key.to_string(),
             root: dir.to_path_buf(),
             data: data_dir(home, key),
+            options: parts.options.clone(),
             state: state.cloned(),
         });
         for event in decl.event.lanes() {
