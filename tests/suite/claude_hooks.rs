@@ -351,3 +351,69 @@ fn perf_a_pre_tool_use_command_hook_costs_one_process_start_per_call() {
         "a process per call costs something: {with} vs {without}"
     );
 }
+
+/// An isolated plugin's command hooks run in its worker: the guard still
+/// blocks, PostToolUse feedback and UserPromptSubmit context still arrive.
+#[test]
+fn an_isolated_plugins_hooks_run_in_its_worker() {
+    let home = tempfile::tempdir().unwrap();
+    let bundled = tempfile::tempdir().unwrap();
+    write_guarded(&home.path().join("plugins/guarded"));
+    std::fs::write(
+        home.path().join("config.json"),
+        json!({"plugins": {"enabled": ["guarded"]}}).to_string(),
+    )
+    .unwrap();
+    let script = home.path().join("s.yaml");
+    std::fs::write(
+        &script,
+        EXEC_TWICE.replace("{tool_results}", "{user_message} | {tool_results}"),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .arg("--home")
+        .arg(home.path())
+        .args([
+            "--isolate",
+            "all",
+            "run",
+            "--json",
+            "--model",
+            "scripted",
+            "--script",
+        ])
+        .arg(&script)
+        .arg("clean up")
+        .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+        .current_dir(home.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(&text).unwrap();
+    let calls = report["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["outcome"], "blocked", "{report}");
+    assert!(
+        calls[0]["result"]
+            .as_str()
+            .unwrap()
+            .contains("recursive rm"),
+        "{report}"
+    );
+    assert!(
+        calls[1]["result"]
+            .as_str()
+            .unwrap()
+            .contains("post-check: output looked fine"),
+        "{report}"
+    );
+    let reply = report["reply"].as_str().unwrap();
+    assert!(
+        reply.contains("Prompt context: the project codename is Zebra."),
+        "{reply}"
+    );
+}

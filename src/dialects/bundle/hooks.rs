@@ -41,7 +41,10 @@
 //! - `PreCompact` fires before `/compact` and cannot cancel it;
 //! - text for the model (`additionalContext`, a `UserPromptSubmit` or
 //!   `SessionStart` hook's stdout) joins the conversation as a user
-//!   message at the next model call, as messages plugins inject do;
+//!   message at the next model call, as messages plugins inject do; in an
+//!   isolated plugin's worker, a `UserPromptSubmit` hook's joins the turn's
+//!   in-flight messages (not the transcript), and a `SessionStart` hook's
+//!   is dropped with a warning (its lane takes no answers);
 //! - `type` other than `command` (`prompt`, `agent`, `http`) is left out
 //!   with a diagnostic.
 
@@ -712,7 +715,17 @@ fn translate(hook: &CommandHook, call: &Call, answer: Answer) -> HookAction {
                     hook.plugin
                 )));
             }
-            inject(answer.plain.into_iter().chain(answer.context).collect());
+            let texts: Vec<String> = answer.plain.into_iter().chain(answer.context).collect();
+            if hook.state.is_none() && !texts.is_empty() {
+                // In an isolated plugin's worker there is no host to queue
+                // them in: they join this turn's in-flight list instead.
+                let messages = texts
+                    .into_iter()
+                    .map(|t| json!({"role": "user", "content": t}))
+                    .collect();
+                return HookAction::Decide(LoopDecision::Edit(LoopEdit::Append(messages)));
+            }
+            inject(texts);
             HookAction::Continue
         }
         ClaudeEvent::SessionStart => {
