@@ -206,6 +206,10 @@ impl HookCallback for Arc<Agents> {
     fn native(&self, _event: HookEvent) -> bool {
         true
     }
+
+    fn event_name(&self, event: HookEvent) -> Option<String> {
+        Some(format!("agents ({event})"))
+    }
 }
 
 #[cfg(test)]

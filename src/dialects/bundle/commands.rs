@@ -373,6 +373,10 @@ impl HookCallback for Rewrite {
     fn native(&self, _event: HookEvent) -> bool {
         true
     }
+
+    fn event_name(&self, _event: HookEvent) -> Option<String> {
+        Some("commands".into())
+    }
 }
 
 #[cfg(test)]
