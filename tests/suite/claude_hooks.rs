@@ -417,3 +417,61 @@ fn an_isolated_plugins_hooks_run_in_its_worker() {
         "{reply}"
     );
 }
+
+fn write_rewriter(dir: &Path) {
+    std::fs::create_dir_all(dir.join(".claude-plugin")).unwrap();
+    std::fs::create_dir_all(dir.join("hooks")).unwrap();
+    std::fs::write(
+        dir.join(".claude-plugin/plugin.json"),
+        json!({"name": "rewriter"}).to_string(),
+    )
+    .unwrap();
+    let answer = |v: Value| format!("echo '{v}'");
+    let rewrite = answer(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "allow", "updatedInput": {"command": "echo rewritten"}}}));
+    let deny = answer(json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": "no writes to secrets"}}));
+    std::fs::write(
+        dir.join("hooks/hooks.json"),
+        json!({"hooks": {"PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": rewrite, "if": "Bash(echo original:*)"}]},
+            {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": deny, "if": "Write(secrets*)"}]}
+        ]}})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn json_answers_rewrite_the_input_or_deny_with_the_reason_and_if_rules_narrow_them() {
+    let f = Fixture::new(&[("rewriter", write_rewriter)]);
+    let script = r#"
+turns:
+  - tool_calls:
+      - name: exec
+        args: {command: "echo original"}
+      - name: exec
+        args: {command: "echo untouched"}
+      - name: write_file
+        args: {path: "secrets.txt", content: "x"}
+      - name: write_file
+        args: {path: "notes.txt", content: "x"}
+  - say: done
+"#;
+    let agent = f.agent(script);
+    let report = f.turn(&agent, "j1", "go");
+    let calls = &report.tool_calls;
+    assert_eq!(calls[0].result.trim(), "rewritten", "{calls:?}");
+    assert_eq!(calls[1].result.trim(), "untouched", "{calls:?}");
+    assert!(
+        matches!(&calls[2].outcome, ToolOutcome::Blocked { .. }),
+        "{calls:?}"
+    );
+    assert!(
+        calls[2].result.contains("no writes to secrets"),
+        "{calls:?}"
+    );
+    assert_eq!(calls[3].outcome, ToolOutcome::Ok, "{calls:?}");
+    assert!(report.hook_errors.is_empty(), "{:?}", report.hook_errors);
+    f.rt.block_on(agent.shutdown());
+}
