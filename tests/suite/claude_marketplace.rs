@@ -149,7 +149,7 @@ fn plugins_installed_from_a_local_marketplace_run_in_run_serve_and_mcp() {
     );
 
     // serve: the same through /v1/chat/completions.
-    let child = env
+    let mut child = env
         .cmd(&[
             "serve", "--port", "0", "--model", "scripted", "--script", script,
         ])
@@ -157,17 +157,35 @@ fn plugins_installed_from_a_local_marketplace_run_in_run_serve_and_mcp() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let url = common::serve_url(&mut child);
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (status, body) = rt.block_on(common::chat_once(child, "/kit:fix 7 low"));
-    assert_eq!(status, 200, "{body}");
+    let body: Value = rt.block_on(async {
+        reqwest::Client::new()
+            .post(format!("{url}/v1/chat/completions"))
+            // A named session keeps its transcript.
+            .header("x-plughost-session", "served")
+            .json(
+                &json!({"model": "m", "messages": [{"role": "user", "content": "/kit:fix 7 low"}]}),
+            )
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    });
     let answer = body["choices"][0]["message"]["content"]
         .as_str()
         .unwrap_or_default();
     assert!(answer.contains("recursive rm is not allowed"), "{body}");
-    assert!(
-        transcripts(env.home.path()).contains("Fix issue #7 with priority low"),
-        "the command's prompt is the served turn's message"
-    );
+    // The named session's transcript holds the command's prompt as its
+    // message (the server is stopped once it is there).
+    common::wait_until("the transcript", Duration::from_secs(20), || {
+        transcripts(env.home.path()).contains("Fix issue #7 with priority low")
+    });
+    let _ = child.kill();
+    let _ = child.wait();
 
     // mcp: the commands are prompts; getting one gives its prompt.
     let mut mcp = env
