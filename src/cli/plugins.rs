@@ -56,13 +56,11 @@ pub(super) fn install_command(
     // NAME@MARKETPLACE: the marketplace's source for it, pinned.
     let mut source = source.clone().unwrap_or_default();
     let mut git_ref = git_ref.clone();
-    if let Some((plugin, market)) =
-        crate::dialects::bundle::marketplace::is_marketplace_spec(&source)
-    {
-        let resolved = crate::dialects::bundle::marketplace::resolve(&home, plugin, market)
-            .map_err(Failure::usage)?;
-        source = resolved.source;
-        git_ref = git_ref.or(resolved.git_ref);
+    let market = crate::dialects::abilities::marketplaces();
+    if let Some(resolved) = market.and_then(|m| m.resolve(&home, &source)) {
+        let (resolved, pinned) = resolved.map_err(Failure::usage)?;
+        source = resolved;
+        git_ref = git_ref.or(pinned);
     }
     let options = install::Options {
         force: *force,
@@ -646,61 +644,4 @@ fn print_plugins(host: &Host) {
             &rows
         )
     );
-}
-
-/// `plugins marketplace …` (Claude Code marketplaces,
-/// [`crate::dialects::bundle::marketplace`]).
-pub(super) fn marketplace(
-    home: &Path,
-    command: &super::args::MarketplaceCmd,
-) -> Result<Exit, Failure> {
-    use super::args::MarketplaceCmd as M;
-    use crate::dialects::bundle::marketplace as m;
-    match command {
-        M::Add { source } => {
-            let market = m::add(home, source).map_err(Failure::failed)?;
-            println!(
-                "Added marketplace {} ({} plugins): install one with plughost plugins install NAME@{}",
-                market.name,
-                market.plugins.len(),
-                market.name
-            );
-        }
-        M::List { json } => {
-            let mut out = serde_json::Map::new();
-            for (name, known) in m::known(home).map_err(Failure::failed)? {
-                let plugins = m::read(&known.dir).map(|mk| mk.plugins);
-                if *json {
-                    out.insert(
-                        name,
-                        serde_json::json!({"source": known.source, "dir": known.dir,
-                            "plugins": plugins.unwrap_or_default()}),
-                    );
-                    continue;
-                }
-                println!("{name}  ({})", known.source);
-                match plugins {
-                    Ok(list) => {
-                        for p in list {
-                            println!("  {}@{name}  {}", p.name, p.description);
-                        }
-                    }
-                    Err(e) => println!("  (unreadable: {e})"),
-                }
-            }
-            if *json {
-                println!("{}", serde_json::Value::Object(out));
-            }
-        }
-        M::Update { name } => {
-            for (name, count) in m::update(home, name.as_deref()).map_err(Failure::failed)? {
-                println!("Updated marketplace {name} ({count} plugins)");
-            }
-        }
-        M::Remove { name } => {
-            m::remove(home, name).map_err(Failure::failed)?;
-            println!("Removed marketplace {name}");
-        }
-    }
-    Ok(Exit::Success)
 }

@@ -378,6 +378,68 @@ fn stage(home: &Path, dir: &Path, entry: &Listed) -> Result<PathBuf, String> {
     Ok(staged)
 }
 
+/// The CLI's `plugins marketplace …` and `plugins install NAME@MARKET`,
+/// with this module's texts.
+impl crate::dialects::abilities::Marketplaces for super::Bundle {
+    fn add(&self, home: &Path, source: &str) -> Result<String, String> {
+        let m = add(home, source)?;
+        Ok(format!(
+            "Added marketplace {} ({} plugins): install one with plughost plugins install NAME@{}",
+            m.name,
+            m.plugins.len(),
+            m.name
+        ))
+    }
+
+    fn list(&self, home: &Path, json: bool) -> Result<String, String> {
+        let mut out = serde_json::Map::new();
+        let mut text = String::new();
+        for (name, k) in known(home)? {
+            let plugins = read(&k.dir).map(|m| m.plugins);
+            if json {
+                out.insert(
+                    name,
+                    serde_json::json!({"source": k.source, "dir": k.dir,
+                        "plugins": plugins.unwrap_or_default()}),
+                );
+                continue;
+            }
+            text.push_str(&format!("{name}  ({})\n", k.source));
+            match plugins {
+                Ok(list) => {
+                    for p in list {
+                        text.push_str(&format!("  {}@{name}  {}\n", p.name, p.description));
+                    }
+                }
+                Err(e) => text.push_str(&format!("  (unreadable: {e})\n")),
+            }
+        }
+        Ok(if json {
+            Value::Object(out).to_string()
+        } else {
+            text.trim_end().to_string()
+        })
+    }
+
+    fn update(&self, home: &Path, name: Option<&str>) -> Result<String, String> {
+        Ok(update(home, name)?
+            .into_iter()
+            .map(|(n, count)| format!("Updated marketplace {n} ({count} plugins)"))
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
+
+    fn remove(&self, home: &Path, name: &str) -> Result<String, String> {
+        remove(home, name)?;
+        Ok(format!("Removed marketplace {name}"))
+    }
+
+    fn resolve(&self, home: &Path, spec: &str) -> Option<Result<(String, Option<String>), String>> {
+        let (plugin, market) = is_marketplace_spec(spec)?;
+        Some(resolve(home, plugin, market).map(|r| (r.source, r.git_ref)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@
 
 pub mod agents;
 pub mod claude;
+pub mod command_hook;
 pub mod commands;
 pub mod hooks;
 pub mod lanes;
@@ -173,7 +174,7 @@ fn registrations(
         }
     }
     for decl in &parts.hooks {
-        let callback = Arc::new(hooks::CommandHook {
+        let callback = Arc::new(command_hook::CommandHook {
             decl: decl.clone(),
             plugin: key.to_string(),
             root: dir.to_path_buf(),
@@ -259,6 +260,7 @@ impl Dialect for Bundle {
     fn abilities(&self) -> Abilities<'_> {
         Abilities {
             sniff: Some(self),
+            marketplaces: Some(self),
             ..Abilities::default()
         }
     }
