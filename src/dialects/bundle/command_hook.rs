@@ -1,6 +1,6 @@
 //! A Claude Code command hook on the bus ([`CommandHook`]): what it is
 //! shown at each point (Claude Code's input JSON), and where its answer
-//! ([`super::hooks::read_answer`]) goes ([`translate`]).
+//! ([`super::hooks::read_answer`]) goes (`translate`, whose table says it).
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -23,7 +23,7 @@
 //! refuses; `allow` lets the call go on), `permissionDecisionReason`,
 //! `updatedInput` and `additionalContext`; `suppressOutput` and
 //! `systemMessage` only affect what Claude Code's terminal shows, and are
-//! logged. Where each event's answers go is [`super::command_hook`]'s table.
+//! logged. Where each event's answers go is the table in [`super::command_hook`].
 //!
 //! Matchers (`PreToolUse`, `PostToolUse`: the tool; `SessionStart`: the
 //! source; `PreCompact`: the trigger; `SessionEnd`: the reason) follow

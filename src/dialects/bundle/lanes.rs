@@ -1,5 +1,5 @@
 //! The lanes Claude Code plugins bring to the loop, and where each Claude
-//! Code hook event fires ([`ClaudeEvent::lane`]).
+//! Code hook event fires ([`ClaudeEvent::lanes`]).
 //!
 //! Tool events need a policy of their own: every matching hook runs and
 //! the first refusal wins (`PreToolUse`), and each hook's feedback is added
