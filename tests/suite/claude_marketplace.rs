@@ -175,17 +175,22 @@ fn plugins_installed_from_a_local_marketplace_run_in_run_serve_and_mcp() {
             .await
             .unwrap()
     });
+    // The named session's transcript holds the command's prompt as its
+    // message (the server is stopped once it is there).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut stored = false;
+    while !stored && std::time::Instant::now() < deadline {
+        stored = transcripts(env.home.path()).contains("Fix issue #7 with priority low");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Stopped before asserting: a failing check leaves no server behind.
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(stored, "the command's prompt is the served turn's message");
     let answer = body["choices"][0]["message"]["content"]
         .as_str()
         .unwrap_or_default();
     assert!(answer.contains("recursive rm is not allowed"), "{body}");
-    // The named session's transcript holds the command's prompt as its
-    // message (the server is stopped once it is there).
-    common::wait_until("the transcript", Duration::from_secs(20), || {
-        transcripts(env.home.path()).contains("Fix issue #7 with priority low")
-    });
-    let _ = child.kill();
-    let _ = child.wait();
 
     // mcp: the commands are prompts; getting one gives its prompt.
     let mut mcp = env
