@@ -137,7 +137,8 @@ pub(super) enum PluginsCmd {
         /// The plugin's key (as `plughost plugins list` shows it).
         name: String,
     },
-    /// Install a plugin from a git URL, owner/repo[/sub/path], URL#sub/path, or a local directory.
+    /// Install a plugin from a git URL, owner/repo[/sub/path], URL#sub/path,
+    /// a local directory, or NAME@MARKETPLACE (a marketplace added).
     Install {
         /// The plugin to install (not with --from-lock).
         #[arg(required_unless_present = "from_lock", conflicts_with = "from_lock")]
@@ -209,6 +210,26 @@ pub(super) enum PluginsCmd {
     /// The plugins' Python dependencies (installed with uv).
     #[command(subcommand)]
     Deps(DepsCmd),
+    /// Claude Code marketplaces (`.claude-plugin/marketplace.json`): install
+    /// their plugins with `plugins install NAME@MARKETPLACE`.
+    #[command(subcommand)]
+    Marketplace(MarketplaceCmd),
+}
+
+/// `plugins marketplace …`.
+#[derive(Subcommand, Debug)]
+pub(super) enum MarketplaceCmd {
+    /// Add a marketplace: a directory, a git URL, or owner/repo (GitHub).
+    Add { source: String },
+    /// The marketplaces added, and their plugins.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pull the git marketplaces (all, or NAME) and read them again.
+    Update { name: Option<String> },
+    /// Forget a marketplace (its installed plugins stay).
+    Remove { name: String },
 }
 
 /// `plugins deps …`.

@@ -14,6 +14,7 @@ mod deps;
 mod exit;
 mod lock;
 pub mod logging;
+mod marketplace;
 mod plugins;
 mod serve;
 mod sessions;
@@ -253,6 +254,7 @@ fn plugins_command(cli: &Cli, runtime: &Runtime, command: &PluginsCmd) -> Result
         }
         PluginsCmd::List { json } => plugins::list(cli, runtime, *json),
         PluginsCmd::Deps(args::DepsCmd::Sync) => deps::sync(&home_of(cli)),
+        PluginsCmd::Marketplace(command) => marketplace::run(&home_of(cli), command),
     }
 }
 

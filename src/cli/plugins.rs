@@ -53,6 +53,15 @@ pub(super) fn install_command(
         placed: Default::default(),
     };
     let prepare = |dir: &Path, name: &str| ask.run(dir, name);
+    // NAME@MARKETPLACE: the marketplace's source for it, pinned.
+    let mut source = source.clone().unwrap_or_default();
+    let mut git_ref = git_ref.clone();
+    let market = crate::dialects::abilities::marketplaces();
+    if let Some(resolved) = market.and_then(|m| m.resolve(&home, &source)) {
+        let (resolved, pinned) = resolved.map_err(Failure::usage)?;
+        source = resolved;
+        git_ref = git_ref.or(pinned);
+    }
     let options = install::Options {
         force: *force,
         git_ref: git_ref.as_deref(),
@@ -62,7 +71,7 @@ pub(super) fn install_command(
     };
     install(
         &home,
-        source.as_deref().unwrap_or_default(),
+        &source,
         *enable,
         (&options, &ask),
         dialect.as_deref(),

@@ -125,6 +125,8 @@ fn installs_and_runs(servers_inline: bool) {
     let out = cli(home.path(), bundled.path(), &["skills", "list", "--json"]);
     let skills = said(&out);
     assert!(skills.contains("claudish:review"), "{skills}");
+    // Claude Code names a skill by its folder, whatever its frontmatter says.
+    assert!(skills.contains("claudish:other"), "{skills}");
     assert!(!skills.contains("not-other"), "{skills}");
 
     let host = Host::builder()
@@ -136,7 +138,10 @@ fn installs_and_runs(servers_inline: bool) {
     let record = plugins.iter().find(|p| p.key == "claudish").unwrap();
     assert!(record.loaded, "{:?}", record.error);
     assert_eq!(record.dialect.map(|d| d.as_str()), Some("bundle"));
-    assert_eq!(record.skills, vec!["claudish:review".to_string()]);
+    assert_eq!(
+        record.skills,
+        vec!["claudish:other".to_string(), "claudish:review".to_string()]
+    );
     assert!(host
         .skill("claudish:review")
         .unwrap()
@@ -191,14 +196,14 @@ fn a_claude_code_layout_plugin_with_inline_mcp_servers_installs_and_runs() {
 }
 
 #[test]
-fn a_server_command_outside_the_plugin_is_left_out_with_the_reason() {
+fn a_server_command_climbing_out_of_the_plugin_relatively_is_left_out() {
     let home = tempfile::tempdir().unwrap();
     let dir = home.path().join("plugins/escapes");
     std::fs::create_dir_all(dir.join(".claude-plugin")).unwrap();
     std::fs::write(
         dir.join(".claude-plugin/plugin.json"),
         json!({"name": "escapes", "mcpServers": {
-            "evil": {"command": "${CLAUDE_PLUGIN_ROOT}/../../bin/sh"}
+            "evil": {"command": "../../bin/sh"}
         }})
         .to_string(),
     )

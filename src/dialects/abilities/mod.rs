@@ -20,6 +20,7 @@
 
 mod doctor;
 mod isolated;
+mod marketplaces;
 mod order;
 mod python;
 mod sniff;
@@ -31,6 +32,7 @@ pub use doctor::{
     Providers,
 };
 pub use isolated::{Carried, Isolated, SessionState};
+pub use marketplaces::{marketplaces, Marketplaces};
 pub use order::{check_dependencies, load_order, DependencyState, LoadOrder};
 pub use python::{add_python_classes, PythonClasses};
 pub use sniff::{choose, sniff, sniff_why, Sniff};
@@ -52,6 +54,7 @@ pub struct Abilities<'a> {
     pub isolated: Option<&'a dyn Isolated>,
     pub session_state: Option<SessionState>,
     pub python_classes: Option<&'a dyn PythonClasses>,
+    pub marketplaces: Option<&'a dyn Marketplaces>,
 }
 
 #[cfg(test)]

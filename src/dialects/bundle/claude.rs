@@ -1,18 +1,25 @@
-//! The Claude-Code plugin layout that Agent Plugins v1 derives from, read
-//! where it has the same shape: `.claude-plugin/plugin.json` (`name`,
-//! `version`, `description`, `author.name`), `skills/<name>/SKILL.md`
-//! under the same rules as v1 ([`super::package`]), and MCP servers from
-//! the manifest's `mcpServers` (an object, or a path to a JSON file in the
-//! plugin) else the root `.mcp.json` (`{"mcpServers": {…}}`, or the
-//! servers map itself). A server is stdio (no `type`, or `stdio`) or
-//! streamable HTTP (`http`, `streamable-http`); `sse` and `ws` are left
-//! out, as v1 leaves out `sse`. `${CLAUDE_PLUGIN_ROOT}` and
+//! The Claude Code plugin layout, read as Claude Code reads it:
+//! `.claude-plugin/plugin.json` (`name`, `version`, `description`,
+//! `author.name`), `skills/<folder>/SKILL.md` (named by the folder, as
+//! Claude Code names them, whatever the frontmatter's `name`),
+//! `hooks/hooks.json` or the manifest's `hooks` ([`super::hooks`]),
+//! `commands/**/*.md` ([`super::commands`]), `agents/*.md`
+//! ([`super::agents`]), and MCP servers from the manifest's `mcpServers`
+//! (an object, or a path to a JSON file in the plugin) else the root
+//! `.mcp.json` (`{"mcpServers": {…}}`, or the servers map itself).
+//!
+//! A server is stdio (no `type`, or `stdio`) or streamable HTTP (`http`,
+//! `streamable-http`); `sse` and `ws` are left out. A stdio server's
+//! `command` is what Claude Code starts: a name looked up on `PATH`
+//! (`python3`, `npx`, `uvx`), an absolute path anywhere
+//! (`/usr/bin/python3`), or a path in the plugin (`./bin/server`,
+//! `${CLAUDE_PLUGIN_ROOT}/server`). `${CLAUDE_PLUGIN_ROOT}` and
 //! `${CLAUDE_PLUGIN_DATA}` (and v1's `${PLUGIN_ROOT}`/`${PLUGIN_DATA}`)
 //! are replaced in `command`, `args`, `env` values, `cwd`, `url` and
 //! header values, and so are Claude Code's general `${VAR}` and
-//! `${VAR:-default}` from the environment ([`super::vars`]); the stdio server also gets them as environment
-//! variables. What the layout has beyond that (commands, agents, hooks,
-//! output styles) has no v1 counterpart and is reported, not run.
+//! `${VAR:-default}` from the environment ([`super::vars`]); the stdio
+//! server also gets them as environment variables. Output styles and LSP
+//! servers are reported, not run.
 //!
 //! Hermes itself reads only a root v1 `plugin.json`; a nested foreign
 //! manifest it skips (`plugins_discovery.py`, `_declares_v1_schema`). A
@@ -30,8 +37,18 @@ use crate::plugins::config::{
 /// Where the layout keeps its manifest, relative to the plugin root.
 pub const MANIFEST: &str = crate::plugins::manifest::CLAUDE_CODE_MANIFEST;
 
-/// Parts of the layout with no v1 counterpart: reported when present.
-const NOT_RUN: [&str; 5] = ["commands", "agents", "hooks", "outputStyles", "lspServers"];
+/// Parts of the layout plughost does not run: reported when present.
+const NOT_RUN: [&str; 2] = ["outputStyles", "lspServers"];
+
+/// What only the Claude Code layout has.
+#[derive(Debug, Default)]
+pub struct Parts {
+    /// The values of its `userConfig` options.
+    pub options: Options,
+    pub hooks: Vec<super::hooks::HookDecl>,
+    pub commands: Vec<super::commands::PromptCommand>,
+    pub agents: Vec<super::agents::Agent>,
+}
 
 /// Whether `dir` is a Claude-Code-layout plugin (and not a v1 package).
 pub fn is_claude(dir: &Path) -> bool {
@@ -48,9 +65,73 @@ fn read_object(path: &Path, label: &str) -> Result<Map<String, Value>, String> {
     }
 }
 
+/// The values of a plugin's `userConfig` options, by key.
+pub type Options = std::collections::BTreeMap<String, String>;
+
+/// The environment variable Claude Code gives an option's value in.
+pub fn option_var(key: &str) -> String {
+    format!("CLAUDE_PLUGIN_OPTION_{}", key.to_ascii_uppercase())
+}
+
+/// The values of the manifest's `userConfig` options: from the home's
+/// `config.json` (`plugins.user_config.<plugin>.<key>`), else the
+/// environment (`CLAUDE_PLUGIN_OPTION_<KEY>`), else the option's
+/// `default`. An option with none of them is a diagnostic naming where to
+/// set it; what uses it (`${user_config.KEY}`) then fails to start.
+fn options(
+    manifest: &Map<String, Value>,
+    plugin: &str,
+    home: Option<&Path>,
+    diagnostics: &mut Vec<String>,
+) -> Options {
+    let Some(Value::Object(declared)) = manifest.get("userConfig") else {
+        return Options::new();
+    };
+    let configured = home
+        .and_then(|h| std::fs::read_to_string(h.join("config.json")).ok())
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|c| c["plugins"]["user_config"][plugin].as_object().cloned())
+        .unwrap_or_default();
+    let text = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    };
+    let mut out = Options::new();
+    for (key, spec) in declared {
+        let value = configured
+            .get(key)
+            .and_then(text)
+            .or_else(|| std::env::var(option_var(key)).ok())
+            .or_else(|| spec.get("default").and_then(text));
+        match value {
+            Some(v) => {
+                out.insert(key.clone(), v);
+            }
+            None if home.is_some() => diagnostics.push(format!(
+                "userConfig: '{key}' is not set: set plugins.user_config.{plugin}.{key} in config.json, or {}",
+                option_var(key)
+            )),
+            None => {}
+        }
+    }
+    out
+}
+
 /// The plugin at `root` in the Claude-Code layout, with data directory
 /// `data` (made, when `create_data`, for a stdio server).
 pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, String> {
+    load_in(root, data, create_data, None)
+}
+
+/// [`load`] for the host at `home`, whose `config.json` holds the values
+/// of the plugin's `userConfig` options.
+pub fn load_in(
+    root: &Path,
+    data: &Path,
+    create_data: bool,
+    home: Option<&Path>,
+) -> Result<Package, String> {
     let manifest = read_object(&root.join(MANIFEST), MANIFEST)?;
     let name = manifest
         .get("name")
@@ -83,12 +164,30 @@ pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, Stri
             manifest.contains_key(part) || (part != "lspServers" && root.join(part).exists());
         if declared {
             diagnostics.push(format!(
-                "{part}: Claude Code {part} have no Agent Plugins v1 counterpart; not run"
+                "{part}: Claude Code {part} are not run by plughost"
             ));
         }
     }
-    let skills = package::skills(root, &mut diagnostics);
-    let servers = servers(&manifest, root, data, name, create_data, &mut diagnostics);
+    let skills = package::skills(root, true, &mut diagnostics);
+    let options = options(&manifest, name, home, &mut diagnostics);
+    let servers = servers(
+        &manifest,
+        root,
+        data,
+        name,
+        (create_data, &options),
+        &mut diagnostics,
+    );
+    let parts = Parts {
+        options: options.clone(),
+        hooks: super::hooks::read(root, &manifest, &mut diagnostics),
+        commands: super::commands::read(root, name, &mut diagnostics),
+        agents: super::agents::read(root, name, &mut diagnostics),
+    };
+    if create_data && !parts.hooks.is_empty() {
+        std::fs::create_dir_all(data)
+            .map_err(|e| format!("cannot make {}: {e}", data.display()))?;
+    }
     Ok(Package {
         name: name.to_string(),
         version: text("version")?,
@@ -97,6 +196,7 @@ pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, Stri
         skills,
         servers,
         diagnostics,
+        claude: parts,
     })
 }
 
@@ -136,7 +236,7 @@ fn servers(
     root: &Path,
     data: &Path,
     plugin: &str,
-    create_data: bool,
+    (create_data, options): (bool, &Options),
     diagnostics: &mut Vec<String>,
 ) -> Vec<McpServerSpec> {
     let map = match servers_map(manifest, root) {
@@ -150,7 +250,7 @@ fn servers(
     let mut out = Vec::new();
     for (name, entry) in map {
         let translated = match &entry {
-            Value::Object(e) => translate(e, root, data, create_data),
+            Value::Object(e) => translate(e, root, data, create_data, options),
             _ => Err("invalid server entry".into()),
         };
         match translated {
@@ -170,8 +270,16 @@ fn servers(
 /// Both spellings of the plugin's root and data directory replaced, and
 /// Claude Code's `${VAR}` / `${VAR:-default}` from the environment
 /// ([`super::vars`]).
-fn expand(value: &str, root: &Path, data: &Path) -> Result<String, String> {
-    super::vars::expand(value, root, data)
+fn expand(value: &str, root: &Path, data: &Path, options: &Options) -> Result<String, String> {
+    super::vars::expand_with(
+        value,
+        root,
+        data,
+        &|name| match name.strip_prefix("user_config.") {
+            Some(key) => options.get(key).cloned(),
+            None => std::env::var(name).ok(),
+        },
+    )
 }
 
 fn translate(
@@ -179,6 +287,7 @@ fn translate(
     root: &Path,
     data: &Path,
     create_data: bool,
+    options: &Options,
 ) -> Result<McpTransport, String> {
     match entry.get("type").and_then(Value::as_str) {
         None | Some("stdio") => {}
@@ -187,11 +296,12 @@ fn translate(
                 entry.get("url").and_then(Value::as_str).unwrap_or_default(),
                 root,
                 data,
+                options,
             )?;
             package::check_url(&url)?;
             let mut headers = package::string_map(entry, "headers")?;
             for value in headers.values_mut() {
-                *value = expand(value, root, data)?;
+                *value = expand(value, root, data, options)?;
             }
             return Ok(McpTransport::Http { url, headers });
         }
@@ -204,21 +314,23 @@ fn translate(
             .unwrap_or_default(),
         root,
         data,
+        options,
     )?;
-    let command = if let Some(inside) = command.strip_prefix("./") {
-        package::scoped(root, inside)?
-    } else if Path::new(&command).is_absolute() {
-        inside_plugin(Path::new(&command), root, data)?
-    } else if command.is_empty() || command.contains(char::is_whitespace) || command.contains('/') {
-        return Err(
-            "command must be a bare executable, ./…, or under ${CLAUDE_PLUGIN_ROOT}".into(),
-        );
-    } else {
+    // What Claude Code starts: a name on PATH, an absolute path anywhere,
+    // or a path relative to the plugin.
+    let command = if command.is_empty() {
+        return Err("command is missing".into());
+    } else if Path::new(&command).is_absolute() || !command.contains('/') {
         PathBuf::from(command)
+    } else {
+        package::scoped(root, command.strip_prefix("./").unwrap_or(&command))?
     };
     let mut env = package::string_map(entry, "env")?;
     for value in env.values_mut() {
-        *value = expand(value, root, data)?;
+        *value = expand(value, root, data, options)?;
+    }
+    for (key, value) in options {
+        env.entry(option_var(key)).or_insert_with(|| value.clone());
     }
     for (var, dir) in [
         ("CLAUDE_PLUGIN_ROOT", root),
@@ -232,7 +344,7 @@ fn translate(
     let cwd = match entry.get("cwd").and_then(Value::as_str) {
         None => root.to_path_buf(),
         Some(c) if c.starts_with("./") => package::scoped(root, &c[2..])?,
-        Some(c) => inside_plugin(Path::new(&expand(c, root, data)?), root, data)?,
+        Some(c) => inside_plugin(Path::new(&expand(c, root, data, options)?), root, data)?,
     };
     if create_data {
         std::fs::create_dir_all(data)
@@ -242,7 +354,7 @@ fn translate(
         command: command.to_string_lossy().into_owned(),
         args: package::strings(entry, "args")?
             .iter()
-            .map(|a| expand(a, root, data))
+            .map(|a| expand(a, root, data, options))
             .collect::<Result<_, _>>()?,
         env,
         cwd: Some(cwd),
@@ -272,7 +384,13 @@ mod tests {
     fn both_placeholder_spellings_are_replaced_and_paths_stay_inside() {
         let (root, data) = (Path::new("/r"), Path::new("/d"));
         assert_eq!(
-            expand("${CLAUDE_PLUGIN_ROOT}/s:${PLUGIN_DATA}", root, data).unwrap(),
+            expand(
+                "${CLAUDE_PLUGIN_ROOT}/s:${PLUGIN_DATA}",
+                root,
+                data,
+                &Options::new()
+            )
+            .unwrap(),
             "/r/s:/d"
         );
         assert!(inside_plugin(Path::new("/r/bin/x"), root, data).is_ok());

@@ -12,18 +12,28 @@
 //! `bundle`. Enable it like any plugin (`plugins enable <key>`). The
 //! Claude-Code layout v1 derives from (`.claude-plugin/plugin.json`,
 //! `.mcp.json`, `${CLAUDE_PLUGIN_ROOT}`) is read as the same dialect where
-//! it has the same shape ([`claude`]).
+//! it has the same shape, and its hooks, commands and agents run as
+//! Claude Code runs them ([`claude`], [`hooks`], [`commands`], [`agents`],
+//! on the lanes of [`lanes`]).
 
+pub mod agents;
 pub mod claude;
+pub mod command_hook;
+pub mod commands;
+pub mod hooks;
+pub mod lanes;
+pub mod marketplace;
 pub mod package;
+pub mod tool_names;
 pub mod vars;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::core::extensions::Extensions;
+use crate::core::hooks::{HookEntry, Point};
 use crate::core::outcome::PluginError;
-use crate::core::registry::{Registration, Skill};
+use crate::core::registry::{Command, Registration, Skill};
 use crate::plugins::config::DeclaredMcpServers;
 use crate::plugins::discovery::Candidate;
 use crate::plugins::format::{DialectId, PluginFormat, Verdict};
@@ -44,8 +54,19 @@ pub fn data_dir(home: &Path, key: &str) -> std::path::PathBuf {
 
 /// The package at `dir`, in whichever of the two layouts it has.
 fn load_package(dir: &Path, data: &Path, create_data: bool) -> Result<package::Package, String> {
+    load_package_in(dir, data, create_data, None)
+}
+
+/// [`load_package`] for the host at `home` (its `config.json` has the
+/// values of Claude Code plugins' `userConfig` options).
+fn load_package_in(
+    dir: &Path,
+    data: &Path,
+    create_data: bool,
+    home: Option<&Path>,
+) -> Result<package::Package, String> {
     if claude::is_claude(dir) {
-        claude::load(dir, data, create_data)
+        claude::load_in(dir, data, create_data, home)
     } else {
         package::load(dir, data, create_data)
     }
@@ -61,7 +82,8 @@ fn manifest_path(dir: &Path) -> std::path::PathBuf {
 }
 
 fn read(key: &str, dir: &Path, home: &Path) -> Result<package::Package, PluginError> {
-    let package = load_package(dir, &data_dir(home, key), true).map_err(PluginError::native)?;
+    let package = load_package_in(dir, &data_dir(home, key), true, Some(home))
+        .map_err(PluginError::native)?;
     for d in &package.diagnostics {
         tracing::warn!("bundle '{key}': {d} (left out)");
     }
@@ -83,6 +105,100 @@ fn skills_of(key: &str, package: &package::Package) -> Vec<Registration> {
         .collect()
 }
 
+/// Everything the package contributes: its skills, and the Claude Code
+/// layout's commands, hooks and agents (on their lanes).
+fn registrations(
+    key: &str,
+    dir: &Path,
+    home: &Path,
+    package: &package::Package,
+    state: Option<&Arc<Extensions>>,
+) -> Vec<Registration> {
+    let mut out = skills_of(key, package);
+    let parts = &package.claude;
+    let hook = |name: &str,
+                label: String,
+                event,
+                priority,
+                callback: Arc<dyn crate::core::hooks::HookCallback>| {
+        Registration::Hook {
+            event: Some(event),
+            name: name.to_string(),
+            entry: HookEntry {
+                owner: key.to_string(),
+                label,
+                priority,
+                callback,
+                stats: Default::default(),
+            },
+        }
+    };
+    if !parts.commands.is_empty() {
+        let commands: Vec<Arc<commands::PromptCommand>> =
+            parts.commands.iter().cloned().map(Arc::new).collect();
+        for c in &commands {
+            out.push(Registration::Command(Command {
+                name: c.name.clone(),
+                description: c.description.clone(),
+                args_hint: c.argument_hint.clone(),
+                plugin: key.to_string(),
+                handler: Arc::new(commands::PromptHandler(Arc::clone(c))),
+            }));
+        }
+        let inbound = *Point::InboundMessage.lanes().last().expect("a lane");
+        out.push(hook(
+            COMMANDS_HOOK,
+            format!("{key}: commands/*.md"),
+            inbound,
+            0,
+            Arc::new(commands::Rewrite(commands)),
+        ));
+    }
+    if !parts.agents.is_empty() {
+        let agents = Arc::new(agents::Agents(parts.agents.clone()));
+        for event in [
+            crate::core::hooks::HookEvent::Lane(crate::core::hooks::LaneId(
+                &agents::AGENTS_OFFERED,
+            )),
+            crate::core::hooks::HookEvent::Lane(crate::core::hooks::LaneId(&lanes::PRE_TOOL_USE)),
+            Point::HistoryReady.lanes()[0],
+        ] {
+            // Before the plugin's hooks: they see the call as the agent makes it.
+            out.push(hook(
+                AGENTS_HOOK,
+                format!("{key}: agents/*.md"),
+                event,
+                -1,
+                Arc::new(Arc::clone(&agents)),
+            ));
+        }
+    }
+    for decl in &parts.hooks {
+        let callback = Arc::new(command_hook::CommandHook {
+            decl: decl.clone(),
+            plugin: key.to_string(),
+            root: dir.to_path_buf(),
+            data: data_dir(home, key),
+            options: parts.options.clone(),
+            state: state.cloned(),
+        });
+        for event in decl.event.lanes() {
+            out.push(hook(
+                decl.event.name(),
+                decl.command.clone(),
+                event,
+                0,
+                Arc::new(Arc::clone(&callback)),
+            ));
+        }
+    }
+    out
+}
+
+/// The names the dialect's own callbacks are registered by.
+const COMMANDS_HOOK: &str = "commands";
+const AGENTS_HOOK: &str = "agents";
+
 impl Dialect for Bundle {
     fn id(&self) -> DialectId {
         DIALECT
@@ -98,7 +214,7 @@ impl Dialect for Bundle {
             );
         }
         Ok(LoadedPlugin {
-            registrations: skills_of(key, &package),
+            registrations: registrations(key, dir, home, &package, None),
             package: None,
             hold: None,
         })
@@ -118,10 +234,23 @@ impl Dialect for Bundle {
             declared.push(server);
         }
         Ok(LoadedPlugin {
-            registrations: skills_of(key, &package),
+            registrations: registrations(key, dir, home, &package, Some(state)),
             package: None,
             hold: None,
         })
+    }
+
+    fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
+        lanes::LANES
+    }
+
+    /// Claude Code's hook events that fire in plughost (and the dialect's
+    /// own callbacks for commands and agents).
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        if event == COMMANDS_HOOK || event == AGENTS_HOOK {
+            return None;
+        }
+        lanes::ClaudeEvent::never_fires(event)
     }
 
     fn format(&self) -> Option<&'static dyn PluginFormat> {
@@ -131,6 +260,7 @@ impl Dialect for Bundle {
     fn abilities(&self) -> Abilities<'_> {
         Abilities {
             sniff: Some(self),
+            marketplaces: Some(self),
             ..Abilities::default()
         }
     }
@@ -177,6 +307,9 @@ impl Sniff for Bundle {
                 });
                 if matches!(c.skip_reason, Some(Verdict::Unloadable(_))) {
                     c.skip_reason = None;
+                    // Discovery skipped the lock check of a directory it
+                    // could not read: a user bundle is checked here.
+                    check_lock(c);
                 }
             }
             Err(problem) => {
@@ -185,6 +318,34 @@ impl Sniff for Bundle {
                 }
                 c.manifest = Err(problem);
             }
+        }
+    }
+}
+
+/// Refuse an enabled user bundle whose files changed since its lock entry
+/// (discovery's check, which a directory it could not read skipped).
+fn check_lock(c: &mut Candidate) {
+    use crate::plugins::lock;
+    if c.source != crate::plugins::discovery::Source::User || !c.enabled {
+        return;
+    }
+    let Some(root) = c.dir.parent() else { return };
+    let file = match lock::read_file(&lock::lock_path_for_user_root(root)) {
+        Ok(f) => f,
+        Err(e) => {
+            c.skip_reason = Some(Verdict::Unloadable(e.to_string()));
+            return;
+        }
+    };
+    match lock::check(file.plugins.get(&c.key), &c.dir) {
+        lock::Check::Unlocked | lock::Check::Editable | lock::Check::Unchanged => {}
+        lock::Check::Changed { drift, .. } => {
+            c.skip_reason = Some(Verdict::Changed(lock::changed_message(&c.key, &drift)))
+        }
+        lock::Check::Unreadable(e) => {
+            c.skip_reason = Some(Verdict::Changed(format!(
+                "its files cannot be read to check them against plugins.lock.json: {e}"
+            )))
         }
     }
 }

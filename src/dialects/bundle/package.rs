@@ -32,6 +32,8 @@ pub struct Package {
     pub servers: Vec<McpServerSpec>,
     /// What was left out, and why (`skill:x: …`, `mcp:y: …`).
     pub diagnostics: Vec<String>,
+    /// What only the Claude Code layout has (hooks, commands, agents).
+    pub claude: super::claude::Parts,
 }
 
 #[derive(Debug)]
@@ -106,7 +108,7 @@ pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, Stri
         Some(_) => return Err("plugin.json author must be an object".into()),
     };
     let mut diagnostics = Vec::new();
-    let skills = skills(root, &mut diagnostics);
+    let skills = skills(root, false, &mut diagnostics);
     let servers = servers(root, data, name, create_data, &mut diagnostics);
     Ok(Package {
         name: name.to_string(),
@@ -116,10 +118,19 @@ pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, Stri
         skills,
         servers,
         diagnostics,
+        claude: Default::default(),
     })
 }
 
-pub(super) fn skills(root: &Path, diagnostics: &mut Vec<String>) -> Vec<PackageSkill> {
+/// The skills under `root/skills`: named by their frontmatter, which must
+/// equal the folder (Agent Skills, v1), or, `by_folder`, by the folder
+/// whatever the frontmatter says (Claude Code), the description then the
+/// frontmatter's or the body's first line.
+pub(super) fn skills(
+    root: &Path,
+    by_folder: bool,
+    diagnostics: &mut Vec<String>,
+) -> Vec<PackageSkill> {
     let Ok(entries) = std::fs::read_dir(root.join("skills")) else {
         return Vec::new();
     };
@@ -135,7 +146,12 @@ pub(super) fn skills(root: &Path, diagnostics: &mut Vec<String>) -> Vec<PackageS
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        match frontmatter(&skill_md).and_then(|fm| check_skill(&fm, &dir_name)) {
+        let checked = if by_folder {
+            folder_skill(&skill_md)
+        } else {
+            frontmatter(&skill_md).and_then(|fm| check_skill(&fm, &dir_name))
+        };
+        match checked {
             Ok(description) => out.push(PackageSkill {
                 name: dir_name,
                 description,
@@ -162,6 +178,24 @@ fn frontmatter(path: &Path) -> Result<Map<String, Value>, String> {
         Ok(_) => Err("invalid SKILL.md: YAML frontmatter must be an object".into()),
         Err(e) => Err(format!("invalid SKILL.md: invalid YAML frontmatter: {e}")),
     }
+}
+
+/// A Claude Code skill's description: its frontmatter's, else its body's
+/// first line of text.
+fn folder_skill(path: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("invalid SKILL.md: {e}"))?;
+    let (fm, body) =
+        super::commands::split_frontmatter(&text).map_err(|e| format!("invalid SKILL.md: {e}"))?;
+    let description = match fm.get("description") {
+        Some(Value::String(d)) if !d.trim().is_empty() => d.trim().to_string(),
+        _ => body
+            .lines()
+            .map(|l| l.trim().trim_start_matches('#').trim())
+            .find(|l| !l.is_empty())
+            .unwrap_or_default()
+            .to_string(),
+    };
+    Ok(description)
 }
 
 /// The skill's description, when its frontmatter satisfies Agent Skills.
