@@ -1,16 +1,16 @@
 //! Execution middleware: chains of callbacks *around* what a point does
 //! (a tool's handler, the provider call), each getting a `next` that runs
 //! the rest of the chain. A dialect brings such a lane as a row of form
-//! [`LaneForm::Around`](crate::core::points::LaneForm::Around) (Hermes's
+//! [`LaneForm::Around`] (Hermes's
 //! middleware, `hermes_cli/middleware.py`);
 //! [`run_chain`] walks it: a middleware that fails without calling `next`
 //! is skipped (the next one runs); one that fails after `next` succeeded
 //! keeps `next`'s result; an [`ExecError::Blocked`] always propagates;
 //! `next` is single-use.
 //!
-//! A lane of policy [`Policy::Chain`](crate::core::points::Policy::Chain)
-//! at a point before a call ([`Point::ToolBefore`](crate::core::points::Point::ToolBefore),
-//! [`Point::ModelCallBefore`](crate::core::points::Point::ModelCallBefore))
+//! A lane of policy [`Policy::Chain`]
+//! at a point before a call ([`Point::ToolBefore`],
+//! [`Point::ModelCallBefore`])
 //! edits the call's request before the point's other lanes see it
 //! ([`edits_request`]); it fires through [`crate::core::fire`] (budgets,
 //! counters, fail-open).

@@ -26,7 +26,7 @@
 //!   the worker ends (`setsid` children included).
 //!
 //! What the kernel does not offer is named once at start
-//! ([`support`], logged by [`warn_once`]) and the rest still applies.
+//! ([`support()`], logged by [`warn_once`]) and the rest still applies.
 
 pub mod denials;
 pub mod files;

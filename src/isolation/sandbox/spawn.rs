@@ -2,7 +2,7 @@
 //!
 //! Everything that allocates or opens paths is done in plughost first
 //! ([`confine`]): the Landlock ruleset, the cgroup, the namespace maps'
-//! text. The closure the child runs ([`Child::enter`]) makes only
+//! text. The closure the child runs (`Child::enter`) makes only
 //! async-signal-safe system calls, in this order: `unshare` a user namespace (and a network one for
 //! network rules) and write its id maps, bring its loopback up, hand the
 //! proxy's listening socket to plughost, `RLIMIT_CORE` 0,
