@@ -220,16 +220,27 @@ pub(super) enum PluginsCmd {
 #[derive(Subcommand, Debug)]
 pub(super) enum MarketplaceCmd {
     /// Add a marketplace: a directory, a git URL, or owner/repo (GitHub).
-    Add { source: String },
+    Add {
+        /// The marketplace: a directory or a git URL holding
+        /// .claude-plugin/marketplace.json, or owner/repo.
+        source: String,
+    },
     /// The marketplaces added, and their plugins.
     List {
+        /// Print it as JSON (for scripts).
         #[arg(long)]
         json: bool,
     },
     /// Pull the git marketplaces (all, or NAME) and read them again.
-    Update { name: Option<String> },
+    Update {
+        /// The marketplace's name (as `plugins marketplace list` shows it); all when left out.
+        name: Option<String>,
+    },
     /// Forget a marketplace (its installed plugins stay).
-    Remove { name: String },
+    Remove {
+        /// The marketplace's name (as `plugins marketplace list` shows it).
+        name: String,
+    },
 }
 
 /// `plugins deps …`.

@@ -13,6 +13,7 @@ mod discovery_overlap;
 mod event_reference;
 mod isolation_reactor;
 mod native_only;
+mod web_backends_lazy;
 mod web_tools;
 
 /// Runs the calling test alone in a fresh process of this binary: in the

@@ -164,58 +164,6 @@ fn embedded_compat_modules_are_cached_as_bytecode_and_read_back() {
     assert_eq!(list(), first);
 }
 
-const PROBE: &str = r#"
-import json, sys
-
-PREFIX = "flowly.agent.tools.web_providers."
-BACKENDS = ("brave", "ddgs", "exa", "firecrawl", "local", "parallel", "searxng", "tavily")
-
-def _imported():
-    return sorted(m[len(PREFIX):] for m in sys.modules if m.startswith(PREFIX) and m[len(PREFIX):] in BACKENDS)
-
-def _use(name):
-    from flowly.agent.tools.web_providers.registry import get_provider
-    p = get_provider(name)
-    return json.dumps({"available": p.is_available(), "search": p.supports_search(), "display": p.display_name, "imported": _imported()})
-
-def register(ctx):
-    ctx.register_tool("imported", {"type": "object", "properties": {}}, lambda: json.dumps(_imported()))
-    ctx.register_tool("providers", {"type": "object", "properties": {}}, lambda: json.dumps(sorted(
-        p.name for p in __import__("flowly.agent.tools.web_providers.registry", fromlist=["x"]).list_providers())))
-    ctx.register_tool("use", {"type": "object", "properties": {"name": {"type": "string"}}}, _use)
-"#;
-
-/// The bundled web backends register at start-up without importing their
-/// modules (issue 26 item 3: a backend's code when a search needs it); the
-/// first question about one imports its module, and only its.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_bundled_web_backends_import_their_modules_when_first_used() {
-    let home = home_with(PROBE);
-    let host = Host::builder().home(home.path()).build().unwrap();
-    let text = |r: plughost::core::dispatch::ToolResult| r.text;
-    assert_eq!(text(host.call_tool("imported", json!({}), "s").await), "[]");
-    let providers = text(host.call_tool("providers", json!({}), "s").await);
-    for name in [
-        "brave",
-        "ddgs",
-        "exa",
-        "firecrawl",
-        "local",
-        "parallel",
-        "searxng",
-        "tavily",
-    ] {
-        assert!(providers.contains(&format!("\"{name}\"")), "{providers}");
-    }
-    let used: serde_json::Value = serde_json::from_str(&text(
-        host.call_tool("use", json!({"name": "searxng"}), "s").await,
-    ))
-    .unwrap();
-    assert_eq!(used["display"], "SearXNG");
-    assert_eq!(used["search"], true);
-    assert_eq!(used["imported"], json!(["searxng"]));
-}
-
 /// A plugin reporting which of the bundled disk-cleanup's modules are imported.
 const DISK_CLEANUP_PROBE: &str = r#"
 import json, re, sys
