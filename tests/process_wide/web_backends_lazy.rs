@@ -6,17 +6,15 @@
 use plughost::Host;
 use serde_json::json;
 
-fn home_with(plugin: &str) -> tempfile::TempDir {
-    let home = tempfile::tempdir().unwrap();
-    let dir = home.path().join("plugins/filtered");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("plugin.yaml"), "name: filtered\n").unwrap();
-    std::fs::write(dir.join("__init__.py"), plugin).unwrap();
-    std::fs::write(
-        home.path().join("config.json"),
-        r#"{"plugins": {"enabled": ["filtered"]}}"#,
-    )
-    .unwrap();
+/// A home with one enabled plugin, `filtered`, whose `__init__.py` is `init`.
+fn home_with(init: &str) -> tempfile::TempDir {
+    let home = crate::common::home_with(&["filtered"]);
+    crate::common::write_plugin(
+        &home.path().join("plugins"),
+        "filtered",
+        "name: filtered\n",
+        &[("__init__.py", init)],
+    );
     home
 }
 

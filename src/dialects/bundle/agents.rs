@@ -53,28 +53,15 @@ pub fn read(root: &Path, plugin: &str, diagnostics: &mut Vec<String>) -> Vec<Age
     let Ok(entries) = std::fs::read_dir(root.join("agents")) else {
         return Vec::new();
     };
-    let mut files: Vec<_> = entries
+    let files: Vec<_> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|e| e == "md"))
         .collect();
-    files.sort();
     let mut out: Vec<Agent> = Vec::new();
-    for path in files {
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| super::commands::split_frontmatter(&t));
-        let (fm, body) = match parsed {
-            Ok(p) => p,
-            Err(e) => {
-                diagnostics.push(format!("agent:{stem}: {e}"));
-                continue;
-            }
-        };
+    for super::commands::Markdown { stem, fm, body, .. } in
+        super::commands::parsed_markdown(files, "agent", diagnostics)
+    {
         let own = fm
             .get("name")
             .and_then(Value::as_str)

@@ -133,23 +133,14 @@ fn text(fm: &Map<String, Value>, key: &str) -> Option<String> {
 pub fn read(root: &Path, plugin: &str, diagnostics: &mut Vec<String>) -> Vec<PromptCommand> {
     let mut files = Vec::new();
     collect_md(&root.join("commands"), &mut files);
-    files.sort();
     let mut out: Vec<PromptCommand> = Vec::new();
-    for path in files {
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let parsed = std::fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| split_frontmatter(&t));
-        let (fm, body) = match parsed {
-            Ok(p) => p,
-            Err(e) => {
-                diagnostics.push(format!("command:{stem}: {e}"));
-                continue;
-            }
-        };
+    for Markdown {
+        path,
+        stem,
+        fm,
+        body,
+    } in parsed_markdown(files, "command", diagnostics)
+    {
         let name = format!("{plugin}:{stem}");
         if out.iter().any(|c| c.name == name) {
             diagnostics.push(format!(
@@ -177,6 +168,46 @@ pub fn read(root: &Path, plugin: &str, diagnostics: &mut Vec<String>) -> Vec<Pro
             body,
             path,
         });
+    }
+    out
+}
+
+/// A command's or agent's file, read: its name from the file, its
+/// frontmatter and its body.
+pub(super) struct Markdown {
+    pub path: PathBuf,
+    pub stem: String,
+    pub fm: Map<String, Value>,
+    pub body: String,
+}
+
+/// Each of `files`, in name order, read and split; a file that cannot be
+/// read or parsed is reported in `diagnostics` as `kind:stem: why` and
+/// left out.
+pub(super) fn parsed_markdown(
+    mut files: Vec<PathBuf>,
+    kind: &str,
+    diagnostics: &mut Vec<String>,
+) -> Vec<Markdown> {
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let parsed = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| split_frontmatter(&t));
+        match parsed {
+            Ok((fm, body)) => out.push(Markdown {
+                path,
+                stem,
+                fm,
+                body,
+            }),
+            Err(e) => diagnostics.push(format!("{kind}:{stem}: {e}")),
+        }
     }
     out
 }

@@ -262,37 +262,12 @@ fn register_tool_positional(code: &str) -> Option<usize> {
 /// How many top-level positional arguments the call whose argument text
 /// starts `rest` has (`None` when its parenthesis never closes).
 fn positional_args(rest: &str) -> Option<usize> {
-    let (mut depth, mut args, mut current) = (0i32, Vec::new(), String::new());
-    let mut quote: Option<char> = None;
-    for c in rest.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => {}
-            None => match c {
-                '\'' | '"' => quote = Some(c),
-                '(' | '[' | '{' => depth += 1,
-                ')' if depth == 0 => {
-                    args.push(std::mem::take(&mut current));
-                    let positional = args
-                        .iter()
-                        .map(|a| a.trim())
-                        .filter(|a| !a.is_empty() && !is_keyword(a) && !a.starts_with('*'))
-                        .count();
-                    return Some(positional);
-                }
-                ')' | ']' | '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    args.push(std::mem::take(&mut current));
-                    continue;
-                }
-                _ => {}
-            },
-        }
-        if depth >= 0 {
-            current.push(c);
-        }
-    }
-    None
+    let args = parameters(rest)?;
+    Some(
+        args.iter()
+            .filter(|a| !is_keyword(a) && !a.starts_with('*'))
+            .count(),
+    )
 }
 
 /// `name=value` (not `a == b`).
@@ -342,8 +317,8 @@ fn hermes_handler(code: &str) -> Option<String> {
     })
 }
 
-/// The parameters of a `def` whose text after `(` is `rest`, each trimmed,
-/// split at top-level commas (`Dict[str, Any]` is one), up to the closing
+/// The parameters of a `def` (or the arguments of a call) whose text
+/// after `(` is `rest`, each trimmed, split at top-level commas (`Dict[str, Any]` is one), up to the closing
 /// parenthesis; `None` when it never closes.
 fn parameters(rest: &str) -> Option<Vec<String>> {
     let (mut depth, mut out, mut current) = (0i32, Vec::new(), String::new());
