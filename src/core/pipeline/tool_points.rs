@@ -128,16 +128,16 @@ pub async fn request(
     arguments: &Value,
     context: impl FnOnce() -> LoopContext,
 ) -> Option<Value> {
-    request_lane(registry)?;
-    Box::pin(request_chain(registry, arguments, context)).await
+    let (lane, entries) = request_lane(registry)?;
+    Box::pin(request_chain(registry, (lane, entries), arguments, context)).await
 }
 
 async fn request_chain(
     registry: &Registry,
+    (lane, entries): (HookEvent, &[crate::core::hooks::HookEntry]),
     arguments: &Value,
     context: impl FnOnce() -> LoopContext,
 ) -> Option<Value> {
-    let (lane, entries) = request_lane(registry)?;
     // The context already holds its own copy of the arguments.
     let mut lc = context();
     fire_entries(
