@@ -61,6 +61,10 @@ pub enum PluginFault {
         plugin: String,
         limit: ResourceLimit,
     },
+    /// The worker did not acknowledge a call's cancel within `after_ms`
+    /// (its interpreter is held, e.g. a C call that never returns): it was
+    /// replaced, with the calls it had in flight (issue 47).
+    Wedged { plugin: String, after_ms: u64 },
 }
 
 /// An OS resource limit of an isolated plugin's worker.
@@ -129,6 +133,11 @@ impl std::fmt::Display for PluginFault {
             PluginFault::LimitExceeded { plugin, limit } => {
                 write!(f, "plugin '{plugin}' exceeded its {limit}")
             }
+            PluginFault::Wedged { plugin, after_ms } => write!(
+                f,
+                "plugin '{plugin}' stopped responding: its worker did not acknowledge a cancelled call within {} s, so it was replaced",
+                seconds_text(Duration::from_millis(*after_ms))
+            ),
         }
     }
 }

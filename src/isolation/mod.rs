@@ -31,6 +31,8 @@ pub mod worker;
 // --- issue 26 item 5 ---
 pub mod batch;
 mod worker_batch;
+// --- iso-runtime: per-call cancel (issue 47 item 2) ---
+mod worker_calls;
 mod worker_input;
 mod worker_plugin;
 

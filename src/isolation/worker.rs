@@ -128,6 +128,8 @@ struct Shared {
     limits: ResourceLimits,
     /// Threads not running a request (reading, or waiting to read).
     idle: AtomicUsize,
+    /// The calls running, which plughost may cancel one by one.
+    calls: super::worker_calls::Calls,
 }
 
 fn serve(mut input: File, mut output: File) -> ! {
@@ -175,6 +177,7 @@ fn serve(mut input: File, mut output: File) -> ! {
         served: served.unwrap_or_default(),
         limits,
         idle: AtomicUsize::new(2),
+        calls: Default::default(),
     });
     let loaded = matches!(reply, Reply::Loaded { .. });
     shared.reply(id, reply, &mut Vec::new());
@@ -235,37 +238,80 @@ fn serve_requests(shared: &Arc<Shared>) {
                 tracing::warn!("{problem}");
             }
         }
-        match answer(&shared.served, body) {
-            Answer::Batch { tool, call, steps } => {
-                let served = &shared.served;
-                let runtime = served.runtime_tool(&tool);
-                let found = served.tools.get(&tool).or(runtime.as_ref());
-                let mut send = |reply, last| {
-                    let step = Reply::Step {
-                        reply: Box::new(reply),
-                        last,
-                    };
-                    shared.reply(id, step, &mut write_buf);
-                };
-                super::worker_batch::run(found, &served.hooks, call, &steps, &mut send);
-            }
-            Answer::Now(reply) => shared.reply(id, reply, &mut write_buf),
-            Answer::Silent => {}
-            Answer::Later(fut) => {
-                let Some(rt) = crate::runtime::Runtime::get() else {
-                    end(70)
-                };
-                let shared = shared.clone();
-                rt.tokio().spawn(async move {
-                    let reply = fut.await;
-                    shared.reply(id, reply, &mut Vec::new());
-                });
-            }
-        }
+        serve_one(shared, id, body, &mut write_buf);
         if shared.idle.fetch_add(1, Ordering::AcqRel) >= MAX_IDLE {
             shared.idle.fetch_sub(1, Ordering::AcqRel);
             return;
         }
+    }
+}
+
+/// Serve request `id` on this thread (an async handler on the runtime),
+/// unless plughost cancelled it; a cancel is answered here.
+fn serve_one(shared: &Arc<Shared>, id: u64, body: Request, write_buf: &mut Vec<u8>) {
+    if let Request::Cancel { call } = body {
+        let running = shared.calls.cancel(call);
+        // The answer says the interpreter is still responsive: a worker
+        // whose GIL a plugin holds for good cannot take it, and plughost
+        // replaces it past its bound.
+        let _ = crate::runtime::try_attach(|_| ());
+        return shared.reply(id, Reply::Cancelled { running }, write_buf);
+    }
+    // Unanswered requests (id 0) cannot be cancelled.
+    let token = match id {
+        0 => None,
+        _ => match shared.calls.begin(id) {
+            Some(token) => Some(token),
+            None => return,
+        },
+    };
+    let cancelled = || token.as_ref().is_some_and(|t| t.is_cancelled());
+    match answer(&shared.served, body) {
+        Answer::Batch { tool, call, steps } => {
+            let served = &shared.served;
+            let runtime = served.runtime_tool(&tool);
+            let found = served.tools.get(&tool).or(runtime.as_ref());
+            let mut send = |reply, last| {
+                if cancelled() {
+                    return;
+                }
+                let step = Reply::Step {
+                    reply: Box::new(reply),
+                    last,
+                };
+                shared.reply(id, step, write_buf);
+            };
+            super::worker_batch::run(
+                found,
+                &served.hooks,
+                call,
+                &steps,
+                token.as_deref(),
+                &mut send,
+            );
+        }
+        // A sync handler ran here; cancelled meanwhile, its answer is dropped.
+        Answer::Now(reply) if !cancelled() => shared.reply(id, reply, write_buf),
+        Answer::Now(_) | Answer::Silent => {}
+        Answer::Later(fut) => {
+            let Some(rt) = crate::runtime::Runtime::get() else {
+                end(70)
+            };
+            let task_shared = shared.clone();
+            let task = rt.tokio().spawn(async move {
+                let reply = fut.await;
+                // Not aborted, so not cancelled before it answered.
+                task_shared.calls.end(id);
+                task_shared.reply(id, reply, &mut Vec::new());
+            });
+            if let Some(token) = &token {
+                token.set_task(task.abort_handle());
+            }
+            return;
+        }
+    }
+    if id != 0 {
+        shared.calls.end(id);
     }
 }
 

@@ -22,17 +22,21 @@
 use std::time::Instant;
 
 use super::protocol::{event_named, ActionWire, Reply, Step, ToolCallWire};
+use super::worker_calls::Token;
 use crate::core::hooks::{HookAction, HookEntry, HookError, HookEvent, HookPayload, HookReturn};
 use crate::core::points::BoxFuture;
 use crate::core::registry::{Tool, ToolReturn};
 
 /// Run `steps` of a call of `tool` (`None`: not in this worker) with the
-/// plugin's `hooks`; `send(reply, last)` answers each step.
+/// plugin's `hooks`; `send(reply, last)` answers each step. Cancelled
+/// (`token`), it runs no further step, and an async step's task is
+/// cancelled.
 pub(super) fn run(
     tool: Option<&Tool>,
     hooks: &[HookEntry],
     call: ToolCallWire,
     steps: &[Step],
+    token: Option<&Token>,
     send: &mut dyn FnMut(Reply, bool),
 ) {
     let Some(tool) = tool else {
@@ -45,11 +49,14 @@ pub(super) fn run(
     // A `pre_tool_call` hook answered something other than "continue".
     let mut pre_refused = false;
     for (at, step) in steps.iter().enumerate() {
+        if token.is_some_and(Token::is_cancelled) {
+            return;
+        }
         let next_is = |event: HookEvent| matches!(steps.get(at + 1), Some(Step::Hook { event: e, .. }) if event_named(e) == Some(event));
         let done = at + 1 == steps.len();
         match step {
             Step::Tool => {
-                let (reply, ok) = run_tool(tool, &mut ctx);
+                let (reply, ok) = run_tool(tool, &mut ctx, token);
                 if let Ok(result) = &ok {
                     text = result.clone();
                 }
@@ -70,7 +77,7 @@ pub(super) fn run(
                 ctx.stage = Some(event);
                 let answer = match entry.callback.call(event, HookPayload::Tool(&mut ctx)) {
                     HookReturn::Ready(answer) => answer,
-                    HookReturn::Pending(fut) => wait(fut).unwrap_or_else(Err),
+                    HookReturn::Pending(fut) => wait(fut, token).unwrap_or_else(Err),
                 };
                 let pre = event == HookEvent::ToolGuard;
                 pre_refused |= pre && !matches!(answer, Ok(HookAction::Continue));
@@ -94,6 +101,7 @@ pub(super) fn run(
 fn run_tool(
     tool: &Tool,
     ctx: &mut crate::core::hooks::ToolCallContext,
+    token: Option<&Token>,
 ) -> (Reply, Result<String, ()>) {
     // As the pipeline does: a handler reading the Rust arguments gets the
     // edits the hooks made in place.
@@ -105,7 +113,7 @@ fn run_tool(
     let started = Instant::now();
     let result = match tool.handler.call(ctx) {
         ToolReturn::Ready(result) => result,
-        ToolReturn::Pending(fut) => wait(fut).unwrap_or_else(|e| Err(plugin_error(e))),
+        ToolReturn::Pending(fut) => wait(fut, token).unwrap_or_else(|e| Err(plugin_error(e))),
     };
     ctx.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     match result {
@@ -138,16 +146,21 @@ fn refused(problem: String) -> Reply {
 
 /// Wait on this thread for an async handler's future, run on the
 /// runtime's tokio threads as any async handler of the worker is.
-fn wait<T: Send + 'static>(fut: BoxFuture<T>) -> Result<T, HookError> {
+fn wait<T: Send + 'static>(fut: BoxFuture<T>, token: Option<&Token>) -> Result<T, HookError> {
     let Some(rt) = crate::runtime::Runtime::get() else {
         return Err(HookError::NotRun(
             "the worker's runtime is not running".into(),
         ));
     };
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    rt.tokio().spawn(async move {
+    let task = rt.tokio().spawn(async move {
         let _ = tx.send(fut.await);
     });
+    if let Some(token) = token {
+        // Cancelled, the task is aborted: its future (and the Python task
+        // under it) is dropped, and `recv` below sees the sender gone.
+        token.set_task(task.abort_handle());
+    }
     rx.recv()
         .map_err(|_| HookError::NotRun("the handler's future was dropped".into()))
 }

@@ -264,6 +264,8 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             Answer::Silent
         }
         Request::Batch { tool, call, steps } => Answer::Batch { tool, call, steps },
+        // Served by the worker's loop before it comes here (iso-runtime).
+        Request::Cancel { .. } => Answer::Now(refused("a cancel is not a call".into())),
     }
 }
 

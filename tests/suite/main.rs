@@ -70,6 +70,7 @@ mod hermes_tools;
 mod isolated_dialects;
 mod isolation;
 mod isolation_batch;
+mod isolation_cancel;
 mod layout;
 mod lifecycle;
 mod manifest_and_discovery;

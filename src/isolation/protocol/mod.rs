@@ -79,6 +79,15 @@ pub enum Request {
         call: ToolCallWire,
         steps: Vec<Step>,
     },
+    // --- iso-runtime ---
+    /// Stop request `call` (issue 47 item 2): plughost no longer waits for
+    /// it (its time limit passed, or its caller went away). An async
+    /// handler's task is cancelled; a sync handler's thread is left to
+    /// finish and its answer dropped. Answered with [`Reply::Cancelled`]
+    /// once the worker's interpreter has taken the request in: a worker
+    /// that does not answer within plughost's bound is wedged, and
+    /// replaced.
+    Cancel { call: u64 },
 }
 
 /// One step of a [`Request::Batch`], in the pipeline's order.
@@ -143,6 +152,12 @@ pub enum Reply {
     Step {
         reply: Box<Reply>,
         last: bool,
+    },
+    // --- iso-runtime ---
+    /// The answer to [`Request::Cancel`]; `running`: the call was still
+    /// running (or not yet started) and is now cancelled.
+    Cancelled {
+        running: bool,
     },
 }
 

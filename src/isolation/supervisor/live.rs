@@ -6,7 +6,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::core::outcome::{ExitCause, PluginFault, ResourceLimit};
@@ -48,6 +48,12 @@ pub(super) struct Live {
     pub(super) stop_reason: Mutex<Option<String>>,
     /// The limit it said it went past before ending itself.
     pub(super) exceeded: Mutex<Option<ResourceLimit>>,
+    /// It did not acknowledge a cancel within this bound (ms) and was
+    /// killed as wedged.
+    pub(super) wedged: Mutex<Option<u64>>,
+    /// It answered a call since it loaded (a worker that dies before that
+    /// is crashing in a loop, see [`super::backoff`]).
+    pub(super) answered: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -116,6 +122,58 @@ impl Live {
     pub(super) fn forget(&self, id: u64) {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.waiters.remove(&id);
+    }
+
+    /// plughost no longer waits for call `id` (past its time limit, or its
+    /// caller went away): forget it and have the worker cancel that call
+    /// alone, so the other calls in flight there go on. A worker that does
+    /// not acknowledge the cancel within [`CANCEL_BOUND`] is wedged (its
+    /// interpreter held for good): it is killed, and the calls it had fail
+    /// with [`PluginFault::Wedged`].
+    pub(super) fn cancel(self: &Arc<Self>, id: u64) {
+        self.forget(id);
+        if self.has_ended() || self.is_stopped() {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if self
+            .send(Request::Cancel { call: id }, Waiter::Blocking(tx))
+            .is_err()
+        {
+            return; // gone: its reader fails the rest
+        }
+        let live = self.clone();
+        let watched = std::thread::Builder::new()
+            .name(format!("plughost-cancel-{}", self.key))
+            .spawn(move || {
+                if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(CANCEL_BOUND)
+                {
+                    live.wedged(CANCEL_BOUND);
+                }
+            });
+        if let Err(e) = watched {
+            tracing::warn!(
+                "cannot watch the cancel of a call of plugin '{}' ({e}); its worker is replaced",
+                self.key
+            );
+            self.wedged(Duration::ZERO);
+        }
+    }
+
+    /// Kill a worker that did not answer within `bound` as wedged.
+    fn wedged(&self, bound: Duration) {
+        if self.has_ended() {
+            return;
+        }
+        let after_ms = bound.as_millis() as u64;
+        *self.wedged.lock().unwrap_or_else(|e| e.into_inner()) = Some(after_ms);
+        tracing::warn!(
+            "the worker of plugin '{}' did not acknowledge a cancelled call within {} s: it is wedged and is replaced",
+            self.key,
+            crate::core::outcome::seconds_text(bound)
+        );
+        self.kill(Some("it was wedged".into()));
     }
 
     /// Kill the process (if it still runs); `reason` marks it as stopped by
@@ -203,6 +261,12 @@ pub(super) fn watch_process(key: &str, pid: u32, stream: UnixStream) -> std::io:
         })
         .map(|_| ())
 }
+
+/// How long a worker has to acknowledge a cancel before it counts as
+/// wedged. A responsive interpreter takes the request within a few of its
+/// 5 ms thread switch intervals; only a held GIL (a C call that does not
+/// release it, a deadlock) or a stopped process takes this long.
+pub(super) const CANCEL_BOUND: Duration = Duration::from_secs(3);
 
 /// How long a worker may live on after closing its stream.
 pub(super) const LINGER: Duration = Duration::from_millis(500);

@@ -69,6 +69,9 @@ struct State {
     crashes: VecDeque<Instant>,
     /// Every crash since the plugin loaded.
     total_crashes: u64,
+    /// Crashes in a row of workers that answered no call: a plugin
+    /// crashing in a loop, which the backoff slows down.
+    looping: u32,
     disabled: Option<PluginFault>,
 }
 
@@ -164,6 +167,7 @@ impl Supervisor {
                     live: None,
                     crashes: VecDeque::new(),
                     total_crashes: 0,
+                    looping: 0,
                     disabled: None,
                 }),
                 starting: Mutex::new(()),
@@ -236,7 +240,7 @@ impl Supervisor {
             (WorkerState::Running, Some(pid), None)
         } else {
             let wait = state.crashes.back().map_or(Duration::ZERO, |last| {
-                backoff(state.crashes.len() as u32).saturating_sub(last.elapsed())
+                backoff(state.looping).saturating_sub(last.elapsed())
             });
             (WorkerState::Restarting, None, Some(wait.as_millis() as u64))
         };
@@ -338,6 +342,8 @@ impl Supervisor {
             next_id: AtomicU64::new(1),
             stop_reason: Mutex::new(None),
             exceeded: Mutex::new(None),
+            wedged: Mutex::new(None),
+            answered: std::sync::atomic::AtomicBool::new(false),
         });
         reactor::read_replies(live.clone(), reader, Arc::downgrade(&self.inner))
             .map_err(|e| unavailable(format!("cannot start its reader thread: {e}")))?;
@@ -401,7 +407,7 @@ impl Supervisor {
             let wait = {
                 let state = self.lock();
                 state.crashes.back().map_or(Duration::ZERO, |last| {
-                    backoff(state.crashes.len() as u32).saturating_sub(last.elapsed())
+                    backoff(state.looping).saturating_sub(last.elapsed())
                 })
             };
             if !wait.is_zero() {
@@ -415,9 +421,8 @@ impl Supervisor {
     }
 
     /// Send `body` and await the reply. Dropping the future before the
-    /// reply comes (a time limit, a cancelled turn) kills the worker, which
-    /// is started again for the next call: a sync call cannot be stopped
-    /// any other way.
+    /// reply comes (a time limit, a cancelled turn) cancels that call in
+    /// the worker ([`Request::Cancel`]); the worker's other calls go on.
     pub async fn request(&self, body: Request, what: Subject) -> Result<Reply, PluginError> {
         let live = self.live()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -541,11 +546,15 @@ fn worker_process(
     process
 }
 
-/// After `recent` crashes in the window, wait this long before the next
-/// start: nothing after one crash (a plugin that crashed once is started
-/// again at once: the wait is for a plugin that keeps crashing), then 50 ms
-/// doubling per crash, at most 2 s.
-fn backoff(recent: u32) -> Duration {
+/// After `looping` crashes in a row of workers that answered no call
+/// (each died loading, or in its first call), wait this long before the
+/// next start: nothing after one such crash, then 50 ms doubling per
+/// crash, at most 2 s. A worker that served calls before it crashed is
+/// started again at once, however often that happens (the breaker still
+/// counts every crash): the wait is only for a plugin crashing in a loop,
+/// where starting at once would spin (issue 47).
+fn backoff(looping: u32) -> Duration {
+    let recent = looping;
     if recent <= 1 {
         return Duration::ZERO;
     }

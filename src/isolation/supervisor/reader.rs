@@ -90,16 +90,12 @@ pub(super) struct Abandon<'a> {
 impl Drop for Abandon<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.live.forget(self.id);
-            tracing::warn!(
-                "{} of plugin '{}' was abandoned (past its time limit, or cancelled); its worker is stopped and restarts for the next call",
+            tracing::info!(
+                "{} of plugin '{}' was abandoned (past its time limit, or its caller went away); it is cancelled in its worker",
                 self.what,
                 self.live.key
             );
-            self.live.kill(Some(format!(
-                "{} was abandoned past its time limit",
-                self.what
-            )));
+            self.live.cancel(self.id);
         }
     }
 }
@@ -186,6 +182,12 @@ pub(super) fn route(live: &Live, envelope: Envelope<Reply>) {
         *live.exceeded.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
         return;
     }
+    if !matches!(body, Reply::Loaded { .. } | Reply::LoadFailed { .. })
+        && !live.answered.load(std::sync::atomic::Ordering::Relaxed)
+    {
+        live.answered
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let waiter = {
         let mut pending = live.pending.lock().unwrap_or_else(|e| e.into_inner());
         let stream = match pending.waiters.get(&id) {
@@ -254,7 +256,15 @@ pub(super) fn finish(
             }
             _ => None,
         });
+    let wedged = *live.wedged.lock().unwrap_or_else(|e| e.into_inner());
     let (fault, crashed) = match (stopped, exceeded, ended) {
+        (Some(_), _, _) if wedged.is_some() => (
+            PluginFault::Wedged {
+                plugin,
+                after_ms: wedged.unwrap_or_default(),
+            },
+            false,
+        ),
         (Some(reason), _, _) => (PluginFault::Stopped { plugin, reason }, false),
         (None, Some(limit), _) => (PluginFault::LimitExceeded { plugin, limit }, true),
         (None, None, Ok(cause)) => (PluginFault::Crashed { plugin, cause }, true),
@@ -285,6 +295,13 @@ pub(super) fn note_death(inner: &Inner, live: &Arc<Live>, crashed: bool) {
         state.live = None;
     }
     if crashed {
+        // A worker that crashed before answering anything: the plugin may
+        // be crashing in a loop (see `backoff`).
+        if live.answered.load(std::sync::atomic::Ordering::Relaxed) {
+            state.looping = 0;
+        } else {
+            state.looping += 1;
+        }
         let now = Instant::now();
         let window = inner.settings.breaker_window;
         state.total_crashes += 1;

@@ -15,8 +15,8 @@ use crate::isolation::protocol::{Reply, Request};
 
 /// The replies to one batch still to come. Dropped before its last one
 /// came (the call was cancelled, or went another way than the worker's),
-/// it stops the worker, as an abandoned call does: the worker may still
-/// be running a step nobody will read.
+/// it cancels the batch in the worker, as an abandoned call is: the worker
+/// may still be running a step nobody will read.
 pub struct Stream {
     live: Arc<Live>,
     id: u64,
@@ -54,6 +54,9 @@ impl Stream {
             return None;
         }
         let mut replies = self.replies.lock().await;
+        // Dropped while waiting, the batch is cancelled in the worker (the
+        // guard below) and over: the call's later steps go one request each.
+        let mut leaving = Leaving(&self.finished, true);
         let mut guard = Abandon {
             live: &self.live,
             id: self.id,
@@ -62,6 +65,7 @@ impl Stream {
         };
         let got = replies.recv().await;
         guard.armed = false;
+        leaving.1 = false;
         let (reply, last) = match got {
             Some(Ok((reply, last))) => (Ok(reply), last),
             Some(Err(fault)) => (Err(PluginError::fault(fault)), true),
@@ -80,17 +84,26 @@ impl Stream {
     }
 }
 
+/// Marks the stream finished when a step's wait is dropped.
+struct Leaving<'a>(&'a AtomicBool, bool);
+
+impl Drop for Leaving<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.store(true, Ordering::Release);
+        }
+    }
+}
+
 impl Drop for Stream {
     fn drop(&mut self) {
         if self.is_finished() || self.live.has_ended() || self.live.is_stopped() {
             return;
         }
-        self.live.forget(self.id);
-        tracing::warn!(
-            "a tool call of plugin '{}' with its hooks was left before its worker finished it; its worker is stopped and restarts for the next call",
+        tracing::info!(
+            "a tool call of plugin '{}' with its hooks was left before its worker finished it; it is cancelled in its worker",
             self.live.key
         );
-        self.live
-            .kill(Some("a tool call with its hooks was abandoned".into()));
+        self.live.cancel(self.id);
     }
 }
