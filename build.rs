@@ -2,6 +2,10 @@
 //! (an rpath to pyo3's lib_dir), so the loader never picks a different
 //! system libpython and the user's site-packages stay visible.
 fn main() {
+    // `Py_LIMITED_API` and the `Py_3_*` cfgs, for the stable-ABI build
+    // (`--features abi3`: a wheel whose module any CPython >= 3.10 loads,
+    // which workers on another Python import; docs/isolation.md).
+    pyo3_build_config::use_pyo3_cfgs();
     let config = pyo3_build_config::get();
     if let Some(lib_dir) = config.lib_dir() {
         if std::env::var("CARGO_CFG_TARGET_OS").as_deref() != Ok("windows") {

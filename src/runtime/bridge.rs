@@ -51,10 +51,21 @@ pub fn is_awaitable(obj: &Bound<'_, PyAny>) -> bool {
     // null or points to the type's static slot table. Reading the
     // `am_await` slot is what `await` itself does, and avoids an attribute
     // lookup that raises on every non-awaitable.
+    #[cfg(not(Py_LIMITED_API))]
     unsafe {
         let ty = ffi::Py_TYPE(obj.as_ptr());
         let slots = (*ty).tp_as_async;
         !slots.is_null() && (*slots).am_await.is_some()
+    }
+    // The stable ABI (a worker on another Python, issue 47) hides the type
+    // object's layout: the slot is read through `PyType_GetSlot`, which
+    // takes static types too from 3.10 (the abi3 floor).
+    // SAFETY: as above; `Py_am_await` is a valid slot id, so a type
+    // without the slot gives null and sets no error.
+    #[cfg(Py_LIMITED_API)]
+    unsafe {
+        let ty = ffi::Py_TYPE(obj.as_ptr());
+        !ffi::PyType_GetSlot(ty, ffi::Py_am_await).is_null()
     }
 }
 
@@ -310,7 +321,12 @@ pub struct InlineTask {
 
 fn start_inline(py: Python<'_>, obj: Bound<'_, PyAny>) -> Awaited {
     // SAFETY: `obj` is a live object and the GIL is held.
+    #[cfg(not(Py_LIMITED_API))]
     let is_coroutine = unsafe { ffi::PyCoro_CheckExact(obj.as_ptr()) } != 0;
+    // Under the stable ABI a coroutine goes through its `__await__` too
+    // (its wrapper iterator steps it the same way).
+    #[cfg(Py_LIMITED_API)]
+    let is_coroutine = false;
     let iter = if is_coroutine {
         obj
     } else {

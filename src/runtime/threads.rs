@@ -384,7 +384,19 @@ where
 pub fn holds_gil() -> bool {
     // SAFETY: reads this thread's own state; safe whether or not the
     // interpreter is initialized (then it answers 0).
-    unsafe { ffi::Py_IsInitialized() != 0 && ffi::PyGILState_Check() != 0 }
+    unsafe { ffi::Py_IsInitialized() != 0 && gil_state_check() != 0 }
+}
+
+#[cfg(not(Py_LIMITED_API))]
+use ffi::PyGILState_Check as gil_state_check;
+
+// Under the stable ABI (a worker on another Python, issue 47) pyo3 does
+// not declare `PyGILState_Check`, which every CPython from 3.4 exports
+// with this signature (it is outside the limited API, not absent).
+#[cfg(Py_LIMITED_API)]
+extern "C" {
+    #[link_name = "PyGILState_Check"]
+    fn gil_state_check() -> std::os::raw::c_int;
 }
 
 #[cfg(test)]

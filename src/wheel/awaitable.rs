@@ -322,6 +322,15 @@ impl Wake for LoopWaker {
 /// slot when there is one: the finished call hands its value back as a
 /// return status, with no `StopIteration` raised and caught for it.
 /// (From 3.12 the interpreter's `await` uses `__next__`/`send`, which stay.)
+#[cfg(Py_LIMITED_API)]
+pub fn install_send_slot(_py: Python<'_>) {
+    // The stable ABI hides the heap type's `as_async` block: an abi3 build
+    // (a worker on another Python, issue 47) resumes `plughost.Call`
+    // through `send`, as 3.12+ does anyway.
+}
+
+/// See the stable-ABI variant above.
+#[cfg(not(Py_LIMITED_API))]
 pub fn install_send_slot(py: Python<'_>) {
     let ty = py.get_type::<PyCall>();
     let raw = ty.as_type_ptr();
@@ -342,6 +351,7 @@ pub fn install_send_slot(py: Python<'_>) {
 }
 
 /// `am_send` of `plughost.Call`: one step, resumed with `arg`.
+#[cfg(not(Py_LIMITED_API))]
 unsafe extern "C" fn call_am_send(
     slf: *mut ffi::PyObject,
     arg: *mut ffi::PyObject,
@@ -360,6 +370,7 @@ unsafe extern "C" fn call_am_send(
 /// # Safety
 /// `slf` is a live `plughost.Call`, `arg` a live object or null, and
 /// `result` writable: what CPython passes to `am_send`.
+#[cfg(not(Py_LIMITED_API))]
 unsafe fn send_attached(
     py: Python<'_>,
     slf: *mut ffi::PyObject,

@@ -327,3 +327,88 @@ async fn sync_handler_a_timeout_and_a_hang_up_cost_only_their_own_calls() {
 async fn async_handler_a_timeout_and_a_hang_up_cancel_only_their_own_tasks() {
     one_caller_bad_luck_is_its_own(ASYNC, false).await;
 }
+
+const WEDGING: &str = r#"
+import ctypes, os, time
+
+HOME = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+def note(line):
+    with open(os.path.join(HOME, "events.log"), "a") as f:
+        f.write(f"{line} pid={os.getpid()}\n")
+
+def slow():
+    note("start slow")
+    while True:
+        time.sleep(0.01)
+
+def wedge():
+    note("start wedge")
+    # A C call through PyDLL keeps the GIL: the interpreter is held for good.
+    ctypes.PyDLL(None).sleep(3600)
+
+def register(ctx):
+    ctx.register_tool("slow", {}, slow)
+    ctx.register_tool("wedge", {}, wedge)
+    ctx.register_tool("pid", {}, lambda: str(os.getpid()))
+"#;
+
+/// A worker that cannot acknowledge a cancel (a plugin holds its GIL) is
+/// replaced; the call in flight on it is told so with a typed outcome
+/// (`PluginFault::Wedged`), not "abandoned past its time limit".
+#[test]
+fn a_wedged_worker_is_replaced_and_its_calls_are_told_so() {
+    use plughost::core::outcome::PluginFault;
+    let home = common::home_with(&["wedger"]);
+    common::write_plugin(
+        &home.path().join("plugins"),
+        "wedger",
+        "name: wedger\nversion: 0.1.0\n",
+        &[("__init__.py", WEDGING)],
+    );
+    let bundled = common::no_bundled();
+    let host = plughost::Host::builder()
+        .home(home.path())
+        .bundled_dir(bundled.path())
+        .worker_command(plughost::isolation::WorkerCommand::binary(env!(
+            "CARGO_BIN_EXE_plughost"
+        )))
+        .isolate(plughost::plugins::config::Isolation::All)
+        .build()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let host = std::sync::Arc::new(host);
+    let before = rt.block_on(host.call_tool("pid", json!({}), "")).text;
+    let in_flight = {
+        let host = host.clone();
+        rt.spawn(async move { host.call_tool("slow", json!({}), "").await })
+    };
+    rt.block_on(wait_for("the slow call to start", || {
+        position(&events(home.path()), "start", "slow").is_some()
+    }));
+    // Given up on at once: its cancel cannot be acknowledged.
+    let wedged = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_millis(300),
+            host.call_tool("wedge", json!({}), ""),
+        )
+        .await
+    });
+    assert!(wedged.is_err(), "the wedge cannot finish");
+    let r = rt.block_on(in_flight).unwrap();
+    let fault = r.outcome.error().and_then(|e| e.fault.as_deref().cloned());
+    assert!(
+        matches!(fault, Some(PluginFault::Wedged { ref plugin, .. }) if plugin == "wedger"),
+        "{fault:?}: {}",
+        r.text
+    );
+    assert!(r.text.contains("stopped responding"), "{}", r.text);
+    let after = rt.block_on(host.call_tool("pid", json!({}), "")).text;
+    assert_ne!(before, after, "a new worker serves the next call");
+    let ev = events(home.path());
+    assert!(position(&ev, "start", "wedge").is_some(), "{ev:?}");
+}

@@ -127,7 +127,7 @@ unsafe fn on_open(args: *mut ffi::PyObject) {
         };
         let mode = ffi::PyTuple_GetItem(args, 1);
         let write = if ffi::PyUnicode_Check(mode) != 0 {
-            let m = ffi::PyUnicode_AsUTF8(mode);
+            let m = ffi::PyUnicode_AsUTF8AndSize(mode, std::ptr::null_mut());
             !m.is_null()
                 && CStr::from_ptr(m)
                     .to_bytes()
@@ -191,7 +191,7 @@ unsafe fn on_connect(args: *mut ffi::PyObject) {
             ffi::PyErr_Clear();
             return;
         }
-        let p = ffi::PyUnicode_AsUTF8(s);
+        let p = ffi::PyUnicode_AsUTF8AndSize(s, std::ptr::null_mut());
         let text = (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned());
         ffi::Py_DecRef(s);
         ffi::PyErr_Clear();
@@ -224,7 +224,7 @@ unsafe fn text_of_path(obj: *mut ffi::PyObject) -> Option<String> {
             return None;
         }
         let out = if ffi::PyUnicode_Check(fs) != 0 {
-            let p = ffi::PyUnicode_AsUTF8(fs);
+            let p = ffi::PyUnicode_AsUTF8AndSize(fs, std::ptr::null_mut());
             (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
         } else if ffi::PyBytes_Check(fs) != 0 {
             let p = ffi::PyBytes_AsString(fs);
