@@ -51,28 +51,17 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
     fi
 fi
 
-# tests/suite/plugin_deps.rs runs a plugin needing Python 3.12 in a worker
-# on a CPython 3.12 of the machine; that worker imports plughost, so it
-# needs the wheel built for 3.12 (a dev build: only the test uses it). The
-# first candidate that runs: a pyenv shim answers `command -v` for a
-# version it will not run, so each one is tried.
-py312=""
-for candidate in "$(command -v python3.12 || true)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3; do
-    if [ -n "$candidate" ] && [ -x "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
-        py312="$candidate"
-        break
-    fi
-done
-if [ -n "$py312" ]; then
-    step "wheel for CPython 3.12 ($py312), dev build, into target/wheels-cp312"
-    rm -rf target/wheels-cp312
-    tick "building the 3.12 wheel"
-    maturin build --quiet --profile dev -i "$py312" --out target/wheels-cp312
-    untick
-    export PLUGHOST_TEST_WHEELS="$PWD/target/wheels-cp312"
-else
-    echo "no CPython 3.12 on PATH or under pyenv: tests/suite/plugin_deps.rs's Python 3.12 case will fail saying so (pyenv install 3.12)" >&2
-fi
+# tests/suite/plugin_deps.rs runs plugins needing Python 3.12 and 3.13 in
+# workers on those CPythons of the machine (found on PATH or under pyenv,
+# as a user's would be); each worker imports plughost from its
+# stable-ABI wheel (cp310-abi3: one wheel for every CPython from 3.10),
+# built once here (a dev build: only the test uses it).
+step "plughost's stable-ABI wheel (cp310-abi3), dev build, into target/wheels-abi3"
+rm -rf target/wheels-abi3
+tick "building the abi3 wheel"
+maturin build --quiet --profile dev --features abi3 --out target/wheels-abi3
+untick
+export PLUGHOST_TEST_WHEELS="$PWD/target/wheels-abi3"
 
 step "cargo test (builds the crate and the test binaries first: a few minutes on a cold target/)"
 cargo test

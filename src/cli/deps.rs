@@ -89,23 +89,17 @@ fn prepare(ask: &Ask<'_>, dir: &Path, name: &str) -> Result<Placed, Failure> {
     let fits = embedded_ok(&reqs);
     // An environment of its own stays with a plugin reinstalled without
     // --own-env (remove it to move it back to the shared one).
+    // A `requires-python` the embedded interpreter does not meet gives the
+    // plugin an environment of its own on a CPython that does, chosen here
+    // (issue 47): it then runs in a worker on that interpreter.
     let own_env =
-        ask.own_env || own::find(home, name).is_some() || (isolated && (!reqs.is_empty() || !fits));
-    if !own_env && !fits {
-        let rp = reqs.requires_python.clone().unwrap_or_default();
-        let chosen = interpreter::choose(Some(&rp))
-            .map(|f| {
-                format!(
-                    "it then runs in a worker on Python {} ({})",
-                    f.version_text(),
-                    f.path.display()
-                )
-            })
-            .unwrap_or_else(|e| e);
-        return Err(Failure::failed(format!(
-            "plugin '{name}' requires Python {rp}, which the embedded interpreter (Python {}) is not; install it with --own-env to give it an environment of its own: {chosen}",
+        ask.own_env || own::find(home, name).is_some() || !fits || (isolated && !reqs.is_empty());
+    if !fits && !ask.own_env {
+        println!(
+            "Plugin '{name}' requires Python {}, which the embedded interpreter (Python {}) is not: it gets an environment of its own on a CPython that is, and runs in a worker there.",
+            reqs.requires_python.as_deref().unwrap_or_default(),
             embedded_text()
-        )));
+        );
     }
     if own_env {
         let versions = build_own(home, name, &reqs, ask.constraints)?;
@@ -217,38 +211,11 @@ fn build_own(
     let mut extra = own::Extra::default();
     if !chosen.embedded {
         let (a, b, _) = chosen.version;
-        let wheel = plughost_wheel(home, a, b).map_err(Failure::failed)?;
+        let wheel = own::plughost_wheel(home, a, b).map_err(Failure::failed)?;
         extra.requirements.push(wheel.display().to_string());
     }
     let uv = Uv::locate().map_err(failed)?;
     own::build(home, &uv, name, reqs, &chosen.path, &extra, constraints).map_err(failed)
-}
-
-/// The plughost wheel for CPython `a.b`, from the directories of
-/// `PLUGHOST_WHEELS` (separated by `:`) and `<home>/wheels`.
-fn plughost_wheel(home: &Path, a: u32, b: u32) -> Result<PathBuf, String> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PLUGHOST_WHEELS")
-        .map(|v| std::env::split_paths(&v).collect())
-        .unwrap_or_default();
-    dirs.push(home.join("wheels"));
-    let tag = format!("-cp{a}{b}-");
-    let found = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flat_map(|entries| entries.flatten())
-        .map(|e| e.path())
-        .find(|p| {
-            let n = p.file_name().unwrap_or_default().to_string_lossy();
-            n.starts_with("plughost-") && n.contains(&tag) && n.ends_with(".whl")
-        });
-    let Some(found) = found else {
-        return Err(format!(
-            "a worker on Python {a}.{b} runs the plughost wheel built for it, and none was found (looked in PLUGHOST_WHEELS and {}): build it with `maturin build -i python{a}.{b} --out {}` in plughost's source tree, then install again",
-            home.join("wheels").display(),
-            home.join("wheels").display()
-        ));
-    };
-    Ok(found)
 }
 
 /// Write what `placed` says into `name`'s lock entry, and bring the

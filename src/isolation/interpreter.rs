@@ -10,9 +10,10 @@
 //! A worker on an environment of the embedded version is this very program
 //! with the environment's `site-packages` first on `PYTHONPATH`. On another
 //! CPython the embedded interpreter cannot serve (libpython is linked in),
-//! so the worker is the environment's own `python` running the plughost
-//! wheel built for that version (`plughost._native`), which the
-//! environment must hold (docs/plugin-deps.md).
+//! so the worker is the environment's own `python` running plughost's
+//! stable-ABI wheel (`plughost._native`, cp310-abi3: any CPython from
+//! 3.10), which `plugins install` puts in the environment
+//! (docs/plugin-deps.md).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -238,7 +239,7 @@ pub fn describe(home: &Path, key: &str) -> Option<String> {
     let how = if same_minor(&version, embedded_version()) {
         "plughost's own worker with its site-packages first on PYTHONPATH"
     } else {
-        "its python running the plughost wheel built for that version"
+        "its python running plughost's stable-ABI wheel"
     };
     Some(format!(
         "own environment {} (Python {version}; worker: {how})",

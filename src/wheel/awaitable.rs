@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
+#[cfg(not(Py_LIMITED_API))]
 use pyo3::ffi;
 use pyo3::prelude::*;
 

@@ -314,88 +314,118 @@ fn without_uv_the_error_says_how_to_get_it() {
     assert!(!env.home.path().join("plugins/old").exists());
 }
 
-/// A CPython 3.12 of this machine (PATH, then pyenv), if any.
-fn python_312() -> Option<PathBuf> {
+/// A CPython 3.`minor` of this machine, found as a user's machine offers
+/// it: `python3.N` on PATH, then pyenv's versions.
+fn python_3(minor: u32) -> Option<PathBuf> {
     let mut paths: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join("python3.12"))
+        .map(|d| d.join(format!("python3.{minor}")))
         .collect();
     let pyenv = std::env::var_os("PYENV_ROOT")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".pyenv")))?;
     if let Ok(entries) = std::fs::read_dir(pyenv.join("versions")) {
         for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with("3.12") {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!("3.{minor}.")) || name == format!("3.{minor}") {
                 paths.push(e.path().join("bin/python3"));
             }
         }
     }
-    paths.into_iter().find(|p| p.is_file())
+    // A pyenv shim answers for versions it will not run: each one is tried.
+    paths.into_iter().find(|p| {
+        Command::new(p)
+            .args([
+                "-c",
+                &format!("import sys; assert sys.version_info[:2] == (3, {minor})"),
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
 }
 
-/// A directory holding the plughost wheel built for CPython 3.12
-/// (`maturin build -i python3.12 --out DIR`), named by PLUGHOST_TEST_WHEELS.
-fn wheel_312() -> Option<PathBuf> {
+/// A directory holding plughost's stable-ABI wheel (`cp310-abi3`, which
+/// every CPython from 3.10 imports), named by PLUGHOST_TEST_WHEELS
+/// (tests/run_all.sh builds it: `maturin build --features abi3`).
+fn abi3_wheel() -> Option<PathBuf> {
     let dir = PathBuf::from(std::env::var_os("PLUGHOST_TEST_WHEELS")?);
     let found = std::fs::read_dir(&dir).ok()?.flatten().any(|e| {
         let n = e.file_name().to_string_lossy().into_owned();
-        n.starts_with("plughost-") && n.contains("-cp312-")
+        n.starts_with("plughost-") && n.contains("-abi3-")
     });
     found.then_some(dir)
 }
 
-#[test]
-fn a_plugin_needing_python_312_runs_in_a_worker_on_another_cpython() {
+/// A plugin whose `requires-python` only CPython 3.`minor` meets (it uses
+/// 3.12 syntax) runs in a worker on that interpreter, with plughost's
+/// stable-ABI wheel: `plugins install` picks the interpreter and says so.
+fn a_plugin_needing_another_python_runs_in_a_worker_on_it(minor: u32) {
     let env = env();
     let code = "import sys\n\ntype Answer = str  # Python 3.12 syntax\n\ndef register(ctx):\n    ctx.register_tool(\"py_version\", {}, lambda: '%d.%d' % sys.version_info[:2])\n";
+    let spec = format!(">=3.{minor},<3.{}", minor + 1);
+    let pyproject = format!(
+        "[project]\nname = \"newpy\"\nversion = \"1.0\"\nrequires-python = \"{spec}\"\ndependencies = [\"pinlib==1.0\"]\n"
+    );
     let src = write_plugin(
         &env.work.path().join("src"),
         "newpy",
         "name: newpy\nversion: 1.0.0\nprovides_tools: [py_version]\n",
-        &[
-            ("__init__.py", code),
-            (
-                "pyproject.toml",
-                "[project]\nname = \"newpy\"\nversion = \"1.0\"\nrequires-python = \">=3.12,<3.13\"\ndependencies = [\"pinlib==1.0\"]\n",
-            ),
-        ],
+        &[("__init__.py", code), ("pyproject.toml", &pyproject)],
     );
-    // Without --own-env: refused, saying what would work.
+    let Some(python) = python_3(minor) else {
+        common::missing(
+            &format!("a CPython 3.{minor} (python3.{minor} on PATH or under pyenv)"),
+            &format!("pyenv install 3.{minor}, or apt-get install python3.{minor}"),
+        );
+    };
+    // With no wheel anywhere: the error says the one command to run, and
+    // nothing is installed.
     let out = env.run(&["plugins", "install", s(&src), "--enable"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("requires Python >=3.12,<3.13"), "{err}");
-    assert!(err.contains("--own-env"), "{err}");
+    assert!(
+        err.contains("maturin build --release --features abi3 --out"),
+        "{err}"
+    );
     assert!(!env.home.path().join("plugins/newpy").exists());
-
-    let Some(python) = python_312() else {
-        common::missing(
-            "a CPython 3.12 (python3.12 on PATH or under pyenv)",
-            "pyenv install 3.12, or apt-get install python3.12",
-        );
-    };
-    let Some(wheels) = wheel_312() else {
+    let Some(wheels) = abi3_wheel() else {
         common::missing(
             &format!(
-                "the plughost wheel built for the CPython 3.12 at {}",
+                "plughost's stable-ABI wheel, for the CPython 3.{minor} at {}",
                 python.display()
             ),
-            "maturin build -i python3.12 --out DIR, then PLUGHOST_TEST_WHEELS=DIR",
+            "maturin build --features abi3 --out DIR, then PLUGHOST_TEST_WHEELS=DIR",
         );
     };
+    // No --own-env: install picks the interpreter by itself and says which.
     let out = env
-        .command(&["plugins", "install", s(&src), "--enable", "--own-env"])
+        .command(&["plugins", "install", s(&src), "--enable"])
         .env("PLUGHOST_WHEELS", &wheels)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
+    let said = stdout(&out);
+    assert!(said.contains(&format!("requires Python {spec}")), "{said}");
     assert!(
-        stdout(&out).contains("runs on Python 3.12."),
+        said.contains(&format!("runs on Python 3.{minor}.")),
         "{}",
         text(&out)
     );
-    assert_eq!(env.ok(&["tools", "call", "py_version"]), "3.12\n");
+    assert_eq!(
+        env.ok(&["tools", "call", "py_version"]),
+        format!("3.{minor}\n")
+    );
     let doctor = env.ok(&["plugins", "doctor"]);
     assert!(doctor.contains("own environment"), "{doctor}");
+}
+
+#[test]
+fn a_plugin_needing_python_312_runs_in_a_worker_on_another_cpython() {
+    a_plugin_needing_another_python_runs_in_a_worker_on_it(12);
+}
+
+#[test]
+fn a_plugin_needing_python_313_runs_in_a_worker_on_another_cpython() {
+    a_plugin_needing_another_python_runs_in_a_worker_on_it(13);
 }
 
 #[test]

@@ -163,3 +163,71 @@ pub fn build(
 pub fn remove(home: &Path, name: &str) {
     let _ = std::fs::remove_dir_all(env_dir(home, name));
 }
+
+/// The plughost wheel a worker on CPython `a.b` (not the embedded one)
+/// installs in its environment: the stable-ABI wheel (`cp3N-abi3`, any
+/// `N <= b`: one wheel for every CPython from 3.10, issue 47) or one built
+/// for exactly `a.b` (`cp3b`). Looked for in the directories of
+/// `PLUGHOST_WHEELS` (separated by `:`), `<home>/wheels`, and `wheels`
+/// beside the running program (where a release puts the wheel it ships).
+/// The error names the one command that makes it.
+pub fn plughost_wheel(home: &Path, a: u32, b: u32) -> Result<PathBuf, String> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PLUGHOST_WHEELS")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
+    dirs.push(home.join("wheels"));
+    if let Some(beside) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("wheels")))
+    {
+        dirs.push(beside);
+    }
+    let found = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|entries| entries.flatten())
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.starts_with("plughost-") && name.ends_with(".whl") && wheel_fits(&name, a, b)
+        });
+    found.ok_or_else(|| {
+        let wheels = home.join("wheels");
+        format!(
+            "a worker on Python {a}.{b} runs plughost's stable-ABI wheel (one for every CPython from 3.10), and none was found (looked in PLUGHOST_WHEELS, {} and beside this program): make it once, in plughost's source tree, with `maturin build --release --features abi3 --out {}`, then install again",
+            wheels.display(),
+            wheels.display()
+        )
+    })
+}
+
+/// Whether wheel file `name` imports on CPython `a.b`: its Python tag is
+/// `cp{a}{b}`, or `cp{a}N` with the `abi3` ABI tag and `N <= b`.
+fn wheel_fits(name: &str, a: u32, b: u32) -> bool {
+    // name-version-pytag-abitag-platform.whl
+    let parts: Vec<&str> = name.trim_end_matches(".whl").split('-').collect();
+    let [.., py, abi, _platform] = parts.as_slice() else {
+        return false;
+    };
+    let Some(minor) = py
+        .strip_prefix(&format!("cp{a}"))
+        .and_then(|m| m.parse::<u32>().ok())
+    else {
+        return false;
+    };
+    minor == b || (*abi == "abi3" && minor <= b)
+}
+
+#[cfg(test)]
+mod wheel_tests {
+    use super::wheel_fits;
+
+    #[test]
+    fn the_stable_abi_wheel_fits_every_later_cpython() {
+        let abi3 = "plughost-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl";
+        assert!(wheel_fits(abi3, 3, 12) && wheel_fits(abi3, 3, 13) && wheel_fits(abi3, 3, 10));
+        assert!(!wheel_fits(abi3, 3, 9));
+        let cp312 = "plughost-0.1.0-cp312-cp312-manylinux_2_34_x86_64.whl";
+        assert!(wheel_fits(cp312, 3, 12) && !wheel_fits(cp312, 3, 13));
+    }
+}
