@@ -473,8 +473,6 @@ impl Supervisor {
         }
     }
 
-    /// Send `body` and block for the reply, at most `limit`; past it the
-    /// worker is killed (and restarted for the next call).
     /// Ask the running worker, if there is one, without starting one and
     /// without stopping it when it is slow to answer (it may be busy with
     /// another call): `None` when no worker runs; a time-out is an error
@@ -512,6 +510,8 @@ impl Supervisor {
         })
     }
 
+    /// Send `body` and block for the reply, at most `limit`; past it the
+    /// call is cancelled in the worker, which serves on.
     pub fn request_blocking(
         &self,
         body: Request,
@@ -519,7 +519,27 @@ impl Supervisor {
         what: &str,
     ) -> Result<Reply, PluginError> {
         let live = self.live()?;
-        wait_blocking(&live, body, limit, what).map_err(PluginError::fault)
+        // Past the limit only this call is given up on (cancelled in the
+        // worker); the worker's other calls go on (issue 47).
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let id = live
+            .send(body, Waiter::Blocking(tx))
+            .map_err(PluginError::fault)?;
+        match recv_reply(&rx, limit) {
+            Ok(r) => r.map_err(PluginError::fault),
+            Err(_) => {
+                tracing::info!(
+                    "{what} of plugin '{}' ran past {} s; it is cancelled in its worker",
+                    live.key,
+                    crate::core::outcome::seconds_text(limit)
+                );
+                live.cancel(id);
+                Err(PluginError::fault(PluginFault::TimedOut {
+                    plugin: live.key.clone(),
+                    after_ms: limit.as_millis() as u64,
+                }))
+            }
+        }
     }
 }
 
