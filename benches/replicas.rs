@@ -106,7 +106,10 @@ async fn main() {
             .unwrap_or(true)
     };
     for (store, url) in [("files", None), ("PostgreSQL", Some(pg.url.as_str()))] {
-        if !only("PLUGHOST_BENCH_STORES", if url.is_some() { "postgres" } else { "files" }) {
+        if !only(
+            "PLUGHOST_BENCH_STORES",
+            if url.is_some() { "postgres" } else { "files" },
+        ) {
             continue;
         }
         for n in [1usize, 3] {

@@ -286,6 +286,10 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists, formats: Formats<'_>
             Err(e) => {
                 format!("not in plugins.enabled, and it cannot load as it is: {e}; fix that first")
             }
+            Ok(m) if m.kind == PluginKind::Exclusive => format!(
+                "not in plugins.enabled, and kind={} is not supported yet",
+                m.kind.as_str()
+            ),
             Ok(_) => format!("not in plugins.enabled (run: plughost plugins enable {key})"),
         };
         (false, Some(Verdict::NotEnabled(why)))
