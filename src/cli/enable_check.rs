@@ -8,7 +8,8 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
-use super::{build_host_enabling, Cli, Exit, Failure};
+use super::{build_host_enabling, home_of, Cli, Exit, Failure, RESTART};
+use crate::plugins::config;
 use crate::runtime::Runtime;
 
 /// Set in the child that loads the plugin.
@@ -17,6 +18,70 @@ const CHILD: &str = "PLUGHOST_ENABLE_CHECK";
 /// The child's answer line starts with this (a plugin may print on stdout
 /// while it loads).
 const MARK: &str = "plughost-enable-check ";
+
+/// `plugins enable NAME`: the plugin is loaded first, in a child
+/// (below); it is enabled when it loads (saying what it
+/// registers), refused with why and where when it does not, unless
+/// `force`. A name no installed plugin has is handled by [`set_enabled`](super::plugins::set_enabled).
+pub(super) fn enable(
+    cli: &Cli,
+    runtime: &crate::runtime::Runtime,
+    name: &str,
+    force: bool,
+) -> Result<Exit, Failure> {
+    if name.trim().is_empty()
+        || !super::plugins::known_plugin_keys(&home_of(cli))
+            .iter()
+            .any(|k| k == name)
+    {
+        return super::plugins::set_enabled(cli, name, true, force);
+    }
+    // An unusable config.json is reported first: it is the bigger problem.
+    config::read_plugin_lists(&home_of(cli))?;
+    let (loads, why, checked) = match in_child() {
+        Outcome::Checked(c) if c.loaded => (Some(c.provides.clone()), None, Some(c)),
+        Outcome::Checked(c) => {
+            let why = c.error.clone().unwrap_or_else(|| "it did not load".into());
+            (None, Some(why), Some(c))
+        }
+        Outcome::Crashed(how) => (
+            None,
+            Some(format!("it ended the process that loaded it ({how})")),
+            None,
+        ),
+        Outcome::NotRun => {
+            let host = super::build_host_enabling(cli, runtime, name)?;
+            match host.plugins().iter().find(|p| p.key == name) {
+                Some(p) if p.loaded => (Some(super::plugins::provides(p)), None, None),
+                Some(p) => (
+                    None,
+                    Some(p.error.clone().unwrap_or_else(|| "it did not load".into())),
+                    None,
+                ),
+                None => (None, Some("it was not found when loading".into()), None),
+            }
+        }
+    };
+    match (loads, why) {
+        (Some(what), _) => {
+            config::enable_plugin(&home_of(cli), name)?;
+            println!("Enabled {name} (it loads: {what}).");
+            println!("{RESTART}");
+            Ok(Exit::Success)
+        }
+        (None, Some(why)) if force => {
+            eprintln!(
+                "plughost: warning: plugin '{name}' fails to load: {why}; enabled anyway (--force)"
+            );
+            super::plugins::set_enabled(cli, name, true, true)
+        }
+        (None, why) => Err(refusal(
+            name,
+            why.as_deref().unwrap_or("it did not load"),
+            checked.as_ref(),
+        )),
+    }
+}
 
 /// What loading the plugin showed.
 #[derive(Debug, Serialize, Deserialize)]

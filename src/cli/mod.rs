@@ -248,7 +248,7 @@ fn plugins_command(cli: &Cli, runtime: &Runtime, command: &PluginsCmd) -> Result
             if enable_check::is_child() {
                 return enable_check::run_child(cli, runtime, name);
             }
-            plugins::enable(cli, runtime, name, *force)
+            enable_check::enable(cli, runtime, name, *force)
                 .and_then(|exit| plugins::then_reload(cli, exit, *reload))
         }
         PluginsCmd::Disable { name } => plugins::set_enabled(cli, name, false, true),

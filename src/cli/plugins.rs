@@ -475,67 +475,6 @@ pub(super) fn list(cli: &Cli, runtime: &Runtime, json: bool) -> Result<Exit, Fai
     Ok(Exit::Success)
 }
 
-/// `plugins enable NAME`: the plugin is loaded first, in a child
-/// ([`super::enable_check`]); it is enabled when it loads (saying what it
-/// registers), refused with why and where when it does not, unless
-/// `force`. A name no installed plugin has is handled by [`set_enabled`].
-pub(super) fn enable(
-    cli: &Cli,
-    runtime: &crate::runtime::Runtime,
-    name: &str,
-    force: bool,
-) -> Result<Exit, Failure> {
-    use super::enable_check::{in_child, refusal, Outcome};
-    if name.trim().is_empty() || !known_plugin_keys(&home_of(cli)).iter().any(|k| k == name) {
-        return set_enabled(cli, name, true, force);
-    }
-    // An unusable config.json is reported first: it is the bigger problem.
-    config::read_plugin_lists(&home_of(cli))?;
-    let (loads, why, checked) = match in_child() {
-        Outcome::Checked(c) if c.loaded => (Some(c.provides.clone()), None, Some(c)),
-        Outcome::Checked(c) => {
-            let why = c.error.clone().unwrap_or_else(|| "it did not load".into());
-            (None, Some(why), Some(c))
-        }
-        Outcome::Crashed(how) => (
-            None,
-            Some(format!("it ended the process that loaded it ({how})")),
-            None,
-        ),
-        Outcome::NotRun => {
-            let host = super::build_host_enabling(cli, runtime, name)?;
-            match host.plugins().iter().find(|p| p.key == name) {
-                Some(p) if p.loaded => (Some(provides(p)), None, None),
-                Some(p) => (
-                    None,
-                    Some(p.error.clone().unwrap_or_else(|| "it did not load".into())),
-                    None,
-                ),
-                None => (None, Some("it was not found when loading".into()), None),
-            }
-        }
-    };
-    match (loads, why) {
-        (Some(what), _) => {
-            config::enable_plugin(&home_of(cli), name)?;
-            println!("Enabled {name} (it loads: {what}).");
-            println!("{RESTART}");
-            Ok(Exit::Success)
-        }
-        (None, Some(why)) if force => {
-            eprintln!(
-                "plughost: warning: plugin '{name}' fails to load: {why}; enabled anyway (--force)"
-            );
-            set_enabled(cli, name, true, true)
-        }
-        (None, why) => Err(refusal(
-            name,
-            why.as_deref().unwrap_or("it did not load"),
-            checked.as_ref(),
-        )),
-    }
-}
-
 /// `plugins enable` / `disable`. Enabling a name no installed plugin has
 /// is refused (a typo would otherwise sit in config.json doing nothing)
 /// unless `force`; disabling one only warns, as it cannot switch anything
