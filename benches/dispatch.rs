@@ -193,9 +193,52 @@ fn main() {
         1.1,
     );
 
+    real_flowly(sync, asyn, calls);
     native_hook_cost(&rt, &empty);
     registry_lookup();
     cold_start(work.path(), &empty);
+}
+
+/// plughost's calls against real Flowly's `ToolRegistry.execute` with the
+/// same three hooks (`benches/flowly_real.py`, run by the interpreter
+/// `PLUGHOST_BENCH_FLOWLY_PYTHON` names, one with the `flowly-ai`
+/// distribution installed); skipped, saying so, without one.
+fn real_flowly(sync: f64, asyn: f64, calls: u32) {
+    println!();
+    let Some(python) = std::env::var_os("PLUGHOST_BENCH_FLOWLY_PYTHON") else {
+        println!("vs real Flowly: skipped (set PLUGHOST_BENCH_FLOWLY_PYTHON to a Python with flowly-ai installed)");
+        return;
+    };
+    let out = Command::new(python)
+        .arg(root().join("benches/flowly_real.py"))
+        .arg(calls.to_string())
+        .output()
+        .expect("the interpreter of PLUGHOST_BENCH_FLOWLY_PYTHON runs");
+    assert!(
+        out.status.success(),
+        "benches/flowly_real.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let flowly: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = |k: &str| flowly[k].as_f64().unwrap();
+    println!(
+        "real Flowly {} ToolRegistry.execute, 3 hooks: sync {} async {}",
+        flowly["flowly"].as_str().unwrap_or("?"),
+        micros(f("sync")),
+        micros(f("async"))
+    );
+    report(
+        "sync handler vs real Flowly (3 hooks)",
+        sync,
+        f("sync"),
+        0.1,
+    );
+    report(
+        "async handler vs real Flowly (3 hooks)",
+        asyn,
+        f("async"),
+        0.1,
+    );
 }
 
 /// Marginal cost of one native Rust hook: a native tool with three no-op

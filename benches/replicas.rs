@@ -16,8 +16,16 @@ use std::time::{Duration, Instant};
 use replicas_common::{echo_script, haproxy, serve, Pg};
 use serde_json::json;
 
-/// Requests per measured load, shared out between the clients.
+/// Requests per measured load, shared out between the clients
+/// (`PLUGHOST_BENCH_REQUESTS` for another number: a longer load to profile).
 const REQUESTS: usize = 960;
+
+fn requests() -> usize {
+    std::env::var("PLUGHOST_BENCH_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(REQUESTS)
+}
 
 struct Figures {
     rps: f64,
@@ -82,7 +90,7 @@ async fn main() {
     let Some(pg) = Pg::start() else { return };
     let shared = tempfile::tempdir().unwrap();
     let bundled = common::no_bundled();
-    let script = echo_script(shared.path(), REQUESTS + REQUESTS / 4 + 5);
+    let script = echo_script(shared.path(), requests() + requests() / 4 + 5);
     let counts: Vec<usize> = std::env::var("PLUGHOST_BENCH_CLIENTS")
         .ok()
         .map(|v| v.split(',').filter_map(|n| n.trim().parse().ok()).collect())
@@ -90,8 +98,24 @@ async fn main() {
     println!("| store | replicas | clients | req/s | p50 ms | p99 ms |");
     println!("|---|---|---|---|---|---|");
     let mut rps = std::collections::HashMap::new();
+    // PLUGHOST_BENCH_STORES=postgres (or files) and PLUGHOST_BENCH_REPLICAS=1
+    // narrow the run (to profile one row); the default runs every row.
+    let only = |var: &str, value: &str| {
+        std::env::var(var)
+            .map(|v| v.split(',').any(|x| x.trim().eq_ignore_ascii_case(value)))
+            .unwrap_or(true)
+    };
     for (store, url) in [("files", None), ("PostgreSQL", Some(pg.url.as_str()))] {
+        if !only(
+            "PLUGHOST_BENCH_STORES",
+            if url.is_some() { "postgres" } else { "files" },
+        ) {
+            continue;
+        }
         for n in [1usize, 3] {
+            if !only("PLUGHOST_BENCH_REPLICAS", &n.to_string()) {
+                continue;
+            }
             // Files: one home the replicas share (its flock per session
             // keeps a session's turns apart); PostgreSQL: a home each.
             let one_home = common::home_with(&[]);
@@ -111,7 +135,7 @@ async fn main() {
                 let tag = format!("{store}-{n}-{clients}");
                 // Warm up (connections, the interpreter's first turn).
                 let _ = load(&lb.url, &format!("warm-{tag}"), clients, clients * 2).await;
-                let f = load(&lb.url, &tag, clients, REQUESTS).await;
+                let f = load(&lb.url, &tag, clients, requests()).await;
                 println!(
                     "| {store} | {n} | {clients} | {:.0} | {:.1} | {:.1} |",
                     f.rps,

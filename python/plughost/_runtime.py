@@ -239,8 +239,12 @@ def describe_exception(exc: BaseException) -> str:
 def exception_report(exc: BaseException, tb: "TracebackType | None" = None) -> "tuple[str, str, str, str]":
     """``(type name, str(exc), formatted traceback, "file:line")`` of a plugin failure.
 
-    The location is the innermost frame outside the import machinery (for a
-    ``SyntaxError``, the offending line), so a user sees where to look.
+    The location is the plugin's own innermost frame: the innermost one
+    outside the standard library, installed packages, plughost's own modules
+    and the import machinery; failing that, outside the standard library and
+    plughost (a plugin installed as a distribution); failing that, the
+    innermost frame at all (for a ``SyntaxError``, the offending line), so a
+    user sees where to look in their code, not in ``json/decoder.py``.
     """
     import traceback
 
@@ -249,15 +253,46 @@ def exception_report(exc: BaseException, tb: "TracebackType | None" = None) -> "
     elif exc.__traceback__ is None:
         exc.__traceback__ = tb
     text = "".join(traceback.format_exception(type(exc), exc, tb))
-    location = ""
+    frames = []
     while tb is not None:
         filename = tb.tb_frame.f_code.co_filename
         if not filename.startswith("<frozen "):
-            location = f"{filename}:{tb.tb_lineno}"
+            frames.append(f"{filename}:{tb.tb_lineno}")
         tb = tb.tb_next
+    location = _plugin_frame(frames)
     if isinstance(exc, SyntaxError) and exc.filename:
         location = f"{exc.filename}:{exc.lineno}"
     return type(exc).__name__, str(exc), text, location
+
+
+def _plugin_frame(frames: "list[str]") -> str:
+    """The innermost of ``frames`` ("file:line", outermost first) that is the
+    plugin's own, by the rules of :func:`exception_report`."""
+    import os
+
+    sep = os.sep
+    stdlib = os.path.dirname(os.__file__) + sep
+    own = __file__ if not __file__.startswith("<") else ""
+    own = os.path.dirname(own) + sep if own else ""
+
+    def host(f: str) -> bool:
+        return f.startswith("<plughost:") or bool(own) and f.startswith(own)
+
+    def library(f: str) -> bool:
+        return f.startswith(stdlib) and sep + "site-packages" + sep not in f[len(stdlib):]
+
+    def installed(f: str) -> bool:
+        return sep + "site-packages" + sep in f or sep + "dist-packages" + sep in f
+
+    for keep in (
+        lambda f: not host(f) and not library(f) and not installed(f),
+        lambda f: not host(f) and not library(f),
+        lambda f: True,
+    ):
+        for f in reversed(frames):
+            if keep(f):
+                return f
+    return ""
 
 
 def accepted_keywords(fn: Callable[..., Any]) -> frozenset[str] | None:

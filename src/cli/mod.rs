@@ -11,6 +11,7 @@ mod args;
 mod commands;
 mod cron;
 mod deps;
+mod enable_check;
 mod exit;
 mod lock;
 pub mod logging;
@@ -92,6 +93,12 @@ where
 /// naming them); the agent loop builds its own host, which refuses.
 fn build_host(cli: &Cli, runtime: &Runtime) -> Result<Host, Failure> {
     Ok(host_builder(cli, runtime).build()?)
+}
+
+/// [`build_host`] with plugin `key` enabled on top of config.json's lists
+/// (`plugins enable`'s load check).
+fn build_host_enabling(cli: &Cli, runtime: &Runtime, key: &str) -> Result<Host, Failure> {
+    Ok(host_builder(cli, runtime).enable([key]).build()?)
 }
 
 /// What every listing/calling host starts from: the CLI's home, isolation
@@ -237,8 +244,13 @@ fn plugins_command(cli: &Cli, runtime: &Runtime, command: &PluginsCmd) -> Result
             name,
             force,
             reload,
-        } => plugins::set_enabled(cli, name, true, *force)
-            .and_then(|exit| plugins::then_reload(cli, exit, *reload)),
+        } => {
+            if enable_check::is_child() {
+                return enable_check::run_child(cli, runtime, name);
+            }
+            enable_check::enable(cli, runtime, name, *force)
+                .and_then(|exit| plugins::then_reload(cli, exit, *reload))
+        }
         PluginsCmd::Disable { name } => plugins::set_enabled(cli, name, false, true),
         PluginsCmd::Forget { names, stray } => plugins::forget(&home_of(cli), names, *stray),
         PluginsCmd::Install { .. } => plugins::install_command(cli, runtime, command),

@@ -279,7 +279,7 @@ fn load_failure(
 }
 
 /// "2 tools, 1 hook", or "nothing registered".
-fn provides(p: &crate::host::PluginRecord) -> String {
+pub(super) fn provides(p: &crate::host::PluginRecord) -> String {
     let parts: Vec<String> = [
         (p.tools.len(), "tool"),
         (p.hooks.len(), "hook"),

@@ -198,7 +198,18 @@ impl Db {
             };
             let _ = tx.send(result);
         });
-        rx.recv().map_err(|_| DbError::Gone)?
+        let wait = move || rx.recv().map_err(|_| DbError::Gone);
+        // On a worker of a multi-threaded runtime (a turn of `serve`), the
+        // worker's other tasks move to another thread while this one waits
+        // for its round trip: parked as it is, the server's two workers
+        // would otherwise run at most two statements at a time, and answer
+        // nothing else meanwhile.
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(wait)?
+            }
+            _ => wait()?,
+        }
     }
 
     /// Run `job` on the connection's runtime and await it from async code.

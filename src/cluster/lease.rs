@@ -37,6 +37,72 @@ const TAKE_TURN_LEASE: &str = "WITH l AS (INSERT INTO plughost_leases (key, owne
      AND EXISTS (SELECT 1 FROM l)) \
      SELECT owner FROM l";
 
+/// Release a turn's lease: its messages marked complete, what it held
+/// back stored (complete at once, fenced by the lease), the idempotency
+/// answer stored, the lease row deleted — one statement, so a replica that
+/// dies between them leaves all or none. `$5`: the session row is written
+/// (the turn stored something); `$6..$10`: the answer, or NULLs.
+const RELEASE: &str = "WITH fence AS (SELECT 1 FROM plughost_leases WHERE key = $1 AND owner = $2), \
+     s AS (INSERT INTO plughost_sessions (key, started, state) SELECT $1, true, $4 FROM fence WHERE $5 \
+     ON CONFLICT (key) DO UPDATE SET started = true, \
+     state = coalesce(excluded.state, plughost_sessions.state) \
+     WHERE NOT plughost_sessions.started OR excluded.state IS NOT NULL), \
+     m AS (INSERT INTO plughost_messages (key, turn, pending, body) \
+     SELECT $1, $2, false, t.b FROM fence, unnest($3::text[]) WITH ORDINALITY AS t(b, n) \
+     ORDER BY t.n RETURNING seq), \
+     done AS (UPDATE plughost_messages SET pending = false WHERE key = $1 AND turn = $2 AND pending), \
+     answer AS (UPDATE plughost_idempotency SET status = $8, response = $9, \
+     expires_at = now() + $10::text::interval WHERE key = $6 AND owner = $7), \
+     gone AS (DELETE FROM plughost_leases WHERE key = $1 AND owner = $2) \
+     SELECT count(*), coalesce(max(seq), 0) FROM m";
+
+/// What a turn held back until its end ([`SessionLease::release_with`]):
+/// its messages (JSON text, in order) and its dialects' state.
+#[derive(Debug, Default)]
+pub struct TurnWrites {
+    pub lines: Vec<String>,
+    pub state: Option<String>,
+}
+
+async fn release(
+    c: &super::db::Conn,
+    key: &str,
+    owner: &str,
+    writes: TurnWrites,
+    answer: Option<super::idempotency::Answer>,
+) -> Result<(i64, i64), DbError> {
+    let st = c.prepare_cached(RELEASE).await?;
+    let session_row = !writes.lines.is_empty() || writes.state.is_some();
+    let (a_key, a_owner, a_status, a_body, a_window) = match answer {
+        Some(a) => (
+            Some(a.key),
+            Some(a.owner),
+            Some(a.status),
+            Some(a.body),
+            Some(a.window),
+        ),
+        None => (None, None, None, None, None),
+    };
+    let row = c
+        .query_one(
+            &st,
+            &[
+                &key,
+                &owner,
+                &writes.lines,
+                &writes.state,
+                &session_row,
+                &a_key,
+                &a_owner,
+                &a_status,
+                &a_body,
+                &a_window,
+            ],
+        )
+        .await?;
+    Ok((row.get(0), row.get(1)))
+}
+
 /// Why a lease was not had.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -147,36 +213,44 @@ impl SessionLease {
     /// between the two can then neither lose the answer of a complete turn
     /// nor let a retry run the turn again.
     pub async fn release_answering(
-        mut self,
+        self,
         answer: super::idempotency::Answer,
     ) -> Result<(), DbError> {
+        self.release_with(TurnWrites::default(), Some(answer))
+            .await
+            .map(|_| ())
+    }
+
+    /// Release it from async code, storing in the same statement what its
+    /// turn held back (`writes`, complete at once) and `answer`, if any:
+    /// one round trip ends a turn, and no runtime thread is parked on it.
+    /// Returns how many of `writes.lines` were stored (fewer when the lease
+    /// was lost: none are then) and the `seq` of the last one.
+    pub async fn release_with(
+        mut self,
+        writes: TurnWrites,
+        answer: Option<super::idempotency::Answer>,
+    ) -> Result<(i64, i64), DbError> {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
         self.released = true;
         let (k, o) = (self.key.clone(), self.owner.clone());
         self.db
-            .run(move |c| async move {
-                c.execute(
-                    "WITH done AS (UPDATE plughost_messages SET pending = false \
-                     WHERE key = $1 AND turn = $2 AND pending), \
-                     answer AS (UPDATE plughost_idempotency SET status = $5, response = $6, \
-                     expires_at = now() + $7::text::interval WHERE key = $3 AND owner = $4) \
-                     DELETE FROM plughost_leases WHERE key = $1 AND owner = $2",
-                    &[
-                        &k,
-                        &o,
-                        &answer.key,
-                        &answer.owner,
-                        &answer.status,
-                        &answer.body,
-                        &answer.window,
-                    ],
-                )
-                .await?;
-                Ok(())
-            })
+            .run(move |c| async move { release(&c, &k, &o, writes, answer).await })
             .await
+    }
+
+    /// [`release_with`](Self::release_with) from synchronous code (a
+    /// request that ends without an answer), waiting for the statement.
+    pub fn release_with_now(mut self, writes: TurnWrites) -> Result<(i64, i64), DbError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.released = true;
+        let (k, o) = (self.key.clone(), self.owner.clone());
+        self.db
+            .block(move |c| async move { release(&c, &k, &o, writes, None).await })
     }
 
     /// The turn holding it (the owner written into its messages).

@@ -40,8 +40,16 @@ pub(super) fn apply_registrations(
     for r in registrations {
         match r {
             Registration::Tool(t) => {
-                record.tools.push(t.spec.name.clone());
+                let (name, plugin) = (t.spec.name.clone(), t.spec.plugin.clone());
                 note_collision(collisions, registry.add_tool(t), owner);
+                // Counted only when the registry kept it (a collision rule
+                // may have turned it away, with a warning).
+                let kept = registry
+                    .tool(&name)
+                    .is_some_and(|k| k.spec.plugin == plugin);
+                if kept && !record.tools.contains(&name) {
+                    record.tools.push(name);
+                }
             }
             Registration::Hook { event, name, entry } => {
                 if !record.hooks.contains(&name) {

@@ -281,12 +281,18 @@ fn examine(source: Source, dir: &Path, lists: &PluginLists, formats: Formats<'_>
     } else if source == Source::Bundled || lists.enabled.contains(&key) {
         (true, None)
     } else {
-        (
-            false,
-            Some(Verdict::NotEnabled(format!(
-                "not in plugins.enabled (run: plughost plugins enable {key})"
-            ))),
-        )
+        // Enabling is suggested only for a plugin not known to be broken.
+        let why = match &manifest {
+            Err(e) => {
+                format!("not in plugins.enabled, and it cannot load as it is: {e}; fix that first")
+            }
+            Ok(m) if m.kind == PluginKind::Exclusive => format!(
+                "not in plugins.enabled, and kind={} is not supported yet",
+                m.kind.as_str()
+            ),
+            Ok(_) => format!("not in plugins.enabled (run: plughost plugins enable {key})"),
+        };
+        (false, Some(Verdict::NotEnabled(why)))
     };
     if enabled {
         match &manifest {

@@ -43,8 +43,7 @@ impl Drop for Prepared {
         // No answer stored (the turn failed, or the client went away):
         // the lease is released as a turn's is; an unstored claim removed.
         if let Some((lease, pg, key)) = self.lease.take() {
-            pg.take_back(&key);
-            drop(lease);
+            pg.end_turn_now(&key, lease);
         }
     }
 }
@@ -198,22 +197,22 @@ impl Prepared {
         }
     }
 
-    /// The turn answered `body` with success: store it for retries.
+    /// The turn answered `body` with success: its held-back messages
+    /// stored and its lease released, with the answer for retries when an
+    /// Idempotency-Key asked for one, in one statement, before the answer
+    /// goes out.
     pub async fn answered(mut self, body: &serde_json::Value) {
-        let Some(claim) = self.claim.take() else {
-            return; // dropped: the lease is released
-        };
-        let stored = match self.lease.take() {
-            Some((lease, pg, key)) => {
-                pg.take_back(&key);
-                lease
-                    .release_answering(claim.answer(200, body.to_string()))
-                    .await
+        let claim = self.claim.take();
+        let stored = match (self.lease.take(), claim) {
+            (Some((lease, pg, key)), claim) => {
+                let answer = claim.map(|c| c.answer(200, body.to_string()));
+                pg.end_turn(&key, lease, answer).await
             }
-            None => claim.finish(200, body.to_string()).await,
+            (None, Some(claim)) => claim.finish(200, body.to_string()).await,
+            (None, None) => Ok(()),
         };
         if let Err(e) = stored {
-            tracing::warn!("cannot store the answer of an Idempotency-Key: {e}");
+            tracing::warn!("cannot end the turn in the shared session store: {e}");
         }
     }
 }

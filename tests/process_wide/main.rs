@@ -14,6 +14,7 @@ mod event_reference;
 mod isolation_reactor;
 mod native_only;
 mod web_backends_lazy;
+mod web_providers_again;
 mod web_tools;
 
 /// Runs the calling test alone in a fresh process of this binary: in the

@@ -650,8 +650,9 @@ fn a_failed_plugins_skill_and_install_enable_say_the_plugin_failed_and_why() {
         "left installed"
     );
 
-    // Enabled anyway, its skill is unavailable, and says why.
-    assert!(plughost(&env, &["plugins", "enable", "broken"])
+    // Enabled anyway (--force: it is refused otherwise, as it fails to
+    // load), its skill is unavailable, and says why.
+    assert!(plughost(&env, &["plugins", "enable", "broken", "--force"])
         .status
         .success());
     let skill = plughost(&env, &["skills", "view", "broken:guide"]);

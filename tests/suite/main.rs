@@ -84,6 +84,7 @@ mod plugin_bytecode;
 mod plugin_deps;
 mod plugin_deps_risk;
 mod plugin_lock;
+mod plugins_enable_check;
 mod properties_config_manifest;
 mod provider_hardening;
 mod python_plugins;

@@ -1,6 +1,6 @@
 //! How many statements a chat request on a named session costs the
 //! PostgreSQL session store (issue 51: 11 per request made the store a
-//! seventh of the file store's pace). Counted by the server itself
+//! seventh of the file store's pace; the goal was at most 4, it is 3). Counted by the server itself
 //! (`log_statement = all`) between two marker statements of the test's.
 use crate::replicas_common::{echo_script, replica, Pg};
 
@@ -23,7 +23,7 @@ fn logged_between(log: &str, from: &str, to: &str) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chat_request_on_a_named_session_takes_at_most_four_statements() {
+async fn a_chat_request_on_a_named_session_takes_at_most_three_statements() {
     let Some(pg) = Pg::start() else { return };
     let home = crate::common::home_with(&[]);
     let bundled = crate::common::no_bundled();
@@ -103,5 +103,7 @@ async fn a_chat_request_on_a_named_session_takes_at_most_four_statements() {
     );
     let per_request = statements.len() as f64 / REQUESTS as f64;
     eprintln!("{per_request} statements per request");
-    assert!(per_request <= 4.0, "{per_request} statements per request");
+    // The lease, the read of what is new, and the release that stores the
+    // turn's messages (issue 51 asked for at most four).
+    assert!(per_request <= 3.0, "{per_request} statements per request");
 }

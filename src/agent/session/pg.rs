@@ -23,6 +23,7 @@ use serde_json::Value;
 use super::backend::{Held, SessionBackend, Stored, TurnHold};
 use super::SessionError;
 use crate::cluster::db::interval;
+use crate::cluster::lease::TurnWrites;
 use crate::cluster::{Cluster, DbError, LeaseError, SessionLease};
 
 /// The PostgreSQL session store of one replica.
@@ -169,7 +170,12 @@ impl PgHold {
 
 impl Drop for PgHold {
     fn drop(&mut self) {
-        self.flush();
+        // A lease handed over by the HTTP layer is released there, with
+        // what the turn held back in the same statement
+        // ([`PgSessions::end_turn`]); a turn's own lease is released here.
+        if self.lease.is_some() {
+            self.flush();
+        }
         {
             let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
             if held.get(&self.key) == Some(&self.owner) {
@@ -212,6 +218,69 @@ impl PgSessions {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+    }
+
+    /// End the turn of `key` whose lease was handed over
+    /// ([`hand_over`](Self::hand_over)): what the turn held back, the
+    /// release and `answer` (an idempotency key's), in one statement.
+    pub async fn end_turn(
+        &self,
+        key: &str,
+        lease: SessionLease,
+        answer: Option<crate::cluster::idempotency::Answer>,
+    ) -> Result<(), DbError> {
+        self.take_back(key);
+        let writes = self.held_back(key);
+        let wanted = writes.lines.len() as i64;
+        let stored = lease.release_with(writes, answer).await;
+        self.note_stored(key, wanted, stored.as_ref().ok().copied());
+        stored.map(|_| ())
+    }
+
+    /// [`end_turn`](Self::end_turn) from synchronous code, without an
+    /// answer (a request that ended without one).
+    pub fn end_turn_now(&self, key: &str, lease: SessionLease) {
+        self.take_back(key);
+        let writes = self.held_back(key);
+        let wanted = writes.lines.len() as i64;
+        let stored = lease.release_with_now(writes);
+        if let Err(e) = &stored {
+            tracing::warn!("session '{key}': cannot store this turn's messages and release its lease: {e}; the lease expires by itself");
+        }
+        self.note_stored(key, wanted, stored.ok());
+    }
+
+    /// What the turn of `key` held back, taken.
+    fn held_back(&self, key: &str) -> TurnWrites {
+        self.buffered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+            .map(|b| TurnWrites {
+                lines: b.lines,
+                state: b.state,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Where a turn's held-back messages went, for the session's next read.
+    fn note_stored(&self, key: &str, wanted: i64, stored: Option<(i64, i64)>) {
+        let at = match stored {
+            Some((n, last)) if n == wanted => (wanted > 0).then_some(Some(last)),
+            Some(_) => {
+                tracing::warn!(
+                    "session '{key}': this turn's lease was taken by another replica (it expired); its messages are not stored"
+                );
+                Some(None)
+            }
+            None => Some(None),
+        };
+        if let Some(at) = at {
+            self.flushed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.to_string(), at);
+        }
     }
 
     fn owner_of(&self, key: &str) -> Option<String> {

@@ -61,8 +61,18 @@ def register_provider(provider: WebSearchProvider) -> None:
     with _lock:
         replaced = _providers.get(name.strip())
         _providers[name.strip()] = provider
-    if replaced is not None and replaced is not provider:
+    # The same provider class registering again is the same plugin loaded
+    # again (a second host in the process, a reload): replaced silently.
+    # Only another provider taking the name is worth a warning.
+    if replaced is not None and not _same_kind(replaced, provider):
         _logger().warning("web provider '%s' registered again; the later one is used", name)
+
+
+def _same_kind(a: WebSearchProvider, b: WebSearchProvider) -> bool:
+    """Whether *a* and *b* are instances of one provider class (by module
+    and name: a reloaded module makes a new class object)."""
+    ta, tb = type(a), type(b)
+    return ta is tb or (ta.__module__, ta.__qualname__) == (tb.__module__, tb.__qualname__)
 
 
 def get_provider(name: str) -> Optional[WebSearchProvider]:
