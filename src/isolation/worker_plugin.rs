@@ -33,6 +33,24 @@ pub(super) struct Served {
     runtime: Mutex<HashMap<String, Tool>>,
     /// Its dialect (what carries its per-turn state, finds runtime tools).
     dialect: Option<&'static dyn crate::dialects::Dialect>,
+    // --- iso-parity (issue 47) ---
+    /// The host state it was loaded with (its bridge to the host).
+    host: Arc<crate::core::extensions::Extensions>,
+    /// What the dialect holds while the plugin is loaded (Hermes's
+    /// teardown: `on_unload` callbacks, spawned tasks), dropped at
+    /// when the stream ends (plughost is done with it).
+    hold: Mutex<Option<Box<dyn Send + Sync>>>,
+}
+
+/// Run the plugin's teardown now (once): plughost is done with it.
+/// Every serving thread sees the stream end: the first runs it, the
+/// others wait on the lock until it has run (then the process may end).
+pub(super) fn unload(served: &Served) {
+    let mut hold = served.hold.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(taken) = hold.take() {
+        // Its Python objects go with the GIL held.
+        let _ = crate::runtime::try_attach(|_| drop(taken));
+    }
 }
 
 impl Served {
@@ -120,6 +138,7 @@ pub(super) fn load(
     home: &std::path::Path,
     dialect: &str,
     python_log_level: u8,
+    channel: Option<Arc<super::host_link::worker_side::Channel>>,
 ) -> (Option<Served>, Reply) {
     let fail = |error: PluginError| (None, Reply::LoadFailed { error });
     let settings = crate::runtime::Settings::default().python_log_level(python_log_level);
@@ -132,7 +151,13 @@ pub(super) fn load(
             "no dialect '{dialect}' in this build"
         )));
     };
-    let loaded = match dialect.load(key, dir, home) {
+    // Its context members that call back into the host go over the channel.
+    let host: Arc<crate::core::extensions::Extensions> = Default::default();
+    if let Some(channel) = channel {
+        host.get::<crate::dialects::host_calls::HostBridge>()
+            .set(channel);
+    }
+    let loaded = match dialect.load_in(key, dir, home, &host) {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
@@ -141,6 +166,8 @@ pub(super) fn load(
     let mut served = Served {
         home: home.to_path_buf(),
         dialect: Some(dialect),
+        host,
+        hold: Mutex::new(loaded.hold),
         ..Default::default()
     };
     let mut contributions = Vec::new();
@@ -264,6 +291,17 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             Answer::Silent
         }
         Request::Batch { tool, call, steps } => Answer::Batch { tool, call, steps },
+        // --- iso-parity ---
+        Request::HostAnswer { call, result } => {
+            super::host_link::worker_side::answered(call, result);
+            Answer::Silent
+        }
+        Request::Event { event, payload } => {
+            if let Some(d) = served.dialect {
+                crate::dialects::host_calls::deliver_here(&served.host, d.name(), &event, payload);
+            }
+            Answer::Now(Reply::Delivered)
+        }
     }
 }
 

@@ -79,6 +79,16 @@ pub enum Request {
         call: ToolCallWire,
         steps: Vec<Step>,
     },
+    // --- iso-parity ---
+    /// The host's answer to the worker's [`Reply::HostCall`] number `call`.
+    /// Not answered (id 0).
+    HostAnswer {
+        call: u64,
+        result: Result<Value, String>,
+    },
+    /// Run the plugin's subscribers of `event` (the host's bus delivers it,
+    /// whoever emitted it); answered with [`Reply::Delivered`] once they ran.
+    Event { event: String, payload: Value },
 }
 
 /// One step of a [`Request::Batch`], in the pipeline's order.
@@ -144,6 +154,16 @@ pub enum Reply {
         reply: Box<Reply>,
         last: bool,
     },
+    // --- iso-parity ---
+    /// The worker's plugin calls its host (a context member, issue 47):
+    /// sent with id 0 at any time; the host answers with
+    /// [`Request::HostAnswer`] naming `call`.
+    HostCall {
+        call: u64,
+        body: crate::dialects::host_calls::HostCall,
+    },
+    /// [`Request::Event`] ran.
+    Delivered,
 }
 
 /// A tool a plugin registered while running, as plughost lists it.
