@@ -77,6 +77,15 @@ fi
 step "cargo test (builds the crate and the test binaries first: a few minutes on a cold target/)"
 cargo test
 
+# Parity (issue 47): the dialect behaviour tests again, with every plugin
+# isolated (tests/suite/common: PLUGHOST_TEST_ISOLATE=all becomes
+# `"isolate": "all"` in the homes the helpers write and the host builder's
+# isolation); a test that can only run in-process says so and is skipped.
+step "cargo test, dialect behaviour tests again with every plugin isolated (PLUGHOST_TEST_ISOLATE=all)"
+PLUGHOST_TEST_ISOLATE=all cargo test --test suite -- \
+    flowly hermes felix codumentor bundle claude python_plugins 2>&1 | tee target/parity-isolated.log
+echo "in-process only (skipped in the isolated pass): $(grep -c '^SKIPPED (in-process only)' target/parity-isolated.log || true)"
+
 step "wheel: maturin builds plughost (dev profile: its dependencies are the ones cargo test just built) and pip installs it into $venv"
 rm -rf target/wheels-test
 tick "building the wheel"
@@ -100,3 +109,7 @@ step "pytest (against the installed wheel)"
 cd tests/python
 # Run from tests/python so `import plughost` resolves to the installed wheel.
 "$venv/bin/python" -m pytest -q
+
+step "pytest, the wheel's plugin cases again with every plugin isolated (PLUGHOST_TEST_ISOLATE=all)"
+PLUGHOST_TEST_ISOLATE=all "$venv/bin/python" -m pytest -q -rs \
+    test_dialects.py test_hermes_wheel.py test_hermes_providers_wheel.py

@@ -43,10 +43,19 @@ pub enum HostCall {
     /// Hermes `ctx.emit`: the namespaced event on the host's bus; answers
     /// how many subscribers it was queued for.
     Emit { event: String, payload: Value },
-    /// Hermes `ctx.subscribe`: the worker's plugin has subscribers of
-    /// `event` (sent once per event; the host delivers it back to the
-    /// worker, which calls them in order).
-    Subscribe { event: String },
+    /// Hermes `ctx.subscribe`: the worker's plugin's subscriber number
+    /// `index` (of its subscriptions, in order) hears `event`; the host's
+    /// bus calls it through the worker.
+    Subscribe { event: String, index: usize },
+    /// Hermes `ctx.call_mcp`: the host's MCP clients, its allowlist.
+    /// Answers `{"ok": envelope}` or `{"raised": {"type", "message"}}` (the
+    /// builtin exception the worker raises).
+    CallMcp {
+        server: String,
+        tool: String,
+        arguments: Value,
+        timeout: Value,
+    },
     /// Hermes `ctx.has_plugin`.
     HasPlugin { id: String },
     /// The plugin finished loading under manifest name `name` (what
@@ -79,9 +88,10 @@ pub fn bridge(host: &Extensions) -> Option<Arc<dyn HostCalls>> {
 /// How the host side hands an event back to the plugin's worker (its
 /// subscribers run there); implemented by the isolation layer.
 pub trait Deliver: Send + Sync + 'static {
-    /// Run the worker's subscribers of `event` with `payload`, returning
-    /// when they have run (as the in-process bus delivers in order).
-    fn deliver(&self, event: &str, payload: &Value);
+    /// Run the worker's subscriber number `index` with `payload` for
+    /// `event`, returning when it has run (the in-process bus delivers in
+    /// order).
+    fn deliver(&self, event: &str, index: usize, payload: &Value);
 }
 
 /// In plughost: run `call` from plugin `plugin` (dialect `dialect`), loaded
@@ -119,10 +129,16 @@ pub fn drain(host: &Arc<Extensions>, dialect: &str) {
     }
 }
 
-/// In a worker: run the plugin's own subscribers of `event` (delivered by
-/// the host's bus).
-pub fn deliver_here(host: &Arc<Extensions>, dialect: &str, event: &str, payload: Value) {
+/// In a worker: run the plugin's own subscriber number `index` of `event`
+/// (delivered by the host's bus).
+pub fn deliver_here(
+    host: &Arc<Extensions>,
+    dialect: &str,
+    event: &str,
+    index: usize,
+    payload: Value,
+) {
     if dialect == "hermes" {
-        super::hermes::remote::deliver_here(host, event, payload);
+        super::hermes::remote::deliver_here(host, event, index, payload);
     }
 }

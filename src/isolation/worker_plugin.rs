@@ -296,9 +296,14 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             super::host_link::worker_side::answered(call, result);
             Answer::Silent
         }
-        Request::Event { event, payload } => {
+        Request::Event {
+            event,
+            index,
+            payload,
+        } => {
             if let Some(d) = served.dialect {
-                crate::dialects::host_calls::deliver_here(&served.host, d.name(), &event, payload);
+                let host = &served.host;
+                crate::dialects::host_calls::deliver_here(host, d.name(), &event, index, payload);
             }
             Answer::Now(Reply::Delivered)
         }

@@ -22,10 +22,10 @@ use serde_json::{json, Value};
 use crate::core::extensions::Extensions;
 use crate::dialects::host_calls::{Deliver, HostCall, HostCalls};
 
-/// The (plugin, event) pairs whose worker subscribers the host's bus
-/// already calls through a proxy (a restarted worker subscribes again).
+/// The worker subscriptions (plugin, event, index) the host's bus already
+/// calls through a proxy (a restarted worker subscribes again).
 #[derive(Default)]
-struct Proxied(Mutex<HashSet<(String, String)>>);
+struct Proxied(Mutex<HashSet<(String, String, usize)>>);
 
 /// In plughost: run `call` of isolated plugin `plugin` on `host`.
 pub fn serve(
@@ -59,22 +59,47 @@ pub fn serve(
                 .extract::<u64>()
                 .map(Value::from)
         }),
-        HostCall::Subscribe { event } => {
+        HostCall::Subscribe { event, index } => {
             let fresh = host
                 .get::<Proxied>()
                 .0
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert((plugin.to_string(), event.clone()));
+                .insert((plugin.to_string(), event.clone(), index));
             if !fresh {
                 return Ok(Value::Null);
             }
             on_bus(host, |py, bus| {
-                let proxy = proxy(py, event.clone(), deliver)?;
+                let proxy = proxy(py, event.clone(), index, deliver)?;
                 bus.call_method1("subscribe", (plugin, &event, proxy))?;
                 Ok(Value::Null)
             })
         }
+        HostCall::CallMcp {
+            server,
+            tool,
+            arguments,
+            timeout,
+        } => on_bus(host, |py, _| {
+            let arguments = pythonize::pythonize(py, &arguments)?;
+            let timeout = pythonize::pythonize(py, &timeout)?;
+            let called = super::mcp::call_mcp(
+                py,
+                host,
+                plugin,
+                &server,
+                &tool,
+                Some(&arguments),
+                Some(&timeout),
+            );
+            Ok(match called {
+                Ok(envelope) => json!({"ok": crate::runtime::value::to_json(envelope.bind(py))?}),
+                Err(e) => json!({"raised": {
+                    "type": e.get_type(py).name()?.to_string(),
+                    "message": e.value(py).to_string(),
+                }}),
+            })
+        }),
         HostCall::HasPlugin { id } => {
             if id == plugin {
                 return Ok(Value::Bool(false));
@@ -99,7 +124,7 @@ pub fn forget(host: &Arc<Extensions>, plugin: &str) {
     if let Some(p) = host.peek::<Proxied>() {
         p.0.lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|(owner, _)| owner != plugin);
+            .retain(|(owner, _, _)| owner != plugin);
     }
     let _ = on_bus(host, |_, bus| {
         bus.call_method1("remove_owner", (plugin,))?;
@@ -108,6 +133,11 @@ pub fn forget(host: &Arc<Extensions>, plugin: &str) {
     });
 }
 
+/// How long the host waits for the events queued to an isolated plugin
+/// before unloading it: each is a round trip to a worker (in-process, the
+/// bus's own 2 s).
+const DRAIN_LIMIT_SECONDS: f64 = 10.0;
+
 /// In plughost: wait (bounded, by the bus) until the events queued so far
 /// are delivered.
 pub fn drain(host: &Arc<Extensions>) {
@@ -115,16 +145,16 @@ pub fn drain(host: &Arc<Extensions>) {
         return;
     }
     let _ = on_bus(host, |_, bus| {
-        bus.call_method0("drain")?;
+        bus.call_method1("drain", (DRAIN_LIMIT_SECONDS,))?;
         Ok(Value::Null)
     });
 }
 
-/// In the worker: run the plugin's subscribers of `event`.
-pub fn deliver_here(host: &Arc<Extensions>, event: &str, payload: Value) {
+/// In the worker: run the plugin's subscriber number `index` of `event`.
+pub fn deliver_here(host: &Arc<Extensions>, event: &str, index: usize, payload: Value) {
     let done = on_bus(host, |py, bus| {
         let payload = pythonize::pythonize(py, &payload)?;
-        bus.call_method1("deliver", (event, payload))?;
+        bus.call_method1("deliver", (event, index, payload))?;
         Ok(Value::Null)
     });
     if let Err(e) = done {
@@ -155,7 +185,12 @@ fn on_bus(
 /// The subscriber the host's bus calls for a worker's subscribers of
 /// `event`: it hands the payload to the worker and returns when they ran
 /// (the GIL released meanwhile).
-fn proxy(py: Python<'_>, event: String, deliver: Arc<dyn Deliver>) -> PyResult<Bound<'_, PyAny>> {
+fn proxy(
+    py: Python<'_>,
+    event: String,
+    index: usize,
+    deliver: Arc<dyn Deliver>,
+) -> PyResult<Bound<'_, PyAny>> {
     let f = PyCFunction::new_closure(
         py,
         None,
@@ -167,7 +202,8 @@ fn proxy(py: Python<'_>, event: String, deliver: Arc<dyn Deliver>) -> PyResult<B
             };
             let deliver = deliver.clone();
             let event = event.clone();
-            args.py().detach(move || deliver.deliver(&event, &payload));
+            args.py()
+                .detach(move || deliver.deliver(&event, index, &payload));
             Ok(())
         },
     )?;
@@ -202,4 +238,41 @@ pub(super) fn worker_bus<'py>(
     py.import("_plughost_hermes_ctx")?
         .getattr("RemoteBus")?
         .call1((call,))
+}
+
+/// In the worker: `ctx.call_mcp` asked of the host; its envelope, or the
+/// exception the host's member raised (the builtin of that name).
+pub(super) fn call_mcp_from_worker(
+    py: Python<'_>,
+    bridge: Arc<dyn HostCalls>,
+    server: &str,
+    tool: &str,
+    arguments: Option<&Bound<'_, PyAny>>,
+    timeout: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<PyAny>> {
+    let value = |v: Option<&Bound<'_, PyAny>>| -> PyResult<Value> {
+        match v.filter(|v| !v.is_none()) {
+            None => Ok(Value::Null),
+            Some(v) => crate::runtime::value::to_json(v),
+        }
+    };
+    let call = HostCall::CallMcp {
+        server: server.to_string(),
+        tool: tool.to_string(),
+        arguments: value(arguments)?,
+        timeout: value(timeout)?,
+    };
+    let answer = py
+        .detach(move || bridge.call(call))
+        .map_err(pyo3::exceptions::PyRuntimeError::new_err)?;
+    if let Some(raised) = answer.get("raised") {
+        let kind = raised["type"].as_str().unwrap_or("RuntimeError");
+        let message = raised["message"].as_str().unwrap_or_default();
+        let class = py
+            .import("builtins")?
+            .getattr(kind)
+            .unwrap_or_else(|_| py.get_type::<pyo3::exceptions::PyRuntimeError>().into_any());
+        return Err(PyErr::from_value(class.call1((message,))?));
+    }
+    Ok(pythonize::pythonize(py, &answer["ok"])?.unbind())
 }

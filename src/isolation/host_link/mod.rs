@@ -137,7 +137,7 @@ impl Drop for Draining {
 struct ToWorker(Weak<Side>);
 
 impl Deliver for ToWorker {
-    fn deliver(&self, event: &str, payload: &Value) {
+    fn deliver(&self, event: &str, index: usize, payload: &Value) {
         let Some(sup) = self
             .0
             .upgrade()
@@ -147,6 +147,7 @@ impl Deliver for ToWorker {
         };
         let request = Request::Event {
             event: event.to_string(),
+            index,
             payload: payload.clone(),
         };
         match sup.ask_if_running(request, DELIVERY_LIMIT) {

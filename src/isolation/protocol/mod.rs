@@ -86,9 +86,14 @@ pub enum Request {
         call: u64,
         result: Result<Value, String>,
     },
-    /// Run the plugin's subscribers of `event` (the host's bus delivers it,
-    /// whoever emitted it); answered with [`Reply::Delivered`] once they ran.
-    Event { event: String, payload: Value },
+    /// Run the plugin's subscriber number `index` of `event` (the host's
+    /// bus delivers it, whoever emitted it); answered with
+    /// [`Reply::Delivered`] once it ran.
+    Event {
+        event: String,
+        index: usize,
+        payload: Value,
+    },
 }
 
 /// One step of a [`Request::Batch`], in the pipeline's order.

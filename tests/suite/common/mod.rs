@@ -39,6 +39,21 @@ pub fn in_process_only(test: &str, why: &str) -> bool {
     false
 }
 
+/// `plughost::Host::builder()` as the dialect tests use it: under the
+/// parity switch, every plugin isolated, its worker the plughost binary
+/// (this test binary cannot serve as one).
+pub fn builder() -> plughost::HostBuilder {
+    let builder = plughost::Host::builder();
+    if !isolate_all() {
+        return builder;
+    }
+    builder
+        .isolate(plughost::plugins::config::Isolation::All)
+        .worker_command(plughost::isolation::WorkerCommand::binary(env!(
+            "CARGO_BIN_EXE_plughost"
+        )))
+}
+
 /// `config` (a `config.json` document) with the parity switch applied.
 pub fn with_test_isolation(mut config: serde_json::Value) -> serde_json::Value {
     if isolate_all() {

@@ -170,22 +170,26 @@ class RemoteBus(HostBus):
     def __init__(self, call) -> None:
         super().__init__()
         self._call = call
+        #: (owner, callback) of each subscription, by the index the host knows it by.
+        self._by_index: "list[tuple[str, object]]" = []
 
     def subscribe(self, owner: str, event: str, callback) -> None:
-        with self._lock:
-            first = event not in self._subscribers
         super().subscribe(owner, event, callback)
-        if first:
-            self._call({"Subscribe": {"event": event}})
+        with self._lock:
+            index = len(self._by_index)
+            self._by_index.append((owner, callback))
+        self._call({"Subscribe": {"event": event, "index": index}})
 
     def dispatch(self, event: str, payload: dict) -> int:
         return int(self._call({"Emit": {"event": event, "payload": dict(payload)}}))
 
-    def deliver(self, event: str, payload: dict) -> None:
-        """Run this worker's subscribers of ``event`` now, as the host's bus
-        thread runs an in-process plugin's."""
+    def deliver(self, event: str, index: int, payload: dict) -> None:
+        """Run this worker's subscriber number ``index`` now, as the host's
+        bus thread runs an in-process plugin's."""
         with self._lock:
-            subs = list(self._subscribers.get(event, ()))
+            subs = [self._by_index[index]] if 0 <= index < len(self._by_index) else []
+            # Unsubscribed since (the plugin unloaded): not delivered.
+            subs = [s for s in subs if any(s[1] is c for _o, c in self._subscribers.get(event, ()))]
         for owner, callback in subs:
             try:
                 result = callback(**copy.deepcopy(payload))
