@@ -78,11 +78,13 @@ step "cargo test (builds the crate and the test binaries first: a few minutes on
 cargo test
 
 # Parity (issue 47): the dialect behaviour tests again, with every plugin
-# isolated (tests/suite/common: PLUGHOST_TEST_ISOLATE=all becomes
-# `"isolate": "all"` in the homes the helpers write and the host builder's
-# isolation); a test that can only run in-process says so and is skipped.
+# isolated: every plughost command a test starts reads PLUGHOST_ISOLATE=all
+# as `--isolate all` (a test's own --isolate wins), and tests/suite/common
+# turns PLUGHOST_TEST_ISOLATE=all into `"isolate": "all"` in the homes the
+# helpers write and the host builder's isolation (common::builder); a test
+# that can only run in-process says so by name and is skipped.
 step "cargo test, dialect behaviour tests again with every plugin isolated (PLUGHOST_TEST_ISOLATE=all)"
-PLUGHOST_TEST_ISOLATE=all cargo test --test suite -- \
+PLUGHOST_TEST_ISOLATE=all PLUGHOST_ISOLATE=all cargo test --test suite -- \
     flowly hermes felix codumentor bundle claude python_plugins 2>&1 | tee target/parity-isolated.log
 echo "in-process only (skipped in the isolated pass): $(grep -c '^SKIPPED (in-process only)' target/parity-isolated.log || true)"
 

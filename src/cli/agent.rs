@@ -87,11 +87,7 @@ pub(super) fn build_agent(
     runtime: &Runtime,
     args: &AgentSettings,
 ) -> Result<Agent, Failure> {
-    // Issue 47: `run` and `chat` isolate third-party plugins too, as
-    // `serve` does (bundled and trusted ones stay in-process; `--isolate
-    // none` or `plugins.isolate` says otherwise), so a plugin's segfault
-    // never ends the first run.
-    build_agent_with(home, (isolation, true), runtime, args, |p| p)
+    build_agent_with(home, (isolation, false), runtime, args, |p| p)
 }
 
 /// [`build_agent`], with the model provider passed through `wrap` first;
