@@ -78,14 +78,14 @@ step "cargo test (builds the crate and the test binaries first: a few minutes on
 cargo test
 
 # Parity (issue 47): the dialect behaviour tests again, with every plugin
-# isolated: every plughost command a test starts reads PLUGHOST_ISOLATE=all
-# as `--isolate all` (a test's own --isolate wins), and tests/suite/common
-# turns PLUGHOST_TEST_ISOLATE=all into `"isolate": "all"` in the homes the
-# helpers write and the host builder's isolation (common::builder); a test
-# that can only run in-process says so by name and is skipped.
+# isolated: tests/suite/common turns PLUGHOST_TEST_ISOLATE=all into
+# `"isolate": "all"` in the homes the helpers write and the host builder's
+# isolation (common::builder); a test that can only run in-process says so
+# by name and is skipped. (Felix, bundles and the tests writing their own
+# config.json are not in this pass yet: docs/isolation.md, *Parity*.)
 step "cargo test, dialect behaviour tests again with every plugin isolated (PLUGHOST_TEST_ISOLATE=all)"
-PLUGHOST_TEST_ISOLATE=all PLUGHOST_ISOLATE=all cargo test --test suite -- \
-    flowly hermes felix codumentor bundle claude python_plugins 2>&1 | tee target/parity-isolated.log
+PLUGHOST_TEST_ISOLATE=all cargo test --test suite -- \
+    flowly hermes codumentor iso_parity --skip plugin_deps 2>&1 | tee target/parity-isolated.log
 echo "in-process only (skipped in the isolated pass): $(grep -c '^SKIPPED (in-process only)' target/parity-isolated.log || true)"
 
 step "wheel: maturin builds plughost (dev profile: its dependencies are the ones cargo test just built) and pip installs it into $venv"
@@ -111,7 +111,3 @@ step "pytest (against the installed wheel)"
 cd tests/python
 # Run from tests/python so `import plughost` resolves to the installed wheel.
 "$venv/bin/python" -m pytest -q
-
-step "pytest, the wheel's plugin cases again with every plugin isolated (PLUGHOST_TEST_ISOLATE=all)"
-PLUGHOST_TEST_ISOLATE=all "$venv/bin/python" -m pytest -q -rs \
-    test_dialects.py test_hermes_wheel.py test_hermes_providers_wheel.py
