@@ -33,7 +33,19 @@ pub fn isolate_all() -> bool {
 /// is counted skipped (returns `true`: the caller returns at once).
 pub fn in_process_only(test: &str, why: &str) -> bool {
     if isolate_all() {
-        eprintln!("SKIPPED (in-process only) {test}: {why}");
+        let line = format!("SKIPPED (in-process only) {test}: {why}");
+        eprintln!("{line}");
+        // libtest keeps a passing test's output: the run lists them here.
+        if let Ok(path) = std::env::var("PLUGHOST_TEST_SKIPPED_LOG") {
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = writeln!(f, "{line}");
+            }
+        }
         return true;
     }
     false
