@@ -70,19 +70,20 @@ pub trait HostCalls: Send + Sync + 'static {
     fn call(&self, call: HostCall) -> Result<Value, String>;
 }
 
-/// The host state of a plugin loaded in a worker holds its bridge here.
-#[derive(Default)]
-pub struct HostBridge(OnceLock<Arc<dyn HostCalls>>);
+/// The bridge of a worker process (one plugin per worker, so one per
+/// process; never set in plughost itself).
+static BRIDGE: OnceLock<Arc<dyn HostCalls>> = OnceLock::new();
 
-impl HostBridge {
-    pub fn set(&self, calls: Arc<dyn HostCalls>) {
-        let _ = self.0.set(calls);
-    }
+/// In a worker, before its plugin loads: its calls go over `calls`.
+pub fn set_for_process(calls: Arc<dyn HostCalls>) {
+    let _ = BRIDGE.set(calls);
 }
 
-/// The bridge of `host` when its plugins run in a worker; `None` in plughost.
+/// The bridge when this process is a worker; `None` in plughost. (`host`:
+/// the plugin's host state, kept for a per-host bridge to come.)
 pub fn bridge(host: &Extensions) -> Option<Arc<dyn HostCalls>> {
-    host.peek::<HostBridge>().and_then(|b| b.0.get().cloned())
+    let _ = host;
+    BRIDGE.get().cloned()
 }
 
 /// How the host side hands an event back to the plugin's worker (its
@@ -131,14 +132,8 @@ pub fn drain(host: &Arc<Extensions>, dialect: &str) {
 
 /// In a worker: run the plugin's own subscriber number `index` of `event`
 /// (delivered by the host's bus).
-pub fn deliver_here(
-    host: &Arc<Extensions>,
-    dialect: &str,
-    event: &str,
-    index: usize,
-    payload: Value,
-) {
+pub fn deliver_here(dialect: &str, event: &str, index: usize, payload: Value) {
     if dialect == "hermes" {
-        super::hermes::remote::deliver_here(host, event, index, payload);
+        super::hermes::remote::deliver_here(event, index, payload);
     }
 }

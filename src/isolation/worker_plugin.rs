@@ -34,8 +34,6 @@ pub(super) struct Served {
     /// Its dialect (what carries its per-turn state, finds runtime tools).
     dialect: Option<&'static dyn crate::dialects::Dialect>,
     // --- iso-parity (issue 47) ---
-    /// The host state it was loaded with (its bridge to the host).
-    host: Arc<crate::core::extensions::Extensions>,
     /// What the dialect holds while the plugin is loaded (Hermes's
     /// teardown: `on_unload` callbacks, spawned tasks), dropped at
     /// when the stream ends (plughost is done with it).
@@ -152,12 +150,10 @@ pub(super) fn load(
         )));
     };
     // Its context members that call back into the host go over the channel.
-    let host: Arc<crate::core::extensions::Extensions> = Default::default();
     if let Some(channel) = channel {
-        host.get::<crate::dialects::host_calls::HostBridge>()
-            .set(channel);
+        crate::dialects::host_calls::set_for_process(channel);
     }
-    let loaded = match dialect.load_in(key, dir, home, &host) {
+    let loaded = match dialect.load(key, dir, home) {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
@@ -166,7 +162,6 @@ pub(super) fn load(
     let mut served = Served {
         home: home.to_path_buf(),
         dialect: Some(dialect),
-        host,
         hold: Mutex::new(loaded.hold),
         ..Default::default()
     };
@@ -302,8 +297,7 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             payload,
         } => {
             if let Some(d) = served.dialect {
-                let host = &served.host;
-                crate::dialects::host_calls::deliver_here(host, d.name(), &event, index, payload);
+                crate::dialects::host_calls::deliver_here(d.name(), &event, index, payload);
             }
             Answer::Now(Reply::Delivered)
         }

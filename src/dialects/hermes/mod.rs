@@ -421,21 +421,7 @@ fn bus<'py>(py: Python<'py>, host: &Extensions) -> PyResult<Bound<'py, PyAny>> {
     if let Some(b) = table.0.get() {
         return Ok(b.bind(py).clone());
     }
-    // A host whose Hermes plugins all run in workers still has the bus
-    // (issue 47): the module is plughost's own, never a plugin's code.
-    let sys_modules = py.import("sys")?.getattr("modules")?;
-    if !sys_modules.contains("_plughost_hermes_ctx")? {
-        module_from_source(py, "_plughost_hermes_ctx", CTX_SOURCE, false)?;
-    }
-    // A worker's plugin: its bus is the host's (issue 47, [`remote`]).
-    let made = match crate::dialects::host_calls::bridge(host) {
-        Some(calls) => remote::worker_bus(py, calls)?.unbind(),
-        None => py
-            .import("_plughost_hermes_ctx")?
-            .getattr("HostBus")?
-            .call0()?
-            .unbind(),
-    };
+    let made = remote::new_bus(py, host)?;
     Ok(table.0.get_or_init(|| made).bind(py).clone())
 }
 

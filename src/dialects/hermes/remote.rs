@@ -150,14 +150,21 @@ pub fn drain(host: &Arc<Extensions>) {
     });
 }
 
+/// In the worker: its `RemoteBus` (one plugin per worker process).
+static WORKER_BUS: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
 /// In the worker: run the plugin's subscriber number `index` of `event`.
-pub fn deliver_here(host: &Arc<Extensions>, event: &str, index: usize, payload: Value) {
-    let done = on_bus(host, |py, bus| {
+pub fn deliver_here(event: &str, index: usize, payload: Value) {
+    let done = crate::runtime::try_attach(|py| -> PyResult<()> {
+        let Some(bus) = WORKER_BUS.get(py) else {
+            return Ok(());
+        };
         let payload = pythonize::pythonize(py, &payload)?;
-        bus.call_method1("deliver", (event, index, payload))?;
-        Ok(Value::Null)
+        bus.bind(py)
+            .call_method1("deliver", (event, index, payload))?;
+        Ok(())
     });
-    if let Err(e) = done {
+    if let Ok(Err(e)) = done {
         tracing::warn!("event '{event}' could not be delivered in this worker: {e}");
     }
 }
@@ -235,9 +242,12 @@ pub(super) fn worker_bus<'py>(
             Ok(pythonize::pythonize(py, &answer)?.unbind())
         },
     )?;
-    py.import("_plughost_hermes_ctx")?
+    let bus = py
+        .import("_plughost_hermes_ctx")?
         .getattr("RemoteBus")?
-        .call1((call,))
+        .call1((call,))?;
+    let _ = WORKER_BUS.set(py, bus.clone().unbind());
+    Ok(bus)
 }
 
 /// In the worker: `ctx.call_mcp` asked of the host; its envelope, or the
@@ -275,4 +285,23 @@ pub(super) fn call_mcp_from_worker(
         return Err(PyErr::from_value(class.call1((message,))?));
     }
     Ok(pythonize::pythonize(py, &answer["ok"])?.unbind())
+}
+
+/// A new bus for `host` (made once per host): the host's `HostBus`, or in
+/// a worker the `RemoteBus` over the bridge. A host whose Hermes plugins
+/// all run in workers still has one: the module is plughost's own, never
+/// a plugin's code.
+pub(super) fn new_bus(py: Python<'_>, host: &Extensions) -> PyResult<Py<PyAny>> {
+    let sys_modules = py.import("sys")?.getattr("modules")?;
+    if !sys_modules.contains("_plughost_hermes_ctx")? {
+        super::module_from_source(py, "_plughost_hermes_ctx", super::CTX_SOURCE, false)?;
+    }
+    Ok(match crate::dialects::host_calls::bridge(host) {
+        Some(calls) => worker_bus(py, calls)?.unbind(),
+        None => py
+            .import("_plughost_hermes_ctx")?
+            .getattr("HostBus")?
+            .call0()?
+            .unbind(),
+    })
 }
