@@ -5,7 +5,7 @@
 //! the host's plugins, `dispatch_tool` and `llm` reach the host's agent.
 //!
 //! Both sides run the same dialect code. In a worker, the dialect's
-//! context finds a [`HostBridge`] in its host state and forwards the
+//! context finds the worker's bridge ([`bridge`]) and forwards the
 //! member as a [`HostCall`] (the isolation layer carries it on the
 //! worker's socket and blocks the caller until the answer); in plughost,
 //! [`serve`] runs the call with the very functions the in-process member

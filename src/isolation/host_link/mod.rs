@@ -4,13 +4,13 @@
 //! call of the host's is in flight or at any other time (a task it
 //! spawned).
 //!
-//! The worker sends [`Reply::HostCall`](super::protocol::Reply::HostCall)
+//! The worker sends [`Reply::HostCall`]
 //! with a number of its own (envelope id 0) and blocks the calling thread
 //! ([`worker_side`]); plughost's reader hands the call to the plugin's
 //! [`HostSide`], which runs it on a thread of its own (never on the
 //! reader: the call may take as long as a tool dispatched through the
 //! host's pipeline) with [`crate::dialects::host_calls::serve`], then
-//! sends [`Request::HostAnswer`](super::protocol::Request::HostAnswer).
+//! sends [`Request::HostAnswer`].
 //! What each call means is the dialect's; this module only carries it.
 
 pub mod worker_side;

@@ -4,7 +4,7 @@
 //! until the [`Request::HostAnswer`] naming it arrives.
 //!
 //! After loading, answers are read by the worker's serving threads (one
-//! always waits for the next request) and handed over by [`answered`].
+//! always waits for the next request) and handed over by `answered`.
 //! While the plugin loads no serving thread exists yet, and nothing but
 //! answers can arrive (plughost waits for `Loaded`): a call made in
 //! `register()` reads its answer from the stream itself.
