@@ -139,6 +139,7 @@ pub fn time_worker_start(home: &Path, dir: &Path) -> Duration {
         dialect: "flowly".into(),
         limits: Default::default(),
         guard: false,
+        host: Default::default(),
     };
     let settings = Settings {
         command: WorkerCommand::current_exe().unwrap(),

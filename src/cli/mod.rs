@@ -71,13 +71,26 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let mut cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    // iso-parity (issue 47): `PLUGHOST_ISOLATE` is `--isolate` when the
+    // flag is not given (what the test suite's isolated pass sets).
+    if cli.isolate.is_none() {
+        if let Ok(value) = std::env::var("PLUGHOST_ISOLATE") {
+            match crate::plugins::config::Isolation::parse(&value) {
+                Ok(isolation) => cli.isolate = Some(isolation),
+                Err(problem) => {
+                    eprintln!("plughost: PLUGHOST_ISOLATE: {problem}");
+                    return 2;
+                }
+            }
+        }
+    }
     let python_level = crate::cli::logging::init(cli.verbose);
     match run(cli, python_level) {
         Ok(exit) => exit.code(),

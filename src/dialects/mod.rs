@@ -30,6 +30,8 @@ pub mod felix;
 pub mod flowly;
 pub mod fresh;
 pub mod hermes;
+// --- iso-parity (issue 47) ---
+pub mod host_calls;
 pub mod shared;
 
 use std::path::Path;

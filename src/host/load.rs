@@ -193,7 +193,14 @@ fn load_with(
                 dialect: dialect.name().to_string(),
                 limits,
                 guard: crate::isolation::guard::declares_guard(&c.key, c.source, &c.dir),
+                host: crate::isolation::host_link::HostSide::new(
+                    extensions,
+                    &c.key,
+                    dialect.name(),
+                ),
             };
+            // iso-parity: emitted events reach the worker before it unloads.
+            let draining = spec.host.unload_guard();
             // --- changed by rl7: server parts a worker cannot serve load in-process ---
             crate::isolation::server_parts::load(spec, settings.clone()).map(
                 |(mut registrations, worker, parts)| {
@@ -205,6 +212,10 @@ fn load_with(
                         &parts,
                         &mut registrations,
                     );
+                    let hold: Option<Box<dyn Send + Sync>> = match (draining, hold) {
+                        (None, hold) => hold,
+                        (draining, hold) => Some(Box::new((draining, hold))),
+                    };
                     crate::dialects::LoadedPlugin {
                         registrations,
                         package,

@@ -17,6 +17,8 @@
 //! `HostBuilder::worker_command` (the host's builder).
 
 pub mod guard;
+// --- iso-parity (issue 47): worker→host calls ---
+pub mod host_link;
 pub mod inherit;
 pub mod interpreter;
 pub mod journal;

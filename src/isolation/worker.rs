@@ -122,8 +122,8 @@ struct Shared {
     /// The request stream; the thread that takes a request runs it.
     input: Input,
     /// The reply stream; each reply is written whole, by the thread that
-    /// produced it.
-    output: Mutex<File>,
+    /// produced it (shared with the host-call channel).
+    output: Arc<Mutex<File>>,
     served: Served,
     limits: ResourceLimits,
     /// Threads not running a request (reading, or waiting to read).
@@ -132,7 +132,7 @@ struct Shared {
     calls: super::worker_calls::Calls,
 }
 
-fn serve(mut input: File, mut output: File) -> ! {
+fn serve(mut input: File, output: File) -> ! {
     let first: Option<Envelope<Request>> = read_frame(&mut input).unwrap_or(None);
     let Some(Envelope {
         id,
@@ -151,12 +151,15 @@ fn serve(mut input: File, mut output: File) -> ! {
         eprintln!("plughost worker: the first request must be Load");
         end(70)
     };
+    // --- iso-parity: the plugin's calls into its host (issue 47) ---
+    let output = Arc::new(Mutex::new(output));
+    let channel = super::host_link::worker_side::install(output.clone(), &input);
     if let Some(watch) = sandbox {
         // (issue 50) before the plugin's first line runs
         super::sandbox::denials::install(watch);
     }
     let (served, reply) = match super::limits::apply(&limits) {
-        Ok(()) => load(&key, &dir, &home, &dialect, python_log_level),
+        Ok(()) => load(&key, &dir, &home, &dialect, python_log_level, channel),
         Err(problem) => (
             None,
             Reply::LoadFailed {
@@ -164,6 +167,7 @@ fn serve(mut input: File, mut output: File) -> ! {
             },
         ),
     };
+    super::host_link::worker_side::loaded();
     let input = match Input::new(OwnedFd::from(input)) {
         Ok(input) => input,
         Err(e) => {
@@ -173,7 +177,7 @@ fn serve(mut input: File, mut output: File) -> ! {
     };
     let shared = Arc::new(Shared {
         input,
-        output: Mutex::new(output.try_clone().unwrap_or_else(|_| end(70))),
+        output: output.clone(),
         served: served.unwrap_or_default(),
         limits,
         idle: AtomicUsize::new(2),
@@ -183,7 +187,7 @@ fn serve(mut input: File, mut output: File) -> ! {
     shared.reply(id, reply, &mut Vec::new());
     if !loaded {
         // Nothing to serve; the failure is sent.
-        let _ = output.flush();
+        let _ = output.lock().unwrap_or_else(|e| e.into_inner()).flush();
         end(0)
     }
     drop(output);
@@ -225,8 +229,13 @@ fn serve_requests(shared: &Arc<Shared>) {
                 waiter.wait();
                 continue;
             }
-            // plughost closed the stream (or it broke): nothing more to do.
-            Err(_) => end(0),
+            // plughost closed the stream (or it broke): the plugin's
+            // teardown runs (iso-parity: `on_unload` at the worker's stop),
+            // then nothing more to do.
+            Err(_) => {
+                super::worker_plugin::unload(&shared.served);
+                end(0)
+            }
         };
         if shared.idle.fetch_sub(1, Ordering::AcqRel) == 1 {
             // Nobody is left to read the next request while this one runs.

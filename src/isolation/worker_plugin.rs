@@ -33,6 +33,22 @@ pub(super) struct Served {
     runtime: Mutex<HashMap<String, Tool>>,
     /// Its dialect (what carries its per-turn state, finds runtime tools).
     dialect: Option<&'static dyn crate::dialects::Dialect>,
+    // --- iso-parity (issue 47) ---
+    /// What the dialect holds while the plugin is loaded (Hermes's
+    /// teardown: `on_unload` callbacks, spawned tasks), dropped at
+    /// when the stream ends (plughost is done with it).
+    hold: Mutex<Option<Box<dyn Send + Sync>>>,
+}
+
+/// Run the plugin's teardown now (once): plughost is done with it.
+/// Every serving thread sees the stream end: the first runs it, the
+/// others wait on the lock until it has run (then the process may end).
+pub(super) fn unload(served: &Served) {
+    let mut hold = served.hold.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(taken) = hold.take() {
+        // Its Python objects go with the GIL held.
+        let _ = crate::runtime::try_attach(|_| drop(taken));
+    }
 }
 
 impl Served {
@@ -120,6 +136,7 @@ pub(super) fn load(
     home: &std::path::Path,
     dialect: &str,
     python_log_level: u8,
+    channel: Option<Arc<super::host_link::worker_side::Channel>>,
 ) -> (Option<Served>, Reply) {
     let fail = |error: PluginError| (None, Reply::LoadFailed { error });
     let settings = crate::runtime::Settings::default().python_log_level(python_log_level);
@@ -132,6 +149,10 @@ pub(super) fn load(
             "no dialect '{dialect}' in this build"
         )));
     };
+    // Its context members that call back into the host go over the channel.
+    if let Some(channel) = channel {
+        crate::dialects::host_calls::set_for_process(channel);
+    }
     let loaded = match dialect.load(key, dir, home) {
         Ok(l) => l,
         Err(e) => return fail(e),
@@ -141,6 +162,7 @@ pub(super) fn load(
     let mut served = Served {
         home: home.to_path_buf(),
         dialect: Some(dialect),
+        hold: Mutex::new(loaded.hold),
         ..Default::default()
     };
     let mut contributions = Vec::new();
@@ -266,6 +288,21 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
         Request::Batch { tool, call, steps } => Answer::Batch { tool, call, steps },
         // Served by the worker's loop before it comes here (iso-runtime).
         Request::Cancel { .. } => Answer::Now(refused("a cancel is not a call".into())),
+        // --- iso-parity ---
+        Request::HostAnswer { call, result } => {
+            super::host_link::worker_side::answered(call, result);
+            Answer::Silent
+        }
+        Request::Event {
+            event,
+            index,
+            payload,
+        } => {
+            if let Some(d) = served.dialect {
+                crate::dialects::host_calls::deliver_here(d.name(), &event, index, payload);
+            }
+            Answer::Now(Reply::Delivered)
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use crate::mcp_client_common::{mcp_python, HttpServer, SERVER};
 use plughost::agent::provider::scripted::{Script, Scripted};
 use plughost::agent::{Agent, AgentConfig, Inbound};
-use plughost::{Host, ToolOutcome};
+use plughost::ToolOutcome;
 use serde_json::json;
 
 const PLUGIN_SCHEMA: &str = "https://agent-plugins.org/schemas/1.0.0/plugin.schema.json";
@@ -86,7 +86,7 @@ fn a_v1_bundle_loads_its_skills_and_its_mcp_servers() {
     )
     .unwrap();
     let bundled = tempfile::tempdir().unwrap();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()
@@ -167,7 +167,7 @@ fn a_bundle_with_a_bad_plugin_json_is_listed_with_the_reason() {
     )
     .unwrap();
     let bundled = tempfile::tempdir().unwrap();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::mcp_client_common::{mcp_python, HttpServer, SERVER};
 use plughost::agent::provider::scripted::{Script, Scripted};
 use plughost::agent::{Agent, AgentConfig, Inbound};
-use plughost::{Host, ToolOutcome};
+use plughost::ToolOutcome;
 use serde_json::json;
 
 /// A Claude-Code-layout plugin at `dir`: one good skill and one whose
@@ -129,7 +129,7 @@ fn installs_and_runs(servers_inline: bool) {
     assert!(skills.contains("claudish:other"), "{skills}");
     assert!(!skills.contains("not-other"), "{skills}");
 
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()
@@ -214,7 +214,7 @@ fn a_server_command_climbing_out_of_the_plugin_relatively_is_left_out() {
     )
     .unwrap();
     let bundled = tempfile::tempdir().unwrap();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::mcp_client_common::{mcp_python, HttpServer, SERVER};
 use plughost::agent::provider::scripted::{Script, Scripted};
 use plughost::agent::{Agent, AgentConfig, Inbound};
-use plughost::{Host, ToolOutcome};
+use plughost::ToolOutcome;
 use serde_json::json;
 
 const UNSET: &str = "PLUGHOST_TEST_SURELY_UNSET_VAR";
@@ -77,7 +77,7 @@ fn environment_variables_and_defaults_expand_in_mcp_server_fields() {
         json!({"plugins": {"enabled": ["varry"]}}).to_string(),
     )
     .unwrap();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()

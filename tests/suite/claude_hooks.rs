@@ -101,7 +101,7 @@ impl Fixture {
         .unwrap();
         let ws = Workspace::new(&home.path().join("workspace")).unwrap();
         let slot = DelegateSlot::default();
-        let mut builder = Host::builder()
+        let mut builder = crate::common::builder()
             .home(home.path())
             .bundled_dir(bundled.path());
         for tool in agent_tools(&ws, home.path(), &slot) {

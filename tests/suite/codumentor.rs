@@ -1877,7 +1877,7 @@ fn doctor_counts_every_hook_callback_of_this_process() {
 
     // A host that ran a two-iteration turn with one tool call.
     let workspace = Workspace::new(&env.home.path().join("workspace")).unwrap();
-    let mut builder = plughost::Host::builder()
+    let mut builder = crate::common::builder()
         .home(env.home.path())
         .bundled_dir(env.bundled.path());
     for tool in tools::builtin_tools(&workspace, &ToolLimits::default()) {

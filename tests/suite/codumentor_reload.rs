@@ -5,7 +5,6 @@
 use std::path::Path;
 
 use crate::common::no_bundled;
-use plughost::host::Host;
 use serde_json::json;
 
 fn write(dir: &Path, version: &str) {
@@ -55,7 +54,7 @@ class Cver:
     };
     config(1);
     let host = std::sync::Arc::new(
-        Host::builder()
+        crate::common::builder()
             .home(home.path())
             .bundled_dir(bundled.path())
             .enable_project_plugins(false)

@@ -18,7 +18,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn build(home: &Path, bundled: &Path) -> Host {
-    Host::builder()
+    crate::common::builder()
         .home(home)
         .bundled_dir(bundled)
         .build()

@@ -10,7 +10,6 @@ use crate::common::{home_with, no_bundled, write_plugin};
 use plughost::agent::provider::scripted::{Script, Scripted};
 use plughost::agent::tools::{self, DelegateSlot};
 use plughost::agent::{Agent, AgentConfig, Inbound, TurnReport};
-use plughost::Host;
 use serde_json::Value;
 
 /// A Hermes plugin whose `step` tool, called by session "A", injects a
@@ -79,7 +78,7 @@ fn agent_over(
 ) -> (Agent, tempfile::TempDir) {
     let bundled = no_bundled();
     let slot = DelegateSlot::default();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home)
         .bundled_dir(bundled.path())
         .tool(tools::delegate_tool(&slot))

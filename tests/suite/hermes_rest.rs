@@ -141,6 +141,12 @@ def register(ctx):
 
 #[test]
 fn emit_calls_each_subscriber_with_the_payload_as_keyword_arguments() {
+    if crate::common::in_process_only(
+        "emit_calls_each_subscriber_with_the_payload_as_keyword_arguments",
+        "it pins that a subscriber runs in a copy of the emitter's contextvars; an event crossing to another process carries its payload, not the emitter's context (docs/isolation.md, parity gaps)",
+    ) {
+        return;
+    }
     let env = Env::new("plugins:\n  enabled: [journal, indexer]\n");
     for (name, init) in [("journal", JOURNAL), ("indexer", INDEXER)] {
         write_plugin(
@@ -608,6 +614,9 @@ def register(ctx):
 
 #[test]
 fn an_async_web_extract_provider_answers_web_extract() {
+    if crate::common::in_process_only("an_async_web_extract_provider_answers_web_extract", "a web search/extract provider is handed to the host's provider registry in-process; an isolated plugin's is not (docs/isolation.md, parity gaps)") {
+        return;
+    }
     let env = Env::new("plugins:\n  enabled: [reader]\n");
     write_plugin(
         &env.hermes.path().join("plugins"),

@@ -67,6 +67,7 @@ mod hermes_order;
 mod hermes_providers;
 mod hermes_rest;
 mod hermes_tools;
+mod iso_parity;
 mod isolated_dialects;
 mod isolation;
 mod isolation_batch;

@@ -170,7 +170,7 @@ fn build_standard() -> (tempfile::TempDir, tempfile::TempDir, Host) {
         ],
     );
     let bundled = no_bundled();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()
@@ -538,7 +538,7 @@ fn broken_plugins_disable_only_themselves_and_roll_back() {
         &[("__init__.py", "")],
     );
     let bundled = no_bundled();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .enable(["manifest-broken"])
@@ -617,7 +617,7 @@ fn tool_collisions_last_writer_wins_and_natives_can_be_overridden() {
     write_plugin(&plugins, "a-first", "name: a-first\n", &[("__init__.py", "def register(ctx):\n    ctx.register_tool('dup', {}, lambda: 'first')\n    ctx.register_command('dup', lambda a: 'first')\n")]);
     write_plugin(&plugins, "b-second", "name: b-second\n", &[("__init__.py", "def register(ctx):\n    ctx.register_tool('dup', {}, lambda: 'second')\n    ctx.register_tool('native_one', {}, lambda: 'python wins')\n    ctx.register_command('dup', lambda a: 'second')\n")]);
     let bundled = no_bundled();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .tool(plughost::Tool::from_fn(
@@ -662,7 +662,7 @@ fn native_hooks_run_beside_python_hooks() {
     let counter = Arc::new(AtomicUsize::new(0));
     let seen = counter.clone();
     let bundled = no_bundled();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .hook(
@@ -704,7 +704,7 @@ fn many_async_calls_overlap() {
         &[("__init__.py", BARRIER_PLUGIN)],
     );
     let bundled = no_bundled();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()
@@ -806,7 +806,7 @@ def register(ctx):
         )],
     );
     let bundled = no_bundled();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()
@@ -847,7 +847,7 @@ def register(ctx):
         &[("__init__.py", SEEN)],
     );
     let bundled = no_bundled();
-    let host = Host::builder()
+    let host = crate::common::builder()
         .home(home.path())
         .bundled_dir(bundled.path())
         .build()

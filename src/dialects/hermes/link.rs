@@ -113,7 +113,9 @@ fn bound(host: &Extensions) -> Option<Arc<dyn AgentLink>> {
 /// other than `user` is prefixed as Hermes does). `false` when no agent
 /// runs the host or no turn is calling.
 pub fn inject(py: Python<'_>, host: &Extensions, content: &str, role: &str) -> bool {
-    if bound(host).is_none() {
+    // In a worker (issue 47): the host decides, for the calling session.
+    let bridge = crate::dialects::host_calls::bridge(host);
+    if bridge.is_none() && bound(host).is_none() {
         tracing::warn!(
             "inject_message: no agent in this process (plughost run/chat/serve runs one); message dropped"
         );
@@ -129,12 +131,49 @@ pub fn inject(py: Python<'_>, host: &Extensions, content: &str, role: &str) -> b
         );
         return false;
     };
+    if let Some(bridge) = bridge {
+        let call = crate::dialects::host_calls::HostCall::Inject {
+            session,
+            content: content.to_string(),
+            role: role.to_string(),
+        };
+        return match py.detach(|| bridge.call(call)) {
+            Ok(answer) => answer.as_bool().unwrap_or(false),
+            Err(e) => {
+                tracing::warn!("inject_message: the host did not take the message: {e}");
+                false
+            }
+        };
+    }
+    push_injected(host, &session, content, role)
+}
+
+/// `inject_message` from an isolated plugin's tool call of `session`
+/// (issue 47): what [`inject`] does once it knows the session.
+pub fn inject_for_session(host: &Extensions, session: &str, content: &str, role: &str) -> bool {
+    if bound(host).is_none() {
+        tracing::warn!(
+            "inject_message: no agent in this process (plughost run/chat/serve runs one); message dropped"
+        );
+        return false;
+    }
+    if session.is_empty() {
+        tracing::warn!(
+            "inject_message: called outside a tool call of a conversation, so there is no conversation to join; message dropped"
+        );
+        return false;
+    }
+    push_injected(host, session, content, role)
+}
+
+/// Queue the message for `session` (`role` other than `user` prefixed).
+fn push_injected(host: &Extensions, session: &str, content: &str, role: &str) -> bool {
     let message = if role == "user" {
         content.to_string()
     } else {
         format!("[{role}] {content}")
     };
-    host.get::<Injected>().push(&session, message);
+    host.get::<Injected>().push(session, message);
     true
 }
 
@@ -170,6 +209,18 @@ pub(super) fn wait<T: Send + 'static>(
 /// registered tool has runs plughost's built-in, its arguments translated
 /// ([`super::tool_names`]).
 pub fn dispatch_tool(host: &Extensions, tool: &str, args: Value, task_id: &str) -> String {
+    if let Some(bridge) = crate::dialects::host_calls::bridge(host) {
+        let call = crate::dialects::host_calls::HostCall::DispatchTool {
+            tool: tool.to_string(),
+            args,
+            task_id: task_id.to_string(),
+        };
+        return match bridge.call(call) {
+            Ok(Value::String(text)) => text,
+            Ok(other) => other.to_string(),
+            Err(e) => error_json(&format!("Tool execution failed: {e}")),
+        };
+    }
     let no_agent = || {
         error_json(&format!(
             "dispatch_tool('{tool}'): no agent is running in this process, so no tools can be dispatched"
@@ -224,6 +275,26 @@ pub fn complete(
     messages: Vec<Value>,
     params: Map<String, Value>,
 ) -> Result<Completion, String> {
+    if let Some(bridge) = crate::dialects::host_calls::bridge(host) {
+        let answer =
+            bridge.call(crate::dialects::host_calls::HostCall::Complete { messages, params })?;
+        let text = |k: &str| {
+            answer
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        return Ok(Completion {
+            text: text("text"),
+            model: text("model"),
+            usage: answer
+                .get("usage")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default(),
+        });
+    }
     let Some(link) = bound(host) else {
         return Err(format!(
             "ctx.llm: no agent is running in this process, so plugin '{plugin}' has no model to call"

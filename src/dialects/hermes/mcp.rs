@@ -52,6 +52,10 @@ pub fn call_mcp(
     arguments: Option<&Bound<'_, PyAny>>,
     timeout: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<PyAny>> {
+    // In a worker (issue 47): the host's servers, allowlist and envelope.
+    if let Some(bridge) = crate::dialects::host_calls::bridge(host) {
+        return super::remote::call_mcp_from_worker(py, bridge, server, tool, arguments, timeout);
+    }
     let slot = host.get::<McpSlot>();
     let allowed = slot
         .home()

@@ -29,6 +29,8 @@ pub mod provider_tools;
 pub mod providers;
 mod python_fns;
 pub mod reference;
+// --- iso-parity (issue 47): context members of a plugin in a worker ---
+pub mod remote;
 pub mod render;
 pub mod sniff;
 pub mod tool_names;
@@ -419,11 +421,7 @@ fn bus<'py>(py: Python<'py>, host: &Extensions) -> PyResult<Bound<'py, PyAny>> {
     if let Some(b) = table.0.get() {
         return Ok(b.bind(py).clone());
     }
-    let made = py
-        .import("_plughost_hermes_ctx")?
-        .getattr("HostBus")?
-        .call0()?
-        .unbind();
+    let made = remote::new_bus(py, host)?;
     Ok(table.0.get_or_init(|| made).bind(py).clone())
 }
 

@@ -88,6 +88,21 @@ pub enum Request {
     /// that does not answer within plughost's bound is wedged, and
     /// replaced.
     Cancel { call: u64 },
+    // --- iso-parity ---
+    /// The host's answer to the worker's [`Reply::HostCall`] number `call`.
+    /// Not answered (id 0).
+    HostAnswer {
+        call: u64,
+        result: Result<Value, String>,
+    },
+    /// Run the plugin's subscriber number `index` of `event` (the host's
+    /// bus delivers it, whoever emitted it); answered with
+    /// [`Reply::Delivered`] once it ran.
+    Event {
+        event: String,
+        index: usize,
+        payload: Value,
+    },
 }
 
 /// One step of a [`Request::Batch`], in the pipeline's order.
@@ -159,6 +174,16 @@ pub enum Reply {
     Cancelled {
         running: bool,
     },
+    // --- iso-parity ---
+    /// The worker's plugin calls its host (a context member, issue 47):
+    /// sent with id 0 at any time; the host answers with
+    /// [`Request::HostAnswer`] naming `call`.
+    HostCall {
+        call: u64,
+        body: crate::dialects::host_calls::HostCall,
+    },
+    /// [`Request::Event`] ran.
+    Delivered,
 }
 
 /// A tool a plugin registered while running, as plughost lists it.

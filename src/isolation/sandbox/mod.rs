@@ -100,6 +100,7 @@ pub fn install_line(
         dialect: dialect.to_string(),
         limits: Default::default(),
         guard: false,
+        host: Default::default(),
     };
     let rules = match preview(&load) {
         Ok(policy) => line(key, policy.as_ref()),

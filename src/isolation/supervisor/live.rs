@@ -54,6 +54,8 @@ pub(super) struct Live {
     /// It answered a call since it loaded (a worker that dies before that
     /// is crashing in a loop, see [`super::backoff`]).
     pub(super) answered: std::sync::atomic::AtomicBool,
+    /// iso-parity: where its calls into the host run.
+    pub(super) host: crate::isolation::host_link::HostSide,
 }
 
 #[derive(Default)]
@@ -103,6 +105,36 @@ impl Live {
                 let _ = send_all(&stream, &buf);
             }
         });
+    }
+
+    /// iso-parity: let the worker run the plugin's teardown before it is
+    /// killed: its request stream is closed (the worker runs the teardown
+    /// when it sees the end, then exits) and its exit is waited for, at
+    /// most `limit`. No reply is awaited: this may run on the very thread
+    /// that would read it.
+    pub(super) fn unload(&self, limit: Duration) {
+        if self.has_ended() || self.is_stopped() {
+            return;
+        }
+        // Its exit is plughost's doing, not a crash.
+        self.stop_reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert_with(|| "plughost is done with it".into());
+        {
+            let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = stream.shutdown(std::net::Shutdown::Write);
+        }
+        let pid = self.child.lock().unwrap_or_else(|e| e.into_inner()).id();
+        tracing::debug!("plugin '{}': its worker runs its teardown", self.key);
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if process_gone(pid) {
+                tracing::debug!("plugin '{}': its worker ended", self.key);
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     pub(super) fn has_ended(&self) -> bool {
@@ -267,6 +299,18 @@ pub(super) fn watch_process(key: &str, pid: u32, stream: UnixStream) -> std::io:
 /// 5 ms thread switch intervals; only a held GIL (a C call that does not
 /// release it, a deadlock) or a stopped process takes this long.
 pub(super) const CANCEL_BOUND: Duration = Duration::from_secs(3);
+/// Whether process `pid` ended (a zombie, or gone): read from `/proc`, as
+/// the worker may not be this process's own child (its sandbox starts it).
+fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name's closing parenthesis.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+        Err(_) => true,
+    }
+}
 
 /// How long a worker may live on after closing its stream.
 pub(super) const LINGER: Duration = Duration::from_millis(500);

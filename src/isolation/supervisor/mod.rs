@@ -41,6 +41,8 @@ pub struct LoadSpec {
     /// It declares itself a guard ([`crate::isolation::guard`]): its hooks
     /// fail closed, its breaker open included.
     pub guard: bool,
+    /// iso-parity: where its worker's calls into the host run (issue 47).
+    pub host: crate::isolation::host_link::HostSide,
 }
 
 /// What a call is, for the log and the reason a worker was stopped
@@ -141,6 +143,8 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
         if let Some(live) = state.live.take() {
+            // iso-parity: its teardown (`on_unload`) runs first, bounded.
+            live.unload(UNLOAD_LIMIT);
             live.kill(Some("plughost is done with it".into()));
         }
     }
@@ -174,6 +178,7 @@ impl Supervisor {
                 sandbox: Mutex::new(None),
             }),
         };
+        sup.inner.load.host.attach(sup.downgrade());
         let (live, contributions) = sup.spawn()?;
         sup.lock().live = Some(live);
         Ok((sup, contributions))
@@ -344,6 +349,7 @@ impl Supervisor {
             exceeded: Mutex::new(None),
             wedged: Mutex::new(None),
             answered: std::sync::atomic::AtomicBool::new(false),
+            host: self.inner.load.host.clone(),
         });
         reactor::read_replies(live.clone(), reader, Arc::downgrade(&self.inner))
             .map_err(|e| unavailable(format!("cannot start its reader thread: {e}")))?;
@@ -565,6 +571,10 @@ fn worker_process(
     std::os::unix::process::CommandExt::process_group(&mut process, 0);
     process
 }
+
+/// How long a plugin's teardown in its worker may take when plughost is
+/// done with it (Hermes's own unload waits up to 2 s for its tasks).
+const UNLOAD_LIMIT: Duration = Duration::from_secs(3);
 
 /// After `looping` crashes in a row of workers that answered no call
 /// (each died loading, or in its first call), wait this long before the

@@ -176,8 +176,19 @@ pub(super) enum Ending {
 }
 
 /// Hand one reply to its waiter (a batch's waiter stays for its next step).
-pub(super) fn route(live: &Live, envelope: Envelope<Reply>) {
+pub(super) fn route(live: &Arc<Live>, envelope: Envelope<Reply>) {
     let Envelope { id, body } = envelope;
+    // iso-parity: the worker's plugin calls its host; answered on a thread
+    // of the call's own.
+    let body = match body {
+        Reply::HostCall { call, body } => {
+            let answering = Arc::clone(live);
+            live.host
+                .serve(call, body, move |answer| answering.send_unanswered(answer));
+            return;
+        }
+        other => other,
+    };
     if let Reply::Exceeded { limit } = body {
         *live.exceeded.lock().unwrap_or_else(|e| e.into_inner()) = Some(limit);
         return;

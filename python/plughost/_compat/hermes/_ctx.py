@@ -160,6 +160,54 @@ class HostBus:
             return {n: p for n, (_o, p) in self._terminal.items()}
 
 
+class RemoteBus(HostBus):
+    """The bus of a plugin loaded in a worker process (issue 47): the host's
+    bus is the one that counts. ``emit`` and ``has_plugin`` are answered by
+    the host; a subscriber is kept here and the host is told once per event,
+    then calls :meth:`deliver` for each event emitted on it (by any plugin),
+    in order. ``call`` sends one typed host call and returns its answer."""
+
+    def __init__(self, call) -> None:
+        super().__init__()
+        self._call = call
+        #: (owner, callback) of each subscription, by the index the host knows it by.
+        self._by_index: "list[tuple[str, object]]" = []
+
+    def subscribe(self, owner: str, event: str, callback) -> None:
+        super().subscribe(owner, event, callback)
+        with self._lock:
+            index = len(self._by_index)
+            self._by_index.append((owner, callback))
+        self._call({"Subscribe": {"event": event, "index": index}})
+
+    def dispatch(self, event: str, payload: dict) -> int:
+        return int(self._call({"Emit": {"event": event, "payload": dict(payload)}}))
+
+    def deliver(self, event: str, index: int, payload: dict) -> None:
+        """Run this worker's subscriber number ``index`` now, as the host's
+        bus thread runs an in-process plugin's."""
+        with self._lock:
+            subs = [self._by_index[index]] if 0 <= index < len(self._by_index) else []
+            # Unsubscribed since (the plugin unloaded): not delivered.
+            subs = [s for s in subs if any(s[1] is c for _o, c in self._subscribers.get(event, ()))]
+        for owner, callback in subs:
+            try:
+                result = callback(**copy.deepcopy(payload))
+                if inspect.isawaitable(result):
+                    asyncio.run(_awaited(result))
+            except (Exception, SystemExit) as exc:  # a subscriber never breaks delivery
+                logger.warning("Event '%s' callback %s (plugin %s) raised: %s (event provides: %s)",
+                               event, getattr(callback, "__name__", repr(callback)), owner, exc,
+                               ", ".join(sorted(payload)) or "no fields")
+
+    def loaded(self, key: str, name: str) -> None:
+        super().loaded(key, name)
+        self._call({"Loaded": {"name": name}})
+
+    def has_plugin(self, plugin_id: str) -> bool:
+        return bool(self._call({"HasPlugin": {"id": plugin_id}}))
+
+
 def _cancel_and_wait(future, holder: dict, loop, limit: float = 2.0) -> None:
     """Cancel a task on plughost's loop and wait (a bounded time) until its
     own cancellation handling has run, so a teardown is over when unload
