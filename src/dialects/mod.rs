@@ -30,6 +30,7 @@ pub mod felix;
 pub mod flowly;
 pub mod fresh;
 pub mod hermes;
+pub mod platforms;
 pub mod shared;
 
 use std::path::Path;

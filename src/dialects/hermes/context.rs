@@ -34,7 +34,6 @@ pub fn never_fires(name: &str) -> bool {
 pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_video_gen_provider",
     "register_dashboard_auth_provider",
-    "register_platform",
     "register_slack_action_handler",
     "register_auxiliary_task",
     "register_platform_handler",
@@ -447,6 +446,17 @@ impl HermesContext {
             _ => String::new(),
         };
         Ok(py.detach(|| super::link::dispatch_tool(&self.host, tool_name, args, &task_id)))
+    }
+
+    /// A messaging platform: its adapter runs under `plughost serve`'s
+    /// gateway (see [`super::platform`]).
+    #[pyo3(signature = (*args, **kwargs))]
+    fn register_platform(
+        &self,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        super::platform::register(&self.host, &self.key, args, kwargs)
     }
 
     /// Queue a message into the conversation (see [`super::link`]);

@@ -14,6 +14,7 @@ pub mod context_engine;
 pub mod discover;
 pub mod entry_point;
 pub mod format;
+pub mod gateway_event;
 pub mod gates;
 pub mod handlers;
 pub mod hooks;
@@ -25,6 +26,7 @@ pub mod members;
 pub mod memory;
 pub mod middleware;
 pub mod order;
+pub mod platform;
 pub mod provider_tools;
 pub mod providers;
 mod python_fns;
@@ -125,6 +127,15 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("gateway", "gateway/__init__.py", true),
     ("gateway.platforms", "gateway/platforms/__init__.py", true),
     ("gateway.platforms.base", "gateway/platforms/base.py", false),
+    ("gateway.platforms.event", "gateway/platforms/event.py", false),
+    ("gateway.platforms.helpers", "gateway/platforms/helpers.py", false),
+    ("gateway.platforms._shared", "gateway/platforms/_shared.py", false),
+    ("agent.i18n", "agent/i18n.py", false),
+    (
+        "plugin_runtime.platform_registry",
+        "plugin_runtime/platform_registry.py",
+        false
+    ),
     ("gateway.status", "gateway/status.py", false),
     ("gateway.session", "gateway/session.py", false),
     (
@@ -172,8 +183,6 @@ const NOT_HOSTED: &[&str] = &[
     "hermes_cli.projects_db",
     "cron",
     "tools.mcp_oauth",
-    "gateway.config",
-    "gateway.platform_registry",
 ];
 
 /// `_plughost_hermes` for processes a plugin starts ([`child_path`]).
@@ -638,6 +647,7 @@ impl Dialect for Hermes {
             finder
                 .setattr("_CURRENT", ctx.clone_ref(py))
                 .map_err(|e| plugin_error(py, &e))?;
+            platform::begin(state, key);
             let outcome = register.call1((ctx.clone_ref(py),));
             let _ = finder.setattr("_CURRENT", py.None());
             let (mut registrations, unused) = ctx.get().finish();
@@ -651,6 +661,7 @@ impl Dialect for Hermes {
             let _ = bus.call_method1("loaded", (key, name));
             register_web_providers(py, web_providers).map_err(|e| plugin_error(py, &e))?;
             cli::commit(state, key, cli_commands);
+            platform::commit(state, key);
             record_not_used(state, key, &unused);
             if !unused.is_empty() {
                 tracing::info!(
