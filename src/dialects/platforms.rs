@@ -99,8 +99,12 @@ pub trait PlatformPort: Send + Sync {
     ) -> BoxFuture<Result<Option<String>, String>>;
     /// Replace the text of a message sent earlier; `Err` when the platform
     /// cannot (the caller then sends a new message).
-    fn edit(&self, to: ChatAddress, message_id: String, text: String)
-        -> BoxFuture<Result<(), String>>;
+    fn edit(
+        &self,
+        to: ChatAddress,
+        message_id: String,
+        text: String,
+    ) -> BoxFuture<Result<(), String>>;
 }
 
 /// Why an adapter did not connect.
@@ -170,7 +174,10 @@ pub enum PlatformState {
     Connecting,
     Connected,
     /// Waiting to connect again after a failure (attempt counts from 1).
-    Reconnecting { attempt: u32, error: String },
+    Reconnecting {
+        attempt: u32,
+        error: String,
+    },
     /// Failed for good (the adapter said retrying cannot help).
     Failed(String),
     Disabled(String),
@@ -218,6 +225,12 @@ impl PlatformTable {
     pub fn all(&self) -> Vec<Arc<dyn PlatformFactory>> {
         let map = self.by_plugin.lock().unwrap_or_else(|e| e.into_inner());
         map.values().flatten().cloned().collect()
+    }
+
+    /// The platforms `plugin` registered.
+    pub fn of_plugin(&self, plugin: &str) -> Vec<Arc<dyn PlatformFactory>> {
+        let map = self.by_plugin.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(plugin).cloned().unwrap_or_default()
     }
 
     pub fn set_state(&self, platform: &str, state: PlatformState) {

@@ -5,7 +5,8 @@
 //! interrupt; `/stop` interrupts and drops what waits; any other message
 //! interrupts the running turn (its reply is not sent) and waits to run
 //! next — replacing the one waiting, or appended to it where the platform
-//! merges texts. Replies and tool progress go out through the platform's
+//! merges texts. A message injected by a plugin (`inject_message`) waits
+//! for the running turn, appended to what waits. Replies and tool progress go out through the platform's
 //! current adapter.
 //!
 //! A turn runs through [`Agent::send_cancellable`] with the chat's session
@@ -51,11 +52,17 @@ pub struct Chats {
     seen: Mutex<HashMap<String, Seen>>,
     last_key: Mutex<Option<String>>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Where chats' tasks run (an injection may come from a Python thread).
+    runtime: tokio::runtime::Handle,
 }
 
 /// The slash command a message is, if any (`/new@bot args` → `new`).
 fn command_of(text: &str) -> Option<String> {
-    let word = text.trim_start().strip_prefix('/')?.split_whitespace().next()?;
+    let word = text
+        .trim_start()
+        .strip_prefix('/')?
+        .split_whitespace()
+        .next()?;
     let word = word.split('@').next().unwrap_or(word).to_lowercase();
     (!word.is_empty() && !word.contains('/')).then_some(word)
 }
@@ -90,6 +97,7 @@ fn merge(waiting: &mut InboundChat, next: &InboundChat, merge_text: bool) -> boo
 }
 
 impl Chats {
+    /// Chats of `agent`'s sessions; call from inside a tokio runtime.
     pub fn new(agent: Agent, turns: CancellationToken) -> Chats {
         Chats {
             agent,
@@ -98,12 +106,18 @@ impl Chats {
             seen: Mutex::default(),
             last_key: Mutex::default(),
             tasks: Mutex::default(),
+            runtime: tokio::runtime::Handle::current(),
         }
     }
 
     /// A message from a platform: run it, or queue/merge it behind the
     /// chat's running turn.
-    pub fn arrive(self: &Arc<Self>, slot: Arc<PortSlot>, settings: ChatSettings, message: InboundChat) {
+    pub fn arrive(
+        self: &Arc<Self>,
+        slot: Arc<PortSlot>,
+        settings: ChatSettings,
+        message: InboundChat,
+    ) {
         let key = message.session_key.clone();
         if !message.internal {
             let seen = Seen {
@@ -111,7 +125,10 @@ impl Chats {
                 settings: settings.clone(),
                 message: message.clone(),
             };
-            self.seen.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone(), seen);
+            self.seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone(), seen);
             *self.last_key.lock().unwrap_or_else(|e| e.into_inner()) = Some(key.clone());
         }
         let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
@@ -122,16 +139,21 @@ impl Chats {
                     chat.interrupt.cancel();
                 }
                 _ => {
+                    // A photo (Hermes) or an injected message (plughost)
+                    // waits without interrupting; an injected one never
+                    // replaces what a user sent.
+                    let interrupts = !(has_media(&message) || message.internal);
                     let merged = match chat.pending.as_mut() {
-                        Some(waiting) => merge(waiting, &message, settings.merge_text),
+                        Some(waiting) => {
+                            merge(waiting, &message, settings.merge_text || message.internal)
+                        }
                         None => false,
                     };
                     if !merged {
-                        let quiet = has_media(&message) && chat.pending.is_none();
                         chat.pending = Some(message);
-                        if !quiet {
-                            chat.interrupt.cancel();
-                        }
+                    }
+                    if interrupts {
+                        chat.interrupt.cancel();
                     }
                 }
             }
@@ -147,7 +169,9 @@ impl Chats {
         );
         drop(busy);
         let chats = self.clone();
-        let task = tokio::spawn(async move { chats.run_chat(slot, settings, message, interrupt).await });
+        let task = self
+            .runtime
+            .spawn(async move { chats.run_chat(slot, settings, message, interrupt).await });
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
         tasks.retain(|t| !t.is_finished());
         tasks.push(task);
@@ -240,7 +264,10 @@ impl Chats {
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         let all = futures_util::future::join_all(tasks);
         if tokio::time::timeout(grace, all).await.is_err() {
-            tracing::warn!("gateway: chats' turns still running after {} s; left to end", grace.as_secs_f64());
+            tracing::warn!(
+                "gateway: chats' turns still running after {} s; left to end",
+                grace.as_secs_f64()
+            );
         }
     }
 
@@ -248,9 +275,17 @@ impl Chats {
     fn seen(&self, key: Option<&str>) -> Option<Seen> {
         let key = match key {
             Some(k) => k.to_string(),
-            None => self.last_key.lock().unwrap_or_else(|e| e.into_inner()).clone()?,
+            None => self
+                .last_key
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()?,
         };
-        self.seen.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned()
+        self.seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned()
     }
 }
 
@@ -309,6 +344,9 @@ mod tests {
             ..Default::default()
         };
         assert!(merge(&mut waiting, &photo, false));
-        assert_eq!((waiting.message_type.as_str(), waiting.media_urls.len()), ("photo", 1));
+        assert_eq!(
+            (waiting.message_type.as_str(), waiting.media_urls.len()),
+            ("photo", 1)
+        );
     }
 }

@@ -59,7 +59,11 @@ pub async fn relay(
             let latest = lines.last().cloned().unwrap_or_default();
             let first = message_id.is_none();
             match port
-                .send(to.clone(), if first { lines.join("\n") } else { latest }, None)
+                .send(
+                    to.clone(),
+                    if first { lines.join("\n") } else { latest },
+                    None,
+                )
                 .await
             {
                 Ok(id) => {

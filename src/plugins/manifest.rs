@@ -227,6 +227,8 @@ fn parse_in(
         None | Some("") | Some("standalone") => PluginKind::Standalone,
         Some("backend") => PluginKind::Backend,
         Some("exclusive") => PluginKind::Exclusive,
+        // A messaging platform's plugin loads as any other (issue 49).
+        Some("platform") => PluginKind::Standalone,
         Some(other) => {
             warnings.push(format!("unknown kind '{other}', treated as standalone"));
             PluginKind::Standalone

@@ -75,6 +75,7 @@ impl Providers for Hermes {
     fn providers(&self, state: &Extensions, key: &str) -> Vec<String> {
         let mut lines = providers::doctor_lines(state, key);
         lines.extend(members::doctor_lines(state, key));
+        lines.extend(super::platform::doctor_lines(state, key));
         lines
     }
 

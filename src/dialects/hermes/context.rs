@@ -469,7 +469,10 @@ impl HermesContext {
         role: &str,
         _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> bool {
-        super::link::inject(py, &self.host, content, role)
+        let key: Option<String> = _kwargs
+            .and_then(|k| k.get_item("session_key").ok().flatten())
+            .and_then(|v| v.extract().ok());
+        super::link::inject_to(py, &self.host, content, role, key.as_deref())
     }
 
     /// A web search/extract backend (`agent.web_search_provider.WebSearchProvider`,

@@ -54,7 +54,10 @@ mod tests {
             ..Default::default()
         };
         let w = wire(&api);
-        assert_eq!((w["platform"].as_str(), w["chat_id"].as_str()), (Some("api"), Some("s")));
+        assert_eq!(
+            (w["platform"].as_str(), w["chat_id"].as_str()),
+            (Some("api"), Some("s"))
+        );
         let cli = InboundMessage {
             channel: "cli".into(),
             ..api.clone()
@@ -74,6 +77,9 @@ mod tests {
             json!({"platform": "irc", "chat_id": "#c", "user_id": "bob", "text": "old"}),
         );
         let w = wire(&m);
-        assert_eq!((w["chat_id"].as_str(), w["text"].as_str()), (Some("#c"), Some("rewritten")));
+        assert_eq!(
+            (w["chat_id"].as_str(), w["text"].as_str()),
+            (Some("#c"), Some("rewritten"))
+        );
     }
 }

@@ -111,8 +111,22 @@ fn bound(host: &Extensions) -> Option<Arc<dyn AgentLink>> {
 
 /// `ctx.inject_message`: queue `content` for the calling session (`role`
 /// other than `user` is prefixed as Hermes does). `false` when no agent
-/// runs the host or no turn is calling.
+/// runs the host or no turn is calling; outside a turn, the messaging
+/// gateway's injector takes it into the chat that spoke last.
 pub fn inject(py: Python<'_>, host: &Extensions, content: &str, role: &str) -> bool {
+    inject_to(py, host, content, role, None)
+}
+
+/// [`inject`], into the session `session_key` names (Hermes's
+/// `session_key=`): the calling turn's own joins it; another one is a new
+/// message in that gateway chat (its turn runs, its reply goes to the chat).
+pub fn inject_to(
+    py: Python<'_>,
+    host: &Extensions,
+    content: &str,
+    role: &str,
+    session_key: Option<&str>,
+) -> bool {
     if bound(host).is_none() {
         tracing::warn!(
             "inject_message: no agent in this process (plughost run/chat/serve runs one); message dropped"
@@ -123,16 +137,25 @@ pub fn inject(py: Python<'_>, host: &Extensions, content: &str, role: &str) -> b
         .filter(|(calling, _)| std::ptr::eq(Arc::as_ptr(calling), host))
         .map(|(_, session)| session)
         .filter(|session| !session.is_empty());
-    let Some(session) = session else {
-        tracing::warn!(
-            "inject_message: called outside a tool call of a conversation, so there is no conversation to join; message dropped"
-        );
-        return false;
-    };
     let message = if role == "user" {
         content.to_string()
     } else {
         format!("[{role}] {content}")
+    };
+    let session = session.filter(|s| session_key.is_none_or(|k| k == s));
+    let Some(session) = session else {
+        let injector = host
+            .peek::<crate::dialects::platforms::PlatformTable>()
+            .and_then(|table| table.injector());
+        if let Some(injector) = injector {
+            if injector.inject(session_key, &message) {
+                return true;
+            }
+        }
+        tracing::warn!(
+            "inject_message: called outside a tool call of a conversation, and no gateway chat to take it; message dropped"
+        );
+        return false;
     };
     host.get::<Injected>().push(&session, message);
     true

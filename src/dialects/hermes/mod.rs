@@ -14,8 +14,8 @@ pub mod context_engine;
 pub mod discover;
 pub mod entry_point;
 pub mod format;
-pub mod gateway_event;
 pub mod gates;
+pub mod gateway_event;
 pub mod handlers;
 pub mod hooks;
 pub mod lanes;
@@ -127,9 +127,21 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("gateway", "gateway/__init__.py", true),
     ("gateway.platforms", "gateway/platforms/__init__.py", true),
     ("gateway.platforms.base", "gateway/platforms/base.py", false),
-    ("gateway.platforms.event", "gateway/platforms/event.py", false),
-    ("gateway.platforms.helpers", "gateway/platforms/helpers.py", false),
-    ("gateway.platforms._shared", "gateway/platforms/_shared.py", false),
+    (
+        "gateway.platforms.event",
+        "gateway/platforms/event.py",
+        false
+    ),
+    (
+        "gateway.platforms.helpers",
+        "gateway/platforms/helpers.py",
+        false
+    ),
+    (
+        "gateway.platforms._shared",
+        "gateway/platforms/_shared.py",
+        false
+    ),
     ("agent.i18n", "agent/i18n.py", false),
     (
         "plugin_runtime.platform_registry",

@@ -54,6 +54,26 @@ pub fn commit(host: &Extensions, key: &str) {
     }
 }
 
+/// `plugins doctor`'s lines for the platforms plugin `key` registered:
+/// whether `plughost serve` starts each, and why not.
+pub fn doctor_lines(host: &Extensions, key: &str) -> Vec<String> {
+    let Some(table) = host.peek::<PlatformTable>() else {
+        return Vec::new();
+    };
+    table
+        .of_plugin(key)
+        .iter()
+        .map(|p| {
+            let state = match p.readiness() {
+                Readiness::Enabled => "enabled: plughost serve connects it".to_string(),
+                Readiness::Disabled(why) => format!("disabled: {why}"),
+                Readiness::Unavailable(why) => format!("unavailable: {why}"),
+            };
+            format!("platform {} ({}): {state}", p.name(), p.label())
+        })
+        .collect()
+}
+
 /// `ctx.register_platform(...)`: the entry built and registered in
 /// `gateway.platform_registry` as Hermes's context does, and staged for
 /// the gateway.
@@ -102,7 +122,10 @@ fn config_yaml(home: &Path) -> Value {
     let path = home.join("config.yaml");
     match std::fs::read_to_string(&path) {
         Ok(text) if !text.trim().is_empty() => serde_saphyr::from_str(&text).unwrap_or_else(|e| {
-            tracing::warn!("cannot parse {} ({e}); no platform is configured", path.display());
+            tracing::warn!(
+                "cannot parse {} ({e}); no platform is configured",
+                path.display()
+            );
             Value::Null
         }),
         _ => Value::Null,
@@ -171,7 +194,9 @@ impl HermesPlatform {
             };
             return Err(why);
         }
-        let validate = entry.getattr("validate_config").map_err(|e| e.to_string())?;
+        let validate = entry
+            .getattr("validate_config")
+            .map_err(|e| e.to_string())?;
         if !validate.is_none()
             && !validate
                 .call1((pc,))
@@ -265,7 +290,14 @@ impl PlatformFactory for HermesPlatform {
 }
 
 fn describe(py: Python<'_>, e: &PyErr) -> String {
-    format!("{}: {}", e.get_type(py).name().map(|n| n.to_string()).unwrap_or_default(), e.value(py))
+    format!(
+        "{}: {}",
+        e.get_type(py)
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
+        e.value(py)
+    )
 }
 
 /// The adapter's `handle_message` end: an event's fields into the inlet.
@@ -346,7 +378,9 @@ impl PlatformPort for HermesPort {
         Box::pin(async move {
             let result = call(adapter.clone(), |_, a| a.call_method0("connect")).await;
             let ok = match result {
-                Ok(value) => try_attach(|py| value.bind(py).is_truthy().unwrap_or(false)).unwrap_or(false),
+                Ok(value) => {
+                    try_attach(|py| value.bind(py).is_truthy().unwrap_or(false)).unwrap_or(false)
+                }
                 Err(e) => {
                     return Err(PortError {
                         message: format!("connect() raised {e}"),
@@ -416,7 +450,12 @@ impl PlatformPort for HermesPort {
         })
     }
 
-    fn edit(&self, to: ChatAddress, message_id: String, text: String) -> BoxFuture<Result<(), String>> {
+    fn edit(
+        &self,
+        to: ChatAddress,
+        message_id: String,
+        text: String,
+    ) -> BoxFuture<Result<(), String>> {
         let adapter = self.adapter.clone();
         Box::pin(async move {
             let out = call(adapter, move |py, a| {
