@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::PyDict;
 use serde_json::Value;
 
 use crate::core::extensions::Extensions;
@@ -77,17 +77,12 @@ pub fn doctor_lines(host: &Extensions, key: &str) -> Vec<String> {
 /// `ctx.register_platform(...)`: the entry built and registered in
 /// `gateway.platform_registry` as Hermes's context does, and staged for
 /// the gateway.
-pub fn register(
-    host: &Extensions,
-    plugin: &str,
-    args: &Bound<'_, PyTuple>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<()> {
-    let py = args.py();
+pub fn register(host: &Extensions, plugin: &str, fields: &Bound<'_, PyDict>) -> PyResult<()> {
+    let py = fields.py();
     let entry = py
         .import("gateway.platform_registry")?
         .getattr("_plughost_register")?
-        .call((plugin, args), kwargs)?;
+        .call((plugin, ()), Some(fields))?;
     let name: String = entry.getattr("name")?.extract()?;
     let label: String = entry.getattr("label")?.extract()?;
     let factory: Arc<dyn PlatformFactory> = Arc::new(HermesPlatform {
