@@ -329,3 +329,121 @@ fn cli_messages_reach_gateway_policies_as_platform_cli_and_the_plugin_loads_whol
         "{lines:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inject_message_reaches_the_chat_through_the_gateway() {
+    let s = setup().await;
+    s.service.deliver(None, "gina", "gina", "remind me", "m1");
+    let seen = s
+        .service
+        .wait_for(WAIT, "the injected message's reply", |seen| {
+            sent_to(seen, "gina").iter().any(|t| t == "re: reminder")
+        })
+        .await;
+    // Injected during the turn, it waited for it: its reply comes after.
+    let replies: Vec<String> = sent_to(&seen, "gina")
+        .into_iter()
+        .filter(|t| t.starts_with("re: "))
+        .collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert!(replies[0].starts_with("re: remind me "), "{replies:?}");
+    assert!(log_lines(&s.log()).contains(&"injected True".to_string()));
+}
+
+/// A chat whose messages reach two replicas (as a platform delivering
+/// updates to whichever connection it picks): the second replica's turn
+/// waits for the first's lease, runs on its transcript, and the replies
+/// go out in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_whose_turns_land_on_two_replicas_is_answered_in_order() {
+    let Some(pg) = crate::replicas_common::Pg::start() else {
+        return;
+    };
+    let service = ChatService::start().await;
+    let shared = tempfile::tempdir().unwrap();
+    let log = shared.path().join("events.log");
+    let script = script(shared.path());
+    let (home_a, hermes_a) = homes(service.port);
+    let (home_b, hermes_b) = homes(service.port);
+    let a = serve(home_a.path(), hermes_a.path(), &script, &log, Some(&pg.url));
+    let b = serve(home_b.path(), hermes_b.path(), &script, &log, Some(&pg.url));
+    let seen = service
+        .wait_for(WAIT, "both replicas' adapters", |s| {
+            s.iter().filter(|x| matches!(x, Seen::Hello { .. })).count() == 2
+        })
+        .await;
+    let conn_of = |pid: u32| {
+        seen.iter()
+            .find_map(|x| match x {
+                Seen::Hello { conn, pid: p } if *p == pid as u64 => Some(*conn),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let (conn_a, conn_b) = (conn_of(a.child.id()), conn_of(b.child.id()));
+    service.deliver(Some(conn_a), "hank", "hank", "slow one", "m1");
+    let deadline = std::time::Instant::now() + WAIT;
+    while !log_lines(&log)
+        .iter()
+        .any(|l| l.starts_with("lookup-start"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica A never ran its tool"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    service.deliver(Some(conn_b), "hank", "hank", "two", "m2");
+    let seen = service
+        .wait_for(WAIT, "both replies", |seen| {
+            let texts = sent_to(seen, "hank");
+            texts.iter().any(|t| t.starts_with("re: slow one"))
+                && texts.iter().any(|t| t.starts_with("re: two"))
+        })
+        .await;
+    // Each replica answered its own message, A's before B's.
+    let replies: Vec<(usize, String)> = seen
+        .iter()
+        .filter_map(|x| match x {
+            Seen::Sent {
+                conn, chat, text, ..
+            } if chat == "hank" && text.starts_with("re: ") => Some((*conn, text.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[0].0, conn_a, "{replies:?}");
+    assert!(replies[0].1.starts_with("re: slow one"), "{replies:?}");
+    assert_eq!(replies[1].0, conn_b, "{replies:?}");
+    // B's turn began after A's ended: its tool started after A's finished.
+    let lookups: Vec<String> = log_lines(&log)
+        .into_iter()
+        .filter(|l| l.starts_with("lookup-"))
+        .collect();
+    let a_end = lookups
+        .iter()
+        .position(|l| l.starts_with("lookup-end") && l.ends_with("slow one"));
+    let b_start = lookups
+        .iter()
+        .position(|l| l.starts_with("lookup-start") && l.ends_with(" two"));
+    assert!(
+        a_end.is_some() && b_start.is_some() && a_end < b_start,
+        "{lookups:?}"
+    );
+    // One transcript, in order, with both turns.
+    let client = pg.client().await;
+    let rows = client
+        .query(
+            "SELECT body FROM plughost_messages WHERE key = $1 AND NOT pending ORDER BY seq",
+            &[&"agent:main:fakechat:dm:hank"],
+        )
+        .await
+        .unwrap();
+    let users: Vec<String> = rows
+        .iter()
+        .map(|r| serde_json::from_str::<serde_json::Value>(r.get::<_, &str>(0)).unwrap())
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(users, ["slow one", "two"]);
+}

@@ -134,6 +134,7 @@ import json, os, time
 from .adapter import FakeChatAdapter, check_requirements
 
 LOG = os.environ.get("GATEWAY_TEST_LOG")
+_CTX = None
 
 
 def note(line):
@@ -156,12 +157,16 @@ def policy(event=None, **kwargs):
     note(f"dispatch {src.platform.value} {src.chat_id} {src.user_id} {event.text}")
     if src.user_id == "mallory":
         return {"action": "skip", "reason": "blocked user"}
+    if event.text == "remind me":
+        note(f"injected {_CTX.inject_message('reminder')}")
     if event.text.startswith("shout "):
         return {"action": "rewrite", "text": event.text[len("shout "):].upper()}
     return None
 
 
 def register(ctx):
+    global _CTX
+    _CTX = ctx
     ctx.register_platform(
         name="fakechat",
         label="FakeChat",
