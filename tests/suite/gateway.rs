@@ -447,3 +447,43 @@ async fn a_chat_whose_turns_land_on_two_replicas_is_answered_in_order() {
         .collect();
     assert_eq!(users, ["slow one", "two"]);
 }
+
+/// Under serve's default, a third-party platform plugin runs isolated:
+/// its tools work, and `/healthz` says its adapter is not run and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_platform_plugin_says_its_adapter_is_not_run() {
+    let service = ChatService::start().await;
+    let (home, hermes) = homes(service.port);
+    let shared = tempfile::tempdir().unwrap();
+    let log = shared.path().join("events.log");
+    let server = crate::gateway_common::serve_with(
+        home.path(),
+        hermes.path(),
+        &script(shared.path()),
+        &log,
+        None,
+        &[],
+    );
+    let health = healthz(&server.url).await;
+    assert!(
+        health.contains("platform fakechat-platform (isolated plugin) unavailable: its adapter would run in the plugin's worker"),
+        "{health}"
+    );
+    // Its other registrations serve: the tool answers through the worker.
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", server.url))
+        .header("x-plughost-session", "web-2")
+        .json(&json!({"model": "x", "messages": [{"role": "user", "content": "kiwi"}]}))
+        .send()
+        .await
+        .unwrap();
+    let body: serde_json::Value = r.json().await.unwrap();
+    let reply = body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reply.starts_with("re: kiwi") && reply.contains("KIWI"),
+        "{body}"
+    );
+    assert_eq!(service.hellos(), 0);
+}

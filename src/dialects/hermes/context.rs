@@ -448,35 +448,6 @@ impl HermesContext {
         Ok(py.detach(|| super::link::dispatch_tool(&self.host, tool_name, args, &task_id)))
     }
 
-    /// A messaging platform: its adapter runs under `plughost serve`'s
-    /// gateway (see [`super::platform`]).
-    #[pyo3(signature = (name, label, adapter_factory, check_fn, validate_config=None, required_env=None, install_hint="", **entry_kwargs))]
-    #[allow(clippy::too_many_arguments)]
-    fn register_platform(
-        &self,
-        name: &Bound<'_, PyAny>,
-        label: &Bound<'_, PyAny>,
-        adapter_factory: &Bound<'_, PyAny>,
-        check_fn: &Bound<'_, PyAny>,
-        validate_config: Option<&Bound<'_, PyAny>>,
-        required_env: Option<&Bound<'_, PyAny>>,
-        install_hint: &str,
-        entry_kwargs: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        let fields = PyDict::new(name.py());
-        fields.set_item("name", name)?;
-        fields.set_item("label", label)?;
-        fields.set_item("adapter_factory", adapter_factory)?;
-        fields.set_item("check_fn", check_fn)?;
-        fields.set_item("validate_config", validate_config)?;
-        fields.set_item("required_env", required_env)?;
-        fields.set_item("install_hint", install_hint)?;
-        if let Some(extra) = entry_kwargs {
-            fields.update(extra.as_mapping())?;
-        }
-        super::platform::register(&self.host, &self.key, &fields)
-    }
-
     /// Queue a message into the conversation (see [`super::link`]);
     /// `False` when no agent runs, as Hermes without its CLI.
     #[pyo3(signature = (content, role="user", **_kwargs))]

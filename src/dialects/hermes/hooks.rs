@@ -193,7 +193,7 @@ fn kwargs<'py>(
         }
         HookPayload::Gateway(ctx) => {
             // Hermes's `MessageEvent` (`.source.platform`, chat, user, `.text`).
-            let wire = super::gateway_event::wire(&ctx.event);
+            let wire = super::platform::event::wire(&ctx.event);
             let event_obj = py
                 .import("gateway.platforms.event")?
                 .getattr("_plughost_event")?

@@ -15,7 +15,6 @@ pub mod discover;
 pub mod entry_point;
 pub mod format;
 pub mod gates;
-pub mod gateway_event;
 pub mod handlers;
 pub mod hooks;
 pub mod lanes;
@@ -70,6 +69,7 @@ macro_rules! compat {
         &[$(($name, include_str!(concat!("../../../python/plughost/_compat/hermes/", $file)), $package)),*]
     };
 }
+#[rustfmt::skip] // one line per module
 const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("hermes_constants", "hermes_constants.py", false),
     ("hermes_cli", "hermes_cli/__init__.py", true),
@@ -127,27 +127,11 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("gateway", "gateway/__init__.py", true),
     ("gateway.platforms", "gateway/platforms/__init__.py", true),
     ("gateway.platforms.base", "gateway/platforms/base.py", false),
-    (
-        "gateway.platforms.event",
-        "gateway/platforms/event.py",
-        false
-    ),
-    (
-        "gateway.platforms.helpers",
-        "gateway/platforms/helpers.py",
-        false
-    ),
-    (
-        "gateway.platforms._shared",
-        "gateway/platforms/_shared.py",
-        false
-    ),
+    ("gateway.platforms.event", "gateway/platforms/event.py", false),
+    ("gateway.platforms.helpers", "gateway/platforms/helpers.py", false),
+    ("gateway.platforms._shared", "gateway/platforms/_shared.py", false),
     ("agent.i18n", "agent/i18n.py", false),
-    (
-        "plugin_runtime.platform_registry",
-        "plugin_runtime/platform_registry.py",
-        false
-    ),
+    ("plugin_runtime.platform_registry", "plugin_runtime/platform_registry.py", false),
     ("gateway.status", "gateway/status.py", false),
     ("gateway.session", "gateway/session.py", false),
     (
@@ -659,7 +643,6 @@ impl Dialect for Hermes {
             finder
                 .setattr("_CURRENT", ctx.clone_ref(py))
                 .map_err(|e| plugin_error(py, &e))?;
-            platform::begin(state, key);
             let outcome = register.call1((ctx.clone_ref(py),));
             let _ = finder.setattr("_CURRENT", py.None());
             let (mut registrations, unused) = ctx.get().finish();
@@ -673,7 +656,6 @@ impl Dialect for Hermes {
             let _ = bus.call_method1("loaded", (key, name));
             register_web_providers(py, web_providers).map_err(|e| plugin_error(py, &e))?;
             cli::commit(state, key, cli_commands);
-            platform::commit(state, key);
             record_not_used(state, key, &unused);
             if !unused.is_empty() {
                 tracing::info!(

@@ -234,16 +234,28 @@ impl Drop for Serve {
 }
 
 /// `plughost serve` on `home`, Hermes's home `hermes`, the scripted model
-/// replaying `script`, sessions in `pg_url` (else files).
+/// replaying `script`, sessions in `pg_url` (else files), the plugin in-process.
 pub fn serve(home: &Path, hermes: &Path, script: &Path, log: &Path, pg_url: Option<&str>) -> Serve {
+    serve_with(home, hermes, script, log, pg_url, &["--isolate", "none"])
+}
+
+/// [`serve`] with `isolate` (`--isolate …`, or nothing: serve's default).
+pub fn serve_with(
+    home: &Path,
+    hermes: &Path,
+    script: &Path,
+    log: &Path,
+    pg_url: Option<&str>,
+    isolate: &[&str],
+) -> Serve {
     let sessions: Vec<&str> = pg_url.map(|u| vec!["--sessions", u]).unwrap_or_default();
     let bundled = home.join("no-bundled");
     std::fs::create_dir_all(&bundled).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .arg("--home")
         .arg(home)
-        // In-process: an isolated plugin's adapter is not run yet (docs/gateway.md).
-        .args(["--isolate", "none"])
+        // An isolated plugin's adapter is not run yet (docs/gateway.md).
+        .args(isolate)
         .args(["serve", "--port", "0", "--model", "scripted", "--script"])
         .arg(script)
         .args(&sessions)

@@ -9,9 +9,8 @@
 //! event into the gateway's inlet, the gateway calls its `connect`,
 //! `disconnect`, `send` (`_send_with_retry`) and `edit_message`.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -27,31 +26,29 @@ use crate::dialects::platforms::{
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{attach, try_attach};
 
-/// Platforms registered by plugins still loading, by plugin key.
-#[derive(Default)]
-struct Staged(Mutex<HashMap<String, Vec<Arc<dyn PlatformFactory>>>>);
+pub mod event;
 
-/// A plugin's load begins: what an earlier failed load staged is dropped.
-pub fn begin(host: &Extensions, key: &str) {
-    host.get::<Staged>()
-        .0
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(key);
-}
-
-/// A plugin loaded: its platforms (none: it registers none any more) are the host's.
-pub fn commit(host: &Extensions, key: &str) {
-    let staged = host
-        .get::<Staged>()
-        .0
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(key)
-        .unwrap_or_default();
-    if !staged.is_empty() || host.peek::<PlatformTable>().is_some() {
-        host.get::<PlatformTable>().set_plugin(key, staged);
+/// A plugin loaded: the platforms its context's runtime recorded
+/// (`ctx.register_platform`, Hermes's signature, kept in Python by
+/// `_plughost_hermes_ctx.PluginRuntime`) become the host's, replacing what
+/// its earlier load registered. A load that fails commits nothing.
+pub fn commit(host: &Extensions, key: &str, runtime: &Bound<'_, PyAny>) -> PyResult<()> {
+    let entries = runtime.getattr("_platforms")?;
+    let mut platforms: Vec<Arc<dyn PlatformFactory>> = Vec::new();
+    for entry in entries.try_iter()? {
+        let entry = entry?;
+        platforms.push(Arc::new(HermesPlatform {
+            name: entry.getattr("name")?.extract()?,
+            label: entry.getattr("label")?.extract()?,
+            plugin: key.to_string(),
+            entry: entry.unbind(),
+            home: super::discover::hermes_home(),
+        }));
     }
+    if !platforms.is_empty() || host.peek::<PlatformTable>().is_some() {
+        host.get::<PlatformTable>().set_plugin(key, platforms);
+    }
+    Ok(())
 }
 
 /// `plugins doctor`'s lines for the platforms plugin `key` registered:
@@ -72,34 +69,6 @@ pub fn doctor_lines(host: &Extensions, key: &str) -> Vec<String> {
             format!("platform {} ({}): {state}", p.name(), p.label())
         })
         .collect()
-}
-
-/// `ctx.register_platform(...)`: the entry built and registered in
-/// `gateway.platform_registry` as Hermes's context does, and staged for
-/// the gateway.
-pub fn register(host: &Extensions, plugin: &str, fields: &Bound<'_, PyDict>) -> PyResult<()> {
-    let py = fields.py();
-    let entry = py
-        .import("gateway.platform_registry")?
-        .getattr("_plughost_register")?
-        .call((plugin, ()), Some(fields))?;
-    let name: String = entry.getattr("name")?.extract()?;
-    let label: String = entry.getattr("label")?.extract()?;
-    let factory: Arc<dyn PlatformFactory> = Arc::new(HermesPlatform {
-        name,
-        label,
-        plugin: plugin.to_string(),
-        entry: entry.unbind(),
-        home: super::discover::hermes_home(),
-    });
-    host.get::<Staged>()
-        .0
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(plugin.to_string())
-        .or_default()
-        .push(factory);
-    Ok(())
 }
 
 /// One `register_platform` entry.
