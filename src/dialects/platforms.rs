@@ -68,7 +68,7 @@ pub struct ChatAddress {
 /// What an adapter tells the gateway.
 #[derive(Debug)]
 pub enum PortSignal {
-    Message(InboundChat),
+    Message(Box<InboundChat>),
     /// The adapter lost its connection (or cannot connect): the gateway
     /// disconnects it and, when `retryable`, connects a new one after a
     /// backoff.

@@ -146,7 +146,7 @@ async fn connect_and_serve(
     let ended = loop {
         tokio::select! {
             signal = signals.recv() => match signal {
-                Some(PortSignal::Message(message)) => chats.arrive(slot.clone(), settings.clone(), message),
+                Some(PortSignal::Message(message)) => chats.arrive(slot.clone(), settings.clone(), *message),
                 Some(PortSignal::Fatal { code, message, retryable }) => {
                     break Ended::Failed { message: format!("{code}: {message}"), retryable };
                 }

@@ -5,7 +5,7 @@
 //! (`platforms.<name>`, or `gateway.platforms.<name>`), enabled there
 //! (`enabled: true`) or by the entry's `env_enablement_fn`, as in Hermes.
 //! The adapter (a `gateway.platforms.base.BasePlatformAdapter`) speaks to
-//! the gateway through [`HermesPort`]: its `handle_message` pushes the
+//! the gateway through `HermesPort`: its `handle_message` pushes the
 //! event into the gateway's inlet, the gateway calls its `connect`,
 //! `disconnect`, `send` (`_send_with_retry`) and `edit_message`.
 
@@ -278,7 +278,7 @@ impl Push {
             message.session_key = session_key(&message);
         }
         // The gateway gone (the server stopping): the message is dropped.
-        let _ = self.0.send(PortSignal::Message(message));
+        let _ = self.0.send(PortSignal::Message(Box::new(message)));
         Ok(())
     }
 }
