@@ -62,7 +62,9 @@ pub fn doctor_lines(host: &Extensions, key: &str) -> Vec<String> {
         .iter()
         .map(|p| {
             let state = match p.readiness() {
-                Readiness::Enabled => "enabled: plughost serve connects it".to_string(),
+                Readiness::Enabled => {
+                    "enabled: plughost serve connects it (when the plugin runs in-process: an isolated plugin's adapter is not run yet)".to_string()
+                }
                 Readiness::Disabled(why) => format!("disabled: {why}"),
                 Readiness::Unavailable(why) => format!("unavailable: {why}"),
             };
