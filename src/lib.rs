@@ -87,6 +87,7 @@ pub mod cluster;
 pub mod core;
 pub mod dialects;
 pub mod event_reference;
+pub mod gateway;
 pub mod host;
 pub mod isolation;
 pub mod mcp_client;

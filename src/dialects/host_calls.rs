@@ -23,11 +23,14 @@ use crate::core::extensions::Extensions;
 /// One call of a worker's plugin into its host.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum HostCall {
-    /// Hermes `ctx.inject_message` from a tool call of `session`.
+    /// Hermes `ctx.inject_message` from a tool call of `session` (empty:
+    /// outside a tool call), into the chat `session_key` names if any.
     Inject {
         session: String,
         content: String,
         role: String,
+        #[serde(default)]
+        session_key: Option<String>,
     },
     /// Hermes `ctx.dispatch_tool`: the host's whole tool pipeline.
     DispatchTool {

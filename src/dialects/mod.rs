@@ -32,6 +32,7 @@ pub mod fresh;
 pub mod hermes;
 // --- iso-parity (issue 47) ---
 pub mod host_calls;
+pub mod platforms;
 pub mod shared;
 
 use std::path::Path;

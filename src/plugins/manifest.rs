@@ -227,6 +227,8 @@ fn parse_in(
         None | Some("") | Some("standalone") => PluginKind::Standalone,
         Some("backend") => PluginKind::Backend,
         Some("exclusive") => PluginKind::Exclusive,
+        // A messaging platform's plugin (issue 49: it loads as any other).
+        Some("platform") => PluginKind::Platform,
         Some(other) => {
             warnings.push(format!("unknown kind '{other}', treated as standalone"));
             PluginKind::Standalone

@@ -281,7 +281,8 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> Response {
         .get()
         .map(|r| r.health())
         .unwrap_or_default();
-    (StatusCode::OK, format!("ok\n{more}")).into_response()
+    let platforms = crate::gateway::health_lines(&shared.chat.agent);
+    (StatusCode::OK, format!("ok\n{more}{platforms}")).into_response()
 }
 
 async fn metrics_text(State(shared): State<Arc<Shared>>) -> Response {
@@ -516,9 +517,15 @@ pub async fn serve_until(
         stopping.clone(),
     ));
     let graceful = stopping.clone();
+    // Plugins' messaging platforms (docs/gateway.md), stopped with the server.
+    let gateway = crate::gateway::Gateway::start(&chat.agent, chat.turns_cancel.clone());
     // Small request/response exchanges: TCP_NODELAY is set on each
     // connection (Nagle's algorithm and delayed ACKs add tens of ms).
-    serve_connections(listener, app, graceful, limits).await?;
+    let served = serve_connections(listener, app, graceful, limits).await;
+    if let Some(gateway) = gateway {
+        gateway.stop(grace).await;
+    }
+    served?;
     // Connections are closed; turns spawned for them have ended or been
     // cancelled (a disconnected client cancels its turn).
     chat.turns_cancel.cancel();

@@ -191,11 +191,12 @@ fn discovery_and_config_yaml_enablement() {
     );
     // A category directory nested too deep is not scanned.
     env.plugin("a/b/c", "name: deep\n", "def register(ctx):\n    pass\n");
-    // Hermes's own kinds: a gateway platform and a model provider (sniffed).
+    // Hermes's own kinds: a gateway platform (it loads: its adapter runs
+    // under serve's gateway) and a model provider (sniffed).
     env.plugin(
         "irc",
         "name: irc\nkind: platform\n",
-        "def register(ctx):\n    raise SystemExit('must not load')\n",
+        "def register(ctx):\n    pass\n",
     );
     env.plugin(
         "prov",
@@ -233,12 +234,19 @@ fn discovery_and_config_yaml_enablement() {
     let memory = record(&list, "memory-thing");
     assert_eq!(memory["status"], "skipped", "{memory:#}");
     assert!(memory["error"].as_str().unwrap().contains("exclusive"));
-    for (key, kind) in [("irc", "platform"), ("prov", "model-provider")] {
-        let p = record(&list, key);
-        assert_eq!(p["kind"], kind, "{p:#}");
-        assert_eq!(p["status"], "skipped", "{p:#}");
-        assert!(p["error"].as_str().unwrap().contains(kind), "{p:#}");
-    }
+    let irc = record(&list, "irc");
+    assert_eq!(
+        (irc["kind"].as_str(), irc["status"].as_str()),
+        (Some("platform"), Some("loaded")),
+        "{irc:#}"
+    );
+    let prov = record(&list, "prov");
+    assert_eq!(prov["kind"], "model-provider", "{prov:#}");
+    assert_eq!(prov["status"], "skipped", "{prov:#}");
+    assert!(
+        prov["error"].as_str().unwrap().contains("model-provider"),
+        "{prov:#}"
+    );
     assert!(!list
         .iter()
         .any(|p| p["key"] == "a/b/c" || p["name"] == "deep"));
@@ -982,7 +990,15 @@ fn compat_modules_serve_what_hermes_plugins_import() {
         .unwrap();
     assert_eq!(
         diag["not_used"],
-        serde_json::json!(["register_memory_provider", "register_platform"])
+        serde_json::json!(["register_memory_provider"])
+    );
+    // The platform is registered for serve's gateway; doctor says why it does not start.
+    assert!(
+        diag["providers"].as_array().unwrap().iter().any(|p| p
+            .as_str()
+            .unwrap()
+            .starts_with("platform irc (IRC): disabled: not enabled")),
+        "{diag:#}"
     );
 
     // A project's own `agent` package wins, and ours never serves its submodules.

@@ -10,6 +10,7 @@
 
 mod alloc_count;
 mod common;
+mod gateway_common;
 mod mcp_client_common;
 mod replicas_common;
 
@@ -45,6 +46,7 @@ mod felix_server;
 mod felix_upload;
 mod file_tools;
 mod flowly_parity;
+mod gateway;
 mod hermes;
 mod hermes_browser;
 mod hermes_cli_output;

@@ -22,7 +22,8 @@ impl Sniff for Hermes {
 
     /// A plugin in plughost's own directories read as Hermes's: a
     /// `kind: platform` (a messaging-gateway adapter) is listed, not
-    /// loaded, as in a Hermes home; plughost runs no gateway. (Model and
+    /// loaded, as in a Hermes home (none now: a platform plugin loads, its
+    /// adapter runs under `serve`'s gateway). (Model and
     /// memory providers are left to load: issue 22 gives them a use.)
     fn admit_sniffed(&self, c: &mut Candidate) {
         if c.missing || !c.enabled || c.skip_reason.is_some() {
@@ -74,6 +75,7 @@ impl Providers for Hermes {
     fn providers(&self, state: &Extensions, key: &str) -> Vec<String> {
         let mut lines = providers::doctor_lines(state, key);
         lines.extend(members::doctor_lines(state, key));
+        lines.extend(super::platform::doctor_lines(state, key));
         lines
     }
 

@@ -34,7 +34,6 @@ pub fn never_fires(name: &str) -> bool {
 pub const UNUSED_REGISTRARS: &[&str] = &[
     "register_video_gen_provider",
     "register_dashboard_auth_provider",
-    "register_platform",
     "register_slack_action_handler",
     "register_auxiliary_task",
     "register_platform_handler",
@@ -459,7 +458,10 @@ impl HermesContext {
         role: &str,
         _kwargs: Option<&Bound<'_, PyDict>>,
     ) -> bool {
-        super::link::inject(py, &self.host, content, role)
+        let key: Option<String> = _kwargs
+            .and_then(|k| k.get_item("session_key").ok().flatten())
+            .and_then(|v| v.extract().ok());
+        super::link::inject_to(py, &self.host, content, role, key.as_deref())
     }
 
     /// A web search/extract backend (`agent.web_search_provider.WebSearchProvider`,

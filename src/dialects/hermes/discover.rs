@@ -178,10 +178,12 @@ fn scan_level(dir: &Path, category: Option<&str>, out: &mut Vec<(String, PathBuf
 /// registered that the host does not use).
 pub fn unsupported_kind(kind: HermesKind) -> Option<String> {
     match kind {
-        HermesKind::Standalone | HermesKind::Backend | HermesKind::Exclusive => None,
-        HermesKind::Platform => Some(
-            "kind=platform is not supported by plughost: it is a messaging-platform adapter, which Hermes's gateway loads through its own platform discovery, and plughost runs no messaging gateway".into(),
-        ),
+        // A platform plugin loads: its adapter runs under `serve`'s gateway,
+        // its other registrations everywhere.
+        HermesKind::Standalone
+        | HermesKind::Backend
+        | HermesKind::Exclusive
+        | HermesKind::Platform => None,
         other => Some(format!(
             "kind={} is not supported by plughost (Hermes loads it through its own {} discovery)",
             other.as_str(),

@@ -192,16 +192,13 @@ fn kwargs<'py>(
             kw.set_item("duration_ms", py.None())?;
         }
         HookPayload::Gateway(ctx) => {
-            let event_obj = PyDict::new(py);
-            event_obj.set_item("text", &ctx.event.content)?;
-            event_obj.set_item("content", &ctx.event.content)?;
-            event_obj.set_item("channel", &ctx.event.channel)?;
-            event_obj.set_item("sender_id", &ctx.event.sender_id)?;
-            event_obj.set_item("session_key", &ctx.event.session_key)?;
-            let metadata = serde_json::Value::Object(ctx.event.metadata.clone());
-            event_obj.set_item("metadata", to_py(&metadata)?)?;
-            let namespace = py.import("types")?.getattr("SimpleNamespace")?;
-            kw.set_item("event", namespace.call((), Some(&event_obj))?)?;
+            // Hermes's `MessageEvent` (`.source.platform`, chat, user, `.text`).
+            let wire = super::platform::event::wire(&ctx.event);
+            let event_obj = py
+                .import("gateway.platforms.event")?
+                .getattr("_plughost_event")?
+                .call1((to_py(&wire)?,))?;
+            kw.set_item("event", event_obj)?;
             kw.set_item("gateway", &ctx.gateway)?;
             kw.set_item("session_store", py.None())?;
         }

@@ -111,8 +111,22 @@ fn bound(host: &Extensions) -> Option<Arc<dyn AgentLink>> {
 
 /// `ctx.inject_message`: queue `content` for the calling session (`role`
 /// other than `user` is prefixed as Hermes does). `false` when no agent
-/// runs the host or no turn is calling.
+/// runs the host or no turn is calling; outside a turn, the messaging
+/// gateway's injector takes it into the chat that spoke last.
 pub fn inject(py: Python<'_>, host: &Extensions, content: &str, role: &str) -> bool {
+    inject_to(py, host, content, role, None)
+}
+
+/// [`inject`], into the session `session_key` names (Hermes's
+/// `session_key=`): the calling turn's own joins it; another one is a new
+/// message in that gateway chat (its turn runs, its reply goes to the chat).
+pub fn inject_to(
+    py: Python<'_>,
+    host: &Extensions,
+    content: &str,
+    role: &str,
+    session_key: Option<&str>,
+) -> bool {
     // In a worker (issue 47): the host decides, for the calling session.
     let bridge = crate::dialects::host_calls::bridge(host);
     if bridge.is_none() && bound(host).is_none() {
@@ -125,17 +139,12 @@ pub fn inject(py: Python<'_>, host: &Extensions, content: &str, role: &str) -> b
         .filter(|(calling, _)| std::ptr::eq(Arc::as_ptr(calling), host))
         .map(|(_, session)| session)
         .filter(|session| !session.is_empty());
-    let Some(session) = session else {
-        tracing::warn!(
-            "inject_message: called outside a tool call of a conversation, so there is no conversation to join; message dropped"
-        );
-        return false;
-    };
     if let Some(bridge) = bridge {
         let call = crate::dialects::host_calls::HostCall::Inject {
-            session,
+            session: session.unwrap_or_default(),
             content: content.to_string(),
             role: role.to_string(),
+            session_key: session_key.map(str::to_string),
         };
         return match py.detach(|| bridge.call(call)) {
             Ok(answer) => answer.as_bool().unwrap_or(false),
@@ -145,33 +154,57 @@ pub fn inject(py: Python<'_>, host: &Extensions, content: &str, role: &str) -> b
             }
         };
     }
-    push_injected(host, &session, content, role)
+    deliver(host, session.as_deref(), session_key, content, role)
 }
 
-/// `inject_message` from an isolated plugin's tool call of `session`
-/// (issue 47): what [`inject`] does once it knows the session.
-pub fn inject_for_session(host: &Extensions, session: &str, content: &str, role: &str) -> bool {
+/// `inject_message` from an isolated plugin (issue 47): what
+/// [`inject_to`] does once it knows the calling session (empty: none).
+pub fn inject_for_session(
+    host: &Extensions,
+    session: &str,
+    content: &str,
+    role: &str,
+    session_key: Option<&str>,
+) -> bool {
     if bound(host).is_none() {
         tracing::warn!(
             "inject_message: no agent in this process (plughost run/chat/serve runs one); message dropped"
         );
         return false;
     }
-    if session.is_empty() {
-        tracing::warn!(
-            "inject_message: called outside a tool call of a conversation, so there is no conversation to join; message dropped"
-        );
-        return false;
-    }
-    push_injected(host, session, content, role)
+    let session = Some(session).filter(|s| !s.is_empty());
+    deliver(host, session, session_key, content, role)
 }
 
-/// Queue the message for `session` (`role` other than `user` prefixed).
-fn push_injected(host: &Extensions, session: &str, content: &str, role: &str) -> bool {
+/// Queue the message for the calling `session` (`role` other than `user`
+/// prefixed), or hand it to the gateway's injector when there is no
+/// calling session or `session_key` names another chat.
+fn deliver(
+    host: &Extensions,
+    session: Option<&str>,
+    session_key: Option<&str>,
+    content: &str,
+    role: &str,
+) -> bool {
     let message = if role == "user" {
         content.to_string()
     } else {
         format!("[{role}] {content}")
+    };
+    let session = session.filter(|s| session_key.is_none_or(|k| k == *s));
+    let Some(session) = session else {
+        let injector = host
+            .peek::<crate::dialects::platforms::PlatformTable>()
+            .and_then(|table| table.injector());
+        if let Some(injector) = injector {
+            if injector.inject(session_key, &message) {
+                return true;
+            }
+        }
+        tracing::warn!(
+            "inject_message: called outside a tool call of a conversation, and no gateway chat to take it; message dropped"
+        );
+        return false;
     };
     host.get::<Injected>().push(session, message);
     true

@@ -47,6 +47,7 @@ pub fn registrations(
     runtime: &Bound<'_, PyAny>,
 ) -> PyResult<Vec<Registration>> {
     let mut out = Vec::new();
+    super::platform::commit(state, key, runtime)?;
     let references: usize = runtime.getattr("_references")?.len()?;
     if references > 0 {
         out.push(Registration::Hook {

@@ -25,6 +25,7 @@ pub mod members;
 pub mod memory;
 pub mod middleware;
 pub mod order;
+pub mod platform;
 pub mod provider_tools;
 pub mod providers;
 mod python_fns;
@@ -70,6 +71,7 @@ macro_rules! compat {
         &[$(($name, include_str!(concat!("../../../python/plughost/_compat/hermes/", $file)), $package)),*]
     };
 }
+#[rustfmt::skip] // one line per module
 const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("hermes_constants", "hermes_constants.py", false),
     ("hermes_cli", "hermes_cli/__init__.py", true),
@@ -127,6 +129,11 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("gateway", "gateway/__init__.py", true),
     ("gateway.platforms", "gateway/platforms/__init__.py", true),
     ("gateway.platforms.base", "gateway/platforms/base.py", false),
+    ("gateway.platforms.event", "gateway/platforms/event.py", false),
+    ("gateway.platforms.helpers", "gateway/platforms/helpers.py", false),
+    ("gateway.platforms._shared", "gateway/platforms/_shared.py", false),
+    ("agent.i18n", "agent/i18n.py", false),
+    ("plugin_runtime.platform_registry", "plugin_runtime/platform_registry.py", false),
     ("gateway.status", "gateway/status.py", false),
     ("gateway.session", "gateway/session.py", false),
     (
@@ -174,8 +181,6 @@ const NOT_HOSTED: &[&str] = &[
     "hermes_cli.projects_db",
     "cron",
     "tools.mcp_oauth",
-    "gateway.config",
-    "gateway.platform_registry",
 ];
 
 /// `_plughost_hermes` for processes a plugin starts ([`child_path`]).

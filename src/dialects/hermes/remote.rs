@@ -39,8 +39,13 @@ pub fn serve(
             session,
             content,
             role,
+            session_key,
         } => Ok(Value::Bool(super::link::inject_for_session(
-            host, &session, &content, &role,
+            host,
+            &session,
+            &content,
+            &role,
+            session_key.as_deref(),
         ))),
         HostCall::DispatchTool {
             tool,

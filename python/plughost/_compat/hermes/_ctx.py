@@ -415,6 +415,8 @@ class PluginRuntime:
         self.platform_actions = _Unavailable(
             "platform_actions", "plughost has no messaging platform (gateway.platform_actions is off)")
         self._subagents = None
+        #: ``register_platform`` entries, for the gateway (``platform.rs``).
+        self._platforms: list = []
         #: prefix -> provider: this plugin's ``@<prefix>:`` references.
         self._references: "dict[str, object]" = {}
         #: name -> provider: this plugin's terminal backends.
@@ -552,6 +554,17 @@ class PluginRuntime:
             self._subagents = SubagentLifecycleService()
         return self._subagents
 
+    def register_platform(self, name, label, adapter_factory, check_fn, validate_config=None,
+                          required_env=None, install_hint="", **entry_kwargs) -> None:
+        """A messaging platform, run by ``plughost serve``'s gateway once this
+        plugin has loaded (docs/gateway.md)."""
+        from gateway.platform_registry import _plughost_register
+
+        self._platforms.append(_plughost_register(
+            self.plugin_id, (), name=name, label=label, adapter_factory=adapter_factory,
+            check_fn=check_fn, validate_config=validate_config, required_env=required_env,
+            install_hint=install_hint, **entry_kwargs))
+
     def register_context_reference(self, provider) -> None:
         from agent.context_references import ContextReferenceProvider, check_provider
 
@@ -668,7 +681,7 @@ MEMBERS = frozenset({
     "on_unload", "spawn_task", "emit", "subscribe", "state", "profile_name",
     "platform_actions", "subagent_lifecycle", "has_plugin", "get_config", "set_config",
     "has_capability", "register_context_reference", "register_terminal_environment_provider",
-    "_bus",
+    "register_platform", "_bus",
 })
 
 
