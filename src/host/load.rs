@@ -121,6 +121,9 @@ pub(super) fn load_candidate(
         }
     });
     if loaded.is_ok() {
+        if started.is_some() {
+            dialect.beside_worker(&c.key, &c.dir, home, extensions);
+        }
         workers.extend(started);
     }
     match loaded {

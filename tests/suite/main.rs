@@ -23,6 +23,7 @@ mod agent_loop;
 mod bundle;
 mod bundle_claude;
 mod bundle_claude_vars;
+mod bundle_confine;
 mod bundled_io;
 mod chat_interrupt;
 mod claude_hooks;

@@ -23,7 +23,9 @@ pub use mcp::{
     parse_server, read_mcp_allowlist, read_mcp_servers, DeclaredMcpServers, MapError,
     McpServerSpec, McpTransport, CONFIG_OWNER, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
 };
-pub use sandbox::{dialect_home, read_sandbox, NetworkRule, SandboxRules, SandboxSetting};
+pub use sandbox::{
+    dialect_home, read_sandbox, NetworkRule, SandboxRules, SandboxSetting, SandboxedAs,
+};
 // (Hermes's plugins.* operator settings from its config.yaml)
 pub mod hermes_yaml;
 
