@@ -24,6 +24,7 @@ mod bundle;
 mod bundle_claude;
 mod bundle_claude_vars;
 mod bundle_confine;
+mod bundle_user_config;
 mod bundled_io;
 mod chat_interrupt;
 mod claude_hooks;

@@ -408,6 +408,14 @@ impl PluginFormat for Bundle {
     /// `plugins install` of a bundle directory: its key and version are
     /// its v1 `plugin.json`'s (or `.claude-plugin/plugin.json`'s) `name`
     /// and `version`.
+    fn user_options(&self, dir: &Path) -> Vec<crate::plugins::install::user_config::UserOption> {
+        if claude::is_claude(dir) {
+            claude::declared_options(dir)
+        } else {
+            Vec::new()
+        }
+    }
+
     fn without_manifest(&self, dir: &Path) -> Option<Result<(String, String), String>> {
         if !package::is_v1(dir) && !claude::is_claude(dir) {
             return None;
