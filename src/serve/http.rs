@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::mcp::PluginServer;
 use super::metrics::Metrics;
 use super::openai_api::{self, ChatState};
+use crate::isolation::inherit::ClosedInForks;
 
 /// How the server is set up.
 #[derive(Clone, Debug)]
@@ -486,7 +487,7 @@ pub fn ignore_sigpipe() {
 /// connections; running turns get `grace`, then `turns_cancel` cancels
 /// them; MCP sessions close; the agent's sessions are finalized.
 pub async fn serve_until(
-    listener: tokio::net::TcpListener,
+    listener: (tokio::net::TcpListener, Option<ClosedInForks>),
     app: Router,
     chat: Arc<ChatState>,
     mcp_cancel: CancellationToken,
@@ -601,7 +602,7 @@ async fn cap_sessions(State(cap): State<SessionCap>, request: Request, next: Nex
 /// timeout and a request body timeout; on `stop`, no new connections and
 /// the open ones finish their requests (hyper's graceful shutdown).
 async fn serve_connections(
-    listener: tokio::net::TcpListener,
+    (listener, forks): (tokio::net::TcpListener, Option<ClosedInForks>),
     app: Router,
     stop: CancellationToken,
     limits: &ServeOptions,
@@ -653,6 +654,9 @@ async fn serve_connections(
             drop(permit);
         });
     }
+    // The fork guard goes first: once the listener is closed its number
+    // may name another file (a worker's sandbox ruleset).
+    drop(forks);
     drop(listener);
     graceful.shutdown().await;
     Ok(())

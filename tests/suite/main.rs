@@ -108,6 +108,7 @@ mod replicas_state;
 mod replicas_statements;
 mod runtime_foundation;
 mod sandbox;
+mod sandbox_shutdown;
 mod serve;
 mod serve_hostile;
 mod sessions;
