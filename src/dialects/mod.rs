@@ -117,13 +117,6 @@ pub trait Dialect: Send + Sync + 'static {
         let _ = state;
         self.load(key, dir, home)
     }
-    /// An isolated plugin `key` loaded in its worker: what the host itself
-    /// keeps of it in `state` besides the worker's contributions (a
-    /// bundle's MCP servers, which plughost starts confined as the worker
-    /// is). Nothing by default.
-    fn beside_worker(&self, key: &str, dir: &Path, home: &Path, state: &Arc<Extensions>) {
-        let _ = (key, dir, home, state);
-    }
     /// The lanes this dialect brings to the loop's points: rows for the
     /// places its plugins need a policy no other lane there has
     /// (`src/dialects/<name>/lanes.rs`). The core fires what is subscribed.

@@ -121,8 +121,8 @@ pub(super) fn load_candidate(
         }
     });
     if loaded.is_ok() {
-        if started.is_some() {
-            dialect.beside_worker(&c.key, &c.dir, home, extensions);
+        if let (Some(_), Some(isolated)) = (&started, dialect.abilities().isolated) {
+            isolated.beside_worker(&c.key, &c.dir, home, extensions);
         }
         workers.extend(started);
     }

@@ -202,7 +202,7 @@ fn cwd() -> PathBuf {
 /// | `PreToolUse` | the call is refused with the reason | the turn ends after the batch | — |
 /// | `PostToolUse` | the reason is added to the result | the turn ends after the batch | added to the result |
 /// | `UserPromptSubmit` | the turn ends with the reason, no model call | the same | a message before the first model call |
-/// | `SessionStart` | — | — | a message before the first model call (in a worker: at each turn's first, [`super::session_context`]) |
+/// | `SessionStart` | — | — | a message before the first model call (in a worker: in each turn's in-flight list, [`super::session_context`]) |
 /// | `Stop`, `SubagentStop`, `SessionEnd`, `PreCompact` | logged | logged | — |
 fn translate(hook: &CommandHook, call: &Call, answer: Answer) -> HookAction {
     let event = hook.decl.event;

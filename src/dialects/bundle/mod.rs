@@ -174,7 +174,7 @@ fn registrations(
             ));
         }
     }
-    // In a worker, SessionStart's context waits for the turn's prompt.
+    // In a worker, SessionStart's context waits for the turn's history.
     let session_context = (state.is_none()
         && parts
             .hooks
@@ -185,8 +185,9 @@ fn registrations(
         out.push(hook(
             session_context::HOOK_NAME,
             format!("{key}: SessionStart context"),
-            Point::FinalPrompt.lanes()[0],
-            0,
+            Point::HistoryReady.lanes()[0],
+            // Before the plugin's UserPromptSubmit hooks, as in-process.
+            -1,
             Arc::new(session_context::Deliver(Arc::clone(pending))),
         ));
     }
@@ -224,7 +225,7 @@ impl Dialect for Bundle {
 
     /// Without the host's state (an isolated plugin's worker): its skills,
     /// commands, hooks and agents; its MCP servers are the host's to start
-    /// ([`Dialect::beside_worker`]).
+    /// ([`Isolated::beside_worker`](super::abilities::Isolated::beside_worker)).
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
         let package = read(key, dir, home)?;
         Ok(LoadedPlugin {
@@ -254,6 +255,34 @@ impl Dialect for Bundle {
         })
     }
 
+    fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
+        lanes::LANES
+    }
+
+    /// Claude Code's hook events that fire in plughost (and the dialect's
+    /// own callbacks for commands and agents).
+    fn never_fires(&self, event: &str) -> Option<&'static str> {
+        if event == COMMANDS_HOOK || event == AGENTS_HOOK || event == session_context::HOOK_NAME {
+            return None;
+        }
+        lanes::ClaudeEvent::never_fires(event)
+    }
+
+    fn format(&self) -> Option<&'static dyn PluginFormat> {
+        Some(&Bundle)
+    }
+
+    fn abilities(&self) -> Abilities<'_> {
+        Abilities {
+            sniff: Some(self),
+            marketplaces: Some(self),
+            isolated: Some(self),
+            ..Abilities::default()
+        }
+    }
+}
+
+impl super::abilities::Isolated for Bundle {
     /// An isolated bundle's MCP servers: started by the host's MCP client
     /// (its tools in the host's registry, its state in `plugins doctor`),
     /// each confined by the plugin's sandbox as its worker is. From the
@@ -277,31 +306,6 @@ impl Dialect for Bundle {
                 dialect: DIALECT.as_str().to_string(),
             });
             declared.push(server);
-        }
-    }
-
-    fn lanes(&self) -> &'static [&'static crate::core::hooks::Lane] {
-        lanes::LANES
-    }
-
-    /// Claude Code's hook events that fire in plughost (and the dialect's
-    /// own callbacks for commands and agents).
-    fn never_fires(&self, event: &str) -> Option<&'static str> {
-        if event == COMMANDS_HOOK || event == AGENTS_HOOK || event == session_context::HOOK_NAME {
-            return None;
-        }
-        lanes::ClaudeEvent::never_fires(event)
-    }
-
-    fn format(&self) -> Option<&'static dyn PluginFormat> {
-        Some(&Bundle)
-    }
-
-    fn abilities(&self) -> Abilities<'_> {
-        Abilities {
-            sniff: Some(self),
-            marketplaces: Some(self),
-            ..Abilities::default()
         }
     }
 }

@@ -5,12 +5,13 @@
 //! worker has no host to queue it in, and the session's start is a point
 //! that takes no answers; so the worker keeps the text per session
 //! ([`Pending`]) and hands it over at the next point that can carry
-//! messages: the final prompt of each turn's first model call
-//! ([`Deliver`]), as messages appended to that turn's in-flight list.
-//! Those are not written to the transcript, so it is handed over again at
-//! every turn of the session: the model sees it for the whole session, as
-//! it does in-process. A worker that restarts has lost it (its session
-//! does not start again).
+//! messages: each turn's assembled history ([`Deliver`], before the
+//! plugin's `UserPromptSubmit` hooks there, so the order is in-process's),
+//! as messages appended to that turn's in-flight list. Those are not
+//! written to the transcript, so it is handed over again at every turn of
+//! the session: the model sees it for the whole session, as it does
+//! in-process. A worker that restarts has lost it (its session does not
+//! start again).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use crate::core::hooks::{
-    HookAction, HookCallback, HookEvent, HookPayload, HookReturn, LoopDecision,
+    HookAction, HookCallback, HookEvent, HookPayload, HookReturn, LoopDecision, LoopEdit,
 };
 
 /// The name the deliverer is registered by (a dialect callback, not a
@@ -59,18 +60,18 @@ impl Pending {
     }
 }
 
-/// Appends a session's kept texts at each turn's first final prompt.
+/// Appends a session's kept texts to each turn's in-flight list.
 pub struct Deliver(pub Arc<Pending>);
 
 impl HookCallback for Deliver {
     fn call(&self, _event: HookEvent, payload: HookPayload<'_>) -> HookReturn {
         let action = match payload {
-            HookPayload::Loop(lc) if !lc.delegate && lc.iteration <= 1 => {
+            HookPayload::Loop(lc) if !lc.delegate => {
                 let messages = self.0.messages(&lc.session_id);
                 if messages.is_empty() {
                     HookAction::Continue
                 } else {
-                    HookAction::Decide(LoopDecision::Append(messages))
+                    HookAction::Decide(LoopDecision::Edit(LoopEdit::Append(messages)))
                 }
             }
             _ => HookAction::Continue,
