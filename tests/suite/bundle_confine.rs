@@ -54,6 +54,12 @@ def files() -> str:
         "outside": _try(lambda: _write(os.path.join(os.environ["HOME"], "x.txt"))),
     }, sort_keys=True)
 
+@app.tool()
+def connect(port: str) -> str:
+    """Connect to a loopback port."""
+    import socket
+    return _try(lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=5).close())
+
 app.run("stdio")
 "#;
 
@@ -154,18 +160,25 @@ impl Case {
         cmd
     }
 
+    /// `tools call TOOL` with `flags` first: its answer.
+    fn call(&self, flags: &[&str], tool: &str, args: Value) -> String {
+        let args = args.to_string();
+        let mut all = flags.to_vec();
+        all.extend(["tools", "call", tool, "--args", &args]);
+        let out = run_bounded(self.command(&all), LIMIT);
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(
+            !text.is_empty(),
+            "{tool}: no answer; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    }
+
     /// `tools call mcp_probe_files` with `flags` first: its answer.
     fn files(&self, flags: &[&str]) -> Value {
-        let mut args = flags.to_vec();
-        args.extend(["tools", "call", "mcp_probe_files", "--args", "{}"]);
-        let out = run_bounded(self.command(&args), LIMIT);
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        serde_json::from_str(&text).unwrap_or_else(|_| {
-            panic!(
-                "not JSON: {text}; stderr: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
+        let text = self.call(flags, "mcp_probe_files", json!({}));
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"))
     }
 }
 
@@ -195,6 +208,27 @@ fn an_isolated_bundles_mcp_server_is_confined_as_its_worker() {
     let trusted = case.files(&[]);
     assert_eq!(trusted["ssh_key"], "ok", "{trusted}");
     assert_eq!(trusted["outside"], "ok", "{trusted}");
+}
+
+#[test]
+fn an_isolated_bundles_mcp_server_gets_its_plugins_network_rule() {
+    require_kernel();
+    let Some(case) = Case::new(json!({})) else {
+        return;
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let isolated = ["--isolate", "all"];
+    let connect =
+        |case: &Case, flags: &[&str]| case.call(flags, "mcp_probe_connect", json!({"port": port}));
+    assert_eq!(connect(&case, &isolated), "ok");
+    case.configure(json!({"entries": {"probe": {"sandbox": {"network": "none"}}}}));
+    assert_eq!(connect(&case, &isolated), "ConnectionRefusedError");
+    case.configure(
+        json!({"trusted": ["probe"], "entries": {"probe": {"sandbox": {"network": "none"}}}}),
+    );
+    assert_eq!(connect(&case, &[]), "ok");
+    drop(listener);
 }
 
 const SCRIPT: &str = r#"
