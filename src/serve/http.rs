@@ -485,7 +485,9 @@ pub fn ignore_sigpipe() {
 /// Serve `app` on `listener` until `signal` completes, evicting idle named
 /// sessions meanwhile ([`super::idle`]), then shut down: no new
 /// connections; running turns get `grace`, then `turns_cancel` cancels
-/// them; MCP sessions close; the agent's sessions are finalized.
+/// them; MCP sessions close; the agent's sessions are finalized. The
+/// listener's guard against forked children goes with it, dropped just
+/// before it closes (its number is free for another file after that).
 pub async fn serve_until(
     listener: (tokio::net::TcpListener, Option<ClosedInForks>),
     app: Router,

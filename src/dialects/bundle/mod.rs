@@ -2,8 +2,10 @@
 //! (Hermes reads them: `hermes_cli/agent_plugins.py`). Declarative, no
 //! Python: its `skills/<name>/SKILL.md` become the plugin's skills
 //! (`<key>:<name>`), and the MCP servers of its `mcp.json` are started by
-//! the host's MCP client (`crate::mcp_client`), their tools offered as the
-//! plugin's (`mcp_<server>_<tool>`), with `${PLUGIN_ROOT}` and
+//! the host's MCP client (`crate::mcp_client`; a bundle that runs in a
+//! worker has them started by the host too, confined as the worker is:
+//! `Isolated::beside_worker`), their tools offered as the plugin's
+//! (`mcp_<server>_<tool>`), with `${PLUGIN_ROOT}` and
 //! `${PLUGIN_DATA}` replaced (the data directory is
 //! `<home>/plugin-data/<key>`).
 //!
@@ -409,9 +411,7 @@ impl PluginFormat for Bundle {
         None
     }
 
-    /// `plugins install` of a bundle directory: its key and version are
-    /// its v1 `plugin.json`'s (or `.claude-plugin/plugin.json`'s) `name`
-    /// and `version`.
+    /// A Claude Code plugin's `userConfig` options (v1 has none).
     fn user_options(&self, dir: &Path) -> Vec<crate::plugins::install::user_config::UserOption> {
         if claude::is_claude(dir) {
             claude::declared_options(dir)
@@ -420,6 +420,9 @@ impl PluginFormat for Bundle {
         }
     }
 
+    /// `plugins install` of a bundle directory: its key and version are
+    /// its v1 `plugin.json`'s (or `.claude-plugin/plugin.json`'s) `name`
+    /// and `version`.
     fn without_manifest(&self, dir: &Path) -> Option<Result<(String, String), String>> {
         if !package::is_v1(dir) && !claude::is_claude(dir) {
             return None;
