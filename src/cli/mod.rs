@@ -23,6 +23,8 @@ mod skills;
 mod suggest;
 mod table;
 mod tools;
+// --- issue 48: userConfig options asked for at install ---
+mod user_config;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

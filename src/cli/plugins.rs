@@ -159,6 +159,7 @@ pub(super) fn install(
     );
     super::deps::print_risk(&done.name, &done.capabilities, &done.path);
     super::lock::record(home, &done, dialect)?;
+    super::user_config::ask(home, &done.name, done.dialect, &done.path)?;
     super::deps::record(home, &done.name, &ask.placed.borrow())?;
     if let Some(d) = dialect {
         config::set_dialect(home, &done.name, d)?;

@@ -276,8 +276,9 @@ pub(super) fn serve(
         let listener = tokio::net::TcpListener::bind(bind)
             .await
             .map_err(|e| Failure::failed(format!("cannot listen on {bind}: {e}")))?;
-        // A plugin's forked child must not keep the port.
-        let _forks = {
+        // A plugin's forked child must not keep the port (the guard is
+        // dropped with the listener, before its number can be reused).
+        let forks = {
             use std::os::fd::AsRawFd;
             crate::isolation::inherit::close_in_forked_children(listener.as_raw_fd())
         };
@@ -310,7 +311,7 @@ pub(super) fn serve(
             })?),
         };
         http::serve_until(
-            listener,
+            (listener, forks),
             app,
             chat,
             mcp_cancel,

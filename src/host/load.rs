@@ -129,6 +129,9 @@ pub(super) fn load_candidate(
         }
     });
     if loaded.is_ok() {
+        if let (Some(_), Some(isolated)) = (&started, dialect.abilities().isolated) {
+            isolated.beside_worker(&c.key, &c.dir, home, extensions);
+        }
         workers.extend(started);
     }
     match loaded {

@@ -11,6 +11,8 @@
 //! Layer: after `isolation`, before `host` (the host builds it; it knows
 //! no dialect).
 
+// --- issue 50: an isolated bundle's servers, confined as its worker ---
+mod confined;
 mod runtime;
 mod server;
 pub mod tools;

@@ -86,6 +86,8 @@ pub struct Server {
     pub spec: McpServerSpec,
     /// Where a stdio server's stderr goes (`<home>/logs/mcp-<name>.log`).
     stderr_log: PathBuf,
+    /// plughost's home (a confined server's data directories are in it).
+    home: PathBuf,
     conn: tokio::sync::Mutex<Option<Conn>>,
     status: Mutex<ServerStatus>,
 }
@@ -104,6 +106,7 @@ impl Server {
         };
         Server {
             stderr_log: home.join("logs").join(format!("mcp-{}.log", spec.name)),
+            home: home.to_path_buf(),
             spec,
             conn: tokio::sync::Mutex::new(None),
             status: Mutex::new(status),
@@ -228,9 +231,31 @@ impl Server {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let mut child = cmd
-                    .spawn()
-                    .map_err(|e| format!("cannot start '{command}': {e}"))?;
+                // --- issue 50: an isolated bundle's server, confined as its worker ---
+                let confined = match &self.spec.sandboxed {
+                    Some(plugin) => {
+                        super::confined::prepare(&mut cmd, plugin, &self.home, (command, env))?
+                    }
+                    None => None,
+                };
+                let spawned = cmd.spawn();
+                // (the child's ends of the confinement, closed here now)
+                drop(cmd);
+                let mut child = match spawned {
+                    Ok(child) => child,
+                    Err(e) => {
+                        if let Some(c) = confined {
+                            c.abandoned();
+                        }
+                        return Err(format!("cannot start '{command}': {e}"));
+                    }
+                };
+                if let (Some(c), Some(pid)) = (confined, child.id()) {
+                    if let Err(problem) = c.started(pid) {
+                        let _ = child.start_kill();
+                        return Err(problem);
+                    }
+                }
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     return Err("the child's stdin/stdout were not piped".into());
                 };

@@ -153,6 +153,13 @@ pub trait PluginFormat: Send + Sync {
         let _ = dir;
         None
     }
+    /// The options the plugin at `dir` declares for the user to set (a
+    /// Claude Code plugin's `userConfig`), which `plugins install` asks
+    /// for. Default: none.
+    fn user_options(&self, dir: &Path) -> Vec<crate::plugins::install::user_config::UserOption> {
+        let _ = dir;
+        Vec::new()
+    }
     /// Whether the plugin at `dir` is of this API and its manifest's
     /// `manifest_version` (above plughost's own maximum) is one this API
     /// reads: Hermes reads 2 and loads a newer one with a warning.

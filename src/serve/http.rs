@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::mcp::PluginServer;
 use super::metrics::Metrics;
 use super::openai_api::{self, ChatState};
+use crate::isolation::inherit::ClosedInForks;
 
 /// How the server is set up.
 #[derive(Clone, Debug)]
@@ -485,9 +486,11 @@ pub fn ignore_sigpipe() {
 /// Serve `app` on `listener` until `signal` completes, evicting idle named
 /// sessions meanwhile ([`super::idle`]), then shut down: no new
 /// connections; running turns get `grace`, then `turns_cancel` cancels
-/// them; MCP sessions close; the agent's sessions are finalized.
+/// them; MCP sessions close; the agent's sessions are finalized. The
+/// listener's guard against forked children goes with it, dropped just
+/// before it closes (its number is free for another file after that).
 pub async fn serve_until(
-    listener: tokio::net::TcpListener,
+    listener: (tokio::net::TcpListener, Option<ClosedInForks>),
     app: Router,
     chat: Arc<ChatState>,
     mcp_cancel: CancellationToken,
@@ -608,7 +611,7 @@ async fn cap_sessions(State(cap): State<SessionCap>, request: Request, next: Nex
 /// timeout and a request body timeout; on `stop`, no new connections and
 /// the open ones finish their requests (hyper's graceful shutdown).
 async fn serve_connections(
-    listener: tokio::net::TcpListener,
+    (listener, forks): (tokio::net::TcpListener, Option<ClosedInForks>),
     app: Router,
     stop: CancellationToken,
     limits: &ServeOptions,
@@ -660,6 +663,9 @@ async fn serve_connections(
             drop(permit);
         });
     }
+    // The fork guard goes first: once the listener is closed its number
+    // may name another file (a worker's sandbox ruleset).
+    drop(forks);
     drop(listener);
     graceful.shutdown().await;
     Ok(())

@@ -25,6 +25,19 @@ pub trait Isolated: Send + Sync {
         let _ = lc;
         None
     }
+    /// In plughost, once plugin `key` at `dir` loaded in its worker: what
+    /// the host itself keeps of it in `state` besides the worker's
+    /// contributions (a bundle's MCP servers, which plughost starts
+    /// confined as the worker is). Nothing by default.
+    fn beside_worker(
+        &self,
+        key: &str,
+        dir: &std::path::Path,
+        home: &std::path::Path,
+        state: &std::sync::Arc<crate::core::extensions::Extensions>,
+    ) {
+        let _ = (key, dir, home, state);
+    }
 }
 
 /// A dialect's per-turn state on its way to an isolated worker: the value

@@ -118,6 +118,38 @@ fn options(
     out
 }
 
+/// The `userConfig` options the manifest of the plugin at `root`
+/// declares, for `plugins install` to ask for (none when it cannot be
+/// read: loading reports that).
+pub fn declared_options(root: &Path) -> Vec<crate::plugins::install::user_config::UserOption> {
+    let Ok(manifest) = read_object(&root.join(MANIFEST), MANIFEST) else {
+        return Vec::new();
+    };
+    let Some(Value::Object(declared)) = manifest.get("userConfig") else {
+        return Vec::new();
+    };
+    let text = |spec: &Value, field: &str| {
+        spec.get(field)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_string)
+    };
+    declared
+        .iter()
+        .map(
+            |(key, spec)| crate::plugins::install::user_config::UserOption {
+                key: key.clone(),
+                prompt: text(spec, "title")
+                    .or_else(|| text(spec, "description"))
+                    .unwrap_or_else(|| key.clone()),
+                sensitive: spec.get("sensitive").and_then(Value::as_bool) == Some(true),
+                has_default: spec.get("default").is_some_and(|d| !d.is_null()),
+                env_var: Some(option_var(key)),
+            },
+        )
+        .collect()
+}
+
 /// The plugin at `root` in the Claude-Code layout, with data directory
 /// `data` (made, when `create_data`, for a stdio server).
 pub fn load(root: &Path, data: &Path, create_data: bool) -> Result<Package, String> {
@@ -260,6 +292,7 @@ fn servers(
                 timeout: DEFAULT_CALL_TIMEOUT,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 owner: plugin.to_string(),
+                sandboxed: None,
             }),
             Err(problem) => diagnostics.push(format!("mcp:{name}: {problem}")),
         }

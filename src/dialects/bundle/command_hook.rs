@@ -27,6 +27,9 @@ pub struct CommandHook {
     pub options: super::claude::Options,
     /// The host's state (the injected messages); `None` in a worker.
     pub state: Option<Arc<Extensions>>,
+    /// In a worker: where a `SessionStart` hook's context waits for the
+    /// turn's prompt ([`super::session_context`]).
+    pub session_context: Option<Arc<super::session_context::Pending>>,
 }
 
 /// What a hook is shown, and what its answer acts on.
@@ -199,7 +202,7 @@ fn cwd() -> PathBuf {
 /// | `PreToolUse` | the call is refused with the reason | the turn ends after the batch | — |
 /// | `PostToolUse` | the reason is added to the result | the turn ends after the batch | added to the result |
 /// | `UserPromptSubmit` | the turn ends with the reason, no model call | the same | a message before the first model call |
-/// | `SessionStart` | — | — | a message before the first model call |
+/// | `SessionStart` | — | — | a message before the first model call (in a worker: in each turn's in-flight list, [`super::session_context`]) |
 /// | `Stop`, `SubagentStop`, `SessionEnd`, `PreCompact` | logged | logged | — |
 fn translate(hook: &CommandHook, call: &Call, answer: Answer) -> HookAction {
     let event = hook.decl.event;
@@ -283,7 +286,11 @@ fn translate(hook: &CommandHook, call: &Call, answer: Answer) -> HookAction {
             HookAction::Continue
         }
         ClaudeEvent::SessionStart => {
-            inject(answer.plain.into_iter().chain(answer.context).collect());
+            let texts: Vec<String> = answer.plain.into_iter().chain(answer.context).collect();
+            match (&hook.state, &hook.session_context) {
+                (None, Some(pending)) => pending.add(&call.session, texts),
+                _ => inject(texts),
+            }
             HookAction::Continue
         }
         _ => {

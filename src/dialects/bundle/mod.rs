@@ -2,8 +2,10 @@
 //! (Hermes reads them: `hermes_cli/agent_plugins.py`). Declarative, no
 //! Python: its `skills/<name>/SKILL.md` become the plugin's skills
 //! (`<key>:<name>`), and the MCP servers of its `mcp.json` are started by
-//! the host's MCP client (`crate::mcp_client`), their tools offered as the
-//! plugin's (`mcp_<server>_<tool>`), with `${PLUGIN_ROOT}` and
+//! the host's MCP client (`crate::mcp_client`; a bundle that runs in a
+//! worker has them started by the host too, confined as the worker is:
+//! `Isolated::beside_worker`), their tools offered as the plugin's
+//! (`mcp_<server>_<tool>`), with `${PLUGIN_ROOT}` and
 //! `${PLUGIN_DATA}` replaced (the data directory is
 //! `<home>/plugin-data/<key>`).
 //!
@@ -24,6 +26,7 @@ pub mod hooks;
 pub mod lanes;
 pub mod marketplace;
 pub mod package;
+pub mod session_context;
 pub mod tool_names;
 pub mod vars;
 
@@ -173,6 +176,23 @@ fn registrations(
             ));
         }
     }
+    // In a worker, SessionStart's context waits for the turn's history.
+    let session_context = (state.is_none()
+        && parts
+            .hooks
+            .iter()
+            .any(|d| d.event == lanes::ClaudeEvent::SessionStart))
+    .then(|| Arc::new(session_context::Pending::default()));
+    if let Some(pending) = &session_context {
+        out.push(hook(
+            session_context::HOOK_NAME,
+            format!("{key}: SessionStart context"),
+            Point::HistoryReady.lanes()[0],
+            // Before the plugin's UserPromptSubmit hooks, as in-process.
+            -1,
+            Arc::new(session_context::Deliver(Arc::clone(pending))),
+        ));
+    }
     for decl in &parts.hooks {
         let callback = Arc::new(command_hook::CommandHook {
             decl: decl.clone(),
@@ -181,6 +201,7 @@ fn registrations(
             data: data_dir(home, key),
             options: parts.options.clone(),
             state: state.cloned(),
+            session_context: session_context.clone(),
         });
         for event in decl.event.lanes() {
             out.push(hook(
@@ -204,15 +225,11 @@ impl Dialect for Bundle {
         DIALECT
     }
 
-    /// Without the host's state (a worker): its skills only; its MCP
-    /// servers need the host's client.
+    /// Without the host's state (an isolated plugin's worker): its skills,
+    /// commands, hooks and agents; its MCP servers are the host's to start
+    /// ([`Isolated::beside_worker`](super::abilities::Isolated::beside_worker)).
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
         let package = read(key, dir, home)?;
-        if !package.servers.is_empty() {
-            tracing::warn!(
-                "bundle '{key}' runs without its host's MCP client here; its MCP servers are not started"
-            );
-        }
         Ok(LoadedPlugin {
             registrations: registrations(key, dir, home, &package, None),
             package: None,
@@ -247,7 +264,7 @@ impl Dialect for Bundle {
     /// Claude Code's hook events that fire in plughost (and the dialect's
     /// own callbacks for commands and agents).
     fn never_fires(&self, event: &str) -> Option<&'static str> {
-        if event == COMMANDS_HOOK || event == AGENTS_HOOK {
+        if event == COMMANDS_HOOK || event == AGENTS_HOOK || event == session_context::HOOK_NAME {
             return None;
         }
         lanes::ClaudeEvent::never_fires(event)
@@ -261,7 +278,36 @@ impl Dialect for Bundle {
         Abilities {
             sniff: Some(self),
             marketplaces: Some(self),
+            isolated: Some(self),
             ..Abilities::default()
+        }
+    }
+}
+
+impl super::abilities::Isolated for Bundle {
+    /// An isolated bundle's MCP servers: started by the host's MCP client
+    /// (its tools in the host's registry, its state in `plugins doctor`),
+    /// each confined by the plugin's sandbox as its worker is. From the
+    /// host rather than the worker so a server's start is bounded by its
+    /// own `connect_timeout`, not the worker's load timeout, and a server
+    /// that dies costs the worker nothing.
+    fn beside_worker(&self, key: &str, dir: &Path, home: &Path, state: &Arc<Extensions>) {
+        let package = match load_package_in(dir, &data_dir(home, key), true, Some(home)) {
+            Ok(p) => p,
+            Err(problem) => {
+                tracing::warn!("bundle '{key}': its MCP servers cannot be read: {problem}");
+                return;
+            }
+        };
+        let declared = state.get::<DeclaredMcpServers>();
+        for mut server in package.servers {
+            server.owner = key.to_string();
+            server.sandboxed = Some(crate::plugins::config::SandboxedAs {
+                key: key.to_string(),
+                dir: dir.to_path_buf(),
+                dialect: DIALECT.as_str().to_string(),
+            });
+            declared.push(server);
         }
     }
 }
@@ -363,6 +409,15 @@ impl PluginFormat for Bundle {
     /// Declarative: no `__init__.py`.
     fn layout_problem(&self, _m: &Manifest, _dir: &Path) -> Option<String> {
         None
+    }
+
+    /// A Claude Code plugin's `userConfig` options (v1 has none).
+    fn user_options(&self, dir: &Path) -> Vec<crate::plugins::install::user_config::UserOption> {
+        if claude::is_claude(dir) {
+            claude::declared_options(dir)
+        } else {
+            Vec::new()
+        }
     }
 
     /// `plugins install` of a bundle directory: its key and version are

@@ -249,6 +249,7 @@ fn servers(
                 timeout: DEFAULT_CALL_TIMEOUT,
                 connect_timeout: DEFAULT_CONNECT_TIMEOUT,
                 owner: plugin.to_string(),
+                sandboxed: None,
             }),
             Err(problem) => diagnostics.push(format!("mcp:{name}: {problem}")),
         }

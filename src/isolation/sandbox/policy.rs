@@ -186,6 +186,7 @@ fn interpreter_paths(program: &Path) -> Vec<PathBuf> {
                     .map(Path::to_path_buf),
             );
         }
+        out.extend(installation(&real));
         out.push(real);
     }
     // An embedded interpreter takes the `python3` first on `PATH` for its
@@ -213,6 +214,24 @@ fn interpreter_paths(program: &Path) -> Vec<PathBuf> {
         out.push(PathBuf::from(home).join(format!(".local/lib/python{a}.{b}")));
     }
     out
+}
+
+/// The installation a program in a `bin` directory belongs to (a Node or
+/// Python under `/opt/node`, `~/.nvm/versions/node/v20`: its libraries
+/// beside `bin`), never `/`, the user's home or a directory directly in
+/// it (`~/.local`, `~/.cargo` hold more than programs).
+fn installation(program: &Path) -> Option<PathBuf> {
+    let bin = program.parent()?;
+    if bin.file_name()? != "bin" {
+        return None;
+    }
+    let prefix = bin.parent()?;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let too_wide = prefix.parent().is_none()
+        || home
+            .as_deref()
+            .is_some_and(|h| prefix == h || prefix.parent() == Some(h));
+    (!too_wide).then(|| prefix.to_path_buf())
 }
 
 /// plughost's bytecode cache of its embedded modules (read only).
@@ -245,6 +264,24 @@ mod tests {
         );
         for own in ["plugins", "config.json", "workspace", ".ssh", "a/b"] {
             assert!(!data_dirs(home, own).contains(&home.join(own)), "{own}");
+        }
+    }
+
+    #[test]
+    fn a_programs_installation_is_readable_but_never_the_home() {
+        assert_eq!(
+            installation(Path::new("/opt/node/bin/node")),
+            Some(PathBuf::from("/opt/node"))
+        );
+        assert_eq!(installation(Path::new("/bin/sh")), None);
+        assert_eq!(installation(Path::new("/opt/node/lib/x")), None);
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+            assert_eq!(installation(&home.join(".cargo/bin/tool")), None);
+            assert_eq!(installation(&home.join("bin/tool")), None);
+            assert_eq!(
+                installation(&home.join(".nvm/versions/node/v20/bin/node")),
+                Some(home.join(".nvm/versions/node/v20"))
+            );
         }
     }
 }

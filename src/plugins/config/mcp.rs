@@ -60,6 +60,9 @@ pub struct McpServerSpec {
     /// Who declared it: `config` for `config.json`, else the plugin key of
     /// the bundle whose `mcp.json` did (its tools are that plugin's).
     pub owner: String,
+    /// A stdio server started confined as this plugin is (an isolated
+    /// bundle's; `None`: unconfined, as plughost runs).
+    pub sandboxed: Option<super::SandboxedAs>,
 }
 
 /// The owner of the servers `config.json` declares.
@@ -226,6 +229,7 @@ pub fn parse_server(
         timeout: seconds("timeout", DEFAULT_CALL_TIMEOUT)?,
         connect_timeout: seconds("connect_timeout", DEFAULT_CONNECT_TIMEOUT)?,
         owner: owner.to_string(),
+        sandboxed: None,
     })
 }
 

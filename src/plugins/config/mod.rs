@@ -15,6 +15,8 @@ mod isolation;
 mod mcp;
 // --- issue 50: plugins.entries.<key>.sandbox ---
 mod sandbox;
+// --- issue 48: userConfig options asked for at install ---
+mod user_config;
 
 pub use dialects::{read_dialects, set_dialect};
 pub use isolation::{read_isolation, read_limits, Isolation, LimitTable, ResourceLimits};
@@ -23,7 +25,10 @@ pub use mcp::{
     parse_server, read_mcp_allowlist, read_mcp_servers, DeclaredMcpServers, MapError,
     McpServerSpec, McpTransport, CONFIG_OWNER, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
 };
-pub use sandbox::{dialect_home, read_sandbox, NetworkRule, SandboxRules, SandboxSetting};
+pub use sandbox::{
+    dialect_home, read_sandbox, NetworkRule, SandboxRules, SandboxSetting, SandboxedAs,
+};
+pub use user_config::{read_user_options, set_user_option};
 // (Hermes's plugins.* operator settings from its config.yaml)
 pub mod hermes_yaml;
 

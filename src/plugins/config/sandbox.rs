@@ -35,6 +35,20 @@ pub enum NetworkRule {
     Hosts(Vec<String>),
 }
 
+/// The plugin whose confinement a process it did not start itself runs
+/// under: an isolated bundle's MCP servers, which plughost starts (not the
+/// plugin's worker), confined by the rules of the plugin at `dir`
+/// (`crate::mcp_client` hands it to `crate::isolation::sandbox`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SandboxedAs {
+    /// The plugin's key (its `plugins.entries.<key>.sandbox`).
+    pub key: String,
+    /// Its directory (readable by what runs confined as it).
+    pub dir: PathBuf,
+    /// Its dialect's name (which dialect home it may write).
+    pub dialect: String,
+}
+
 /// The rules of one plugin's sandbox as `config.json` writes them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SandboxRules {

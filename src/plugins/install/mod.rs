@@ -16,7 +16,9 @@ mod fetch;
 mod place;
 pub mod risk;
 mod source;
+// --- issue 48: userConfig options asked for at install ---
 pub(crate) mod staging;
+pub mod user_config;
 
 use std::path::{Path, PathBuf};
 
