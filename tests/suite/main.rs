@@ -9,6 +9,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod alloc_count;
+mod answer_ready;
 mod common;
 mod mcp_client_common;
 mod replicas_common;

@@ -33,6 +33,7 @@ pub mod render;
 pub mod sniff;
 pub mod tool_names;
 pub mod valid_hooks;
+pub mod verify;
 
 use std::path::Path;
 use std::sync::Arc;
