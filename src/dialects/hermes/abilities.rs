@@ -74,6 +74,7 @@ impl Providers for Hermes {
     fn providers(&self, state: &Extensions, key: &str) -> Vec<String> {
         let mut lines = providers::doctor_lines(state, key);
         lines.extend(members::doctor_lines(state, key));
+        lines.extend(super::model_providers::doctor_lines(state, key));
         lines
     }
 

@@ -178,7 +178,12 @@ fn scan_level(dir: &Path, category: Option<&str>, out: &mut Vec<(String, PathBuf
 /// registered that the host does not use).
 pub fn unsupported_kind(kind: HermesKind) -> Option<String> {
     match kind {
-        HermesKind::Standalone | HermesKind::Backend | HermesKind::Exclusive => None,
+        // A model provider's profile becomes a model plughost can use
+        // (`super::model_providers`).
+        HermesKind::Standalone
+        | HermesKind::Backend
+        | HermesKind::Exclusive
+        | HermesKind::ModelProvider => None,
         HermesKind::Platform => Some(
             "kind=platform is not supported by plughost: it is a messaging-platform adapter, which Hermes's gateway loads through its own platform discovery, and plughost runs no messaging gateway".into(),
         ),
