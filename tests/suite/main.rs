@@ -48,6 +48,7 @@ mod file_tools;
 mod flowly_parity;
 mod hermes;
 mod hermes_browser;
+mod hermes_children;
 mod hermes_cli_output;
 mod hermes_compat;
 mod hermes_compat_hosted;

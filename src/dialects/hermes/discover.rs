@@ -187,11 +187,6 @@ pub fn unsupported_kind(kind: HermesKind) -> Option<String> {
         HermesKind::Platform => Some(
             "kind=platform is not supported by plughost: it is a messaging-platform adapter, which Hermes's gateway loads through its own platform discovery, and plughost runs no messaging gateway".into(),
         ),
-        other => Some(format!(
-            "kind={} is not supported by plughost (Hermes loads it through its own {} discovery)",
-            other.as_str(),
-            other.as_str()
-        )),
     }
 }
 
