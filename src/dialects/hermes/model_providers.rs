@@ -19,15 +19,16 @@ use crate::core::model_profiles::{ModelProfile, ModelProfiles, Transport};
 use crate::core::outcome::PluginError;
 use crate::dialects::shared::register_function;
 
-/// The plugin's `register`, or (a model-provider plugin, which registers
-/// when imported) one that does nothing.
+/// The plugin's `register`, or, for a model-provider plugin (which
+/// registers when imported, and whose `register(ctx)` Hermes's plugin
+/// manager skips), one that does nothing.
 pub fn register_of<'py>(
     py: Python<'py>,
     module: &Bound<'py, PyModule>,
     dir: &Path,
 ) -> Result<Bound<'py, PyAny>, PluginError> {
     let missing = "no register() function (a Hermes plugin's __init__.py defines register(ctx))";
-    if module.hasattr("register").unwrap_or(false) || !is_model_provider(dir) {
+    if !is_model_provider(dir) {
         return register_function(module, missing);
     }
     py.eval(c"lambda ctx: None", None, None)
