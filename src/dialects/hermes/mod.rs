@@ -284,19 +284,7 @@ fn export_for_children(py: Python<'_>, plughost_home: &Path, hermes_home: &Path)
     if environ.call_method1("get", ("HERMES_HOME",))?.is_none() {
         environ.set_item("HERMES_HOME", hermes_home.to_string_lossy().as_ref())?;
     }
-    let path: String = environ.call_method1("get", ("PATH", ""))?.extract()?;
-    match shim::install(plughost_home, &path) {
-        Ok(Some(dir)) => {
-            let dir = dir.to_string_lossy().into_owned();
-            if !path.split(':').any(|p| p == dir) {
-                environ.set_item("PATH", format!("{path}:{dir}"))?;
-            }
-        }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!("processes Hermes plugins start will find no `hermes` command: {e}")
-        }
-    }
+    shim::export(&environ, plughost_home)?;
     if py
         .import("importlib.util")?
         .call_method1("find_spec", ("hermes_constants",))?

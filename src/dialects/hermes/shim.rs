@@ -9,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
+use pyo3::prelude::*;
+
 /// Hermes's own subcommands plughost has no equivalent of.
 const NOT_PROVIDED: &[&str] = &[
     "chat",
@@ -123,6 +125,26 @@ pub fn install(plughost_home: &Path, path: &str) -> std::io::Result<Option<PathB
         std::fs::rename(&scratch, &file)?;
     }
     Ok(Some(dir))
+}
+
+/// Put the shim's directory at the end of `environ`'s `PATH` (Python's
+/// `os.environ`, which processes plugins start inherit). A failure to
+/// write it is only logged.
+pub fn export(environ: &Bound<'_, PyAny>, plughost_home: &Path) -> PyResult<()> {
+    let path: String = environ.call_method1("get", ("PATH", ""))?.extract()?;
+    match install(plughost_home, &path) {
+        Ok(Some(dir)) => {
+            let dir = dir.to_string_lossy().into_owned();
+            if !path.split(':').any(|p| p == dir) {
+                environ.set_item("PATH", format!("{path}:{dir}"))?;
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!("processes Hermes plugins start will find no `hermes` command: {e}")
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
