@@ -358,20 +358,19 @@ fn set_executable(py: Python<'_>) -> PyResult<()> {
     let named_python = std::path::Path::new(&current)
         .file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with("python"));
-    // Embedded (not started as a virtualenv's interpreter, whose prefix
-    // differs from its base), with a virtualenv active: its interpreter,
-    // so a plugin's child process sees the same packages.
-    let prefix = |name: &str| -> String {
-        sys.getattr(name)
-            .and_then(|p| p.extract::<String>())
-            .unwrap_or_default()
-    };
-    let started_in_venv = prefix("prefix") != prefix("base_prefix");
+    // The plughost binary (not a Python application that imported the
+    // wheel, whose interpreter is kept) with a virtualenv active: its
+    // interpreter, whatever the embedded one found on `PATH`, so a
+    // plugin's child process sees the same packages.
+    let plughost_binary = std::env::current_exe().is_ok_and(|exe| {
+        exe.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("plughost"))
+    });
     let venv_python = std::env::var_os("VIRTUAL_ENV")
         .filter(|v| !v.is_empty())
         .map(|v| PathBuf::from(v).join("bin").join("python"))
         .filter(|p| p.is_file());
-    if let (false, Some(venv_python)) = (started_in_venv, &venv_python) {
+    if let (true, Some(venv_python)) = (plughost_binary, &venv_python) {
         sys.setattr("executable", venv_python.to_string_lossy().as_ref())?;
         return Ok(());
     }
