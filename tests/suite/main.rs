@@ -69,6 +69,7 @@ mod hermes_operator;
 mod hermes_order;
 mod hermes_providers;
 mod hermes_rest;
+mod hermes_survey_gaps;
 mod hermes_tools;
 mod isolated_dialects;
 mod isolation;
