@@ -132,6 +132,7 @@ pub(super) fn build_agent_with(
         script: args.script.clone(),
         model_timeout: Some(args.model_timeout),
         home: Some(home_dir.clone()),
+        profiles: host.extensions().peek(),
     };
     let provider = wrap(
         provider::from_spec(&args.model, &options).map_err(|e| Failure::usage(e.to_string()))?,

@@ -216,6 +216,14 @@ pub struct LoopContext {
     pub reason: Option<String>,
     /// P0: the keys of the plugins that contributed tools or hooks.
     pub plugins: Vec<String>,
+    /// The answer point: how many times this turn was already continued
+    /// there (0 at the first answer).
+    #[serde(default)]
+    pub attempt: usize,
+    /// The answer point: the workspace files the turn's built-in tools
+    /// wrote or edited, sorted, each once.
+    #[serde(default)]
+    pub changed_paths: Vec<String>,
     /// The turn this point fires in (absent for a tool called outside a turn).
     #[serde(skip)]
     pub turn: Option<Arc<TurnScope>>,
@@ -227,6 +235,12 @@ pub struct LoopContext {
 
 /// How often one model call is retried on [`LoopDecision::RetryModelCall`](crate::core::decisions::LoopDecision::RetryModelCall).
 pub const MAX_MODEL_RETRIES: usize = 3;
+
+/// How often one turn is continued at the answer point
+/// ([`LoopDecision::ContinueTurn`](crate::core::decisions::LoopDecision::ContinueTurn)):
+/// Hermes's default `agent.max_verify_nudges`, so a hook that always asks
+/// for more cannot keep a turn going forever.
+pub const MAX_ANSWER_CONTINUATIONS: usize = 3;
 
 /// A hook call of this turn that failed, as `run --json` reports it.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -60,6 +60,13 @@ pub enum LoopDecision {
     /// engine's compaction: Hermes's `ContextEngine.compress` returns the
     /// new list, not a summary of a dropped part).
     ReplaceTranscript(Vec<Value>),
+    /// The answer point ([`Point::AnswerReady`](crate::core::points::Point::AnswerReady)):
+    /// do not end the turn yet. The model's answer is stored as an interim
+    /// assistant message, this text joins as a user message, and the model
+    /// is called again; at most
+    /// [`MAX_ANSWER_CONTINUATIONS`](crate::core::contexts::MAX_ANSWER_CONTINUATIONS)
+    /// times per turn, after which the point no longer fires.
+    ContinueTurn(String),
 }
 
 /// The priority a dialect registers its loop-point callbacks at so that they

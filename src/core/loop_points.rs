@@ -237,6 +237,32 @@ pub async fn reply_before_send(
     (lc.text != text).then_some(lc.text)
 }
 
+/// The answer point: the text a lane asked the turn to go on with, when
+/// one did. The lanes dialects brought fire in their rows' order; the
+/// first that answers [`LoopDecision::ContinueTurn`] with a non-empty
+/// text decides, and the lanes after it do not fire this time (they fire
+/// at the next answer). `context` is made once, when a lane has callbacks.
+pub async fn answer_ready(
+    registry: &Registry,
+    context: impl FnOnce() -> LoopContext,
+) -> Option<String> {
+    let budget = registry.hook_timeout;
+    let mut lanes = registry.hooks().lanes_at(Point::AnswerReady).peekable();
+    lanes.peek()?;
+    let mut lc = context();
+    for (lane, entries) in lanes {
+        let answers = fire_entries(entries, lane, HookPayload::Loop(&mut lc), budget).await;
+        for decision in decisions(answers, lane) {
+            match decision {
+                LoopDecision::ContinueTurn(text) if !text.trim().is_empty() => return Some(text),
+                LoopDecision::ContinueTurn(_) => {}
+                other => tracing::warn!("{lane}: ignored {other:?}"),
+            }
+        }
+    }
+    None
+}
+
 /// What P2c decided about `/compact`.
 #[derive(Debug, PartialEq)]
 pub enum Compaction {

@@ -20,6 +20,7 @@ pub mod http_app;
 pub mod lanes;
 pub mod loop_points;
 pub mod mcp;
+pub mod model_profiles;
 pub mod observers;
 pub mod outcome;
 pub mod pipeline;

@@ -245,11 +245,18 @@ pub enum Point {
     /// Before a recognised slash command's handler runs in the agent (no
     /// core lane: Hermes brings an observer lane).
     CommandBefore,
+    /// The model's reply has no tool calls and is about to become the
+    /// turn's final answer (no core lane: dialects bring theirs). A lane may
+    /// answer [`LoopDecision::ContinueTurn`](crate::core::decisions::LoopDecision::ContinueTurn):
+    /// the answer is kept as an interim message and the model is called
+    /// again, at most [`MAX_ANSWER_CONTINUATIONS`](crate::core::contexts::MAX_ANSWER_CONTINUATIONS)
+    /// times per turn.
+    AnswerReady,
 }
 
 impl Point {
     /// Every point, in the order a turn meets them.
-    pub const ALL: [Point; 26] = [
+    pub const ALL: [Point; 27] = [
         Point::HostStart,
         Point::InboundMessage,
         Point::SessionStart,
@@ -276,6 +283,7 @@ impl Point {
         Point::ScheduledDisabled,
         Point::Reloaded,
         Point::CommandBefore,
+        Point::AnswerReady,
     ];
 
     /// The core's lanes of the point, in firing order; the lanes dialects
@@ -309,6 +317,7 @@ impl Point {
             Point::ScheduledRun | Point::ScheduledDisabled => &[],
             Point::Reloaded => &[],
             Point::CommandBefore => &[],
+            Point::AnswerReady => &[],
         }
     }
 }

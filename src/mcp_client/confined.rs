@@ -36,6 +36,8 @@ pub fn prepare(
         dialect: plugin.dialect.clone(),
         limits: ResourceLimits::default(),
         guard: false,
+        // A server makes no calls into the host: none to carry.
+        host: Default::default(),
     };
     let program = program_path(command, env).unwrap_or_else(|| PathBuf::from(command));
     let std_cmd = cmd.as_std_mut();

@@ -229,6 +229,8 @@ fn parse_in(
         Some("exclusive") => PluginKind::Exclusive,
         // A messaging platform's plugin (issue 49: it loads as any other).
         Some("platform") => PluginKind::Platform,
+        // A model provider's plugin (issue 52: its profile is a model).
+        Some("model-provider") => PluginKind::ModelProvider,
         Some(other) => {
             warnings.push(format!("unknown kind '{other}', treated as standalone"));
             PluginKind::Standalone

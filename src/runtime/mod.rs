@@ -358,6 +358,22 @@ fn set_executable(py: Python<'_>) -> PyResult<()> {
     let named_python = std::path::Path::new(&current)
         .file_name()
         .is_some_and(|n| n.to_string_lossy().starts_with("python"));
+    // The plughost binary (not a Python application that imported the
+    // wheel, whose interpreter is kept) with a virtualenv active: its
+    // interpreter, whatever the embedded one found on `PATH`, so a
+    // plugin's child process sees the same packages.
+    let plughost_binary = std::env::current_exe().is_ok_and(|exe| {
+        exe.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("plughost"))
+    });
+    let venv_python = std::env::var_os("VIRTUAL_ENV")
+        .filter(|v| !v.is_empty())
+        .map(|v| PathBuf::from(v).join("bin").join("python"))
+        .filter(|p| p.is_file());
+    if let (true, Some(venv_python)) = (plughost_binary, &venv_python) {
+        sys.setattr("executable", venv_python.to_string_lossy().as_ref())?;
+        return Ok(());
+    }
     if named_python {
         return Ok(());
     }
@@ -384,11 +400,38 @@ fn set_executable(py: Python<'_>) -> PyResult<()> {
 
 /// An embedded interpreter does not notice an activated virtualenv by
 /// itself: add its site-packages (as `site` would) when `VIRTUAL_ENV` is set.
+/// Its entries (the directory and what its `.pth` files add) go before the
+/// base interpreter's site-packages, as in the virtualenv's own
+/// interpreter: a package the virtualenv upgrades (`typing_extensions`)
+/// shadows the base's older copy.
 fn honour_virtualenv(py: Python<'_>) -> PyResult<()> {
-    if let Some(site_packages) = virtualenv_site_packages(py) {
-        py.import("site")?
-            .call_method1("addsitedir", (site_packages.to_string_lossy().as_ref(),))?;
+    let Some(site_packages) = virtualenv_site_packages(py) else {
+        return Ok(());
+    };
+    let path = py
+        .import("sys")?
+        .getattr("path")?
+        .cast_into::<pyo3::types::PyList>()?;
+    let before: Vec<String> = path.extract()?;
+    py.import("site")?
+        .call_method1("addsitedir", (site_packages.to_string_lossy().as_ref(),))?;
+    let after: Vec<String> = path.extract()?;
+    let added: Vec<String> = after
+        .iter()
+        .filter(|p| !before.contains(p))
+        .cloned()
+        .collect();
+    let Some(first_site) = before
+        .iter()
+        .position(|p| p.ends_with("site-packages") || p.ends_with("dist-packages"))
+    else {
+        return Ok(());
+    };
+    let mut ordered: Vec<String> = before;
+    for (i, entry) in added.into_iter().enumerate() {
+        ordered.insert(first_site + i, entry);
     }
+    path.call_method1("__setitem__", (pyo3::types::PySlice::full(py), ordered))?;
     Ok(())
 }
 

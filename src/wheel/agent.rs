@@ -99,6 +99,7 @@ impl PyAgent {
             script,
             model_timeout: Some(seconds("model_timeout", model_timeout)?),
             home: Some(built.home().to_path_buf()),
+            profiles: built.extensions().peek(),
         };
         let provider = provider::from_spec(model, &options)
             .map_err(|e| ConfigError::new_err(e.to_string()))?;

@@ -59,6 +59,7 @@ const NAMES: &[&str] = &[
 
 /// The names plughost's loop fires.
 const FIRED: &[&str] = &[
+    "pre_verify",
     "pre_tool_call",
     "post_tool_call",
     "transform_terminal_output",
@@ -143,7 +144,7 @@ fn doctor_lists_every_silent_hermes_hook_with_its_reason() {
     }
     let text = String::from_utf8_lossy(&doctor(false).stdout).into_owned();
     assert!(
-        text.contains("hook pre_verify: plughost's loop has no verify step"),
+        text.contains("hook kanban_task_completed: plughost has no Kanban board"),
         "{text}"
     );
     assert!(

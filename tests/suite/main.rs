@@ -9,6 +9,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod alloc_count;
+mod answer_ready;
 mod common;
 mod gateway_common;
 mod mcp_client_common;
@@ -51,6 +52,7 @@ mod flowly_parity;
 mod gateway;
 mod hermes;
 mod hermes_browser;
+mod hermes_children;
 mod hermes_cli_output;
 mod hermes_compat;
 mod hermes_compat_hosted;
@@ -66,10 +68,12 @@ mod hermes_members;
 mod hermes_memory;
 mod hermes_memory_dist;
 mod hermes_middleware;
+mod hermes_model_provider;
 mod hermes_operator;
 mod hermes_order;
 mod hermes_providers;
 mod hermes_rest;
+mod hermes_survey_gaps;
 mod hermes_tools;
 mod iso_parity;
 mod isolated_dialects;

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::core::hooks::BoxFuture;
+use crate::core::model_profiles::ModelProfiles;
 
 /// One request: the system prompt, the conversation (OpenAI message
 /// format), and the tools on offer (OpenAI function definitions).
@@ -118,6 +119,9 @@ pub struct ProviderOptions {
     /// The host's home, for the scripted provider's `{home}` placeholder
     /// (so a scripted reply names real paths).
     pub home: Option<std::path::PathBuf>,
+    /// The model providers the host's plugins registered (`--model
+    /// NAME:MODEL` for a name that is not `openai` or `scripted`).
+    pub profiles: Option<Arc<ModelProfiles>>,
 }
 
 /// The longest timeout accepted anywhere a number of seconds is given: a
@@ -138,7 +142,9 @@ pub fn timeout_secs(seconds: f64) -> Result<Duration, String> {
 }
 
 /// Build a provider from `PROVIDER:MODEL` (`openai:gpt-4o-mini`,
-/// `scripted:demo`, `scripted:path/to/script.yaml`).
+/// `scripted:demo`, `scripted:path/to/script.yaml`, or a plugin's model
+/// provider `NAME:MODEL` from [`ProviderOptions::profiles`], over the
+/// OpenAI-compatible transport).
 pub fn from_spec(
     spec: &str,
     options: &ProviderOptions,
@@ -167,8 +173,30 @@ pub fn from_spec(
             scripted.home = options.home.clone();
             Ok(Arc::new(scripted))
         }
-        other => Err(ProviderError::Config(format!(
-            "unknown model provider '{other}': use openai:MODEL or scripted[:SCRIPT]"
-        ))),
+        other => match options.profiles.as_ref().and_then(|p| p.find(other)) {
+            Some(profile) => {
+                let mut provider = openai::OpenAi::for_profile(&profile, model)?;
+                if let Some(timeout) = options.model_timeout {
+                    provider.set_timeout(timeout)?;
+                }
+                Ok(Arc::new(provider))
+            }
+            None => {
+                let plugins: Vec<String> = options
+                    .profiles
+                    .iter()
+                    .flat_map(|p| p.all())
+                    .map(|p| format!("{}:MODEL", p.name))
+                    .collect();
+                let extra = if plugins.is_empty() {
+                    String::new()
+                } else {
+                    format!(", or a plugin's model provider: {}", plugins.join(", "))
+                };
+                Err(ProviderError::Config(format!(
+                    "unknown model provider '{other}': use openai:MODEL or scripted[:SCRIPT]{extra}"
+                )))
+            }
+        },
     }
 }

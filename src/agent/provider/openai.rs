@@ -21,6 +21,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::sse::{self, SseError, StreamParser};
 use super::{ChatRequest, ChatResponse, Provider, ProviderError, StreamEvent};
 use crate::core::hooks::BoxFuture;
+use crate::core::model_profiles::ModelProfile;
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 const MAX_ATTEMPTS: u32 = 4;
@@ -37,8 +38,13 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 const RETRY_NOTICE: &str = "\n[the model's answer broke off; asking again]\n";
 
 pub struct OpenAi {
+    /// The provider's name in `--model NAME:MODEL` (`openai`, or a
+    /// plugin's model provider).
+    name: String,
     model: String,
     base_url: String,
+    /// Sent with every request (a plugin profile's headers).
+    headers: Vec<(String, String)>,
     api_key: Option<String>,
     client: reqwest::Client,
     timeout: Duration,
@@ -66,8 +72,48 @@ impl OpenAi {
             ));
         }
         Ok(OpenAi {
+            name: "openai".into(),
             model: model.to_string(),
             base_url: base_url.trim_end_matches('/').to_string(),
+            headers: Vec::new(),
+            api_key,
+            client: client(DEFAULT_MODEL_TIMEOUT)?,
+            timeout: DEFAULT_MODEL_TIMEOUT,
+            backoff: Duration::from_millis(500),
+            limits: sse::Limits::default(),
+        })
+    }
+
+    /// A plugin's model provider: its base URL and headers, the key of its
+    /// first set key variable, the model `model` (else its first listed).
+    pub fn for_profile(profile: &ModelProfile, model: &str) -> Result<OpenAi, ProviderError> {
+        if let Some(why) = profile.unusable() {
+            return Err(ProviderError::Config(why));
+        }
+        let model = match (model, profile.models.first()) {
+            ("", Some(first)) => first.clone(),
+            ("", None) => {
+                return Err(ProviderError::Config(format!(
+                    "name the model: --model {}:MODEL (model provider '{}' of '{}' lists none)",
+                    profile.name, profile.name, profile.plugin
+                )))
+            }
+            (m, _) => m.to_string(),
+        };
+        let api_key = profile.key().map(|(_, v)| v);
+        if api_key.is_none() && !profile.key_vars.is_empty() {
+            return Err(ProviderError::Config(format!(
+                "model provider '{}' (plugin '{}') needs its key: set {}",
+                profile.name,
+                profile.plugin,
+                profile.key_vars.join(" or ")
+            )));
+        }
+        Ok(OpenAi {
+            name: profile.name.clone(),
+            model,
+            base_url: profile.base_url.trim_end_matches('/').to_string(),
+            headers: profile.headers.clone(),
             api_key,
             client: client(DEFAULT_MODEL_TIMEOUT)?,
             timeout: DEFAULT_MODEL_TIMEOUT,
@@ -91,9 +137,11 @@ impl OpenAi {
         }
         messages.extend(request.messages.iter().cloned());
         // A loop point may route this call to another model of the provider.
+        let prefix = format!("{}:", self.name);
         let model = request
             .model
-            .strip_prefix("openai:")
+            .strip_prefix(prefix.as_str())
+            .or_else(|| request.model.strip_prefix("openai:"))
             .unwrap_or(&request.model);
         let model = if model.is_empty() { &self.model } else { model };
         let mut body = json!({
@@ -116,7 +164,7 @@ impl OpenAi {
 
 impl Provider for OpenAi {
     fn model(&self) -> String {
-        format!("openai:{}", self.model)
+        format!("{}:{}", self.name, self.model)
     }
 
     fn complete(
@@ -129,6 +177,7 @@ impl Provider for OpenAi {
             body: self.body(&request),
             client: self.client.clone(),
             key: self.api_key.clone(),
+            headers: self.headers.clone(),
             timeout: self.timeout,
             limits: self.limits,
         };
@@ -196,6 +245,7 @@ struct Call {
     body: Value,
     client: reqwest::Client,
     key: Option<String>,
+    headers: Vec<(String, String)>,
     timeout: Duration,
     limits: sse::Limits,
 }
@@ -218,6 +268,9 @@ impl Call {
         let mut request = self.client.post(&self.url).json(&self.body);
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
+        }
+        for (name, value) in &self.headers {
+            request = request.header(name.as_str(), value.as_str());
         }
         let mut response = match tokio::time::timeout(self.timeout, request.send()).await {
             Err(_) => return Err(self.timed_out()),

@@ -1,14 +1,61 @@
-//! The final answer of a turn: P11 may revise it, then it is stored (a
-//! revision included) and P12 sees what was stored.
+//! The final answer of a turn: the answer point may continue the turn
+//! instead ([`Point::AnswerReady`](crate::core::hooks::Point::AnswerReady));
+//! else P11 may revise it, then it is stored (a revision included) and P12
+//! sees what was stored.
 
 use serde_json::{json, Value};
 
 use super::Turn;
 use crate::agent::Inner;
-use crate::core::hooks::{EndedBy, HookEvent, LoopContext};
+use crate::agent::ToolCallRecord;
+use crate::core::hooks::{EndedBy, HookEvent, LoopContext, MAX_ANSWER_CONTINUATIONS};
 use crate::core::loop_points as points;
+use crate::core::outcome::ToolOutcome;
+
+/// plughost's built-in tools that write a workspace file (its `path`
+/// argument): what the answer point reports as the turn's changed files.
+const FILE_WRITERS: &[&str] = &["write_file", "edit_file"];
+
+/// The files the turn's built-in tools wrote or edited, sorted, each once.
+fn changed_paths(calls: &[ToolCallRecord]) -> Vec<String> {
+    let mut paths: Vec<String> = calls
+        .iter()
+        .filter(|c| FILE_WRITERS.contains(&c.name.as_str()) && c.outcome == ToolOutcome::Ok)
+        .filter_map(|c| c.arguments.get("path")?.as_str().map(str::to_string))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    paths
+}
 
 impl Inner {
+    /// The answer point: the text a lane asked the turn to go on with;
+    /// `None` once the turn was continued [`MAX_ANSWER_CONTINUATIONS`] times.
+    pub(super) async fn answer_ready(
+        &self,
+        t: &Turn<'_>,
+        text: &str,
+        reply: &Value,
+    ) -> Option<String> {
+        if t.continued >= MAX_ANSWER_CONTINUATIONS {
+            tracing::debug!(
+                "session '{}': the turn was continued {MAX_ANSWER_CONTINUATIONS} times; its answer stands",
+                t.session.key
+            );
+            return None;
+        }
+        let registry = self.host.registry();
+        let context = || LoopContext {
+            iteration: t.iteration,
+            text: text.to_string(),
+            reply: reply.clone(),
+            attempt: t.continued,
+            changed_paths: changed_paths(&t.report.tool_calls),
+            ..self.loop_context(&t.session.key, t.delegate, t.turn)
+        };
+        points::answer_ready(&registry, context).await
+    }
+
     /// The final answer `text` (`reply`: the assistant message to store,
     /// `null`: one made of `text`), ending the turn by `ended_by`.
     pub(super) async fn final_answer(

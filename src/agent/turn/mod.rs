@@ -40,6 +40,8 @@ pub(super) struct Turn<'a> {
     /// The in-flight list (system prompt first), carried across iterations.
     inflight: Vec<Value>,
     iteration: usize,
+    /// How often the answer point continued this turn.
+    continued: usize,
 }
 
 impl<'a> Turn<'a> {
@@ -63,6 +65,7 @@ impl<'a> Turn<'a> {
             delegate,
             inflight: Vec::new(),
             iteration: 0,
+            continued: 0,
         }
     }
 
@@ -201,6 +204,17 @@ impl Inner {
             }
         };
         if response.tool_calls.is_empty() {
+            if let Some(message) = self.answer_ready(t, &response.text, &assistant).await {
+                // The answer stays, as an interim message; the lane's text
+                // is what the model answers next.
+                t.record(assistant.clone())?;
+                t.inflight.push(assistant);
+                let nudge = json!({"role": "user", "content": message});
+                t.record(nudge.clone())?;
+                t.inflight.push(nudge);
+                t.continued += 1;
+                return Ok(Flow::Next);
+            }
             self.final_answer(t, (response.text, assistant, EndedBy::Answer))
                 .await?;
             self.transform_output(t, &mut sent.api).await;

@@ -11,9 +11,11 @@ use super::hooks::{read_answer, rule_admits, run_command, Answer, HookDecl};
 use super::lanes::ClaudeEvent;
 use super::tool_names;
 use crate::core::agent_link::Injected;
+use crate::core::contexts::EndedBy;
 use crate::core::extensions::Extensions;
 use crate::core::hooks::{
-    HookAction, HookCallback, HookEvent, HookPayload, HookReturn, LoopDecision, LoopEdit,
+    HookAction, HookCallback, HookEvent, HookPayload, HookReturn, LaneId, LoopContext,
+    LoopDecision, LoopEdit,
 };
 
 /// A command hook subscribed to the bus.
@@ -39,6 +41,8 @@ struct Call {
     tool: String,
     /// PostToolUse: the result so far.
     result: String,
+    /// Stop, SubagentStop: fired at the answer point (a block continues the turn).
+    at_answer: bool,
 }
 
 impl CommandHook {
@@ -51,6 +55,7 @@ impl CommandHook {
             session: session.to_string(),
             tool: String::new(),
             result: String::new(),
+            at_answer: false,
         };
         let (mut c, subject): (Call, Option<String>) = match (self.decl.event, payload) {
             (ClaudeEvent::PreToolUse | ClaudeEvent::PostToolUse, HookPayload::Loop(lc)) => {
@@ -100,19 +105,8 @@ impl CommandHook {
                 input.insert("prompt".into(), json!(prompt));
                 (call(&lc.session_id), None)
             }
-            (ClaudeEvent::Stop, HookPayload::Loop(lc)) => {
-                use crate::core::contexts::EndedBy;
-                if lc.delegate
-                    || matches!(
-                        lc.ended_by,
-                        EndedBy::Command | EndedBy::Skipped | EndedBy::Interrupted
-                    )
-                {
-                    return None;
-                }
-                input.insert("stop_hook_active".into(), json!(false));
-                input.insert("last_assistant_message".into(), json!(lc.text));
-                (call(&lc.session_id), None)
+            (ClaudeEvent::Stop | ClaudeEvent::SubagentStop, HookPayload::Loop(lc)) => {
+                (self.stop_shown(lc, &mut input)?, None)
             }
             (ClaudeEvent::PreCompact, HookPayload::Loop(lc)) => {
                 input.insert("trigger".into(), json!("manual"));
@@ -133,7 +127,12 @@ impl CommandHook {
                 input.insert("reason".into(), json!(reason));
                 (call(&s.session_id), Some(reason.into()))
             }
+            // A sub-agent that ended without an answer (failed, the
+            // iteration cap); one that answered met the answer point.
             (ClaudeEvent::SubagentStop, HookPayload::Subagent(s)) => {
+                if s.reason == "completed" {
+                    return None;
+                }
                 input.insert("stop_hook_active".into(), json!(false));
                 input.insert("agent_id".into(), json!(s.subagent_id));
                 (call(&s.session_id), None)
@@ -154,6 +153,44 @@ impl CommandHook {
         common.insert("hook_event_name".into(), json!(self.decl.event.name()));
         common.extend(input);
         c.input = common;
+        Some(c)
+    }
+
+    /// `Stop` and `SubagentStop` on a loop point: at the answer point (a
+    /// block keeps the turn going), or at the end of a turn that ended
+    /// without an answer the answer point saw (observed only); `None` when
+    /// the hook does not apply.
+    fn stop_shown(&self, lc: &LoopContext, input: &mut Map<String, Value>) -> Option<Call> {
+        let mut c = Call {
+            input: Map::new(),
+            session: lc.session_id.clone(),
+            tool: String::new(),
+            result: String::new(),
+            at_answer: lc.stage == Some(HookEvent::Lane(LaneId(&super::lanes::STOP))),
+        };
+        let subagent = self.decl.event == ClaudeEvent::SubagentStop;
+        if c.at_answer {
+            if lc.delegate != subagent {
+                return None;
+            }
+            input.insert("stop_hook_active".into(), json!(lc.attempt > 0));
+            if subagent {
+                input.insert("agent_id".into(), json!(lc.session_id));
+            }
+        } else {
+            if subagent
+                || lc.delegate
+                || matches!(
+                    lc.ended_by,
+                    EndedBy::Answer | EndedBy::Command | EndedBy::Skipped | EndedBy::Interrupted
+                )
+            {
+                return None;
+            }
+            input.insert("stop_hook_active".into(), json!(false));
+        }
+        input.insert("last_assistant_message".into(), json!(lc.text));
+        c.session = lc.session_id.clone();
         Some(c)
     }
 
@@ -203,7 +240,8 @@ fn cwd() -> PathBuf {
 /// | `PostToolUse` | the reason is added to the result | the turn ends after the batch | added to the result |
 /// | `UserPromptSubmit` | the turn ends with the reason, no model call | the same | a message before the first model call |
 /// | `SessionStart` | — | — | a message before the first model call (in a worker: in each turn's in-flight list, [`super::session_context`]) |
-/// | `Stop`, `SubagentStop`, `SessionEnd`, `PreCompact` | logged | logged | — |
+/// | `Stop`, `SubagentStop` at the answer | the turn goes on with the reason as a user message | logged | — |
+/// | `Stop`, `SubagentStop` after another ending, `SessionEnd`, `PreCompact` | logged | logged | — |
 fn translate(hook: &CommandHook, call: &Call, answer: Answer) -> HookAction {
     let event = hook.decl.event;
     let inject = |texts: Vec<String>| {
@@ -292,6 +330,20 @@ fn translate(hook: &CommandHook, call: &Call, answer: Answer) -> HookAction {
                 _ => inject(texts),
             }
             HookAction::Continue
+        }
+        ClaudeEvent::Stop | ClaudeEvent::SubagentStop if call.at_answer => {
+            if let Some(stop) = answer.stop {
+                tracing::info!(
+                    "{} hook of '{}' asked to stop ({stop}); the turn ends with its answer",
+                    event.name(),
+                    hook.plugin
+                );
+                return HookAction::Continue;
+            }
+            match answer.block {
+                Some(reason) => HookAction::Decide(LoopDecision::ContinueTurn(reason)),
+                None => HookAction::Continue,
+            }
         }
         _ => {
             if let Some(reason) = answer.block.or(answer.stop) {

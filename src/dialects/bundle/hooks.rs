@@ -35,9 +35,15 @@
 //! Decisions where Claude Code differs or says nothing:
 //! - hooks of one event run one after another in the file's order, each
 //!   a bus entry (Claude Code runs them in parallel);
-//! - `Stop` and `SubagentStop` fire when the turn (the sub-agent) ended;
-//!   their `block` cannot send the answer back to the model, as plughost's
-//!   loop has no point after the final answer that continues it: logged;
+//! - `Stop` and `SubagentStop` fire at plughost's answer point (the
+//!   model's reply has no tool calls): a `block` (or exit 2) keeps the turn
+//!   going with its reason as a user message, `stop_hook_active` being true
+//!   at the next answer; at most 3 times per turn (the core's bound,
+//!   `MAX_ANSWER_CONTINUATIONS`), after which the answer stands and Stop
+//!   does not fire again for it. A turn that ends otherwise (a
+//!   short-circuit, an error, the iteration cap) fires `Stop` at its end,
+//!   where a block is only logged; a sub-agent's `SubagentStop` carries its
+//!   own session key as `session_id` and `agent_id`;
 //! - `PreCompact` fires before `/compact` and cannot cancel it;
 //! - text for the model (`additionalContext`, a `UserPromptSubmit` or
 //!   `SessionStart` hook's stdout) joins the conversation as a user

@@ -32,10 +32,23 @@ pub static POST_TOOL_USE: Lane = Lane::plain(
     "P10, third lane: Claude Code's PostToolUse command hooks, after the call ran; their feedback is added to the result.",
 );
 
+/// `Stop` and `SubagentStop` at the answer point: every hook runs; the
+/// first `decision: "block"` (or exit 2) keeps the turn going with its
+/// reason, as Claude Code feeds it back to the model.
+pub static STOP: Lane = Lane::plain(
+    &STOP,
+    "claude_stop",
+    Point::AnswerReady,
+    3,
+    Policy::FirstWins,
+    "When the model's reply has no tool calls: Claude Code's Stop (a turn) and SubagentStop (a `delegate` sub-agent) command hooks; the first block keeps the turn going with its reason as a user message (`stop_hook_active` is true at the next answer), at most 3 times per turn.",
+);
+
 /// The bundle dialect's lanes, for the dialect table.
 pub static LANES: &[&Lane] = &[
     &PRE_TOOL_USE,
     &POST_TOOL_USE,
+    &STOP,
     &super::agents::AGENTS_OFFERED,
 ];
 
@@ -96,9 +109,16 @@ impl ClaudeEvent {
             ClaudeEvent::SessionEnd => {
                 vec![core(Point::SessionReset), core(Point::SessionFinalize)]
             }
-            // The turn's own end lane (the point's last), not the seed's session end.
-            ClaudeEvent::Stop => vec![*Point::TurnEnded.lanes().last().expect("a lane")],
-            ClaudeEvent::SubagentStop => vec![core(Point::SubagentStop)],
+            // At the answer (where a block continues the turn), and at the
+            // turn's own end lane (the point's last) for a turn that ended
+            // otherwise (a short-circuit, an error, the iteration cap).
+            ClaudeEvent::Stop => vec![
+                HookEvent::Lane(LaneId(&STOP)),
+                *Point::TurnEnded.lanes().last().expect("a lane"),
+            ],
+            ClaudeEvent::SubagentStop => {
+                vec![HookEvent::Lane(LaneId(&STOP)), core(Point::SubagentStop)]
+            }
             ClaudeEvent::PreCompact => vec![core(Point::Compaction)],
         }
     }

@@ -76,6 +76,7 @@ impl Providers for Hermes {
         let mut lines = providers::doctor_lines(state, key);
         lines.extend(members::doctor_lines(state, key));
         lines.extend(super::platform::doctor_lines(state, key));
+        lines.extend(super::model_providers::doctor_lines(state, key));
         lines
     }
 

@@ -178,17 +178,15 @@ fn scan_level(dir: &Path, category: Option<&str>, out: &mut Vec<(String, PathBuf
 /// registered that the host does not use).
 pub fn unsupported_kind(kind: HermesKind) -> Option<String> {
     match kind {
-        // A platform plugin loads: its adapter runs under `serve`'s gateway,
-        // its other registrations everywhere.
+        // Every kind loads: a platform's adapter runs under `serve`'s
+        // gateway and its other registrations everywhere; a model
+        // provider's profile becomes a model plughost can use
+        // (`super::model_providers`).
         HermesKind::Standalone
         | HermesKind::Backend
         | HermesKind::Exclusive
-        | HermesKind::Platform => None,
-        other => Some(format!(
-            "kind={} is not supported by plughost (Hermes loads it through its own {} discovery)",
-            other.as_str(),
-            other.as_str()
-        )),
+        | HermesKind::Platform
+        | HermesKind::ModelProvider => None,
     }
 }
 

@@ -202,6 +202,9 @@ fn kwargs<'py>(
             kw.set_item("gateway", &ctx.gateway)?;
             kw.set_item("session_store", py.None())?;
         }
+        HookPayload::Loop(lc) if super::verify::is_pre_verify(event) => {
+            super::verify::kwargs(&kw, lc, PLATFORM)?
+        }
         // Hermes's own lanes ([`super::lanes`]): the keywords are the
         // point's parameters, as the firing place wrote them.
         HookPayload::Loop(lc) if matches!(event, HookEvent::Lane(_)) => {
@@ -425,6 +428,7 @@ fn interpret(
                 _ => Ok(HookAction::Continue),
             }
         }
+        HookEvent::Lane(_) if super::verify::is_pre_verify(event) => Ok(super::verify::answer(ret)),
         // Hermes v1 ignores `pre_command`'s answer; a directive is logged
         // so a plugin expecting a block or rewrite can be found.
         HookEvent::Lane(_) if dict.is_some() => {
@@ -463,6 +467,11 @@ fn raised(py: Python<'_>, e: &PyErr) -> HookError {
 
 impl HookCallback for HermesHook {
     fn call(&self, event: HookEvent, mut payload: HookPayload<'_>) -> HookReturn {
+        if let HookPayload::Loop(lc) = &payload {
+            if super::verify::is_pre_verify(event) && !super::verify::fires(lc) {
+                return HookReturn::Ready(Ok(HookAction::Continue));
+            }
+        }
         let called = try_attach(|py| {
             let view = match &mut payload {
                 HookPayload::Tool(ctx) => match ToolView::new(py, ctx) {

@@ -1,7 +1,8 @@
 //! Hermes's lanes and event rows: the hook names Hermes fires at a place
 //! of the loop no core lane has, and every hook name it fires ([`EVENTS`]).
-//! `pre_command` observes a recognised slash command before its handler
-//! runs (`hermes_cli/plugins.py`: "returns IGNORED in v1"); the middleware
+//! `pre_verify` may keep a turn going at the answer point
+//! ([`super::verify`]); `pre_command` observes a recognised slash command
+//! before its handler runs (`hermes_cli/plugins.py`: "returns IGNORED in v1"); the middleware
 //! lanes (`ctx.register_middleware`, `hermes_cli/middleware.py`) edit a
 //! call's request (`tool_request`, `llm_request`) or run around it
 //! (`tool_execution`, `llm_execution`: [`crate::core::pipeline::middleware`]).
@@ -18,6 +19,18 @@ pub static PRE_COMMAND: Lane = Lane::plain(
     1,
     Policy::Observe,
     "Before a recognised slash command's handler runs in the agent (`chat`, `run \"/name …\"`, `serve`): `command` is its canonical name, `alias_used` the alias typed (else `None`), `args_raw` the text after it. Answers are ignored, as in Hermes v1.",
+);
+
+/// `pre_verify`: at the answer point, after a turn that edited files; the
+/// first `{"action": "continue", "message": …}` keeps the turn going
+/// ([`super::verify`]).
+pub static PRE_VERIFY: Lane = Lane::plain(
+    &PRE_VERIFY,
+    "pre_verify",
+    Point::AnswerReady,
+    1,
+    Policy::FirstWins,
+    "When the model's reply has no tool calls and the turn wrote or edited files with the built-in tools: `final_response` is the answer, `changed_paths` the files, `attempt` how often the turn was continued already. The first answer `{\"action\": \"continue\", \"message\": …}` (or `{\"decision\": \"block\", \"reason\": …}`) keeps the turn going with that message as a user message, at most 3 times per turn (Hermes's default `agent.max_verify_nudges`).",
 );
 
 /// A chain over a tool call's arguments, before `pre_tool_call`.
@@ -63,6 +76,7 @@ pub static LLM_EXECUTION: Lane = Lane::wrapping(
 /// Hermes's lanes, for the dialect table.
 pub static LANES: &[&Lane] = &[
     &PRE_COMMAND,
+    &PRE_VERIFY,
     &TOOL_REQUEST,
     &LLM_REQUEST,
     &TOOL_EXECUTION,
@@ -92,6 +106,7 @@ pub static EVENTS: &[EventRow] = &[
     EventRow::open("subagent_start", HookEvent::SubagentBegun),
     EventRow::open("api_request_error", HookEvent::RequestFailed),
     EventRow::open("pre_command", HookEvent::Lane(LaneId(&PRE_COMMAND))),
+    EventRow::open("pre_verify", HookEvent::Lane(LaneId(&PRE_VERIFY))),
 ];
 
 /// The row of a Hermes hook name that fires in plughost.

@@ -24,6 +24,7 @@ pub mod mcp;
 pub mod members;
 pub mod memory;
 pub mod middleware;
+pub mod model_providers;
 pub mod order;
 pub mod platform;
 pub mod provider_tools;
@@ -33,9 +34,11 @@ pub mod reference;
 // --- iso-parity (issue 47): context members of a plugin in a worker ---
 pub mod remote;
 pub mod render;
+pub mod shim;
 pub mod sniff;
 pub mod tool_names;
 pub mod valid_hooks;
+pub mod verify;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -50,7 +53,7 @@ use super::abilities::Abilities;
 use super::{Dialect, LoadedPlugin};
 use crate::core::extensions::Extensions;
 use crate::core::outcome::PluginError;
-use crate::dialects::shared::{register_function, registered};
+use crate::dialects::shared::registered;
 use crate::plugins::config::PluginLists;
 use crate::plugins::discovery::Candidate;
 use crate::runtime::loader::PluginPackage;
@@ -144,6 +147,8 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("tools.approval", "tools/approval.py", false),
     ("tools.interrupt", "tools/interrupt.py", false),
     ("tools.env_passthrough", "tools/env_passthrough.py", false),
+    ("providers", "providers/__init__.py", true),
+    ("providers.base", "providers/base.py", false),
     // Hermes's plugin runtime package, mapped onto what plughost serves.
     ("plugin_runtime", "plugin_runtime/__init__.py", true),
     ("plugin_runtime.context", "plugin_runtime/context.py", false),
@@ -286,6 +291,7 @@ fn export_for_children(py: Python<'_>, plughost_home: &Path, hermes_home: &Path)
     if environ.call_method1("get", ("HERMES_HOME",))?.is_none() {
         environ.set_item("HERMES_HOME", hermes_home.to_string_lossy().as_ref())?;
     }
+    shim::export(&environ, plughost_home)?;
     if py
         .import("importlib.util")?
         .call_method1("find_spec", ("hermes_constants",))?
@@ -591,10 +597,7 @@ impl Dialect for Hermes {
                     }
                     let package = PluginPackage::import(key, dir, home)?;
                     let module = package.module(py);
-                    let register = register_function(
-                        &module,
-                        "no register() function (a Hermes plugin's __init__.py defines register(ctx))",
-                    )?;
+                    let register = model_providers::register_of(py, &module, dir)?;
                     let manifest =
                         manifest_object(py, key, dir).map_err(|e| plugin_error(py, &e))?;
                     (register, Some(package), manifest)
@@ -647,6 +650,7 @@ impl Dialect for Hermes {
             let cli_commands = ctx.get().take_cli_commands();
             let web_providers = ctx.get().take_web_providers();
             registered(py, outcome)?; // a failure drops `teardown`: what it spawned is released
+            model_providers::collect(py, state, key);
             registrations.extend(
                 members::registrations(py, state, key, ctx.get().runtime(py))
                     .map_err(|e| plugin_error(py, &e))?,

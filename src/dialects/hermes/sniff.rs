@@ -41,6 +41,14 @@ const MODULES: &[&str] = &[
     "plugin_runtime",
     "gateway",
     "agent.plugin_llm",
+    // Hermes's provider base classes (a provider plugin imports its own).
+    "agent.image_gen_provider",
+    "agent.video_gen_provider",
+    "agent.tts_provider",
+    "agent.transcription_provider",
+    "agent.web_search_provider",
+    "agent.memory_provider",
+    "providers.base",
 ];
 
 /// `PluginContext` members only Hermes's context has.

@@ -67,9 +67,6 @@ pub fn never_fires(name: &str) -> Option<&'static str> {
         "on_interim_message" => {
             "plughost's loop sends no interim messages to a gateway during a turn: it never fires"
         }
-        "pre_verify" => {
-            "plughost's loop has no verify step after code edits, and no way to keep a turn going once the model has answered (Hermes's {\"action\": \"continue\", \"message\"}, at most agent.max_verify_nudges times): it never fires"
-        }
         "transform_api_error_classification" => {
             "plughost does not classify model API errors for failover (no provider failover): it never fires"
         }

@@ -87,6 +87,34 @@ def save_b64_image(b64_data: str, *, prefix: str = "image", extension: str = "pn
     return path
 
 
+_URL_IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/jpg": "jpg",
+                    "image/webp": "webp", "image/gif": "gif"}
+
+
+def save_url_image(url: str, *, prefix: str = "image", timeout: float = 60.0,
+                   max_bytes: int = 25 * 1024 * 1024) -> Path:
+    """Download an image URL into the images cache, as Hermes's helper does;
+    raises on a network or HTTP error, a body past ``max_bytes`` or an empty one."""
+    import urllib.request
+
+    request = urllib.request.Request(url, headers={"User-Agent": "plughost-hermes-compat"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        content_type = (response.headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        raw = response.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise ValueError(f"Image at {url} is larger than {max_bytes} bytes; refusing to cache.")
+    if not raw:
+        raise ValueError(f"Image at {url} returned 0 bytes; refusing to cache.")
+    extension = _URL_IMAGE_TYPES.get(content_type)
+    if extension is None:
+        tail = url.rsplit("?", 1)[0].rsplit(".", 1)[-1].lower()
+        extension = tail if tail in ("png", "jpg", "jpeg", "webp", "gif") else "png"
+    ts = datetime.datetime.now().strftime("%Y%m%d_%H%M%S")
+    path = _images_cache_dir() / f"{prefix}_{ts}_{uuid.uuid4().hex[:8]}.{extension}"
+    path.write_bytes(raw)
+    return path
+
+
 def success_response(*, image: str, model: str, prompt: str, aspect_ratio: str, provider: str,
                      modality: str = "text", extra: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     payload: Dict[str, Any] = {"success": True, "image": image, "model": model, "prompt": prompt,

@@ -1,0 +1,139 @@
+//! Model providers plugins declare ([`ModelProfile`]): a name the user
+//! picks with `--model NAME:MODEL`, the endpoint, its headers and the
+//! environment variables its key is read from. A dialect records the
+//! profiles its plugins register in the host's [`ModelProfiles`] (its
+//! extension map); the agent's provider table builds a model from one.
+
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+/// The wire protocol a profile's endpoint speaks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// OpenAI's Chat Completions (`POST {base_url}/chat/completions`).
+    ChatCompletions,
+    /// Any other (Hermes's `anthropic_messages`, `codex_responses`, …),
+    /// by its name: recorded and refused with a reason when picked.
+    Other(String),
+}
+
+/// One model provider a plugin registered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ModelProfile {
+    /// What `--model NAME:MODEL` names.
+    pub name: String,
+    /// Other names for it.
+    pub aliases: Vec<String>,
+    /// The plugin that registered it, and its dialect.
+    pub plugin: String,
+    pub dialect: String,
+    pub base_url: String,
+    /// Sent with every request (Hermes's `default_headers`).
+    pub headers: Vec<(String, String)>,
+    /// Environment variables the key is read from, the first set one
+    /// winning (Hermes's `env_vars`); sent as `Authorization: Bearer`.
+    pub key_vars: Vec<String>,
+    /// The models it lists (Hermes's `fallback_models`); the first is the
+    /// model used when `--model NAME` names none.
+    pub models: Vec<String>,
+    pub transport: Transport,
+    /// How the key is obtained (Hermes's `auth_type`): only `api_key` (or
+    /// none) can be used by plughost.
+    pub auth: String,
+}
+
+impl ModelProfile {
+    /// The first of [`ModelProfile::key_vars`] that is set (non-empty), with its value.
+    pub fn key(&self) -> Option<(String, String)> {
+        self.key_vars.iter().find_map(|var| {
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|v| (var.clone(), v))
+        })
+    }
+
+    /// Whether `name` is this profile's name or one of its aliases.
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.name == name || self.aliases.iter().any(|a| a == name)
+    }
+
+    /// Why plughost cannot call this provider, if it cannot.
+    pub fn unusable(&self) -> Option<String> {
+        if let Transport::Other(mode) = &self.transport {
+            return Some(format!(
+                "model provider '{}' ({}) speaks '{mode}', and plughost calls model providers over the OpenAI-compatible Chat Completions transport only",
+                self.name, self.plugin
+            ));
+        }
+        if !matches!(self.auth.as_str(), "" | "api_key") {
+            return Some(format!(
+                "model provider '{}' ({}) authenticates with '{}', and plughost reads a provider's key from its environment variables only (auth_type api_key)",
+                self.name, self.plugin, self.auth
+            ));
+        }
+        if self.base_url.trim().is_empty() {
+            return Some(format!(
+                "model provider '{}' ({}) declares no base URL",
+                self.name, self.plugin
+            ));
+        }
+        None
+    }
+
+    /// `plugins doctor`'s line: the provider, its endpoint and whether its key is set.
+    pub fn doctor_line(&self) -> String {
+        let key = match (self.key(), self.key_vars.is_empty()) {
+            (Some((var, _)), _) => format!("key set ({var})"),
+            (None, true) => "no key needed".to_string(),
+            (None, false) => format!("key NOT set (set {})", self.key_vars.join(" or ")),
+        };
+        let usable = match self.unusable() {
+            Some(why) => format!("; cannot be used: {why}"),
+            None => format!("; use it with --model {}:MODEL", self.name),
+        };
+        format!(
+            "model provider {} at {}: {key}{usable}",
+            self.name, self.base_url
+        )
+    }
+}
+
+/// The model providers of a host's plugins, in registration order; a later
+/// profile of the same name replaces the earlier one.
+#[derive(Default, Debug)]
+pub struct ModelProfiles(Mutex<Vec<ModelProfile>>);
+
+impl ModelProfiles {
+    pub fn add(&self, profile: ModelProfile) {
+        let mut list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        list.retain(|p| p.name != profile.name);
+        list.push(profile);
+    }
+
+    /// The profile `name` names (its name or an alias).
+    pub fn find(&self, name: &str) -> Option<ModelProfile> {
+        let list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        list.iter().find(|p| p.answers_to(name)).cloned()
+    }
+
+    /// Whether a profile of this name is recorded.
+    pub fn has(&self, name: &str) -> bool {
+        self.find(name).is_some()
+    }
+
+    pub fn all(&self) -> Vec<ModelProfile> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The profiles plugin `plugin` registered.
+    pub fn of(&self, plugin: &str) -> Vec<ModelProfile> {
+        let list = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        list.iter()
+            .filter(|p| p.plugin == plugin)
+            .cloned()
+            .collect()
+    }
+}
