@@ -7,7 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::core::commands::{builtin, split_line, BuiltinId, CommandTable, Surface, BUILTINS};
-use crate::core::hooks::{HookEvent, HookPayload, LoopContext, Point};
+use crate::core::hooks::{HookEvent, Point};
 
 use super::session::Session;
 use super::Inner;
@@ -92,8 +92,12 @@ impl Inner {
         args: &str,
     ) {
         let registry = self.host.registry();
-        let lanes: Vec<_> = registry.hooks().lanes_at(Point::CommandBefore).collect();
-        if lanes.is_empty() {
+        if registry
+            .hooks()
+            .lanes_at(Point::CommandBefore)
+            .next()
+            .is_none()
+        {
             return;
         }
         let mut params = Map::new();
@@ -104,20 +108,12 @@ impl Inner {
         params.insert("args_raw".into(), Value::from(args));
         params.insert("session_key".into(), Value::from(session.key.as_str()));
         params.insert("platform".into(), Value::from("cli"));
-        let mut lc = LoopContext {
-            session_id: session.key.clone(),
+        crate::core::loop_points::observe_lanes(
+            &registry,
+            Point::CommandBefore,
+            &session.key,
             params,
-            ..Default::default()
-        };
-        for (lane, entries) in lanes {
-            lc.stage = Some(lane);
-            crate::core::fire::fire_entries(
-                entries,
-                lane,
-                HookPayload::Loop(&mut lc),
-                registry.hook_timeout,
-            )
-            .await;
-        }
+        )
+        .await;
     }
 }

@@ -578,28 +578,6 @@ fn gateway_context(inbound: &Inbound) -> GatewayContext {
     }
 }
 
-/// A channel for a model call's stream that forwards it as [`AgentEvent`]s.
-fn relay_deltas(
-    events: Option<UnboundedSender<AgentEvent>>,
-) -> (
-    Option<UnboundedSender<provider::StreamEvent>>,
-    Option<tokio::task::JoinHandle<()>>,
-) {
-    let Some(events) = events else {
-        return (None, None);
-    };
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<provider::StreamEvent>();
-    let relay = tokio::spawn(async move {
-        while let Some(item) = rx.recv().await {
-            let _ = events.send(match item {
-                provider::StreamEvent::TextDelta(delta) => AgentEvent::TextDelta(delta),
-                provider::StreamEvent::IterationStart => AgentEvent::IterationStart,
-            });
-        }
-    });
-    (Some(tx), Some(relay))
-}
-
 /// What the inbound stages made of a message.
 enum Admitted {
     /// The text the turn works on.

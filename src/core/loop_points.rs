@@ -303,3 +303,34 @@ pub fn replacement(answers: Vec<HookAction>) -> Option<String> {
         _ => None,
     })
 }
+
+/// Fire the dialects' observer lanes at `point` (one with no core lane:
+/// a slash command, a stream observer's event, a platform event), each
+/// callback shown `params` as its keywords; answers are not used. Costs
+/// one emptiness check when nothing listens there.
+pub async fn observe_lanes(
+    registry: &Registry,
+    point: Point,
+    session_id: &str,
+    params: Map<String, Value>,
+) {
+    let lanes: Vec<_> = registry.hooks().lanes_at(point).collect();
+    if lanes.is_empty() {
+        return;
+    }
+    let mut lc = LoopContext {
+        session_id: session_id.to_string(),
+        params,
+        ..Default::default()
+    };
+    for (lane, entries) in lanes {
+        lc.stage = Some(lane);
+        fire_entries(
+            entries,
+            lane,
+            HookPayload::Loop(&mut lc),
+            registry.hook_timeout,
+        )
+        .await;
+    }
+}

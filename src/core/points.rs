@@ -252,11 +252,28 @@ pub enum Point {
     /// again, at most [`MAX_ANSWER_CONTINUATIONS`](crate::core::contexts::MAX_ANSWER_CONTINUATIONS)
     /// times per turn.
     AnswerReady,
+    /// A model call's streamed answer begins (each attempt; no core lane:
+    /// dialects bring their observers).
+    /// Fired off the token path ([`crate::agent`]'s stream observers).
+    StreamStart,
+    /// A piece of a model call's streamed text (no core lane).
+    StreamDelta,
+    /// A model call's streamed answer ended, with its text or its error
+    /// (no core lane).
+    StreamEnd,
+    /// The model's text that accompanies tool calls (or an answer a lane of
+    /// [`Point::AnswerReady`] kept the turn going past) becomes an interim
+    /// message of the turn (no core lane).
+    InterimMessage,
+    /// A messaging platform's adapter reported an event that is not a
+    /// message (a reaction, an edit, a deletion), under `serve`'s gateway
+    /// (no core lane: dialects bring their observers).
+    PlatformEvent,
 }
 
 impl Point {
     /// Every point, in the order a turn meets them.
-    pub const ALL: [Point; 27] = [
+    pub const ALL: [Point; 32] = [
         Point::HostStart,
         Point::InboundMessage,
         Point::SessionStart,
@@ -284,6 +301,11 @@ impl Point {
         Point::Reloaded,
         Point::CommandBefore,
         Point::AnswerReady,
+        Point::StreamStart,
+        Point::StreamDelta,
+        Point::StreamEnd,
+        Point::InterimMessage,
+        Point::PlatformEvent,
     ];
 
     /// The core's lanes of the point, in firing order; the lanes dialects
@@ -318,6 +340,11 @@ impl Point {
             Point::Reloaded => &[],
             Point::CommandBefore => &[],
             Point::AnswerReady => &[],
+            Point::StreamStart
+            | Point::StreamDelta
+            | Point::StreamEnd
+            | Point::InterimMessage
+            | Point::PlatformEvent => &[],
         }
     }
 }

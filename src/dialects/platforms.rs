@@ -77,6 +77,10 @@ pub enum PortSignal {
         message: String,
         retryable: bool,
     },
+    /// An event of the platform that is not a message (a reaction, an
+    /// edit): `{"platform", "event_type", "payload"}`, as Hermes's
+    /// adapters hand it to the gateway.
+    PlatformEvent(serde_json::Map<String, serde_json::Value>),
 }
 
 /// The gateway's end of a platform's adapter: what the adapter sends it.

@@ -19,12 +19,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Map;
+use serde_json::{Map, Value};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::supervisor::PortSlot;
 use crate::agent::{Agent, Inbound, TurnReport};
+use crate::core::hooks::Point;
+use crate::core::loop_points::observe_lanes;
 use crate::dialects::platforms::{ChatInjector, ChatSettings, InboundChat};
 
 /// A chat with a turn running.
@@ -110,6 +112,18 @@ impl Chats {
         }
     }
 
+    /// A platform's event that is not a message: its observers hear it
+    /// (Hermes's `gateway_platform_event`), in a task of its own so the
+    /// adapter's loop never waits for a plugin.
+    pub fn platform_event(self: &Arc<Self>, event: Map<String, Value>) {
+        let host = self.agent.host().clone();
+        let task = self.runtime.spawn(async move {
+            let registry = host.registry();
+            observe_lanes(&registry, Point::PlatformEvent, "", event).await;
+        });
+        self.keep(task);
+    }
+
     /// A message from a platform: run it, or queue/merge it behind the
     /// chat's running turn.
     pub fn arrive(
@@ -172,6 +186,11 @@ impl Chats {
         let task = self
             .runtime
             .spawn(async move { chats.run_chat(slot, settings, message, interrupt).await });
+        self.keep(task);
+    }
+
+    /// Keep `task` among those the shutdown waits for.
+    fn keep(&self, task: JoinHandle<()>) {
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
         tasks.retain(|t| !t.is_finished());
         tasks.push(task);

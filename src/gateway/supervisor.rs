@@ -147,6 +147,7 @@ async fn connect_and_serve(
         tokio::select! {
             signal = signals.recv() => match signal {
                 Some(PortSignal::Message(message)) => chats.arrive(slot.clone(), settings.clone(), *message),
+                Some(PortSignal::PlatformEvent(event)) => chats.platform_event(event),
                 Some(PortSignal::Fatal { code, message, retryable }) => {
                     break Ended::Failed { message: format!("{code}: {message}"), retryable };
                 }

@@ -350,6 +350,33 @@ async fn inject_message_reaches_the_chat_through_the_gateway() {
     assert!(log_lines(&s.log()).contains(&"injected True".to_string()));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reaction_reaches_gateway_platform_event_hooks_as_hermes_sends_it() {
+    let s = setup().await;
+    s.service.react("hana", "hana", "s7", "👍");
+    let line = "platform-event fakechat reaction {\"chat_id\": \"hana\", \"custom_emoji_ids\": [], \"emojis\": [\"👍\"], \"message_id\": \"s7\", \"thread_id\": null} []";
+    let deadline = std::time::Instant::now() + WAIT;
+    while !log_lines(&s.log()).contains(&line.to_string()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no platform event heard: {:?}",
+            log_lines(&s.log())
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The event is no message: no turn ran, nothing was sent to the chat.
+    s.service.deliver(None, "hana", "hana", "hi", "m1");
+    let seen = s
+        .service
+        .wait_for(WAIT, "the reply", |seen| !sent_to(seen, "hana").is_empty())
+        .await;
+    assert!(
+        sent_to(&seen, "hana")[0].starts_with("🔧 lookup"),
+        "{:?}",
+        sent_to(&seen, "hana")
+    );
+}
+
 /// A chat whose messages reach two replicas (as a platform delivering
 /// updates to whichever connection it picks): the second replica's turn
 /// waits for the first's lease, runs on its transcript, and the replies

@@ -78,6 +78,11 @@ const FIRED: &[&str] = &[
     "subagent_stop",
     "pre_gateway_dispatch",
     "pre_command",
+    "on_stream_start",
+    "on_stream_delta",
+    "on_stream_end",
+    "on_interim_message",
+    "gateway_platform_event",
 ];
 
 #[test]

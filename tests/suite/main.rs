@@ -73,6 +73,7 @@ mod hermes_operator;
 mod hermes_order;
 mod hermes_providers;
 mod hermes_rest;
+mod hermes_stream_hooks;
 mod hermes_survey_gaps;
 mod hermes_tools;
 mod iso_parity;

@@ -8,6 +8,7 @@ mod answer;
 mod end;
 mod messages;
 mod middleware;
+mod stream_observers;
 mod tools;
 
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::provider::{ChatRequest, ChatResponse};
 use super::session::Session;
-use super::{ms, relay_deltas, AgentEvent, Inner, TurnReport};
+use super::{ms, AgentEvent, Inner, TurnReport};
 use crate::core::dispatch;
 use crate::core::hooks::{
     EndedBy, HookEvent, LlmCallContext, LoopContext, TurnScope, MAX_MODEL_RETRIES,
@@ -27,6 +28,7 @@ use crate::core::loop_points::{self as points, Replied};
 use messages::wire_message;
 use messages::{after_system, answered, join_system, llm_base, reply_as_response};
 use messages::{assistant_message, into_wire_message, split_system, stop_reason, system_of};
+use stream_observers::StreamObservers;
 
 /// What a turn's stages share.
 pub(super) struct Turn<'a> {
@@ -42,6 +44,8 @@ pub(super) struct Turn<'a> {
     iteration: usize,
     /// How often the answer point continued this turn.
     continued: usize,
+    /// The turn's stream observers, when its plugins have any.
+    observers: Option<StreamObservers>,
 }
 
 impl<'a> Turn<'a> {
@@ -66,6 +70,7 @@ impl<'a> Turn<'a> {
             inflight: Vec::new(),
             iteration: 0,
             continued: 0,
+            observers: None,
         }
     }
 
@@ -138,6 +143,44 @@ struct Sent {
 
 impl Inner {
     pub(super) async fn run_turn(self: &Arc<Self>, t: &mut Turn<'_>) -> Result<(), String> {
+        let keywords = self.stream_keywords(t);
+        t.observers = StreamObservers::start(self.host.registry(), t.turn, keywords);
+        let result = self.model_loop(t).await;
+        if let Some(observers) = t.observers.take() {
+            observers.finish().await;
+        }
+        result
+    }
+
+    /// What every stream observer's event of the turn carries, as Hermes's
+    /// `_stream_hook_base_payload` has it: `turn_id` is the session's key
+    /// and the turn's number in it (`main:3`), `surface` is `cli` as the
+    /// `platform` of plughost's other Hermes hooks.
+    fn stream_keywords(&self, t: &Turn<'_>) -> Map<String, Value> {
+        let turns = t
+            .session
+            .messages
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .count();
+        let model = self.model();
+        // `provider:model`; a provider with one model (`scripted`) is both.
+        let (provider, model_name) = model
+            .split_once(':')
+            .unwrap_or((model.as_str(), model.as_str()));
+        let mut base = Map::new();
+        base.insert(
+            "turn_id".into(),
+            json!(format!("{}:{}", t.session.key, turns + 1)),
+        );
+        base.insert("session_id".into(), json!(t.session.key));
+        base.insert("model".into(), json!(model_name));
+        base.insert("provider".into(), json!(provider));
+        base.insert("surface".into(), json!("cli"));
+        base
+    }
+
+    async fn model_loop(self: &Arc<Self>, t: &mut Turn<'_>) -> Result<(), String> {
         let registry = self.host.registry();
         t.record(json!({"role": "user", "content": t.content}))?;
         // P4: the turn's in-flight list, system prompt first. Edits shape
@@ -207,6 +250,9 @@ impl Inner {
             if let Some(message) = self.answer_ready(t, &response.text, &assistant).await {
                 // The answer stays, as an interim message; the lane's text
                 // is what the model answers next.
+                if let Some(observers) = &t.observers {
+                    observers.sink().interim(t.iteration, &response.text);
+                }
                 t.record(assistant.clone())?;
                 t.inflight.push(assistant);
                 let nudge = json!({"role": "user", "content": message});
@@ -222,6 +268,9 @@ impl Inner {
         }
         t.record(assistant.clone())?;
         t.inflight.push(assistant);
+        if let Some(observers) = &t.observers {
+            observers.sink().interim(t.iteration, &response.text);
+        }
         self.run_batch(t, response).await
     }
 
@@ -330,10 +379,28 @@ impl Inner {
         let model_started = Instant::now();
         let mut retries = 0;
         let response = loop {
-            let (delta_tx, relay) = relay_deltas(t.events.cloned());
+            let observing = t
+                .observers
+                .as_ref()
+                .map(|o| (o.sink().clone(), t.iteration));
+            if let Some((sink, iteration)) = &observing {
+                sink.stream_start(*iteration);
+            }
+            let (delta_tx, relay) = stream_observers::relay(t.events.cloned(), observing.clone());
             let response =
                 middleware::complete(&registry, &self.provider, request.clone(), delta_tx).await;
-            drop(relay);
+            if let (Some((sink, iteration)), Some(relay)) = (&observing, relay) {
+                // Every delta of the call is queued before its end (the
+                // provider dropped its sender, so the relay is finishing).
+                let _ = tokio::time::timeout(Duration::from_secs(1), relay).await;
+                let outcome = match &response {
+                    Ok(r) => Ok(r.text.as_str()),
+                    Err(middleware::Failed::Blocked(e) | middleware::Failed::Call(e)) => {
+                        Err(e.as_str())
+                    }
+                };
+                sink.stream_end(*iteration, outcome);
+            }
             let error = match response {
                 Ok(r) => break Ok(r),
                 // A block is the call's end: never retried.

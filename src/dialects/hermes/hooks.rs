@@ -13,7 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFrozenSet, PyString};
 
 use crate::core::hooks::{
-    EventRow, HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn,
+    EventRow, HookAction, HookCallback, HookError, HookEvent, HookPayload, HookReturn, LaneId,
 };
 use crate::dialects::flowly::hooks::params_dict;
 use crate::runtime::bridge::{self, Awaited};
@@ -219,10 +219,14 @@ fn kwargs<'py>(
             ))
         }
     }
-    kw.set_item(
-        intern!(py, "telemetry_schema_version"),
-        OBSERVER_SCHEMA_VERSION,
-    )?;
+    // Hermes gives platform events their own envelopes, without the
+    // observers' schema version (`plugins_dispatch.invoke_hook`).
+    if event != HookEvent::Lane(LaneId(&super::lanes::GATEWAY_PLATFORM_EVENT)) {
+        kw.set_item(
+            intern!(py, "telemetry_schema_version"),
+            OBSERVER_SCHEMA_VERSION,
+        )?;
+    }
     Ok(kw)
 }
 

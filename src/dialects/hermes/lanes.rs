@@ -2,7 +2,9 @@
 //! of the loop no core lane has, and every hook name it fires ([`EVENTS`]).
 //! `pre_verify` may keep a turn going at the answer point
 //! ([`super::verify`]); `pre_command` observes a recognised slash command
-//! before its handler runs (`hermes_cli/plugins.py`: "returns IGNORED in v1"); the middleware
+//! before its handler runs (`hermes_cli/plugins.py`: "returns IGNORED in v1"); the stream
+//! observers (`on_stream_*`, `on_interim_message`) hear a model call's
+//! streamed answer and the text that comes with tool calls; the middleware
 //! lanes (`ctx.register_middleware`, `hermes_cli/middleware.py`) edit a
 //! call's request (`tool_request`, `llm_request`) or run around it
 //! (`tool_execution`, `llm_execution`: [`crate::core::pipeline::middleware`]).
@@ -31,6 +33,63 @@ pub static PRE_VERIFY: Lane = Lane::plain(
     1,
     Policy::FirstWins,
     "When the model's reply has no tool calls and the turn wrote or edited files with the built-in tools: `final_response` is the answer, `changed_paths` the files, `attempt` how often the turn was continued already. The first answer `{\"action\": \"continue\", \"message\": …}` (or `{\"decision\": \"block\", \"reason\": …}`) keeps the turn going with that message as a user message, at most 3 times per turn (Hermes's default `agent.max_verify_nudges`).",
+);
+
+/// `on_stream_start`: a model call's streamed answer begins (each
+/// attempt, retries included); answers are ignored. The stream observers
+/// are fired off the token path, as Hermes's `agent/plugin_stream_hooks.py`
+/// queues them (`crate::agent`'s `turn::stream_observers`).
+pub static ON_STREAM_START: Lane = Lane::plain(
+    &ON_STREAM_START,
+    "on_stream_start",
+    Point::StreamStart,
+    1,
+    Policy::Observe,
+    "A model call's streamed answer begins (each attempt): `turn_id`, `iteration`, `session_id`, `model`, `provider`, `surface`. Fired off the token path; answers are ignored.",
+);
+
+/// `on_stream_delta`: a piece of the streamed text (`delta`, `kind`
+/// `"text"`).
+pub static ON_STREAM_DELTA: Lane = Lane::plain(
+    &ON_STREAM_DELTA,
+    "on_stream_delta",
+    Point::StreamDelta,
+    1,
+    Policy::Observe,
+    "A piece of a model call's streamed text: `delta`, `kind` (`\"text\"`), with the start's keywords. Queued (1,024 at most, the oldest dropped when full) and fired in order off the token path; answers are ignored.",
+);
+
+/// `on_stream_end`: the streamed answer ended (`final_text`, `finished`,
+/// `error`).
+pub static ON_STREAM_END: Lane = Lane::plain(
+    &ON_STREAM_END,
+    "on_stream_end",
+    Point::StreamEnd,
+    1,
+    Policy::Observe,
+    "A model call's streamed answer ended: `final_text` (the answer's text, `\"\"` after an error), `finished`, `error` (the failure's text, else `None`), with the start's keywords; after every delta of the call.",
+);
+
+/// `on_interim_message`: the text that accompanies tool calls, before they
+/// run (`text`, `already_streamed`).
+pub static ON_INTERIM_MESSAGE: Lane = Lane::plain(
+    &ON_INTERIM_MESSAGE,
+    "on_interim_message",
+    Point::InterimMessage,
+    1,
+    Policy::Observe,
+    "The model's text that comes with tool calls, after its stream ended and before the tools run (and an answer `pre_verify` kept the turn going past): `text`, `already_streamed` (it was streamed as it is), with the stream hooks' keywords. Answers are ignored.",
+);
+
+/// `gateway_platform_event`: a platform adapter's event that is not a
+/// message, under `serve`'s gateway (`platform`, `event_type`, `payload`).
+pub static GATEWAY_PLATFORM_EVENT: Lane = Lane::plain(
+    &GATEWAY_PLATFORM_EVENT,
+    "gateway_platform_event",
+    Point::PlatformEvent,
+    1,
+    Policy::Observe,
+    "Under `serve`'s gateway, when a platform's adapter reports an event that is not a message (its `_platform_event_handler(event, source)`): the event's `platform`, `event_type` and `payload` (a reaction, an edit, a deletion: each adapter's own contract). Answers are ignored.",
 );
 
 /// A chain over a tool call's arguments, before `pre_tool_call`.
@@ -77,6 +136,11 @@ pub static LLM_EXECUTION: Lane = Lane::wrapping(
 pub static LANES: &[&Lane] = &[
     &PRE_COMMAND,
     &PRE_VERIFY,
+    &ON_STREAM_START,
+    &ON_STREAM_DELTA,
+    &ON_STREAM_END,
+    &ON_INTERIM_MESSAGE,
+    &GATEWAY_PLATFORM_EVENT,
     &TOOL_REQUEST,
     &LLM_REQUEST,
     &TOOL_EXECUTION,
@@ -107,6 +171,17 @@ pub static EVENTS: &[EventRow] = &[
     EventRow::open("api_request_error", HookEvent::RequestFailed),
     EventRow::open("pre_command", HookEvent::Lane(LaneId(&PRE_COMMAND))),
     EventRow::open("pre_verify", HookEvent::Lane(LaneId(&PRE_VERIFY))),
+    EventRow::open("on_stream_start", HookEvent::Lane(LaneId(&ON_STREAM_START))),
+    EventRow::open("on_stream_delta", HookEvent::Lane(LaneId(&ON_STREAM_DELTA))),
+    EventRow::open("on_stream_end", HookEvent::Lane(LaneId(&ON_STREAM_END))),
+    EventRow::open(
+        "on_interim_message",
+        HookEvent::Lane(LaneId(&ON_INTERIM_MESSAGE)),
+    ),
+    EventRow::open(
+        "gateway_platform_event",
+        HookEvent::Lane(LaneId(&GATEWAY_PLATFORM_EVENT)),
+    ),
 ];
 
 /// The row of a Hermes hook name that fires in plughost.

@@ -31,7 +31,6 @@ pub mod provider_tools;
 pub mod providers;
 mod python_fns;
 pub mod reference;
-// --- iso-parity (issue 47): context members of a plugin in a worker ---
 pub mod remote;
 pub mod render;
 pub mod shim;

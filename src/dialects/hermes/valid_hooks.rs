@@ -61,12 +61,6 @@ const KANBAN: &str = "plughost has no Kanban board (Hermes's hermes_cli.kanban_d
 /// it fires and for names that are not Hermes's.
 pub fn never_fires(name: &str) -> Option<&'static str> {
     Some(match name {
-        "on_stream_start" | "on_stream_delta" | "on_stream_end" => {
-            "plughost's loop has no streaming observer point for plugins (Hermes's agent.plugin_stream_hooks): it never fires"
-        }
-        "on_interim_message" => {
-            "plughost's loop sends no interim messages to a gateway during a turn: it never fires"
-        }
         "transform_api_error_classification" => {
             "plughost does not classify model API errors for failover (no provider failover): it never fires"
         }
@@ -89,9 +83,6 @@ pub fn never_fires(name: &str) -> Option<&'static str> {
         | "on_kanban_worker_stale_claim"
         | "on_kanban_task_updated"
         | "on_kanban_dispatch_tick" => KANBAN,
-        "gateway_platform_event" => {
-            "plughost has no messaging-platform adapters (Telegram, Discord, …): it never fires"
-        }
         "pre_auxiliary_call" | "post_auxiliary_call" => {
             "plughost makes no auxiliary model calls (Hermes's side tasks: titles, compression): it never fires"
         }

@@ -88,6 +88,16 @@ class FakeChatAdapter(BasePlatformAdapter):
                                                user_id=msg["user"], user_name=msg["user"])
                     await self.handle_message(MessageEvent(text=msg["text"], message_type=MessageType.TEXT,
                                                            source=source, message_id=msg["id"]))
+                elif msg["op"] == "react":
+                    # As Hermes's Telegram adapter reports a reaction.
+                    handler = getattr(self, "_platform_event_handler", None)
+                    if handler is not None:
+                        source = self.build_source(chat_id=msg["chat_id"], chat_type="dm",
+                                                   user_id=msg["user"], user_name=msg["user"])
+                        payload = {"chat_id": msg["chat_id"], "message_id": msg["message_id"],
+                                   "emojis": [msg["emoji"]], "custom_emoji_ids": [], "thread_id": None}
+                        await handler({"platform": "fakechat", "event_type": "reaction",
+                                       "payload": payload}, source)
         except asyncio.CancelledError:
             raise
         except Exception as e:

@@ -7,7 +7,8 @@
 //! `{"op":"hello","pid":N}`, then sends `{"op":"send"|"edit",…,"req":n}`
 //! and gets `{"op":"ack","req":n,"message_id":…}`; the service delivers
 //! users' messages as `{"op":"msg","chat_id","chat_type","user","text","id"}`
-//! to one connected client (as a platform delivers each update once).
+//! to one connected client (as a platform delivers each update once), and
+//! reactions as `{"op":"react","chat_id","user","message_id","emoji"}`.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -306,6 +307,20 @@ impl ChatService {
             chat: chat.into(),
             id: id.into(),
         });
+    }
+
+    /// A user's reaction to message `id` of `chat`, to the latest client.
+    pub fn react(&self, chat: &str, user: &str, id: &str, emoji: &str) {
+        let state = self.state.lock().unwrap();
+        let client = state
+            .clients
+            .iter()
+            .rev()
+            .find(|x| !x.close.is_cancelled())
+            .expect("no client");
+        let line =
+            json!({"op": "react", "chat_id": chat, "user": user, "message_id": id, "emoji": emoji});
+        client.out.send(format!("{line}\n")).unwrap();
     }
 
     /// Close every client's connection (the platform dropping the bot).

@@ -33,6 +33,10 @@ def policy(event=None, **kwargs):
     return None
 
 
+def on_platform_event(platform, event_type, payload, **kwargs):
+    note(f"platform-event {platform} {event_type} {json.dumps(payload, sort_keys=True, ensure_ascii=False)} {sorted(kwargs)}")
+
+
 def register(ctx):
     global _CTX
     _CTX = ctx
@@ -50,3 +54,4 @@ def register(ctx):
               "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
     ctx.register_tool("lookup", "fakechat", schema, lookup)
     ctx.register_hook("pre_gateway_dispatch", policy)
+    ctx.register_hook("gateway_platform_event", on_platform_event)

@@ -241,10 +241,11 @@ impl PlatformFactory for HermesPlatform {
                 ));
             }
             let push = Py::new(py, Push(inlet.clone()))?;
-            let fatal = Py::new(py, Fatal(inlet))?;
+            let fatal = Py::new(py, Fatal(inlet.clone()))?;
+            let event = Py::new(py, PlatformEvent(inlet))?;
             py.import("gateway.platforms.base")?
                 .getattr("_plughost_attach")?
-                .call1((&adapter, push, fatal))?;
+                .call1((&adapter, push, fatal, event))?;
             Ok(adapter.unbind())
         })
         .map_err(|e| e.to_string())?;
@@ -281,6 +282,26 @@ impl Push {
         }
         // The gateway gone (the server stopping): the message is dropped.
         let _ = self.0.send(PortSignal::Message(Box::new(message)));
+        Ok(())
+    }
+}
+
+/// The adapter's platform-event handler's end: `{"platform",
+/// "event_type", "payload"}` into the inlet (a dict is required, as
+/// Hermes's runner spreads it into the hook's keywords).
+#[pyclass(frozen, module = "_plughost_hermes", name = "GatewayPlatformEvent")]
+struct PlatformEvent(Inlet);
+
+#[pymethods]
+impl PlatformEvent {
+    fn __call__(&self, event: &Bound<'_, PyAny>) -> PyResult<()> {
+        let serde_json::Value::Object(event) = crate::runtime::value::to_json(event)? else {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "a platform event is a dict: {\"platform\", \"event_type\", \"payload\"}",
+            ));
+        };
+        // The gateway gone (the server stopping): the event is dropped.
+        let _ = self.0.send(PortSignal::PlatformEvent(event));
         Ok(())
     }
 }

@@ -183,6 +183,8 @@ class BasePlatformAdapter(ABC):
         self._fatal_error_message: Optional[str] = None
         self._fatal_error_retryable = True
         self._fatal_error_handler = None
+        # No handler: platform events are dropped (Hermes fails closed).
+        self._platform_event_handler = None
         self._active_sessions: Dict[str, asyncio.Event] = {}
         self._pending_messages: Dict[str, MessageEvent] = {}
         self._background_tasks: set = set()
@@ -221,6 +223,11 @@ class BasePlatformAdapter(ABC):
 
     def set_session_store(self, session_store: Any) -> None:
         self._session_store = session_store
+
+    def set_platform_event_handler(self, handler) -> None:
+        """``await handler(event, source)`` for an event that is not a
+        message: ``event`` is ``{"platform", "event_type", "payload"}``."""
+        self._platform_event_handler = handler
 
     def set_fatal_error_handler(self, handler) -> None:
         self._fatal_error_handler = handler
@@ -425,10 +432,11 @@ class BasePlatformAdapter(ABC):
         return result
 
 
-def _plughost_attach(adapter, push, fatal) -> None:
+def _plughost_attach(adapter, push, fatal, platform_event=None) -> None:
     """Wire ``adapter`` to plughost's gateway: inbound messages go to
     ``push(wire)`` (a plain dict of the event), a fatal error to
-    ``fatal(code, message, retryable)``."""
+    ``fatal(code, message, retryable)``, a platform event (a reaction, an
+    edit) to ``platform_event(event)``."""
     from gateway.platforms.event import _plughost_wire
 
     async def _message_handler(event):
@@ -445,8 +453,22 @@ def _plughost_attach(adapter, push, fatal) -> None:
     def _fatal_handler(a):
         fatal(a.fatal_error_code or "fatal", a.fatal_error_message or "the adapter stopped", bool(a.fatal_error_retryable))
 
+    async def _platform_event_handler(event, source=None):
+        # As Hermes's runner: a malformed event is dropped; nothing an
+        # observer does reaches the adapter's loop.
+        if not isinstance(event, dict) or not event.get("event_type"):
+            logger.debug("plughost gateway: a malformed platform event was dropped: %r", event)
+            return None
+        try:
+            platform_event(dict(event))
+        except Exception:
+            logger.debug("plughost gateway: a platform event was not delivered", exc_info=True)
+        return None
+
     adapter.set_message_handler(_message_handler)
     adapter.set_fatal_error_handler(_fatal_handler)
+    if platform_event is not None:
+        adapter.set_platform_event_handler(_platform_event_handler)
 
 
 async def _plughost_send(adapter, chat_id, content, reply_to=None, metadata=None):
