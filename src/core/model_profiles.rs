@@ -6,10 +6,10 @@
 
 use std::sync::Mutex;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The wire protocol a profile's endpoint speaks.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transport {
     /// OpenAI's Chat Completions (`POST {base_url}/chat/completions`).
@@ -20,7 +20,7 @@ pub enum Transport {
 }
 
 /// One model provider a plugin registered.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelProfile {
     /// What `--model NAME:MODEL` names.
     pub name: String,

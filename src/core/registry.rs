@@ -307,6 +307,8 @@ pub enum Registration {
     Routes(crate::core::http_app::RoutesEntry),
     /// An authentication mode a serving host can be started with.
     Authenticator(crate::core::http_app::AuthMode),
+    /// A model provider (`--model NAME:MODEL`), kept in the host's profiles.
+    ModelProvider(crate::core::model_profiles::ModelProfile),
 }
 
 /// Normalise a slash-command name: strip, drop a leading `/`, lowercase,

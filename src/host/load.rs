@@ -78,6 +78,7 @@ pub(super) fn apply_registrations(
             Registration::Observer(o) => registry.add_observer(o),
             Registration::Routes(r) => registry.add_routes(r),
             Registration::Authenticator(a) => registry.add_auth_mode(a),
+            Registration::ModelProvider(p) => tracing::debug!("{owner}: {}", p.doctor_line()),
         }
     }
 }
@@ -147,6 +148,7 @@ pub(super) fn load_candidate(
                     &mut loaded.registrations,
                 );
             }
+            super::take_model_providers(&mut loaded.registrations, &extensions.get());
             kept.extend(loaded.registrations.iter().map(super::reload::copy));
             apply_registrations(
                 loaded.registrations,

@@ -20,7 +20,7 @@ use crate::core::dispatch::{self, ToolResult};
 use crate::core::extensions::Extensions;
 use crate::core::hooks::{HookAction, HookEvent, HookPayload};
 use crate::core::outcome::PluginError;
-use crate::core::registry::{CommandReturn, Registry};
+use crate::core::registry::{CommandReturn, Registration, Registry};
 use crate::plugins::config::{self, PluginLists};
 use crate::plugins::discovery::Source;
 
@@ -531,4 +531,20 @@ pub fn contributions_text(
     .map(|(what, list)| format!("{what} {list}"))
     .collect::<Vec<_>>()
     .join("; ")
+}
+
+/// Move the model providers among `registrations` into `profiles` (the
+/// host's): a plugin registers them like its other parts, in-process or
+/// from its worker, and the agent's provider table reads them there.
+fn take_model_providers(
+    registrations: &mut Vec<Registration>,
+    profiles: &crate::core::model_profiles::ModelProfiles,
+) {
+    registrations.retain(|r| match r {
+        Registration::ModelProvider(p) => {
+            profiles.add(p.clone());
+            false
+        }
+        _ => true,
+    });
 }

@@ -222,6 +222,9 @@ pub(super) fn load(
                 kind: "sink".into(),
                 name: o.owner().to_string(),
             }),
+            Registration::ModelProvider(profile) => {
+                contributions.push(Contribution::ModelProvider { profile })
+            }
         }
     }
     (Some(served), Reply::Loaded { contributions })

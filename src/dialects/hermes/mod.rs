@@ -649,7 +649,7 @@ impl Dialect for Hermes {
             let cli_commands = ctx.get().take_cli_commands();
             let web_providers = ctx.get().take_web_providers();
             registered(py, outcome)?; // a failure drops `teardown`: what it spawned is released
-            model_providers::collect(py, state, key);
+            registrations.extend(model_providers::collect(py, state, key));
             registrations.extend(
                 members::registrations(py, state, key, ctx.get().runtime(py))
                     .map_err(|e| plugin_error(py, &e))?,

@@ -17,6 +17,7 @@ use pyo3::types::{PyDict, PyModule};
 use crate::core::extensions::Extensions;
 use crate::core::model_profiles::{ModelProfile, ModelProfiles, Transport};
 use crate::core::outcome::PluginError;
+use crate::core::registry::Registration;
 use crate::dialects::shared::register_function;
 
 /// The plugin's `register`, or, for a model-provider plugin (which
@@ -42,22 +43,24 @@ fn is_model_provider(dir: &Path) -> bool {
         .is_some_and(|m| m.kind == super::manifest::HermesKind::ModelProvider)
 }
 
-/// Record the profiles registered since the last plugin loaded as
-/// `plugin`'s. Nothing when no plugin imported `providers`.
-pub fn collect(py: Python<'_>, state: &Extensions, plugin: &str) {
+/// The profiles registered since the last plugin loaded, as `plugin`'s
+/// registrations (the host keeps them in its [`ModelProfiles`], whether the
+/// plugin runs in-process or in a worker). None when no plugin imported
+/// `providers`.
+pub fn collect(py: Python<'_>, state: &Extensions, plugin: &str) -> Vec<Registration> {
+    let mut found = Vec::new();
     let Ok(modules) = py.import("sys").and_then(|s| s.getattr("modules")) else {
-        return;
+        return found;
     };
     let Ok(providers) = modules.get_item("providers") else {
-        return;
+        return found;
     };
     let Ok(registry) = providers.getattr("_REGISTRY") else {
-        return;
+        return found;
     };
     let Ok(registry) = registry.cast_into::<PyDict>() else {
-        return;
+        return found;
     };
-    let profiles = state.get::<ModelProfiles>();
     let claimed = state.get::<Claimed>();
     for (name, profile) in registry.iter() {
         let Ok(name) = name.extract::<String>() else {
@@ -71,13 +74,14 @@ pub fn collect(py: Python<'_>, state: &Extensions, plugin: &str) {
         match read(&name, &profile, plugin) {
             Ok(p) => {
                 tracing::info!("Hermes plugin '{plugin}' registers model provider '{name}'");
-                profiles.add(p);
+                found.push(Registration::ModelProvider(p));
             }
             Err(e) => tracing::warn!(
                 "Hermes plugin '{plugin}': model provider '{name}' cannot be read: {e}"
             ),
         }
     }
+    found
 }
 
 /// The profile objects already read, by identity.

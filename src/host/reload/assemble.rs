@@ -254,5 +254,6 @@ pub(in crate::host) fn copy(r: &Registration) -> Registration {
         Registration::Observer(o) => Registration::Observer(o.clone()),
         Registration::Routes(r) => Registration::Routes(r.clone()),
         Registration::Authenticator(a) => Registration::Authenticator(a.clone()),
+        Registration::ModelProvider(p) => Registration::ModelProvider(p.clone()),
     }
 }

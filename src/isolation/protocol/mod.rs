@@ -239,6 +239,11 @@ pub enum Contribution {
         description: String,
         path: PathBuf,
     },
+    /// A model provider: data (an endpoint, headers, key variables) the
+    /// host calls itself.
+    ModelProvider {
+        profile: crate::core::model_profiles::ModelProfile,
+    },
     /// A part the worker cannot serve (routes, a scheduled task, an auth
     /// mode, an audit/usage sink): announced so the host can load it
     /// in-process instead of dropping it (`isolation::server_parts`).

@@ -193,6 +193,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                     description,
                     path,
                 }),
+                Contribution::ModelProvider { profile } => Registration::ModelProvider(profile),
                 Contribution::ServerPart { .. } => return None,
             })
         })

@@ -375,6 +375,15 @@ impl Supervisor {
                 live.kill(Some("it answered out of protocol".into()));
                 Err(unavailable(format!("it answered {other:?} to Load")))
             }
+            // The in-process wording (`crate::host::load`), the fault kept.
+            Err(fault @ PluginFault::TimedOut { .. }) => {
+                let mut error = PluginError::fault(fault);
+                error.message = format!(
+                    "register() did not return within {} s (plugins.load_timeout_seconds); the plugin is abandoned",
+                    crate::core::outcome::seconds_text(limit)
+                );
+                Err(error)
+            }
             Err(fault) => Err(PluginError::fault(fault)),
         }
     }
