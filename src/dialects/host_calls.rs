@@ -64,6 +64,12 @@ pub enum HostCall {
     /// The plugin finished loading under manifest name `name` (what
     /// `has_plugin` of other plugins matches).
     Loaded { name: String },
+    /// What the adapter of the plugin's platform `platform` tells the
+    /// gateway (a message, a platform event, a fatal error): any dialect's.
+    PlatformSignal {
+        platform: String,
+        signal: super::platforms::PortSignal,
+    },
 }
 
 /// The worker's way to the host (set only in a worker process).
@@ -107,6 +113,11 @@ pub fn serve(
     call: HostCall,
     deliver: Arc<dyn Deliver>,
 ) -> Result<Value, String> {
+    if let HostCall::PlatformSignal { platform, signal } = call {
+        let table = host.peek::<super::platforms::PlatformTable>();
+        let heard = table.is_some_and(|t| t.signal(plugin, &platform, signal));
+        return Ok(Value::Bool(heard));
+    }
     match dialect {
         "hermes" => super::hermes::remote::serve(host, plugin, call, deliver),
         other => Err(format!(

@@ -59,14 +59,14 @@ impl InboundChat {
 }
 
 /// Where a message is sent.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ChatAddress {
     pub chat_id: String,
     pub thread_id: Option<String>,
 }
 
 /// What an adapter tells the gateway.
-#[derive(Debug)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum PortSignal {
     Message(Box<InboundChat>),
     /// The adapter lost its connection (or cannot connect): the gateway
@@ -85,6 +85,41 @@ pub enum PortSignal {
 
 /// The gateway's end of a platform's adapter: what the adapter sends it.
 pub type Inlet = tokio::sync::mpsc::UnboundedSender<PortSignal>;
+
+/// A platform an isolated plugin registered, as its worker describes it
+/// (the factory stays in the worker; the host drives it through the
+/// worker protocol, one [`PortOp`] at a time).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct PlatformSnapshot {
+    pub name: String,
+    pub label: String,
+    pub plugin: String,
+    /// As the worker judged it when the plugin loaded.
+    pub readiness: Readiness,
+    pub settings: ChatSettings,
+}
+
+/// One call of the gateway on a platform whose adapter runs in a worker:
+/// [`PlatformFactory::create`] and the four calls of its [`PlatformPort`],
+/// and `Watch`, which the worker answers only when it ends (so the host
+/// learns its adapter is gone).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum PortOp {
+    Create,
+    Connect,
+    Disconnect,
+    Send {
+        to: ChatAddress,
+        text: String,
+        reply_to: Option<String>,
+    },
+    Edit {
+        to: ChatAddress,
+        message_id: String,
+        text: String,
+    },
+    Watch,
+}
 
 /// One connected (or connecting) adapter.
 pub trait PlatformPort: Send + Sync {
@@ -112,14 +147,14 @@ pub trait PlatformPort: Send + Sync {
 }
 
 /// Why an adapter did not connect.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct PortError {
     pub message: String,
     pub retryable: bool,
 }
 
 /// How a platform's chats are served, from its configuration.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ChatSettings {
     /// Tool calls are shown in the chat while a turn runs.
     pub tool_progress: bool,
@@ -144,7 +179,7 @@ impl Default for ChatSettings {
 }
 
 /// Whether a registered platform is to run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Readiness {
     Enabled,
     /// Not enabled in the configuration (the reason says where to enable it).
@@ -212,6 +247,8 @@ pub struct PlatformTable {
     by_plugin: Mutex<BTreeMap<String, Vec<Arc<dyn PlatformFactory>>>>,
     states: Mutex<BTreeMap<String, PlatformState>>,
     injector: RwLock<Option<Arc<dyn ChatInjector>>>,
+    /// (plugin, platform) → the inlet of an adapter running in a worker.
+    inlets: Mutex<std::collections::HashMap<(String, String), Inlet>>,
 }
 
 impl PlatformTable {
@@ -250,6 +287,22 @@ impl PlatformTable {
 
     pub fn set_injector(&self, injector: Option<Arc<dyn ChatInjector>>) {
         *self.injector.write().unwrap_or_else(|e| e.into_inner()) = injector;
+    }
+
+    /// Where the signals of plugin `plugin`'s platform `platform` go while
+    /// its adapter runs in the plugin's worker (the inlet it was made with).
+    pub fn set_inlet(&self, plugin: &str, platform: &str, inlet: Inlet) {
+        let mut inlets = self.inlets.lock().unwrap_or_else(|e| e.into_inner());
+        inlets.insert((plugin.to_string(), platform.to_string()), inlet);
+    }
+
+    /// Hand `signal` of a worker's adapter to its gateway; `false` when no
+    /// gateway waits for it (none made it, or it stopped).
+    pub fn signal(&self, plugin: &str, platform: &str, signal: PortSignal) -> bool {
+        let inlets = self.inlets.lock().unwrap_or_else(|e| e.into_inner());
+        inlets
+            .get(&(plugin.to_string(), platform.to_string()))
+            .is_some_and(|inlet| inlet.send(signal).is_ok())
     }
 
     pub fn injector(&self) -> Option<Arc<dyn ChatInjector>> {

@@ -20,7 +20,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent::Agent;
 use crate::dialects::platforms::{PlatformFactory, PlatformState, PlatformTable};
-use crate::plugins::manifest::PluginKind;
 
 /// A running gateway; [`Gateway::stop`] ends it.
 pub struct Gateway {
@@ -35,20 +34,9 @@ impl Gateway {
     /// and nothing runs). `turns` cancels the chats' running turns (the
     /// server's shutdown).
     pub fn start(agent: &Agent, turns: CancellationToken) -> Option<Gateway> {
-        let isolated = isolated_platform_plugins(agent);
-        if isolated.is_empty() && agent.host().extensions().peek::<PlatformTable>().is_none() {
-            return None;
-        }
-        let table = agent.host().extensions().get::<PlatformTable>();
-        for key in isolated {
-            tracing::warn!(
-                "gateway: plugin '{key}' is a messaging platform and runs isolated: {ISOLATED_WHY}"
-            );
-            table.set_state(
-                &format!("{key} (isolated plugin)"),
-                PlatformState::Unavailable(ISOLATED_WHY.into()),
-            );
-        }
+        // An isolated plugin's platforms are in the table too: their
+        // adapters run in its worker (`isolation::proxy::platform`).
+        let table = agent.host().extensions().peek::<PlatformTable>()?;
         let platforms: Vec<Arc<dyn PlatformFactory>> = table.all();
         if platforms.is_empty() {
             return None;
@@ -94,21 +82,6 @@ impl Gateway {
         }
         self.chats.drain(grace).await;
     }
-}
-
-/// Why an isolated plugin's platform does not run.
-const ISOLATED_WHY: &str = "its adapter would run in the plugin's worker, which the gateway cannot drive yet (docs/gateway.md); run the plugin in-process (serve --isolate none, or plugins.isolate without it) to serve its platform";
-
-/// The loaded plugins of kind `platform` that run isolated: their adapters
-/// are registered in their workers, out of the gateway's reach.
-fn isolated_platform_plugins(agent: &Agent) -> Vec<String> {
-    agent
-        .host()
-        .plugins()
-        .iter()
-        .filter(|p| p.loaded && p.isolated && p.kind == PluginKind::Platform.as_str())
-        .map(|p| p.key.clone())
-        .collect()
 }
 
 /// `/healthz`'s lines for the host's platforms: `platform NAME STATE`.

@@ -36,6 +36,7 @@ mod worker_batch;
 // --- iso-runtime: per-call cancel (issue 47 item 2) ---
 mod worker_calls;
 mod worker_input;
+mod worker_platforms;
 mod worker_plugin;
 
 use std::ffi::OsString;

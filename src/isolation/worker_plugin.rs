@@ -38,6 +38,8 @@ pub(super) struct Served {
     /// teardown: `on_unload` callbacks, spawned tasks), dropped at
     /// when the stream ends (plughost is done with it).
     hold: Mutex<Option<Box<dyn Send + Sync>>>,
+    /// Its messaging platforms, whose adapters run here.
+    platforms: super::worker_platforms::Platforms,
 }
 
 /// Run the plugin's teardown now (once): plughost is done with it.
@@ -153,19 +155,26 @@ pub(super) fn load(
     if let Some(channel) = channel {
         crate::dialects::host_calls::set_for_process(channel);
     }
-    let loaded = match dialect.load(key, dir, home) {
+    // Kept while its platforms are read (a dialect records them there).
+    let state = Arc::new(crate::core::extensions::Extensions::default());
+    let loaded = match dialect.load_in(key, dir, home, &state) {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
+    let (platforms, snapshots) = super::worker_platforms::Platforms::of(&state, key);
     // The package stays imported for the worker's whole life.
     std::mem::forget(loaded.package);
     let mut served = Served {
         home: home.to_path_buf(),
         dialect: Some(dialect),
         hold: Mutex::new(loaded.hold),
+        platforms,
         ..Default::default()
     };
-    let mut contributions = Vec::new();
+    let mut contributions: Vec<Contribution> = snapshots
+        .into_iter()
+        .map(|platform| Contribution::Platform { platform })
+        .collect();
     for r in loaded.registrations {
         match r {
             Registration::Tool(t) => {
@@ -296,6 +305,7 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             super::host_link::worker_side::answered(call, result);
             Answer::Silent
         }
+        Request::Platform { platform, op } => served.platforms.answer(platform, op),
         Request::Event {
             event,
             index,

@@ -399,10 +399,23 @@ async fn a_chat_whose_turns_land_on_two_replicas_is_answered_in_order() {
             s.iter().filter(|x| matches!(x, Seen::Hello { .. })).count() == 2
         })
         .await;
+    // A replica's adapter: in its process, or (isolated) in its worker.
+    let parent = |pid: u64| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit(')').next().unwrap_or_default().to_string();
+        after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u64>().ok())
+    };
     let conn_of = |pid: u32| {
         seen.iter()
             .find_map(|x| match x {
-                Seen::Hello { conn, pid: p } if *p == pid as u64 => Some(*conn),
+                Seen::Hello { conn, pid: p }
+                    if *p == u64::from(pid) || parent(*p) == Some(u64::from(pid)) =>
+                {
+                    Some(*conn)
+                }
                 _ => None,
             })
             .unwrap()
@@ -476,9 +489,12 @@ async fn a_chat_whose_turns_land_on_two_replicas_is_answered_in_order() {
 }
 
 /// Under serve's default, a third-party platform plugin runs isolated:
-/// its tools work, and `/healthz` says its adapter is not run and why.
+/// its adapter runs in the plugin's worker, driven by the gateway through
+/// the worker protocol (issue 49 item 5). A message gets its tool
+/// progress and its reply through it; the worker killed, the gateway
+/// reconnects the platform through a new worker and the chat goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_isolated_platform_plugin_says_its_adapter_is_not_run() {
+async fn an_isolated_platform_plugins_adapter_runs_in_its_worker() {
     let service = ChatService::start().await;
     let (home, hermes) = homes(service.port);
     let shared = tempfile::tempdir().unwrap();
@@ -491,26 +507,65 @@ async fn an_isolated_platform_plugin_says_its_adapter_is_not_run() {
         None,
         &[],
     );
-    let health = healthz(&server.url).await;
-    assert!(
-        health.contains("platform fakechat-platform (isolated plugin) unavailable: its adapter would run in the plugin's worker"),
-        "{health}"
-    );
-    // Its other registrations serve: the tool answers through the worker.
-    let r = reqwest::Client::new()
-        .post(format!("{}/v1/chat/completions", server.url))
-        .header("x-plughost-session", "web-2")
-        .json(&json!({"model": "x", "messages": [{"role": "user", "content": "kiwi"}]}))
-        .send()
+    let hellos = |seen: &[Seen]| -> Vec<u64> {
+        seen.iter()
+            .filter_map(|x| match x {
+                Seen::Hello { pid, .. } => Some(*pid),
+                _ => None,
+            })
+            .collect()
+    };
+    let seen = service
+        .wait_for(WAIT, "the adapter to connect", |s| !hellos(s).is_empty())
+        .await;
+    let worker = hellos(&seen)[0];
+    // The adapter is not in serve's process: it is in the plugin's worker.
+    assert_ne!(worker, u64::from(server.child.id()));
+    // Connected once the worker's connect() returned (after its hello).
+    let deadline = std::time::Instant::now() + WAIT;
+    while !healthz(&server.url)
         .await
-        .unwrap();
-    let body: serde_json::Value = r.json().await.unwrap();
-    let reply = body["choices"][0]["message"]["content"]
-        .as_str()
-        .unwrap_or_default();
+        .contains("platform fakechat connected")
+    {
+        assert!(std::time::Instant::now() < deadline, "never connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    service.deliver(None, "ivy", "ivy", "plum", "m1");
+    let seen = service
+        .wait_for(WAIT, "ivy's reply", |seen| {
+            sent_to(seen, "ivy").iter().any(|t| t.starts_with("re: "))
+        })
+        .await;
+    let texts = sent_to(&seen, "ivy");
+    assert_eq!(texts[0], "🔧 lookup: {\"q\":\"plum\"}", "{texts:?}");
     assert!(
-        reply.starts_with("re: kiwi") && reply.contains("KIWI"),
-        "{body}"
+        texts[1].starts_with("re: plum ") && texts[1].contains("PLUM"),
+        "{texts:?}"
     );
-    assert_eq!(service.hellos(), 0);
+    // The worker's policy hook still sees the chat's messages.
+    assert!(
+        log_lines(&log).contains(&"dispatch fakechat ivy ivy plum".to_string()),
+        "{:?}",
+        log_lines(&log)
+    );
+    // The worker dies: the gateway connects the platform again, through a
+    // new worker, and the chat is answered there.
+    let killed = Command::new("kill")
+        .args(["-9", &worker.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let seen = service
+        .wait_for(WAIT, "a new worker's adapter to connect", |s| {
+            hellos(s).iter().any(|p| *p != worker)
+        })
+        .await;
+    let again = *hellos(&seen).iter().find(|p| **p != worker).unwrap();
+    assert_ne!(again, u64::from(server.child.id()));
+    service.deliver(None, "ivy", "ivy", "pear", "m2");
+    service
+        .wait_for(WAIT, "ivy's second reply", |seen| {
+            sent_to(seen, "ivy").iter().any(|t| t == "re: pear")
+        })
+        .await;
 }

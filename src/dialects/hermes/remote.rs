@@ -119,6 +119,8 @@ pub fn serve(
             bus.call_method1("loaded", (plugin, name))?;
             Ok(Value::Null)
         }),
+        // Any dialect's, served by `host_calls::serve` before it comes here.
+        HostCall::PlatformSignal { .. } => Err("a platform signal is the gateway's".into()),
     }
 }
 

@@ -70,6 +70,11 @@ impl HostSide {
         })))
     }
 
+    /// The host's state (none without a host).
+    pub fn state(&self) -> Option<Arc<Extensions>> {
+        self.0.as_ref().map(|side| side.host.clone())
+    }
+
     /// Its worker's supervisor (set once it started).
     pub fn attach(&self, supervisor: WeakSupervisor) {
         if let Some(side) = &self.0 {

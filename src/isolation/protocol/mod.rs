@@ -95,6 +95,12 @@ pub enum Request {
         call: u64,
         result: Result<Value, String>,
     },
+    /// The gateway's call `op` on the plugin's platform `platform`, whose
+    /// adapter runs here (issue 49 item 5); answered with [`Reply::Port`].
+    Platform {
+        platform: String,
+        op: crate::dialects::platforms::PortOp,
+    },
     /// Run the plugin's subscriber number `index` of `event` (the host's
     /// bus delivers it, whoever emitted it); answered with
     /// [`Reply::Delivered`] once it ran.
@@ -184,6 +190,11 @@ pub enum Reply {
     },
     /// [`Request::Event`] ran.
     Delivered,
+    /// The answer to [`Request::Platform`]: a sent message's id (or
+    /// `null`), or why the adapter could not.
+    Port {
+        result: Result<Value, crate::dialects::platforms::PortError>,
+    },
 }
 
 /// A tool a plugin registered while running, as plughost lists it.
@@ -238,6 +249,11 @@ pub enum Contribution {
         name: String,
         description: String,
         path: PathBuf,
+    },
+    /// A messaging platform whose adapter runs in the worker: the host's
+    /// gateway drives it with [`Request::Platform`].
+    Platform {
+        platform: crate::dialects::platforms::PlatformSnapshot,
     },
     /// A model provider: data (an endpoint, headers, key variables) the
     /// host calls itself.

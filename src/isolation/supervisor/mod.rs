@@ -467,6 +467,12 @@ impl Supervisor {
         &self.inner.load.home
     }
 
+    /// The state of the host that loaded the plugin (none for a bare
+    /// [`crate::isolation::load`]).
+    pub fn host_state(&self) -> Option<Arc<crate::core::extensions::Extensions>> {
+        self.inner.load.host.state()
+    }
+
     /// A handle that does not keep the plugin's worker alive.
     pub fn downgrade(&self) -> WeakSupervisor {
         WeakSupervisor(Arc::downgrade(&self.inner))

@@ -79,9 +79,15 @@ impl Drop for Serve {
 }
 
 /// `plughost serve` on `home`, Hermes's home `hermes`, the scripted model
-/// replaying `script`, sessions in `pg_url` (else files), the plugin in-process.
+/// replaying `script`, sessions in `pg_url` (else files), the plugin
+/// in-process (isolated in the parity pass, `PLUGHOST_TEST_ISOLATE=all`).
 pub fn serve(home: &Path, hermes: &Path, script: &Path, log: &Path, pg_url: Option<&str>) -> Serve {
-    serve_with(home, hermes, script, log, pg_url, &["--isolate", "none"])
+    let isolate = if crate::common::isolate_all() {
+        "all"
+    } else {
+        "none"
+    };
+    serve_with(home, hermes, script, log, pg_url, &["--isolate", isolate])
 }
 
 /// [`serve`] with `isolate` (`--isolate …`, or nothing: serve's default).
@@ -99,7 +105,6 @@ pub fn serve_with(
     let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .arg("--home")
         .arg(home)
-        // An isolated plugin's adapter is not run yet (docs/gateway.md).
         .args(isolate)
         .args(["serve", "--port", "0", "--model", "scripted", "--script"])
         .arg(script)

@@ -63,7 +63,7 @@ pub fn doctor_lines(host: &Extensions, key: &str) -> Vec<String> {
         .map(|p| {
             let state = match p.readiness() {
                 Readiness::Enabled => {
-                    "enabled: plughost serve connects it (when the plugin runs in-process: an isolated plugin's adapter is not run yet)".to_string()
+                    "enabled: plughost serve connects it (an isolated plugin's adapter runs in its worker)".to_string()
                 }
                 Readiness::Disabled(why) => format!("disabled: {why}"),
                 Readiness::Unavailable(why) => format!("unavailable: {why}"),
