@@ -8,7 +8,9 @@
 //!   matching it against the same call on a host without the hook, the
 //!   hook's bundle in-process and isolated (its hook then runs in the
 //!   confined worker): per call, medians of rounds of a scripted turn of
-//!   `PLUGHOST_BENCH_CALLS` calls (default 20).
+//!   `PLUGHOST_BENCH_CALLS` calls (default 20); and the same call on an
+//!   isolated, unconfined worker, so what confinement adds to a call is a
+//!   row of its own.
 //!
 //! `cargo bench --bench confine`; `PLUGHOST_BENCH_STARTS` sets the starts
 //! timed (default 15). Each ratio is printed on a line of its own starting
@@ -154,21 +156,39 @@ fn main() {
     println!("ratio worker_start_confined_over_unconfined {:.2}", s1 / s0);
 
     // 2. A tool call with one PreToolUse command hook, and without.
+    // (label, hooked, isolation, confined)
     let rows = [
-        ("in-process, no hook", false, Isolation::None),
-        ("in-process, one PreToolUse hook", true, Isolation::None),
-        ("isolated and confined, no hook", false, Isolation::All),
+        ("in-process, no hook", false, Isolation::None, true),
+        (
+            "in-process, one PreToolUse hook",
+            true,
+            Isolation::None,
+            true,
+        ),
+        (
+            "isolated and confined, no hook",
+            false,
+            Isolation::All,
+            true,
+        ),
         (
             "isolated and confined, one PreToolUse hook",
             true,
             Isolation::All,
+            true,
+        ),
+        (
+            "isolated, unconfined, no hook",
+            false,
+            Isolation::All,
+            false,
         ),
     ];
     let agents: Vec<(tempfile::TempDir, Agent)> = rows
         .iter()
-        .map(|(_, hooked, isolation)| {
+        .map(|(_, hooked, isolation, confined)| {
             let dir = tempfile::tempdir().unwrap();
-            home(dir.path(), *hooked, true);
+            home(dir.path(), *hooked, *confined);
             let host = build(dir.path(), empty.path(), isolation.clone());
             let agent = agent_for(&rt, host, calls);
             (dir, agent)
@@ -184,7 +204,7 @@ fn main() {
         }
     }
     let per: Vec<f64> = times.into_iter().map(median).collect();
-    for ((label, _, _), ms) in rows.iter().zip(&per) {
+    for ((label, _, _, _), ms) in rows.iter().zip(&per) {
         println!("a call, {label}: {ms:.3} ms");
     }
     println!(
@@ -198,6 +218,11 @@ fn main() {
         per[3] - per[2]
     );
     println!("ratio confined_call_over_in_process {:.2}", per[2] / per[0]);
+    println!(
+        "ratio confined_call_over_unconfined_isolated_call {:.2} ({:+.3} ms per call)",
+        per[2] / per[4],
+        per[2] - per[4]
+    );
     for (_, agent) in agents {
         rt.block_on(agent.shutdown());
     }

@@ -70,12 +70,12 @@ cargo test
 # isolated: tests/suite/common turns PLUGHOST_TEST_ISOLATE=all into
 # `"isolate": "all"` in the homes the helpers write and the host builder's
 # isolation (common::builder); a test that can only run in-process says so
-# by name and is skipped. (Felix, bundles and the tests writing their own
-# config.json are not in this pass yet: docs/isolation.md, *Parity*.)
+# by name and is skipped. (Tests writing their own config.json run as
+# they say: docs/isolation.md, *Parity*.)
 step "cargo test, dialect behaviour tests again with every plugin isolated (PLUGHOST_TEST_ISOLATE=all)"
 rm -f target/parity-skipped.log
 PLUGHOST_TEST_ISOLATE=all PLUGHOST_TEST_SKIPPED_LOG="$PWD/target/parity-skipped.log" \
-    cargo test --test suite -- flowly hermes codumentor iso_parity gateway:: --skip plugin_deps
+    cargo test --test suite -- flowly hermes codumentor felix claude_ bundle:: iso_parity gateway:: --skip plugin_deps
 echo "in-process only, skipped in the isolated pass: $(cat target/parity-skipped.log 2>/dev/null | wc -l)"
 cat target/parity-skipped.log 2>/dev/null || true
 

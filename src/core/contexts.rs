@@ -190,8 +190,8 @@ pub struct LoopContext {
     pub kept: Vec<Value>,
     /// The tool definitions offered (P5–P7), OpenAI format.
     pub tools: Vec<Value>,
-    /// P1: the inbound text (editable); P11: the answer (editable); P12,
-    /// P13a: the answer stored.
+    /// P1: the inbound text (editable); P4: the turn's message (shown, not
+    /// edited); P11: the answer (editable); P12, P13a: the answer stored.
     pub text: String,
     /// P8: the assistant message (OpenAI format, editable: what the loop
     /// records and acts on, tool calls included); P11/P12: the final one.

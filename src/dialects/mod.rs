@@ -297,3 +297,11 @@ mod lane_rows {
         }
     }
 }
+
+/// What a dialect records for plugins loaded without a host
+/// ([`Dialect::load`]): in a worker, its one plugin's (the worker reads its
+/// messaging platforms back from it after the load).
+pub fn hostless_state() -> &'static Arc<Extensions> {
+    static STATE: std::sync::OnceLock<Arc<Extensions>> = std::sync::OnceLock::new();
+    STATE.get_or_init(Default::default)
+}

@@ -155,13 +155,14 @@ pub(super) fn load(
     if let Some(channel) = channel {
         crate::dialects::host_calls::set_for_process(channel);
     }
-    // Kept while its platforms are read (a dialect records them there).
-    let state = Arc::new(crate::core::extensions::Extensions::default());
-    let loaded = match dialect.load_in(key, dir, home, &state) {
+    // Without a host (a bundle's hooks keep their no-host path); what the
+    // dialect recorded for it (its platforms) is in the hostless state.
+    let loaded = match dialect.load(key, dir, home) {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
-    let (platforms, snapshots) = super::worker_platforms::Platforms::of(&state, key);
+    let state = crate::dialects::hostless_state();
+    let (platforms, snapshots) = super::worker_platforms::Platforms::of(state, key);
     // The package stays imported for the worker's whole life.
     std::mem::forget(loaded.package);
     let mut served = Served {

@@ -150,10 +150,14 @@ impl Fixture {
     }
 }
 
-fn contents(report: &TurnReport) -> String {
+/// Every message the model was sent in the turn's calls, joined: what
+/// reached the model, whether it joined the transcript (in-process) or
+/// each call's in-flight list (a worker's SessionStart context).
+fn sent_to_model(report: &TurnReport) -> String {
     report
-        .messages
+        .model_calls
         .iter()
+        .flat_map(|call| call["messages"].as_array().cloned().unwrap_or_default())
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
         .collect::<Vec<_>>()
         .join("\n")
@@ -213,7 +217,7 @@ fn a_pre_tool_use_guard_exiting_2_blocks_bash_with_its_stderr_and_the_rest_run()
         "hi"
     );
     // SessionStart's and UserPromptSubmit's stdout reached the model.
-    let said = contents(&report);
+    let said = sent_to_model(&report);
     assert!(said.contains("Session context: be brief."), "{said}");
     assert!(
         said.contains("Prompt context: the project codename is Zebra."),

@@ -252,9 +252,12 @@ fn user_config_options_come_from_config_json_or_their_default_and_reach_hooks() 
     );
     let agent = f.agent("turns:\n  - say: ok\n");
     let report = f.turn(&agent, "o1", "hi");
+    // What the model was sent (an isolated bundle's SessionStart context
+    // joins each call's in-flight list, an in-process one the transcript).
     let said: Vec<String> = report
-        .messages
+        .model_calls
         .iter()
+        .flat_map(|call| call["messages"].as_array().cloned().unwrap_or_default())
         .filter_map(|m| m["content"].as_str().map(str::to_string))
         .collect();
     assert!(

@@ -579,6 +579,12 @@ def register(registry):
 
 #[test]
 fn an_installed_distribution_is_found_by_its_entry_point() {
+    if crate::common::in_process_only(
+        "an_installed_distribution_is_found_by_its_entry_point",
+        "a Felix plugin installed as a distribution (its entry point in the user's virtualenv) does not load in a worker yet (issue 47 item 3; docs/isolation.md, parity gaps)",
+    ) {
+        return;
+    }
     let env = Env::new(&[]);
     let site = tempfile::tempdir().unwrap();
     install_distribution(site.path());
@@ -746,6 +752,12 @@ fn a_tool_inside_a_delegate_sub_agent_sees_manifest_id_delegate() {
 
 #[test]
 fn doctor_names_where_the_felix_modules_come_from() {
+    if crate::common::in_process_only(
+        "doctor_names_where_the_felix_modules_come_from",
+        "an isolated Felix plugin's felix modules are imported in its worker; plughost's own process imports none, which is what doctor's python section reports",
+    ) {
+        return;
+    }
     let env = env_with_fatal_plugin();
     let out = env.run(&["plugins", "doctor", "--json"]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
@@ -825,6 +837,12 @@ fn doctor_lists_every_felix_hook_with_its_counts() {
 
 #[test]
 fn an_installed_distribution_in_the_active_virtualenv_is_found() {
+    if crate::common::in_process_only(
+        "an_installed_distribution_in_the_active_virtualenv_is_found",
+        "a Felix plugin installed as a distribution (its entry point in the user's virtualenv) does not load in a worker yet (issue 47 item 3; docs/isolation.md, parity gaps)",
+    ) {
+        return;
+    }
     // `VIRTUAL_ENV` names a virtualenv the embedded interpreter did not
     // start in: its site-packages counts for entry-point discovery, as it
     // does for imports.

@@ -187,7 +187,12 @@ impl Inner {
         // every call of this turn; the transcript keeps the originals.
         let mut inflight = vec![json!({"role": "system", "content": self.config.system_prompt})];
         inflight.extend(t.session.model_messages());
-        let context = || self.loop_context(&t.session.key, t.delegate, t.turn);
+        // P4 shows the turn's message as its text too (what the turn is
+        // about, whatever callbacks append to the list).
+        let context = || LoopContext {
+            text: t.content.to_string(),
+            ..self.loop_context(&t.session.key, t.delegate, t.turn)
+        };
         let (messages, stop) = points::history_ready(&registry, inflight, context).await;
         t.inflight = messages;
         if let Some(text) = stop {

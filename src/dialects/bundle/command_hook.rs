@@ -91,17 +91,25 @@ impl CommandHook {
                 if lc.delegate {
                     return None;
                 }
-                let prompt = lc
-                    .messages
-                    .iter()
-                    .rev()
-                    .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-                    .and_then(|m| m.get("content"))
-                    .map(|c| match c {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .unwrap_or_default();
+                // The turn's message (what P4 shows; the list's last user
+                // message may be context a hook appended before this one).
+                let last_user = || {
+                    lc.messages
+                        .iter()
+                        .rev()
+                        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+                        .and_then(|m| m.get("content"))
+                        .map(|c| match c {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        })
+                        .unwrap_or_default()
+                };
+                let prompt = if lc.text.is_empty() {
+                    last_user()
+                } else {
+                    lc.text.clone()
+                };
                 input.insert("prompt".into(), json!(prompt));
                 (call(&lc.session_id), None)
             }

@@ -551,7 +551,7 @@ impl Dialect for Hermes {
 
     /// A plugin loaded without a host (an isolated worker's) gets state of its own.
     fn load(&self, key: &str, dir: &Path, home: &Path) -> Result<LoadedPlugin, PluginError> {
-        self.load_in(key, dir, home, &Default::default())
+        self.load_in(key, dir, home, super::hostless_state())
     }
 
     fn load_in(

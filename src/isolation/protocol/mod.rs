@@ -310,12 +310,16 @@ impl From<ActionWire> for HookAction {
     }
 }
 
-/// [`HookError`] on the wire (timeouts are decided by plughost, not here).
+/// [`HookError`] on the wire. plughost bounds a worker's call itself; a
+/// callback's own bound (a Claude Code command hook's `timeout`) is the
+/// worker's, and crosses as what it is, so it reads as it does in-process.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum HookErrorWire {
     Raised(PluginError),
     WrongShape(String, String),
     NotRun(String),
+    TimedOut(std::time::Duration),
+    Overran(std::time::Duration),
 }
 
 impl From<HookError> for HookErrorWire {
@@ -323,7 +327,9 @@ impl From<HookError> for HookErrorWire {
         match e {
             HookError::Raised(p) => HookErrorWire::Raised(p),
             HookError::WrongShape(shape, event) => HookErrorWire::WrongShape(shape, event),
-            other => HookErrorWire::NotRun(other.to_string()),
+            HookError::TimedOut(limit) => HookErrorWire::TimedOut(limit),
+            HookError::Overran(limit) => HookErrorWire::Overran(limit),
+            HookError::NotRun(m) => HookErrorWire::NotRun(m),
         }
     }
 }
@@ -334,6 +340,8 @@ impl From<HookErrorWire> for HookError {
             HookErrorWire::Raised(p) => HookError::Raised(p),
             HookErrorWire::WrongShape(shape, event) => HookError::WrongShape(shape, event),
             HookErrorWire::NotRun(m) => HookError::NotRun(m),
+            HookErrorWire::TimedOut(limit) => HookError::TimedOut(limit),
+            HookErrorWire::Overran(limit) => HookError::Overran(limit),
         }
     }
 }

@@ -19,6 +19,9 @@ pub struct ToolCallWire {
     pub result: Option<String>,
     pub duration_ms: f64,
     pub success: Option<bool>,
+    /// The call runs inside a `delegate` sub-agent (Felix's `manifest_id`).
+    #[serde(default)]
+    pub delegate: bool,
 }
 
 impl ToolCallWire {
@@ -38,6 +41,7 @@ impl ToolCallWire {
             result: ctx.result.clone(),
             duration_ms: ctx.duration_ms,
             success: ctx.success,
+            delegate: ctx.delegate,
         }
     }
 
@@ -51,6 +55,7 @@ impl ToolCallWire {
             result: self.result,
             duration_ms: self.duration_ms,
             success: self.success,
+            delegate: self.delegate,
             stage,
             ..Default::default()
         }
