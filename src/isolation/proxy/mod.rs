@@ -109,22 +109,7 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
         .dialect_table()
         .and_then(|d| d.abilities().renderers?.own_renderer());
     let hooks = Arc::new(HookTable::default());
-    let (platforms, contributions): (Vec<_>, Vec<_>) = contributions
-        .into_iter()
-        .partition(|c| matches!(c, Contribution::Platform { .. }));
-    if let Some(host) = sup.host_state() {
-        let platforms = platforms
-            .into_iter()
-            .filter_map(|c| match c {
-                Contribution::Platform { platform } => Some(platform),
-                _ => None,
-            })
-            .collect::<Vec<_>>();
-        if !platforms.is_empty() {
-            platform::register(sup, &host, platforms);
-        }
-    }
-    contributions
+    platform::take(sup, contributions)
         .into_iter()
         // --- changed by rl7: server parts are not proxied (server_parts.rs) ---
         .filter_map(|c| {

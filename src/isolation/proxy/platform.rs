@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::super::protocol::{Reply, Request};
+use super::super::protocol::{Contribution, Reply, Request};
 use super::super::supervisor::{Subject, Supervisor};
 use crate::core::extensions::Extensions;
 use crate::core::hooks::BoxFuture;
@@ -25,9 +25,28 @@ use crate::dialects::platforms::{
 /// How long making an adapter in the worker may take.
 const CREATE_LIMIT: Duration = Duration::from_secs(30);
 
+/// Register the platforms among a worker's `contributions` in its host's
+/// table; the other contributions.
+pub(super) fn take(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<Contribution> {
+    let (platforms, others): (Vec<_>, Vec<_>) = contributions
+        .into_iter()
+        .partition(|c| matches!(c, Contribution::Platform { .. }));
+    let platforms: Vec<PlatformSnapshot> = platforms
+        .into_iter()
+        .filter_map(|c| match c {
+            Contribution::Platform { platform } => Some(platform),
+            _ => None,
+        })
+        .collect();
+    if let (Some(host), false) = (sup.host_state(), platforms.is_empty()) {
+        register(sup, &host, platforms);
+    }
+    others
+}
+
 /// Register the worker's platforms in the host's table (replacing what
 /// the plugin registered before).
-pub(super) fn register(sup: &Supervisor, host: &Extensions, platforms: Vec<PlatformSnapshot>) {
+fn register(sup: &Supervisor, host: &Extensions, platforms: Vec<PlatformSnapshot>) {
     let factories: Vec<Arc<dyn PlatformFactory>> = platforms
         .into_iter()
         .map(|snapshot| {
