@@ -569,7 +569,8 @@ class Host:
             isolate: Plugins to run in worker processes of their own (a
                 crash, `os._exit` or a spin then fails only their calls):
                 `"all"`, `"none"`, or a list of plugin keys; None for
-                `plugins.isolate` in config.json.
+                the `PLUGHOST_ISOLATE` environment variable when set (as
+                the CLI reads it), else `plugins.isolate` in config.json.
             hook_timeout: Seconds an async hook call of any dialect may take
                 before it is cancelled, skipped and reported in the turn's
                 `hook_errors` (the CLI's `--hook-timeout`); above 0 and at

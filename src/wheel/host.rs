@@ -45,13 +45,20 @@ struct Options {
     runtime: Runtime,
 }
 
-/// `isolate=`: `"all"`, `"none"`, or a list of plugin keys.
+/// `isolate=`: `"all"`, `"none"`, or a list of plugin keys; not given,
+/// `PLUGHOST_ISOLATE` as for the command line (a deployment isolates an
+/// application's plugins without a code change).
 fn isolation_arg(
     obj: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Option<crate::plugins::config::Isolation>> {
     use crate::plugins::config::Isolation;
     let Some(obj) = obj.filter(|o| !o.is_none()) else {
-        return Ok(None);
+        return match std::env::var("PLUGHOST_ISOLATE") {
+            Ok(value) => Isolation::parse(&value)
+                .map(Some)
+                .map_err(|e| ConfigError::new_err(format!("PLUGHOST_ISOLATE: {e}"))),
+            Err(_) => Ok(None),
+        };
     };
     if let Ok(text) = obj.extract::<String>() {
         return Isolation::parse(&text)

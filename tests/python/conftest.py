@@ -3,31 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
-import os
-
 import pytest
-
-import plughost
 
 
 @pytest.fixture(autouse=True)
 def _parity_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     """``PLUGHOST_TEST_ISOLATE=all`` (issue 47): every ``plughost.Host`` a
-    test makes runs every plugin in a worker (``isolate="all"`` unless the
-    test names its own), so ``bash tests/run_all.sh`` runs the wheel's
-    plugin cases a second time isolated."""
-    if os.environ.get("PLUGHOST_TEST_ISOLATE") != "all":
-        return
-    native = plughost.Host
-
-    def isolated_host(*args, **kwargs):
-        kwargs.setdefault("isolate", "all")
-        return native(*args, **kwargs)
-
-    monkeypatch.setattr(plughost, "Host", isolated_host)
+    test makes runs every plugin in a worker (``PLUGHOST_ISOLATE=all``, what
+    a ``Host`` without ``isolate=`` follows), so ``bash tests/run_all.sh``
+    runs the wheel's plugin cases a second time isolated."""
+    if os.environ.get("PLUGHOST_TEST_ISOLATE") == "all":
+        monkeypatch.setenv("PLUGHOST_ISOLATE", "all")
 
 
 def in_process_only(why: str) -> None:

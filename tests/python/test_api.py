@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_plugin
+from conftest import in_process_only, write_plugin
 
 import plughost
 
@@ -150,6 +150,7 @@ def test_acall_tool_from_a_running_loop_overlaps(home: Path) -> None:
 
 
 def test_plugin_coroutines_run_on_the_callers_loop_and_blocking_calls_never_deadlock_it(home: Path) -> None:
+    in_process_only("an isolated plugin's coroutines run on its worker's loop, not the caller's")
     host = plughost.Host(home=home)
 
     async def main() -> tuple[str, str, str]:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import plughost
+from conftest import in_process_only
 
 PROVIDER = """
 import json, os
@@ -89,6 +90,7 @@ NO_BUNDLED = ["command-guard", "disk-cleanup", "tool-audit"]
 
 @pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="the official mcp package is not installed")
 def test_a_memory_provider_and_an_mcp_tool_in_one_agent_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    in_process_only("an isolated memory provider's prefetched context does not reach the user message yet (docs/isolation.md, parity gaps)")
     hermes = tmp_path / "hermes"
     plugin = hermes / "plugins" / "memory" / "wheelrecall"
     plugin.mkdir(parents=True)

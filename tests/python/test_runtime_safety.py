@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import plughost
-from conftest import write_plugin
+from conftest import in_process_only, write_plugin
 
 SAFETY_PLUGIN = """
 import asyncio
@@ -263,6 +263,7 @@ def test_a_threaded_wsgi_server_serves_tool_calls_from_its_worker_threads(host: 
 
 
 def test_blocking_async_calls_from_many_threads_while_the_loop_is_busy_all_return(host: plughost.Host) -> None:
+    in_process_only("it counts the caller's runtime's deferred starts; an isolated plugin's handlers run in its worker")
     # 16 threads × 300 calls of an async tool through the blocking API, while
     # a plugin keeps the runtime's loop busy: starts take the deferred path
     # (queued for the loop thread), where a completion used to get lost.
@@ -299,6 +300,9 @@ def test_work_an_eager_step_schedules_runs_without_another_call(host: plughost.H
 
 
 def test_a_blocking_call_inside_an_awaited_call_runs_and_one_on_the_runtime_loop_is_refused(safety_home: Path) -> None:
+    in_process_only(
+        "it calls back from a handler running on plughost's own event loop in the caller's process; an isolated handler runs in its worker"
+    )
     host = plughost.Host(home=safety_home, disable=["command-guard", "disk-cleanup", "tool-audit"])
 
     def outer() -> str:
@@ -366,6 +370,9 @@ def test_acall_tool_works_under_asyncio_run_and_does_nothing_until_awaited(host:
 
 
 def test_acall_tool_runs_inside_the_callers_task_and_on_a_loop_in_another_thread(host: plughost.Host) -> None:
+    in_process_only(
+        "an isolated plugin's coroutine runs in its worker, not in the caller's task"
+    )
     async def identity() -> tuple[str, str]:
         return str(id(asyncio.current_task())), await host.acall_tool("task_identity")
 
@@ -453,6 +460,9 @@ def test_two_hosts_in_one_process_each_see_their_own_home(tmp_path: Path) -> Non
 
 
 def test_a_dropped_host_unloads_its_plugin_modules(tmp_path: Path) -> None:
+    in_process_only(
+        "it checks the caller's own sys.modules; an isolated plugin's modules live in its worker"
+    )
     home = make_home(tmp_path)
     before = set(sys.modules)
     host = plughost.Host(home=home, disable=["command-guard", "disk-cleanup", "tool-audit"])
@@ -578,6 +588,9 @@ def test_a_plugin_that_stops_the_runtime_loop_does_not_strand_other_calls(tmp_pa
 
 
 def test_many_threads_using_a_fresh_host_first_load_its_plugins_once(safety_home: Path) -> None:
+    in_process_only(
+        "it counts the plugin's imports in the caller's own sys.modules; an isolated plugin is imported in its worker"
+    )
     before = {name for name in sys.modules if name.startswith("_plughost_plugins.")}
     host = plughost.Host(home=safety_home, disable=["command-guard", "disk-cleanup", "tool-audit"])
     barrier = threading.Barrier(8)
@@ -646,6 +659,9 @@ def test_an_isolated_plugin_runs_in_a_worker_and_its_crash_fails_only_its_call(t
 
 
 def test_a_call_driven_by_hand_ends_in_stop_iteration_with_its_value(host: plughost.Host) -> None:
+    in_process_only(
+        "an isolated call waits on its worker, so its awaitable needs a running event loop; driven by hand (send(None)) it is refused"
+    )
     # What `await` does through the C slot on 3.11, and through `send` and
     # `__next__` on 3.12 and later: both end the same way.
     call = host.acall_tool("greet", {"name": "hand"})
