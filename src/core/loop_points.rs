@@ -314,8 +314,7 @@ pub async fn observe_lanes(
     session_id: &str,
     params: Map<String, Value>,
 ) {
-    let lanes: Vec<_> = registry.hooks().lanes_at(point).collect();
-    if lanes.is_empty() {
+    if registry.hooks().lanes_at(point).next().is_none() {
         return;
     }
     let mut lc = LoopContext {
@@ -323,14 +322,14 @@ pub async fn observe_lanes(
         params,
         ..Default::default()
     };
-    for (lane, entries) in lanes {
+    fire_lanes(registry, point, &mut lc).await;
+}
+
+/// Fire every dialect lane at `point` (one with no core lane) on `lc`, in
+/// the lanes' order; what callbacks edit stays in `lc`.
+pub async fn fire_lanes(registry: &Registry, point: Point, lc: &mut LoopContext) {
+    for (lane, entries) in registry.hooks().lanes_at(point) {
         lc.stage = Some(lane);
-        fire_entries(
-            entries,
-            lane,
-            HookPayload::Loop(&mut lc),
-            registry.hook_timeout,
-        )
-        .await;
+        fire_entries(entries, lane, HookPayload::Loop(lc), registry.hook_timeout).await;
     }
 }

@@ -7,8 +7,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{json, Map, Value};
 
-use super::fire::fire_entries;
-use super::hooks::{HookPayload, LoopContext, Point};
+use super::hooks::{LoopContext, Point};
 use super::registry::Registry;
 use super::schedule::{ScheduledTask, TaskRunOutcome, MAX_CONSECUTIVE_FAILURES};
 
@@ -35,16 +34,7 @@ impl ScheduledTask {
             params: self.descriptor(),
             ..Default::default()
         };
-        for (lane, entries) in registry.hooks().lanes_at(point) {
-            lc.stage = Some(lane);
-            fire_entries(
-                entries,
-                lane,
-                HookPayload::Loop(&mut lc),
-                registry.hook_timeout,
-            )
-            .await;
-        }
+        crate::core::loop_points::fire_lanes(registry, point, &mut lc).await;
         lc.params
     }
 
