@@ -847,7 +847,6 @@ def build_wheel(out: Path, name: str, version: str, package: str, files: dict[st
 
 
 def test_a_felix_distribution_pip_installed_into_a_virtualenv_is_an_entry_point(tmp_path: Path) -> None:
-    in_process_only("a Felix plugin installed as a distribution does not load in a worker yet (issue 47 item 3; docs/isolation.md, parity gaps)")
     tag = uuid.uuid4().hex[:8]
     package = f"felix_shout_{tag}"
     wheel = build_wheel(

@@ -579,12 +579,6 @@ def register(registry):
 
 #[test]
 fn an_installed_distribution_is_found_by_its_entry_point() {
-    if crate::common::in_process_only(
-        "an_installed_distribution_is_found_by_its_entry_point",
-        "a Felix plugin installed as a distribution (its entry point in the user's virtualenv) does not load in a worker yet (issue 47 item 3; docs/isolation.md, parity gaps)",
-    ) {
-        return;
-    }
     let env = Env::new(&[]);
     let site = tempfile::tempdir().unwrap();
     install_distribution(site.path());
@@ -837,12 +831,6 @@ fn doctor_lists_every_felix_hook_with_its_counts() {
 
 #[test]
 fn an_installed_distribution_in_the_active_virtualenv_is_found() {
-    if crate::common::in_process_only(
-        "an_installed_distribution_in_the_active_virtualenv_is_found",
-        "a Felix plugin installed as a distribution (its entry point in the user's virtualenv) does not load in a worker yet (issue 47 item 3; docs/isolation.md, parity gaps)",
-    ) {
-        return;
-    }
     // `VIRTUAL_ENV` names a virtualenv the embedded interpreter did not
     // start in: its site-packages counts for entry-point discovery, as it
     // does for imports.

@@ -61,6 +61,15 @@ pub fn entry_for(state: &Extensions, key: &str, dir: &Path) -> Result<EntrySpec,
     if let Some(spec) = remembered {
         return Ok(spec);
     }
+    // Not remembered (a worker loads without discovery): an installed
+    // distribution's entry point, `dir` being where it is installed.
+    let installed = crate::plugins::entry_points::scan(&[dir.to_path_buf()], GROUP);
+    if let Some(entry) = installed.entries.into_iter().find(|e| e.name == key) {
+        return Ok(EntrySpec {
+            value: entry.value,
+            source_dir: None,
+        });
+    }
     let project = read_pyproject(dir)?;
     project
         .entries
