@@ -188,6 +188,38 @@ pub fn serve_url(child: &mut std::process::Child) -> String {
     url
 }
 
+/// [`serve_url`] for a server whose later stderr lines the test reads:
+/// the URL it listens on (waiting at most 60 s), its stderr lines from
+/// then on, one by one, and those it printed before.
+pub fn serve_lines(
+    child: &mut std::process::Child,
+) -> (String, std::sync::mpsc::Receiver<String>, Vec<String>) {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let url = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("serve did not start: {seen:?}"));
+        if let Some(rest) = line.split("listening on ").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+        seen.push(line);
+    };
+    (url, rx, seen)
+}
+
 /// One `/v1/chat/completions` request with `content` as the user's
 /// message to a started `plughost serve`, which is then stopped: the
 /// answer's status and body.
