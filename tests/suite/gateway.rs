@@ -25,6 +25,31 @@ fn log_lines(log: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Wait (at most [`WAIT`]) until a line of `log` satisfies `done`.
+async fn wait_log(log: &Path, what: &str, done: impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !log_lines(log).iter().any(|l| done(l)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: {:?}",
+            log_lines(log)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Wait (at most [`WAIT`]) until `/healthz` says the platform is connected.
+async fn wait_connected(url: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !healthz(url).await.contains("platform fakechat connected") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "healthz never showed it connected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The service, the homes and a running server connected to the service.
 struct Setup {
     service: ChatService,
@@ -166,17 +191,10 @@ async fn a_message_during_a_turn_interrupts_it_and_runs_next() {
     s.service.deliver(None, "dave", "dave", "slow first", "m1");
     // Once the first turn's tool runs, a second message arrives.
     let log = s.log();
-    let deadline = std::time::Instant::now() + WAIT;
-    while !log_lines(&log)
-        .iter()
-        .any(|l| l.starts_with("lookup-start"))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the first turn never called its tool"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_log(&log, "the first turn never called its tool", |l| {
+        l.starts_with("lookup-start")
+    })
+    .await;
     s.service.deliver(None, "dave", "dave", "second", "m2");
     let seen = s
         .service
@@ -235,17 +253,7 @@ async fn the_adapter_losing_its_connection_is_reconnected_and_serves_again() {
                 == 2
         })
         .await;
-    let deadline = std::time::Instant::now() + WAIT;
-    while !healthz(&s.server.url)
-        .await
-        .contains("platform fakechat connected")
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "healthz never showed it connected"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_connected(&s.server.url).await;
     s.service.deliver(None, "frank", "frank", "two", "m2");
     let seen = s
         .service
@@ -355,15 +363,7 @@ async fn a_reaction_reaches_gateway_platform_event_hooks_as_hermes_sends_it() {
     let s = setup().await;
     s.service.react("hana", "hana", "s7", "👍");
     let line = "platform-event fakechat reaction {\"chat_id\": \"hana\", \"custom_emoji_ids\": [], \"emojis\": [\"👍\"], \"message_id\": \"s7\", \"thread_id\": null} []";
-    let deadline = std::time::Instant::now() + WAIT;
-    while !log_lines(&s.log()).contains(&line.to_string()) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no platform event heard: {:?}",
-            log_lines(&s.log())
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_log(&s.log(), "no platform event heard", |l| l == line).await;
     // The event is no message: no turn ran, nothing was sent to the chat.
     s.service.deliver(None, "hana", "hana", "hi", "m1");
     let seen = s
@@ -422,17 +422,10 @@ async fn a_chat_whose_turns_land_on_two_replicas_is_answered_in_order() {
     };
     let (conn_a, conn_b) = (conn_of(a.child.id()), conn_of(b.child.id()));
     service.deliver(Some(conn_a), "hank", "hank", "slow one", "m1");
-    let deadline = std::time::Instant::now() + WAIT;
-    while !log_lines(&log)
-        .iter()
-        .any(|l| l.starts_with("lookup-start"))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "replica A never ran its tool"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_log(&log, "replica A never ran its tool", |l| {
+        l.starts_with("lookup-start")
+    })
+    .await;
     service.deliver(Some(conn_b), "hank", "hank", "two", "m2");
     let seen = service
         .wait_for(WAIT, "both replies", |seen| {
@@ -522,14 +515,7 @@ async fn an_isolated_platform_plugins_adapter_runs_in_its_worker() {
     // The adapter is not in serve's process: it is in the plugin's worker.
     assert_ne!(worker, u64::from(server.child.id()));
     // Connected once the worker's connect() returned (after its hello).
-    let deadline = std::time::Instant::now() + WAIT;
-    while !healthz(&server.url)
-        .await
-        .contains("platform fakechat connected")
-    {
-        assert!(std::time::Instant::now() < deadline, "never connected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_connected(&server.url).await;
     service.deliver(None, "ivy", "ivy", "plum", "m1");
     let seen = service
         .wait_for(WAIT, "ivy's reply", |seen| {
