@@ -290,7 +290,7 @@ fn in_process_parts(
     match loaded {
         Ok(loaded) => {
             tracing::warn!(
-                "plugin '{}' runs isolated, but its {what} cannot be served from a worker (the worker protocol carries tools, hooks and commands only): they run in-process, from a second load of the plugin in this process (its top-level code and register() ran here too, and these parts see this copy's state, not the worker's). Its tools and hooks run in the worker. Add it to plugins.trusted to run all of it in-process.",
+                "plugin '{}' runs isolated, but its {what} cannot be served from a worker (the worker protocol carries tools, hooks, commands and routes only): they run in-process, from a second load of the plugin in this process (its top-level code and register() ran here too, and these parts see this copy's state, not the worker's). Its tools, hooks and routes run in the worker. Add it to plugins.trusted to run all of it in-process.",
                 c.key
             );
             registrations.extend(loaded.registrations.into_iter().filter(is_server_part));

@@ -38,6 +38,7 @@ mod worker_calls;
 mod worker_input;
 mod worker_platforms;
 mod worker_plugin;
+mod worker_routes;
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -1,9 +1,8 @@
-//! The server-side parts of an isolated plugin — HTTP routes, scheduled
-//! tasks, auth modes, audit/usage sinks — which its worker announces but
-//! cannot serve: the worker protocol carries tools, hooks, commands and
-//! skills, and these parts need messages of their own (an ASGI request
-//! with a streamed body and a lifespan, a task run, an authenticator's
-//! judgement, every audit row). Rather than dropping them, the host loads
+//! The server-side parts of an isolated plugin — scheduled tasks, auth
+//! modes, audit/usage sinks — which its worker announces but cannot serve:
+//! the worker protocol carries tools, hooks, commands, skills and HTTP
+//! routes, and these parts need messages of their own (a task run, an
+//! authenticator's judgement, every audit row). Rather than dropping them, the host loads
 //! the plugin in-process a second time and keeps only these parts of that
 //! load (`host::load`), with a warning saying so: its tools and hooks keep
 //! running in the worker.
@@ -16,7 +15,7 @@ use crate::isolation::{proxy, LoadSpec, Settings, Supervisor};
 /// One part the worker announced and does not serve.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerPart {
-    /// `routes`, `cron task`, `auth mode` or `sink`.
+    /// `cron task`, `auth mode` or `sink`.
     pub kind: String,
     pub name: String,
 }
@@ -59,14 +58,11 @@ pub fn split(contributions: Vec<Contribution>) -> (Vec<Contribution>, Vec<Server
 pub fn is_server_part(r: &Registration) -> bool {
     matches!(
         r,
-        Registration::Task(_)
-            | Registration::Routes(_)
-            | Registration::Authenticator(_)
-            | Registration::Observer(_)
+        Registration::Task(_) | Registration::Authenticator(_) | Registration::Observer(_)
     )
 }
 
-/// `routes web, cron task plugin_tick` for the warning.
+/// `cron task plugin_tick, sink audit` for the warning.
 pub fn described(parts: &[ServerPart]) -> String {
     parts
         .iter()
@@ -88,11 +84,15 @@ mod tests {
                 args_hint: String::new(),
             },
             Contribution::ServerPart {
-                kind: "routes".into(),
-                name: "web".into(),
+                kind: "cron task".into(),
+                name: "tick".into(),
+            },
+            Contribution::ServerPart {
+                kind: "sink".into(),
+                name: "audit".into(),
             },
         ]);
         assert_eq!(served.len(), 1);
-        assert_eq!(described(&parts), "routes web");
+        assert_eq!(described(&parts), "cron task tick, sink audit");
     }
 }

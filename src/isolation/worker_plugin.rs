@@ -40,6 +40,8 @@ pub(super) struct Served {
     hold: Mutex<Option<Box<dyn Send + Sync>>>,
     /// Its messaging platforms, whose adapters run here.
     platforms: super::worker_platforms::Platforms,
+    /// Its HTTP routes, served here (issue 47 item 3).
+    routes: super::worker_routes::Routes,
 }
 
 /// Run the plugin's teardown now (once): plughost is done with it.
@@ -220,10 +222,14 @@ pub(super) fn load(
                 kind: "cron task".into(),
                 name: t.name,
             }),
-            Registration::Routes(r) => contributions.push(Contribution::ServerPart {
-                kind: "routes".into(),
-                name: r.plugin,
-            }),
+            Registration::Routes(r) => {
+                contributions.push(Contribution::Routes {
+                    self_authenticating: r.self_authenticating.clone(),
+                    body_limit: r.body_limit,
+                    rate_limited: r.rate_limit_key.is_some(),
+                });
+                served.routes.add(r);
+            }
             Registration::Authenticator(a) => contributions.push(Contribution::ServerPart {
                 kind: "auth mode".into(),
                 name: a.mode,
@@ -256,9 +262,13 @@ pub(super) enum Answer {
         call: super::protocol::ToolCallWire,
         steps: Vec<super::protocol::Step>,
     },
+    /// Answered in several replies (a route's answer): called on the
+    /// serving thread with the request's id and where its replies go; the
+    /// future it gives runs on the runtime, cancelled with the request.
+    Streamed(Box<dyn FnOnce(u64, super::worker_routes::Replies) -> BoxFuture<()> + Send>),
 }
 
-type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+pub(super) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 /// Serve one request on the calling thread: a sync handler runs here and
 /// its reply is ready; an async one gives a future to await.
@@ -317,6 +327,15 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             }
             Answer::Now(Reply::Delivered)
         }
+        Request::Mount { round } => served.routes.mount(round),
+        Request::Lifespan { round, start } => served.routes.lifespan(round, start),
+        Request::Http { round, head } => {
+            let routes = served.routes.clone();
+            Answer::Streamed(Box::new(move |id, send| routes.http(id, round, head, send)))
+        }
+        Request::HttpBody { call, piece } => served.routes.body(call, piece),
+        Request::HttpCredit { call, chunks } => served.routes.credit(call, chunks),
+        Request::RateKey { head } => served.routes.rate_key(head),
     }
 }
 

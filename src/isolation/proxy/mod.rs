@@ -8,6 +8,7 @@ use std::time::Duration;
 
 mod hook;
 mod platform;
+mod routes;
 mod turn;
 
 pub(super) use hook::IsolatedParams;
@@ -196,6 +197,16 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 }),
                 Contribution::ModelProvider { profile } => Registration::ModelProvider(profile),
                 Contribution::Platform { .. } => return None,
+                Contribution::Routes {
+                    self_authenticating,
+                    body_limit,
+                    rate_limited,
+                } => Registration::Routes(routes::entry(
+                    sup,
+                    self_authenticating,
+                    body_limit,
+                    rate_limited,
+                )),
                 Contribution::ServerPart { .. } => return None,
             })
         })

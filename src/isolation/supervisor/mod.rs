@@ -53,6 +53,8 @@ pub enum Subject {
     /// A hook, by the event name its plugin subscribed with.
     Hook(Arc<str>),
     Command(Arc<str>),
+    /// A request to its HTTP routes, by its path.
+    Route(Arc<str>),
 }
 
 impl std::fmt::Display for Subject {
@@ -61,6 +63,7 @@ impl std::fmt::Display for Subject {
             Subject::Tool(name) => write!(f, "tool '{name}'"),
             Subject::Hook(event) => write!(f, "a {event} hook"),
             Subject::Command(name) => write!(f, "command '/{name}'"),
+            Subject::Route(path) => write!(f, "the request to {path}"),
         }
     }
 }
