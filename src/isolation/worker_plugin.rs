@@ -42,6 +42,8 @@ pub(super) struct Served {
     platforms: super::worker_platforms::Platforms,
     /// Its HTTP routes, served here (issue 47 item 3).
     routes: super::worker_routes::Routes,
+    /// Its scheduled tasks, auth modes and sinks, run here.
+    parts: super::worker_parts::Parts,
 }
 
 /// Run the plugin's teardown now (once): plughost is done with it.
@@ -217,11 +219,6 @@ pub(super) fn load(
                 description: s.description,
                 path: s.path,
             }),
-            // --- changed by rl7: announced, the host loads them in-process ---
-            Registration::Task(t) => contributions.push(Contribution::ServerPart {
-                kind: "cron task".into(),
-                name: t.name,
-            }),
             Registration::Routes(r) => {
                 contributions.push(Contribution::Routes {
                     self_authenticating: r.self_authenticating.clone(),
@@ -230,14 +227,9 @@ pub(super) fn load(
                 });
                 served.routes.add(r);
             }
-            Registration::Authenticator(a) => contributions.push(Contribution::ServerPart {
-                kind: "auth mode".into(),
-                name: a.mode,
-            }),
-            Registration::Observer(o) => contributions.push(Contribution::ServerPart {
-                kind: "sink".into(),
-                name: o.owner().to_string(),
-            }),
+            Registration::Task(t) => contributions.push(served.parts.add_task(t)),
+            Registration::Authenticator(a) => contributions.push(served.parts.add_auth(a)),
+            Registration::Observer(o) => contributions.push(served.parts.add_sink(o)),
             Registration::ModelProvider(profile) => {
                 contributions.push(Contribution::ModelProvider { profile })
             }
@@ -336,6 +328,9 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
         Request::HttpBody { call, piece } => served.routes.body(call, piece),
         Request::HttpCredit { call, chunks } => served.routes.credit(call, chunks),
         Request::RateKey { head } => served.routes.rate_key(head),
+        Request::RunTask { name } => served.parts.run_task(&name),
+        Request::Authenticate { mode, head } => served.parts.authenticate(&mode, head),
+        Request::Observe { index, call } => served.parts.observe(index, call),
     }
 }
 

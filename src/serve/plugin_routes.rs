@@ -177,7 +177,7 @@ impl PluginRoutes {
         self.apps.is_empty()
     }
 
-    /// Forward `request` to the applications ([`answer_of`]). Its body goes on
+    /// Forward `request` to the applications (`answer_of`). Its body goes on
     /// streaming to the application after the call starts (a large upload
     /// is never held whole); past `limit` bytes it is cut and the answer is
     /// 413, as a declared `Content-Length` over `limit` is before the call.

@@ -16,6 +16,7 @@ use crate::plugins::config::ResourceLimits;
 
 mod frame;
 pub mod http;
+pub mod parts;
 mod payload;
 
 pub use frame::{encode_frame, read_frame, read_frame_with, take_frame, write_frame};
@@ -133,6 +134,19 @@ pub enum Request {
     /// The rate-limit bucket of a request (Felix's `rate_limit_key`), for
     /// the head alone (no body); answered with [`Reply::RateKey`].
     RateKey { head: http::HttpHead },
+    /// Run the plugin's scheduled task `name` once; answered with
+    /// [`Reply::Done`].
+    RunTask { name: String },
+    /// Judge a request (its head) with auth mode `mode`; answered with
+    /// [`Reply::Auth`].
+    Authenticate { mode: String, head: http::HttpHead },
+    /// Tell the plugin's sink number `index` of a call; answered with
+    /// [`Reply::Delivered`] once it was told (as in-process, the caller
+    /// goes on after the sink saw it).
+    Observe {
+        index: usize,
+        call: parts::ObservedWire,
+    },
 }
 
 /// One step of a [`Request::Batch`], in the pipeline's order.
@@ -243,6 +257,10 @@ pub enum Reply {
     RateKey {
         result: Result<Option<String>, PluginError>,
     },
+    /// [`Request::Authenticate`]'s judgement.
+    Auth {
+        result: Result<parts::AuthWire, PluginError>,
+    },
 }
 
 /// A tool a plugin registered while running, as plughost lists it.
@@ -317,14 +335,15 @@ pub enum Contribution {
         /// It names rate-limit buckets ([`Request::RateKey`]).
         rate_limited: bool,
     },
-    /// A part the worker cannot serve (a scheduled task, an auth mode, an
-    /// audit/usage sink): announced so the host can load it in-process
-    /// instead of dropping it (`isolation::server_parts`).
-    ServerPart {
-        /// `cron task`, `auth mode` or `sink`.
-        kind: String,
+    /// A scheduled task, run with [`Request::RunTask`].
+    Task {
         name: String,
+        every: std::time::Duration,
     },
+    /// An auth mode, judged with [`Request::Authenticate`].
+    AuthMode { mode: String },
+    /// An audit/usage sink, told with [`Request::Observe`].
+    Sink { owner: String, index: usize },
 }
 
 /// [`HookAction`] on the wire.

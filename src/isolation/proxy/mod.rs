@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod hook;
+mod parts;
 mod platform;
 mod routes;
 mod turn;
@@ -112,7 +113,6 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
     let hooks = Arc::new(HookTable::default());
     platform::take(sup, contributions)
         .into_iter()
-        // --- changed by rl7: server parts are not proxied (server_parts.rs) ---
         .filter_map(|c| {
             Some(match c {
                 Contribution::Tool {
@@ -207,7 +207,9 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                     body_limit,
                     rate_limited,
                 )),
-                Contribution::ServerPart { .. } => return None,
+                Contribution::Task { name, every } => parts::task(sup, name, every),
+                Contribution::AuthMode { mode } => parts::auth_mode(sup, mode),
+                Contribution::Sink { owner, index } => parts::sink(sup, owner, index),
             })
         })
         .collect()

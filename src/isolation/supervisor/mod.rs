@@ -55,6 +55,10 @@ pub enum Subject {
     Command(Arc<str>),
     /// A request to its HTTP routes, by its path.
     Route(Arc<str>),
+    /// A run of its scheduled task, by name.
+    Task(Arc<str>),
+    /// A judgement of its auth mode, by name.
+    Auth(Arc<str>),
 }
 
 impl std::fmt::Display for Subject {
@@ -64,6 +68,8 @@ impl std::fmt::Display for Subject {
             Subject::Hook(event) => write!(f, "a {event} hook"),
             Subject::Command(name) => write!(f, "command '/{name}'"),
             Subject::Route(path) => write!(f, "the request to {path}"),
+            Subject::Task(name) => write!(f, "task '{name}'"),
+            Subject::Auth(mode) => write!(f, "auth mode '{mode}'"),
         }
     }
 }
