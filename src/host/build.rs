@@ -352,15 +352,22 @@ impl HostBuilder {
         let runtime = self.resolved_runtime()?;
         // Whether in-process plugins can run: without Python they fail to
         // load, saying why; a Python that does not start fails the build.
-        // Checked first: an isolated plugin's server parts load in-process
-        // too (`host::load`), and must not start CPython in a host of
-        // `Runtime::none()` either.
+        // Isolated plugins need none here: all of them runs in a worker.
+        // The shared environment (third-party plugins' dependencies, their
+        // `.pth` files) goes on this process's path only for an in-process
+        // third-party plugin: isolated ones have it in their workers.
+        let third_party_here = candidates.iter().any(|c| {
+            c.enabled
+                && c.skip_reason.is_none()
+                && !isolation.covers(&c.key)
+                && c.source != crate::plugins::discovery::Source::Bundled
+        });
         let python: Result<(), String> = if !runtime.has_python() {
             Err("this host was built from Runtime::none(), which runs no Python plugins".into())
         } else if !needs_python {
             Ok(())
         } else {
-            start_python(home, &runtime)?;
+            start_python(home, &runtime, third_party_here)?;
             Ok(())
         };
         let inputs = super::reload::Inputs {

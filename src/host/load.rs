@@ -168,8 +168,7 @@ pub(super) fn load_candidate(
 }
 
 /// Load `c` with `dialect`: in-process, or in a worker when `isolate` says
-/// how (with the server parts a worker cannot serve loaded in-process
-/// beside it). The worker goes into `started`, for the caller to keep
+/// how (all of it: the main process never imports it). The worker goes into `started`, for the caller to keep
 /// once it accepts the plugin.
 #[allow(clippy::type_complexity)]
 fn load_with(
@@ -206,28 +205,14 @@ fn load_with(
             };
             // iso-parity: emitted events reach the worker before it unloads.
             let draining = spec.host.unload_guard();
-            // --- changed by rl7: server parts a worker cannot serve load in-process ---
-            crate::isolation::server_parts::load(spec, settings.clone()).map(
-                |(mut registrations, worker, parts)| {
-                    *started = Some(worker);
-                    let (package, hold) = in_process_parts(
-                        c,
-                        dialect,
-                        (home, extensions, python, guard),
-                        &parts,
-                        &mut registrations,
-                    );
-                    let hold: Option<Box<dyn Send + Sync>> = match (draining, hold) {
-                        (None, hold) => hold,
-                        (draining, hold) => Some(Box::new((draining, hold))),
-                    };
-                    crate::dialects::LoadedPlugin {
-                        registrations,
-                        package,
-                        hold,
-                    }
-                },
-            )
+            crate::isolation::load(spec, settings.clone()).map(|(registrations, worker)| {
+                *started = Some(worker);
+                crate::dialects::LoadedPlugin {
+                    registrations,
+                    package: None,
+                    hold: draining.map(|d| Box::new(d) as Box<dyn Send + Sync>),
+                }
+            })
         }
     }
 }
@@ -250,61 +235,6 @@ fn record_failure(key: &str, record: &mut PluginRecord, failure: PluginError) {
     record.error = Some(failure.described());
     record.failure = Some(failure);
     record.status = PluginStatus::Failed;
-}
-
-/// The server parts (`parts`) an isolated plugin's worker announced and
-/// cannot serve, from a second, in-process load of the plugin: only those
-/// registrations of it are kept (added to `registrations`), with a warning
-/// saying where they run and why. The in-process load's package is kept
-/// with the plugin. Nothing when there are none, or when that load fails
-/// (then a warning says they do not run).
-fn in_process_parts(
-    c: &Candidate,
-    dialect: &'static dyn crate::dialects::Dialect,
-    (home, extensions, python, guard): (&Path, &Arc<Extensions>, &Result<(), String>, &CallGuard),
-    parts: &[crate::isolation::server_parts::ServerPart],
-    registrations: &mut Vec<Registration>,
-) -> (
-    Option<crate::runtime::loader::PluginPackage>,
-    Option<Box<dyn Send + Sync>>,
-) {
-    use crate::isolation::server_parts::{described, is_server_part};
-    if parts.is_empty() {
-        return (None, None);
-    }
-    let what = described(parts);
-    // Every other plugin may be isolated: the interpreter may not be up.
-    let python = match python {
-        Ok(()) if crate::runtime::Runtime::get().is_none() => {
-            super::build::start_python(home, &super::runtime_of(extensions))
-                .map_err(|e| e.to_string())
-        }
-        other => other.clone(),
-    };
-    let loaded = match &python {
-        Ok(()) => guard.load(&c.key, c.source, || {
-            dialect.load_in(&c.key, &c.dir, home, extensions)
-        }),
-        Err(no_python) => Err(PluginError::native(no_python.clone())),
-    };
-    match loaded {
-        Ok(loaded) => {
-            tracing::warn!(
-                "plugin '{}' runs isolated, but its {what} cannot be served from a worker (the worker protocol carries tools, hooks and commands only): they run in-process, from a second load of the plugin in this process (its top-level code and register() ran here too, and these parts see this copy's state, not the worker's). Its tools and hooks run in the worker. Add it to plugins.trusted to run all of it in-process.",
-                c.key
-            );
-            registrations.extend(loaded.registrations.into_iter().filter(is_server_part));
-            (loaded.package, loaded.hold)
-        }
-        Err(e) => {
-            tracing::warn!(
-                "plugin '{}' runs isolated, and its {what} cannot be served from a worker; loading them in-process failed ({}), so they do not run",
-                c.key,
-                e.described()
-            );
-            (None, None)
-        }
-    }
 }
 
 /// Which plugins run isolated: what the builder or `plugins.isolate` says

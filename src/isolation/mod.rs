@@ -27,7 +27,6 @@ pub mod protocol;
 pub mod proxy;
 // --- issue 50: kernel confinement of workers ---
 pub mod sandbox;
-pub mod server_parts;
 pub mod supervisor;
 pub mod worker;
 // --- issue 26 item 5 ---
@@ -36,8 +35,10 @@ mod worker_batch;
 // --- iso-runtime: per-call cancel (issue 47 item 2) ---
 mod worker_calls;
 mod worker_input;
+mod worker_parts;
 mod worker_platforms;
 mod worker_plugin;
+mod worker_routes;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -133,15 +134,25 @@ pub const DEFAULT_LOAD_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BREAKER_CRASHES: u32 = 3;
 pub const DEFAULT_BREAKER_WINDOW: Duration = Duration::from_secs(60);
 
-/// Load a plugin in a worker: its registrations (handled by the worker)
-/// and its supervisor, or why loading failed (raised, crashed, timed out).
-/// The server parts it announces are not served (see
-/// [`server_parts::load`], which also answers them).
+/// Load a plugin in a worker: its registrations (each served by the
+/// worker: tools, hooks, commands, routes, tasks, auth modes, sinks) and
+/// its supervisor, or why loading failed (raised, crashed, timed out).
 pub fn load(
     spec: LoadSpec,
     settings: Settings,
 ) -> Result<(Vec<Registration>, Supervisor), PluginError> {
-    server_parts::load(spec, settings).map(|(registrations, sup, _parts)| (registrations, sup))
+    let renderer =
+        crate::dialects::by_name(&spec.dialect).and_then(|d| d.abilities().renderers?.renderer());
+    let (sup, contributions) = Supervisor::start(spec, settings)?;
+    let mut registrations = proxy::registrations(&sup, contributions);
+    if let Some(renderer) = renderer {
+        for r in &mut registrations {
+            if let Registration::Tool(tool) = r {
+                tool.renderer = Some(renderer.clone());
+            }
+        }
+    }
+    Ok((registrations, sup))
 }
 
 /// When this process was started as a worker (its first argument is

@@ -300,6 +300,29 @@ fn serve_one(shared: &Arc<Shared>, id: u64, body: Request, write_buf: &mut Vec<u
             );
         }
         // A sync handler ran here; cancelled meanwhile, its answer is dropped.
+        Answer::Streamed(start) => {
+            let Some(rt) = crate::runtime::Runtime::get() else {
+                end(70)
+            };
+            let replying = shared.clone();
+            let send: super::worker_routes::Replies = Arc::new(move |reply, last| {
+                let step = Reply::Step {
+                    reply: Box::new(reply),
+                    last,
+                };
+                replying.reply(id, step, &mut Vec::new());
+            });
+            let answering = start(id, send);
+            let task_shared = shared.clone();
+            let task = rt.tokio().spawn(async move {
+                answering.await;
+                task_shared.calls.end(id);
+            });
+            if let Some(token) = &token {
+                token.set_task(task.abort_handle());
+            }
+            return;
+        }
         Answer::Now(reply) if !cancelled() => shared.reply(id, reply, write_buf),
         Answer::Now(_) | Answer::Silent => {}
         Answer::Later(fut) => {

@@ -40,6 +40,10 @@ pub(super) struct Served {
     hold: Mutex<Option<Box<dyn Send + Sync>>>,
     /// Its messaging platforms, whose adapters run here.
     platforms: super::worker_platforms::Platforms,
+    /// Its HTTP routes, served here (issue 47 item 3).
+    routes: super::worker_routes::Routes,
+    /// Its scheduled tasks, auth modes and sinks, run here.
+    parts: super::worker_parts::Parts,
 }
 
 /// Run the plugin's teardown now (once): plughost is done with it.
@@ -215,23 +219,17 @@ pub(super) fn load(
                 description: s.description,
                 path: s.path,
             }),
-            // --- changed by rl7: announced, the host loads them in-process ---
-            Registration::Task(t) => contributions.push(Contribution::ServerPart {
-                kind: "cron task".into(),
-                name: t.name,
-            }),
-            Registration::Routes(r) => contributions.push(Contribution::ServerPart {
-                kind: "routes".into(),
-                name: r.plugin,
-            }),
-            Registration::Authenticator(a) => contributions.push(Contribution::ServerPart {
-                kind: "auth mode".into(),
-                name: a.mode,
-            }),
-            Registration::Observer(o) => contributions.push(Contribution::ServerPart {
-                kind: "sink".into(),
-                name: o.owner().to_string(),
-            }),
+            Registration::Routes(r) => {
+                contributions.push(Contribution::Routes {
+                    self_authenticating: r.self_authenticating.clone(),
+                    body_limit: r.body_limit,
+                    rate_limited: r.rate_limit_key.is_some(),
+                });
+                served.routes.add(r);
+            }
+            Registration::Task(t) => contributions.push(served.parts.add_task(t)),
+            Registration::Authenticator(a) => contributions.push(served.parts.add_auth(a)),
+            Registration::Observer(o) => contributions.push(served.parts.add_sink(o)),
             Registration::ModelProvider(profile) => {
                 contributions.push(Contribution::ModelProvider { profile })
             }
@@ -256,9 +254,13 @@ pub(super) enum Answer {
         call: super::protocol::ToolCallWire,
         steps: Vec<super::protocol::Step>,
     },
+    /// Answered in several replies (a route's answer): called on the
+    /// serving thread with the request's id and where its replies go; the
+    /// future it gives runs on the runtime, cancelled with the request.
+    Streamed(Box<dyn FnOnce(u64, super::worker_routes::Replies) -> BoxFuture<()> + Send>),
 }
 
-type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+pub(super) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 /// Serve one request on the calling thread: a sync handler runs here and
 /// its reply is ready; an async one gives a future to await.
@@ -317,6 +319,18 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             }
             Answer::Now(Reply::Delivered)
         }
+        Request::Mount { round } => served.routes.mount(round),
+        Request::Lifespan { round, start } => served.routes.lifespan(round, start),
+        Request::Http { round, head } => {
+            let routes = served.routes.clone();
+            Answer::Streamed(Box::new(move |id, send| routes.http(id, round, head, send)))
+        }
+        Request::HttpBody { call, piece } => served.routes.body(call, piece),
+        Request::HttpCredit { call, chunks } => served.routes.credit(call, chunks),
+        Request::RateKey { head } => served.routes.rate_key(head),
+        Request::RunTask { name } => served.parts.run_task(&name),
+        Request::Authenticate { mode, head } => served.parts.authenticate(&mode, head),
+        Request::Observe { index, call } => served.parts.observe(index, call),
     }
 }
 

@@ -177,14 +177,14 @@ impl PluginRoutes {
         self.apps.is_empty()
     }
 
-    /// Forward `request` to the (first) application. Its body goes on
+    /// Forward `request` to the applications (`answer_of`). Its body goes on
     /// streaming to the application after the call starts (a large upload
     /// is never held whole); past `limit` bytes it is cut and the answer is
     /// 413, as a declared `Content-Length` over `limit` is before the call.
     pub async fn handle(self: Arc<Self>, request: Request, limit: usize) -> Response {
-        let Some(app) = self.apps.first().cloned() else {
+        if self.apps.is_empty() {
             return StatusCode::NOT_FOUND.into_response();
-        };
+        }
         let (parts, body) = request.into_parts();
         let declared = parts
             .headers
@@ -225,7 +225,7 @@ impl PluginRoutes {
             rest,
             client,
         };
-        let answered = app.call(call).await;
+        let answered = answer_of(&self.apps, call).await;
         if over.load(Ordering::Acquire) {
             // The application was cut off mid-body (it saw `http.disconnect`):
             // whatever it answered, the answer is the limit's.
@@ -249,6 +249,39 @@ impl PluginRoutes {
             }
         }
     }
+}
+
+/// The answer of the first application that knows the request's path:
+/// applications are asked in turn while they answer 404 (an isolated
+/// plugin's routes are an application of their own, in its worker; an
+/// in-process dialect's plugins share one). A body still streaming can
+/// be sent once only: that request goes to the first application alone.
+async fn answer_of(
+    apps: &[Arc<dyn HttpApp>],
+    call: AppRequest,
+) -> Result<crate::core::http_app::AppResponse, crate::core::outcome::PluginError> {
+    let Some((last, before)) = apps.split_last() else {
+        return Err(crate::core::outcome::PluginError::native("no application"));
+    };
+    if call.rest.is_some() {
+        return apps[0].call(call).await;
+    }
+    for app in before {
+        let again = AppRequest {
+            method: call.method.clone(),
+            path: call.path.clone(),
+            query: call.query.clone(),
+            headers: call.headers.clone(),
+            body: call.body.clone(),
+            rest: None,
+            client: call.client,
+        };
+        let answer = app.call(again).await?;
+        if answer.status != StatusCode::NOT_FOUND.as_u16() {
+            return Ok(answer);
+        }
+    }
+    last.call(call).await
 }
 
 /// At most this much of a refused body is read and thrown away.

@@ -1,22 +1,25 @@
 //! The server parts of an isolated Felix plugin (serve isolates third-party
-//! plugins by default): its worker announces its routes and cron task,
-//! which the worker protocol cannot serve, and the host loads them
-//! in-process (a second load of the plugin) with a warning, instead of
-//! dropping them. The plugin's code ran in both processes.
+//! plugins by default) run in its worker (issue 47 item 3): requests,
+//! streamed uploads and streamed answers cross the worker protocol with
+//! backpressure, a route handler's segfault ends its worker, not the
+//! server, and its cron task runs there too. The server never imports it.
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const PLUGIN: &str = r#"
+import ctypes
 import os
+from fastapi import Request
+from fastapi.responses import StreamingResponse
 from felix.plugins import PluginCronTask
 
 HOME = os.environ["PLUGHOST_HOME_FOR_TEST"]
+CHUNKS, CHUNK = 600, 64 * 1024
 
-def note(line):
-    with open(os.path.join(HOME, "events.log"), "a") as f:
+def note(line, log="events.log"):
+    with open(os.path.join(HOME, log), "a") as f:
         f.write(line + "\n")
 
 note(f"loaded {os.getpid()}")
@@ -35,6 +38,25 @@ class Iso:
         async def pid():
             return {"pid": os.getpid()}
 
+        @app.post("/iso/count")
+        async def count(request: Request):
+            seen = 0
+            async for chunk in request.stream():
+                seen += len(chunk)
+            return {"bytes": seen}
+
+        @app.get("/iso/stream")
+        async def stream():
+            async def chunks():
+                for i in range(CHUNKS):
+                    note(f"{i}", log="chunks.log")
+                    yield b"x" * CHUNK
+            return StreamingResponse(chunks(), media_type="application/octet-stream")
+
+        @app.get("/iso/crash")
+        def crash():
+            ctypes.string_at(0)
+
     @property
     def cron_tasks(self):
         return (PluginCronTask(name="tick", run=tick),)
@@ -43,14 +65,42 @@ def register(registry):
     registry.register_plugin(Iso())
 "#;
 
+const CHUNKS: usize = 600;
+const CHUNK: usize = 64 * 1024;
+
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn pid_of(client: &reqwest::Client, url: &str) -> u64 {
+    let r = client.get(format!("{url}/iso/pid")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    r.json::<serde_json::Value>().await.unwrap()["pid"]
+        .as_u64()
+        .unwrap()
+}
+
+/// Lines of `chunks.log`: the chunks the route's generator made so far.
+fn made(home: &std::path::Path) -> usize {
+    std::fs::read_to_string(home.join("chunks.log"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
 #[test]
-fn an_isolated_felix_plugins_routes_and_cron_task_run_in_process_with_a_warning() {
+fn an_isolated_felix_plugins_routes_and_cron_task_run_in_its_worker_never_in_the_server() {
     common::require_fastapi();
     // Enabled, not trusted: serve runs it in a worker.
     let home = common::home_with(&["iso"]);
     common::felix_tree(home.path(), "iso", PLUGIN);
     let bundled = common::no_bundled();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+    let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
         .arg("--home")
         .arg(home.path())
         .args([
@@ -71,49 +121,91 @@ fn an_isolated_felix_plugins_routes_and_cron_task_run_in_process_with_a_warning(
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let server_pid = child.id();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut early = Vec::new();
-    let url = loop {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "serve ended: {early:?}"
-        );
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-        early.push(line);
-    };
-    std::thread::spawn(move || for _ in stderr.lines() {});
-    let warned = early.iter().any(|l| {
-        l.contains("plugin 'iso' runs isolated, but its cron task plugin_tick, routes iso cannot be served from a worker")
-    });
-    let pid = tokio::runtime::Builder::new_current_thread()
+    let mut server = Server(child);
+    let server_pid = u64::from(server.0.id());
+    let (url, lines, early) = common::serve_lines(&mut server.0);
+    std::thread::spawn(move || for _ in lines {});
+    assert!(
+        !early
+            .iter()
+            .any(|l| l.contains("cannot be served from a worker")),
+        "{early:?}"
+    );
+    let client = reqwest::Client::new();
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap()
-        .block_on(async {
-            let r = reqwest::get(format!("{url}/iso/pid")).await.unwrap();
-            assert_eq!(r.status(), 200);
-            r.json::<serde_json::Value>().await.unwrap()["pid"]
-                .as_u64()
-                .unwrap()
+        .unwrap();
+    rt.block_on(async {
+        // The route answers from the worker.
+        let worker = pid_of(&client, &url).await;
+        assert_ne!(worker, server_pid, "the route runs in the worker");
+
+        // A streamed (chunked) upload reaches the handler whole.
+        let pieces = (0..64).map(|_| Ok::<_, std::io::Error>(vec![7u8; 64 * 1024]));
+        let body = reqwest::Body::wrap_stream(futures_util::stream::iter(pieces));
+        let r = client
+            .post(format!("{url}/iso/count"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let counted = r.json::<serde_json::Value>().await.unwrap();
+        assert_eq!(counted["bytes"], 64 * 64 * 1024, "{counted}");
+
+        // A streamed answer the client does not read stalls its generator
+        // (the chunks it made stop short of all of them), and goes on,
+        // whole, as the client reads.
+        let mut r = client
+            .get(format!("{url}/iso/stream"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let mut last = 0;
+        let mut still = 0;
+        common::wait_until("the generator to stall", Duration::from_secs(60), || {
+            let now = made(home.path());
+            still = if now == last && now > 0 { still + 1 } else { 0 };
+            last = now;
+            std::thread::sleep(Duration::from_millis(50));
+            still >= 10
         });
+        assert!(last < CHUNKS, "made {last} of {CHUNKS} chunks unread");
+        let mut got = 0;
+        while let Some(chunk) = r.chunk().await.unwrap() {
+            got += chunk.len();
+        }
+        assert_eq!(got, CHUNKS * CHUNK);
+        assert_eq!(made(home.path()), CHUNKS);
+
+        // A segfault in a handler ends the worker; the server answers 500
+        // and the next request is served by a new worker.
+        let r = client.get(format!("{url}/iso/crash")).send().await.unwrap();
+        assert_eq!(r.status(), 500);
+        let next = pid_of(&client, &url).await;
+        assert_ne!(next, worker, "a new worker serves after the crash");
+        assert_ne!(next, server_pid);
+    });
+    assert!(server.0.try_wait().unwrap().is_none(), "serve still runs");
     let events = || std::fs::read_to_string(home.path().join("events.log")).unwrap_or_default();
     common::wait_until("a tick", Duration::from_secs(20), || {
         events().contains("tick ")
     });
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(warned, "{early:?}");
-    assert_eq!(pid, u64::from(server_pid), "the route runs in the server");
     let log = events();
-    assert!(log.contains(&format!("tick {server_pid}")), "{log}");
+    // Loaded by each worker (the first, the one after the crash), never
+    // by the server; the task ticks in a worker.
     let loads: Vec<&str> = log.lines().filter(|l| l.starts_with("loaded ")).collect();
-    assert_eq!(loads.len(), 2, "loaded in the worker and in-process: {log}");
     assert!(
-        loads.contains(&format!("loaded {server_pid}").as_str()),
+        !loads.contains(&format!("loaded {server_pid}").as_str()),
         "{log}"
     );
+    assert!(loads.len() >= 2, "loaded in two workers: {log}");
+    for tick in log.lines().filter_map(|l| l.strip_prefix("tick ")) {
+        assert!(
+            loads.contains(&format!("loaded {tick}").as_str()),
+            "ticked in a worker: {log}"
+        );
+    }
 }

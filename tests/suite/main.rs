@@ -81,6 +81,7 @@ mod isolated_dialects;
 mod isolation;
 mod isolation_batch;
 mod isolation_cancel;
+mod isolation_main_process;
 mod layout;
 mod lifecycle;
 mod manifest_and_discovery;

@@ -4,16 +4,19 @@
 use std::path::Path;
 
 /// Start the interpreter of `runtime` for in-process plugins of `home`:
-/// plughost's home as their default, the home's shared environment on
-/// `sys.path`. Also used when an isolated plugin's server parts load
-/// in-process.
+/// plughost's home as their default, and (`shared_env`: a third-party
+/// plugin runs in this process) the home's shared environment on
+/// `sys.path`.
 pub(in crate::host) fn start_python(
     home: &Path,
     runtime: &crate::runtime::Runtime,
+    shared_env: bool,
 ) -> Result<(), crate::runtime::StartError> {
     runtime.interpreter()?;
     set_default_home(home);
-    add_shared_env(home);
+    if shared_env {
+        add_shared_env(home);
+    }
     Ok(())
 }
 

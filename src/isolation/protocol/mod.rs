@@ -15,6 +15,8 @@ use crate::core::outcome::{PluginError, ResourceLimit};
 use crate::plugins::config::ResourceLimits;
 
 mod frame;
+pub mod http;
+pub mod parts;
 mod payload;
 
 pub use frame::{encode_frame, read_frame, read_frame_with, take_frame, write_frame};
@@ -109,6 +111,42 @@ pub enum Request {
         index: usize,
         payload: Value,
     },
+    // --- routes in the worker (issue 47 item 3) ---
+    /// Mount the plugin's routes on mount `round`'s application (a fresh
+    /// one per round, as in-process); answered with [`Reply::Done`].
+    Mount { round: u64 },
+    /// Start (`start`) or shut down the lifespan of round `round`'s
+    /// application; answered with [`Reply::Done`].
+    Lifespan { round: u64, start: bool },
+    /// One request for round `round`'s application, answered in several
+    /// replies (each a [`Reply::Step`]): [`Reply::HttpStart`], then
+    /// [`Reply::HttpChunk`]s, then [`Reply::HttpEnd`] (the last), or
+    /// [`Reply::HttpFailed`] at any point. A streamed body follows in
+    /// [`Request::HttpBody`] requests naming this one.
+    Http { round: u64, head: http::HttpHead },
+    /// The next piece of request `call`'s streamed body; answered with
+    /// [`Reply::Delivered`] once the application's queue took it (the host
+    /// sends the next only then: the upload's backpressure).
+    HttpBody { call: u64, piece: http::BodyPiece },
+    /// The client took `chunks` more chunks of request `call`'s answer:
+    /// the worker may send that many more. Not answered (id 0).
+    HttpCredit { call: u64, chunks: u32 },
+    /// The rate-limit bucket of a request (Felix's `rate_limit_key`), for
+    /// the head alone (no body); answered with [`Reply::RateKey`].
+    RateKey { head: http::HttpHead },
+    /// Run the plugin's scheduled task `name` once; answered with
+    /// [`Reply::Done`].
+    RunTask { name: String },
+    /// Judge a request (its head) with auth mode `mode`; answered with
+    /// [`Reply::Auth`].
+    Authenticate { mode: String, head: http::HttpHead },
+    /// Tell the plugin's sink number `index` of a call; answered with
+    /// [`Reply::Delivered`] once it was told (as in-process, the caller
+    /// goes on after the sink saw it).
+    Observe {
+        index: usize,
+        call: parts::ObservedWire,
+    },
 }
 
 /// One step of a [`Request::Batch`], in the pipeline's order.
@@ -195,6 +233,34 @@ pub enum Reply {
     Port {
         result: Result<Value, crate::dialects::platforms::PortError>,
     },
+    // --- routes in the worker (issue 47 item 3) ---
+    /// [`Request::Mount`] or [`Request::Lifespan`] done, or why not.
+    Done {
+        result: Result<(), PluginError>,
+    },
+    /// The start of a route's answer.
+    HttpStart {
+        status: u16,
+        headers: Vec<(http::Bytes, http::Bytes)>,
+    },
+    /// A chunk of its body.
+    HttpChunk {
+        data: http::Bytes,
+    },
+    /// Its body ended.
+    HttpEnd,
+    /// The application failed (before its answer started, or in its body).
+    HttpFailed {
+        error: PluginError,
+    },
+    /// [`Request::RateKey`]'s bucket, `None` for the next plugin's.
+    RateKey {
+        result: Result<Option<String>, PluginError>,
+    },
+    /// [`Request::Authenticate`]'s judgement.
+    Auth {
+        result: Result<parts::AuthWire, PluginError>,
+    },
 }
 
 /// A tool a plugin registered while running, as plughost lists it.
@@ -260,14 +326,24 @@ pub enum Contribution {
     ModelProvider {
         profile: crate::core::model_profiles::ModelProfile,
     },
-    /// A part the worker cannot serve (routes, a scheduled task, an auth
-    /// mode, an audit/usage sink): announced so the host can load it
-    /// in-process instead of dropping it (`isolation::server_parts`).
-    ServerPart {
-        /// `routes`, `cron task`, `auth mode` or `sink`.
-        kind: String,
-        name: String,
+    /// The plugin's HTTP routes, served by the worker: the host mounts
+    /// them with [`Request::Mount`] and forwards requests with
+    /// [`Request::Http`].
+    Routes {
+        self_authenticating: Vec<String>,
+        body_limit: Option<u64>,
+        /// It names rate-limit buckets ([`Request::RateKey`]).
+        rate_limited: bool,
     },
+    /// A scheduled task, run with [`Request::RunTask`].
+    Task {
+        name: String,
+        every: std::time::Duration,
+    },
+    /// An auth mode, judged with [`Request::Authenticate`].
+    AuthMode { mode: String },
+    /// An audit/usage sink, told with [`Request::Observe`].
+    Sink { owner: String, index: usize },
 }
 
 /// [`HookAction`] on the wire.

@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod hook;
+mod parts;
 mod platform;
+mod routes;
 mod turn;
 
 pub(super) use hook::IsolatedParams;
@@ -111,7 +113,6 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
     let hooks = Arc::new(HookTable::default());
     platform::take(sup, contributions)
         .into_iter()
-        // --- changed by rl7: server parts are not proxied (server_parts.rs) ---
         .filter_map(|c| {
             Some(match c {
                 Contribution::Tool {
@@ -196,7 +197,19 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                 }),
                 Contribution::ModelProvider { profile } => Registration::ModelProvider(profile),
                 Contribution::Platform { .. } => return None,
-                Contribution::ServerPart { .. } => return None,
+                Contribution::Routes {
+                    self_authenticating,
+                    body_limit,
+                    rate_limited,
+                } => Registration::Routes(routes::entry(
+                    sup,
+                    self_authenticating,
+                    body_limit,
+                    rate_limited,
+                )),
+                Contribution::Task { name, every } => parts::task(sup, name, every),
+                Contribution::AuthMode { mode } => parts::auth_mode(sup, mode),
+                Contribution::Sink { owner, index } => parts::sink(sup, owner, index),
             })
         })
         .collect()

@@ -53,6 +53,12 @@ pub enum Subject {
     /// A hook, by the event name its plugin subscribed with.
     Hook(Arc<str>),
     Command(Arc<str>),
+    /// A request to its HTTP routes, by its path.
+    Route(Arc<str>),
+    /// A run of its scheduled task, by name.
+    Task(Arc<str>),
+    /// A judgement of its auth mode, by name.
+    Auth(Arc<str>),
 }
 
 impl std::fmt::Display for Subject {
@@ -61,6 +67,9 @@ impl std::fmt::Display for Subject {
             Subject::Tool(name) => write!(f, "tool '{name}'"),
             Subject::Hook(event) => write!(f, "a {event} hook"),
             Subject::Command(name) => write!(f, "command '/{name}'"),
+            Subject::Route(path) => write!(f, "the request to {path}"),
+            Subject::Task(name) => write!(f, "task '{name}'"),
+            Subject::Auth(mode) => write!(f, "auth mode '{mode}'"),
         }
     }
 }

@@ -1,6 +1,8 @@
 //! A request answered in several replies: the steps of a batch
 //! ([`Request::Batch`](crate::isolation::protocol::Request::Batch)), each
-//! taken by the proxy that stands for it, in order.
+//! taken by the proxy that stands for it, in order; a route's answer
+//! ([`Request::Http`](crate::isolation::protocol::Request::Http)), its
+//! start and body chunks.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,11 +24,19 @@ pub struct Stream {
     id: u64,
     replies: tokio::sync::Mutex<UnboundedReceiver<Result<(Reply, bool), PluginFault>>>,
     finished: AtomicBool,
+    /// What it is, for the log line of one left unfinished.
+    what: &'static str,
 }
 
 impl Supervisor {
     /// Send `body`, whose replies come one by one ([`Stream::next`]).
     pub fn stream(&self, body: Request) -> Result<Stream, PluginError> {
+        self.stream_of(body, "a tool call with its hooks")
+    }
+
+    /// [`stream`](Self::stream), `what` naming the request in the log line
+    /// of one left unfinished.
+    pub fn stream_of(&self, body: Request, what: &'static str) -> Result<Stream, PluginError> {
         let live = self.live()?;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let id = live
@@ -37,11 +47,41 @@ impl Supervisor {
             id,
             replies: tokio::sync::Mutex::new(rx),
             finished: AtomicBool::new(false),
+            what,
         })
     }
 }
 
 impl Stream {
+    /// The request's id, for the requests that name it.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Send `body` to this request's worker (not another started since),
+    /// unanswered.
+    pub fn tell(&self, body: Request) {
+        if !self.live.has_ended() {
+            self.live.send_unanswered(body);
+        }
+    }
+
+    /// Ask this request's worker (not another started since) and await
+    /// its reply; dropped before it comes, the reply is dropped too.
+    pub async fn ask(&self, body: Request) -> Result<Reply, PluginError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.live
+            .send(body, Waiter::Async(tx))
+            .map_err(PluginError::fault)?;
+        match rx.await {
+            Ok(reply) => reply.map_err(PluginError::fault),
+            Err(_) => Err(PluginError::fault(PluginFault::Unavailable {
+                plugin: self.live.key.clone(),
+                problem: "its worker dropped the call".into(),
+            })),
+        }
+    }
+
     /// Whether the worker has sent its last reply to the batch.
     pub fn is_finished(&self) -> bool {
         self.finished.load(Ordering::Acquire)
@@ -101,7 +141,8 @@ impl Drop for Stream {
             return;
         }
         tracing::info!(
-            "a tool call of plugin '{}' with its hooks was left before its worker finished it; it is cancelled in its worker",
+            "{} of plugin '{}' was left before its worker finished it; it is cancelled in its worker",
+            self.what,
             self.live.key
         );
         self.live.cancel(self.id);

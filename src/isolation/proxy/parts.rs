@@ -1,0 +1,150 @@
+//! An isolated plugin's scheduled tasks, auth modes and audit/usage sinks
+//! as the host runs them (issue 47 item 3): each run, judgement and
+//! observed call goes to the plugin's worker, so none of its code runs in
+//! the main process. The host keeps what it keeps for an in-process
+//! plugin's: a task's schedule, overlap guard and counts, the server's
+//! answer to a refused request.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::out_of_protocol;
+use crate::core::hooks::BoxFuture;
+use crate::core::http_app::{AppRequest, AppResponse, AuthAnswer, AuthMode, Authenticator};
+use crate::core::observers::{CallObserver, ObservedModelCall, ObservedToolCall};
+use crate::core::outcome::PluginError;
+use crate::core::registry::Registration;
+use crate::core::schedule::{ScheduledTask, TaskRun};
+use crate::isolation::protocol::http::HttpHead;
+use crate::isolation::protocol::parts::{AuthWire, ObservedWire};
+use crate::isolation::protocol::{Reply, Request};
+use crate::isolation::supervisor::{Subject, Supervisor};
+
+/// How long a sink may take to be told of one call (the caller waits, as
+/// it waits for an in-process sink).
+const SINK_LIMIT: Duration = Duration::from_secs(5);
+
+pub(super) fn task(sup: &Supervisor, name: String, every: Duration) -> Registration {
+    let run = Arc::new(WorkerTask {
+        sup: sup.clone(),
+        name: name.as_str().into(),
+    });
+    Registration::Task(ScheduledTask::new(name, sup.key().to_string(), every, run))
+}
+
+pub(super) fn auth_mode(sup: &Supervisor, mode: String) -> Registration {
+    let authenticator = Arc::new(WorkerAuth {
+        sup: sup.clone(),
+        mode: mode.as_str().into(),
+    });
+    Registration::Authenticator(AuthMode {
+        mode,
+        plugin: sup.key().to_string(),
+        authenticator,
+    })
+}
+
+pub(super) fn sink(sup: &Supervisor, owner: String, index: usize) -> Registration {
+    Registration::Observer(Arc::new(WorkerSink {
+        sup: sup.clone(),
+        owner,
+        index,
+    }))
+}
+
+struct WorkerTask {
+    sup: Supervisor,
+    name: Arc<str>,
+}
+
+impl TaskRun for WorkerTask {
+    fn run(&self) -> BoxFuture<Result<(), PluginError>> {
+        let sup = self.sup.clone();
+        let name = self.name.clone();
+        Box::pin(async move {
+            let request = Request::RunTask {
+                name: name.to_string(),
+            };
+            match sup.request(request, Subject::Task(name)).await? {
+                Reply::Done { result } => result,
+                other => Err(out_of_protocol(&sup, &other)),
+            }
+        })
+    }
+}
+
+struct WorkerAuth {
+    sup: Supervisor,
+    mode: Arc<str>,
+}
+
+impl Authenticator for WorkerAuth {
+    fn authenticate(&self, request: AppRequest) -> BoxFuture<Result<AuthAnswer, PluginError>> {
+        let sup = self.sup.clone();
+        let mode = self.mode.clone();
+        let head = HttpHead::of(&request);
+        Box::pin(async move {
+            let request = Request::Authenticate {
+                mode: mode.to_string(),
+                head,
+            };
+            let judged = match sup.request(request, Subject::Auth(mode)).await? {
+                Reply::Auth { result } => result?,
+                other => return Err(out_of_protocol(&sup, &other)),
+            };
+            Ok(match judged {
+                AuthWire::Accepted { subject } => AuthAnswer::Accepted { subject },
+                AuthWire::Refused {
+                    status,
+                    headers,
+                    body,
+                } => {
+                    let (tx, rx) = tokio::sync::mpsc::channel(1);
+                    let _ = tx.try_send(Ok(body.0));
+                    AuthAnswer::Refused(AppResponse {
+                        status,
+                        headers: headers.into_iter().map(|(k, v)| (k.0, v.0)).collect(),
+                        body: rx,
+                    })
+                }
+            })
+        })
+    }
+}
+
+struct WorkerSink {
+    sup: Supervisor,
+    owner: String,
+    index: usize,
+}
+
+impl WorkerSink {
+    fn tell(&self, call: ObservedWire) {
+        let request = Request::Observe {
+            index: self.index,
+            call,
+        };
+        match self.sup.request_blocking(request, SINK_LIMIT, "its sink") {
+            Ok(Reply::Delivered) => {}
+            Ok(other) => tracing::warn!("{}", out_of_protocol(&self.sup, &other)),
+            Err(e) => tracing::warn!(
+                "the sink of plugin '{}' was not told of a call: {e}",
+                self.sup.key()
+            ),
+        }
+    }
+}
+
+impl CallObserver for WorkerSink {
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    fn tool_call(&self, call: &ObservedToolCall<'_>) {
+        self.tell(ObservedWire::of_tool(call));
+    }
+
+    fn model_call(&self, call: &ObservedModelCall<'_>) {
+        self.tell(ObservedWire::of_model(call));
+    }
+}
