@@ -70,6 +70,13 @@ pub enum HostCall {
         platform: String,
         signal: super::platforms::PortSignal,
     },
+    /// Hermes `ctx.platform_actions`: `verb` on the host gateway's
+    /// `platform`; answers Hermes's result object.
+    PlatformAction {
+        verb: String,
+        platform: String,
+        args: Value,
+    },
 }
 
 /// The worker's way to the host (set only in a worker process).

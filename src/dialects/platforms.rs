@@ -119,6 +119,11 @@ pub enum PortOp {
         text: String,
     },
     Watch,
+    /// [`PlatformPort::act`].
+    Act {
+        verb: String,
+        args: serde_json::Value,
+    },
 }
 
 /// One connected (or connecting) adapter.
@@ -144,6 +149,27 @@ pub trait PlatformPort: Send + Sync {
         message_id: String,
         text: String,
     ) -> BoxFuture<Result<(), String>>;
+    /// Act on platform `platform` as the gateway's bot (a plugin's
+    /// `platform_actions` verb: a reaction, a thread's title): the result
+    /// as the dialect's JSON object. By default no verb is implemented.
+    fn act(
+        &self,
+        platform: String,
+        verb: String,
+        args: serde_json::Value,
+    ) -> BoxFuture<serde_json::Value> {
+        let _ = args;
+        Box::pin(async move { unsupported_action(&platform, &verb) })
+    }
+}
+
+/// Hermes's answer to a verb a platform does not implement.
+pub fn unsupported_action(platform: &str, verb: &str) -> serde_json::Value {
+    serde_json::json!({
+        "ok": false,
+        "error": "unsupported_platform_action",
+        "detail": format!("{verb} is not implemented for {platform}"),
+    })
 }
 
 /// Why an adapter did not connect.
@@ -249,6 +275,8 @@ pub struct PlatformTable {
     injector: RwLock<Option<Arc<dyn ChatInjector>>>,
     /// (plugin, platform) → the inlet of an adapter running in a worker.
     inlets: Mutex<std::collections::HashMap<(String, String), Inlet>>,
+    /// Platform → its connected adapter, while the gateway runs it.
+    ports: Mutex<std::collections::HashMap<String, Arc<dyn PlatformPort>>>,
 }
 
 impl PlatformTable {
@@ -303,6 +331,26 @@ impl PlatformTable {
         inlets
             .get(&(plugin.to_string(), platform.to_string()))
             .is_some_and(|inlet| inlet.send(signal).is_ok())
+    }
+
+    /// Platform `platform`'s adapter is connected (`Some`), or no longer.
+    pub fn set_port(&self, platform: &str, port: Option<Arc<dyn PlatformPort>>) {
+        let mut ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        match port {
+            Some(port) => ports.insert(platform.to_string(), port),
+            None => ports.remove(platform),
+        };
+    }
+
+    /// Platform `platform`'s connected adapter.
+    pub fn port(&self, platform: &str) -> Option<Arc<dyn PlatformPort>> {
+        let ports = self.ports.lock().unwrap_or_else(|e| e.into_inner());
+        ports.get(platform).cloned()
+    }
+
+    /// Whether a plugin registered platform `platform`.
+    pub fn is_registered(&self, platform: &str) -> bool {
+        self.all().iter().any(|f| f.name() == platform)
     }
 
     pub fn injector(&self) -> Option<Arc<dyn ChatInjector>> {

@@ -143,6 +143,7 @@ async fn connect_and_serve(
     tracing::info!("gateway: platform '{name}' connected");
     table.set_state(name, PlatformState::Connected);
     slot.set(Some(port.clone()));
+    table.set_port(name, Some(port.clone()));
     let ended = loop {
         tokio::select! {
             signal = signals.recv() => match signal {
@@ -157,6 +158,7 @@ async fn connect_and_serve(
         }
     };
     slot.set(None);
+    table.set_port(name, None);
     port.disconnect().await;
     ended
 }

@@ -112,6 +112,10 @@ impl Platforms {
                 let edited = port.edit(to, message_id, text).await;
                 done(edited.map(|_| Value::Null).map_err(not_sent))
             }),
+            PortOp::Act { verb, args } => {
+                let platform = platform.clone();
+                Box::pin(async move { done(Ok(port.act(platform, verb, args).await)) })
+            }
             PortOp::Create | PortOp::Watch => unreachable!("answered above"),
         })
     }

@@ -60,7 +60,8 @@ def register(ctx):
     seen["cap_granted"] = ctx.has_capability("network")
     seen["cap_other"] = ctx.has_capability("shell")
     seen["profile"] = ctx.profile_name
-    seen["reaction"] = ctx.platform_actions.add_reaction("chan", "msg", "+1")["ok"]
+    reaction = asyncio.run(ctx.platform_actions.add_reaction("telegram", "chan", "msg", "+1"))
+    seen["reaction"] = reaction["error"]
     seen["subagents"] = type(ctx.subagent_lifecycle).__name__
     for name in ("register_context_reference", "register_terminal_environment_provider",
                  "register_secret_source"):
@@ -171,7 +172,7 @@ fn the_current_plugin_context_works_the_hermes_way() {
     assert_eq!(seen["cap_granted"], true);
     assert_eq!(seen["cap_other"], false);
     assert_eq!(seen["profile"], "custom");
-    assert_eq!(seen["reaction"], false);
+    assert_eq!(seen["reaction"], "capability_not_granted");
     assert_eq!(seen["subagents"], "SubagentLifecycleService");
     assert_eq!(seen["reserved_emit"], "refused");
 

@@ -50,6 +50,7 @@ mod felix_upload;
 mod file_tools;
 mod flowly_parity;
 mod gateway;
+mod gateway_actions;
 mod hermes;
 mod hermes_browser;
 mod hermes_children;

@@ -162,6 +162,11 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
         false
     ),
     ("plugin_runtime.manager", "plugin_runtime/manager.py", false),
+    (
+        "hermes_cli.platform_actions",
+        "hermes_cli/platform_actions.py",
+        false
+    ),
     // Not hosted: importing them raises an ImportError saying why ([`NOT_HOSTED`]).
     ("hermes_cli.kanban_db", "hermes_cli/kanban_db.py", false),
     ("hermes_cli.projects_db", "hermes_cli/projects_db.py", false),

@@ -105,6 +105,16 @@ pub fn serve(
                 }}),
             })
         }),
+        HostCall::PlatformAction {
+            verb,
+            platform,
+            args,
+        } => Ok(super::platform::actions::act_blocking(
+            host.peek::<crate::dialects::platforms::PlatformTable>(),
+            verb,
+            platform,
+            args,
+        )),
         HostCall::HasPlugin { id } => {
             if id == plugin {
                 return Ok(Value::Bool(false));
@@ -308,7 +318,31 @@ pub(super) fn new_bus(py: Python<'_>, host: &Extensions) -> PyResult<Py<PyAny>> 
         None => py
             .import("_plughost_hermes_ctx")?
             .getattr("HostBus")?
-            .call0()?
+            .call1((gateway_actions(py, host)?,))?
             .unbind(),
     })
+}
+
+/// The in-process bus's way to the host gateway's `platform_actions`:
+/// `act(verb, platform, args_json) -> result_json`, blocking (the facade
+/// calls it from a thread). It holds the host's platform table, not the
+/// host (the bus lives in the host: no cycle).
+fn gateway_actions<'py>(py: Python<'py>, host: &Extensions) -> PyResult<Bound<'py, PyAny>> {
+    let table = host.get::<crate::dialects::platforms::PlatformTable>();
+    let act = PyCFunction::new_closure(
+        py,
+        None,
+        None,
+        move |args: &Bound<'_, PyTuple>, _: Option<&Bound<'_, PyDict>>| -> PyResult<String> {
+            let (verb, platform, json): (String, String, String) = args.extract()?;
+            let parsed: Value = serde_json::from_str(&json)
+                .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+            let table = table.clone();
+            let result = args.py().detach(move || {
+                super::platform::actions::act_blocking(Some(table), verb, platform, parsed)
+            });
+            Ok(result.to_string())
+        },
+    )?;
+    Ok(act.into_any())
 }

@@ -224,4 +224,16 @@ impl PlatformPort for ProxyPort {
         });
         Box::pin(async move { editing.await.map(|_| ()).map_err(|e| e.message) })
     }
+
+    fn act(&self, platform: String, verb: String, args: Value) -> BoxFuture<Value> {
+        let acting = self.call(PortOp::Act {
+            verb: verb.clone(),
+            args,
+        });
+        Box::pin(async move {
+            acting.await.unwrap_or_else(|e| {
+                serde_json::json!({"ok": false, "error": "action_failed", "detail": format!("{verb} on {platform}: {}", e.message)})
+            })
+        })
+    }
 }

@@ -38,7 +38,9 @@ class HostBus:
     ``callback(**deepcopy(payload))``, in a copy of the emitter's
     ``contextvars`` context, an awaitable it returns awaited."""
 
-    def __init__(self) -> None:
+    def __init__(self, act=None) -> None:
+        #: ``act(verb, platform, args_json) -> result_json``: the host's gateway.
+        self._act = act
         self._subscribers: "dict[str, list[tuple[str, object]]]" = {}
         self._lock = threading.Lock()
         self._queue: "queue.Queue" = queue.Queue()
@@ -52,6 +54,13 @@ class HostBus:
     def subscribe(self, owner: str, event: str, callback) -> None:
         with self._lock:
             self._subscribers.setdefault(event, []).append((owner, callback))
+
+    def platform_action(self, verb: str, platform: str, args: dict) -> dict:
+        """A ``platform_actions`` verb on the host's gateway (blocking)."""
+        if self._act is None:
+            return {"ok": False, "error": "gateway_unavailable",
+                    "detail": "no gateway runner is active in this process"}
+        return json.loads(self._act(verb, platform, json.dumps(args)))
 
     def remove_owner(self, owner: str) -> None:
         with self._lock:
@@ -182,6 +191,9 @@ class RemoteBus(HostBus):
 
     def dispatch(self, event: str, payload: dict) -> int:
         return int(self._call({"Emit": {"event": event, "payload": dict(payload)}}))
+
+    def platform_action(self, verb: str, platform: str, args: dict) -> dict:
+        return self._call({"PlatformAction": {"verb": verb, "platform": platform, "args": dict(args)}})
 
     def deliver(self, event: str, index: int, payload: dict) -> None:
         """Run this worker's subscriber number ``index`` now, as the host's
@@ -380,26 +392,6 @@ def _hermes_config(home: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-class _Unavailable:
-    """A facade whose every verb answers ``{"ok": False, "error": …}``, as
-    Hermes's do when their host is absent or the capability is off."""
-
-    def __init__(self, what: str, why: str) -> None:
-        self._what, self._why = what, why
-
-    def __getattr__(self, verb: str):
-        if verb.startswith("_"):
-            raise AttributeError(verb)
-
-        def refused(*_args, **_kwargs):
-            return {"ok": False, "error": f"{self._what}.{verb}: {self._why}"}
-
-        return refused
-
-    def __repr__(self) -> str:
-        return f"<{self._what}: {self._why}>"
-
-
 class PluginRuntime:
     """One loaded plugin's teardown and event ends."""
 
@@ -412,8 +404,9 @@ class PluginRuntime:
         self._teardown: "list[tuple[str, str, object]]" = []
         self._lock = threading.Lock()
         self._state = None
-        self.platform_actions = _Unavailable(
-            "platform_actions", "plughost has no messaging platform (gateway.platform_actions is off)")
+        from hermes_cli.platform_actions import PlatformActions
+
+        self.platform_actions = PlatformActions(plugin_id, self._entry, bus.platform_action)
         self._subagents = None
         #: ``register_platform`` entries, for the gateway (``platform.rs``).
         self._platforms: list = []

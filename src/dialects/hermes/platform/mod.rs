@@ -26,6 +26,7 @@ use crate::dialects::platforms::{
 use crate::runtime::bridge::{self, Awaited};
 use crate::runtime::{attach, try_attach};
 
+pub mod actions;
 pub mod event;
 
 /// A plugin loaded: the platforms its context's runtime recorded
@@ -459,6 +460,27 @@ impl PlatformPort for HermesPort {
                 }
             })
             .map_err(|e| e.to_string())?
+        })
+    }
+    /// Hermes's verbs run by the compat `hermes_cli.platform_actions.on_adapter`.
+    fn act(&self, platform: String, verb: String, args: Value) -> BoxFuture<Value> {
+        let adapter = self.adapter.clone();
+        Box::pin(async move {
+            let out = call(adapter, move |py, a| {
+                let args = pythonize::pythonize(py, &args)?;
+                py.import("hermes_cli.platform_actions")?
+                    .getattr("on_adapter")?
+                    .call1((a, &platform, &verb, args))
+            })
+            .await;
+            let failed = |detail: String| serde_json::json!({"ok": false, "error": "action_failed", "detail": detail});
+            match out {
+                Ok(result) => try_attach(|py| crate::runtime::value::to_json(result.bind(py)))
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| r.map_err(|e| e.to_string()))
+                    .unwrap_or_else(failed),
+                Err(e) => failed(e.chars().take(512).collect()),
+            }
         })
     }
 }
