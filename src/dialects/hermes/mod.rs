@@ -86,48 +86,16 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("agent.context_engine", "agent/context_engine.py", false),
     ("agent.plugin_llm", "agent/plugin_llm.py", false),
     ("agent.memory_provider", "agent/memory_provider.py", false),
-    (
-        "agent.image_gen_provider",
-        "agent/image_gen_provider.py",
-        false
-    ),
-    (
-        "agent.video_gen_provider",
-        "agent/video_gen_provider.py",
-        false
-    ),
-    (
-        "agent.web_search_provider",
-        "agent/web_search_provider.py",
-        false
-    ),
+    ("agent.image_gen_provider", "agent/image_gen_provider.py", false),
+    ("agent.video_gen_provider", "agent/video_gen_provider.py", false),
+    ("agent.web_search_provider", "agent/web_search_provider.py", false),
     ("agent.browser_provider", "agent/browser_provider.py", false),
-    (
-        "agent.subagent_lifecycle",
-        "agent/subagent_lifecycle.py",
-        false
-    ),
-    (
-        "agent.context_references",
-        "agent/context_references.py",
-        false
-    ),
-    (
-        "agent.terminal_env_provider",
-        "agent/terminal_env_provider.py",
-        false
-    ),
-    (
-        "agent.terminal_env_registry",
-        "agent/terminal_env_registry.py",
-        false
-    ),
+    ("agent.subagent_lifecycle", "agent/subagent_lifecycle.py", false),
+    ("agent.context_references", "agent/context_references.py", false),
+    ("agent.terminal_env_provider", "agent/terminal_env_provider.py", false),
+    ("agent.terminal_env_registry", "agent/terminal_env_registry.py", false),
     ("agent.tts_provider", "agent/tts_provider.py", false),
-    (
-        "agent.transcription_provider",
-        "agent/transcription_provider.py",
-        false
-    ),
+    ("agent.transcription_provider", "agent/transcription_provider.py", false),
     ("gateway", "gateway/__init__.py", true),
     ("gateway.platforms", "gateway/platforms/__init__.py", true),
     ("gateway.platforms.base", "gateway/platforms/base.py", false),
@@ -138,11 +106,7 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("plugin_runtime.platform_registry", "plugin_runtime/platform_registry.py", false),
     ("gateway.status", "gateway/status.py", false),
     ("gateway.session", "gateway/session.py", false),
-    (
-        "gateway.session_context",
-        "gateway/session_context.py",
-        false
-    ),
+    ("gateway.session_context", "gateway/session_context.py", false),
     ("tools.approval", "tools/approval.py", false),
     ("tools.interrupt", "tools/interrupt.py", false),
     ("tools.env_passthrough", "tools/env_passthrough.py", false),
@@ -151,22 +115,10 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     // Hermes's plugin runtime package, mapped onto what plughost serves.
     ("plugin_runtime", "plugin_runtime/__init__.py", true),
     ("plugin_runtime.context", "plugin_runtime/context.py", false),
-    (
-        "plugin_runtime.dispatch",
-        "plugin_runtime/dispatch.py",
-        false
-    ),
-    (
-        "plugin_runtime.manifest",
-        "plugin_runtime/manifest.py",
-        false
-    ),
+    ("plugin_runtime.dispatch", "plugin_runtime/dispatch.py", false),
+    ("plugin_runtime.manifest", "plugin_runtime/manifest.py", false),
     ("plugin_runtime.manager", "plugin_runtime/manager.py", false),
-    (
-        "hermes_cli.platform_actions",
-        "hermes_cli/platform_actions.py",
-        false
-    ),
+    ("hermes_cli.platform_actions", "hermes_cli/platform_actions.py", false),
     // Not hosted: importing them raises an ImportError saying why ([`NOT_HOSTED`]).
     ("hermes_cli.kanban_db", "hermes_cli/kanban_db.py", false),
     ("hermes_cli.projects_db", "hermes_cli/projects_db.py", false),
@@ -174,11 +126,7 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("tools.mcp_tool", "tools/mcp_tool.py", false),
     ("tools.mcp_oauth", "tools/mcp_oauth.py", false),
     ("gateway.config", "gateway/config.py", false),
-    (
-        "gateway.platform_registry",
-        "gateway/platform_registry.py",
-        false
-    ),
+    ("gateway.platform_registry", "gateway/platform_registry.py", false),
 ];
 
 /// The compat modules that only refuse (an `ImportError` naming what
