@@ -23,6 +23,7 @@ pub mod inherit;
 pub mod interpreter;
 pub mod journal;
 pub mod limits;
+mod loop_edits;
 pub mod protocol;
 pub mod proxy;
 // --- issue 50: kernel confinement of workers ---

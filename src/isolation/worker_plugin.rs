@@ -395,11 +395,18 @@ fn answer_hook(served: &Served, index: usize, event: &str, payload: PayloadWire)
         other => OwnedPayload::from_wire(other, event),
     };
     let dialect = served.dialect;
+    // What the hook changes in a loop point's context goes back as an edit.
+    let before = match &owned {
+        OwnedPayload::Loop(lc) => Some(super::loop_edits::Snapshot::of(lc)),
+        _ => None,
+    };
     match entry.callback.call(event, owned.as_payload()) {
-        HookReturn::Ready(answer) => Answer::Now(hook_reply(answer, &mut owned, dialect, session)),
+        HookReturn::Ready(answer) => {
+            Answer::Now(hook_reply(answer, &mut owned, (dialect, session, before)))
+        }
         HookReturn::Pending(fut) => Answer::Later(Box::pin(async move {
             let answer = fut.await;
-            hook_reply(answer, &mut owned, dialect, session)
+            hook_reply(answer, &mut owned, (dialect, session, before))
         })),
     }
 }
@@ -457,11 +464,17 @@ pub(super) fn params_edit(
 /// point's: the dialect's state of the turn and, when it changed, of the
 /// session).
 fn hook_reply(
-    answer: Result<HookAction, HookError>,
+    mut answer: Result<HookAction, HookError>,
     owned: &mut OwnedPayload,
-    dialect: Option<&'static dyn crate::dialects::Dialect>,
-    session: Option<Arc<WorkerSession>>,
+    (dialect, session, before): (
+        Option<&'static dyn crate::dialects::Dialect>,
+        Option<Arc<WorkerSession>>,
+        Option<super::loop_edits::Snapshot>,
+    ),
 ) -> Reply {
+    if let (OwnedPayload::Loop(lc), Some(before)) = (&*owned, before) {
+        answer = before.answer(lc, answer);
+    }
     let (params, after) = match owned.as_payload() {
         // The context ends with this reply: the edit is sent, not kept.
         HookPayload::Tool(ctx) => (

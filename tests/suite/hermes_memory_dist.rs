@@ -202,9 +202,6 @@ fn run_turn(env: &Env, tool: &str) -> Value {
 
 #[test]
 fn an_entry_point_memory_provider_is_selected_by_name_and_driven_through_a_turn() {
-    if crate::common::in_process_only("an_entry_point_memory_provider_is_selected_by_name_and_driven_through_a_turn", "an isolated memory provider's prefetched context does not reach the user message yet (docs/isolation.md, parity gaps)") {
-        return;
-    }
     let Some(env) = installed("distmem") else {
         return;
     };
@@ -322,7 +319,7 @@ def register(ctx):
 
 #[test]
 fn a_directory_provider_of_the_same_name_wins_over_the_entry_point() {
-    if crate::common::in_process_only("a_directory_provider_of_the_same_name_wins_over_the_entry_point", "an isolated memory provider's prefetched context does not reach the user message yet (docs/isolation.md, parity gaps)") {
+    if crate::common::in_process_only("a_directory_provider_of_the_same_name_wins_over_the_entry_point", "isolated, the entry point's provider is chosen over the directory provider of the same name (docs/isolation.md, parity gaps)") {
         return;
     }
     let Some(env) = installed("distmem") else {

@@ -57,15 +57,42 @@ pub struct ActiveMemory {
     name: String,
     provider: Py<PyAny>,
     sessions: Mutex<HashMap<String, SessionMemory>>,
+    /// `shutdown()` was called.
+    shut: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for ActiveMemory {
     /// Hermes calls `shutdown()` when its agent closes; a host's provider
-    /// lives as long as the host.
+    /// lives as long as the host (or its plugin, see [`shut_down_for`]).
     fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl ActiveMemory {
+    /// `provider.shutdown()`, once.
+    fn shutdown(&self) {
+        if self.shut.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
         let _ = try_attach(|py| {
             self.call(py, "shutdown", (), None);
         });
+    }
+}
+
+/// Plugin `plugin` of `host` is let go (unloaded, or its worker ends): the
+/// provider it made active shuts down now, whoever still holds it (a
+/// worker process ends without dropping what its plugin registered).
+pub fn shut_down_for(host: &Extensions, plugin: &str) {
+    let Some(slot) = host.peek::<MemorySlot>() else {
+        return;
+    };
+    let memory = slot.1.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if let Some(memory) = memory.and_then(|m| m.upgrade()) {
+        if memory.plugin == plugin {
+            memory.shutdown();
+        }
     }
 }
 
@@ -301,7 +328,11 @@ fn run(m: &ActiveMemory, what: &str, f: impl FnOnce(Python<'_>) -> PyResult<()>)
 /// The host's memory provider, once one is active (one per host, as
 /// Hermes's `MemoryManager` allows one external provider).
 #[derive(Default)]
-pub struct MemorySlot(Mutex<Option<(String, String)>>);
+pub struct MemorySlot(
+    Mutex<Option<(String, String)>>,
+    /// The active provider, while something holds it.
+    Mutex<Option<std::sync::Weak<ActiveMemory>>>,
+);
 
 impl MemorySlot {
     /// `(plugin, provider name)` of the active provider.
@@ -397,7 +428,9 @@ pub fn register(
         name: name.clone(),
         provider: provider.clone().unbind(),
         sessions: Mutex::new(HashMap::new()),
+        shut: Default::default(),
     });
+    *slot.1.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(&memory));
     let mut out: Vec<Registration> = [
         (HookEvent::HistoryReady, Part::BeforeTurn, "prefetch"),
         (HookEvent::PromptFinal, Part::Inject, "memory-context"),

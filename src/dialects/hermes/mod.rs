@@ -397,6 +397,8 @@ struct Teardown {
     key: String,
     /// A memory provider directory's `_hermes_user_memory.<name>` package.
     memory_module: Option<String>,
+    /// The host, whose memory provider the plugin may have made active.
+    host: std::sync::Weak<Extensions>,
 }
 
 impl Drop for Teardown {
@@ -406,6 +408,9 @@ impl Drop for Teardown {
                 tracing::warn!("Hermes plugin '{}' unload failed: {e}", self.key);
             }
             let _ = self.bus.bind(py).call_method1("unloaded", (&self.key,));
+            if let Some(host) = self.host.upgrade() {
+                memory::shut_down_for(&host, &self.key);
+            }
             if let Some(name) = &self.memory_module {
                 let _ = py
                     .import("agent.memory_provider")
@@ -577,6 +582,7 @@ impl Dialect for Hermes {
                 bus: bus.clone().unbind(),
                 key: key.to_string(),
                 memory_module,
+                host: Arc::downgrade(state),
             };
             let ctx = Py::new(
                 py,
