@@ -377,6 +377,28 @@ async fn a_reaction_reaches_gateway_platform_event_hooks_as_hermes_sends_it() {
     );
 }
 
+/// An adapter handing over malformed platform events (not a dict, no
+/// event type): each is dropped as Hermes's runner drops it, the adapter's
+/// call returns, and the next well-formed event and message go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_platform_event_is_dropped_and_the_adapter_goes_on() {
+    let s = setup().await;
+    s.service.react("ivy", "ivy", "s8", "malformed");
+    let line = "platform-event fakechat reaction {\"chat_id\": \"ivy\", \"custom_emoji_ids\": [], \"emojis\": [\"malformed\"], \"message_id\": \"s8\", \"thread_id\": null} []";
+    wait_log(&s.log(), "the well-formed event", |l| l == line).await;
+    s.service.deliver(None, "ivy", "ivy", "hi", "m1");
+    s.service
+        .wait_for(WAIT, "the reply", |seen| {
+            sent_to(seen, "ivy").iter().any(|t| t.starts_with("re: "))
+        })
+        .await;
+    let events: Vec<String> = log_lines(&s.log())
+        .into_iter()
+        .filter(|l| l.starts_with("platform-event"))
+        .collect();
+    assert_eq!(events, [line], "only the well-formed event was heard");
+}
+
 /// A chat whose messages reach two replicas (as a platform delivering
 /// updates to whichever connection it picks): the second replica's turn
 /// waits for the first's lease, runs on its transcript, and the replies

@@ -251,3 +251,73 @@ fn a_failed_model_call_ends_its_stream_unfinished_with_the_error() {
     // No interim message: the call had no tool calls.
     assert!(!hooks(&seen).contains(&"on_interim_message"));
 }
+
+/// An observer that stalls on every delta, far past the hook budget.
+const STALLED: &str = r#"
+import asyncio, json, os
+
+LOG = os.path.join(os.path.dirname(__file__), "heard.jsonl")
+
+async def on_delta(*, delta="", **_):
+    with open(LOG, "a") as f:
+        f.write(json.dumps(delta) + "\n")
+    await asyncio.sleep(60)
+
+def register(ctx):
+    ctx.register_hook("on_stream_delta", on_delta)
+"#;
+
+/// Words streamed by the scripted answer: more than the queue holds.
+const WORDS: usize = 1500;
+
+#[test]
+fn a_stalled_observer_loses_the_oldest_events_and_never_holds_the_turn() {
+    let home = crate::common::home_with(&["stalled"]);
+    let plugin = home.path().join("plugins").join("stalled");
+    hermes_plugin(&plugin, "stalled", STALLED);
+    let words: Vec<String> = (0..WORDS).map(|i| format!("w{i}")).collect();
+    let script = home.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        format!("turns:\n  - say: \"{}\"\n", words.join(" ")),
+    )
+    .unwrap();
+    let bundled = crate::common::no_bundled();
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_plughost"));
+    cmd.arg("--home")
+        .arg(home.path())
+        .args(["run", "--model", "scripted", "--script"])
+        .arg(&script)
+        .args(["--hook-timeout", "1", "go"])
+        .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+        .env_remove("PLUGHOST_LOG");
+    let out = crate::common::run_bounded(cmd, std::time::Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The turn answered whole.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(&format!("w{}", WORDS - 1)), "{stdout}");
+    // The queue was full: the oldest events went, and what was still
+    // queued at the turn's end was dropped past the budget.
+    assert!(
+        stderr.contains("event(s) dropped, the observers were too slow for the stream"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("still busy at the end of the turn past the hook budget"),
+        "{stderr}"
+    );
+    // The observer heard the first delta; anything after it came from the
+    // newest events kept (the oldest were dropped, never the newest).
+    let heard: Vec<String> = std::fs::read_to_string(plugin.join("heard.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(heard[0], "w0 ", "{heard:?}");
+    assert!(heard.len() < WORDS, "{}", heard.len());
+    for later in &heard[1..] {
+        let n: usize = later.trim().trim_start_matches('w').parse().unwrap();
+        assert!(n >= WORDS - 1024, "{later} was among the oldest dropped");
+    }
+}

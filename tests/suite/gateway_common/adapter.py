@@ -94,6 +94,11 @@ class FakeChatAdapter(BasePlatformAdapter):
                     if handler is not None:
                         source = self.build_source(chat_id=msg["chat_id"], chat_type="dm",
                                                    user_id=msg["user"], user_name=msg["user"])
+                        if msg["emoji"] == "malformed":
+                            # What a buggy adapter might hand over: not a
+                            # dict, then a dict without an event type.
+                            await handler("not a dict", source)
+                            await handler({"platform": "fakechat"}, source)
                         payload = {"chat_id": msg["chat_id"], "message_id": msg["message_id"],
                                    "emojis": [msg["emoji"]], "custom_emoji_ids": [], "thread_id": None}
                         await handler({"platform": "fakechat", "event_type": "reaction",
