@@ -17,7 +17,45 @@ pub enum Transport {
     /// Any other (Hermes's `anthropic_messages`, `codex_responses`, …),
     /// by its name: recorded and refused with a reason when picked.
     Other(String),
+    /// The plugin's own code (Felix's model provider factories): each call
+    /// runs it where the plugin runs ([`ModelProfile::code`]).
+    Plugin,
 }
+
+/// A model provider whose calls run plugin code: one chat call of `model`.
+/// `request` is `{"system", "messages", "tools", "params"}` (OpenAI's
+/// shapes); the answer `{"text", "tool_calls": [{"id", "name",
+/// "arguments"}], "usage", "finish_reason"}`, or why the call failed.
+pub trait PluginModel: Send + Sync {
+    fn chat(
+        &self,
+        model: String,
+        request: serde_json::Value,
+    ) -> crate::core::points::BoxFuture<Result<serde_json::Value, String>>;
+}
+
+/// The code behind a [`Transport::Plugin`] profile (none on the wire: a
+/// worker's profile gets its proxy on the host's side).
+#[derive(Clone, Default)]
+pub struct CodeHandle(pub Option<std::sync::Arc<dyn PluginModel>>);
+
+impl std::fmt::Debug for CodeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "code" } else { "no code" })
+    }
+}
+
+impl PartialEq for CodeHandle {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for CodeHandle {}
 
 /// One model provider a plugin registered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +80,9 @@ pub struct ModelProfile {
     /// How the key is obtained (Hermes's `auth_type`): only `api_key` (or
     /// none) can be used by plughost.
     pub auth: String,
+    /// The code a [`Transport::Plugin`] profile calls.
+    #[serde(skip)]
+    pub code: CodeHandle,
 }
 
 impl ModelProfile {
@@ -62,6 +103,14 @@ impl ModelProfile {
 
     /// Why plughost cannot call this provider, if it cannot.
     pub fn unusable(&self) -> Option<String> {
+        if self.transport == Transport::Plugin {
+            return self.code.0.is_none().then(|| {
+                format!(
+                    "model provider '{}' ({}) is plugin code that is not running here",
+                    self.name, self.plugin
+                )
+            });
+        }
         if let Transport::Other(mode) = &self.transport {
             return Some(format!(
                 "model provider '{}' ({}) speaks '{mode}', and plughost calls model providers over the OpenAI-compatible Chat Completions transport only",
@@ -94,6 +143,9 @@ impl ModelProfile {
             Some(why) => format!("; cannot be used: {why}"),
             None => format!("; use it with --model {}:MODEL", self.name),
         };
+        if self.transport == Transport::Plugin {
+            return format!("model provider {} (plugin code){usable}", self.name);
+        }
         format!(
             "model provider {} at {}: {key}{usable}",
             self.name, self.base_url

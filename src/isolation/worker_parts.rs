@@ -19,6 +19,8 @@ pub(super) struct Parts {
     tasks: HashMap<String, ScheduledTask>,
     auth: HashMap<String, AuthMode>,
     sinks: Vec<Arc<dyn CallObserver>>,
+    /// Model providers that are the plugin's code, by name.
+    models: HashMap<String, Arc<dyn crate::core::model_profiles::PluginModel>>,
 }
 
 impl Parts {
@@ -46,6 +48,35 @@ impl Parts {
         };
         self.sinks.push(sink);
         announced
+    }
+
+    /// A model provider: its profile announced, its code kept here.
+    pub(super) fn add_model(
+        &mut self,
+        profile: crate::core::model_profiles::ModelProfile,
+    ) -> Contribution {
+        if let Some(code) = &profile.code.0 {
+            self.models.insert(profile.name.clone(), code.clone());
+        }
+        Contribution::ModelProvider { profile }
+    }
+
+    /// [`Request::ModelChat`](super::protocol::Request::ModelChat).
+    pub(super) fn model_chat(
+        &self,
+        name: &str,
+        model: String,
+        request: serde_json::Value,
+    ) -> Answer {
+        let Some(code) = self.models.get(name) else {
+            return Answer::Now(Reply::Refused {
+                problem: format!("no model provider '{name}' in this worker"),
+            });
+        };
+        let call = code.chat(model, request);
+        Answer::Later(Box::pin(
+            async move { Reply::ModelChat { result: call.await } },
+        ))
     }
 
     /// [`Request::RunTask`](super::protocol::Request::RunTask): one run of

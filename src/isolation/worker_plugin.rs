@@ -231,7 +231,7 @@ pub(super) fn load(
             Registration::Authenticator(a) => contributions.push(served.parts.add_auth(a)),
             Registration::Observer(o) => contributions.push(served.parts.add_sink(o)),
             Registration::ModelProvider(profile) => {
-                contributions.push(Contribution::ModelProvider { profile })
+                contributions.push(served.parts.add_model(profile))
             }
         }
     }
@@ -331,6 +331,11 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
         Request::RunTask { name } => served.parts.run_task(&name),
         Request::Authenticate { mode, head } => served.parts.authenticate(&mode, head),
         Request::Observe { index, call } => served.parts.observe(index, call),
+        Request::ModelChat {
+            name,
+            model,
+            request,
+        } => served.parts.model_chat(&name, model, request),
     }
 }
 

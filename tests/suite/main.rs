@@ -44,6 +44,7 @@ mod examples;
 mod exec_tool;
 mod felix;
 mod felix_isolated_server;
+mod felix_model_provider;
 mod felix_rate_limit;
 mod felix_server;
 mod felix_upload;

@@ -1,6 +1,7 @@
 //! Model providers: what the loop asks a model, and what comes back.
 
 pub mod openai;
+pub mod plugin_model;
 pub mod scripted;
 pub mod sse;
 
@@ -174,6 +175,13 @@ pub fn from_spec(
             Ok(Arc::new(scripted))
         }
         other => match options.profiles.as_ref().and_then(|p| p.find(other)) {
+            Some(profile)
+                if profile.transport == crate::core::model_profiles::Transport::Plugin =>
+            {
+                Ok(Arc::new(plugin_model::PluginProvider::for_profile(
+                    &profile, model,
+                )?))
+            }
             Some(profile) => {
                 let mut provider = openai::OpenAi::for_profile(&profile, model)?;
                 if let Some(timeout) = options.model_timeout {

@@ -22,6 +22,7 @@ pub mod discover;
 mod format;
 pub mod hooks;
 pub mod lanes;
+mod models;
 pub mod reference;
 mod routes;
 mod sinks;
@@ -48,7 +49,7 @@ const FINDER_SOURCE: &str = include_str!("../../../python/plughost/_compat/felix
 
 /// The facade's parts, one concern each, in the order they import each
 /// other: modules `_plughost_felix_<part>`, made before the facade.
-const PARTS: [(&str, &str); 4] = [
+const PARTS: [(&str, &str); 5] = [
     (
         "_plughost_felix_registry",
         include_str!("../../../python/plughost/_compat/felix/registry.py"),
@@ -64,6 +65,10 @@ const PARTS: [(&str, &str); 4] = [
     (
         "_plughost_felix_loader",
         include_str!("../../../python/plughost/_compat/felix/loader.py"),
+    ),
+    (
+        "_plughost_felix_models",
+        include_str!("../../../python/plughost/_compat/felix/models.py"),
     ),
 ];
 
@@ -245,7 +250,7 @@ impl Renderers for Felix {
 
 /// Registrations from what `_plughost_felix.load` returned:
 /// `(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes,
-/// authenticators)`.
+/// authenticators, model_providers)`.
 fn collect(
     py: Python<'_>,
     key: &str,
@@ -336,6 +341,11 @@ fn collect(
         let (mode, builder): (String, Py<PyAny>) = item?.extract()?;
         let mode = auth::mode(key, mode, builder, felix_module.clone_ref(py));
         registrations.push(Registration::Authenticator(mode));
+    }
+    for item in loaded.get_item(8)?.try_iter()? {
+        let (name, factory): (String, Py<PyAny>) = item?.extract()?;
+        let profile = models::profile(key, name, factory, felix_module.clone_ref(py));
+        registrations.push(Registration::ModelProvider(profile));
     }
     let unused: Vec<String> = loaded.get_item(3)?.extract()?;
     if !unused.is_empty() {

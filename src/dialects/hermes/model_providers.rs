@@ -134,6 +134,7 @@ fn read(name: &str, p: &Bound<'_, PyAny>, plugin: &str) -> PyResult<ModelProfile
         models: list("fallback_models"),
         transport,
         auth: text("auth_type"),
+        code: Default::default(),
     })
 }
 

@@ -147,6 +147,13 @@ pub enum Request {
         index: usize,
         call: parts::ObservedWire,
     },
+    /// One chat call of model `model` of the plugin's model provider
+    /// `name` (its code runs here); answered with [`Reply::ModelChat`].
+    ModelChat {
+        name: String,
+        model: String,
+        request: Value,
+    },
 }
 
 /// One step of a [`Request::Batch`], in the pipeline's order.
@@ -260,6 +267,10 @@ pub enum Reply {
     /// [`Request::Authenticate`]'s judgement.
     Auth {
         result: Result<parts::AuthWire, PluginError>,
+    },
+    /// [`Request::ModelChat`]'s answer, or why the call failed.
+    ModelChat {
+        result: Result<Value, String>,
     },
 }
 

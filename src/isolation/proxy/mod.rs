@@ -195,21 +195,9 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                     description,
                     path,
                 }),
-                Contribution::ModelProvider { profile } => Registration::ModelProvider(profile),
                 Contribution::Platform { .. } => return None,
-                Contribution::Routes {
-                    self_authenticating,
-                    body_limit,
-                    rate_limited,
-                } => Registration::Routes(routes::entry(
-                    sup,
-                    self_authenticating,
-                    body_limit,
-                    rate_limited,
-                )),
-                Contribution::Task { name, every } => parts::task(sup, name, every),
-                Contribution::AuthMode { mode } => parts::auth_mode(sup, mode),
-                Contribution::Sink { owner, index } => parts::sink(sup, owner, index),
+                // A server part or a model provider.
+                other => return parts::registration(sup, other),
             })
         })
         .collect()

@@ -24,7 +24,33 @@ use crate::isolation::supervisor::{Subject, Supervisor};
 /// it waits for an in-process sink).
 const SINK_LIMIT: Duration = Duration::from_secs(5);
 
-pub(super) fn task(sup: &Supervisor, name: String, every: Duration) -> Registration {
+/// The registration of a server part or a model provider the worker
+/// announced (`None` for any other contribution).
+pub(super) fn registration(
+    sup: &Supervisor,
+    contribution: crate::isolation::protocol::Contribution,
+) -> Option<Registration> {
+    use crate::isolation::protocol::Contribution;
+    Some(match contribution {
+        Contribution::Routes {
+            self_authenticating,
+            body_limit,
+            rate_limited,
+        } => Registration::Routes(super::routes::entry(
+            sup,
+            self_authenticating,
+            body_limit,
+            rate_limited,
+        )),
+        Contribution::Task { name, every } => task(sup, name, every),
+        Contribution::AuthMode { mode } => auth_mode(sup, mode),
+        Contribution::Sink { owner, index } => sink(sup, owner, index),
+        Contribution::ModelProvider { profile } => Registration::ModelProvider(model(sup, profile)),
+        _ => return None,
+    })
+}
+
+fn task(sup: &Supervisor, name: String, every: Duration) -> Registration {
     let run = Arc::new(WorkerTask {
         sup: sup.clone(),
         name: name.as_str().into(),
@@ -32,7 +58,7 @@ pub(super) fn task(sup: &Supervisor, name: String, every: Duration) -> Registrat
     Registration::Task(ScheduledTask::new(name, sup.key().to_string(), every, run))
 }
 
-pub(super) fn auth_mode(sup: &Supervisor, mode: String) -> Registration {
+fn auth_mode(sup: &Supervisor, mode: String) -> Registration {
     let authenticator = Arc::new(WorkerAuth {
         sup: sup.clone(),
         mode: mode.as_str().into(),
@@ -44,12 +70,56 @@ pub(super) fn auth_mode(sup: &Supervisor, mode: String) -> Registration {
     })
 }
 
-pub(super) fn sink(sup: &Supervisor, owner: String, index: usize) -> Registration {
+fn sink(sup: &Supervisor, owner: String, index: usize) -> Registration {
     Registration::Observer(Arc::new(WorkerSink {
         sup: sup.clone(),
         owner,
         index,
     }))
+}
+
+/// A model provider announced by the worker: one that is the plugin's
+/// code gets its calls sent there.
+fn model(
+    sup: &Supervisor,
+    mut profile: crate::core::model_profiles::ModelProfile,
+) -> crate::core::model_profiles::ModelProfile {
+    if profile.transport == crate::core::model_profiles::Transport::Plugin {
+        profile.code = crate::core::model_profiles::CodeHandle(Some(Arc::new(WorkerModel {
+            sup: sup.clone(),
+            name: profile.name.as_str().into(),
+        })));
+    }
+    profile
+}
+
+/// A model provider whose code runs in the plugin's worker.
+struct WorkerModel {
+    sup: Supervisor,
+    name: Arc<str>,
+}
+
+impl crate::core::model_profiles::PluginModel for WorkerModel {
+    fn chat(
+        &self,
+        model: String,
+        request: serde_json::Value,
+    ) -> BoxFuture<Result<serde_json::Value, String>> {
+        let sup = self.sup.clone();
+        let name = self.name.clone();
+        Box::pin(async move {
+            let ask = Request::ModelChat {
+                name: name.to_string(),
+                model,
+                request,
+            };
+            match sup.request(ask, Subject::Model(name)).await {
+                Ok(Reply::ModelChat { result }) => result,
+                Ok(other) => Err(out_of_protocol(&sup, &other).to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    }
 }
 
 struct WorkerTask {

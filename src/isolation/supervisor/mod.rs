@@ -59,6 +59,8 @@ pub enum Subject {
     Task(Arc<str>),
     /// A judgement of its auth mode, by name.
     Auth(Arc<str>),
+    /// A call of its model provider, by name.
+    Model(Arc<str>),
 }
 
 impl std::fmt::Display for Subject {
@@ -70,6 +72,7 @@ impl std::fmt::Display for Subject {
             Subject::Route(path) => write!(f, "the request to {path}"),
             Subject::Task(name) => write!(f, "task '{name}'"),
             Subject::Auth(mode) => write!(f, "auth mode '{mode}'"),
+            Subject::Model(name) => write!(f, "a call of model provider '{name}'"),
         }
     }
 }

@@ -77,3 +77,4 @@ from _plughost_felix_values import (  # noqa: E402,F401
     tool_text,
 )
 from _plughost_felix_loader import load  # noqa: E402,F401
+from _plughost_felix_models import chat as model_chat  # noqa: E402,F401

@@ -46,12 +46,13 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     """Import the entry point, call ``register(registry)`` and collect what it registered.
 
     Returns ``(tools, hooks, startup_hooks, unused, cron_tasks, sinks, routes,
-    authenticators)``:
+    authenticators, model_providers)``:
     tools as ``(name, description, parameters, tool)``, hooks as ``(kind, fn,
     label)``, cron tasks as ``(name, run)``, sinks as ``(audit factory, usage
     factory)`` (each ``None`` when not registered), routes as ``(plugin,
     self_authenticating_mounts, body_limit_bytes)``, authenticators as
-    ``(mode, builder)``.
+    ``(mode, builder)``, model providers as ``(name, factory)`` (those the
+    plugin registered while it loaded).
     """
     if source_dir and source_dir not in sys.path:
         sys.path.insert(0, source_dir)
@@ -72,6 +73,9 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
             f"entry point '{module_name}:{attr}' is a {type(target).__name__}, not a callable register(registry)"
         )
     registry = PluginRegistry(key)
+    from felix.patterns import model_registry
+
+    providers_before = dict(model_registry._REGISTERED)
     try:
         returned = target(registry)
         if inspect.isawaitable(returned):
@@ -132,7 +136,10 @@ def load(key: str, module_name: str, attr: str, source_dir: "str | None"):
     sinks = (registry.audit_sink_factory, registry.usage_sink_factory)
     routes = _routes(key, registry.plugins)
     authenticators = sorted(registry.authenticators.items())
-    return tools, hooks, startup, unused, _cron_tasks(key, registry.plugins), sinks, routes, authenticators
+    models = [(n, f) for n, f in model_registry._REGISTERED.items()
+              if f is not None and providers_before.get(n) is not f]
+    return (tools, hooks, startup, unused, _cron_tasks(key, registry.plugins), sinks, routes,
+            authenticators, models)
 
 
 def _parameters(tool) -> dict:

@@ -99,9 +99,16 @@ class PluginRegistry:
                     self.hooks.append((_kind, hook))
 
                 return add
-            if kind in (
-                "model_provider",
-                "decision_provider",
-            ):
+            if kind == "model_provider":
+
+                def provide(provider_name, factory, _name=name) -> None:
+                    # Felix forwards it to the one model registry.
+                    self._check(_name)
+                    from felix.patterns.model_registry import register_model_provider
+
+                    register_model_provider(provider_name, factory)
+
+                return provide
+            if kind == "decision_provider":
                 return self._unused(name)
         raise AttributeError(f"'PluginRegistry' object has no attribute '{name}'")

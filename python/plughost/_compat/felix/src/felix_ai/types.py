@@ -66,4 +66,23 @@ class ModelChatResult:
     usage: "TokenUsage | None" = None
 
 
-__all__ = ["ChatMessage", "ToolCall", "TokenUsage", "ModelChatResult", "ImageAttachment"]
+@dataclass(slots=True)
+class ModelRoute:
+    """Which provider serves a logical model id, and its own model name."""
+
+    provider: str
+    model: str
+    modalities: "list[str] | None" = None
+
+
+@dataclass(slots=True)
+class ModelChatOptions:
+    temperature: "float | None" = None
+    max_tokens: "int | None" = None
+    signal: Any = None
+    isolate_cache: bool = False
+    output_schema: "dict | None" = None
+
+
+__all__ = ["ChatMessage", "ToolCall", "TokenUsage", "ModelChatResult", "ImageAttachment",
+           "ModelRoute", "ModelChatOptions"]

@@ -1,4 +1,5 @@
-"""Open registry (accepted, never used by plughost: its selecting configuration does not exist here)."""
+"""Felix's one model registry: ``register_model_provider(name, factory)``; a
+provider registered while a plugin loads is plughost's ``--model NAME:MODEL``."""
 
 from __future__ import annotations
 
