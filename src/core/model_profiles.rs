@@ -101,6 +101,19 @@ impl ModelProfile {
         self.name == name || self.aliases.iter().any(|a| a == name)
     }
 
+    /// The model a call uses: `model`, else the first the profile lists;
+    /// `Err` says how to name one.
+    pub fn pick_model(&self, model: &str) -> Result<String, String> {
+        match (model, self.models.first()) {
+            ("", Some(first)) => Ok(first.clone()),
+            ("", None) => Err(format!(
+                "name the model: --model {}:MODEL (model provider '{}' of '{}' lists none)",
+                self.name, self.name, self.plugin
+            )),
+            (m, _) => Ok(m.to_string()),
+        }
+    }
+
     /// Why plughost cannot call this provider, if it cannot.
     pub fn unusable(&self) -> Option<String> {
         if self.transport == Transport::Plugin {

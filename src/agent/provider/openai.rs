@@ -90,16 +90,7 @@ impl OpenAi {
         if let Some(why) = profile.unusable() {
             return Err(ProviderError::Config(why));
         }
-        let model = match (model, profile.models.first()) {
-            ("", Some(first)) => first.clone(),
-            ("", None) => {
-                return Err(ProviderError::Config(format!(
-                    "name the model: --model {}:MODEL (model provider '{}' of '{}' lists none)",
-                    profile.name, profile.name, profile.plugin
-                )))
-            }
-            (m, _) => m.to_string(),
-        };
+        let model = profile.pick_model(model).map_err(ProviderError::Config)?;
         let api_key = profile.key().map(|(_, v)| v);
         if api_key.is_none() && !profile.key_vars.is_empty() {
             return Err(ProviderError::Config(format!(

@@ -27,16 +27,7 @@ impl PluginProvider {
         let code = profile.code.0.clone().ok_or_else(|| {
             ProviderError::Config(format!("model provider '{}' has no code", profile.name))
         })?;
-        let model = match (model, profile.models.first()) {
-            ("", Some(first)) => first.clone(),
-            ("", None) => {
-                return Err(ProviderError::Config(format!(
-                    "name the model: --model {}:MODEL (model provider '{}' of '{}')",
-                    profile.name, profile.name, profile.plugin
-                )))
-            }
-            (m, _) => m.to_string(),
-        };
+        let model = profile.pick_model(model).map_err(ProviderError::Config)?;
         Ok(PluginProvider {
             name: profile.name.clone(),
             model,
