@@ -92,3 +92,54 @@ def test_agent_refuses_a_provider_whose_key_is_unset(tmp_path, stub, monkeypatch
     host = plughost.Host(home=_home(tmp_path, stub), disable=NO_BUNDLED)
     with pytest.raises(plughost.ConfigError, match="needs its key: set STUBCLOUD_API_KEY"):
         plughost.Agent(host, model="stubcloud:stub-large")
+
+
+FELIX_PROVIDER = '''
+import os
+from felix_ai.types import ChatMessage, ModelChatResult, TokenUsage
+
+
+class EchoClient:
+    def __init__(self, model_id, route):
+        self.model_id, self.route = model_id, route
+
+    async def chat(self, messages, tools, opts=None):
+        text = f"echo[{self.route.provider}:{self.route.model}] {messages[-1].content} pid={os.getpid()}"
+        return ModelChatResult(message=ChatMessage(role="assistant", content=text),
+                               usage=TokenUsage(input=5, output=3))
+
+
+def register(registry):
+    registry.register_model_provider("example-echo", lambda m, route, spec, settings: EchoClient(m, route))
+'''
+
+
+def _felix_home(tmp_path: Path) -> Path:
+    """A Felix source tree (`pyproject.toml` naming its entry point) whose
+    plugin registers a model provider, as Felix's example plugin does."""
+    home = tmp_path / "home"
+    tree = home / "plugins" / "felix-echo"
+    package = tree / "src" / "felix_echo_model"
+    package.mkdir(parents=True)
+    (tree / "pyproject.toml").write_text(
+        '[project]\nname = "felix-echo"\nversion = "0.1.0"\n\n'
+        '[project.entry-points."felix.plugins"]\necho = "felix_echo_model:register"\n'
+    )
+    (package / "__init__.py").write_text(FELIX_PROVIDER)
+    (home / "config.json").write_text(json.dumps({"plugins": {"enabled": ["echo"]}}))
+    return home
+
+
+def test_agent_uses_a_felix_model_provider_from_asyncio_and_from_a_thread(tmp_path):
+    host = plughost.Host(home=_felix_home(tmp_path), disable=NO_BUNDLED)
+    agent = plughost.Agent(host, model="example-echo:echo-1")
+
+    report = asyncio.run(agent.run("hi", session_id="felix-wheel"))
+    assert report["completed"] is True, report
+    assert report["reply"].startswith("echo[example-echo:echo-1] hi pid="), report
+
+    answers: list = []
+    worker = threading.Thread(target=lambda: answers.append(asyncio.run(agent.run("again", session_id="felix-thread"))))
+    worker.start()
+    worker.join(timeout=60)
+    assert answers and answers[0]["reply"].startswith("echo[example-echo:echo-1] again"), answers

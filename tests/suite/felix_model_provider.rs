@@ -118,3 +118,31 @@ fn a_felix_model_provider_needs_a_model_name_and_a_failing_client_fails_the_turn
         "ok={ok}: {all}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_answers_chat_completions_through_a_felix_model_provider_in_its_worker() {
+    let home = home();
+    let bundled = common::no_bundled();
+    // serve's defaults: the third-party plugin runs isolated.
+    let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
+        .arg("--home")
+        .arg(home.path())
+        .args(["serve", "--port", "0", "--model", "example-echo:echo-1"])
+        .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+        .env_remove("PYTHONPATH")
+        .env_remove("PLUGHOST_ISOLATE")
+        .env_remove("PLUGHOST_API_KEY")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let server = u64::from(child.id());
+    let (status, body) = common::chat_once(child, "hello").await;
+    assert_eq!(status, 200, "{body}");
+    let text = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("echo[example-echo:echo-1] hello system=True"),
+        "{body}"
+    );
+    assert_ne!(answered_from(text), server, "the client runs in the worker");
+}
