@@ -44,19 +44,14 @@ fn home() -> tempfile::TempDir {
 /// `plughost run --model MODEL hello` with `isolate`: its pid, status and output.
 fn run(home: &std::path::Path, model: &str, isolate: &str) -> (u64, bool, String, String) {
     let bundled = common::no_bundled();
-    let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
-        .arg("--home")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+    cmd.arg("--home")
         .arg(home)
         .args(["--isolate", isolate, "run", "--model", model, "hello"])
         .env("PLUGHOST_BUNDLED_DIR", bundled.path())
         .env_remove("PYTHONPATH")
-        .env_remove("PLUGHOST_ISOLATE")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = u64::from(child.id());
-    let out = child.wait_with_output().unwrap();
+        .env_remove("PLUGHOST_ISOLATE");
+    let (pid, out) = common::run_bounded_pid(cmd, std::time::Duration::from_secs(120));
     (
         pid,
         out.status.success(),
