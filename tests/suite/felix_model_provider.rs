@@ -87,6 +87,9 @@ fn a_felix_model_provider_answers_a_turn_in_process_and_from_its_worker() {
         "{stdout}"
     );
     assert_ne!(answered_from(&stdout), pid, "isolated: the plugin's worker");
+    // The profile outlives the plugin's registrations: it must not keep
+    // the worker alive until the process dies (reported as a crash).
+    assert!(!stderr.contains("crashed"), "{stderr}");
 }
 
 #[test]

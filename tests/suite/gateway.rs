@@ -300,11 +300,11 @@ fn cli_messages_reach_gateway_policies_as_platform_cli_and_the_plugin_loads_whol
             .env_remove("OPENAI_API_KEY")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        // Isolated, the worker is let go when the command ends, never
+        // killed as a crash (the host's platform table holds it weakly).
+        assert!(!stderr.contains("crashed"), "{args:?}: {stderr}");
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     // The platform plugin's tool loads (no gateway runs here).
