@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const PLUGIN: &str = r#"
+import asyncio
 import ctypes
 import os
 from fastapi import Request
@@ -52,6 +53,17 @@ class Iso:
                     note(f"{i}", log="chunks.log")
                     yield b"x" * CHUNK
             return StreamingResponse(chunks(), media_type="application/octet-stream")
+
+        @app.get("/iso/forever")
+        async def forever():
+            async def chunks():
+                try:
+                    while True:
+                        await asyncio.sleep(0.05)
+                        yield b"tick\n"
+                finally:
+                    note("forever closed")
+            return StreamingResponse(chunks(), media_type="text/plain")
 
         @app.get("/iso/crash")
         def crash():
@@ -179,6 +191,29 @@ fn an_isolated_felix_plugins_routes_and_cron_task_run_in_its_worker_never_in_the
         }
         assert_eq!(got, CHUNKS * CHUNK);
         assert_eq!(made(home.path()), CHUNKS);
+
+        // A client that goes away mid-answer: the request is cancelled in
+        // the worker, which closes the route's generator.
+        let mut r = client
+            .get(format!("{url}/iso/forever"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert!(r.chunk().await.unwrap().is_some(), "it streams");
+        drop(r);
+        let log = home.path().join("events.log");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("forever closed")
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the generator was never closed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
 
         // A segfault in a handler ends the worker; the server answers 500
         // and the next request is served by a new worker.

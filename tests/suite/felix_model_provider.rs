@@ -44,19 +44,14 @@ fn home() -> tempfile::TempDir {
 /// `plughost run --model MODEL hello` with `isolate`: its pid, status and output.
 fn run(home: &std::path::Path, model: &str, isolate: &str) -> (u64, bool, String, String) {
     let bundled = common::no_bundled();
-    let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
-        .arg("--home")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+    cmd.arg("--home")
         .arg(home)
         .args(["--isolate", isolate, "run", "--model", model, "hello"])
         .env("PLUGHOST_BUNDLED_DIR", bundled.path())
         .env_remove("PYTHONPATH")
-        .env_remove("PLUGHOST_ISOLATE")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = u64::from(child.id());
-    let out = child.wait_with_output().unwrap();
+        .env_remove("PLUGHOST_ISOLATE");
+    let (pid, out) = common::run_bounded_pid(cmd, std::time::Duration::from_secs(120));
     (
         pid,
         out.status.success(),
@@ -92,6 +87,9 @@ fn a_felix_model_provider_answers_a_turn_in_process_and_from_its_worker() {
         "{stdout}"
     );
     assert_ne!(answered_from(&stdout), pid, "isolated: the plugin's worker");
+    // The profile outlives the plugin's registrations: it must not keep
+    // the worker alive until the process dies (reported as a crash).
+    assert!(!stderr.contains("crashed"), "{stderr}");
 }
 
 #[test]

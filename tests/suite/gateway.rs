@@ -76,11 +76,7 @@ async fn setup() -> Setup {
         &shared.path().join("events.log"),
         None,
     );
-    service
-        .wait_for(WAIT, "the adapter to connect", |s| {
-            s.iter().any(|x| matches!(x, Seen::Hello { .. }))
-        })
-        .await;
+    service.wait_connected(WAIT, 1).await;
     Setup {
         service,
         _homes: (home, hermes),
@@ -304,11 +300,11 @@ fn cli_messages_reach_gateway_policies_as_platform_cli_and_the_plugin_loads_whol
             .env_remove("OPENAI_API_KEY")
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        // Isolated, the worker is let go when the command ends, never
+        // killed as a crash (the host's platform table holds it weakly).
+        assert!(!stderr.contains("crashed"), "{args:?}: {stderr}");
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     // The platform plugin's tool loads (no gateway runs here).
@@ -416,11 +412,7 @@ async fn a_chat_whose_turns_land_on_two_replicas_is_answered_in_order() {
     let (home_b, hermes_b) = homes(service.port);
     let a = serve(home_a.path(), hermes_a.path(), &script, &log, Some(&pg.url));
     let b = serve(home_b.path(), hermes_b.path(), &script, &log, Some(&pg.url));
-    let seen = service
-        .wait_for(WAIT, "both replicas' adapters", |s| {
-            s.iter().filter(|x| matches!(x, Seen::Hello { .. })).count() == 2
-        })
-        .await;
+    let seen = service.wait_connected(WAIT, 2).await;
     // A replica's adapter: in its process, or (isolated) in its worker.
     let parent = |pid: u64| {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();

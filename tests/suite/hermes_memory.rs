@@ -162,6 +162,10 @@ impl Env {
             .env_remove("PLUGHOST_LOG")
             .env_remove("HERMES_ENABLE_PROJECT_PLUGINS")
             .env_remove("HERMES_SAFE_MODE");
+        // The isolated pass runs the provider in a worker (issue 47).
+        if crate::common::isolate_all() {
+            cmd.env("PLUGHOST_ISOLATE", "all");
+        }
         run_bounded(cmd, Duration::from_secs(60))
     }
 

@@ -42,19 +42,14 @@ fn home() -> tempfile::TempDir {
 /// in-process, so plughost's own interpreter starts): its pid, the pid the
 /// tool answered from, and the pids that ran the `.pth` file.
 fn call(home: &Path, isolate: &str) -> (u64, u64, Vec<u64>) {
-    let child = Command::new(env!("CARGO_BIN_EXE_plughost"))
-        .arg("--home")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+    cmd.arg("--home")
         .arg(home)
         .args(["tools", "call", "dep_pid", "--isolate", isolate])
         .env("PLUGHOST_HOME_FOR_TEST", home)
         .env_remove("PYTHONPATH")
-        .env_remove("PLUGHOST_ISOLATE")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = u64::from(child.id());
-    let out = child.wait_with_output().unwrap();
+        .env_remove("PLUGHOST_ISOLATE");
+    let (pid, out) = crate::common::run_bounded_pid(cmd, std::time::Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -86,16 +86,20 @@ fn model(
 ) -> crate::core::model_profiles::ModelProfile {
     if profile.transport == crate::core::model_profiles::Transport::Plugin {
         profile.code = crate::core::model_profiles::CodeHandle(Some(Arc::new(WorkerModel {
-            sup: sup.clone(),
+            sup: sup.downgrade(),
             name: profile.name.as_str().into(),
         })));
     }
     profile
 }
 
-/// A model provider whose code runs in the plugin's worker.
+/// A model provider whose code runs in the plugin's worker. The profile
+/// lives in the host's extensions, past the plugin's registrations: it
+/// holds its supervisor weakly, so letting the plugin go still stops its
+/// worker the graceful way (a strong one kept the worker alive to the
+/// process's end, where it died as a crash).
 struct WorkerModel {
-    sup: Supervisor,
+    sup: crate::isolation::supervisor::WeakSupervisor,
     name: Arc<str>,
 }
 
@@ -105,9 +109,12 @@ impl crate::core::model_profiles::PluginModel for WorkerModel {
         model: String,
         request: serde_json::Value,
     ) -> BoxFuture<Result<serde_json::Value, String>> {
-        let sup = self.sup.clone();
+        let sup = self.sup.upgrade();
         let name = self.name.clone();
         Box::pin(async move {
+            let Some(sup) = sup else {
+                return Err(format!("model provider '{name}': its plugin was unloaded"));
+            };
             let ask = Request::ModelChat {
                 name: name.to_string(),
                 model,

@@ -51,7 +51,7 @@ fn register(sup: &Supervisor, host: &Extensions, platforms: Vec<PlatformSnapshot
         .into_iter()
         .map(|snapshot| {
             Arc::new(ProxyPlatform {
-                sup: sup.clone(),
+                sup: sup.downgrade(),
                 snapshot,
                 table: host.get::<PlatformTable>(),
             }) as Arc<dyn PlatformFactory>
@@ -60,8 +60,11 @@ fn register(sup: &Supervisor, host: &Extensions, platforms: Vec<PlatformSnapshot
     host.get::<PlatformTable>().set_plugin(sup.key(), factories);
 }
 
+/// A worker's platform in the host's table, which outlives the plugin's
+/// registrations: its supervisor is held weakly, so letting the plugin go
+/// still stops its worker the graceful way.
 struct ProxyPlatform {
-    sup: Supervisor,
+    sup: crate::isolation::supervisor::WeakSupervisor,
     snapshot: PlatformSnapshot,
     table: Arc<PlatformTable>,
 }
@@ -91,12 +94,12 @@ impl PlatformFactory for ProxyPlatform {
             platform: name.clone(),
             op: PortOp::Create,
         };
-        match self
-            .sup
-            .request_blocking(request, CREATE_LIMIT, "making the adapter")
-        {
+        let Some(sup) = self.sup.upgrade() else {
+            return Err(format!("plugin '{}' was unloaded", self.snapshot.plugin));
+        };
+        match sup.request_blocking(request, CREATE_LIMIT, "making the adapter") {
             Ok(Reply::Port { result: Ok(_) }) => Ok(Arc::new(ProxyPort {
-                sup: self.sup.clone(),
+                sup,
                 platform: name.as_str().into(),
                 inlet,
                 watch: std::sync::Mutex::new(None),

@@ -99,10 +99,16 @@ pub fn no_bundled() -> tempfile::TempDir {
 
 /// Run a plughost command to its end, with its output; kill it and fail
 /// the test past `limit` (a hung child must not hang the suite).
-pub fn run_bounded(
+pub fn run_bounded(cmd: std::process::Command, limit: std::time::Duration) -> std::process::Output {
+    run_bounded_pid(cmd, limit).1
+}
+
+/// [`run_bounded`], with the process id it ran as (to tell what ran in
+/// plughost's own process from what ran in a worker).
+pub fn run_bounded_pid(
     mut cmd: std::process::Command,
     limit: std::time::Duration,
-) -> std::process::Output {
+) -> (u64, std::process::Output) {
     let child = cmd
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -114,7 +120,7 @@ pub fn run_bounded(
         let _ = tx.send(child.wait_with_output());
     });
     match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap(),
+        Ok(out) => (u64::from(pid), out.unwrap()),
         Err(_) => {
             let _ = std::process::Command::new("kill")
                 .arg("-9")

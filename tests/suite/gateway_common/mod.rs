@@ -342,6 +342,14 @@ impl ChatService {
         }
     }
 
+    /// Wait (at most `limit`) until `n` clients have connected.
+    pub async fn wait_connected(&self, limit: Duration, n: usize) -> Vec<Seen> {
+        self.wait_for(limit, &format!("{n} adapter(s) to connect"), |s| {
+            s.iter().filter(|x| matches!(x, Seen::Hello { .. })).count() >= n
+        })
+        .await
+    }
+
     /// The clients connected (`Hello`s) so far.
     pub fn hellos(&self) -> usize {
         self.seen()

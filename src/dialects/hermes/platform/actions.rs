@@ -55,10 +55,11 @@ pub async fn act(
         );
     };
     let name = platform.trim().to_lowercase();
-    if !table.is_registered(&name) && !HERMES_PLATFORMS.contains(&name.as_str()) {
+    let registered = table.is_registered(&name);
+    if !registered && !HERMES_PLATFORMS.contains(&name.as_str()) {
         return failed("unknown_platform", format!("unknown platform '{platform}'"));
     }
-    if !table.is_registered(&name) {
+    if !registered {
         return failed(
             "adapter_not_registered",
             format!("no {name} adapter is registered"),
