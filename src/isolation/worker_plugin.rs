@@ -282,6 +282,23 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             event,
             payload,
         } => answer_hook(served, index, &event, payload),
+        Request::Around {
+            index,
+            event,
+            frame,
+            call,
+            payload,
+        } => match served.hooks.get(index) {
+            Some(entry) => Answer::Now(super::around::answer(
+                entry,
+                &event,
+                frame,
+                call,
+                payload,
+                super::host_link::worker_side::channel(),
+            )),
+            None => Answer::Now(refused(format!("no hook number {index} in this worker"))),
+        },
         Request::Command { name, args } => {
             let Some(c) = served.commands.get(&name) else {
                 return Answer::Now(refused(format!("no command '/{name}' in this worker")));

@@ -63,6 +63,17 @@ pub enum Request {
         event: String,
         payload: PayloadWire,
     },
+    /// Run hook callback number `index`, an execution middleware of lane
+    /// `event`, around the rest of its chain, which stays in plughost:
+    /// its `next` is [`crate::dialects::host_calls::HostCall::ChainNext`]
+    /// naming `frame` (see [`crate::isolation::around`]).
+    Around {
+        index: usize,
+        event: String,
+        frame: u64,
+        call: crate::isolation::around::ExecCallWire,
+        payload: Value,
+    },
     /// Run a slash command.
     Command { name: String, args: String },
     /// Turn number `turn` ended: drop the per-turn state kept for it.
@@ -189,6 +200,10 @@ pub enum Reply {
         /// What a loop-point hook left besides its answer.
         #[serde(default)]
         after: Option<Box<LoopAfter>>,
+    },
+    /// [`Request::Around`]: what the middleware's chain came to.
+    Around {
+        result: Result<Value, crate::core::callbacks::ExecError>,
     },
     /// A tool failed; whether its handler counts that failure as fatal
     /// (Felix's `fatal=True` tool raising ends the turn after its batch).
