@@ -67,8 +67,18 @@ fn turn(config_json: &str) -> (Value, Vec<Value>) {
     )
     .unwrap();
     let plugins = hermes_home.path().join("plugins");
-    write_plugin(&plugins, "mwplug", "name: mwplug\n", &[("__init__.py", MIDDLEWARE)]);
-    write_plugin(&plugins, "toolplug", "name: toolplug\n", &[("__init__.py", TOOL)]);
+    write_plugin(
+        &plugins,
+        "mwplug",
+        "name: mwplug\n",
+        &[("__init__.py", MIDDLEWARE)],
+    );
+    write_plugin(
+        &plugins,
+        "toolplug",
+        "name: toolplug\n",
+        &[("__init__.py", TOOL)],
+    );
     std::fs::write(plughost_home.path().join("config.json"), config_json).unwrap();
     let script = plughost_home.path().join("script.yaml");
     std::fs::write(&script, SCRIPT).unwrap();
@@ -86,7 +96,8 @@ fn turn(config_json: &str) -> (Value, Vec<Value>) {
     let out = run_bounded(cmd, Duration::from_secs(60));
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
-    let turn: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let turn: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     let lines = std::fs::read_to_string(&log)
         .unwrap_or_default()
         .lines()

@@ -192,7 +192,10 @@ fn install_enable_of_a_hermes_plugin_whose_register_raises_ends() {
         src.path(),
         "h-d",
         "name: h-d\nversion: 0.1.0\nrequires_hermes: \">=0.1\"\n",
-        &[("__init__.py", "def register(ctx):\n    raise ValueError(\"boom\")\n")],
+        &[(
+            "__init__.py",
+            "def register(ctx):\n    raise ValueError(\"boom\")\n",
+        )],
     );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
     cmd.args(["plugins", "install", "--enable"])

@@ -266,7 +266,14 @@ fn run_survives_a_tool_segfault_from_the_first_run() {
         plughost(
             home.path(),
             bundled.path(),
-            &["run", "--model", "scripted", "--script", script.to_str().unwrap(), "go"],
+            &[
+                "run",
+                "--model",
+                "scripted",
+                "--script",
+                script.to_str().unwrap(),
+                "go",
+            ],
         ),
         LIMIT,
     );

@@ -74,6 +74,14 @@ pub enum Request {
         call: crate::isolation::around::ExecCallWire,
         payload: Value,
     },
+    /// Run `method` of the plugin's web provider `name` (`args`: a JSON
+    /// list, `kwargs`: an object); answered with [`Reply::WebProvider`].
+    WebProvider {
+        name: String,
+        method: String,
+        args: Value,
+        kwargs: Value,
+    },
     /// Run a slash command.
     Command { name: String, args: String },
     /// Turn number `turn` ended: drop the per-turn state kept for it.
@@ -200,6 +208,10 @@ pub enum Reply {
         /// What a loop-point hook left besides its answer.
         #[serde(default)]
         after: Option<Box<LoopAfter>>,
+    },
+    /// [`Request::WebProvider`]: the method's answer, or why it failed.
+    WebProvider {
+        result: Result<Value, PluginError>,
     },
     /// [`Request::Around`]: what the middleware's chain came to.
     Around {
@@ -351,6 +363,12 @@ pub enum Contribution {
     /// host calls itself.
     ModelProvider {
         profile: crate::core::model_profiles::ModelProfile,
+    },
+    /// A web search/extract provider the plugin registered: plughost
+    /// registers a stand-in whose methods run here
+    /// ([`Request::WebProvider`]).
+    WebProvider {
+        provider: crate::dialects::flowly::web_remote::WebProviderWire,
     },
     /// The plugin's HTTP routes, served by the worker: the host mounts
     /// them with [`Request::Mount`] and forwards requests with
