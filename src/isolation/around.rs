@@ -1,5 +1,5 @@
-//! An isolated plugin's execution middleware (Hermes's `tool_execution`
-//! and `llm_execution`, issue 47): the middleware runs in the plugin's
+//! An isolated plugin's execution middleware (a lane that runs around a
+//! tool or model call, issue 47): the middleware runs in the plugin's
 //! worker, the rest of its chain — later middleware, the tool or the model
 //! call — stays in plughost.
 //!

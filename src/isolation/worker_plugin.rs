@@ -161,7 +161,7 @@ pub(super) fn load(
     }
     // Without a host (a bundle's hooks keep their no-host path); what the
     // dialect recorded for it (its platforms) is in the hostless state.
-    let web_before = crate::dialects::flowly::web_remote::provider_names();
+    let web_before = crate::dialects::web_providers::provider_names();
     let loaded = match dialect.load(key, dir, home) {
         Ok(l) => l,
         Err(e) => return fail(e),
@@ -237,7 +237,7 @@ pub(super) fn load(
         }
     }
     contributions.extend(
-        crate::dialects::flowly::web_remote::announced_since(&web_before)
+        crate::dialects::web_providers::announced_since(&web_before)
             .into_iter()
             .map(|provider| Contribution::WebProvider { provider }),
     );
@@ -326,7 +326,7 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             kwargs,
         } => {
             let call =
-                crate::dialects::flowly::web_remote::call_in_worker(&name, &method, &args, &kwargs);
+                crate::dialects::web_providers::call_in_worker(&name, &method, &args, &kwargs);
             Answer::Later(Box::pin(async move {
                 Reply::WebProvider { result: call.await }
             }))

@@ -8,7 +8,6 @@ pub mod hooks;
 pub mod lanes;
 pub mod reference;
 pub mod web;
-pub mod web_remote;
 pub mod web_report;
 
 use std::path::Path;

@@ -368,7 +368,7 @@ pub enum Contribution {
     /// registers a stand-in whose methods run here
     /// ([`Request::WebProvider`]).
     WebProvider {
-        provider: crate::dialects::flowly::web_remote::WebProviderWire,
+        provider: crate::dialects::web_providers::WebProviderWire,
     },
     /// The plugin's HTTP routes, served by the worker: the host mounts
     /// them with [`Request::Mount`] and forwards requests with

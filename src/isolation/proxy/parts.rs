@@ -139,11 +139,11 @@ const WEB_CALL_LIMIT: Duration = Duration::from_secs(300);
 
 /// A web provider announced by the worker: plughost's tools reach it
 /// through a stand-in in this process's registry.
-fn web_provider(sup: &Supervisor, provider: &crate::dialects::flowly::web_remote::WebProviderWire) {
+fn web_provider(sup: &Supervisor, provider: &crate::dialects::web_providers::WebProviderWire) {
     let calls = Arc::new(WorkerWeb {
         sup: sup.downgrade(),
     });
-    if let Err(e) = crate::dialects::flowly::web_remote::register_proxy(provider, calls) {
+    if let Err(e) = crate::dialects::web_providers::register_proxy(provider, calls) {
         tracing::warn!(
             "web provider '{}' of plugin '{}' cannot be offered: {e}",
             provider.name,
@@ -158,7 +158,7 @@ struct WorkerWeb {
     sup: crate::isolation::supervisor::WeakSupervisor,
 }
 
-impl crate::dialects::flowly::web_remote::WebCalls for WorkerWeb {
+impl crate::dialects::web_providers::WebCalls for WorkerWeb {
     fn call(
         &self,
         name: &str,

@@ -1,5 +1,7 @@
 //! Web search/extract providers of a plugin running in a worker process
-//! (issue 47): both ends, in the manner of [`crate::dialects::host_calls`].
+//! (issue 47): both ends, in the manner of [`crate::dialects::host_calls`]
+//! (any dialect's providers: they all land in the one registry, see
+//! [`crate::dialects::flowly::web`]).
 //!
 //! In-process, a `kind: backend` plugin (Flowly's, or Hermes's
 //! `register_web_search_provider`) puts its provider in the one registry
@@ -41,7 +43,7 @@ pub trait WebCalls: Send + Sync + 'static {
 }
 
 fn web(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    super::classes(py)?;
+    super::flowly::classes(py)?;
     Ok(py.import("_plughost_web")?.into_any())
 }
 
