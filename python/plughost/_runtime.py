@@ -7,9 +7,10 @@ Only the Rust side calls into this module; plugins never see it.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
-from types import ModuleType
+from types import FrameType, ModuleType
 # `typing` costs milliseconds at start-up (its import is most of what this
 # module added to a start); annotations are strings here, and type checkers
 # treat a module-level `TYPE_CHECKING = False` as the real one.
@@ -172,10 +173,28 @@ def import_plugin(slug: str, directory: str, init_file: str, home: str) -> Modul
     return module
 
 
+def _current_frames() -> "dict[int, FrameType]":
+    """``sys._current_frames()`` with the cyclic collector held off.
+
+    CPython 3.11 builds the frame objects under its runtime's thread-list
+    lock; a collection they trigger that frees a ``threading.local`` takes
+    that lock again (``local_clear``), and the thread waits for itself for
+    ever: a Hermes plugin whose ``register()`` raised hung ``plugins
+    install`` here.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _running_in(name: str) -> bool:
     """Whether another thread is running code of package ``name`` now."""
     me = threading.get_ident()
-    for ident, frame in sys._current_frames().items():
+    for ident, frame in _current_frames().items():
         if ident == me:
             continue
         while frame is not None:

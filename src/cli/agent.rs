@@ -87,7 +87,7 @@ pub(super) fn build_agent(
     runtime: &Runtime,
     args: &AgentSettings,
 ) -> Result<Agent, Failure> {
-    build_agent_with(home, (isolation, false), runtime, args, |p| p)
+    build_agent_with(home, (isolation, true), runtime, args, |p| p)
 }
 
 /// [`build_agent`], with the model provider passed through `wrap` first;

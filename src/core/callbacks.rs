@@ -338,8 +338,9 @@ impl fmt::Debug for HookEntry {
     }
 }
 
-/// Why an execution chain did not produce a result.
-#[derive(Clone, Debug, PartialEq)]
+/// Why an execution chain did not produce a result (it crosses to an
+/// isolated plugin's worker and back).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum ExecError {
     /// A middleware stopped the call on purpose (`LLMExecutionBlocked`):
     /// never skipped, always the chain's answer.

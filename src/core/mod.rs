@@ -29,4 +29,5 @@ pub mod reference;
 pub mod registry;
 pub mod schedule;
 pub mod scheduled_run;
+pub mod wait;
 pub mod wrappers;

@@ -61,6 +61,15 @@ pub enum HostCall {
     },
     /// Hermes `ctx.has_plugin`.
     HasPlugin { id: String },
+    /// An execution middleware running in the worker calls its `next`:
+    /// the rest of the chain, in plughost, of the middleware call `frame`
+    /// (any dialect's; the isolation layer routes it to the waiting
+    /// chain, never to [`serve`]). Answers `{"ok": value}` or
+    /// `{"err": ExecError}`.
+    ChainNext { frame: u64, payload: Value },
+    /// Hermes `tools.mcp_tool`'s status functions: the host's MCP servers
+    /// (a list of `{name, transport, state, tools, last_error}`).
+    McpServers,
     /// The plugin finished loading under manifest name `name` (what
     /// `has_plugin` of other plugins matches).
     Loaded { name: String },
@@ -124,6 +133,9 @@ pub fn serve(
         let table = host.peek::<super::platforms::PlatformTable>();
         let heard = table.is_some_and(|t| t.signal(plugin, &platform, signal));
         return Ok(Value::Bool(heard));
+    }
+    if let HostCall::ChainNext { .. } = call {
+        return Err("a middleware's next_call is answered by the chain that called it".into());
     }
     match dialect {
         "hermes" => super::hermes::remote::serve(host, plugin, call, deliver),

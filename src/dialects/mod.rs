@@ -34,6 +34,7 @@ pub mod hermes;
 pub mod host_calls;
 pub mod platforms;
 pub mod shared;
+pub mod web_providers;
 
 use std::path::Path;
 use std::sync::Arc;

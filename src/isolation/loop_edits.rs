@@ -22,6 +22,8 @@ pub(super) struct Snapshot {
     model: String,
     params: Map<String, Value>,
     tools: Vec<Value>,
+    /// The tool call's arguments (Hermes's `tool_request` middleware).
+    arguments: Value,
 }
 
 impl Snapshot {
@@ -34,6 +36,7 @@ impl Snapshot {
             model: lc.model.clone(),
             params: lc.params.clone(),
             tools: lc.tools.clone(),
+            arguments: lc.tool_call.arguments.clone(),
         }
     }
 
@@ -62,6 +65,9 @@ impl Snapshot {
         }
         if lc.tools != self.tools {
             edits.push(LoopEdit::Tools(lc.tools.clone()));
+        }
+        if lc.tool_call.arguments != self.arguments {
+            edits.push(LoopEdit::Arguments(lc.tool_call.arguments.clone()));
         }
         match edits.len() {
             0 => None,

@@ -16,6 +16,7 @@
 //! the worker), or names a plughost binary with
 //! `HostBuilder::worker_command` (the host's builder).
 
+pub mod around;
 pub mod guard;
 // --- iso-parity (issue 47): worker→host calls ---
 pub mod host_link;

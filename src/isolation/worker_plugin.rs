@@ -161,6 +161,7 @@ pub(super) fn load(
     }
     // Without a host (a bundle's hooks keep their no-host path); what the
     // dialect recorded for it (its platforms) is in the hostless state.
+    let web_before = crate::dialects::web_providers::provider_names();
     let loaded = match dialect.load(key, dir, home) {
         Ok(l) => l,
         Err(e) => return fail(e),
@@ -235,6 +236,11 @@ pub(super) fn load(
             }
         }
     }
+    contributions.extend(
+        crate::dialects::web_providers::announced_since(&web_before)
+            .into_iter()
+            .map(|provider| Contribution::WebProvider { provider }),
+    );
     (Some(served), Reply::Loaded { contributions })
 }
 
@@ -282,6 +288,23 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             event,
             payload,
         } => answer_hook(served, index, &event, payload),
+        Request::Around {
+            index,
+            event,
+            frame,
+            call,
+            payload,
+        } => match served.hooks.get(index) {
+            Some(entry) => Answer::Now(super::around::answer(
+                entry,
+                &event,
+                frame,
+                call,
+                payload,
+                super::host_link::worker_side::channel(),
+            )),
+            None => Answer::Now(refused(format!("no hook number {index} in this worker"))),
+        },
         Request::Command { name, args } => {
             let Some(c) = served.commands.get(&name) else {
                 return Answer::Now(refused(format!("no command '/{name}' in this worker")));
@@ -296,6 +319,18 @@ pub(super) fn answer(served: &Served, request: Request) -> Answer {
             }
         }
         Request::RuntimeTool { name } => answer_runtime_tool(served, name),
+        Request::WebProvider {
+            name,
+            method,
+            args,
+            kwargs,
+        } => {
+            let call =
+                crate::dialects::web_providers::call_in_worker(&name, &method, &args, &kwargs);
+            Answer::Later(Box::pin(async move {
+                Reply::WebProvider { result: call.await }
+            }))
+        }
         Request::ForgetTurn { turn } => {
             forget_turn(served, turn);
             Answer::Silent

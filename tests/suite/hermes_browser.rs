@@ -115,6 +115,14 @@ impl Env {
         let config =
             format!("plugins:\n  enabled: [browsers]\nbrowser:\n  cloud_provider: {selected}\n");
         std::fs::write(env.hermes_home.path().join("config.yaml"), config).unwrap();
+        // Chromium's process singleton is a Unix socket, which a confined
+        // worker may open only when the plugin's sandbox says so (`run`
+        // isolates third-party plugins by default; docs/security.md).
+        std::fs::write(
+            env.plughost_home.path().join("config.json"),
+            r#"{"plugins": {"entries": {"browsers": {"sandbox": {"unix_sockets": true}}}}}"#,
+        )
+        .unwrap();
         let plugins = env.hermes_home.path().join("plugins");
         write_plugin(
             &plugins,

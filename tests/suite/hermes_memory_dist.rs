@@ -319,9 +319,6 @@ def register(ctx):
 
 #[test]
 fn a_directory_provider_of_the_same_name_wins_over_the_entry_point() {
-    if crate::common::in_process_only("a_directory_provider_of_the_same_name_wins_over_the_entry_point", "isolated, the entry point's provider is chosen over the directory provider of the same name (docs/isolation.md, parity gaps)") {
-        return;
-    }
     let Some(env) = installed("distmem") else {
         return;
     };

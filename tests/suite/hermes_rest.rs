@@ -612,11 +612,10 @@ def register(ctx):
     ctx.register_web_search_provider(Reader())
 "#;
 
+/// In-process, and from the plugin's worker (its provider's methods run
+/// there; plughost's tools reach it through a stand-in).
 #[test]
 fn an_async_web_extract_provider_answers_web_extract() {
-    if crate::common::in_process_only("an_async_web_extract_provider_answers_web_extract", "a web search/extract provider is handed to the host's provider registry in-process; an isolated plugin's is not (docs/isolation.md, parity gaps)") {
-        return;
-    }
     let env = Env::new("plugins:\n  enabled: [reader]\n");
     write_plugin(
         &env.hermes.path().join("plugins"),
@@ -624,27 +623,33 @@ fn an_async_web_extract_provider_answers_web_extract() {
         "name: reader\nkind: backend\n",
         &[("__init__.py", WEB)],
     );
-    let v = json(&env.ok(&[
-        "tools",
-        "call",
-        "web_extract",
-        "--args",
-        r#"{"urls": ["https://docs.example.invalid/a"]}"#,
-    ]));
-    assert_eq!(v["success"], true, "{v:#}");
-    assert_eq!(v["backend"], "reader");
-    assert_eq!(
-        v["results"][0]["content"],
-        "text of https://docs.example.invalid/a"
-    );
-    let text = env.ok(&[
-        "tools",
-        "call",
-        "web_search",
-        "--args",
-        r#"{"query": "tea"}"#,
-    ]);
-    assert!(text.contains("about tea"), "{text}");
+    for isolate in ["none", "all"] {
+        let v = json(&env.ok(&[
+            "--isolate",
+            isolate,
+            "tools",
+            "call",
+            "web_extract",
+            "--args",
+            r#"{"urls": ["https://docs.example.invalid/a"]}"#,
+        ]));
+        assert_eq!(v["success"], true, "{isolate}: {v:#}");
+        assert_eq!(v["backend"], "reader");
+        assert_eq!(
+            v["results"][0]["content"],
+            "text of https://docs.example.invalid/a"
+        );
+        let text = env.ok(&[
+            "--isolate",
+            isolate,
+            "tools",
+            "call",
+            "web_search",
+            "--args",
+            r#"{"query": "tea"}"#,
+        ]);
+        assert!(text.contains("about tea"), "{isolate}: {text}");
+    }
 }
 
 /// A plugin that starts its background work from an async tool call, on

@@ -70,6 +70,7 @@ mod hermes_members;
 mod hermes_memory;
 mod hermes_memory_dist;
 mod hermes_middleware;
+mod hermes_middleware_across;
 mod hermes_model_provider;
 mod hermes_operator;
 mod hermes_order;

@@ -178,3 +178,37 @@ fn an_install_summary_counts_only_the_tools_that_were_registered() {
         "{text}"
     );
 }
+
+/// A Hermes plugin whose `register` raises (the shape of a public platform
+/// plugin that hung `plugins install --enable`: CPython 3.11 deadlocked in
+/// `sys._current_frames()` when a collection ran inside it while plughost
+/// let the failed plugin's modules go). The install ends, refusing it.
+#[test]
+fn install_enable_of_a_hermes_plugin_whose_register_raises_ends() {
+    let (home, bundled) = (home_with(&[]), no_bundled());
+    let hermes = tempfile::tempdir().unwrap();
+    let src = tempfile::tempdir().unwrap();
+    let dir = write_plugin(
+        src.path(),
+        "h-d",
+        "name: h-d\nversion: 0.1.0\nrequires_hermes: \">=0.1\"\n",
+        &[(
+            "__init__.py",
+            "def register(ctx):\n    raise ValueError(\"boom\")\n",
+        )],
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
+    cmd.args(["plugins", "install", "--enable"])
+        .arg(&dir)
+        .env("PLUGHOST_HOME", home.path())
+        .env("PLUGHOST_BUNDLED_DIR", bundled.path())
+        .env("HERMES_HOME", hermes.path())
+        .env_remove("PLUGHOST_LOG");
+    let out = crate::common::run_bounded(cmd, std::time::Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        said(&out).contains("plugin 'h-d' was installed but fails to load: ValueError: boom"),
+        "{}",
+        said(&out)
+    );
+}

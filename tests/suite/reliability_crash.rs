@@ -1,8 +1,9 @@
 //! Issue 27 item 1: the default configuration survives a crashing plugin.
 //! `plugins doctor` names a plugin whose `register()` segfaults instead of
 //! dying with it; the start after a crash runs the plugin that caused it
-//! isolated (the crash journal); `plughost mcp` and `serve` run third-party
-//! plugins isolated by default, so a segfaulting tool costs only its call.
+//! isolated (the crash journal); `run`, `chat`, `plughost mcp` and `serve`
+//! run third-party plugins isolated by default, so a segfaulting tool costs
+//! only its call.
 //! Every case runs the real binary under a wall-clock bound.
 use crate::common;
 
@@ -250,9 +251,48 @@ fn common_wait(child: &mut std::process::Child) -> std::process::ExitStatus {
     }
 }
 
+/// `run` with its defaults: a third-party plugin's segfault costs only its
+/// tool call, from the first run on (issue 47 item 3).
 #[test]
-fn the_start_after_a_tool_crashed_plughost_runs_that_plugin_isolated() {
+fn run_survives_a_tool_segfault_from_the_first_run() {
     let (home, bundled) = home(&[("crashy", SEGV_TOOL)]);
+    let script = home.path().join("script.yaml");
+    std::fs::write(
+        &script,
+        "turns:\n  - tool_calls:\n      - name: boom\n        args: {}\n  - say: \"Done: {tool_results}\"\n",
+    )
+    .unwrap();
+    let out = common::run_bounded(
+        plughost(
+            home.path(),
+            bundled.path(),
+            &[
+                "run",
+                "--model",
+                "scripted",
+                "--script",
+                script.to_str().unwrap(),
+                "go",
+            ],
+        ),
+        LIMIT,
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("SIGSEGV"), "{stdout}");
+    assert!(
+        stderr.contains("plugin 'crashy' crashed (SIGSEGV)"),
+        "{stderr}"
+    );
+}
+
+/// A plugin the user trusts runs in-process: its segfault is plughost's,
+/// and the start after it runs that plugin isolated (the crash journal).
+#[test]
+fn the_start_after_a_trusted_plugin_crashed_plughost_runs_it_isolated() {
+    let (home, bundled) = home(&[("crashy", SEGV_TOOL)]);
+    let config = json!({"plugins": {"enabled": ["crashy"], "trusted": ["crashy"]}});
+    std::fs::write(home.path().join("config.json"), config.to_string()).unwrap();
     let script = home.path().join("script.yaml");
     std::fs::write(
         &script,
@@ -280,6 +320,7 @@ fn the_start_after_a_tool_crashed_plughost_runs_that_plugin_isolated() {
     assert_eq!(second.status.code(), Some(0), "{stderr}");
     assert!(stdout.contains("SIGSEGV"), "{stdout}");
     assert!(stderr.contains("during tool 'boom'"), "{stderr}");
+    assert!(stderr.contains("crashed plughost before"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

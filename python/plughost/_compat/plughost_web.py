@@ -564,3 +564,109 @@ def report(home: str) -> str:
         return json.dumps(out)
     finally:
         HOME.reset(token)
+
+
+# ── Providers of a plugin in a worker process (issue 47) ─────────
+#
+# A plugin running isolated registers its providers in its worker's
+# registry; the worker announces them (``worker_announce``) and runs their
+# methods when asked (``worker_call``). plughost registers a
+# ``_WorkerProvider`` of the same name in its own registry, whose methods
+# ask the worker through ``call(method, args_json, kwargs_json)`` (a native
+# function that waits with the GIL released and returns the answer's JSON).
+
+_REGISTRY_MODULE = "flowly.agent.tools.web_providers.registry"
+
+
+def worker_names() -> "list[str]":
+    """The providers registered so far in this process (none when no
+    registry was imported: nothing registered one)."""
+    import sys
+
+    if _REGISTRY_MODULE not in sys.modules:
+        return []
+    return [p.name for p in _registry().list_providers()]
+
+
+def worker_announce(before: "list[str]") -> str:
+    """The providers registered since ``before`` (``worker_names()``), as
+    JSON: ``[{"name", "display_name", "search", "extract"}, ...]``."""
+    import sys
+
+    if _REGISTRY_MODULE not in sys.modules:
+        return "[]"
+    out = []
+    for p in _registry().list_providers():
+        if p.name in before:
+            continue
+        out.append(
+            {
+                "name": p.name,
+                "display_name": str(getattr(p, "display_name", p.name)),
+                "search": _capable(p, "search"),
+                "extract": _capable(p, "extract"),
+            }
+        )
+    return json.dumps(out)
+
+
+async def worker_call(name: str, method: str, args_json: str, kwargs_json: str) -> str:
+    """Run ``method`` of this worker's provider ``name`` (awaited when
+    async, in a thread when not); its answer as JSON (``null`` for a
+    method the provider does not have, such as ``unavailable_reason``)."""
+    provider = _registry().get_provider(name)
+    if provider is None:
+        raise LookupError(f"no web provider '{name}' in this worker")
+    fn = getattr(provider, method, None)
+    if not callable(fn):
+        return "null"
+    args, kwargs = json.loads(args_json), json.loads(kwargs_json)
+    with pinned_home():
+        if inspect.iscoroutinefunction(fn):
+            result = await fn(*args, **kwargs)
+        else:
+            result = await asyncio.to_thread(fn, *args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+    return json.dumps(result, default=str)
+
+
+def register_worker_provider(name: str, display_name: str, search: bool, extract: bool, call: Any) -> None:
+    """Register in this process's registry a provider whose code runs in a
+    plugin's worker (``call`` reaches it)."""
+    from flowly.agent.tools.web_providers.base import WebSearchProvider
+
+    def ask(method: str, *args: Any, **kwargs: Any) -> Any:
+        return json.loads(call(method, json.dumps(list(args)), json.dumps(kwargs)))
+
+    class _WorkerProvider(WebSearchProvider):
+        @property
+        def name(self) -> str:
+            return name
+
+        @property
+        def display_name(self) -> str:
+            return display_name
+
+        def supports_search(self) -> bool:
+            return search
+
+        def supports_extract(self) -> bool:
+            return extract
+
+        def is_available(self) -> bool:
+            return bool(ask("is_available"))
+
+        def unavailable_reason(self) -> "str | None":
+            return ask("unavailable_reason")
+
+        def search(self, query: str, limit: int = 5) -> Any:
+            return ask("search", query, limit)
+
+        def extract(self, urls: "list[str]", **kwargs: Any) -> Any:
+            return ask("extract", urls, **kwargs)
+
+        def get_setup_schema(self) -> "dict[str, Any]":
+            return ask("get_setup_schema") or {}
+
+    _registry().register_provider(_WorkerProvider())

@@ -74,22 +74,9 @@ impl Call<'_> {
                 if let Value::Object(params) = args {
                     ctx.params = params;
                 }
-                let (text, outcome) =
-                    futures_util::FutureExt::now_or_never(Box::pin(self.execute(ctx, marks)))
-                        .unwrap_or_else(|| {
-                            (
-                                format!(
-                                    "{} middleware: the tool did not finish synchronously",
-                                    lane.name
-                                ),
-                                ToolOutcome::Raised {
-                                    error: crate::core::outcome::PluginError::native(format!(
-                                        "an asynchronous tool under {} middleware",
-                                        lane.name
-                                    )),
-                                },
-                            )
-                        });
+                // The tool's own future, driven here: an isolated
+                // plugin's tool (or an async one) waits for its answer.
+                let (text, outcome) = crate::core::wait::block_on(self.execute(ctx, marks));
                 let failed = !matches!(outcome, ToolOutcome::Ok);
                 ran = Some(outcome);
                 if failed {

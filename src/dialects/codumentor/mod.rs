@@ -36,10 +36,11 @@ pub mod reference;
 pub mod session_state;
 pub mod turn;
 
+use crate::core::wait::block_on;
 use packages::{claim_held, unhold, PackageHold};
 use prepare::take_prepared;
 pub(crate) use prepare::{prepare, release_prepared, with_meta_dependencies};
-use recorder::{block_on, Recorder};
+use recorder::Recorder;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -1,9 +1,7 @@
 //! What a Codumentor plugin's `register` subscribes (`bus.on`), recorded
 //! and turned into the core registry's hook entries.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use pyo3::prelude::*;
 
@@ -116,24 +114,5 @@ impl Drop for Subscription {
                 tracing::debug!("could not drop a Codumentor subscription: {e}");
             }
         });
-    }
-}
-
-/// Run `fut` to completion on this thread (the GIL released by the caller).
-pub(super) fn block_on<F: Future>(fut: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = Arc::new(Unpark(std::thread::current())).into();
-    let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::park();
     }
 }

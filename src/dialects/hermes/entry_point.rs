@@ -110,7 +110,20 @@ pub fn discover_memory(home: &Path, lists: &PluginLists, taken: &[Candidate]) ->
     }
     let mut out: Vec<Candidate> = Vec::new();
     for ep in &scan.entries {
-        if taken.iter().chain(out.iter()).any(|c| c.key == ep.name) {
+        // A memory directory is named by its folder (`plugins/memory/NAME`,
+        // key `memory/NAME`) or its manifest: the same name wins here too,
+        // so the entry point is never loaded (isolated, each would
+        // otherwise register its provider in a worker of its own).
+        let same_memory_dir = |c: &Candidate| {
+            super::memory::is_memory_dir(&c.dir)
+                && (c.dir.file_name().is_some_and(|n| *n == *ep.name)
+                    || c.manifest.as_ref().is_ok_and(|m| m.name == ep.name))
+        };
+        if taken
+            .iter()
+            .chain(out.iter())
+            .any(|c| c.key == ep.name || same_memory_dir(c))
+        {
             continue;
         }
         let key = &ep.name;

@@ -123,6 +123,23 @@ struct NextSlot {
 // `Execution::run`), and is cleared before that frame returns.
 unsafe impl Send for NextSlot {}
 
+/// A `next` taken out of its [`NextSlot`] to be run with the GIL released.
+struct LentNext(*mut (dyn FnMut(Value) -> Result<Value, ExecError> + 'static));
+
+// SAFETY: made and run while the slot's mutex is held by the caller (see
+// `NextSlot`); only moved to the closure that runs it on the same thread.
+unsafe impl Send for LentNext {}
+
+impl LentNext {
+    /// # Safety
+    /// The frame that lent the pointer must still be inside its call, and
+    /// the slot's mutex held (see `NextSlot`).
+    unsafe fn call(self, payload: Value) -> Result<Value, ExecError> {
+        // SAFETY: the caller's contract above.
+        unsafe { (*self.0)(payload) }
+    }
+}
+
 impl Execution for HermesMiddleware {
     fn run(&self, call: &ExecCall, payload: Value, next: Next<'_>) -> Result<Value, ExecError> {
         // SAFETY: lifetime erased only for the duration of this call: the
@@ -198,15 +215,30 @@ impl HermesMiddleware {
                     })?,
                     _ => fallback.clone(),
                 };
-                let mut s = slot.lock().unwrap_or_else(|e| e.into_inner());
+                // Never waited for with the GIL held: `next` runs with it
+                // released, and a second call meanwhile is refused (it is
+                // single-use anyway).
+                let mut s = match slot.try_lock() {
+                    Ok(s) => s,
+                    Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) => {
+                        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+                            "next_call() is already running",
+                        ))
+                    }
+                };
                 let Some(next) = s.next else {
                     return Err(pyo3::exceptions::PyRuntimeError::new_err(
                         "next_call() used after its middleware returned",
                     ));
                 };
+                let next = LentNext(next);
+                // The rest of the chain runs without the GIL: it may wait
+                // for an isolated plugin's tool, whose worker may call
+                // back into this process's Python.
                 // SAFETY: see `NextSlot`: the frame that lent `next` is
                 // waiting inside this callback, and the mutex is held.
-                let ran = unsafe { (*next)(given) };
+                let ran = py.detach(move || unsafe { next.call(given) });
                 match ran {
                     Ok(v) => Ok(to_py(py, &v)?.unbind()),
                     Err(e) => {

@@ -42,7 +42,8 @@ pub fn calling_session(py: Python<'_>) -> Option<String> {
 
 /// The MCP servers of the calling host (the tool call running now, else
 /// the plugin loading now) as `tools.mcp_tool` reports them: a list of
-/// `{name, transport, state, tools, last_error}`; `None` outside both.
+/// `{name, transport, state, tools, last_error}`; `None` outside both. In
+/// a worker the host that loaded the plugin answers.
 #[pyfunction]
 pub fn mcp_servers(py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
     let host = match super::link::calling_turn(py) {
@@ -55,15 +56,24 @@ pub fn mcp_servers(py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
             }
         }
     };
+    let servers = match crate::dialects::host_calls::bridge(&host) {
+        Some(bridge) => py
+            .detach(move || bridge.call(crate::dialects::host_calls::HostCall::McpServers))
+            .map_err(PyRuntimeError::new_err)?,
+        None => host_mcp_servers(&host),
+    };
+    Ok(Some(pythonize::pythonize(py, &servers)?.unbind()))
+}
+
+/// `host`'s MCP servers as [`mcp_servers`] reports them (empty before
+/// they connect).
+pub(super) fn host_mcp_servers(host: &crate::core::extensions::Extensions) -> Value {
     let servers = host
         .peek::<crate::core::mcp::McpSlot>()
         .and_then(|slot| slot.get())
         .map(|calls| calls.servers())
         .unwrap_or_default();
-    let json = serde_json::to_string(&servers).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(Some(
-        py.import("json")?.call_method1("loads", (json,))?.unbind(),
-    ))
+    serde_json::to_value(&servers).unwrap_or(Value::Array(Vec::new()))
 }
 
 /// `hermes_cli.config.load_config`'s parser: YAML `text` (of the file

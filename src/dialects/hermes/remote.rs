@@ -125,12 +125,14 @@ pub fn serve(
                     .map(Value::Bool)
             })
         }
+        HostCall::McpServers => Ok(super::python_fns::host_mcp_servers(host)),
         HostCall::Loaded { name } => on_bus(host, |_, bus| {
             bus.call_method1("loaded", (plugin, name))?;
             Ok(Value::Null)
         }),
         // Any dialect's, served by `host_calls::serve` before it comes here.
         HostCall::PlatformSignal { .. } => Err("a platform signal is the gateway's".into()),
+        HostCall::ChainNext { .. } => Err("a middleware's next_call is its chain's".into()),
     }
 }
 

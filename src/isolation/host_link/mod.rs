@@ -99,6 +99,16 @@ impl HostSide {
         call: HostCall,
         answer: impl FnOnce(Request) + Send + 'static,
     ) {
+        // A middleware's `next`: the chain waiting for it runs it.
+        if let HostCall::ChainNext { frame, payload } = call {
+            super::around::deliver_next(frame, payload, move |result| {
+                answer(Request::HostAnswer {
+                    call: number,
+                    result,
+                })
+            });
+            return;
+        }
         let Some(side) = self.0.clone() else {
             answer(Request::HostAnswer {
                 call: number,

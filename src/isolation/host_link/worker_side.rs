@@ -47,6 +47,11 @@ pub(crate) fn install(output: Arc<Mutex<File>>, input: &File) -> Option<Arc<Chan
     Some(channel)
 }
 
+/// This worker's channel to its host (`None` outside a worker).
+pub(crate) fn channel() -> Option<Arc<dyn HostCalls>> {
+    CHANNEL.get().map(|c| Arc::clone(c) as Arc<dyn HostCalls>)
+}
+
 /// The plugin loaded: answers now come through the serving threads.
 pub(crate) fn loaded() {
     if let Some(channel) = CHANNEL.get() {

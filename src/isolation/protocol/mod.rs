@@ -63,6 +63,25 @@ pub enum Request {
         event: String,
         payload: PayloadWire,
     },
+    /// Run hook callback number `index`, an execution middleware of lane
+    /// `event`, around the rest of its chain, which stays in plughost:
+    /// its `next` is [`crate::dialects::host_calls::HostCall::ChainNext`]
+    /// naming `frame` (see [`crate::isolation::around`]).
+    Around {
+        index: usize,
+        event: String,
+        frame: u64,
+        call: crate::isolation::around::ExecCallWire,
+        payload: Value,
+    },
+    /// Run `method` of the plugin's web provider `name` (`args`: a JSON
+    /// list, `kwargs`: an object); answered with [`Reply::WebProvider`].
+    WebProvider {
+        name: String,
+        method: String,
+        args: Value,
+        kwargs: Value,
+    },
     /// Run a slash command.
     Command { name: String, args: String },
     /// Turn number `turn` ended: drop the per-turn state kept for it.
@@ -189,6 +208,14 @@ pub enum Reply {
         /// What a loop-point hook left besides its answer.
         #[serde(default)]
         after: Option<Box<LoopAfter>>,
+    },
+    /// [`Request::WebProvider`]: the method's answer, or why it failed.
+    WebProvider {
+        result: Result<Value, PluginError>,
+    },
+    /// [`Request::Around`]: what the middleware's chain came to.
+    Around {
+        result: Result<Value, crate::core::callbacks::ExecError>,
     },
     /// A tool failed; whether its handler counts that failure as fatal
     /// (Felix's `fatal=True` tool raising ends the turn after its batch).
@@ -336,6 +363,12 @@ pub enum Contribution {
     /// host calls itself.
     ModelProvider {
         profile: crate::core::model_profiles::ModelProfile,
+    },
+    /// A web search/extract provider the plugin registered: plughost
+    /// registers a stand-in whose methods run here
+    /// ([`Request::WebProvider`]).
+    WebProvider {
+        provider: crate::dialects::web_providers::WebProviderWire,
     },
     /// The plugin's HTTP routes, served by the worker: the host mounts
     /// them with [`Request::Mount`] and forwards requests with

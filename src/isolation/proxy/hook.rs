@@ -54,6 +54,9 @@ pub(super) struct ProxyHook {
     pub(super) row: Option<&'static crate::core::hooks::EventRow>,
     /// The event as the plugin named it, for the log and a stop's reason.
     pub(super) shown: Arc<str>,
+    /// The lane it subscribes to runs around a call (an execution
+    /// middleware, [`crate::isolation::around`]): that lane's name.
+    pub(super) around: Option<&'static str>,
 }
 
 /// How a hook's call reaches its worker: in its call's planned batch (the
@@ -141,12 +144,30 @@ impl HookCallback for ProxyHook {
         self.row
     }
 
+    fn execution(&self) -> Option<&dyn crate::core::callbacks::Execution> {
+        self.around
+            .is_some()
+            .then_some(self as &dyn crate::core::callbacks::Execution)
+    }
+
     /// A guard plugin's failures refuse what it guards.
     fn fail_closed(&self, event: HookEvent, error: &HookError) -> Option<HookAction> {
         self.sup
             .is_guard()
             .then(|| crate::isolation::guard::refusal(self.sup.key(), event, error))
             .flatten()
+    }
+}
+
+impl crate::core::callbacks::Execution for ProxyHook {
+    fn run(
+        &self,
+        call: &crate::core::callbacks::ExecCall,
+        payload: Value,
+        next: crate::core::callbacks::Next<'_>,
+    ) -> Result<Value, crate::core::callbacks::ExecError> {
+        let lane = self.around.unwrap_or(call.kind);
+        crate::isolation::around::run_in_worker(&self.sup, self.index, lane, call, payload, next)
     }
 }
 

@@ -151,12 +151,21 @@ pub fn registrations(sup: &Supervisor, contributions: Vec<Contribution>) -> Vec<
                     let row = sup
                         .dialect_table()
                         .and_then(|d| d.events().iter().find(|r| r.name == name));
+                    let around = match event.as_deref().and_then(event_named) {
+                        Some(lane @ crate::core::hooks::HookEvent::Lane(id))
+                            if crate::core::pipeline::middleware::runs_around(id.lane()) =>
+                        {
+                            Some(lane.name())
+                        }
+                        _ => None,
+                    };
                     let callback: Arc<dyn crate::core::hooks::HookCallback> = Arc::new(ProxyHook {
                         sup: sup.clone(),
                         index,
                         event_name,
                         row,
                         shown: std::sync::Arc::from(name.as_str()),
+                        around,
                     });
                     hooks.add(&callback, index);
                     Registration::Hook {

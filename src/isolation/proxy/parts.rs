@@ -46,6 +46,10 @@ pub(super) fn registration(
         Contribution::AuthMode { mode } => auth_mode(sup, mode),
         Contribution::Sink { owner, index } => sink(sup, owner, index),
         Contribution::ModelProvider { profile } => Registration::ModelProvider(model(sup, profile)),
+        Contribution::WebProvider { provider } => {
+            web_provider(sup, &provider);
+            return None;
+        }
         _ => return None,
     })
 }
@@ -126,6 +130,57 @@ impl crate::core::model_profiles::PluginModel for WorkerModel {
                 Err(e) => Err(e.to_string()),
             }
         })
+    }
+}
+
+/// How long a web provider's method may run in its worker (a search or
+/// an extract of several pages; the tool's own time limit also applies).
+const WEB_CALL_LIMIT: Duration = Duration::from_secs(300);
+
+/// A web provider announced by the worker: plughost's tools reach it
+/// through a stand-in in this process's registry.
+fn web_provider(sup: &Supervisor, provider: &crate::dialects::web_providers::WebProviderWire) {
+    let calls = Arc::new(WorkerWeb {
+        sup: sup.downgrade(),
+    });
+    if let Err(e) = crate::dialects::web_providers::register_proxy(provider, calls) {
+        tracing::warn!(
+            "web provider '{}' of plugin '{}' cannot be offered: {e}",
+            provider.name,
+            sup.key()
+        );
+    }
+}
+
+/// The stand-in's way to its worker (weakly held: the registry outlives
+/// the plugin's registrations, as [`WorkerModel`]'s profile does).
+struct WorkerWeb {
+    sup: crate::isolation::supervisor::WeakSupervisor,
+}
+
+impl crate::dialects::web_providers::WebCalls for WorkerWeb {
+    fn call(
+        &self,
+        name: &str,
+        method: &str,
+        args: serde_json::Value,
+        kwargs: serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let Some(sup) = self.sup.upgrade() else {
+            return Err(format!("web provider '{name}': its plugin was unloaded"));
+        };
+        let ask = Request::WebProvider {
+            name: name.to_string(),
+            method: method.to_string(),
+            args,
+            kwargs,
+        };
+        let what = format!("web provider '{name}' {method}");
+        match sup.request_blocking(ask, WEB_CALL_LIMIT, &what) {
+            Ok(Reply::WebProvider { result }) => result.map_err(|e| e.described()),
+            Ok(other) => Err(out_of_protocol(&sup, &other).to_string()),
+            Err(e) => Err(e.to_string()),
+        }
     }
 }
 

@@ -106,5 +106,5 @@ pub fn install_line(
         Ok(policy) => line(key, policy.as_ref()),
         Err(problem) => format!("sandbox: cannot be read ({problem})"),
     };
-    format!("Runs isolated under serve and mcp (unless trusted), in its {rules}")
+    format!("Runs isolated in run, chat, serve and mcp (unless trusted), in its {rules}")
 }
