@@ -753,8 +753,9 @@ class Agent:
             model: `PROVIDER:MODEL`: `openai:gpt-4o-mini` (reads
                 `OPENAI_API_KEY`), `scripted:demo`, `scripted:path/to/script.yaml`.
             script: The script of the `scripted` provider (overrides the spec's).
-            base_url: The OpenAI-compatible endpoint; None for
-                `$OPENAI_BASE_URL`, else the public OpenAI URL.
+            base_url: The model API's endpoint: for `openai`, None for
+                `$OPENAI_BASE_URL`, else the public OpenAI URL; for a
+                plugin's model provider, it replaces the provider's own.
             system_prompt: Replaces the default system prompt.
             max_iterations: Most model calls in one turn (at least 1).
             tool_timeout: Seconds one tool call may take; above 0 and at most

@@ -25,7 +25,8 @@ pub struct AgentSettings {
     /// Script file for the scripted provider (YAML or JSON).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
-    /// Base URL of an OpenAI-compatible API (else OPENAI_BASE_URL).
+    /// Base URL of the model's API: for openai:MODEL (else OPENAI_BASE_URL), or
+    /// instead of a plugin model provider's own (else its base-URL variable)
     #[arg(long)]
     pub base_url: Option<String>,
     /// Directory the file tools are confined to (default <home>/workspace).

@@ -68,6 +68,12 @@ pub struct ModelProfile {
     pub plugin: String,
     pub dialect: String,
     pub base_url: String,
+    /// The environment variable whose value, when set, replaces
+    /// `base_url` (Hermes: the `env_vars` entry ending in `_BASE_URL` or
+    /// `_URL`, else its built-in provider's variable): a self-hosted or
+    /// local endpoint of the same API.
+    #[serde(default)]
+    pub base_url_var: Option<String>,
     /// Sent with every request (Hermes's `default_headers`).
     pub headers: Vec<(String, String)>,
     /// Environment variables the key is read from, the first set one
@@ -94,6 +100,21 @@ impl ModelProfile {
                 .filter(|v| !v.is_empty())
                 .map(|v| (var.clone(), v))
         })
+    }
+
+    /// Where calls go: the base-URL variable's value when it is set, else
+    /// the declared base URL; with the variable that set it, if one did.
+    pub fn endpoint(&self) -> (String, Option<&str>) {
+        if let Some(var) = &self.base_url_var {
+            if let Some(url) = std::env::var(var)
+                .ok()
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+            {
+                return (url, Some(var));
+            }
+        }
+        (self.base_url.trim().to_string(), None)
     }
 
     /// Whether `name` is this profile's name or one of its aliases.
@@ -136,9 +157,13 @@ impl ModelProfile {
                 self.name, self.plugin, self.auth
             ));
         }
-        if self.base_url.trim().is_empty() {
+        if self.endpoint().0.is_empty() {
+            let how = match &self.base_url_var {
+                Some(var) => format!("set {var}, or pass --base-url"),
+                None => "pass --base-url".to_string(),
+            };
             return Some(format!(
-                "model provider '{}' ({}) declares no base URL",
+                "model provider '{}' ({}) declares no base URL: {how}",
                 self.name, self.plugin
             ));
         }
@@ -159,10 +184,12 @@ impl ModelProfile {
         if self.transport == Transport::Plugin {
             return format!("model provider {} (plugin code){usable}", self.name);
         }
-        format!(
-            "model provider {} at {}: {key}{usable}",
-            self.name, self.base_url
-        )
+        let at = match self.endpoint() {
+            (url, Some(var)) => format!("{url} (from {var})"),
+            (url, None) if url.is_empty() => "no base URL".to_string(),
+            (url, None) => url,
+        };
+        format!("model provider {} at {at}: {key}{usable}", self.name)
     }
 }
 

@@ -72,6 +72,7 @@ mod hermes_memory_dist;
 mod hermes_middleware;
 mod hermes_middleware_across;
 mod hermes_model_provider;
+mod hermes_model_provider_url;
 mod hermes_operator;
 mod hermes_order;
 mod hermes_providers;

@@ -183,7 +183,8 @@ pub fn from_spec(
                 )?))
             }
             Some(profile) => {
-                let mut provider = openai::OpenAi::for_profile(&profile, model)?;
+                let mut provider =
+                    openai::OpenAi::for_profile(&profile, model, options.base_url.as_deref())?;
                 if let Some(timeout) = options.model_timeout {
                     provider.set_timeout(timeout)?;
                 }

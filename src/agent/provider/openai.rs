@@ -84,9 +84,21 @@ impl OpenAi {
         })
     }
 
-    /// A plugin's model provider: its base URL and headers, the key of its
-    /// first set key variable, the model `model` (else its first listed).
-    pub fn for_profile(profile: &ModelProfile, model: &str) -> Result<OpenAi, ProviderError> {
+    /// A plugin's model provider: its endpoint (`base_url` when given,
+    /// `--base-url`; else its base-URL variable's value, else its declared
+    /// base URL) and headers, the key of its first set key variable, the
+    /// model `model` (else its first listed).
+    pub fn for_profile(
+        profile: &ModelProfile,
+        model: &str,
+        base_url: Option<&str>,
+    ) -> Result<OpenAi, ProviderError> {
+        let mut profile = profile.clone();
+        if let Some(url) = base_url.map(str::trim).filter(|u| !u.is_empty()) {
+            profile.base_url = url.to_string();
+            profile.base_url_var = None;
+        }
+        let profile = &profile;
         if let Some(why) = profile.unusable() {
             return Err(ProviderError::Config(why));
         }
@@ -103,7 +115,7 @@ impl OpenAi {
         Ok(OpenAi {
             name: profile.name.clone(),
             model,
-            base_url: profile.base_url.trim_end_matches('/').to_string(),
+            base_url: profile.endpoint().0.trim_end_matches('/').to_string(),
             headers: profile.headers.clone(),
             api_key,
             client: client(DEFAULT_MODEL_TIMEOUT)?,

@@ -62,6 +62,7 @@ pub fn profile(
         plugin: plugin.to_string(),
         dialect: super::discover::DIALECT.to_string(),
         base_url: String::new(),
+        base_url_var: None,
         headers: Vec::new(),
         key_vars: Vec::new(),
         models: Vec::new(),

@@ -123,19 +123,70 @@ fn read(name: &str, p: &Bound<'_, PyAny>, plugin: &str) -> PyResult<ModelProfile
         "" | "chat_completions" => Transport::ChatCompletions,
         other => Transport::Other(other.to_string()),
     };
+    let (key_vars, base_url_var) = split_env_vars(name, list("env_vars"));
     Ok(ModelProfile {
         name: name.to_string(),
         aliases: list("aliases"),
         plugin: plugin.to_string(),
         dialect: super::discover::DIALECT.to_string(),
         base_url: text("base_url"),
+        base_url_var,
         headers,
-        key_vars: list("env_vars"),
+        key_vars,
         models: list("fallback_models"),
         transport,
         auth: text("auth_type"),
         code: Default::default(),
     })
+}
+
+/// The base-URL variables of Hermes's built-in providers
+/// (`hermes_cli/auth.py`, `PROVIDER_REGISTRY`'s `base_url_env_var`), which
+/// its bundled model-provider plugins of the same name keep.
+const BUILT_IN_BASE_URL_VARS: &[(&str, &str)] = &[
+    ("lmstudio", "LM_BASE_URL"),
+    ("copilot", "COPILOT_API_BASE_URL"),
+    ("gemini", "GEMINI_BASE_URL"),
+    ("zai", "GLM_BASE_URL"),
+    ("kimi-coding", "KIMI_BASE_URL"),
+    ("stepfun", "STEPFUN_BASE_URL"),
+    ("arcee", "ARCEE_BASE_URL"),
+    ("gmi", "GMI_BASE_URL"),
+    ("minimax", "MINIMAX_BASE_URL"),
+    ("anthropic", "ANTHROPIC_BASE_URL"),
+    ("alibaba", "DASHSCOPE_BASE_URL"),
+    ("alibaba-coding-plan", "ALIBABA_CODING_PLAN_BASE_URL"),
+    ("minimax-cn", "MINIMAX_CN_BASE_URL"),
+    ("deepseek", "DEEPSEEK_BASE_URL"),
+    ("xai", "XAI_BASE_URL"),
+    ("nvidia", "NVIDIA_BASE_URL"),
+    ("ai-gateway", "AI_GATEWAY_BASE_URL"),
+    ("opencode-zen", "OPENCODE_ZEN_BASE_URL"),
+    ("opencode-go", "OPENCODE_GO_BASE_URL"),
+    ("kilocode", "KILOCODE_BASE_URL"),
+    ("huggingface", "HF_BASE_URL"),
+    ("xiaomi", "XIAOMI_BASE_URL"),
+    ("tencent-tokenhub", "TOKENHUB_BASE_URL"),
+    ("ollama-cloud", "OLLAMA_BASE_URL"),
+    ("azure-foundry", "AZURE_FOUNDRY_BASE_URL"),
+];
+
+/// A profile's `env_vars` as Hermes reads them (`hermes_cli/auth.py`):
+/// those ending in `_BASE_URL` or `_URL` name the base URL (the first
+/// one), the others the key; with none, the base-URL variable of the
+/// built-in provider of that name.
+fn split_env_vars(name: &str, vars: Vec<String>) -> (Vec<String>, Option<String>) {
+    let is_url = |v: &String| v.ends_with("_BASE_URL") || v.ends_with("_URL");
+    let base_url_var = vars.iter().find(|v| is_url(v)).cloned().or_else(|| {
+        BUILT_IN_BASE_URL_VARS
+            .iter()
+            .find(|(provider, _)| *provider == name)
+            .map(|(_, var)| var.to_string())
+    });
+    // (Hermes keeps every variable as a key when all of them look like
+    // URLs; plughost never sends a URL as a bearer token.)
+    let keys = vars.into_iter().filter(|v| !is_url(v)).collect();
+    (keys, base_url_var)
 }
 
 /// `plugins doctor`'s lines for `plugin`'s model providers.
