@@ -1,9 +1,13 @@
-//! A turn through a plugin's model provider (a Hermes `kind:
-//! model-provider` plugin's profile: `--model stubcloud:stub-large`)
-//! against the same turn through `--model openai:stub-large`, both at the
-//! same OpenAI-compatible stub on loopback, interleaved in one run: what
-//! the profile costs per turn (its headers, its key lookup) next to the
-//! built-in provider.
+//! A turn through a plugin's model provider against the same turn through
+//! `--model openai:stub-large`, all at the same OpenAI-compatible stub on
+//! loopback, interleaved in one run:
+//! - a Hermes `kind: model-provider` plugin's profile (`--model
+//!   stubcloud:stub-large`): what the profile costs per turn (its headers,
+//!   its key lookup) next to the built-in provider;
+//! - a Felix model provider (`--model felixstub:stub-large`), whose client
+//!   is the plugin's Python code: it posts each request to the stub itself
+//!   (the standard library's HTTP client, in a thread), so its row is what
+//!   a model call through plugin code costs.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -76,9 +80,10 @@ fn main() {
         ),
     )
     .unwrap();
+    felix_plugin(&home, &url);
     std::fs::write(
         home.join("config.json"),
-        r#"{"plugins": {"enabled": ["stubcloud"]}}"#,
+        r#"{"plugins": {"enabled": ["stubcloud", "felixstub"]}}"#,
     )
     .unwrap();
     let empty = work.path().join("empty");
@@ -110,21 +115,26 @@ fn main() {
         Agent::new(host.clone(), provider, AgentConfig::default(), None)
     };
     let plugin_agent = agent("stubcloud:stub-large", None);
+    let felix_agent = agent("felixstub:stub-large", None);
     let builtin_agent = agent("openai:stub-large", Some(url.clone()));
     let turns = 300;
-    let (mut plugin_ms, mut builtin_ms) = (Vec::new(), Vec::new());
+    let (mut plugin_ms, mut felix_ms, mut builtin_ms) = (Vec::new(), Vec::new(), Vec::new());
     rt.block_on(async {
         for i in 0..20 {
-            plugin_agent
-                .send(Inbound::new(&format!("wp-{i}"), "hi"), None)
-                .await;
-            builtin_agent
-                .send(Inbound::new(&format!("wb-{i}"), "hi"), None)
-                .await;
+            for (agent, tag) in [
+                (&plugin_agent, "wp"),
+                (&felix_agent, "wf"),
+                (&builtin_agent, "wb"),
+            ] {
+                agent
+                    .send(Inbound::new(&format!("{tag}-{i}"), "hi"), None)
+                    .await;
+            }
         }
         for i in 0..turns {
             for (agent, times, tag) in [
                 (&plugin_agent, &mut plugin_ms, "p"),
+                (&felix_agent, &mut felix_ms, "f"),
                 (&builtin_agent, &mut builtin_ms, "b"),
             ] {
                 let start = Instant::now();
@@ -136,9 +146,60 @@ fn main() {
             }
         }
     });
-    let (p, b) = (median(plugin_ms), median(builtin_ms));
+    let (p, f, b) = (median(plugin_ms), median(felix_ms), median(builtin_ms));
     println!("model_provider: {turns} turns each, interleaved, same loopback stub");
-    println!("  plugin provider (stubcloud:stub-large): median {p:.3} ms/turn");
-    println!("  built-in        (openai:stub-large):    median {b:.3} ms/turn");
-    println!("  ratio plugin / built-in: {:.3}", p / b);
+    println!("  Hermes profile (stubcloud:stub-large): median {p:.3} ms/turn");
+    println!("  Felix provider (felixstub:stub-large): median {f:.3} ms/turn");
+    println!("  built-in       (openai:stub-large):    median {b:.3} ms/turn");
+    println!("  ratio Hermes profile / built-in: {:.3}", p / b);
+    println!("  ratio Felix provider / built-in: {:.3}", f / b);
+}
+
+/// A Felix plugin (an entry point in a `pyproject.toml` tree, as Felix's
+/// example plugin ships) whose model provider's client posts each chat to
+/// `url` and reads the streamed answer, in a thread.
+fn felix_plugin(home: &std::path::Path, url: &str) {
+    let tree = home.join("plugins/felix-felixstub");
+    std::fs::create_dir_all(tree.join("src/felix_felixstub")).unwrap();
+    std::fs::write(
+        tree.join("pyproject.toml"),
+        "[project]\nname = \"felix-felixstub\"\nversion = \"0.1.0\"\n\n[project.entry-points.\"felix.plugins\"]\nfelixstub = \"felix_felixstub:register\"\n",
+    )
+    .unwrap();
+    let code = format!(
+        r#"import asyncio, json, urllib.request
+from felix_ai.types import ChatMessage, ModelChatResult, TokenUsage
+
+URL = "{url}/chat/completions"
+
+
+def _post(body):
+    request = urllib.request.Request(URL, data=json.dumps(body).encode(),
+                                     headers={{"Content-Type": "application/json"}})
+    with urllib.request.urlopen(request) as answer:
+        text = ""
+        for line in answer.read().decode().splitlines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                for choice in json.loads(line[6:]).get("choices", []):
+                    text += choice.get("delta", {{}}).get("content") or ""
+        return text
+
+
+class StubClient:
+    def __init__(self, model_id):
+        self.model_id = model_id
+
+    async def chat(self, messages, tools, opts=None):
+        body = {{"model": self.model_id, "stream": True,
+                "messages": [{{"role": m.role, "content": m.content}} for m in messages]}}
+        text = await asyncio.to_thread(_post, body)
+        return ModelChatResult(message=ChatMessage(role="assistant", content=text),
+                               stop_reason="end_turn", usage=TokenUsage(input=1, output=1))
+
+
+def register(registry):
+    registry.register_model_provider("felixstub", lambda model_id, route, spec, settings: StubClient(model_id))
+"#
+    );
+    std::fs::write(tree.join("src/felix_felixstub/__init__.py"), code).unwrap();
 }
