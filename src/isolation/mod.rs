@@ -157,6 +157,33 @@ pub fn load(
     Ok((registrations, sup))
 }
 
+/// What isolated plugins' workers recorded for `plugins doctor` (their
+/// dialect's provider and member lines, what they registered that is not
+/// used), by plugin key: a worker's dialect state is in the worker, so the
+/// worker sends these when the plugin loads.
+#[derive(Default)]
+pub struct WorkerReports(
+    std::sync::Mutex<std::collections::HashMap<String, (Vec<String>, Vec<String>)>>,
+);
+
+impl WorkerReports {
+    fn record(&self, key: &str, providers: Vec<String>, not_used: Vec<String>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_string(), (providers, not_used));
+    }
+
+    /// `(providers, not_used)` of plugin `key`'s worker, if it sent any.
+    pub fn of(&self, key: &str) -> Option<(Vec<String>, Vec<String>)> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+}
+
 /// When this process was started as a worker (its first argument is
 /// [`WORKER_ARG`]), serve and exit; otherwise return at once. Call it first
 /// thing in `main` of a program that embeds plughost and isolates plugins.

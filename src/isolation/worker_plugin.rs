@@ -236,6 +236,16 @@ pub(super) fn load(
             }
         }
     }
+    let (providers, not_used) = (
+        crate::dialects::providers(state, key),
+        crate::dialects::not_used(state, key),
+    );
+    if !providers.is_empty() || !not_used.is_empty() {
+        contributions.push(Contribution::Report {
+            providers,
+            not_used,
+        });
+    }
     contributions.extend(
         crate::dialects::web_providers::announced_since(&web_before)
             .into_iter()

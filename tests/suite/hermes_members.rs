@@ -299,9 +299,6 @@ turns:
 
 #[test]
 fn doctor_says_which_terminal_backend_is_active_and_why_not() {
-    if crate::common::in_process_only("doctor_says_which_terminal_backend_is_active_and_why_not", "plugins doctor does not yet show the member lines (terminal backends, @-references) an isolated plugin's worker recorded (docs/isolation.md, parity gaps)") {
-        return;
-    }
     let env = Env::new();
     env.install("members", MEMBERS);
     let out = env.run(&["plugins", "doctor"]);

@@ -202,6 +202,11 @@ impl Report {
 
 /// Everything doctor says about the plugin `p` of `host`.
 fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
+    // What an isolated plugin's worker recorded of it.
+    let recorded = host
+        .extensions()
+        .peek::<crate::isolation::WorkerReports>()
+        .and_then(|r| r.of(&p.key));
     PluginDiagnosis {
         key: p.key.clone(),
         source: p.source.as_str().into(),
@@ -265,7 +270,10 @@ fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
             })
             .collect(),
         hook_counts: hook_counts(host, &p.key),
-        not_used: crate::dialects::not_used(host.extensions(), &p.key),
+        not_used: with_worker_lines(
+            crate::dialects::not_used(host.extensions(), &p.key),
+            recorded.as_ref().map(|w| w.1.clone()),
+        ),
         worker: host.worker_status(&p.key),
         scheduled: host
             .registry()
@@ -282,8 +290,22 @@ fn diagnose(host: &Host, p: &PluginRecord) -> PluginDiagnosis {
             })
             .collect(),
         fail_closed: crate::isolation::guard::declares_guard(&p.key, p.source, &p.path),
-        providers: crate::dialects::providers(host.extensions(), &p.key), // mp5
+        providers: with_worker_lines(
+            crate::dialects::providers(host.extensions(), &p.key), // mp5
+            recorded.map(|w| w.0),
+        ),
     }
+}
+
+/// `lines` the host recorded, then those of the plugin's worker it did not
+/// (an isolated plugin's dialect state is in its worker).
+fn with_worker_lines(mut lines: Vec<String>, worker: Option<Vec<String>>) -> Vec<String> {
+    for line in worker.unwrap_or_default() {
+        if !lines.contains(&line) {
+            lines.push(line);
+        }
+    }
+    lines
 }
 
 fn env_set(name: &str) -> bool {

@@ -364,6 +364,14 @@ pub enum Contribution {
     ModelProvider {
         profile: crate::core::model_profiles::ModelProfile,
     },
+    /// What the plugin's dialect says of it in `plugins doctor`, as the
+    /// worker recorded it while the plugin loaded (its providers and
+    /// members, what it registered that is not used): shown by the host's
+    /// doctor ([`crate::isolation::WorkerReports`]).
+    Report {
+        providers: Vec<String>,
+        not_used: Vec<String>,
+    },
     /// A web search/extract provider the plugin registered: plughost
     /// registers a stand-in whose methods run here
     /// ([`Request::WebProvider`]).

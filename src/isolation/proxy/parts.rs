@@ -46,6 +46,19 @@ pub(super) fn registration(
         Contribution::AuthMode { mode } => auth_mode(sup, mode),
         Contribution::Sink { owner, index } => sink(sup, owner, index),
         Contribution::ModelProvider { profile } => Registration::ModelProvider(model(sup, profile)),
+        Contribution::Report {
+            providers,
+            not_used,
+        } => {
+            if let Some(state) = sup.host_state() {
+                state.get::<crate::isolation::WorkerReports>().record(
+                    sup.key(),
+                    providers,
+                    not_used,
+                );
+            }
+            return None;
+        }
         Contribution::WebProvider { provider } => {
             web_provider(sup, &provider);
             return None;
