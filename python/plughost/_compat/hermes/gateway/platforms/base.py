@@ -369,8 +369,13 @@ class BasePlatformAdapter(ABC):
                      user_id: Optional[str] = None, user_name: Optional[str] = None,
                      thread_id: Optional[str] = None, chat_topic: Optional[str] = None,
                      user_id_alt: Optional[str] = None, chat_id_alt: Optional[str] = None,
-                     is_bot: bool = False, guild_id: Optional[str] = None,
-                     parent_chat_id: Optional[str] = None, message_id: Optional[str] = None) -> SessionSource:
+                     is_bot: bool = False, scope_id: Optional[str] = None,
+                     guild_id: Optional[str] = None, parent_chat_id: Optional[str] = None,
+                     message_id: Optional[str] = None, role_authorized: bool = False,
+                     auto_thread_created: bool = False,
+                     auto_thread_initial_name: Optional[str] = None) -> SessionSource:
+        """Hermes's ``SessionSource`` of an inbound message on this platform
+        (its keywords in Hermes's order)."""
         if chat_topic is not None and not chat_topic.strip():
             chat_topic = None
         return SessionSource(
@@ -382,6 +387,9 @@ class BasePlatformAdapter(ABC):
             guild_id=str(guild_id) if guild_id else None,
             parent_chat_id=str(parent_chat_id) if parent_chat_id else None,
             message_id=str(message_id) if message_id else None,
+            scope_id=str(scope_id) if scope_id else None,
+            role_authorized=role_authorized, auto_thread_created=auto_thread_created,
+            auto_thread_initial_name=auto_thread_initial_name,
         )
 
     # -- inbound -------------------------------------------------------
