@@ -220,7 +220,7 @@ fn hook_plugins_only_hermes_can_call_install_as_hermes_and_say_which_sign() {
 const ADAPTER: &str = r##"
 import asyncio, json
 from gateway.config import Platform, PlatformConfig
-from gateway.platforms.base import BasePlatformAdapter
+from gateway.platforms.base import BasePlatformAdapter, cache_image_from_url, cache_video_from_bytes
 from gateway.platforms.helpers import (
     MessageDeduplicator, TextBatchAggregator, ThreadParticipationTracker, redact_phone, strip_markdown)
 
@@ -266,6 +266,11 @@ def probe(args, **kwargs):
         await asyncio.sleep(0.3)
         return got
     out["batched"] = asyncio.run(batch())
+    out["video"] = open(cache_video_from_bytes(b"\x00\x00\x00\x18ftypmp42"), "rb").read().hex()
+    try:
+        asyncio.run(cache_image_from_url("http://127.0.0.1:9/cat.png"))
+    except ValueError as e:
+        out["ssrf"] = str(e)
     source = ChatAdapter(PlatformConfig()).build_source(
         chat_id="1", chat_type="dm", user_id="2", role_authorized=True,
         auto_thread_created=True, auto_thread_initial_name="first words")
@@ -312,6 +317,12 @@ fn platform_helpers_and_build_source_keywords_are_hermess() {
     assert_eq!(v["threads"], serde_json::json!([true, false]));
     assert!(env.hermes.path().join("probechat_threads.json").is_file());
     assert_eq!(v["batched"], serde_json::json!(["part one\npart two"]));
+    assert_eq!(v["video"], "00000018667479706d703432");
+    let ssrf = v["ssrf"].as_str().unwrap_or_default();
+    assert!(
+        ssrf.starts_with("Blocked unsafe URL (SSRF protection): http://127.0.0.1:9/"),
+        "{v:#}"
+    );
     assert_eq!(
         v["source"],
         serde_json::json!([true, true, "first words", "1", "2"])
