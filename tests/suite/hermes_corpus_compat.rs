@@ -4,8 +4,8 @@
 //! (holographic's); hook plugins that only Hermes's signs give away
 //! (langfuse's `hooks:` and keyword-only callbacks, group-timing-gate's
 //! `pre_gateway_dispatch` callback); `gateway.platforms.helpers` and
-//! `build_source`'s newest keywords (rocketchat, teams, google_chat,
-//! onebot11); a `kind: exclusive` memory plugin installed by `plugins
+//! `build_source`'s newest keywords, `MessageEvent.metadata` and
+//! `max_message_length_for_chat` (rocketchat, teams, google_chat, onebot11); a `kind: exclusive` memory plugin installed by `plugins
 //! install` (ai-memory's); `hermes_state`, `agent.memory_manager` and
 //! `tools.xai_http` (holographic, honcho, xai image_gen); and `plugins
 //! doctor` on an active memory provider's lanes.
@@ -274,6 +274,10 @@ def probe(args, **kwargs):
     source = ChatAdapter(PlatformConfig()).build_source(
         chat_id="1", chat_type="dm", user_id="2", role_authorized=True,
         auto_thread_created=True, auto_thread_initial_name="first words")
+    from gateway.platforms.base import MessageEvent
+    event = MessageEvent(text="hi", source=source, message_id="77", metadata={"onebot11_target": "dm"})
+    out["event"] = [event.metadata, event.user_id, event.allow_gateway_control,
+                    ChatAdapter(PlatformConfig()).max_message_length_for_chat("1")]
     out["source"] = [source.role_authorized, source.auto_thread_created, source.auto_thread_initial_name,
                      source.chat_id, source.user_id]
     return json.dumps(out)
@@ -322,6 +326,10 @@ fn platform_helpers_and_build_source_keywords_are_hermess() {
     assert!(
         ssrf.starts_with("Blocked unsafe URL (SSRF protection): http://127.0.0.1:9/"),
         "{v:#}"
+    );
+    assert_eq!(
+        v["event"],
+        serde_json::json!([{"onebot11_target": "dm"}, null, true, 4096])
     );
     assert_eq!(
         v["source"],

@@ -464,6 +464,22 @@ class BasePlatformAdapter(ABC):
         text = f"🖼️ Image: {image_path}"
         return await self.send(chat_id=chat_id, content=f"{caption}\n{text}" if caption else text, reply_to=reply_to)
 
+    @property
+    def message_len_fn(self) -> Callable[[str], int]:
+        """How a message's length is counted (``len``; Telegram counts UTF-16 units)."""
+        return len
+
+    def max_message_length_for_chat(self, chat_id: str) -> int:
+        """The longest message for ``chat_id``, in ``message_len_fn_for_chat``
+        units: ``MAX_MESSAGE_LENGTH`` (4096 when unset), as Hermes's default."""
+        try:
+            return int(getattr(self, "MAX_MESSAGE_LENGTH", 4096) or 4096)
+        except (TypeError, ValueError):
+            return 4096
+
+    def message_len_fn_for_chat(self, chat_id: str) -> Callable[[str], int]:
+        return self.message_len_fn
+
     def format_message(self, content: str) -> str:
         return content
 
