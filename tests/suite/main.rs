@@ -60,6 +60,7 @@ mod hermes_compat;
 mod hermes_compat_hosted;
 mod hermes_context;
 mod hermes_context_engine;
+mod hermes_corpus_compat;
 mod hermes_dist;
 mod hermes_doctor;
 mod hermes_inject;

@@ -24,8 +24,11 @@ impl Sniff for Hermes {
     /// `kind: platform` (a messaging-gateway adapter) is listed, not
     /// loaded, as in a Hermes home (none now: a platform plugin loads, its
     /// adapter runs under `serve`'s gateway). (Model and
-    /// memory providers are left to load: issue 22 gives them a use.)
+    /// memory providers are left to load: issue 22 gives them a use; a
+    /// memory provider's explicit `kind: exclusive` too,
+    /// [`super::memory::admit_exclusive`].)
     fn admit_sniffed(&self, c: &mut Candidate) {
+        super::memory::admit_exclusive(c);
         if c.missing || !c.enabled || c.skip_reason.is_some() {
             return;
         }

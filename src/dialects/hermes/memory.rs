@@ -213,9 +213,15 @@ impl ActiveMemory {
         });
         messages.push(serde_json::json!({"role": "assistant", "content": answer}));
         self.session(session, |s| s.messages = messages.clone());
-        let kw = PyDict::new(py);
-        kw.set_item("session_id", session)?;
-        kw.set_item("messages", pythonize::pythonize(py, &messages)?)?;
+        // `messages` only if `sync_turn` takes it (Hermes's `sync_all`):
+        // its canonical signature has `session_id` alone.
+        let optional = PyDict::new(py);
+        optional.set_item("messages", pythonize::pythonize(py, &messages)?)?;
+        let kw = py
+            .import("agent.memory_provider")?
+            .getattr("_plughost_sync_kwargs")?
+            .call1((self.provider.bind(py), session, optional))?
+            .cast_into::<PyDict>()?;
         self.call(py, "sync_turn", (user.as_str(), answer), Some(&kw));
         let kw = PyDict::new(py);
         kw.set_item("session_id", session)?;
@@ -261,6 +267,28 @@ impl ActiveMemory {
             m["content"] = Value::String(format!("{text}\n\n{recall}"));
         }
     }
+}
+
+/// The lanes the active provider is driven on, the part each drives, and
+/// its label.
+const LANES: [(HookEvent, Part, &str); 4] = [
+    (HookEvent::HistoryReady, Part::BeforeTurn, "prefetch"),
+    (HookEvent::PromptFinal, Part::Inject, "memory-context"),
+    (HookEvent::TurnEnded, Part::AfterTurn, "sync_turn"),
+    (
+        HookEvent::SessionClosing,
+        Part::SessionEnd,
+        "on_session_end",
+    ),
+];
+
+/// `event` is the name a memory provider's lane subscription is listed
+/// under (the bus's name of a lane no Hermes hook names, as
+/// `history_ready`): plughost fires it.
+pub fn is_memory_lane(event: &str) -> bool {
+    LANES
+        .iter()
+        .any(|(lane, _, _)| super::lanes::name_of(*lane) == event)
 }
 
 /// Which part of the provider's lifecycle a lane subscription drives.
@@ -431,32 +459,23 @@ pub fn register(
         shut: Default::default(),
     });
     *slot.1.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(&memory));
-    let mut out: Vec<Registration> = [
-        (HookEvent::HistoryReady, Part::BeforeTurn, "prefetch"),
-        (HookEvent::PromptFinal, Part::Inject, "memory-context"),
-        (HookEvent::TurnEnded, Part::AfterTurn, "sync_turn"),
-        (
-            HookEvent::SessionClosing,
-            Part::SessionEnd,
-            "on_session_end",
-        ),
-    ]
-    .into_iter()
-    .map(|(event, part, label)| Registration::Hook {
-        event: Some(event),
-        name: super::lanes::name_of(event).to_string(),
-        entry: HookEntry {
-            owner: plugin.to_string(),
-            label: format!("{name}.{label}"),
-            priority: 0,
-            callback: Arc::new(MemoryHook {
-                memory: Arc::clone(&memory),
-                part,
-            }),
-            stats: Arc::new(HookStats::default()),
-        },
-    })
-    .collect();
+    let mut out: Vec<Registration> = LANES
+        .into_iter()
+        .map(|(event, part, label)| Registration::Hook {
+            event: Some(event),
+            name: super::lanes::name_of(event).to_string(),
+            entry: HookEntry {
+                owner: plugin.to_string(),
+                label: format!("{name}.{label}"),
+                priority: 0,
+                callback: Arc::new(MemoryHook {
+                    memory: Arc::clone(&memory),
+                    part,
+                }),
+                stats: Arc::new(HookStats::default()),
+            },
+        })
+        .collect();
     out.extend(tools(py, plugin, host, &memory)?);
     Ok(Some(out))
 }
@@ -558,4 +577,60 @@ pub fn select(home: &Path, mut found: Vec<Candidate>) -> Vec<Candidate> {
         }
     }
     found
+}
+
+/// A memory provider with an explicit `kind: exclusive` in plughost's own
+/// directories (put there by `plugins install`), which the directory rules
+/// refuse as a kind they do not load: it loads as one without a `kind`
+/// does there — when `plugins.enabled` lists it, made active when
+/// `memory.provider` names it ([`registrations`]) — its files checked
+/// against the lock file as any enabled user plugin's are.
+pub fn admit_exclusive(c: &mut Candidate) {
+    let exclusive = matches!(&c.manifest, Ok(m) if m.kind == PluginKind::Exclusive);
+    // A Hermes home's are [`select`]ed by `memory.provider` alone.
+    let hermes_home = c.dir.starts_with(super::discover::hermes_home());
+    if c.missing || !exclusive || hermes_home || !is_memory_dir(&c.dir) {
+        return;
+    }
+    match c.skip_reason {
+        Some(Verdict::Unsupported(_)) if c.enabled => {
+            c.skip_reason = None;
+            check_lock(c);
+        }
+        Some(Verdict::NotEnabled(_)) => {
+            c.skip_reason = Some(Verdict::NotEnabled(format!(
+                "not in plugins.enabled (run: plughost plugins enable {}); a memory provider, used when memory.provider names it",
+                c.key
+            )));
+        }
+        _ => {}
+    }
+}
+
+/// Refuse a user plugin whose files changed since its `plugins.lock.json`
+/// entry (discovery skipped the check of a plugin it refused).
+fn check_lock(c: &mut Candidate) {
+    use crate::plugins::lock;
+    if c.source != crate::plugins::discovery::Source::User {
+        return;
+    }
+    let Some(root) = c.dir.parent() else { return };
+    let file = match lock::read_file(&lock::lock_path_for_user_root(root)) {
+        Ok(f) => f,
+        Err(e) => {
+            c.skip_reason = Some(Verdict::Unloadable(e.to_string()));
+            return;
+        }
+    };
+    match lock::check(file.plugins.get(&c.key), &c.dir) {
+        lock::Check::Unlocked | lock::Check::Editable | lock::Check::Unchanged => {}
+        lock::Check::Changed { drift, .. } => {
+            c.skip_reason = Some(Verdict::Changed(lock::changed_message(&c.key, &drift)))
+        }
+        lock::Check::Unreadable(e) => {
+            c.skip_reason = Some(Verdict::Changed(format!(
+                "its files cannot be read to check them against plugins.lock.json: {e}"
+            )))
+        }
+    }
 }

@@ -86,6 +86,7 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("agent.context_engine", "agent/context_engine.py", false),
     ("agent.plugin_llm", "agent/plugin_llm.py", false),
     ("agent.memory_provider", "agent/memory_provider.py", false),
+    ("agent.memory_manager", "agent/memory_manager.py", false),
     ("agent.image_gen_provider", "agent/image_gen_provider.py", false),
     ("agent.video_gen_provider", "agent/video_gen_provider.py", false),
     ("agent.web_search_provider", "agent/web_search_provider.py", false),
@@ -110,6 +111,8 @@ const COMPAT_MODULES: &[(&str, &str, bool)] = compat![
     ("tools.approval", "tools/approval.py", false),
     ("tools.interrupt", "tools/interrupt.py", false),
     ("tools.env_passthrough", "tools/env_passthrough.py", false),
+    ("tools.xai_http", "tools/xai_http.py", false),
+    ("hermes_state", "hermes_state.py", false),
     ("providers", "providers/__init__.py", true),
     ("providers.base", "providers/base.py", false),
     // Hermes's plugin runtime package, mapped onto what plughost serves.
@@ -496,9 +499,13 @@ impl Dialect for Hermes {
     }
 
     /// Hermes's names are the core's, plus Hermes-only hooks plughost
-    /// accepts and never fires ([`context::never_fires`]).
+    /// accepts and never fires ([`context::never_fires`]); the lanes an
+    /// active memory provider is driven on fire ([`memory::is_memory_lane`]).
     fn never_fires(&self, event: &str) -> Option<&'static str> {
-        if lanes::by_name(event).is_some() || event == members::CONTEXT_REFERENCES {
+        if lanes::by_name(event).is_some()
+            || event == members::CONTEXT_REFERENCES
+            || memory::is_memory_lane(event)
+        {
             None
         } else if let Some(why) = valid_hooks::never_fires(event) {
             Some(why)

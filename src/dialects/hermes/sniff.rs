@@ -6,7 +6,10 @@
 //! (`name, toolset, schema, handler`), defining a handler the Hermes way
 //! (`def handler(args, **kwargs)` or `def handler(args, task_id=None)`:
 //! the signature read decides, and is named), or reading Hermes's home (`~/.hermes`,
-//! `HERMES_HOME`). The first sign found is the reason given, so the choice
+//! `HERMES_HOME`), or registering a hook as only Hermes can fire or call it
+//! (an event only Hermes has, a callback taking keywords only, a
+//! `pre_gateway_dispatch` callback taking Hermes's `gateway`/`session_store`).
+//! The first sign found is the reason given, so the choice
 //! is never silent.
 
 use std::path::{Path, PathBuf};
@@ -24,6 +27,7 @@ const MANIFEST_FIELDS: &[&str] = &[
     "provides_browser_providers",
     "capabilities",
     "optional_env",
+    "hooks",
 ];
 
 /// `kind` values only Hermes has.
@@ -48,7 +52,10 @@ const MODULES: &[&str] = &[
     "agent.transcription_provider",
     "agent.web_search_provider",
     "agent.memory_provider",
+    "agent.memory_manager",
     "providers.base",
+    "hermes_state",
+    "tools.xai_http",
 ];
 
 /// `PluginContext` members only Hermes's context has.
@@ -199,6 +206,9 @@ fn source_evidence(text: &str) -> Option<String> {
             "calls register_tool with four positional arguments (name, toolset, schema, handler), Hermes's signature".into(),
         );
     }
+    if let Some(why) = hook_evidence(&code) {
+        return Some(why);
+    }
     if let Some(signature) = hermes_handler(&code) {
         return Some(format!(
             "defines a tool handler the Hermes way, `def {signature}` (Hermes calls handler(args, task_id=…); a Flowly handler takes its arguments by name)"
@@ -208,6 +218,68 @@ fn source_evidence(text: &str) -> Option<String> {
         return Some("reads Hermes's home (`~/.hermes` or `HERMES_HOME`)".into());
     }
     None
+}
+
+/// What the first telling `register_hook(event, callback)` call shows: an
+/// event only Hermes fires, or a callback only Hermes's calling convention
+/// (`cb(**kwargs)`) can call — one that takes no positional argument
+/// (`def cb(*, …)`, `def cb(**kw)`, `lambda **kw: …`), or a
+/// `pre_gateway_dispatch` callback taking Hermes's `gateway` or
+/// `session_store`. Flowly calls every callback with one context, by position.
+fn hook_evidence(code: &str) -> Option<String> {
+    code.match_indices("register_hook(").find_map(|(at, m)| {
+        let args = parameters(&code[at + m.len()..])?;
+        let event = args.first()?.trim_matches(['"', '\'']);
+        if super::valid_hooks::VALID_HOOKS.contains(&event)
+            && crate::dialects::flowly::lanes::by_name(event).is_none()
+        {
+            return Some(format!(
+                "registers the hook `{event}`, which only Hermes fires"
+            ));
+        }
+        let callback = args.get(1)?;
+        if let Some(params) = callback.strip_prefix("lambda") {
+            let params = params.split(':').next().unwrap_or("").trim();
+            return (params == "*" || params.starts_with("*,") || params.starts_with("**"))
+                .then(|| format!("registers a hook callback `lambda {params}: …` that takes no positional argument, which only Hermes's keyword calling convention can call (Flowly passes one context by position)"));
+        }
+        let name = callback.rsplit('.').next().unwrap_or(callback).trim();
+        let params = def_parameters(code, name)?;
+        let first = params.first()?;
+        if first == "*" || first.starts_with("**") {
+            return Some(format!(
+                "registers a hook callback `def {name}({})` that takes no positional argument, which only Hermes's keyword calling convention can call (Flowly passes one context by position)",
+                params.join(", ")
+            ));
+        }
+        let named = |p: &String| p.split([':', '=']).next().unwrap_or("").trim().to_string();
+        let hermes_kw = params
+            .iter()
+            .any(|p| ["gateway", "session_store"].contains(&named(p).as_str()));
+        (event == "pre_gateway_dispatch" && hermes_kw).then(|| {
+            format!(
+                "registers a pre_gateway_dispatch callback `def {name}({})` taking Hermes's keyword arguments (`gateway`, `session_store`); Flowly passes one context by position",
+                params.join(", ")
+            )
+        })
+    })
+}
+
+/// The parameters of the first `def name(` in `code` (`self`/`cls` dropped).
+fn def_parameters(code: &str, name: &str) -> Option<Vec<String>> {
+    if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return None;
+    }
+    let head = format!("def {name}(");
+    let at = code.match_indices(&head).find_map(|(at, _)| {
+        let clean = at == 0 || code[..at].ends_with(|c: char| c.is_whitespace() || c == ':');
+        clean.then_some(at)
+    })?;
+    let mut params = parameters(&code[at + head.len()..])?;
+    if params.first().is_some_and(|p| p == "self" || p == "cls") {
+        params.remove(0);
+    }
+    Some(params)
 }
 
 /// A string literal naming Hermes's home directory or its variable.
@@ -391,6 +463,12 @@ mod tests {
             (&[("__init__.py", "def handle(args, **kwargs):\n    return '{}'\n")], "`def handle(args, **kwargs)`"),
             (&[("__init__.py", "def lookup(args, task_id=None):\n    return '{}'\n")], "`def lookup(args, task_id=None)`"),
             (&[("__init__.py", "class T:\n    def run(self, args: Dict[str, Any], task_id: Optional[str] = None) -> str:\n        return '{}'\n")], "`def run(args: Dict[str, Any], task_id: Optional[str] = None)`"),
+            (&[("plugin.yaml", "name: a\nversion: 1.0.0\nhooks:\n  - pre_llm_call\n")], "has `hooks`, a Hermes manifest field"),
+            (&[("__init__.py", "def on_llm(*, session_id='', **_):\n    pass\n\ndef register(ctx):\n    ctx.register_hook('pre_llm_call', on_llm)\n")], "`def on_llm(*, session_id='', **_)` that takes no positional argument"),
+            (&[("__init__.py", "class P:\n    def seen(self, **kw):\n        pass\n    def register(self, ctx):\n        ctx.register_hook(\"post_tool_call\", self.seen)\n")], "`def seen(**kw)` that takes no positional argument"),
+            (&[("__init__.py", "def register(ctx):\n    ctx.register_hook('pre_tool_call', lambda **kw: None)\n")], "`lambda **kw: …`"),
+            (&[("__init__.py", "def gate(event=None, gateway=None, session_store=None, **kwargs):\n    pass\n\ndef register(ctx):\n    ctx.register_hook('pre_gateway_dispatch', gate)\n")], "pre_gateway_dispatch callback `def gate(event=None"),
+            (&[("__init__.py", "def register(ctx):\n    ctx.register_hook('on_stream_delta', lambda ctx: None)\n")], "the hook `on_stream_delta`, which only Hermes fires"),
             (&[("__init__.py", "CONFIG = Path.home() / \".hermes\" / \"config.yaml\"\n")], "Hermes's home"),
             (&[("__init__.py", "from .store import x\n"), ("store.py", "home = os.getenv('HERMES_HOME')\n")], "store.py reads Hermes's home"),
         ];
@@ -407,6 +485,7 @@ mod tests {
             &[("__init__.py", "# from hermes_constants import x\n# ctx.inject_message('hi')\nimport hermes_constantsx\n")][..],
             &[("plugin.yaml", "name: a\nmanifest_version: 1\nkind: backend\nprovides_web_providers: [x]\n"), ("__init__.py", "def greet(name: str, **kw):\n    pass\n")][..],
             &[("__init__.py", "def search(args, limit=10):\n    pass\ndef only(args):\n    pass\ndef two(args, query):\n    pass\n")][..],
+            &[("__init__.py", "def seen(ctx):\n    pass\ndef gate(ctx, *, extra=None):\n    pass\ndef register(ctx):\n    ctx.register_hook('post_tool_call', seen)\n    ctx.register_hook('pre_gateway_dispatch', gate)\n    ctx.register_hook('pre_llm_call', lambda c: None)\n")][..],
         ] {
             assert_eq!(why(files), None, "{files:?}");
         }

@@ -170,6 +170,30 @@ def _plughost_fence(raw_context: Any) -> str:
     )
 
 
+def _plughost_sync_accepts(provider: Any, keyword: str) -> bool:
+    """Whether ``provider.sync_turn`` accepts ``keyword`` (a parameter of
+    that name or ``**kwargs``), as Hermes's ``MemoryManager._provider_sync_accepts``
+    decides; an uninspectable signature is taken to accept it."""
+    import inspect
+
+    try:
+        params = inspect.signature(provider.sync_turn).parameters
+    except (TypeError, ValueError):
+        return True
+    return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def _plughost_sync_kwargs(provider: Any, session_id: str, optional: Dict[str, Any]) -> Dict[str, Any]:
+    """The keywords of one ``sync_turn`` call, as Hermes's ``MemoryManager.sync_all``
+    builds them: ``session_id`` always; each of ``optional`` (``messages``,
+    ``turn_author``) only when not ``None`` and the provider's signature accepts it."""
+    kwargs: Dict[str, Any] = {"session_id": session_id}
+    for keyword, value in optional.items():
+        if value is not None and _plughost_sync_accepts(provider, keyword):
+            kwargs[keyword] = value
+    return kwargs
+
+
 def _plughost_tool(provider: Any, tool_name: str):
     """A Hermes tool handler for one of ``provider``'s tools: the call goes
     to ``provider.handle_tool_call(tool_name, args)``; its JSON string back."""

@@ -37,6 +37,12 @@ class SessionSource:
     parent_chat_id: Optional[str] = None
     message_id: Optional[str] = None
     extra: dict = field(default_factory=dict)
+    scope_id: Optional[str] = None
+    # The platform's own authorisation (a role it checked) let the user in.
+    role_authorized: bool = False
+    # A thread the adapter created for this message, and the title it gave it.
+    auto_thread_created: bool = False
+    auto_thread_initial_name: Optional[str] = None
 
     @property
     def description(self) -> str:

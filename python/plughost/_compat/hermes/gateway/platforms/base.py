@@ -101,6 +101,129 @@ def cache_audio_from_bytes(data: bytes, ext: str = ".ogg") -> str:
     return str(path)
 
 
+def get_video_cache_dir() -> Path:
+    return _hermes_cache("videos")
+
+
+SUPPORTED_VIDEO_TYPES = {
+    ".mp4": "video/mp4", ".mov": "video/quicktime", ".webm": "video/webm",
+    ".mkv": "video/x-matroska", ".avi": "video/x-msvideo"}
+
+
+def cache_video_from_bytes(data: bytes, ext: str = ".mp4") -> str:
+    """Raw video bytes saved in ``$HERMES_HOME/cache/videos``; the file's path."""
+    validate_inbound_media_size(len(data), media_type="video")
+    path = get_video_cache_dir() / f"video_{uuid.uuid4().hex[:12]}{ext}"
+    path.write_bytes(data)
+    return str(path)
+
+
+# Inbound media is held in memory before it is cached: Hermes's cap.
+DEFAULT_INBOUND_MEDIA_MAX_BYTES = 128 * 1024 * 1024
+
+
+def validate_inbound_media_size(size: int, *, media_type: str = "media",
+                                max_bytes: Optional[int] = None) -> None:
+    """``ValueError`` when an inbound payload is over the cap (``0``: no cap)."""
+    limit = DEFAULT_INBOUND_MEDIA_MAX_BYTES if max_bytes is None else max_bytes
+    if limit and size > limit:
+        raise ValueError(f"Inbound {media_type} payload is too large ({size} bytes > {limit} bytes)")
+
+
+def _looks_like_image(data: bytes) -> bool:
+    """``data`` starts with a PNG, JPEG, GIF, BMP or WebP signature."""
+    if len(data) < 4:
+        return False
+    return (
+        data[:8] == b"\x89PNG\r\n\x1a\n"
+        or data[:3] == b"\xff\xd8\xff"
+        or data[:6] in {b"GIF87a", b"GIF89a"}
+        or data[:2] == b"BM"
+        or (data[:4] == b"RIFF" and len(data) >= 12 and data[8:12] == b"WEBP"))
+
+
+def _is_safe_url(url: str) -> bool:
+    """An http(s) URL whose host resolves only to public addresses (no
+    loopback, private, link-local, reserved or multicast one): the check
+    Hermes makes before fetching a URL a chat message carries."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return False
+    if parts.scheme not in ("http", "https") or not host:
+        return False
+    try:
+        infos = socket.getaddrinfo(host, port or (443 if parts.scheme == "https" else 80))
+    except OSError:
+        return False
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0].split("%", 1)[0])
+        if (address.is_private or address.is_loopback or address.is_link_local or address.is_reserved
+                or address.is_multicast or address.is_unspecified):
+            return False
+    return bool(infos)
+
+
+def _fetch_capped(url: str, accept: str, media_type: str) -> bytes:
+    """GET ``url`` (each redirect checked as the URL was), its body under the cap."""
+    import urllib.request
+
+    class _Checked(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            if not _is_safe_url(newurl):
+                raise ValueError(f"Blocked redirect to private/internal address: {safe_url_for_log(newurl)}")
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    request = urllib.request.Request(url, headers={
+        "User-Agent": "Mozilla/5.0 (compatible; HermesAgent/1.0)", "Accept": accept})
+    with urllib.request.build_opener(_Checked).open(request, timeout=30.0) as response:
+        declared = response.headers.get("content-length")
+        if declared and declared.isdigit():
+            validate_inbound_media_size(int(declared), media_type=media_type)
+        chunks, total = [], 0
+        while True:
+            chunk = response.read(64 * 1024)
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            validate_inbound_media_size(total, media_type=media_type)
+            chunks.append(chunk)
+
+
+async def cache_image_from_url(url: str, ext: str = ".jpg", retries: int = 2) -> str:
+    """Download an image URL into the image cache; the file's path. A URL
+    that is not public (or redirects to one that is not) raises
+    ``ValueError``; timeouts, 429 and 5xx answers are retried after 1.5 s,
+    3 s, …; what is not an image is refused."""
+    import urllib.error
+
+    if not _is_safe_url(url):
+        raise ValueError(f"Blocked unsafe URL (SSRF protection): {safe_url_for_log(url)}")
+    for attempt in range(retries + 1):
+        try:
+            data = await asyncio.to_thread(_fetch_capped, url, "image/*,*/*;q=0.8", "image")
+        except (urllib.error.URLError, TimeoutError) as exc:
+            if isinstance(exc, urllib.error.HTTPError):
+                transient = exc.code >= 429
+            else:
+                transient = isinstance(exc, TimeoutError) or isinstance(getattr(exc, "reason", None), TimeoutError)
+            if not transient or attempt >= retries:
+                raise
+            await asyncio.sleep(1.5 * (attempt + 1))
+            continue
+        validate_inbound_media_size(len(data), media_type="image")
+        if not _looks_like_image(data):
+            snippet = data[:80].decode("utf-8", errors="replace")
+            raise ValueError(f"Refusing to cache non-image data as {ext} (starts with: {snippet!r})")
+        return cache_image_from_bytes(data, ext)
+    raise AssertionError("unreachable")
+
+
 def cache_document_from_bytes(data: bytes, filename: str) -> str:
     name = Path(filename).name.replace("\x00", "").strip() if filename else "document"
     if name in ("", ".", ".."):
@@ -341,6 +464,22 @@ class BasePlatformAdapter(ABC):
         text = f"🖼️ Image: {image_path}"
         return await self.send(chat_id=chat_id, content=f"{caption}\n{text}" if caption else text, reply_to=reply_to)
 
+    @property
+    def message_len_fn(self) -> Callable[[str], int]:
+        """How a message's length is counted (``len``; Telegram counts UTF-16 units)."""
+        return len
+
+    def max_message_length_for_chat(self, chat_id: str) -> int:
+        """The longest message for ``chat_id``, in ``message_len_fn_for_chat``
+        units: ``MAX_MESSAGE_LENGTH`` (4096 when unset), as Hermes's default."""
+        try:
+            return int(getattr(self, "MAX_MESSAGE_LENGTH", 4096) or 4096)
+        except (TypeError, ValueError):
+            return 4096
+
+    def message_len_fn_for_chat(self, chat_id: str) -> Callable[[str], int]:
+        return self.message_len_fn
+
     def format_message(self, content: str) -> str:
         return content
 
@@ -369,8 +508,13 @@ class BasePlatformAdapter(ABC):
                      user_id: Optional[str] = None, user_name: Optional[str] = None,
                      thread_id: Optional[str] = None, chat_topic: Optional[str] = None,
                      user_id_alt: Optional[str] = None, chat_id_alt: Optional[str] = None,
-                     is_bot: bool = False, guild_id: Optional[str] = None,
-                     parent_chat_id: Optional[str] = None, message_id: Optional[str] = None) -> SessionSource:
+                     is_bot: bool = False, scope_id: Optional[str] = None,
+                     guild_id: Optional[str] = None, parent_chat_id: Optional[str] = None,
+                     message_id: Optional[str] = None, role_authorized: bool = False,
+                     auto_thread_created: bool = False,
+                     auto_thread_initial_name: Optional[str] = None) -> SessionSource:
+        """Hermes's ``SessionSource`` of an inbound message on this platform
+        (its keywords in Hermes's order)."""
         if chat_topic is not None and not chat_topic.strip():
             chat_topic = None
         return SessionSource(
@@ -382,6 +526,9 @@ class BasePlatformAdapter(ABC):
             guild_id=str(guild_id) if guild_id else None,
             parent_chat_id=str(parent_chat_id) if parent_chat_id else None,
             message_id=str(message_id) if message_id else None,
+            scope_id=str(scope_id) if scope_id else None,
+            role_authorized=role_authorized, auto_thread_created=auto_thread_created,
+            auto_thread_initial_name=auto_thread_initial_name,
         )
 
     # -- inbound -------------------------------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from gateway.session import SessionSource
 
@@ -49,9 +49,22 @@ class MessageEvent:
     internal: bool = False
     context_only: bool = False
     timestamp: datetime = field(default_factory=datetime.now)
+    # Hermes's newer fields (keywords; appended so the order above stands).
+    user_id: Optional[str] = None
+    user_name: Optional[str] = None
+    media_text_inlined: List[Optional[bool]] = field(default_factory=list)
+    reply_to_author_id: Optional[str] = None
+    reply_to_author_name: Optional[str] = None
+    reply_to_is_own_message: bool = False
+    prompt_response: Optional[Dict[str, Any]] = None
+    channel_context: Optional[str] = None
+    # Free-form per-event metadata; plugins read it with ``.get()``.
+    metadata: Dict[str, Any] = field(default_factory=dict)
+    # False: the event's text may not run gateway commands (a proactive event).
+    allow_gateway_control: bool = True
 
     def is_command(self) -> bool:
-        return (self.text or "").startswith("/")
+        return self.allow_gateway_control and (self.text or "").startswith("/")
 
     def get_command(self) -> Optional[str]:
         if not self.is_command():
