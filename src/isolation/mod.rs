@@ -162,9 +162,10 @@ pub fn load(
 /// used), by plugin key: a worker's dialect state is in the worker, so the
 /// worker sends these when the plugin loads.
 #[derive(Default)]
-pub struct WorkerReports(
-    std::sync::Mutex<std::collections::HashMap<String, (Vec<String>, Vec<String>)>>,
-);
+pub struct WorkerReports(std::sync::Mutex<std::collections::HashMap<String, Recorded>>);
+
+/// A worker's `(providers, not_used)` lines.
+type Recorded = (Vec<String>, Vec<String>);
 
 impl WorkerReports {
     fn record(&self, key: &str, providers: Vec<String>, not_used: Vec<String>) {
@@ -175,7 +176,7 @@ impl WorkerReports {
     }
 
     /// `(providers, not_used)` of plugin `key`'s worker, if it sent any.
-    pub fn of(&self, key: &str) -> Option<(Vec<String>, Vec<String>)> {
+    pub fn of(&self, key: &str) -> Option<Recorded> {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
