@@ -52,7 +52,7 @@ pub(super) fn enable(
         Outcome::NotRun => {
             let host = super::build_host_enabling(cli, runtime, name)?;
             match host.plugins().iter().find(|p| p.key == name) {
-                Some(p) if p.loaded => (Some(super::plugins::provides(p)), None, None),
+                Some(p) if p.loaded => (Some(super::plugins::provides(&host, p)), None, None),
                 Some(p) => (
                     None,
                     Some(p.error.clone().unwrap_or_else(|| "it did not load".into())),
@@ -112,7 +112,7 @@ pub(super) fn run_child(cli: &Cli, runtime: &Runtime, name: &str) -> Result<Exit
     let checked = match record {
         Some(p) => Checked {
             loaded: p.loaded,
-            provides: super::plugins::provides(p),
+            provides: super::plugins::provides(&host, p),
             error: p.error.clone(),
             kind: p.failure.as_ref().map(|f| f.kind.clone()),
             at: p.failure.as_ref().and_then(|f| f.location.clone()),

@@ -209,7 +209,7 @@ pub(super) fn install(
     }
     match record {
         Some(p) if p.loaded => {
-            println!("Enabled {} (it loads: {}).", done.name, provides(p));
+            println!("Enabled {} (it loads: {}).", done.name, provides(&host, p));
             println!("{RESTART}");
             Ok(Exit::Success)
         }
@@ -279,17 +279,30 @@ fn load_failure(
     Failure::failed(message)
 }
 
-/// "2 tools, 1 hook", or "nothing registered".
-pub(super) fn provides(p: &crate::host::PluginRecord) -> String {
+/// "2 tools, 1 hook", or "nothing registered"; a platform or provider
+/// the plugin's dialect reports (a messaging platform, a memory or model
+/// provider) counts too.
+pub(super) fn provides(host: &crate::host::Host, p: &crate::host::PluginRecord) -> String {
+    let providers = crate::dialects::providers(host.extensions(), &p.key).len()
+        + host
+            .extensions()
+            .peek::<crate::isolation::WorkerReports>()
+            .and_then(|r| r.of(&p.key))
+            .map_or(0, |(lines, _)| lines.len());
     let parts: Vec<String> = [
         (p.tools.len(), "tool"),
         (p.hooks.len(), "hook"),
         (p.commands.len(), "command"),
         (p.skills.len(), "skill"),
+        (providers, "platform or provider"),
     ]
     .iter()
     .filter(|(n, _)| *n > 0)
-    .map(|(n, what)| format!("{n} {what}{}", if *n == 1 { "" } else { "s" }))
+    .map(|(n, what)| match (*n, *what) {
+        (1, what) => format!("1 {what}"),
+        (n, "platform or provider") => format!("{n} platforms or providers"),
+        (n, what) => format!("{n} {what}s"),
+    })
     .collect();
     if parts.is_empty() {
         "nothing registered".into()
@@ -627,7 +640,11 @@ fn print_plugins(host: &Host) {
             ]
             .iter()
             .filter(|(n, _)| *n > 0)
-            .map(|(n, what)| format!("{n} {what}{}", if *n == 1 { "" } else { "s" }))
+            .map(|(n, what)| match (*n, *what) {
+                (1, what) => format!("1 {what}"),
+                (n, "platform or provider") => format!("{n} platforms or providers"),
+                (n, what) => format!("{n} {what}s"),
+            })
             .collect::<Vec<_>>()
             .join(", ");
             // A backend plugin's web providers (its manifest's provides_web_providers).

@@ -212,3 +212,29 @@ fn install_enable_of_a_hermes_plugin_whose_register_raises_ends() {
         said(&out)
     );
 }
+
+/// A plugin whose only contribution is a provider (here a Hermes model
+/// provider, as a messaging platform would be) is not "nothing registered".
+#[test]
+fn enable_counts_a_provider_as_what_the_plugin_registers() {
+    let (home, bundled) = (home_with(&[]), no_bundled());
+    write_plugin(
+        &home.path().join("plugins"),
+        "stubcloud",
+        "name: stubcloud\nkind: model-provider\nversion: 1.0.0\n",
+        &[(
+            "__init__.py",
+            "from providers import register_provider\nfrom providers.base import ProviderProfile\n\nregister_provider(ProviderProfile(name=\"stubcloud\", env_vars=(\"STUBCLOUD_API_KEY\",), base_url=\"https://api.stubcloud.invalid/v1\", fallback_models=(\"m\",)))\n",
+        )],
+    );
+    let out = run(
+        home.path(),
+        bundled.path(),
+        &["plugins", "enable", "stubcloud"],
+    );
+    assert!(
+        said(&out).contains("Enabled stubcloud (it loads: 1 platform or provider)."),
+        "{}",
+        said(&out)
+    );
+}
