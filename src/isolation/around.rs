@@ -7,12 +7,12 @@
 //! gets the downstream result back in the same call. Across the process
 //! boundary that is a call inside a call:
 //!
-//! 1. plughost's proxy opens a *frame* ([`run_in_worker`]) and sends
+//! 1. plughost's proxy opens a *frame* (`run_in_worker`) and sends
 //!    [`Request::Around`] naming it, then waits on the frame.
-//! 2. The worker runs the middleware ([`answer`]); its `next` sends
+//! 2. The worker runs the middleware (`answer`); its `next` sends
 //!    [`HostCall::ChainNext`] with the frame's number and blocks.
 //! 3. plughost's host-call side hands that to the waiting frame
-//!    ([`deliver_next`]), never to a thread of its own: the rest of the
+//!    (`deliver_next`), never to a thread of its own: the rest of the
 //!    chain borrows the caller's stack, so the caller runs it, then
 //!    answers the worker.
 //! 4. The worker's middleware returns; [`Reply::Around`] ends the frame.

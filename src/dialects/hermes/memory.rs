@@ -583,7 +583,7 @@ pub fn select(home: &Path, mut found: Vec<Candidate>) -> Vec<Candidate> {
 /// directories (put there by `plugins install`), which the directory rules
 /// refuse as a kind they do not load: it loads as one without a `kind`
 /// does there — when `plugins.enabled` lists it, made active when
-/// `memory.provider` names it ([`registrations`]) — its files checked
+/// `memory.provider` names it (`registrations`) — its files checked
 /// against the lock file as any enabled user plugin's are.
 pub fn admit_exclusive(c: &mut Candidate) {
     let exclusive = matches!(&c.manifest, Ok(m) if m.kind == PluginKind::Exclusive);
