@@ -77,6 +77,24 @@ def hog(mb):
 def unix():
     return _try(lambda: socket.socket(socket.AF_UNIX).close())
 
+def sqlite_temp():
+    # SQLite's temporary files go to /var/tmp before /tmp when TMPDIR is
+    # unset (a public Hermes memory plugin's writes failed there).
+    import sqlite3
+    def go():
+        db = sqlite3.connect(":memory:")
+        db.execute("PRAGMA temp_store=FILE")
+        db.execute("PRAGMA temp.cache_size=2")
+        db.execute("CREATE TEMP TABLE t(x)")
+        db.executemany("INSERT INTO t VALUES (?)", [("%0100d" % i,) for i in range(5000)])
+        return db.execute("SELECT count(*) FROM t").fetchone()[0]
+    return _try(go)
+
+def which_hermes():
+    import shutil
+    found = shutil.which("hermes")
+    return "none" if found is None else _try(lambda: subprocess.run([found, "--help"], capture_output=True, timeout=30).returncode)
+
 def detach(marker):
     p = subprocess.Popen(["/bin/sh", "-c", "sleep 300", marker], start_new_session=True,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -105,6 +123,8 @@ def register(ctx):
     tool("h_files", files, "data_dir", "outside", "other")
     tool("h_connect", connect, "port")
     tool("h_hermes_home", lambda: _try(lambda: _write(os.path.join(str(get_hermes_home()), "h.txt"))))
+    tool("h_sqlite_temp", sqlite_temp)
+    tool("h_which_hermes", which_hermes)
 "#;
 
 /// One case's directory: the user's home with a fake key, plughost's
@@ -298,6 +318,36 @@ fn a_hermes_plugin_writes_the_hermes_home_and_nothing_of_the_users() {
     case.configure(json!({"trusted": ["hfence"]}));
     let trusted = parsed(&case.call(&[], "h_files", args));
     assert_eq!(trusted["ssh_key"], "ok", "{trusted}");
+}
+
+/// What a confined Hermes plugin finds of the usual places: SQLite's
+/// temporary files (in `/var/tmp` with `TMPDIR` unset), and the `hermes`
+/// command plughost puts on its `PATH` (written by plughost: the worker
+/// may read it, not write it). Both found by the survey of public plugins.
+#[test]
+fn a_confined_hermes_plugin_has_the_temp_dirs_and_the_hermes_command() {
+    require_kernel();
+    let case = Case::new(json!({}));
+    // With no TMPDIR at all (SQLite reads it once, when it starts).
+    let mut cmd = case.command(&[
+        "--isolate",
+        "all",
+        "tools",
+        "call",
+        "h_sqlite_temp",
+        "--args",
+        "{}",
+    ]);
+    cmd.env_remove("TMPDIR").env_remove("SQLITE_TMPDIR");
+    let out = run_bounded(cmd, LIMIT);
+    let (found, log) = (
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    assert_eq!(found, "5000", "{log}");
+    let (found, log) = case.call_logged(&["--isolate", "all"], "h_which_hermes", json!({}));
+    assert_eq!(found, "0", "{log}");
+    assert!(!log.contains("no `hermes` command"), "{log}");
 }
 
 #[test]

@@ -141,10 +141,13 @@ fn read(name: &str, p: &Bound<'_, PyAny>, plugin: &str) -> PyResult<ModelProfile
 }
 
 /// The base-URL variables of Hermes's built-in providers
-/// (`hermes_cli/auth.py`, `PROVIDER_REGISTRY`'s `base_url_env_var`), which
+/// (`hermes_cli/auth.py`, `PROVIDER_REGISTRY`'s `base_url_env_var`, and
+/// `hermes_cli/providers.py`'s overlays), which
 /// its bundled model-provider plugins of the same name keep.
 const BUILT_IN_BASE_URL_VARS: &[(&str, &str)] = &[
     ("lmstudio", "LM_BASE_URL"),
+    // hermes_cli/providers.py's overlays add the aggregator's.
+    ("openrouter", "OPENROUTER_BASE_URL"),
     ("copilot", "COPILOT_API_BASE_URL"),
     ("gemini", "GEMINI_BASE_URL"),
     ("zai", "GLM_BASE_URL"),

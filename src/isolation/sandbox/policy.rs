@@ -10,7 +10,7 @@
 //! plugins use, and `<home>/plugin-data/<key>`), the workspace
 //! (`<home>/workspace`), `/dev/shm`, its dialect's home (a plugin API whose plugins
 //! keep their state in a home of their own, `plugins::config::dialect_home`) and the temp
-//! directory (`TMPDIR`, else `/tmp`). Nothing else: the user's home,
+//! directories (`TMPDIR`, else `/tmp`; and `/var/tmp`). Nothing else: the user's home,
 //! plughost's `config.json` and keys, other plugins' directories.
 
 use std::path::{Path, PathBuf};
@@ -114,9 +114,18 @@ fn build(load: &LoadSpec, program: &Path, create: bool) -> Result<Option<Policy>
     if let Some(site) = crate::plugins::deps::shared::site_dir(&load.home) {
         read.push(site);
     }
+    if create {
+        if let Some(dialect) = crate::dialects::by_name(&load.dialect) {
+            read.extend(dialect.worker_reads(&load.home));
+        }
+    }
     let mut write = data_dirs(&load.home, &load.key);
     write.push(load.home.join("workspace"));
     write.push(std::env::temp_dir());
+    // The other temp directory programs use (SQLite puts its temporary
+    // files there before /tmp; it checks with access(2), which Landlock
+    // does not answer, so it would fail to open them).
+    write.push(PathBuf::from("/var/tmp"));
     // POSIX shared memory and semaphores (multiprocessing, browsers).
     write.push(PathBuf::from("/dev/shm"));
     write.extend(crate::plugins::config::dialect_home(&load.dialect));
