@@ -148,14 +148,6 @@ pub trait Dialect: Send + Sync + 'static {
     fn abilities(&self) -> Abilities<'_> {
         Abilities::default()
     }
-    /// Trees a confined worker of its plugins must read that plughost
-    /// prepares first, in its own process, for the home `home` (Hermes's
-    /// `hermes` stand-in command, which a confined worker may not write):
-    /// none by default.
-    fn worker_reads(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
-        let _ = home;
-        Vec::new()
-    }
 }
 
 impl dyn Dialect {

@@ -15,6 +15,14 @@ pub trait Isolated: Send + Sync {
         let _ = lc;
         None
     }
+    /// In plughost, before a confined worker of its plugins starts: trees
+    /// the worker must read that plughost prepares first, for the home
+    /// `home` (Hermes's `hermes` stand-in command, which a confined worker
+    /// may not write). None by default.
+    fn worker_reads(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let _ = home;
+        Vec::new()
+    }
     /// In a worker: put the state [`Isolated::carry_out`] sent on the
     /// rebuilt context.
     fn carry_in(&self, lc: &mut LoopContext, state: serde_json::Value) {

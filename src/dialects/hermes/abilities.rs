@@ -106,3 +106,18 @@ impl Renderers for Hermes {
         Some(std::sync::Arc::new(render::HermesRenderer))
     }
 }
+
+impl crate::dialects::abilities::Isolated for Hermes {
+    /// The `hermes` stand-in command, written here: a confined worker
+    /// reads it and puts it on its plugin's `PATH`, but may not write it.
+    fn worker_reads(&self, home: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let path = std::env::var("PATH").unwrap_or_default();
+        match super::shim::install(home, &path) {
+            Ok(dir) => dir.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!("processes Hermes plugins start will find no `hermes` command: {e}");
+                Vec::new()
+            }
+        }
+    }
+}

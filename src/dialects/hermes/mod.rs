@@ -652,19 +652,6 @@ impl Dialect for Hermes {
         Some(&format::HermesFormat)
     }
 
-    /// The `hermes` stand-in command, written here: a confined worker
-    /// reads it and puts it on its plugin's `PATH`, but may not write it.
-    fn worker_reads(&self, home: &Path) -> Vec<std::path::PathBuf> {
-        let path = std::env::var("PATH").unwrap_or_default();
-        match shim::install(home, &path) {
-            Ok(dir) => dir.into_iter().collect(),
-            Err(e) => {
-                tracing::warn!("processes Hermes plugins start will find no `hermes` command: {e}");
-                Vec::new()
-            }
-        }
-    }
-
     fn abilities(&self) -> Abilities<'_> {
         Abilities {
             sniff: Some(self),
@@ -673,6 +660,7 @@ impl Dialect for Hermes {
             providers: Some(self),
             terminal: Some(self),
             renderers: Some(self),
+            isolated: Some(self),
             ..Abilities::default()
         }
     }

@@ -115,8 +115,10 @@ fn build(load: &LoadSpec, program: &Path, create: bool) -> Result<Option<Policy>
         read.push(site);
     }
     if create {
-        if let Some(dialect) = crate::dialects::by_name(&load.dialect) {
-            read.extend(dialect.worker_reads(&load.home));
+        if let Some(isolated) =
+            crate::dialects::by_name(&load.dialect).and_then(|d| d.abilities().isolated)
+        {
+            read.extend(isolated.worker_reads(&load.home));
         }
     }
     let mut write = data_dirs(&load.home, &load.key);
