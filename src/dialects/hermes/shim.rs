@@ -96,11 +96,21 @@ fn plughost_executable() -> String {
         .unwrap_or_else(|| "plughost".into())
 }
 
+/// Where [`install`] puts the shim under a plughost home.
+const SHIM_DIR: [&str; 2] = ["cache", "hermes-bin"];
+
+/// Whether `dir` is a plughost home's shim directory (this home's or
+/// another's, inherited from a parent plughost): never a real `hermes`.
+fn is_shim_dir(dir: &Path) -> bool {
+    dir.ends_with(Path::new(SHIM_DIR[0]).join(SHIM_DIR[1]))
+}
+
 /// Whether a real `hermes` is on `path` (the `PATH` value).
 fn real_hermes_on(path: &str) -> bool {
     path.split(':')
         .filter(|d| !d.is_empty())
-        .any(|d| Path::new(d).join("hermes").is_file())
+        .map(Path::new)
+        .any(|d| !is_shim_dir(d) && d.join("hermes").is_file())
 }
 
 /// Write the shim under `<plughost home>/cache/hermes-bin/` (when its text
@@ -110,7 +120,7 @@ pub fn install(plughost_home: &Path, path: &str) -> std::io::Result<Option<PathB
     if real_hermes_on(path) {
         return Ok(None);
     }
-    let dir = plughost_home.join("cache").join("hermes-bin");
+    let dir = plughost_home.join(SHIM_DIR[0]).join(SHIM_DIR[1]);
     let file = dir.join("hermes");
     let text = script(&plughost_executable(), plughost_home);
     if std::fs::read_to_string(&file).ok().as_deref() != Some(text.as_str()) {
@@ -135,8 +145,18 @@ pub fn export(environ: &Bound<'_, PyAny>, plughost_home: &Path) -> PyResult<()> 
     match install(plughost_home, &path) {
         Ok(Some(dir)) => {
             let dir = dir.to_string_lossy().into_owned();
-            if !path.split(':').any(|p| p == dir) {
-                environ.set_item("PATH", format!("{path}:{dir}"))?;
+            // Another home's shim (a parent plughost's) gives way to this
+            // home's: its commands are another home's plugins.
+            let mut kept: Vec<&str> = path
+                .split(':')
+                .filter(|p| *p == dir || !is_shim_dir(Path::new(p)))
+                .collect();
+            if !kept.contains(&dir.as_str()) {
+                kept.push(&dir);
+            }
+            let new_path = kept.join(":");
+            if new_path != path {
+                environ.set_item("PATH", new_path)?;
             }
         }
         Ok(None) => {}
@@ -160,5 +180,10 @@ mod tests {
         assert!(install(home.path(), &path).unwrap().is_none());
         let made = install(home.path(), "/nonexistent").unwrap().unwrap();
         assert!(made.join("hermes").is_file());
+        // Another plughost home's shim is not a real hermes.
+        let other = tempfile::tempdir().unwrap();
+        let theirs = install(other.path(), "/nonexistent").unwrap().unwrap();
+        let path = theirs.to_string_lossy().into_owned();
+        assert!(install(home.path(), &path).unwrap().is_some());
     }
 }
