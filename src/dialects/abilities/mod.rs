@@ -86,7 +86,10 @@ mod tests {
         assert_eq!(having(|a| a.builtin_tools.is_some()), ["flowly"]);
         assert_eq!(having(|a| a.running_tools.is_some()), ["codumentor"]);
         assert_eq!(having(|a| a.renderers.is_some()), ["hermes", "felix"]);
-        assert_eq!(having(|a| a.isolated.is_some()), ["codumentor", "bundle"]);
+        assert_eq!(
+            having(|a| a.isolated.is_some()),
+            ["hermes", "codumentor", "bundle"]
+        );
         assert_eq!(having(|a| a.session_state.is_some()), ["codumentor"]);
         assert_eq!(having(|a| a.python_classes.is_some()), ["flowly"]);
         let ranks: Vec<_> = DIALECTS
