@@ -33,6 +33,11 @@ pub fn blocking<R>(wait: impl FnOnce() -> R) -> R {
 /// between wake-ups (a future needing a current-thread runtime's timers
 /// or sockets would wait for ever there; plughost's own futures do not).
 pub fn block_on<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    // A future that is ready at once (a sync tool) never leaves the runtime.
+    if let Some(ready) = futures_util::FutureExt::now_or_never(fut.as_mut()) {
+        return ready;
+    }
     if let Some(handle) = on_multi_thread_runtime() {
         return tokio::task::block_in_place(|| handle.block_on(fut));
     }
@@ -44,7 +49,6 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
     }
     let waker = Arc::new(Unpark(std::thread::current())).into();
     let mut cx = Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
     loop {
         if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
             return v;

@@ -10,94 +10,8 @@
 //! `tools.xai_http` (holographic, honcho, xai image_gen); and `plugins
 //! doctor` on an active memory provider's lanes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
-
-use crate::common::{home_with, no_bundled, run_bounded, write_plugin};
-use serde_json::Value;
-
-struct Env {
-    home: tempfile::TempDir,
-    hermes: tempfile::TempDir,
-    bundled: tempfile::TempDir,
-    src: tempfile::TempDir,
-}
-
-impl Env {
-    fn new(config_yaml: &str) -> Env {
-        let env = Env {
-            home: home_with(&[]),
-            hermes: tempfile::tempdir().unwrap(),
-            bundled: no_bundled(),
-            src: tempfile::tempdir().unwrap(),
-        };
-        std::fs::write(env.hermes.path().join("config.yaml"), config_yaml).unwrap();
-        env
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
-        cmd.args(args)
-            .env("PLUGHOST_HOME", self.home.path())
-            .env("PLUGHOST_BUNDLED_DIR", self.bundled.path())
-            .env("HERMES_HOME", self.hermes.path())
-            .env("PROBE_LOG", self.log())
-            .env_remove("PLUGHOST_LOG")
-            .env_remove("PYTHONPATH")
-            .env_remove("XAI_API_KEY")
-            .env_remove("HERMES_ENABLE_PROJECT_PLUGINS")
-            .env_remove("HERMES_SAFE_MODE");
-        run_bounded(cmd, Duration::from_secs(90))
-    }
-
-    /// The command's stdout and stderr; it must succeed.
-    fn ok(&self, args: &[&str]) -> (String, String) {
-        let out = self.run(args);
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        );
-        assert!(out.status.success(), "{args:?}: {stdout}{stderr}");
-        (stdout, stderr)
-    }
-
-    fn source(&self, name: &str, manifest: &str, files: &[(&str, &str)]) -> PathBuf {
-        write_plugin(self.src.path(), name, manifest, files)
-    }
-
-    /// `plugins install --enable DIR` (no `--dialect`): what it said.
-    fn install(&self, dir: &Path) -> String {
-        let (out, err) = self.ok(&["plugins", "install", "--enable", dir.to_str().unwrap()]);
-        out + &err
-    }
-
-    /// One scripted turn saying `hello back`; its stderr.
-    fn turn(&self, message: &str) -> String {
-        let script = self.home.path().join("say.yaml");
-        std::fs::write(&script, "turns:\n  - say: \"hello back\"\n").unwrap();
-        let args = ["run", message, "--model", "scripted", "--script"];
-        let mut args = args.to_vec();
-        args.push(script.to_str().unwrap());
-        self.ok(&args).1
-    }
-
-    fn log(&self) -> PathBuf {
-        self.home.path().join("probe.log")
-    }
-
-    fn lines(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.log())
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
-    }
-}
-
-fn json(text: &str) -> Value {
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
+use crate::common::hermes_env::{json, HermesEnv as Env};
+use crate::common::write_plugin;
 
 /// A memory provider in holographic's shape: Hermes's canonical
 /// `sync_turn(self, user_content, assistant_content, *, session_id="")`,
@@ -148,7 +62,7 @@ fn sync_turn_gets_messages_only_when_its_signature_takes_it() {
         );
         let err = env.turn("remember the tea");
         assert!(!err.contains("TypeError"), "{err}");
-        assert_eq!(env.lines(), [expected], "{err}");
+        assert_eq!(env.json_lines(), [expected], "{err}");
     }
 }
 
@@ -205,7 +119,7 @@ fn hook_plugins_only_hermes_can_call_install_as_hermes_and_say_which_sign() {
     // The keyword-only callbacks are called as Hermes calls them.
     let err = env.turn("hi there");
     assert!(!err.contains("TypeError"), "{err}");
-    let fired = env.lines();
+    let fired = env.json_lines();
     assert_eq!(fired.len(), 2, "{fired:?} {err}");
     assert!(
         fired.iter().all(|l| l["hook"] == "pre_llm_call"),
@@ -302,7 +216,7 @@ fn platform_helpers_and_build_source_keywords_are_hermess() {
         &[("__init__.py", PLATFORM_INIT), ("adapter.py", ADAPTER)],
     );
     env.install(&dir);
-    let v = json(&env.ok(&["tools", "call", "platform_probe"]).0);
+    let v = json(&env.ok(&["tools", "call", "platform_probe"]));
     assert_eq!(v["dedup"], serde_json::json!([false, true, false, true]));
     assert_eq!(v["discarded"], false);
     assert_eq!(
@@ -351,7 +265,7 @@ fn an_exclusive_memory_plugin_installed_by_plugins_install_loads_when_selected()
     );
     let said = env.install(&dir);
     assert!(!said.contains("not supported"), "{said}");
-    let listed = json(&env.ok(&["plugins", "list", "--json"]).0);
+    let listed = json(&env.ok(&["plugins", "list", "--json"]));
     let record = listed
         .as_array()
         .unwrap()
@@ -360,9 +274,9 @@ fn an_exclusive_memory_plugin_installed_by_plugins_install_loads_when_selected()
         .unwrap_or_else(|| panic!("{listed:#}"));
     assert_eq!(record["status"], "loaded", "{record:#}");
     env.turn("remember the tea");
-    assert_eq!(env.lines().len(), 1, "{:?}", env.lines());
+    assert_eq!(env.json_lines().len(), 1, "{:?}", env.json_lines());
     // Doctor does not call the provider's lanes silent.
-    let (doctor, _) = env.ok(&["plugins", "doctor"]);
+    let doctor = env.ok(&["plugins", "doctor"]);
     assert!(doctor.contains("mem-exclusive"), "{doctor}");
     assert!(!doctor.contains("not a known event"), "{doctor}");
 }
@@ -397,7 +311,7 @@ fn hermes_state_memory_manager_and_xai_http_are_hosted() {
         "name: hosted\nversion: 0.1.0\n",
         &[("__init__.py", HOSTED)],
     ));
-    let v = json(&env.ok(&["tools", "call", "hosted_probe"]).0);
+    let v = json(&env.ok(&["tools", "call", "hosted_probe"]));
     assert_eq!(v["modes"], serde_json::json!(["wal", "wal"]), "{v:#}");
     assert_eq!(v["clean"], "before  after ");
     assert!(

@@ -10,83 +10,9 @@
 //! an async web-extract provider; `spawn_task` tasks of a running loop
 //! cancelled when the host stops.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
-
-use crate::common::{home_with, no_bundled, run_bounded, write_plugin};
+use crate::common::hermes_env::{json, HermesEnv as Env};
+use crate::common::write_plugin;
 use serde_json::Value;
-
-struct Env {
-    home: tempfile::TempDir,
-    hermes: tempfile::TempDir,
-    bundled: tempfile::TempDir,
-    src: tempfile::TempDir,
-}
-
-impl Env {
-    fn new(config_yaml: &str) -> Env {
-        let env = Env {
-            home: home_with(&[]),
-            hermes: tempfile::tempdir().unwrap(),
-            bundled: no_bundled(),
-            src: tempfile::tempdir().unwrap(),
-        };
-        std::fs::write(env.hermes.path().join("config.yaml"), config_yaml).unwrap();
-        env
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_plughost"));
-        cmd.args(args)
-            .env("PLUGHOST_HOME", self.home.path())
-            .env("PLUGHOST_BUNDLED_DIR", self.bundled.path())
-            .env("HERMES_HOME", self.hermes.path())
-            .env("PROBE_LOG", self.log())
-            .env_remove("PLUGHOST_LOG")
-            .env_remove("PYTHONPATH")
-            .env_remove("HERMES_ENABLE_PROJECT_PLUGINS")
-            .env_remove("HERMES_SAFE_MODE");
-        run_bounded(cmd, Duration::from_secs(90))
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.run(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// A plugin directory outside both homes, to install.
-    fn source(&self, name: &str, manifest: &str, files: &[(&str, &str)]) -> PathBuf {
-        write_plugin(self.src.path(), name, manifest, files)
-    }
-
-    /// `plugins install --enable DIR` (no `--dialect`): what it said.
-    fn install(&self, dir: &Path) -> String {
-        self.ok(&["plugins", "install", "--enable", dir.to_str().unwrap()])
-    }
-
-    fn log(&self) -> PathBuf {
-        self.home.path().join("probe.log")
-    }
-
-    fn lines(&self) -> Vec<String> {
-        std::fs::read_to_string(self.log())
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-fn json(text: &str) -> Value {
-    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"))
-}
 
 /// A journal plugin that announces each saved entry on the event bus, the
 /// way Hermes plugins talk to each other (`ctx.emit("saved", {...})`), and

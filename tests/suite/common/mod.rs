@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: plugin directories on disk.
 #![allow(dead_code)]
 
+pub mod hermes_env;
+
 use std::path::{Path, PathBuf};
 
 /// Write a plugin directory `root/dir` with a manifest and Python files.
