@@ -145,6 +145,45 @@ where
     })
 }
 
+/// Run `f`, a wait for another thread, with the GIL released when this
+/// thread holds it. A thread that waits holding the GIL stalls every
+/// thread that needs it meanwhile, the one that would answer included: a
+/// blocking plughost call made from Python (its first step runs with the
+/// GIL held) waited on a worker's reply whose reader was itself waiting
+/// for the GIL to wake an asyncio future, so neither went on until a
+/// bound ran out. Without the GIL, `f` is run as it is.
+pub fn gil_released<T>(f: impl FnOnce() -> T) -> T {
+    if !holds_gil() {
+        return f();
+    }
+    // SAFETY: this thread holds the GIL (checked just above).
+    let py = unsafe { Python::assume_attached() };
+    let wait = InPlace(f);
+    py.detach(move || {
+        let result = wait.run();
+        while exiting() {
+            std::thread::park_timeout(Duration::from_secs(3600));
+        }
+        InPlace(result)
+    })
+    .0
+}
+
+/// A wait (or its result) run in place by [`gil_released`].
+struct InPlace<T>(T);
+
+// SAFETY: `Python::detach` asks for `Send` only to keep Python references
+// out of code run without the GIL. `gil_released` runs the closure right
+// there, on the calling thread, and its callers pass waits on channels and
+// locks that touch no Python object.
+unsafe impl<T> Send for InPlace<T> {}
+
+impl<T, F: FnOnce() -> T> InPlace<F> {
+    fn run(self) -> T {
+        (self.0)()
+    }
+}
+
 /// Whether the interpreter has begun to shut down.
 pub fn exiting() -> bool {
     EXITING.load(Ordering::SeqCst)

@@ -44,6 +44,10 @@ CANCELLED = threading.Event()
 CANCELLABLE_STARTED = threading.Event()
 HOGGING = threading.Event()
 BACKGROUND = threading.Event()
+GATE = threading.Event()
+GATED_STARTED = threading.Event()
+RELEASED = threading.Event()
+CHECK_SAW = []
 
 def register(ctx):
     def greet(name: str = "x") -> str:
@@ -152,6 +156,29 @@ def register(ctx):
         return str(CANCELLABLE_STARTED.is_set())
 
     ctx.register_tool("cancellable_started", {}, cancellable_started)
+    async def gated():
+        GATED_STARTED.set()
+        while not GATE.is_set():
+            await asyncio.sleep(0.005)
+        return "through"
+
+    def slow_check():
+        # The awaited `gated` call answers now, while this check's caller
+        # (a blocking call_tool) waits for the check; its caller, once
+        # answered, releases the check.
+        GATE.set()
+        CHECK_SAW.append(RELEASED.wait(5))
+        return True
+
+    def release_check():
+        RELEASED.set()
+        return "released"
+
+    ctx.register_tool("gated", {}, gated)
+    ctx.register_tool("release_check", {}, release_check)
+    ctx.register_tool("check_saw", {}, lambda: repr(CHECK_SAW))
+    ctx.register_tool("gated_started", {}, lambda: str(GATED_STARTED.wait(10)))
+    ctx.register_tool("checked_late", {}, lambda: "checked", check_fn=slow_check)
     ctx.register_tool("hog", {"type": "object", "properties": {"seconds": {"type": "number"}}}, hog)
     ctx.register_tool("hogging", {}, hogging)
     ctx.register_tool("spawn_background", {}, spawn_background)
@@ -422,6 +449,29 @@ def test_cancelling_the_callers_task_cancels_the_plugin_coroutine(host: plughost
     while host.call_tool("was_cancelled") != "True":
         assert time.monotonic() < deadline, "the plugin coroutine never saw CancelledError"
         time.sleep(0.01)
+
+
+def test_a_blocking_call_waiting_on_a_check_lets_an_awaited_call_answer(host: plughost.Host) -> None:
+    # A blocking call takes its first step holding the GIL; isolated, that
+    # step waits for the worker to run the tool's check_fn. The awaited
+    # call's answer, which comes meanwhile, needs the GIL to wake its task:
+    # the blocking wait must let it go, or both stall until the check's
+    # bound (10 s) abandons the check.
+    answers: list[str] = []
+
+    def await_then_release() -> None:
+        answers.append(asyncio.run(host.acall_tool("gated")))
+        answers.append(host.call_tool("release_check"))
+
+    awaiting = threading.Thread(target=await_then_release)
+    awaiting.start()
+    try:
+        assert host.call_tool("gated_started") == "True"
+        assert host.call_tool("checked_late") == "checked"
+    finally:
+        awaiting.join(30)
+    assert answers == ["through", "released"]
+    assert host.call_tool("check_saw") == "[True]", "the awaited call was answered only after the check"
 
 
 @pytest.mark.parametrize("calls", [100, 1000])

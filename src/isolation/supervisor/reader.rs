@@ -67,16 +67,20 @@ const IN_PLACE: Duration = Duration::from_millis(2);
 /// (for a reply, or for the worker another is starting) would wait for
 /// ever. An unmarked thread may be a current-thread runtime's, where
 /// `block_in_place` panics; replies are read on a marked runtime only.
+/// The GIL, if this thread holds it, is released meanwhile: the reply may
+/// need it on its way ([`crate::runtime::threads::gil_released`]).
 pub(super) fn off_the_runtime<R>(wait: impl FnOnce() -> R) -> R {
     let multi_thread = || {
         tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
     };
-    if crate::runtime::threads::is_runtime_thread() && multi_thread() {
-        tokio::task::block_in_place(wait)
-    } else {
-        wait()
-    }
+    crate::runtime::threads::gil_released(|| {
+        if crate::runtime::threads::is_runtime_thread() && multi_thread() {
+            tokio::task::block_in_place(wait)
+        } else {
+            wait()
+        }
+    })
 }
 
 /// Kills the worker if the call is dropped before its reply.
