@@ -209,13 +209,32 @@ fn build_own(
         }
     );
     let mut extra = own::Extra::default();
+    let mut from_index = None;
     if !chosen.embedded {
         let (a, b, _) = chosen.version;
-        let wheel = own::plughost_wheel(home, a, b).map_err(Failure::failed)?;
-        extra.requirements.push(wheel.display().to_string());
+        let wheel = own::plughost_wheel(home, a, b);
+        match &wheel {
+            own::WorkerWheel::Local(path) => {
+                println!("Its worker runs plughost's wheel {}.", path.display())
+            }
+            own::WorkerWheel::Index(requirement) => {
+                println!("Its worker runs plughost from the package index ({requirement}): no wheel of it for Python {a}.{b} is here.");
+                from_index = Some((a, b));
+            }
+        }
+        extra.requirements.push(wheel.requirement());
     }
     let uv = Uv::locate().map_err(failed)?;
-    own::build(home, &uv, name, reqs, &chosen.path, &extra, constraints).map_err(failed)
+    own::build(home, &uv, name, reqs, &chosen.path, &extra, constraints).map_err(|e| {
+        match (from_index, &e) {
+            // uv refused the set: plughost itself may be what it could not
+            // find, which its words say; what to do about that is ours.
+            (Some((a, b)), DepsError::Unresolvable { .. }) => {
+                Failure::failed(format!("{e}\n{}", own::missing_wheel_hint(home, a, b)))
+            }
+            _ => failed(e),
+        }
+    })
 }
 
 /// Write what `placed` says into `name`'s lock entry, and bring the

@@ -356,10 +356,21 @@ fn abi3_wheel() -> Option<PathBuf> {
     found.then_some(dir)
 }
 
+/// Where the test's plughost wheel is put for the install to find it.
+#[derive(Clone, Copy)]
+enum WheelAt {
+    /// A directory named in PLUGHOST_WHEELS.
+    Wheels,
+    /// The package index uv is set to use (its find-links stand in for
+    /// one here: the tests reach no network): what a user of the bare
+    /// binary, with no wheel at hand, gets.
+    Index,
+}
+
 /// A plugin whose `requires-python` only CPython 3.`minor` meets (it uses
 /// 3.12 syntax) runs in a worker on that interpreter, with plughost's
 /// stable-ABI wheel: `plugins install` picks the interpreter and says so.
-fn a_plugin_needing_another_python_runs_in_a_worker_on_it(minor: u32) {
+fn a_plugin_needing_another_python_runs_in_a_worker_on_it(minor: u32, at: WheelAt) {
     let env = env();
     let code = "import sys\n\ntype Answer = str  # Python 3.12 syntax\n\ndef register(ctx):\n    ctx.register_tool(\"py_version\", {}, lambda: '%d.%d' % sys.version_info[:2])\n";
     let spec = format!(">=3.{minor},<3.{}", minor + 1);
@@ -378,15 +389,29 @@ fn a_plugin_needing_another_python_runs_in_a_worker_on_it(minor: u32) {
             &format!("pyenv install 3.{minor}, or apt-get install python3.{minor}"),
         );
     };
-    // With no wheel anywhere: the error says the one command to run, and
-    // nothing is installed.
+    // With no wheel anywhere, here or on the index: the error says where
+    // to put one and how to get it, and nothing is installed.
     let out = env.run(&["plugins", "install", s(&src), "--enable"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let said = stdout(&out);
+    let version = env!("CARGO_PKG_VERSION");
     assert!(
-        err.contains("maturin build --release --features abi3 --out"),
-        "{err}"
+        said.contains(&format!(
+            "plughost from the package index (plughost=={version})"
+        )),
+        "{}",
+        text(&out)
     );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let wheels_dir = env.home.path().join("wheels");
+    for hint in [
+        format!("could not install plughost=={version} from the package index"),
+        format!("Put the wheel in {}", wheels_dir.display()),
+        format!("pip download plughost=={version} --only-binary=:all: --python-version 3.{minor}"),
+        "maturin build --release --features abi3 --out".to_string(),
+    ] {
+        assert!(err.contains(&hint), "{hint:?} not in: {err}");
+    }
     assert!(!env.home.path().join("plugins/newpy").exists());
     let Some(wheels) = abi3_wheel() else {
         common::missing(
@@ -398,13 +423,28 @@ fn a_plugin_needing_another_python_runs_in_a_worker_on_it(minor: u32) {
         );
     };
     // No --own-env: install picks the interpreter by itself and says which.
-    let out = env
-        .command(&["plugins", "install", s(&src), "--enable"])
-        .env("PLUGHOST_WHEELS", &wheels)
-        .output()
-        .unwrap();
+    let mut install = env.command(&["plugins", "install", s(&src), "--enable"]);
+    match at {
+        WheelAt::Wheels => {
+            install.env("PLUGHOST_WHEELS", &wheels);
+        }
+        WheelAt::Index => {
+            for wheel in std::fs::read_dir(&wheels).unwrap().flatten() {
+                let name = wheel.file_name();
+                if name.to_string_lossy().starts_with("plughost-") {
+                    std::fs::copy(wheel.path(), env.wheels().join(name)).unwrap();
+                }
+            }
+        }
+    }
+    let out = install.output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let said = stdout(&out);
+    let from = match at {
+        WheelAt::Wheels => "Its worker runs plughost's wheel ".to_string(),
+        WheelAt::Index => format!("plughost from the package index (plughost=={version})"),
+    };
+    assert!(said.contains(&from), "{said}");
     assert!(said.contains(&format!("requires Python {spec}")), "{said}");
     assert!(
         said.contains(&format!("runs on Python 3.{minor}.")),
@@ -421,12 +461,12 @@ fn a_plugin_needing_another_python_runs_in_a_worker_on_it(minor: u32) {
 
 #[test]
 fn a_plugin_needing_python_312_runs_in_a_worker_on_another_cpython() {
-    a_plugin_needing_another_python_runs_in_a_worker_on_it(12);
+    a_plugin_needing_another_python_runs_in_a_worker_on_it(12, WheelAt::Wheels);
 }
 
 #[test]
-fn a_plugin_needing_python_313_runs_in_a_worker_on_another_cpython() {
-    a_plugin_needing_another_python_runs_in_a_worker_on_it(13);
+fn a_plugin_needing_python_313_runs_in_a_worker_on_another_cpython_with_plughost_from_the_index() {
+    a_plugin_needing_another_python_runs_in_a_worker_on_it(13, WheelAt::Index);
 }
 
 #[test]

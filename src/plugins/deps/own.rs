@@ -164,14 +164,54 @@ pub fn remove(home: &Path, name: &str) {
     let _ = std::fs::remove_dir_all(env_dir(home, name));
 }
 
+/// Where a worker on CPython `a.b` (not the embedded one) gets plughost:
+/// its environment must hold plughost's wheel for that Python, of this
+/// very version (the worker protocol is not versioned across releases).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkerWheel {
+    /// A wheel file found here (see [`plughost_wheel`]).
+    Local(PathBuf),
+    /// None here: `plughost==<this version>` from the package index uv
+    /// is set to use, as any requirement of the plugin is.
+    Index(String),
+}
+
+impl WorkerWheel {
+    /// The requirement uv installs.
+    pub fn requirement(&self) -> String {
+        match self {
+            WorkerWheel::Local(path) => path.display().to_string(),
+            WorkerWheel::Index(requirement) => requirement.clone(),
+        }
+    }
+}
+
 /// The plughost wheel a worker on CPython `a.b` (not the embedded one)
 /// installs in its environment: the stable-ABI wheel (`cp3N-abi3`, any
 /// `N <= b`: one wheel for every CPython from 3.10, issue 47) or one built
 /// for exactly `a.b` (`cp3b`). Looked for in the directories of
 /// `PLUGHOST_WHEELS` (separated by `:`), `<home>/wheels`, and `wheels`
-/// beside the running program (where a release puts the wheel it ships).
-/// The error names the one command that makes it.
-pub fn plughost_wheel(home: &Path, a: u32, b: u32) -> Result<PathBuf, String> {
+/// beside the running program (where a release puts the wheel it ships);
+/// with none there, plughost of the same version from the package index,
+/// so a user of the bare binary (`cargo install`) builds nothing.
+pub fn plughost_wheel(home: &Path, a: u32, b: u32) -> WorkerWheel {
+    let found = wheel_dirs(home)
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flat_map(|entries| entries.flatten())
+        .map(|e| e.path())
+        .find(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            name.starts_with("plughost-") && name.ends_with(".whl") && wheel_fits(&name, a, b)
+        });
+    match found {
+        Some(path) => WorkerWheel::Local(path),
+        None => WorkerWheel::Index(format!("plughost=={}", env!("CARGO_PKG_VERSION"))),
+    }
+}
+
+/// Where [`plughost_wheel`] looks, in order.
+fn wheel_dirs(home: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os("PLUGHOST_WHEELS")
         .map(|v| std::env::split_paths(&v).collect())
         .unwrap_or_default();
@@ -182,23 +222,21 @@ pub fn plughost_wheel(home: &Path, a: u32, b: u32) -> Result<PathBuf, String> {
     {
         dirs.push(beside);
     }
-    let found = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flat_map(|entries| entries.flatten())
-        .map(|e| e.path())
-        .find(|p| {
-            let name = p.file_name().unwrap_or_default().to_string_lossy();
-            name.starts_with("plughost-") && name.ends_with(".whl") && wheel_fits(&name, a, b)
-        });
-    found.ok_or_else(|| {
-        let wheels = home.join("wheels");
-        format!(
-            "a worker on Python {a}.{b} runs plughost's stable-ABI wheel (one for every CPython from 3.10), and none was found (looked in PLUGHOST_WHEELS, {} and beside this program): make it once, in plughost's source tree, with `maturin build --release --features abi3 --out {}`, then install again",
-            wheels.display(),
-            wheels.display()
-        )
-    })
+    dirs
+}
+
+/// What to do when uv found no plughost for a worker on CPython `a.b` on
+/// the package index either.
+pub fn missing_wheel_hint(home: &Path, a: u32, b: u32) -> String {
+    let wheels = home.join("wheels");
+    let version = env!("CARGO_PKG_VERSION");
+    format!(
+        "a worker on Python {a}.{b} runs plughost {version}'s wheel for that Python (the stable-ABI one serves every CPython from 3.10). None was found in PLUGHOST_WHEELS, {} or beside this program, and uv could not install plughost=={version} from the package index. Put the wheel in {}: `pip download plughost=={version} --only-binary=:all: --python-version {a}.{b} --no-deps -d {}` where an index has it; from plughost's source tree, `maturin build --release --features abi3 --out {}`. Then install again",
+        wheels.display(),
+        wheels.display(),
+        wheels.display(),
+        wheels.display()
+    )
 }
 
 /// Whether wheel file `name` imports on CPython `a.b`: its Python tag is
