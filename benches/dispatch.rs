@@ -239,6 +239,20 @@ fn real_flowly(sync: f64, asyn: f64, calls: u32) {
         f("async"),
         0.1,
     );
+    // What bounds the two rows above: the plugin's four functions alone,
+    // called as cheaply as any host could (benches/flowly_real.py, `floor`).
+    println!(
+        "floor (a ToolHookContext, three hooks and the handler called directly): sync {} ({:.3}x real Flowly), async {} ({:.3}x)",
+        micros(f("sync_floor")),
+        f("sync_floor") / f("sync"),
+        micros(f("async_floor")),
+        f("async_floor") / f("async")
+    );
+    println!(
+        "plughost above that floor: sync {}, async {}",
+        micros(sync - f("sync_floor")),
+        micros(asyn - f("async_floor"))
+    );
 }
 
 /// Marginal cost of one native Rust hook: a native tool with three no-op

@@ -6,7 +6,9 @@ plugin's two tools (a sync and an async no-op, through Flowly's own
 no-op hook on each of the three tool hooks, as plughost's side has.
 
 Usage: PYTHON_WITH_FLOWLY_AI benches/flowly_real.py CALLS
-Prints JSON: {"sync": seconds per call, "async": …, "flowly": version}.
+Prints JSON: {"sync": seconds per call, "async": …, "sync_floor": the
+least any host can take to run the same four Python functions (see
+``floor``), "async_floor": …, "flowly": version}.
 """
 
 import asyncio
@@ -55,6 +57,39 @@ async def per_call(tools: ToolRegistry, name: str, calls: int) -> float:
     return best
 
 
+def floor(name: str, calls: int) -> float:
+    """The least any host does to run the plugin's four functions as Flowly
+    plugins expect them run: a ``ToolHookContext`` (Flowly's own class) for
+    the hooks, the three hooks called with it, and the handler called with
+    the arguments as keywords (a coroutine stepped once: no event loop, no
+    task). No lookup, no validation, no dispatch, no awaits of hooks: a lower
+    bound on every host, plughost's included."""
+    from flowly.agent.hooks import ToolHookContext
+
+    hooks = [lambda c: None, lambda c: None, lambda c: None]
+    pre, post, transform = hooks
+    handler = sync_noop if name == "sync_noop" else async_noop
+    args = {"x": 1}
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(calls):
+            params = dict(args)
+            ctx = ToolHookContext(tool_name=name, params=params, session_id=None)
+            pre(ctx)
+            result = handler(**params)
+            if name != "sync_noop":
+                try:
+                    result.send(None)
+                except StopIteration as done:
+                    result = done.value
+            ctx.result = result
+            post(ctx)
+            transform(ctx)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
 async def main() -> None:
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
     tools = registry()
@@ -63,6 +98,8 @@ async def main() -> None:
             {
                 "sync": await per_call(tools, "sync_noop", calls),
                 "async": await per_call(tools, "async_noop", calls),
+                "sync_floor": floor("sync_noop", calls),
+                "async_floor": floor("async_noop", calls),
                 "flowly": version("flowly-ai"),
             }
         )
