@@ -209,7 +209,7 @@ fn build_own(
         }
     );
     let mut extra = own::Extra::default();
-    let mut from_index = None;
+    let uv = Uv::locate().map_err(failed)?;
     if !chosen.embedded {
         let (a, b, _) = chosen.version;
         let wheel = own::plughost_wheel(home, a, b);
@@ -218,23 +218,26 @@ fn build_own(
                 println!("Its worker runs plughost's wheel {}.", path.display())
             }
             own::WorkerWheel::Index(requirement) => {
-                println!("Its worker runs plughost from the package index ({requirement}): no wheel of it for Python {a}.{b} is here.");
-                from_index = Some((a, b));
+                // Asked alone first, so a failure is known to be plughost's
+                // (the plugin's own requirements are resolved after).
+                if !own::index_has(&uv, &chosen.path, requirement) {
+                    return Err(Failure::failed(own::missing_wheel_hint(home, a, b)));
+                }
+                println!(
+                    "Installing {requirement} from the package index for its worker: no wheel of plughost for Python {a}.{b} is in PLUGHOST_WHEELS, {} or beside this program.",
+                    home.join("wheels").display()
+                );
             }
         }
         extra.requirements.push(wheel.requirement());
+        extra.only_binary.push("plughost".into());
     }
-    let uv = Uv::locate().map_err(failed)?;
-    own::build(home, &uv, name, reqs, &chosen.path, &extra, constraints).map_err(|e| {
-        match (from_index, &e) {
-            // uv refused the set: plughost itself may be what it could not
-            // find, which its words say; what to do about that is ours.
-            (Some((a, b)), DepsError::Unresolvable { .. }) => {
-                Failure::failed(format!("{e}\n{}", own::missing_wheel_hint(home, a, b)))
-            }
-            _ => failed(e),
-        }
-    })
+    let mut versions =
+        own::build(home, &uv, name, reqs, &chosen.path, &extra, constraints).map_err(failed)?;
+    // plughost is the host's, not the plugin's: never a locked version
+    // (the next plughost installs its own).
+    versions.remove("plughost");
+    Ok(versions)
 }
 
 /// Write what `placed` says into `name`'s lock entry, and bring the

@@ -151,9 +151,17 @@ where
 /// blocking plughost call made from Python (its first step runs with the
 /// GIL held) waited on a worker's reply whose reader was itself waiting
 /// for the GIL to wake an asyncio future, so neither went on until a
-/// bound ran out. Without the GIL, `f` is run as it is.
-pub fn gil_released<T>(f: impl FnOnce() -> T) -> T {
-    if !holds_gil() {
+/// bound ran out. Without the GIL, or once the interpreter began to exit
+/// (taking it back then could end the thread), `f` is run as it is.
+///
+/// # Safety
+///
+/// `f` must not use a Python reference it captured (a `Bound`, a
+/// `Python` token): it runs without the GIL, and nothing checks what it
+/// holds. Attaching afresh inside (`Python::attach`) is sound: pyo3
+/// counts this thread as detached meanwhile.
+pub(crate) unsafe fn gil_released<T>(f: impl FnOnce() -> T) -> T {
+    if !holds_gil() || exiting() {
         return f();
     }
     // SAFETY: this thread holds the GIL (checked just above).
@@ -161,6 +169,8 @@ pub fn gil_released<T>(f: impl FnOnce() -> T) -> T {
     let wait = InPlace(f);
     py.detach(move || {
         let result = wait.run();
+        // Began to exit meanwhile: never take the GIL back (as
+        // `detach_blocking`).
         while exiting() {
             std::thread::park_timeout(Duration::from_secs(3600));
         }
@@ -174,8 +184,8 @@ struct InPlace<T>(T);
 
 // SAFETY: `Python::detach` asks for `Send` only to keep Python references
 // out of code run without the GIL. `gil_released` runs the closure right
-// there, on the calling thread, and its callers pass waits on channels and
-// locks that touch no Python object.
+// there, on the calling thread, and its (unsafe) contract has its callers
+// pass only code that touches no Python object.
 unsafe impl<T> Send for InPlace<T> {}
 
 impl<T, F: FnOnce() -> T> InPlace<F> {
@@ -423,11 +433,27 @@ where
 pub fn holds_gil() -> bool {
     // SAFETY: reads this thread's own state; safe whether or not the
     // interpreter is initialized (then it answers 0).
-    unsafe { ffi::Py_IsInitialized() != 0 && gil_state_check() != 0 }
+    unsafe { ffi::Py_IsInitialized() != 0 && this_thread_attached() }
 }
 
+/// This thread's current thread state is set: it holds the GIL.
+/// `PyGILState_Check` answers 1 unconditionally once a subinterpreter
+/// exists (CPython turns the check off), so it serves only where the
+/// thread state cannot be read: the stable ABI (a worker on another
+/// Python, which makes no subinterpreter).
+///
+/// # Safety
+///
+/// The interpreter is initialized.
 #[cfg(not(Py_LIMITED_API))]
-use ffi::PyGILState_Check as gil_state_check;
+unsafe fn this_thread_attached() -> bool {
+    !ffi::compat::PyThreadState_GetUnchecked().is_null()
+}
+
+#[cfg(Py_LIMITED_API)]
+unsafe fn this_thread_attached() -> bool {
+    gil_state_check() != 0
+}
 
 // Under the stable ABI (a worker on another Python, issue 47) pyo3 does
 // not declare `PyGILState_Check`, which every CPython from 3.4 exports

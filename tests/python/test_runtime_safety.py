@@ -451,7 +451,10 @@ def test_cancelling_the_callers_task_cancels_the_plugin_coroutine(host: plughost
         time.sleep(0.01)
 
 
-def test_a_blocking_call_waiting_on_a_check_lets_an_awaited_call_answer(host: plughost.Host) -> None:
+def test_a_blocking_call_waiting_on_a_check_lets_an_awaited_call_answer(safety_home: Path) -> None:
+    # Isolated in both passes: in-process, the check runs on the calling
+    # thread and there is no wait to release the GIL for.
+    host = plughost.Host(home=safety_home, isolate=["safety"], disable=["command-guard", "disk-cleanup", "tool-audit"])
     # A blocking call takes its first step holding the GIL; isolated, that
     # step waits for the worker to run the tool's check_fn. The awaited
     # call's answer, which comes meanwhile, needs the GIL to wake its task:

@@ -421,30 +421,34 @@ impl Supervisor {
         }
         // Waiting for another caller's start, the backoff and the start
         // itself block: off the runtime, whose tasks may read the replies.
-        off_the_runtime(|| {
-            let _starting = self
-                .inner
-                .starting
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            // Another caller may have started one meanwhile.
-            if let Some(live) = current()? {
-                return Ok(live);
-            }
-            let wait = {
-                let state = self.lock();
-                state.crashes.back().map_or(Duration::ZERO, |last| {
-                    backoff(state.looping).saturating_sub(last.elapsed())
-                })
-            };
-            if !wait.is_zero() {
-                std::thread::sleep(wait);
-            }
-            let (live, _) = self.spawn()?;
-            tracing::info!("restarted the worker of plugin '{}'", self.key());
-            self.lock().live = Some(live.clone());
-            Ok(live)
-        })
+        // SAFETY: the start captures no Python reference (the supervisor's
+        // state, locks and the process it spawns).
+        unsafe {
+            off_the_runtime(|| {
+                let _starting = self
+                    .inner
+                    .starting
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                // Another caller may have started one meanwhile.
+                if let Some(live) = current()? {
+                    return Ok(live);
+                }
+                let wait = {
+                    let state = self.lock();
+                    state.crashes.back().map_or(Duration::ZERO, |last| {
+                        backoff(state.looping).saturating_sub(last.elapsed())
+                    })
+                };
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                }
+                let (live, _) = self.spawn()?;
+                tracing::info!("restarted the worker of plugin '{}'", self.key());
+                self.lock().live = Some(live.clone());
+                Ok(live)
+            })
+        }
     }
 
     /// Send `body` and await the reply. Dropping the future before the

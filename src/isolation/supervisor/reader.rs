@@ -50,7 +50,8 @@ pub(super) fn recv_reply(
     let first = IN_PLACE.min(limit);
     match rx.recv_timeout(first) {
         Err(std::sync::mpsc::RecvTimeoutError::Timeout) if limit > first => {
-            off_the_runtime(|| rx.recv_timeout(limit - first))
+            // SAFETY: waiting on a channel touches nothing of Python's.
+            unsafe { off_the_runtime(|| rx.recv_timeout(limit - first)) }
         }
         answered => answered,
     }
@@ -69,11 +70,17 @@ const IN_PLACE: Duration = Duration::from_millis(2);
 /// `block_in_place` panics; replies are read on a marked runtime only.
 /// The GIL, if this thread holds it, is released meanwhile: the reply may
 /// need it on its way ([`crate::runtime::threads::gil_released`]).
-pub(super) fn off_the_runtime<R>(wait: impl FnOnce() -> R) -> R {
+///
+/// # Safety
+///
+/// As for `gil_released`: `wait` uses no Python reference it captured.
+pub(super) unsafe fn off_the_runtime<R>(wait: impl FnOnce() -> R) -> R {
     let multi_thread = || {
         tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
     };
+    // SAFETY: `wait` uses no captured Python reference (this function's
+    // contract), and neither does the rest of the closure.
     crate::runtime::threads::gil_released(|| {
         if crate::runtime::threads::is_runtime_thread() && multi_thread() {
             tokio::task::block_in_place(wait)

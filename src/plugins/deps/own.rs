@@ -84,6 +84,9 @@ pub fn site_packages(dir: &Path, version: &str) -> PathBuf {
 pub struct Extra {
     pub requirements: Vec<String>,
     pub find_links: Vec<PathBuf>,
+    /// Packages taken only as wheels (`--only-binary`): plughost's, which
+    /// an index's source distribution would try to build with Rust.
+    pub only_binary: Vec<String>,
 }
 
 /// Build plugin `name`'s environment on `python` with `requirements` (and
@@ -127,6 +130,9 @@ pub fn build(
         cmd.arg(&venv_python).arg("-r").arg(&file);
         for dir in &extra.find_links {
             cmd.arg("--find-links").arg(dir);
+        }
+        for package in &extra.only_binary {
+            cmd.arg("--only-binary").arg(package);
         }
         if !constraints.is_empty() {
             let c = scratch.path().join("constraints.txt");
@@ -223,6 +229,30 @@ fn wheel_dirs(home: &Path) -> Vec<PathBuf> {
         dirs.push(beside);
     }
     dirs
+}
+
+/// Whether uv can get `requirement` (plughost, as a wheel) for `python`
+/// from the package index it is set to use.
+pub fn index_has(uv: &Uv, python: &Path, requirement: &str) -> bool {
+    let Ok(dir) = tempfile::tempdir() else {
+        return false;
+    };
+    let file = dir.path().join("plughost.in");
+    if std::fs::write(&file, format!("{requirement}\n")).is_err() {
+        return false;
+    }
+    let mut cmd = uv.command([
+        "pip",
+        "compile",
+        "--quiet",
+        "--only-binary",
+        "plughost",
+        "--python",
+    ]);
+    cmd.arg(python).arg(&file);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd.status().is_ok_and(|s| s.success())
 }
 
 /// What to do when uv found no plughost for a worker on CPython `a.b` on
