@@ -436,24 +436,22 @@ pub fn holds_gil() -> bool {
     unsafe { ffi::Py_IsInitialized() != 0 && this_thread_attached() }
 }
 
-/// This thread's current thread state is set: it holds the GIL.
-/// `PyGILState_Check` answers 1 unconditionally once a subinterpreter
-/// exists (CPython turns the check off), so it serves only where the
-/// thread state cannot be read: the stable ABI (a worker on another
-/// Python, which makes no subinterpreter).
+/// Whether this thread holds the GIL, by `PyGILState_Check`. Not by the
+/// current thread state: up to CPython 3.11 that is the GIL holder's,
+/// whichever thread asks (a process-wide variable, thread-local from
+/// 3.12), so it would say yes on every thread while any one holds the
+/// GIL. `PyGILState_Check` answers yes unconditionally once a
+/// subinterpreter exists; plughost makes none.
 ///
 /// # Safety
 ///
 /// The interpreter is initialized.
-#[cfg(not(Py_LIMITED_API))]
-unsafe fn this_thread_attached() -> bool {
-    !ffi::compat::PyThreadState_GetUnchecked().is_null()
-}
-
-#[cfg(Py_LIMITED_API)]
 unsafe fn this_thread_attached() -> bool {
     gil_state_check() != 0
 }
+
+#[cfg(not(Py_LIMITED_API))]
+use ffi::PyGILState_Check as gil_state_check;
 
 // Under the stable ABI (a worker on another Python, issue 47) pyo3 does
 // not declare `PyGILState_Check`, which every CPython from 3.4 exports
