@@ -10,9 +10,12 @@
 //! (an `onTurnInterrupted` handler, an `on_session_end` callback).
 //!
 //! The command line claims SIGINT ([`own_interrupt`]): Python's handler is
-//! replaced by the default disposition, so until plughost listens (tokio's
-//! `ctrl_c`), Ctrl-C ends the process as it ends any Unix tool, and once it
-//! listens, only plughost hears it. Plugins see a cancelled turn as
+//! replaced by the default disposition (by `signal.signal` on the main
+//! thread; by the process's disposition itself when the interpreter
+//! started on another thread, as the CLI's does when every plugin is
+//! isolated and the first Python it needs is elsewhere), so until
+//! plughost listens (tokio's `ctrl_c`), Ctrl-C ends the process as it ends
+//! any Unix tool, and once it listens, only plughost hears it. Plugins see a cancelled turn as
 //! `asyncio.CancelledError` in their running coroutines, never as
 //! `KeyboardInterrupt`. An application that imports the wheel never calls
 //! this: its own SIGINT handling is left as it is.
@@ -62,15 +65,6 @@ fn release_interrupt(py: Python<'_>) {
 }
 
 fn try_release(py: Python<'_>) -> PyResult<()> {
-    let threading = py.import("threading")?;
-    let current = threading.call_method0("current_thread")?;
-    if !current.is(&threading.call_method0("main_thread")?) {
-        // Only the main thread may set handlers; the CLI starts the
-        // runtime there, so this is an embedding we do not know.
-        return Err(pyo3::exceptions::PyRuntimeError::new_err(
-            "the runtime did not start on the main thread",
-        ));
-    }
     // `_signal`, the C module under `signal`: the same functions on plain
     // ints, without `signal`'s enum classes (a millisecond of every start).
     let signal = py.import("_signal")?;
@@ -79,7 +73,37 @@ fn try_release(py: Python<'_>) -> PyResult<()> {
     if !installed.is(&signal.getattr("default_int_handler")?) {
         return Ok(());
     }
-    signal.call_method1("signal", (&sigint, signal.getattr("SIG_DFL")?))?;
-    tracing::debug!("SIGINT is plughost's: Python's KeyboardInterrupt handler is released");
+    let threading = py.import("threading")?;
+    let current = threading.call_method0("current_thread")?;
+    if current.is(&threading.call_method0("main_thread")?) {
+        match signal.call_method1("signal", (&sigint, signal.getattr("SIG_DFL")?)) {
+            Ok(_) => {
+                tracing::debug!(
+                    "SIGINT is plughost's: Python's KeyboardInterrupt handler is released"
+                );
+                return Ok(());
+            }
+            // Python's main thread, but not the one its signal module
+            // takes for it (the interpreter started on another thread):
+            // as below.
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyValueError>(py) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // The interpreter started on another thread (the CLI starts it on first
+    // use: with every plugin isolated, on the thread that first needs it),
+    // where Python refuses to set handlers. Its handler is the process's
+    // disposition, which any thread may set: the default again. Python's
+    // own table still names its handler, which only `getsignal` reads.
+    // SAFETY: signal(2) sets the process's disposition from any thread; the
+    // one replaced is Python's C handler (its table names
+    // `default_int_handler`, which it installs only with that handler),
+    // which just sets a flag for the main thread.
+    if unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) } == libc::SIG_ERR {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    tracing::debug!(
+        "SIGINT is plughost's: Python's KeyboardInterrupt handler is released (from a thread other than the main one)"
+    );
     Ok(())
 }

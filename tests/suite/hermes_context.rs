@@ -258,3 +258,25 @@ fn requires_hermes_gates_loading() {
     );
     assert_eq!(find("old")["status"], "loaded");
 }
+
+/// With every plugin isolated, plughost's own interpreter starts on the
+/// thread that first needs it, not the main one: the CLI still takes
+/// Ctrl-C over from Python there, without a warning.
+#[test]
+fn with_every_plugin_isolated_the_cli_still_takes_ctrl_c_over() {
+    let env = Env {
+        home: home_with(&["old"]),
+        hermes: tempfile::tempdir().unwrap(),
+        bundled: no_bundled(),
+    };
+    common::write_plugin(
+        &env.hermes.path().join("plugins"),
+        "old",
+        "name: old\nrequires_hermes: '>=0.9,<1'\n",
+        &[("__init__.py", "def register(ctx):\n    pass\n")],
+    );
+    let out = env.run(&["--isolate", "all", "plugins", "list"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("could not take Ctrl-C over"), "{err}");
+}
