@@ -132,6 +132,22 @@ fn check_lock(candidate: &mut Candidate, lock: &Result<lock::LockFile, lock::Loc
     };
 }
 
+/// [`check_lock`] for a user plugin whose check discovery skipped (it
+/// refused the plugin then, and a dialect admits it after all), with the
+/// lock file of its plugins directory.
+pub fn check_user_lock(candidate: &mut Candidate) {
+    if candidate.source != Source::User {
+        return;
+    }
+    let Some(root) = candidate.dir.parent() else {
+        return;
+    };
+    check_lock(
+        candidate,
+        &lock::read_file(&lock::lock_path_for_user_root(root)),
+    );
+}
+
 /// Candidates for the bundled plugins `missing` names: listed with the
 /// reason, enabled unless disabled, so a host sees what it lacks (of the
 /// directory default API of `formats`).

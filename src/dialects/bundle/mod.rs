@@ -355,7 +355,7 @@ impl Sniff for Bundle {
                     c.skip_reason = None;
                     // Discovery skipped the lock check of a directory it
                     // could not read: a user bundle is checked here.
-                    check_lock(c);
+                    crate::plugins::discovery::check_user_lock(c);
                 }
             }
             Err(problem) => {
@@ -364,34 +364,6 @@ impl Sniff for Bundle {
                 }
                 c.manifest = Err(problem);
             }
-        }
-    }
-}
-
-/// Refuse an enabled user bundle whose files changed since its lock entry
-/// (discovery's check, which a directory it could not read skipped).
-fn check_lock(c: &mut Candidate) {
-    use crate::plugins::lock;
-    if c.source != crate::plugins::discovery::Source::User || !c.enabled {
-        return;
-    }
-    let Some(root) = c.dir.parent() else { return };
-    let file = match lock::read_file(&lock::lock_path_for_user_root(root)) {
-        Ok(f) => f,
-        Err(e) => {
-            c.skip_reason = Some(Verdict::Unloadable(e.to_string()));
-            return;
-        }
-    };
-    match lock::check(file.plugins.get(&c.key), &c.dir) {
-        lock::Check::Unlocked | lock::Check::Editable | lock::Check::Unchanged => {}
-        lock::Check::Changed { drift, .. } => {
-            c.skip_reason = Some(Verdict::Changed(lock::changed_message(&c.key, &drift)))
-        }
-        lock::Check::Unreadable(e) => {
-            c.skip_reason = Some(Verdict::Changed(format!(
-                "its files cannot be read to check them against plugins.lock.json: {e}"
-            )))
         }
     }
 }

@@ -45,8 +45,7 @@ use serde_json::{Map, Value};
 
 use crate::core::extensions::Extensions;
 use crate::core::hooks::{
-    HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookReturn, HookStats,
-    LoopDecision,
+    HookAction, HookCallback, HookEvent, HookPayload, HookReturn, LoopDecision,
 };
 use crate::core::registry::Registration;
 use crate::runtime::{plugin_error, try_attach};
@@ -342,23 +341,12 @@ pub fn register(
         (HookEvent::SessionCleared, Part::Reset, "on_session_reset"),
         (HookEvent::SessionClosing, Part::End, "on_session_end"),
     ];
-    let mut out: Vec<Registration> = lanes
-        .into_iter()
-        .map(|(event, part, label)| Registration::Hook {
-            event: Some(event),
-            name: super::lanes::name_of(event).to_string(),
-            entry: HookEntry {
-                owner: plugin.to_string(),
-                label: format!("{name}.{label}"),
-                priority: 0,
-                callback: Arc::new(EngineHook {
-                    engine: Arc::clone(&engine),
-                    part,
-                }),
-                stats: Arc::new(HookStats::default()),
-            },
+    let mut out = super::lanes::provider_hooks(plugin, &name, lanes, |part| {
+        Arc::new(EngineHook {
+            engine: Arc::clone(&engine),
+            part,
         })
-        .collect();
+    });
     out.extend(tools(py, plugin, host, &engine)?);
     Ok(Some(out))
 }

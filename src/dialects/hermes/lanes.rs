@@ -209,3 +209,30 @@ fn pre_tool_call_refused(label: &str, error: &HookError) -> String {
         other => format!("pre_tool_call plugin callback {label} failed: {other}"),
     }
 }
+
+/// The hook registrations of a provider plugin (a memory provider, a
+/// context engine): one per `(lane, part, label)` of `lanes`, each calling
+/// `callback(part)`, labelled `<name>.<label>`.
+pub fn provider_hooks<P>(
+    plugin: &str,
+    name: &str,
+    lanes: impl IntoIterator<Item = (HookEvent, P, &'static str)>,
+    callback: impl Fn(P) -> std::sync::Arc<dyn crate::core::hooks::HookCallback>,
+) -> Vec<crate::core::registry::Registration> {
+    lanes
+        .into_iter()
+        .map(
+            |(event, part, label)| crate::core::registry::Registration::Hook {
+                event: Some(event),
+                name: name_of(event).to_string(),
+                entry: crate::core::hooks::HookEntry {
+                    owner: plugin.to_string(),
+                    label: format!("{name}.{label}"),
+                    priority: 0,
+                    callback: callback(part),
+                    stats: std::sync::Arc::new(crate::core::hooks::HookStats::default()),
+                },
+            },
+        )
+        .collect()
+}

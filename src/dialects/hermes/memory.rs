@@ -27,9 +27,7 @@ use pyo3::types::PyDict;
 use serde_json::Value;
 
 use crate::core::extensions::Extensions;
-use crate::core::hooks::{
-    HookAction, HookCallback, HookEntry, HookEvent, HookPayload, HookReturn, HookStats,
-};
+use crate::core::hooks::{HookAction, HookCallback, HookEvent, HookPayload, HookReturn};
 use crate::core::registry::Registration;
 use crate::plugins::discovery::Candidate;
 use crate::plugins::format::Verdict;
@@ -459,23 +457,12 @@ pub fn register(
         shut: Default::default(),
     });
     *slot.1.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(&memory));
-    let mut out: Vec<Registration> = LANES
-        .into_iter()
-        .map(|(event, part, label)| Registration::Hook {
-            event: Some(event),
-            name: super::lanes::name_of(event).to_string(),
-            entry: HookEntry {
-                owner: plugin.to_string(),
-                label: format!("{name}.{label}"),
-                priority: 0,
-                callback: Arc::new(MemoryHook {
-                    memory: Arc::clone(&memory),
-                    part,
-                }),
-                stats: Arc::new(HookStats::default()),
-            },
+    let mut out = super::lanes::provider_hooks(plugin, &name, LANES, |part| {
+        Arc::new(MemoryHook {
+            memory: Arc::clone(&memory),
+            part,
         })
-        .collect();
+    });
     out.extend(tools(py, plugin, host, &memory)?);
     Ok(Some(out))
 }
@@ -595,7 +582,7 @@ pub fn admit_exclusive(c: &mut Candidate) {
     match c.skip_reason {
         Some(Verdict::Unsupported(_)) if c.enabled => {
             c.skip_reason = None;
-            check_lock(c);
+            crate::plugins::discovery::check_user_lock(c);
         }
         Some(Verdict::NotEnabled(_)) => {
             c.skip_reason = Some(Verdict::NotEnabled(format!(
@@ -604,33 +591,5 @@ pub fn admit_exclusive(c: &mut Candidate) {
             )));
         }
         _ => {}
-    }
-}
-
-/// Refuse a user plugin whose files changed since its `plugins.lock.json`
-/// entry (discovery skipped the check of a plugin it refused).
-fn check_lock(c: &mut Candidate) {
-    use crate::plugins::lock;
-    if c.source != crate::plugins::discovery::Source::User {
-        return;
-    }
-    let Some(root) = c.dir.parent() else { return };
-    let file = match lock::read_file(&lock::lock_path_for_user_root(root)) {
-        Ok(f) => f,
-        Err(e) => {
-            c.skip_reason = Some(Verdict::Unloadable(e.to_string()));
-            return;
-        }
-    };
-    match lock::check(file.plugins.get(&c.key), &c.dir) {
-        lock::Check::Unlocked | lock::Check::Editable | lock::Check::Unchanged => {}
-        lock::Check::Changed { drift, .. } => {
-            c.skip_reason = Some(Verdict::Changed(lock::changed_message(&c.key, &drift)))
-        }
-        lock::Check::Unreadable(e) => {
-            c.skip_reason = Some(Verdict::Changed(format!(
-                "its files cannot be read to check them against plugins.lock.json: {e}"
-            )))
-        }
     }
 }
