@@ -132,7 +132,7 @@ fn check_lock(candidate: &mut Candidate, lock: &Result<lock::LockFile, lock::Loc
     };
 }
 
-/// [`check_lock`] for a user plugin whose check discovery skipped (it
+/// Discovery's lock check for a user plugin whose check discovery skipped (it
 /// refused the plugin then, and a dialect admits it after all), with the
 /// lock file of its plugins directory.
 pub fn check_user_lock(candidate: &mut Candidate) {
