@@ -251,7 +251,14 @@ pub(super) fn load(
             .into_iter()
             .map(|provider| Contribution::WebProvider { provider }),
     );
-    (Some(served), Reply::Loaded { contributions })
+    let version = Some(env!("CARGO_PKG_VERSION").to_string());
+    (
+        Some(served),
+        Reply::Loaded {
+            contributions,
+            version,
+        },
+    )
 }
 
 fn refused(problem: String) -> Reply {

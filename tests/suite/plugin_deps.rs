@@ -389,6 +389,15 @@ fn a_plugin_needing_another_python_runs_in_a_worker_on_it(minor: u32, at: WheelA
             &format!("pyenv install 3.{minor}, or apt-get install python3.{minor}"),
         );
     };
+    // Another plughost version's wheel, left in <home>/wheels by an earlier
+    // install, is never taken: its worker would speak another protocol.
+    let wheels_dir = env.home.path().join("wheels");
+    std::fs::create_dir_all(&wheels_dir).unwrap();
+    std::fs::write(
+        wheels_dir.join("plughost-0.0.1-cp310-abi3-manylinux_2_34_x86_64.whl"),
+        "not a wheel: taking it would fail the install",
+    )
+    .unwrap();
     // With no wheel anywhere, here or on the index: the error says where
     // to put one and how to get it, and nothing is installed.
     let out = env.run(&["plugins", "install", s(&src), "--enable"]);
@@ -400,7 +409,6 @@ fn a_plugin_needing_another_python_runs_in_a_worker_on_it(minor: u32, at: WheelA
         text(&out)
     );
     let err = String::from_utf8_lossy(&out.stderr);
-    let wheels_dir = env.home.path().join("wheels");
     for hint in [
         format!("could not install plughost=={version} from the package index"),
         format!("Put the wheel in {}", wheels_dir.display()),

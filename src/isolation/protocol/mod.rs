@@ -189,6 +189,12 @@ pub enum Step {
 pub enum Reply {
     Loaded {
         contributions: Vec<Contribution>,
+        /// The plughost version the worker runs: a worker on another
+        /// CPython runs the wheel its environment was built with, which an
+        /// upgrade of plughost leaves behind. `None` from a worker older
+        /// than this field.
+        #[serde(default)]
+        version: Option<String>,
     },
     LoadFailed {
         error: PluginError,

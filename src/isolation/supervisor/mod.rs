@@ -378,7 +378,16 @@ impl Supervisor {
             sandbox: watch,
         };
         match wait_blocking(&live, request, limit, "register()") {
-            Ok(Reply::Loaded { contributions }) => Ok((live, contributions)),
+            Ok(Reply::Loaded {
+                contributions,
+                version,
+            }) => match other_version(version.as_deref()) {
+                None => Ok((live, contributions)),
+                Some(problem) => {
+                    live.kill(Some("it runs another plughost version".into()));
+                    Err(unavailable(problem))
+                }
+            },
             Ok(Reply::LoadFailed { error }) => {
                 live.kill(Some("its plugin failed to load".into()));
                 Err(error)
@@ -623,6 +632,24 @@ fn backoff(looping: u32) -> Duration {
     Duration::from_millis(ms.min(2000))
 }
 
+/// What is wrong when a worker runs plughost `theirs` (what it said in
+/// `Loaded`) rather than this version: the worker protocol is not
+/// versioned across releases, so another version's worker would answer
+/// in a shape this host misreads. `None`: the same version.
+fn other_version(theirs: Option<&str>) -> Option<String> {
+    let ours = env!("CARGO_PKG_VERSION");
+    if theirs == Some(ours) {
+        return None;
+    }
+    let theirs = theirs.map_or_else(
+        || "an earlier plughost build (one that does not say its version)".to_string(),
+        |v| format!("plughost {v}"),
+    );
+    Some(format!(
+        "its worker runs {theirs} and this is plughost {ours} (the plugin's own environment was built by another plughost version): build it again for this one with `plughost plugins deps sync`"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,5 +661,15 @@ mod tests {
         assert_eq!(backoff(2), Duration::from_millis(50));
         assert_eq!(backoff(3), Duration::from_millis(100));
         assert_eq!(backoff(20), Duration::from_millis(2000));
+    }
+
+    #[test]
+    fn a_worker_of_another_plughost_version_is_refused_with_the_fix() {
+        assert_eq!(other_version(Some(env!("CARGO_PKG_VERSION"))), None);
+        let older = other_version(Some("0.0.1")).unwrap();
+        assert!(older.contains("runs plughost 0.0.1"), "{older}");
+        assert!(older.contains("plughost plugins deps sync"), "{older}");
+        let silent = other_version(None).unwrap();
+        assert!(silent.contains("does not say its version"), "{silent}");
     }
 }

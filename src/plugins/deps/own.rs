@@ -208,7 +208,7 @@ pub fn plughost_wheel(home: &Path, a: u32, b: u32) -> WorkerWheel {
         .map(|e| e.path())
         .find(|p| {
             let name = p.file_name().unwrap_or_default().to_string_lossy();
-            name.starts_with("plughost-") && name.ends_with(".whl") && wheel_fits(&name, a, b)
+            name.ends_with(".whl") && wheel_fits(&name, a, b)
         });
     match found {
         Some(path) => WorkerWheel::Local(path),
@@ -269,14 +269,20 @@ pub fn missing_wheel_hint(home: &Path, a: u32, b: u32) -> String {
     )
 }
 
-/// Whether wheel file `name` imports on CPython `a.b`: its Python tag is
-/// `cp{a}{b}`, or `cp{a}N` with the `abi3` ABI tag and `N <= b`.
+/// Whether wheel file `name` is plughost of this version and imports on
+/// CPython `a.b`: its Python tag is `cp{a}{b}`, or `cp{a}N` with the
+/// `abi3` ABI tag and `N <= b`. Another version's wheel (left in
+/// `<home>/wheels` by an earlier install) would run a worker this host
+/// cannot talk to.
 fn wheel_fits(name: &str, a: u32, b: u32) -> bool {
     // name-version-pytag-abitag-platform.whl
     let parts: Vec<&str> = name.trim_end_matches(".whl").split('-').collect();
-    let [.., py, abi, _platform] = parts.as_slice() else {
+    let ["plughost", version, py, abi, _platform] = parts.as_slice() else {
         return false;
     };
+    if *version != env!("CARGO_PKG_VERSION") {
+        return false;
+    }
     let Some(minor) = py
         .strip_prefix(&format!("cp{a}"))
         .and_then(|m| m.parse::<u32>().ok())
@@ -292,10 +298,27 @@ mod wheel_tests {
 
     #[test]
     fn the_stable_abi_wheel_fits_every_later_cpython() {
-        let abi3 = "plughost-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl";
+        let v = env!("CARGO_PKG_VERSION");
+        let abi3 = &format!("plughost-{v}-cp310-abi3-manylinux_2_34_x86_64.whl");
         assert!(wheel_fits(abi3, 3, 12) && wheel_fits(abi3, 3, 13) && wheel_fits(abi3, 3, 10));
         assert!(!wheel_fits(abi3, 3, 9));
-        let cp312 = "plughost-0.1.0-cp312-cp312-manylinux_2_34_x86_64.whl";
+        let cp312 = &format!("plughost-{v}-cp312-cp312-manylinux_2_34_x86_64.whl");
         assert!(wheel_fits(cp312, 3, 12) && !wheel_fits(cp312, 3, 13));
+    }
+
+    #[test]
+    fn only_this_versions_wheel_fits() {
+        let ours = format!(
+            "plughost-{}-cp310-abi3-manylinux_2_34_x86_64.whl",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(wheel_fits(&ours, 3, 12));
+        let older = "plughost-0.0.1-cp310-abi3-manylinux_2_34_x86_64.whl";
+        assert!(!wheel_fits(older, 3, 12), "another version's wheel");
+        let other = format!(
+            "plughostx-{}-cp310-abi3-manylinux_2_34_x86_64.whl",
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(!wheel_fits(&other, 3, 12), "another distribution");
     }
 }
