@@ -161,7 +161,7 @@ pub struct Session {
     pub key: String,
     /// OpenAI-format messages, without hook patches. Outside this module
     /// they are only appended to: a repair goes over what follows the part
-    /// it left intact ([`intact`](Self::intact)).
+    /// it left intact (the private `intact` count).
     pub messages: Vec<Value>,
     /// How many messages at the start of `messages` the last repair left
     /// intact; set to 0 wherever they are replaced.
