@@ -38,7 +38,7 @@ impl AgentLink for Link {
             let request = ChatRequest {
                 model: model.clone(),
                 system: String::new(),
-                messages: request.messages,
+                messages: Arc::new(request.messages),
                 tools: Default::default(),
                 session_key: request.session_key,
                 params: request.params,

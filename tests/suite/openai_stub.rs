@@ -103,7 +103,7 @@ fn streams_text_and_reports_usage() {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let request = ChatRequest {
         system: "be brief".into(),
-        messages: vec![json!({"role": "user", "content": "hi"})],
+        messages: vec![json!({"role": "user", "content": "hi"})].into(),
         ..Default::default()
     };
     let response = rt().block_on(p.complete(request, Some(tx))).unwrap();

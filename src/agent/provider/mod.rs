@@ -21,7 +21,9 @@ use crate::core::model_profiles::ModelProfiles;
 pub struct ChatRequest {
     pub model: String,
     pub system: String,
-    pub messages: Vec<Value>,
+    /// Shared, as `tools` is: a request is cloned per attempt, and a long
+    /// session's transcript is not copied for it.
+    pub messages: std::sync::Arc<Vec<Value>>,
     /// Shared: the same definitions go to every call while the same tools
     /// are offered, and a request is cloned per attempt (no deep copy).
     pub tools: std::sync::Arc<Vec<Value>>,

@@ -50,7 +50,7 @@ impl Provider for PluginProvider {
     ) -> BoxFuture<Result<ChatResponse, ProviderError>> {
         let body = json!({
             "system": request.system,
-            "messages": request.messages,
+            "messages": *request.messages,
             "tools": *request.tools,
             "params": request.params,
         });

@@ -159,8 +159,13 @@ fn now_millis() -> u128 {
 /// One conversation.
 pub struct Session {
     pub key: String,
-    /// OpenAI-format messages, without hook patches.
+    /// OpenAI-format messages, without hook patches. Outside this module
+    /// they are only appended to: a repair goes over what follows the part
+    /// it left intact (the private `intact` count).
     pub messages: Vec<Value>,
+    /// How many messages at the start of `messages` the last repair left
+    /// intact; set to 0 wherever they are replaced.
+    intact: usize,
     /// `on_session_start` has fired (or the session was resumed from disk).
     pub started: bool,
     /// `on_session_finalize` has fired.
@@ -307,6 +312,7 @@ impl Session {
                 self.messages.extend(parsed.messages);
             } else {
                 self.messages = parsed.messages;
+                self.intact = 0;
                 // Appends go to whatever file is at the path now.
             }
             self.started |= !self.messages.is_empty();
@@ -336,8 +342,18 @@ impl Session {
         unterminated: bool,
         text: &dyn Fn(&str) -> String,
     ) -> std::io::Result<Repairs> {
-        let repaired = repair_messages(std::mem::take(&mut self.messages), text);
-        self.messages = repaired.messages;
+        // Only what follows the intact part, from a message that is not a
+        // tool result: a repair keeps an intact prefix as it is and moves
+        // nothing into it, so repairing the rest gives the same transcript
+        // without going over every message of a long session each turn.
+        let mut from = self.intact.min(self.messages.len());
+        while from > 0 && from < self.messages.len() && self.messages[from]["role"] == "tool" {
+            from -= 1;
+        }
+        let rest = self.messages.split_off(from);
+        let repaired = repair_messages(rest, text);
+        self.messages.extend(repaired.messages);
+        self.intact = self.messages.len();
         let mut repairs = Repairs {
             answered: repaired.answered,
             set_aside: unreadable.len() + repaired.aside.len(),
@@ -449,6 +465,7 @@ impl Session {
         self.synced = Some(DiskState::Missing);
         self.remote_last = None;
         self.messages.clear();
+        self.intact = 0;
         self.started = false;
         self.slots = Arc::default();
         self.state.reset(self.slots.clone());
@@ -488,6 +505,7 @@ impl Session {
             kept.insert(0, summary);
         }
         self.messages = kept;
+        self.intact = 0;
         if self.in_memory {
             return Ok(dropped);
         }
@@ -555,6 +573,7 @@ impl Session {
                 m
             })
             .collect();
+        self.intact = 0;
         if self.in_memory {
             return Ok(());
         }

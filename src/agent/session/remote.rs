@@ -38,6 +38,7 @@ impl Session {
         };
         if fresh {
             self.messages = Vec::with_capacity(stored.lines.len());
+            self.intact = 0;
         }
         let mut unreadable = Vec::new();
         for line in stored.lines {

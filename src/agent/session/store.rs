@@ -90,6 +90,7 @@ impl SessionStore {
         };
         let slots = Arc::<crate::core::hooks::Slots>::default();
         let session = Session {
+            intact: 0,
             key: key.to_string(),
             started: !messages.is_empty(),
             messages,
@@ -115,6 +116,7 @@ impl SessionStore {
     pub fn open_in_memory(&self, key: &str, messages: Vec<Value>) {
         let slots = Arc::<crate::core::hooks::Slots>::default();
         let session = Session {
+            intact: 0,
             key: key.to_string(),
             started: !messages.is_empty(),
             messages,

@@ -192,6 +192,46 @@ proptest::proptest! {
         proptest::prop_assert_eq!(again.resync().unwrap(), Repairs::default());
     }
 
+    /// A repair goes over what follows the part the last one left intact
+    /// (a session's earlier turns are not scanned again each turn): what
+    /// it gives is what a repair of the whole transcript gives, whatever
+    /// follows (results of earlier calls, stray or repeated ids, calls
+    /// left open).
+    #[test]
+    fn repairing_what_follows_the_intact_part_is_repairing_the_whole(
+        turns in proptest::collection::vec((0u8..3, proptest::bool::ANY), 0..4),
+        more in proptest::collection::vec((0u8..4, 0u8..4), 0..8),
+    ) {
+        let store = SessionStore::new(std::path::Path::new("/nonexistent"));
+        store.open_in_memory("whole", conversation(&turns));
+        let session = store.get("whole");
+        let mut session = session.try_lock().unwrap();
+        session.resync().unwrap();
+        // Call ids shared with the earlier turns (call_0_0, call_1_1, …).
+        let id = |n: u8| format!("call_{}_{}", n % 2, n / 2);
+        for (kind, n) in more {
+            session.messages.push(match kind {
+                0 => json!({"role": "user", "content": format!("u{n}")}),
+                1 => json!({"role": "assistant", "content": "", "tool_calls": [{"id": id(n), "type": "function", "function": {"name": "exec", "arguments": "{}"}}]}),
+                2 => json!({"role": "tool", "tool_call_id": id(n), "name": "exec", "content": format!("r{n}")}),
+                _ => json!({"role": "assistant", "content": format!("a{n}")}),
+            });
+        }
+        let whole = repair_messages(session.messages.clone(), &interrupted_result);
+        let repairs = session.resync().unwrap();
+        // The answers written are stamped with the time they were made.
+        let unstamped = |messages: &[Value]| -> Vec<Value> {
+            messages.iter().cloned().map(|mut m| {
+                m.as_object_mut().unwrap().remove("ts");
+                m
+            }).collect()
+        };
+        proptest::prop_assert_eq!(unstamped(&session.messages), unstamped(&whole.messages));
+        proptest::prop_assert_eq!(repairs.answered, whole.answered);
+        proptest::prop_assert_eq!(repairs.set_aside, whole.aside.len());
+        proptest::prop_assert!(answered_in_place(&session.messages));
+    }
+
     /// An intact transcript is never rewritten.
     #[test]
     fn an_intact_transcript_is_left_alone(

@@ -56,7 +56,7 @@ fn from_kwargs(mut base: ChatRequest, kwargs: Value) -> ChatRequest {
             .filter_map(|m| m["content"].as_str())
             .collect::<Vec<_>>()
             .join("\n\n");
-        base.messages = rest;
+        base.messages = std::sync::Arc::new(rest);
     }
     base.params = map;
     base

@@ -143,8 +143,9 @@ struct Sent {
 
 impl Inner {
     pub(super) async fn run_turn(self: &Arc<Self>, t: &mut Turn<'_>) -> Result<(), String> {
-        let keywords = self.stream_keywords(t);
-        t.observers = StreamObservers::start(self.host.registry(), t.turn, keywords);
+        let observers =
+            StreamObservers::start(self.host.registry(), t.turn, || self.stream_keywords(t));
+        t.observers = observers;
         let result = self.model_loop(t).await;
         if let Some(observers) = t.observers.take() {
             observers.finish().await;
@@ -328,14 +329,14 @@ impl Inner {
         let mut request = ChatRequest {
             model: self.model(),
             system: system_of(&call_messages),
-            messages: after_system(&call_messages).to_vec(),
+            messages: Arc::new(after_system(&call_messages).to_vec()),
             tools: offered,
             session_key: t.session.key.clone(),
             params: Map::new(),
         };
         let mut api = llm_base(&llm);
         if observed {
-            api.messages = request.messages.clone();
+            api.messages = request.messages.to_vec();
         }
         points::observe_in(&registry, HookEvent::RequestSending, &mut api).await;
         // P7: the model and parameters of this call.

@@ -76,12 +76,14 @@ impl StreamObservers {
     pub fn start(
         registry: Pinned<Registry>,
         turn: &Arc<TurnScope>,
-        base: Map<String, Value>,
+        base: impl FnOnce() -> Map<String, Value>,
     ) -> Option<StreamObservers> {
         let hooks = registry.hooks();
         if !POINTS.iter().any(|p| hooks.lanes_at(*p).next().is_some()) {
             return None;
         }
+        // Made only for observers: it counts the session's user messages.
+        let base = base();
         let budget = registry.hook_timeout;
         let queue = Arc::new(Queue::default());
         let task = tokio::spawn(
