@@ -251,14 +251,16 @@ pub(super) fn load(
             .into_iter()
             .map(|provider| Contribution::WebProvider { provider }),
     );
+    (Some(served), load_answer(contributions))
+}
+
+/// The answer to a load that worked, with the version this worker runs.
+fn load_answer(contributions: Vec<Contribution>) -> Reply {
     let version = Some(env!("CARGO_PKG_VERSION").to_string());
-    (
-        Some(served),
-        Reply::Loaded {
-            contributions,
-            version,
-        },
-    )
+    Reply::Loaded {
+        contributions,
+        version,
+    }
 }
 
 fn refused(problem: String) -> Reply {

@@ -377,36 +377,8 @@ impl Supervisor {
             limits,
             sandbox: watch,
         };
-        match wait_blocking(&live, request, limit, "register()") {
-            Ok(Reply::Loaded {
-                contributions,
-                version,
-            }) => match other_version(version.as_deref()) {
-                None => Ok((live, contributions)),
-                Some(problem) => {
-                    live.kill(Some("it runs another plughost version".into()));
-                    Err(unavailable(problem))
-                }
-            },
-            Ok(Reply::LoadFailed { error }) => {
-                live.kill(Some("its plugin failed to load".into()));
-                Err(error)
-            }
-            Ok(other) => {
-                live.kill(Some("it answered out of protocol".into()));
-                Err(unavailable(format!("it answered {other:?} to Load")))
-            }
-            // The in-process wording (`crate::host::load`), the fault kept.
-            Err(fault @ PluginFault::TimedOut { .. }) => {
-                let mut error = PluginError::fault(fault);
-                error.message = format!(
-                    "register() did not return within {} s (plugins.load_timeout_seconds); the plugin is abandoned",
-                    crate::core::outcome::seconds_text(limit)
-                );
-                Err(error)
-            }
-            Err(fault) => Err(PluginError::fault(fault)),
-        }
+        let answer = wait_blocking(&live, request, limit, "register()");
+        load_answered(live, answer, limit, unavailable)
     }
 
     /// The running worker, started (after the backoff) when there is none.
@@ -630,6 +602,46 @@ fn backoff(looping: u32) -> Duration {
     }
     let ms = 50u64.saturating_mul(1 << (recent - 2).min(6));
     Duration::from_millis(ms.min(2000))
+}
+
+/// What a worker's answer to `Load` makes of it: its contributions, or
+/// the plugin's failure (the worker stopped, unless it is gone already).
+fn load_answered(
+    live: Arc<Live>,
+    answer: Result<Reply, PluginFault>,
+    limit: Duration,
+    unavailable: impl Fn(String) -> PluginError,
+) -> Result<(Arc<Live>, Vec<Contribution>), PluginError> {
+    match answer {
+        Ok(Reply::Loaded {
+            contributions,
+            version,
+        }) => match other_version(version.as_deref()) {
+            None => Ok((live, contributions)),
+            Some(problem) => {
+                live.kill(Some("it runs another plughost version".into()));
+                Err(unavailable(problem))
+            }
+        },
+        Ok(Reply::LoadFailed { error }) => {
+            live.kill(Some("its plugin failed to load".into()));
+            Err(error)
+        }
+        Ok(other) => {
+            live.kill(Some("it answered out of protocol".into()));
+            Err(unavailable(format!("it answered {other:?} to Load")))
+        }
+        // The in-process wording (`crate::host::load`), the fault kept.
+        Err(fault @ PluginFault::TimedOut { .. }) => {
+            let mut error = PluginError::fault(fault);
+            error.message = format!(
+                "register() did not return within {} s (plugins.load_timeout_seconds); the plugin is abandoned",
+                crate::core::outcome::seconds_text(limit)
+            );
+            Err(error)
+        }
+        Err(fault) => Err(PluginError::fault(fault)),
+    }
 }
 
 /// What is wrong when a worker runs plughost `theirs` (what it said in
