@@ -617,6 +617,13 @@ fn load_answered(
             contributions,
             version,
         }) => match other_version(version.as_deref()) {
+            None if version.is_none() => {
+                tracing::warn!(
+                    "plugin '{}': its worker does not say which plughost it runs (its wheel was built before workers said so); should it misbehave, put this build's wheel in <home>/wheels and run `plughost plugins deps sync`",
+                    live.key
+                );
+                Ok((live, contributions))
+            }
             None => Ok((live, contributions)),
             Some(problem) => {
                 live.kill(Some("it runs another plughost version".into()));
@@ -647,18 +654,14 @@ fn load_answered(
 /// What is wrong when a worker runs plughost `theirs` (what it said in
 /// `Loaded`) rather than this version: the worker protocol is not
 /// versioned across releases, so another version's worker would answer
-/// in a shape this host misreads. `None`: the same version.
+/// in a shape this host misreads. `None`: the same version, or a worker
+/// that does not say (built before workers said it: 0.1.0, whose protocol
+/// takes the field as optional; it loads with a warning).
 fn other_version(theirs: Option<&str>) -> Option<String> {
     let ours = env!("CARGO_PKG_VERSION");
-    if theirs == Some(ours) {
-        return None;
-    }
-    let theirs = theirs.map_or_else(
-        || "an earlier plughost build (one that does not say its version)".to_string(),
-        |v| format!("plughost {v}"),
-    );
+    let theirs = theirs.filter(|v| *v != ours)?;
     Some(format!(
-        "its worker runs {theirs} and this is plughost {ours} (the plugin's own environment was built by another plughost version): build it again for this one with `plughost plugins deps sync`"
+        "its worker runs plughost {theirs} and this is plughost {ours} (the plugin's own environment was built by another plughost version): build it again for this one with `plughost plugins deps sync`"
     ))
 }
 
@@ -681,7 +684,6 @@ mod tests {
         let older = other_version(Some("0.0.1")).unwrap();
         assert!(older.contains("runs plughost 0.0.1"), "{older}");
         assert!(older.contains("plughost plugins deps sync"), "{older}");
-        let silent = other_version(None).unwrap();
-        assert!(silent.contains("does not say its version"), "{silent}");
+        assert_eq!(other_version(None), None, "a worker from before the field");
     }
 }

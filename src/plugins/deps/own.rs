@@ -275,12 +275,12 @@ pub fn missing_wheel_hint(home: &Path, a: u32, b: u32) -> String {
 /// `<home>/wheels` by an earlier install) would run a worker this host
 /// cannot talk to.
 fn wheel_fits(name: &str, a: u32, b: u32) -> bool {
-    // name-version-pytag-abitag-platform.whl
+    // name-version[-build]-pytag-abitag-platform.whl
     let parts: Vec<&str> = name.trim_end_matches(".whl").split('-').collect();
-    let ["plughost", version, py, abi, _platform] = parts.as_slice() else {
+    let [distribution, version, .., py, abi, _platform] = parts.as_slice() else {
         return false;
     };
-    if *version != env!("CARGO_PKG_VERSION") {
+    if *distribution != "plughost" || *version != wheel_version(env!("CARGO_PKG_VERSION")) {
         return false;
     }
     let Some(minor) = py
@@ -292,9 +292,50 @@ fn wheel_fits(name: &str, a: u32, b: u32) -> bool {
     minor == b || (*abi == "abi3" && minor <= b)
 }
 
+/// Cargo's version `cargo` as a wheel's file name spells it (PEP 440, as
+/// maturin writes it): `0.2.0-rc.1` is `0.2.0rc1`, `1.0.0-alpha.2` is
+/// `1.0.0a2`.
+fn wheel_version(cargo: &str) -> String {
+    let cargo = cargo.split('+').next().unwrap_or(cargo);
+    let Some((release, pre)) = cargo.split_once('-') else {
+        return cargo.to_string();
+    };
+    let pre = pre
+        .replace("alpha", "a")
+        .replace("beta", "b")
+        .replace('.', "");
+    format!("{release}{pre}")
+}
+
 #[cfg(test)]
 mod wheel_tests {
-    use super::wheel_fits;
+    use super::{wheel_fits, wheel_version};
+
+    #[test]
+    fn a_wheel_with_a_build_tag_fits_and_versions_are_spelt_as_pep_440() {
+        let v = env!("CARGO_PKG_VERSION");
+        let tagged = format!("plughost-{v}-1-cp310-abi3-manylinux_2_34_x86_64.whl");
+        assert!(wheel_fits(&tagged, 3, 12));
+        assert_eq!(wheel_version("0.1.0"), "0.1.0");
+        assert_eq!(wheel_version("0.2.0-rc.1"), "0.2.0rc1");
+        assert_eq!(wheel_version("1.0.0-alpha.2"), "1.0.0a2");
+        assert_eq!(wheel_version("1.0.0-beta.3+build.5"), "1.0.0b3");
+    }
+
+    /// The wheel's file name takes its version from `pyproject.toml`, the
+    /// worker and [`wheel_fits`] from Cargo's: they must agree.
+    #[test]
+    fn the_wheel_and_the_crate_have_one_version() {
+        let pyproject = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/pyproject.toml"));
+        let declared = pyproject
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("version = "))
+            .map(|v| v.trim_matches('"'));
+        assert_eq!(
+            declared,
+            Some(wheel_version(env!("CARGO_PKG_VERSION")).as_str())
+        );
+    }
 
     #[test]
     fn the_stable_abi_wheel_fits_every_later_cpython() {
