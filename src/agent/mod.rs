@@ -54,7 +54,9 @@ mod subagent;
 pub mod tools;
 mod turn;
 
-pub use report::{AgentConfig, AgentEvent, Inbound, Timings, ToolCallRecord, TurnReport};
+pub use report::{
+    AgentConfig, AgentEvent, Inbound, ModelCall, Timings, ToolCallRecord, TurnReport,
+};
 
 use std::future::Future;
 use std::sync::{Arc, Weak};

@@ -99,6 +99,53 @@ pub struct Timings {
     pub tools_ms: f64,
 }
 
+/// One provider call as the report keeps it; serialised as `{iteration,
+/// model, params, messages, tools}`. Its messages are the request's own,
+/// shared: a long session's transcript is not copied for the report.
+#[derive(Clone, Debug, Default)]
+pub struct ModelCall {
+    pub iteration: usize,
+    pub model: String,
+    pub params: Map<String, Value>,
+    /// The system prompt's message, when the call had one.
+    pub system: Option<Value>,
+    /// The messages after it, as the call's list was when it was sent.
+    pub messages: std::sync::Arc<Vec<Value>>,
+    /// The names of the tools offered.
+    pub tools: Value,
+}
+
+impl ModelCall {
+    /// The messages as the call sent them, the system prompt first.
+    pub fn sent_messages(&self) -> Vec<Value> {
+        self.system
+            .iter()
+            .chain(self.messages.iter())
+            .cloned()
+            .collect()
+    }
+}
+
+impl Serialize for ModelCall {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        /// The system prompt's message, then the others.
+        struct Sent<'a>(&'a ModelCall);
+        impl Serialize for Sent<'_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_seq(self.0.system.iter().chain(self.0.messages.iter()))
+            }
+        }
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry("iteration", &self.iteration)?;
+        map.serialize_entry("model", &self.model)?;
+        map.serialize_entry("params", &self.params)?;
+        map.serialize_entry("messages", &Sent(self))?;
+        map.serialize_entry("tools", &self.tools)?;
+        map.end()
+    }
+}
+
 /// Everything about one turn (`plughost run --json` prints it).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TurnReport {
@@ -124,7 +171,7 @@ pub struct TurnReport {
     /// What each provider call was sent, after every hook, in order:
     /// `{iteration, model, params, messages, tools}` (OpenAI messages,
     /// system prompt first; tool names).
-    pub model_calls: Vec<Value>,
+    pub model_calls: Vec<ModelCall>,
     /// Every hook call of this turn that failed.
     pub hook_errors: Vec<HookErrorRecord>,
     /// The `abort_turn` reason, when a plugin aborted the turn.

@@ -157,7 +157,7 @@ fn sent_to_model(report: &TurnReport) -> String {
     report
         .model_calls
         .iter()
-        .flat_map(|call| call["messages"].as_array().cloned().unwrap_or_default())
+        .flat_map(|call| call.sent_messages())
         .map(|m| m["content"].as_str().unwrap_or_default().to_string())
         .collect::<Vec<_>>()
         .join("\n")

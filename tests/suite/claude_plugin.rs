@@ -257,7 +257,7 @@ fn user_config_options_come_from_config_json_or_their_default_and_reach_hooks() 
     let said: Vec<String> = report
         .model_calls
         .iter()
-        .flat_map(|call| call["messages"].as_array().cloned().unwrap_or_default())
+        .flat_map(|call| call.sent_messages())
         .filter_map(|m| m["content"].as_str().map(str::to_string))
         .collect();
     assert!(

@@ -89,23 +89,21 @@ impl<'a> Turn<'a> {
         self.report
             .model_calls
             .last()
-            .and_then(|call| call["messages"].as_array())
-            .cloned()
+            .map(crate::agent::ModelCall::sent_messages)
             .unwrap_or_default()
     }
 }
 
-/// The report's account of one provider call: `{iteration, model, params,
-/// messages, tools}` (tool names).
-fn model_call_record(iteration: usize, sent: &Sent, messages: Vec<Value>, tools: Value) -> Value {
-    let request = &sent.request;
-    let mut call = Map::new();
-    call.insert("iteration".into(), iteration.into());
-    call.insert("model".into(), request.model.clone().into());
-    call.insert("params".into(), Value::Object(sent.params.clone()));
-    call.insert("messages".into(), Value::Array(messages));
-    call.insert("tools".into(), tools);
-    Value::Object(call)
+/// The report's account of one provider call (tool names).
+fn model_call_record(iteration: usize, sent: &mut Sent, tools: Value) -> crate::agent::ModelCall {
+    crate::agent::ModelCall {
+        iteration,
+        model: sent.request.model.clone(),
+        params: sent.params.clone(),
+        system: sent.call_system.take(),
+        messages: sent.call_messages.clone(),
+        tools,
+    }
 }
 
 /// Whether a callback sees a model event's context (`pre_llm_call` and the
@@ -133,9 +131,12 @@ enum Flow {
 /// One provider call as it was sent.
 struct Sent {
     request: ChatRequest,
-    /// The call's messages, system prompt first, until `call_model` moves
-    /// them into the report ([`Turn::sent_messages`] after that).
-    call_messages: Vec<Value>,
+    /// The call's system prompt message, until `call_model` moves it into
+    /// the report ([`Turn::sent_messages`] after that).
+    call_system: Option<Value>,
+    /// The call's other messages, as sent; the request and the report
+    /// share them (a middleware may give the request others).
+    call_messages: Arc<Vec<Value>>,
     params: Map<String, Value>,
     /// `pre_api_request`'s context, the base of the events after the call.
     api: LlmCallContext,
@@ -325,11 +326,17 @@ impl Inner {
         let call_messages =
             points::final_prompt(&registry, call_messages, &mut inflight, context).await;
         t.inflight = inflight;
-        let call_messages: Vec<Value> = call_messages.into_iter().map(into_wire_message).collect();
+        let mut call_messages: Vec<Value> =
+            call_messages.into_iter().map(into_wire_message).collect();
+        let system = system_of(&call_messages);
+        // Moved, not copied: the request and the report share the rest.
+        let call_system = (call_messages.first()).is_some_and(|m| m["role"] == "system");
+        let call_system = call_system.then(|| call_messages.remove(0));
+        let call_messages = Arc::new(call_messages);
         let mut request = ChatRequest {
             model: self.model(),
-            system: system_of(&call_messages),
-            messages: Arc::new(after_system(&call_messages).to_vec()),
+            system,
+            messages: call_messages.clone(),
             tools: offered,
             session_key: t.session.key.clone(),
             params: Map::new(),
@@ -342,10 +349,11 @@ impl Inner {
         // P7: the model and parameters of this call.
         let mut params = Map::new();
         let context = || {
+            let sent = call_system.iter().chain(call_messages.iter());
             self.point(
                 t,
                 HookEvent::ModelCallStart,
-                call_messages.clone(),
+                sent.cloned().collect(),
                 request.tools.to_vec(),
             )
         };
@@ -360,6 +368,7 @@ impl Inner {
         middleware::request(&registry, &mut request, context).await;
         Sent {
             request,
+            call_system,
             call_messages,
             params,
             api,
@@ -377,10 +386,8 @@ impl Inner {
         // The call's messages move into the report (the contexts of later
         // points copy them from there, when a callback will see them).
         let tools = self.offered_names(&sent.request.tools);
-        let messages = std::mem::take(&mut sent.call_messages);
-        t.report
-            .model_calls
-            .push(model_call_record(t.iteration, &sent, messages, tools));
+        let call = model_call_record(t.iteration, &mut sent, tools);
+        t.report.model_calls.push(call);
         let request = &sent.request;
         let model_started = Instant::now();
         let mut retries = 0;
