@@ -9,6 +9,15 @@ use crate::core::hooks::LlmCallContext;
 
 /// The system prompt (a leading `system` message's content; empty when a
 /// hook removed it) and the rest of a message list.
+/// The system prompt's message, taken off the front of `messages` (moved,
+/// not copied); `None` when they start with another.
+pub(super) fn take_system(messages: &mut Vec<Value>) -> Option<Value> {
+    match messages.first() {
+        Some(first) if first["role"] == "system" => Some(messages.remove(0)),
+        _ => None,
+    }
+}
+
 pub(super) fn split_system(messages: &[Value]) -> (String, Vec<Value>) {
     match messages.first() {
         Some(first) if first["role"] == "system" => (

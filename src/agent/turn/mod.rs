@@ -25,6 +25,7 @@ use crate::core::hooks::{
     EndedBy, HookEvent, LlmCallContext, LoopContext, TurnScope, MAX_MODEL_RETRIES,
 };
 use crate::core::loop_points::{self as points, Replied};
+use messages::take_system;
 use messages::wire_message;
 use messages::{after_system, answered, join_system, llm_base, reply_as_response};
 use messages::{assistant_message, into_wire_message, split_system, stop_reason, system_of};
@@ -329,9 +330,8 @@ impl Inner {
         let mut call_messages: Vec<Value> =
             call_messages.into_iter().map(into_wire_message).collect();
         let system = system_of(&call_messages);
-        // Moved, not copied: the request and the report share the rest.
-        let call_system = (call_messages.first()).is_some_and(|m| m["role"] == "system");
-        let call_system = call_system.then(|| call_messages.remove(0));
+        // The request and the report share the rest.
+        let call_system = take_system(&mut call_messages);
         let call_messages = Arc::new(call_messages);
         let mut request = ChatRequest {
             model: self.model(),

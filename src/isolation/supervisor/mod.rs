@@ -616,20 +616,19 @@ fn load_answered(
         Ok(Reply::Loaded {
             contributions,
             version,
-        }) => match other_version(version.as_deref()) {
-            None if version.is_none() => {
+        }) => {
+            if let Some(problem) = other_version(version.as_deref()) {
+                live.kill(Some("it runs another plughost version".into()));
+                return Err(unavailable(problem));
+            }
+            if version.is_none() {
                 tracing::warn!(
                     "plugin '{}': its worker does not say which plughost it runs (its wheel was built before workers said so); should it misbehave, put this build's wheel in <home>/wheels and run `plughost plugins deps sync`",
                     live.key
                 );
-                Ok((live, contributions))
             }
-            None => Ok((live, contributions)),
-            Some(problem) => {
-                live.kill(Some("it runs another plughost version".into()));
-                Err(unavailable(problem))
-            }
-        },
+            Ok((live, contributions))
+        }
         Ok(Reply::LoadFailed { error }) => {
             live.kill(Some("its plugin failed to load".into()));
             Err(error)
