@@ -93,6 +93,14 @@ const MIGRATIONS: &[&str] = &[
     -- the session's others.
     CREATE INDEX plughost_messages_pending ON plughost_messages (key) WHERE pending;
     "#,
+    // 3: a lease row outlives its turn (released: no owner, expired) and
+    // names the turn that last released it having stored what it wrote,
+    // so the replica that ran that turn knows, when it takes the lease
+    // again, that nobody wrote the session since and skips reading it.
+    r#"
+    ALTER TABLE plughost_leases ALTER COLUMN owner DROP NOT NULL;
+    ALTER TABLE plughost_leases ADD COLUMN last_turn text;
+    "#,
 ];
 
 /// A connection of the pool, for one job (a query or a few).
