@@ -2,11 +2,13 @@
 //! idempotency records and scheduled-task claims, and the schema the server
 //! applies to it itself.
 //!
-//! The connections (a pool, [`Db`]) live on a thread of its own with its own Tokio runtime:
-//! a session's transcript is written from synchronous code
+//! The pool ([`Db`]) has a thread of its own with its own Tokio runtime: a
+//! session's transcript is written from synchronous code
 //! ([`Session::append`](crate::agent::session::Session::append)) that may
 //! run on any runtime, a current-thread one included, and waits there for
-//! its row without blocking the runtime the connection needs.
+//! its row without blocking the runtime the connection needs. Async code on
+//! a multi-threaded runtime (`serve`'s turns) runs its statements on that
+//! runtime instead, and the connections it opens are driven there.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -220,7 +222,12 @@ impl Db {
         }
     }
 
-    /// Run `job` on the connection's runtime and await it from async code.
+    /// Run `job` and await it from async code. It runs to its end even when
+    /// the caller stops waiting (a release the client hung up on still
+    /// stores the turn): as a task of the caller's runtime when that one is
+    /// multi-threaded (`serve`'s: a turn's lease and release then cost no
+    /// hand-over to the connection thread, and the connections they open
+    /// are driven by that runtime), else of the connection thread's.
     pub async fn run<T, F, Fut>(&self, job: F) -> Result<T, DbError>
     where
         T: Send + 'static,
@@ -228,9 +235,15 @@ impl Db {
         Fut: std::future::Future<Output = Result<T, DbError>> + Send + 'static,
     {
         let pool = self.pool.clone();
-        let task = self
-            .runtime
-            .spawn(async move { job(Self::conn(pool).await?).await });
+        let work = async move { job(Self::conn(pool).await?).await };
+        // Never on a current-thread runtime: a connection opened there would
+        // be driven by a thread that a synchronous `block` may park.
+        let task = match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                h.spawn(work)
+            }
+            _ => self.runtime.spawn(work),
+        };
         match task.await {
             Ok(result) => result,
             Err(_) => Err(DbError::Gone),
