@@ -235,19 +235,32 @@ impl Db {
         Fut: std::future::Future<Output = Result<T, DbError>> + Send + 'static,
     {
         let pool = self.pool.clone();
-        let work = async move { job(Self::conn(pool).await?).await };
-        // Never on a current-thread runtime: a connection opened there would
-        // be driven by a thread that a synchronous `block` may park.
-        let task = match tokio::runtime::Handle::try_current() {
-            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-                h.spawn(work)
-            }
-            _ => self.runtime.spawn(work),
-        };
+        let task = self
+            .nearest_runtime()
+            .spawn(async move { job(Self::conn(pool).await?).await });
         match task.await {
             Ok(result) => result,
             Err(_) => Err(DbError::Gone),
         }
+    }
+
+    /// The caller's runtime when it is multi-threaded, else the connection
+    /// thread's. Never a current-thread runtime: a connection opened there
+    /// would be driven by a thread that a synchronous `block` may park.
+    fn nearest_runtime(&self) -> tokio::runtime::Handle {
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => h,
+            _ => self.runtime.clone(),
+        }
+    }
+
+    /// Start `job` while a caller waits for something else (a turn's lease
+    /// renewal): as [`run`](Self::run) places its work.
+    pub fn spawn_nearby<F>(&self, job: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.nearest_runtime().spawn(job);
     }
 
     /// Start `job` on the connection's runtime without waiting for it.

@@ -209,7 +209,7 @@ impl SessionLease {
             interval(ttl),
             lost.clone(),
         );
-        db.spawn(async move {
+        db.spawn_nearby(async move {
             loop {
                 tokio::select! {
                     _ = &mut stop_rx => return,
