@@ -160,3 +160,50 @@ async fn a_replica_that_skips_the_read_still_sees_another_replicas_turns() {
         );
     }
 }
+
+/// Sixteen clients at once, each moving to a new session every third
+/// turn (a new session is read whole, from synchronous code, while turns
+/// hold their leases from async code): every request is answered. A
+/// worker thread parked on the sessions' lock while the lock's holder
+/// waited for a connection only that runtime drove once hung `serve` here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_clients_moving_between_sessions_are_all_answered() {
+    let Some(pg) = Pg::start() else { return };
+    let home = crate::common::home_with(&[]);
+    let bundled = crate::common::no_bundled();
+    let script = echo_script(home.path(), 40);
+    let server = replica(
+        home.path(),
+        home.path(),
+        bundled.path(),
+        &script,
+        &pg.url,
+        &[],
+    );
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let clients: Vec<_> = (0..16)
+        .map(|c| {
+            let (http, url) = (http.clone(), server.url.clone());
+            tokio::spawn(async move {
+                for turn in 0..24 {
+                    let r = http
+                        .post(format!("{url}/v1/chat/completions"))
+                        .header("x-plughost-session", format!("c{c}-{}", turn / 3))
+                        .json(
+                            &json!({"messages": [{"role": "user", "content": format!("m{turn}")}]}),
+                        )
+                        .send()
+                        .await
+                        .expect("answered within a minute");
+                    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.await.unwrap();
+    }
+}
