@@ -101,10 +101,13 @@ const MIGRATIONS: &[&str] = &[
     // 3: a lease row outlives its turn (released: no owner, expired) and
     // names the turn that last released it having stored what it wrote,
     // so the replica that ran that turn knows, when it takes the lease
-    // again, that nobody wrote the session since and skips reading it.
+    // again, that nobody wrote the session since and skips reading it; and
+    // the owner it was taken from, so a turn deletes a dead turn's pending
+    // messages only when there was one.
     r#"
     ALTER TABLE plughost_leases ALTER COLUMN owner DROP NOT NULL;
     ALTER TABLE plughost_leases ADD COLUMN last_turn text;
+    ALTER TABLE plughost_leases ADD COLUMN taken_from text;
     "#,
 ];
 

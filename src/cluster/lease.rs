@@ -21,29 +21,36 @@ use std::time::{Duration, Instant};
 use super::db::{interval, Db, DbError};
 
 /// Take `key`'s lease for owner `$2` for `$3` (an interval), unless an
-/// unexpired one is held: a row comes back only when it was taken. Shared
-/// by a turn's lease and the session store's writes outside any turn.
+/// unexpired one is held: a row comes back only when it was taken, with
+/// the owner it was taken from when that one had not released it (its turn
+/// died: [`DROP_DEAD`] its pending messages). For the session store's
+/// writes outside any turn.
 pub(crate) const TAKE_LEASE: &str = "INSERT INTO plughost_leases (key, owner, expires_at) \
      VALUES ($1, $2, now() + $3::text::interval) \
      ON CONFLICT (key) DO UPDATE \
-     SET owner = excluded.owner, expires_at = excluded.expires_at \
-     WHERE plughost_leases.expires_at < now() RETURNING owner";
+     SET owner = excluded.owner, expires_at = excluded.expires_at, \
+     taken_from = plughost_leases.owner \
+     WHERE plughost_leases.expires_at < now() RETURNING taken_from";
 
-/// [`TAKE_LEASE`] for a turn: when it is taken, the same statement drops
-/// what a turn that died under an earlier lease left (its pending
-/// messages), which the new turn must not read, and returns the turn that
-/// last released the lease. That name is read from the row's latest
-/// version, which `ON CONFLICT DO UPDATE` locks even when it was committed
-/// after this statement's snapshot (a release it waited for): it is never
-/// stale, where a read of the messages in the same statement could be.
-const TAKE_TURN_LEASE: &str = "WITH l AS (INSERT INTO plughost_leases (key, owner, expires_at) \
+/// [`TAKE_LEASE`] for a turn. Returns the turn that last released the
+/// lease and the owner it was taken from (set when that one held it
+/// unreleased: a turn that died, whose pending messages the new turn must
+/// delete before reading, [`DROP_DEAD`]). Both are read from the row's
+/// latest version, which `ON CONFLICT DO UPDATE` locks even when it was
+/// committed after this statement's snapshot (a release it waited for):
+/// they are never stale, where a read of the messages in the same
+/// statement could be.
+const TAKE_TURN_LEASE: &str = "INSERT INTO plughost_leases (key, owner, expires_at) \
      VALUES ($1, $2, now() + $3::text::interval) \
      ON CONFLICT (key) DO UPDATE \
-     SET owner = excluded.owner, expires_at = excluded.expires_at \
-     WHERE plughost_leases.expires_at < now() RETURNING owner, last_turn), \
-     dead AS (DELETE FROM plughost_messages WHERE key = $1 AND pending AND turn <> $2 \
-     AND EXISTS (SELECT 1 FROM l)) \
-     SELECT owner, last_turn FROM l";
+     SET owner = excluded.owner, expires_at = excluded.expires_at, \
+     taken_from = plughost_leases.owner \
+     WHERE plughost_leases.expires_at < now() RETURNING last_turn, taken_from";
+
+/// The pending messages a turn that died under an earlier lease of `$1`
+/// left, deleted by the turn `$2` that took the lease over.
+pub(crate) const DROP_DEAD: &str =
+    "DELETE FROM plughost_messages WHERE key = $1 AND pending AND turn <> $2";
 
 /// Release a turn's lease: what it held back stored (complete at once,
 /// fenced by the lease), its messages written before marked complete, the
@@ -178,8 +185,17 @@ impl SessionLease {
             let got = db
                 .run(move |c| async move {
                     let st = c.prepare_cached(TAKE_TURN_LEASE).await?;
-                    let row = c.query_opt(&st, &[&k, &o, &t]).await?;
-                    Ok(row.map(|r| r.get::<_, Option<String>>(1)))
+                    let Some(row) = c.query_opt(&st, &[&k, &o, &t]).await? else {
+                        return Ok(None);
+                    };
+                    let (last_turn, taken_from): (Option<String>, Option<String>) =
+                        (row.get(0), row.get(1));
+                    if taken_from.is_some() {
+                        // Held, then not released: its turn died.
+                        let st = c.prepare_cached(DROP_DEAD).await?;
+                        c.execute(&st, &[&k, &o]).await?;
+                    }
+                    Ok(Some(last_turn))
                 })
                 .await?;
             if let Some(last_turn) = got {

@@ -397,9 +397,13 @@ impl PgSessions {
                         crate::cluster::lease::TAKE_LEASE,
                         &[&k, &owner, &ttl],
                     )
-                    .await?
-                    .is_some();
-                if leased {
+                    .await?;
+                if let Some(row) = leased {
+                    if row.get::<_, Option<String>>(0).is_some() {
+                        // Taken from a turn that died: its pending messages go.
+                        tx.execute(crate::cluster::lease::DROP_DEAD, &[&k, &owner])
+                            .await?;
+                    }
                     let row = tx
                         .query_one(
                             "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
