@@ -1,4 +1,5 @@
-//! `/v1/chat/completions` through HAProxy with 1 and 3 `plughost serve`
+//! `/v1/chat/completions` through HAProxy (each session routed to one
+//! replica, as `deploy/cluster.sh` does) with 1 and 3 `plughost serve`
 //! replicas, sessions in files (one shared home) against PostgreSQL
 //! (`--sessions`): requests per second and p50/p99 latency, the scripted
 //! model answering, 1, 16 and 64 clients each on its own named session
@@ -13,12 +14,17 @@ mod replicas_common;
 
 use std::time::{Duration, Instant};
 
-use replicas_common::{echo_script, haproxy, serve, Pg};
+use replicas_common::{echo_script, haproxy, haproxy_by_session, serve, Pg};
 use serde_json::json;
 
 /// Requests per measured load, shared out between the clients
 /// (`PLUGHOST_BENCH_REQUESTS` for another number: a longer load to profile).
 const REQUESTS: usize = 960;
+
+/// Turns a session takes before a client moves to a new one: the default
+/// load's length, so a longer load (to profile) keeps its sessions as
+/// long as the measured rows' instead of growing them.
+const TURNS_PER_SESSION: usize = 60;
 
 fn requests() -> usize {
     std::env::var("PLUGHOST_BENCH_REQUESTS")
@@ -39,10 +45,11 @@ async fn load(url: &str, tag: &str, clients: usize, requests: usize) -> Figures 
     let started = Instant::now();
     let mut tasks = Vec::new();
     for c in 0..clients {
-        let (http, url, session) = (http.clone(), url.to_string(), format!("{tag}-{c}"));
+        let (http, url, tag) = (http.clone(), url.to_string(), tag.to_string());
         tasks.push(tokio::spawn(async move {
             let mut took = Vec::with_capacity(per_client);
             for j in 0..per_client {
+                let session = format!("{tag}-{c}-{}", j / TURNS_PER_SESSION);
                 let body = json!({"messages": [{"role": "user", "content": format!("m{j}")}]});
                 let t = Instant::now();
                 // A 503 (HAProxy found no replica up: its check timed out
@@ -130,7 +137,15 @@ async fn main() {
                     serve(home, shared.path(), bundled.path(), &script, url, &[])
                 })
                 .collect();
-            let lb = haproxy(&replicas.iter().map(|r| r.port).collect::<Vec<_>>()).unwrap();
+            // Each session routed to one replica, as deploy/cluster.sh does
+            // (PLUGHOST_BENCH_BALANCE=roundrobin: any request to any replica).
+            let ports: Vec<u16> = replicas.iter().map(|r| r.port).collect();
+            let lb = if std::env::var("PLUGHOST_BENCH_BALANCE").as_deref() == Ok("roundrobin") {
+                haproxy(&ports)
+            } else {
+                haproxy_by_session(&ports)
+            }
+            .unwrap();
             for &clients in &counts {
                 let tag = format!("{store}-{n}-{clients}");
                 // Warm up (connections, the interpreter's first turn).

@@ -67,7 +67,9 @@ haproxy_bin=$(command -v haproxy || echo /usr/sbin/haproxy)
 python3 - "$here/haproxy.cfg.in" "$state/haproxy.cfg" "127.0.0.1:$lb_port" "$servers" <<'PY'
 import sys
 src, dst, listen, servers = sys.argv[1:]
-text = open(src).read().replace("@LISTEN@", listen).replace("@SERVERS@\n", servers)
+balance = "balance hdr(x-plughost-session)\n    hash-type consistent"
+text = (open(src).read().replace("@LISTEN@", listen)
+        .replace("@BALANCE@", balance).replace("@SERVERS@\n", servers))
 open(dst, "w").write(text)
 PY
 "$haproxy_bin" -db -f "$state/haproxy.cfg" >"$state/haproxy.log" 2>&1 &

@@ -2,11 +2,16 @@
 //! idempotency records and scheduled-task claims, and the schema the server
 //! applies to it itself.
 //!
-//! The connections (a pool, [`Db`]) live on a thread of its own with its own Tokio runtime:
-//! a session's transcript is written from synchronous code
+//! The connections ([`Db`]) have a thread of their own with its own Tokio
+//! runtime: a session's transcript is written from synchronous code
 //! ([`Session::append`](crate::agent::session::Session::append)) that may
 //! run on any runtime, a current-thread one included, and waits there for
-//! its row without blocking the runtime the connection needs.
+//! its row without blocking the runtime the connection needs. Async code on
+//! a multi-threaded runtime (`serve`'s turns) runs its statements on that
+//! runtime instead, over a second pool of connections driven there: a
+//! synchronous caller never waits for one of those (a worker parked on a
+//! lock while the lock's holder waits for a connection only a parked
+//! runtime could drive was a deadlock).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,13 +98,25 @@ const MIGRATIONS: &[&str] = &[
     -- the session's others.
     CREATE INDEX plughost_messages_pending ON plughost_messages (key) WHERE pending;
     "#,
+    // 3: a lease row outlives its turn (released: no owner, expired) and
+    // names the turn that last released it having stored what it wrote,
+    // so the replica that ran that turn knows, when it takes the lease
+    // again, that nobody wrote the session since and skips reading it; and
+    // the owner it was taken from, so a turn deletes a dead turn's pending
+    // messages only when there was one.
+    r#"
+    ALTER TABLE plughost_leases ALTER COLUMN owner DROP NOT NULL;
+    ALTER TABLE plughost_leases ADD COLUMN last_turn text;
+    ALTER TABLE plughost_leases ADD COLUMN taken_from text;
+    "#,
 ];
 
 /// A connection of the pool, for one job (a query or a few).
 pub type Conn = deadpool_postgres::Object;
 
-/// How many connections a replica opens at most: turns of different
-/// sessions do not wait behind one another's statements on one backend.
+/// How many connections each of a replica's two pools opens at most: turns
+/// of different sessions do not wait behind one another's statements on
+/// one backend.
 const POOL_SIZE: usize = 8;
 
 /// How long connecting (or waiting for a free connection) may take before
@@ -110,7 +127,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// a connection the server closed (a restart) and opens a new one on the
 /// next use, so the replica recovers by itself once PostgreSQL is back.
 pub struct Db {
+    /// Connections driven by the connection thread, for synchronous callers
+    /// ([`block`](Self::block)) and work on that thread.
     pool: deadpool_postgres::Pool,
+    /// Connections driven by the multi-threaded runtime of the async callers
+    /// that opened them ([`run`](Self::run) from `serve`'s turns). Kept
+    /// apart from `pool`: a synchronous caller parked on a worker of that
+    /// runtime must never wait for a connection only that runtime drives.
+    near_pool: deadpool_postgres::Pool,
     runtime: tokio::runtime::Handle,
     /// Dropping it stops the connection thread.
     _stop: std::sync::mpsc::SyncSender<()>,
@@ -126,13 +150,6 @@ impl Db {
                 source,
             })?;
         config.connect_timeout(CONNECT_TIMEOUT);
-        let manager = deadpool_postgres::Manager::from_config(
-            config,
-            NoTls,
-            deadpool_postgres::ManagerConfig {
-                recycling_method: deadpool_postgres::RecyclingMethod::Fast,
-            },
-        );
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = std::sync::mpsc::sync_channel::<()>(0);
         std::thread::Builder::new()
@@ -152,16 +169,9 @@ impl Db {
             })
             .map_err(|_| DbError::Gone)?;
         let runtime = ready_rx.recv().map_err(|_| DbError::Gone)?;
-        let pool = deadpool_postgres::Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .wait_timeout(Some(CONNECT_TIMEOUT * 2))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| DbError::Unavailable(e.to_string()))?;
         let db = Arc::new(Db {
-            pool,
+            pool: pool_of(config.clone())?,
+            near_pool: pool_of(config)?,
             runtime,
             _stop: stop_tx,
         });
@@ -212,21 +222,46 @@ impl Db {
         }
     }
 
-    /// Run `job` on the connection's runtime and await it from async code.
+    /// Run `job` and await it from async code. It runs to its end even when
+    /// the caller stops waiting (a release the client hung up on still
+    /// stores the turn): as a task of the caller's runtime when that one is
+    /// multi-threaded (`serve`'s: a turn's lease and release then cost no
+    /// hand-over to the connection thread, and the connections they open
+    /// are driven by that runtime), else of the connection thread's.
     pub async fn run<T, F, Fut>(&self, job: F) -> Result<T, DbError>
     where
         T: Send + 'static,
         F: FnOnce(Conn) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<T, DbError>> + Send + 'static,
     {
-        let pool = self.pool.clone();
-        let task = self
-            .runtime
-            .spawn(async move { job(Self::conn(pool).await?).await });
+        let (runtime, pool) = self.nearest();
+        let task = runtime.spawn(async move { job(Self::conn(pool).await?).await });
         match task.await {
             Ok(result) => result,
             Err(_) => Err(DbError::Gone),
         }
+    }
+
+    /// The caller's runtime and the pool it drives when that runtime is
+    /// multi-threaded, else the connection thread's. Never a current-thread
+    /// runtime: a connection opened there would be driven by a thread that
+    /// a synchronous `block` may park.
+    fn nearest(&self) -> (tokio::runtime::Handle, deadpool_postgres::Pool) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                (h, self.near_pool.clone())
+            }
+            _ => (self.runtime.clone(), self.pool.clone()),
+        }
+    }
+
+    /// Start `job` while a caller waits for something else (a turn's lease
+    /// renewal): as [`run`](Self::run) places its work.
+    pub fn spawn_nearby<F>(&self, job: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.nearest().0.spawn(job);
     }
 
     /// Start `job` on the connection's runtime without waiting for it.
@@ -236,6 +271,25 @@ impl Db {
     {
         self.runtime.spawn(job);
     }
+}
+
+/// A pool of at most [`POOL_SIZE`] connections to `config`'s server.
+fn pool_of(config: tokio_postgres::Config) -> Result<deadpool_postgres::Pool, DbError> {
+    let manager = deadpool_postgres::Manager::from_config(
+        config,
+        NoTls,
+        deadpool_postgres::ManagerConfig {
+            recycling_method: deadpool_postgres::RecyclingMethod::Fast,
+        },
+    );
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .wait_timeout(Some(CONNECT_TIMEOUT * 2))
+        .recycle_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| DbError::Unavailable(e.to_string()))
 }
 
 /// Apply the missing migrations in one transaction under an advisory lock,

@@ -109,7 +109,8 @@ async fn a_turn_whose_replica_died_is_dropped_and_the_session_goes_on() {
     let client = o.pg.client().await;
     client
         .batch_execute(
-            "INSERT INTO plughost_leases VALUES ('s', 'dead#7', now() + interval '800 milliseconds');
+            "INSERT INTO plughost_leases VALUES ('s', 'dead#7', now() + interval '800 milliseconds')
+               ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at;
              INSERT INTO plughost_messages (key, turn, pending, body) VALUES
                ('s', 'dead#7', true, '{\"role\":\"user\",\"content\":\"lost\"}'),
                ('s', 'dead#7', true, '{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"t\",\"arguments\":\"{}\"}}]}');",

@@ -10,7 +10,7 @@
 //!       - name: list_dir
 //!         args: {path: "."}
 //!     usage: {prompt_tokens: 11, completion_tokens: 7}   # optional: the usage it reports
-//!   - say: "Done: {tool_results}"   # placeholders: {tool_results}, {user_message}, {home}
+//!   - say: "Done: {tool_results}"   # placeholders: {tool_results}, {user_message}, {home}, {message_count}
 //! after_end: "(the script has no more turns)"   # optional reply once turns run out
 //! ```
 //!
@@ -174,10 +174,19 @@ impl Provider for Scripted {
         // tool calls' arguments.
         let user_message = last_of(&request.messages, "user");
         let home = self.home.as_ref().map(|h| h.display().to_string());
+        // How many messages the model was sent, system prompts left out:
+        // a session's history made visible in a scripted reply.
+        let message_count = request
+            .messages
+            .iter()
+            .filter(|m| m["role"] != "system")
+            .count()
+            .to_string();
         let fill = |text: &str| {
             let text = text
                 .replace("{tool_results}", &last_tool_results(&request.messages))
-                .replace("{user_message}", &user_message);
+                .replace("{user_message}", &user_message)
+                .replace("{message_count}", &message_count);
             match &home {
                 Some(home) => text.replace("{home}", home),
                 None => text,

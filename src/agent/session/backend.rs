@@ -63,6 +63,13 @@ pub trait SessionBackend: Send + Sync {
     fn take_flushed(&self, _key: &str) -> Option<Option<i64>> {
         None
     }
+    /// Whether, by what the turn now holding `key` learned when it took
+    /// the session, nobody has written it since this process's last turn
+    /// stored it: the turn then reads nothing. Asked once a turn (the
+    /// answer is taken); `false` when the store cannot tell.
+    fn unchanged_since_last_turn(&self, _key: &str) -> bool {
+        false
+    }
     /// Replace `key`'s transcript with `messages` (compaction, repairs);
     /// `aside` (JSON text) is kept beside, out of the transcript. Returns
     /// where the last new message is.

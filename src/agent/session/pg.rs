@@ -14,7 +14,7 @@
 //! transaction (see `append_outside_turn`), so no reader ever finds a
 //! later `seq` committed before its.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::backend::{Held, SessionBackend, Stored, TurnHold};
 use super::SessionError;
 use crate::cluster::db::interval;
-use crate::cluster::lease::TurnWrites;
+use crate::cluster::lease::{Released, TurnWrites};
 use crate::cluster::{Cluster, DbError, LeaseError, SessionLease};
 
 /// The PostgreSQL session store of one replica.
@@ -45,6 +45,13 @@ pub struct PgSessions {
     /// next read (`None`: unknown, its store failed); taken by
     /// [`SessionBackend::take_flushed`].
     flushed: Arc<Mutex<HashMap<String, Option<i64>>>>,
+    /// The turn of this replica that last released each key having stored
+    /// all it wrote (the lease's `last_turn` it set).
+    last_released: Mutex<HashMap<String, String>>,
+    /// The keys whose lease, when this replica took it for the turn now
+    /// holding it, named this replica's last turn as the last writer:
+    /// nothing to read ([`SessionBackend::unchanged_since_last_turn`]).
+    unchanged: Mutex<HashSet<String>>,
 }
 
 /// A turn's writes held back until its end.
@@ -195,6 +202,8 @@ impl PgSessions {
             handed: Mutex::default(),
             buffered: Arc::default(),
             flushed: Arc::default(),
+            last_released: Mutex::default(),
+            unchanged: Mutex::default(),
         }
     }
 
@@ -205,6 +214,7 @@ impl PgSessions {
     /// Let the next turn of `key` on this replica write under `lease`,
     /// which the caller keeps and releases.
     pub fn hand_over(&self, key: &str, lease: &SessionLease) {
+        self.note_taken(key, lease);
         self.handed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -218,6 +228,25 @@ impl PgSessions {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+        self.unchanged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// Whether the lease just taken for `key` says the session is as this
+    /// replica's last turn left it: noted for the turn's read.
+    fn note_taken(&self, key: &str, lease: &SessionLease) {
+        let ours = {
+            let last = self.last_released.lock().unwrap_or_else(|e| e.into_inner());
+            lease.last_turn().is_some() && last.get(key).map(String::as_str) == lease.last_turn()
+        };
+        let mut unchanged = self.unchanged.lock().unwrap_or_else(|e| e.into_inner());
+        if ours {
+            unchanged.insert(key.to_string());
+        } else {
+            unchanged.remove(key);
+        }
     }
 
     /// End the turn of `key` whose lease was handed over
@@ -232,8 +261,9 @@ impl PgSessions {
         self.take_back(key);
         let writes = self.held_back(key);
         let wanted = writes.lines.len() as i64;
+        let owner = lease.owner().to_string();
         let stored = lease.release_with(writes, answer).await;
-        self.note_stored(key, wanted, stored.as_ref().ok().copied());
+        self.note_stored(key, &owner, wanted, stored.as_ref().ok().copied());
         stored.map(|_| ())
     }
 
@@ -243,11 +273,12 @@ impl PgSessions {
         self.take_back(key);
         let writes = self.held_back(key);
         let wanted = writes.lines.len() as i64;
+        let owner = lease.owner().to_string();
         let stored = lease.release_with_now(writes);
         if let Err(e) = &stored {
             tracing::warn!("session '{key}': cannot store this turn's messages and release its lease: {e}; the lease expires by itself");
         }
-        self.note_stored(key, wanted, stored.ok());
+        self.note_stored(key, &owner, wanted, stored.ok());
     }
 
     /// What the turn of `key` held back, taken.
@@ -263,10 +294,20 @@ impl PgSessions {
             .unwrap_or_default()
     }
 
-    /// Where a turn's held-back messages went, for the session's next read.
-    fn note_stored(&self, key: &str, wanted: i64, stored: Option<(i64, i64)>) {
+    /// Where a turn's held-back messages went, for the session's next read,
+    /// and whether the turn `owner` is now the session's last writer.
+    fn note_stored(&self, key: &str, owner: &str, wanted: i64, stored: Option<Released>) {
+        {
+            let mut last = self.last_released.lock().unwrap_or_else(|e| e.into_inner());
+            match stored {
+                Some(r) if r.fenced && r.stored == wanted => {
+                    last.insert(key.to_string(), owner.to_string())
+                }
+                _ => last.remove(key),
+            };
+        }
         let at = match stored {
-            Some((n, last)) if n == wanted => (wanted > 0).then_some(Some(last)),
+            Some(r) if r.stored == wanted => (wanted > 0).then_some(Some(r.last)),
             Some(_) => {
                 tracing::warn!(
                     "session '{key}': this turn's lease was taken by another replica (it expired); its messages are not stored"
@@ -311,7 +352,10 @@ impl PgSessions {
                     },
                     LeaseError::Db(e) => self.error(key, "lease the session", io(e)),
                 })
-                .map(|l| (l.owner().to_string(), Some(l)))?,
+                .map(|l| {
+                    self.note_taken(key, &l);
+                    (l.owner().to_string(), Some(l))
+                })?,
         };
         // What a turn that died under an earlier lease left went with the
         // lease's taking (`SessionLease::acquire`).
@@ -353,14 +397,19 @@ impl PgSessions {
                         crate::cluster::lease::TAKE_LEASE,
                         &[&k, &owner, &ttl],
                     )
-                    .await?
-                    .is_some();
-                if leased {
+                    .await?;
+                if let Some(row) = leased {
+                    if row.get::<_, Option<String>>(0).is_some() {
+                        // Taken from a turn that died: its pending messages go.
+                        tx.execute(crate::cluster::lease::DROP_DEAD, &[&k, &owner])
+                            .await?;
+                    }
                     let row = tx
                         .query_one(
                             "WITH s AS (INSERT INTO plughost_sessions (key, started) VALUES ($1, true) \
                              ON CONFLICT (key) DO NOTHING), \
-                             l AS (DELETE FROM plughost_leases WHERE key = $1 AND owner = $3) \
+                             l AS (UPDATE plughost_leases SET owner = NULL, expires_at = '-infinity', \
+                             last_turn = NULL WHERE key = $1 AND owner = $3) \
                              INSERT INTO plughost_messages (key, body) VALUES ($1, $2) RETURNING seq",
                             &[&k, &body, &owner],
                         )
@@ -460,6 +509,13 @@ impl SessionBackend for PgSessions {
             .map_err(io)
     }
 
+    fn unchanged_since_last_turn(&self, key: &str) -> bool {
+        self.unchanged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+    }
+
     fn take_flushed(&self, key: &str) -> Option<Option<i64>> {
         self.flushed
             .lock()
@@ -547,6 +603,7 @@ impl SessionBackend for PgSessions {
                     .query_one(
                         "WITH old AS (UPDATE plughost_messages SET archived = $3 \
                          WHERE key = $1 AND archived IS NULL), \
+                         lt AS (UPDATE plughost_leases SET last_turn = NULL WHERE key = $1), \
                          side AS (INSERT INTO plughost_messages (key, archived, body) \
                          SELECT $1, -$3, b FROM unnest($4::text[]) AS a(b)), \
                          new AS (INSERT INTO plughost_messages (key, body) \
@@ -568,7 +625,8 @@ impl SessionBackend for PgSessions {
             .db()
             .block(move |c| async move {
                 c.execute(
-                    "WITH s AS (UPDATE plughost_sessions SET started = false, state = NULL WHERE key = $1) \
+                    "WITH s AS (UPDATE plughost_sessions SET started = false, state = NULL WHERE key = $1), \
+                     lt AS (UPDATE plughost_leases SET last_turn = NULL WHERE key = $1) \
                      UPDATE plughost_messages SET archived = $2 WHERE key = $1 AND archived IS NULL",
                     &[&k, &stamp],
                 )
@@ -603,6 +661,7 @@ impl SessionBackend for PgSessions {
                     .query_one(
                         "WITH s AS (INSERT INTO plughost_sessions (key, started, state) VALUES ($1, true, $3) \
                          ON CONFLICT (key) DO NOTHING RETURNING key), \
+                         lt AS (UPDATE plughost_leases SET last_turn = NULL WHERE key = $1), \
                          m AS (INSERT INTO plughost_messages (key, body) \
                          SELECT s.key, t.b FROM s, unnest($2::text[]) WITH ORDINALITY AS t(b, n) ORDER BY n) \
                          SELECT count(*) FROM s",

@@ -28,6 +28,15 @@ impl Session {
                 _ => None,
             };
         }
+        // Nobody has written the session since this process's last turn
+        // stored it (the lease said so): what is in memory is all of it.
+        let unchanged = remote.unchanged_since_last_turn(&self.key);
+        if unchanged && self.remote_last.is_some() {
+            self.state.read_unchanged();
+            return self
+                .repair(Vec::new(), false, &interrupted_result)
+                .map_err(|e| io("repair the transcript", e));
+        }
         let since = match self.remote_last {
             Some(after) if after > 0 => remote.load_after(&self.key, after).map_err(read)?,
             _ => None,

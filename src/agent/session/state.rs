@@ -101,6 +101,14 @@ impl StateCell {
         SessionStates::turn_begins(&inner.0);
     }
 
+    /// A turn begins on the state as last read or stored here: the store
+    /// said nobody has written the session since.
+    pub(super) fn read_unchanged(&self) {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        SessionStates::settle(&inner.0);
+        SessionStates::turn_begins(&inner.0);
+    }
+
     /// The state to store now, when it changed since read or stored
     /// (isolated workers' reports of the turn included).
     fn changed(&self) -> Option<String> {

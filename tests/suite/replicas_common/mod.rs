@@ -240,8 +240,9 @@ pub fn serve(
     }
 }
 
-/// HAProxy in front of `ports`: round-robin, no stickiness, `/healthz`
-/// checks every 200 ms (a dead replica leaves the rotation after one).
+/// HAProxy in front of `ports` ([`haproxy`]: round-robin, no stickiness),
+/// `/healthz` checks every 200 ms (a dead replica leaves the rotation
+/// after one).
 pub struct Lb {
     child: Child,
     _dir: tempfile::TempDir,
@@ -267,6 +268,19 @@ pub fn haproxy_binary() -> Option<PathBuf> {
 }
 
 pub fn haproxy(ports: &[u16]) -> Option<Lb> {
+    haproxy_balancing(ports, "balance roundrobin")
+}
+
+/// [`haproxy`] routing each session to one replica by its
+/// `X-Plughost-Session` header, as `deploy/cluster.sh` does.
+pub fn haproxy_by_session(ports: &[u16]) -> Option<Lb> {
+    haproxy_balancing(
+        ports,
+        "balance hdr(x-plughost-session)\n    hash-type consistent",
+    )
+}
+
+fn haproxy_balancing(ports: &[u16], balance: &str) -> Option<Lb> {
     let Some(bin) = haproxy_binary() else {
         crate::common::missing("HAProxy", "apt-get install haproxy");
     };
@@ -280,6 +294,7 @@ pub fn haproxy(ports: &[u16]) -> Option<Lb> {
         .collect();
     let cfg = template
         .replace("@LISTEN@", &format!("127.0.0.1:{port}"))
+        .replace("@BALANCE@", balance)
         .replace("@SERVERS@\n", &servers);
     let path = dir.path().join("haproxy.cfg");
     std::fs::write(&path, cfg).unwrap();
