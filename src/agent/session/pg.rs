@@ -54,6 +54,11 @@ pub struct PgSessions {
     unchanged: Mutex<HashSet<String>>,
 }
 
+/// How many sessions' last turns a replica remembers
+/// (`PgSessions::last_released`) before it forgets them all: a bound on
+/// what sessions that never come back leave behind.
+const LAST_RELEASED_KEPT: usize = 100_000;
+
 /// A turn's writes held back until its end.
 #[derive(Default)]
 struct Buffered {
@@ -301,6 +306,11 @@ impl PgSessions {
             let mut last = self.last_released.lock().unwrap_or_else(|e| e.into_inner());
             match stored {
                 Some(r) if r.fenced && r.stored == wanted => {
+                    if last.len() >= LAST_RELEASED_KEPT && !last.contains_key(key) {
+                        // Forgetting costs only a read at those sessions'
+                        // next turns here.
+                        last.clear();
+                    }
                     last.insert(key.to_string(), owner.to_string())
                 }
                 _ => last.remove(key),
