@@ -5,7 +5,7 @@
 //! nobody else wrote the session since its last turn, so it reads nothing)
 //! and the turn's end. Counted by the server itself (`log_statement = all`)
 //! between two marker statements of the test's.
-use crate::replicas_common::{echo_script, replica, Pg};
+use crate::replicas_common::{echo_script, replica, Pg, Replica};
 
 use serde_json::json;
 
@@ -25,9 +25,9 @@ fn logged_between(log: &str, from: &str, to: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_chat_request_on_a_named_session_takes_two_statements() {
-    let Some(pg) = Pg::start() else { return };
+/// One replica on `pg`, the scripted model echoing; the directories it
+/// uses live as long as the second value.
+fn one_replica(pg: &Pg) -> (Replica, [tempfile::TempDir; 2]) {
     let home = crate::common::home_with(&[]);
     let bundled = crate::common::no_bundled();
     let script = echo_script(home.path(), 40);
@@ -39,6 +39,13 @@ async fn a_chat_request_on_a_named_session_takes_two_statements() {
         &pg.url,
         &[],
     );
+    (server, [home, bundled])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_request_on_a_named_session_takes_two_statements() {
+    let Some(pg) = Pg::start() else { return };
+    let (server, _dirs) = one_replica(&pg);
     let http = reqwest::Client::new();
     let chat = |text: String| {
         let (http, url) = (http.clone(), server.url.clone());
@@ -169,17 +176,7 @@ async fn a_replica_that_skips_the_read_still_sees_another_replicas_turns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_clients_moving_between_sessions_are_all_answered() {
     let Some(pg) = Pg::start() else { return };
-    let home = crate::common::home_with(&[]);
-    let bundled = crate::common::no_bundled();
-    let script = echo_script(home.path(), 40);
-    let server = replica(
-        home.path(),
-        home.path(),
-        bundled.path(),
-        &script,
-        &pg.url,
-        &[],
-    );
+    let (server, _dirs) = one_replica(&pg);
     let http = reqwest::Client::builder()
         .timeout(std::time::Duration::from_secs(60))
         .build()
