@@ -335,3 +335,52 @@ async fn a_message_written_outside_a_turn_waits_for_the_turn_holding_the_session
     let contents: Vec<_> = seen.iter().map(|m| m["content"].clone()).collect();
     assert_eq!(contents, [json!("a1"), json!("a2"), json!("outside")]);
 }
+
+/// A message written outside any turn, once the lease of a turn that died
+/// has expired: taking the lease over deletes the dead turn's pending
+/// messages, as a turn's lease does, and the message is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_written_outside_a_turn_drops_a_dead_turns_messages() {
+    let Some(pg) = Pg::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let store = SessionStore::new(dir.path().join("sessions"));
+    let cluster = Cluster::connect(&pg.url, Duration::from_secs(10)).unwrap();
+    store.use_backend(Arc::new(PgSessions::new(cluster)));
+    turn(&store, "k", Some("a1")).await;
+    let db = pg.client().await;
+    db.batch_execute(
+        "INSERT INTO plughost_leases VALUES ('k', 'dead#9', now() + interval '300 milliseconds')
+           ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at;
+         INSERT INTO plughost_messages (key, turn, pending, body)
+           VALUES ('k', 'dead#9', true, '{\"role\":\"user\",\"content\":\"lost\"}');",
+    )
+    .await
+    .unwrap();
+    let session = store.get("k");
+    std::thread::spawn(move || {
+        session
+            .blocking_lock()
+            .append(json!({"role": "user", "content": "outside"}))
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    let rows = db
+        .query(
+            "SELECT body, pending FROM plughost_messages WHERE key = 'k' ORDER BY seq",
+            &[],
+        )
+        .await
+        .unwrap();
+    let stored: Vec<(String, bool)> = rows
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_str(r.get::<_, &str>(0)).unwrap();
+            (body["content"].as_str().unwrap().to_string(), r.get(1))
+        })
+        .collect();
+    assert_eq!(
+        stored,
+        [("a1".to_string(), false), ("outside".to_string(), false)]
+    );
+}

@@ -175,18 +175,23 @@ impl Provider for Scripted {
         let user_message = last_of(&request.messages, "user");
         let home = self.home.as_ref().map(|h| h.display().to_string());
         // How many messages the model was sent, system prompts left out:
-        // a session's history made visible in a scripted reply.
-        let message_count = request
-            .messages
-            .iter()
-            .filter(|m| m["role"] != "system")
-            .count()
-            .to_string();
+        // a session's history made visible in a scripted reply. Counted
+        // only for a script that asks.
+        let message_count = || {
+            request
+                .messages
+                .iter()
+                .filter(|m| m["role"] != "system")
+                .count()
+                .to_string()
+        };
         let fill = |text: &str| {
-            let text = text
+            let mut text = text
                 .replace("{tool_results}", &last_tool_results(&request.messages))
-                .replace("{user_message}", &user_message)
-                .replace("{message_count}", &message_count);
+                .replace("{user_message}", &user_message);
+            if text.contains("{message_count}") {
+                text = text.replace("{message_count}", &message_count());
+            }
             match &home {
                 Some(home) => text.replace("{home}", home),
                 None => text,
