@@ -112,7 +112,14 @@ async fn main() {
             .map(|v| v.split(',').any(|x| x.trim().eq_ignore_ascii_case(value)))
             .unwrap_or(true)
     };
-    for (store, url) in [("files", None), ("PostgreSQL", Some(pg.url.as_str()))] {
+    // The replicas reach PostgreSQL through its Unix socket, as replicas on
+    // the database's own machine would (PLUGHOST_BENCH_PG=tcp: loopback TCP).
+    let pg_url = if std::env::var("PLUGHOST_BENCH_PG").as_deref() == Ok("tcp") {
+        pg.url.clone()
+    } else {
+        pg.socket_url()
+    };
+    for (store, url) in [("files", None), ("PostgreSQL", Some(pg_url.as_str()))] {
         if !only(
             "PLUGHOST_BENCH_STORES",
             if url.is_some() { "postgres" } else { "files" },

@@ -43,6 +43,10 @@ mkdir -p "$state"
 
 url=$("$here/pg-start.sh" "$state/pg" "$pg_port")
 echo "PostgreSQL: $url"
+# The replicas run beside the database: through its Unix socket (in
+# STATE/pg) a statement costs less than through loopback TCP.
+socket_dir=$(cd "$state/pg" && pwd)
+url="postgres://plughost@${socket_dir//\//%2F}:$pg_port/plughost"
 
 servers=""
 for i in $(seq 1 "$replicas"); do

@@ -117,6 +117,13 @@ impl Pg {
         Some(pg)
     }
 
+    /// Its URL through the Unix socket rather than loopback TCP (how a
+    /// replica on the server's own machine reaches it most cheaply).
+    pub fn socket_url(&self) -> String {
+        let dir = self.dir.path().to_string_lossy().replace('/', "%2F");
+        format!("postgres://plughost@{dir}:{}/plughost", self.port)
+    }
+
     /// Stop the server (its data stays), as a restart or an outage does.
     pub fn stop(&self) {
         let out = Command::new("bash")
