@@ -74,11 +74,13 @@ def register(ctx):
     ctx.register_tool("cancelled", {}, lambda: repr(CANCELLED))
 "#;
 
+/// Fields drop in order: the agent (and the records of its hooks) before
+/// the temporary directories it writes into.
 struct Fixture {
-    home: tempfile::TempDir,
-    _bundled: Option<tempfile::TempDir>,
     agent: Agent,
     rt: tokio::runtime::Runtime,
+    _bundled: Option<tempfile::TempDir>,
+    home: tempfile::TempDir,
 }
 
 fn fixture(script: &str, config: AgentConfig, real_bundled: bool) -> Fixture {

@@ -66,13 +66,15 @@ def register(ctx):
     ctx.register_tool("exec", {"type": "object", "properties": {"command": {"type": "string"}, "cwd": {"type": "string"}}, "required": ["command"]}, exec_)
 "#;
 
+/// Fields drop in order: the host (and the records of its hooks) before
+/// the temporary directories it writes into.
 struct Fixture {
-    home: tempfile::TempDir,
-    tmp_root: tempfile::TempDir,
-    /// Where the stand-in tools resolve relative paths: `<home>/workspace`.
-    workspace: PathBuf,
     host: Host,
     rt: tokio::runtime::Runtime,
+    /// Where the stand-in tools resolve relative paths: `<home>/workspace`.
+    workspace: PathBuf,
+    tmp_root: tempfile::TempDir,
+    home: tempfile::TempDir,
 }
 
 fn fixture() -> Fixture {
