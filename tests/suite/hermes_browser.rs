@@ -17,7 +17,7 @@ use crate::common::{run_bounded, write_plugin};
 use serde_json::Value;
 
 const PROVIDER: &str = r#"
-import json, os, re, subprocess, tempfile
+import json, os, re, shutil, signal, subprocess, tempfile
 from agent.browser_provider import BrowserProvider
 
 def _log(event, **fields):
@@ -40,23 +40,28 @@ class LocalChromium(BrowserProvider):
             ["chromium", "--headless=new", "--no-sandbox", "--disable-gpu",
              "--no-first-run", "--remote-debugging-address=127.0.0.1",
              "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "TMPDIR": profile}, start_new_session=True)
         for line in child.stderr:
             found = re.search(r"DevTools listening on (ws://\S+)", line)
             if found:
                 break
         else:
+            shutil.rmtree(profile, ignore_errors=True)
             raise RuntimeError("chromium did not start")
-        _children[str(child.pid)] = child
+        _children[str(child.pid)] = (child, profile)
         _log("create_session", task_id=task_id)
         return {"session_name": f"local_{task_id}", "bb_session_id": str(child.pid),
                 "cdp_url": found.group(1), "features": {"local": True}}
 
     def close_session(self, session_id):
-        child = _children.pop(session_id, None)
+        child, profile = _children.pop(session_id, (None, None))
         if child:
-            child.kill()
+            # Chromium's own children too, or one writes into the profile
+            # after it is removed.
+            os.killpg(child.pid, signal.SIGKILL)
             child.wait()
+            shutil.rmtree(profile, ignore_errors=True)
         _log("close_session", known=child is not None)
         return True
 
