@@ -83,19 +83,9 @@ struct Shared {
 }
 
 /// What the host holds of a [`ToolCallLog`] to record natively; the log is
-/// written out when the last handle (or the Python object) goes, and what
-/// is queued when any handle goes (a host dropping its hooks).
+/// written out when the last handle (or the Python object) goes.
 #[derive(Clone)]
 pub struct LogHandle(Arc<Owner>);
-
-impl Drop for LogHandle {
-    fn drop(&mut self) {
-        // The host's records are on disk when it is gone, not up to
-        // FLUSH_INTERVAL later, by when its home may be gone too (a test's
-        // temporary one: the writer would create it again).
-        self.0 .0.flush();
-    }
-}
 
 /// Closes the log when the last holder drops it.
 struct Owner(Arc<Shared>);
