@@ -384,3 +384,64 @@ async fn a_message_written_outside_a_turn_drops_a_dead_turns_messages() {
         [("a1".to_string(), false), ("outside".to_string(), false)]
     );
 }
+
+/// A turn whose lease another replica takes over while the turn's release
+/// waits for the lease row stores nothing, and is told so: the release is
+/// fenced on the row's latest version, not on what its snapshot saw. The
+/// overlap is proven by the release's backend waiting on the takeover's
+/// row lock (`pg_stat_activity`) before the takeover commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_waited_on_a_takeover_stores_nothing() {
+    use plughost::cluster::lease::{SessionLease, TurnWrites};
+    let Some(pg) = Pg::start() else { return };
+    let cluster = Cluster::connect(&pg.url, Duration::from_secs(10)).unwrap();
+    let ttl = Duration::from_secs(10);
+    let lease = SessionLease::acquire(cluster.db(), "k", "turn#1", ttl, ttl)
+        .await
+        .unwrap();
+    let takeover = pg.client().await;
+    takeover
+        .batch_execute(
+            "BEGIN; UPDATE plughost_leases SET owner = 'turn#2', taken_from = owner WHERE key = 'k'",
+        )
+        .await
+        .unwrap();
+    let writes = TurnWrites {
+        lines: vec![r#"{"role":"user","content":"late"}"#.to_string()],
+        state: None,
+    };
+    let release = tokio::spawn(lease.release_with(writes, None));
+    let watcher = pg.client().await;
+    let since = Instant::now();
+    loop {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "the release never waited on the takeover's row lock"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    takeover.batch_execute("COMMIT").await.unwrap();
+    let released = release.await.unwrap().unwrap();
+    assert!(!released.fenced, "{released:?}");
+    assert_eq!(released.stored, 0, "{released:?}");
+    let stored: i64 = watcher
+        .query_one(
+            "SELECT count(*) FROM plughost_messages WHERE key = 'k'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 0, "the late turn's message was stored");
+}
