@@ -146,6 +146,8 @@ pub struct Db {
     /// runtime must never wait for a connection only that runtime drives.
     near_pool: deadpool_postgres::Pool,
     runtime: tokio::runtime::Handle,
+    /// Where the server is, for a connection of its own ([`listen`](Self::listen)).
+    config: tokio_postgres::Config,
     /// Dropping it stops the connection thread.
     _stop: std::sync::mpsc::SyncSender<()>,
 }
@@ -181,8 +183,9 @@ impl Db {
         let runtime = ready_rx.recv().map_err(|_| DbError::Gone)?;
         let db = Arc::new(Db {
             pool: pool_of(config.clone())?,
-            near_pool: pool_of(config)?,
+            near_pool: pool_of(config.clone())?,
             runtime,
+            config,
             _stop: stop_tx,
         });
         let owned = url.to_string();
@@ -274,6 +277,26 @@ impl Db {
         self.nearest().0.spawn(job);
     }
 
+    /// Listen on `channel` over a connection of its own, for as long as
+    /// this `Db` lives (reconnecting a second after the connection is
+    /// lost), calling `on` with each notification's payload and that
+    /// connection, which it may use for a statement or two.
+    pub(crate) fn listen<F, Fut>(&self, channel: &'static str, on: F)
+    where
+        F: Fn(String, Arc<Client>) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let config = self.config.clone();
+        self.runtime.spawn(async move {
+            loop {
+                if let Err(e) = listen_once(&config, channel, &on).await {
+                    tracing::debug!("PostgreSQL: listening on {channel}: {e}; again in 1 s");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+    }
+
     /// Start `job` on the connection's runtime without waiting for it.
     pub fn spawn<F>(&self, job: F)
     where
@@ -337,6 +360,44 @@ async fn migrate(client: &Client) -> Result<(), DbError> {
         .batch_execute("COMMIT")
         .await
         .map_err(|e| failed(0, e))
+}
+
+/// One connection's life of [`Db::listen`]: `LISTEN`, then each
+/// notification handed to `on` in turn, until the connection ends.
+async fn listen_once<F, Fut>(
+    config: &tokio_postgres::Config,
+    channel: &str,
+    on: &F,
+) -> Result<(), tokio_postgres::Error>
+where
+    F: Fn(String, Arc<Client>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let driver = tokio::spawn(async move {
+        while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(n)) => {
+                    if tx.send(n.payload().to_string()).is_err() {
+                        return Ok(());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    });
+    let client = Arc::new(client);
+    client.batch_execute(&format!("LISTEN {channel}")).await?;
+    while let Some(payload) = rx.recv().await {
+        on(payload, client.clone()).await;
+    }
+    match driver.await {
+        Ok(ended) => ended,
+        Err(_) => Ok(()),
+    }
 }
 
 /// A lease or claim's time to live as PostgreSQL's interval text.

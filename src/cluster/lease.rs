@@ -19,18 +19,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::db::{interval, Db, DbError};
+use super::keep::{AfterKeep, Keeper, Start, FREE_KEPT, WANTED_CHANNEL};
+
+/// How often a turn waiting for a held lease asks its holder again to free
+/// it (a holder running a turn frees it at the turn's end; a notification
+/// can be missed while a replica reconnects).
+const ASK_AGAIN: Duration = Duration::from_millis(500);
 
 /// Take `key`'s lease for owner `$2` for `$3` (an interval), unless an
 /// unexpired one is held: a row comes back only when it was taken, with
 /// the owner it was taken from when that one had not released it (its turn
 /// died: [`DROP_DEAD`] its pending messages). For the session store's
 /// writes outside any turn.
+/// `$4`: the owner this replica kept the lease under between turns
+/// ([`super::keep`]), taken from even unexpired (`''` for none).
 pub(crate) const TAKE_LEASE: &str = "INSERT INTO plughost_leases (key, owner, expires_at) \
      VALUES ($1, $2, now() + $3::text::interval) \
      ON CONFLICT (key) DO UPDATE \
      SET owner = excluded.owner, expires_at = excluded.expires_at, \
-     taken_from = plughost_leases.owner \
-     WHERE plughost_leases.expires_at < now() RETURNING taken_from";
+     taken_from = nullif(plughost_leases.owner, $4) \
+     WHERE plughost_leases.expires_at < now() OR plughost_leases.owner = $4 RETURNING taken_from";
 
 /// [`TAKE_LEASE`] for a turn. Returns the turn that last released the
 /// lease and the owner it was taken from (set when that one held it
@@ -44,8 +52,9 @@ const TAKE_TURN_LEASE: &str = "INSERT INTO plughost_leases (key, owner, expires_
      VALUES ($1, $2, now() + $3::text::interval) \
      ON CONFLICT (key) DO UPDATE \
      SET owner = excluded.owner, expires_at = excluded.expires_at, \
-     taken_from = plughost_leases.owner \
-     WHERE plughost_leases.expires_at < now() RETURNING last_turn, taken_from";
+     taken_from = nullif(plughost_leases.owner, $4) \
+     WHERE plughost_leases.expires_at < now() OR plughost_leases.owner = $4 \
+     RETURNING last_turn, taken_from";
 
 /// The pending messages a turn that died under an earlier lease of `$1`
 /// left, deleted by the turn `$2` that took the lease over.
@@ -57,7 +66,9 @@ pub(crate) const DROP_DEAD: &str =
 /// idempotency answer stored, the lease released naming this turn as the
 /// last writer — one statement, so a replica that dies between them leaves
 /// all or none. `$5`: the session row is written (the turn stored
-/// something); `$6..$10`: the answer. Returns how many messages were
+/// something); `$6`: the lease's new time to live when this replica keeps
+/// it for the session's next turn ([`super::keep`]), `NULL` to free it;
+/// `$7..$11`: the answer. Returns how many messages were
 /// stored, the last one's `seq`, and whether the lease was still this
 /// turn's. The parts are shared with [`RELEASE_PLAIN`].
 ///
@@ -70,7 +81,8 @@ pub(crate) const DROP_DEAD: &str =
 macro_rules! release_statement {
     ($answer:literal) => {
         concat!(
-            "WITH gone AS (UPDATE plughost_leases SET owner = NULL, expires_at = '-infinity', last_turn = $2 \
+            "WITH gone AS (UPDATE plughost_leases SET owner = CASE WHEN $6::text IS NULL THEN NULL ELSE owner END, \
+             expires_at = coalesce(now() + $6::text::interval, '-infinity'), last_turn = $2 \
              WHERE key = $1 AND owner = $2 RETURNING 1), \
              s AS (INSERT INTO plughost_sessions (key, started, state) SELECT $1, true, $4 FROM gone WHERE $5 \
              ON CONFLICT (key) DO UPDATE SET started = true, \
@@ -86,8 +98,8 @@ macro_rules! release_statement {
 }
 const RELEASE: &str = release_statement!(
     "done AS (UPDATE plughost_messages SET pending = false WHERE key = $1 AND turn = $2 AND pending), \
-     answer AS (UPDATE plughost_idempotency SET status = $8, response = $9, \
-     expires_at = now() + $10::text::interval WHERE key = $6 AND owner = $7), "
+     answer AS (UPDATE plughost_idempotency SET status = $9, response = $10, \
+     expires_at = now() + $11::text::interval WHERE key = $7 AND owner = $8), "
 );
 
 /// [`RELEASE`] with no answer to store, for a turn that held back all its
@@ -123,10 +135,17 @@ async fn release(
     owner: &str,
     writes: TurnWrites,
     answer: Option<super::idempotency::Answer>,
+    keep_for: Option<String>,
 ) -> Result<Released, DbError> {
     let session_row = !writes.lines.is_empty() || writes.state.is_some();
-    let turn: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-        [&key, &owner, &writes.lines, &writes.state, &session_row];
+    let turn: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+        &key,
+        &owner,
+        &writes.lines,
+        &writes.state,
+        &session_row,
+        &keep_for,
+    ];
     let row = match answer {
         None => {
             let st = c.prepare_cached(RELEASE_PLAIN).await?;
@@ -164,6 +183,8 @@ pub enum LeaseError {
 #[must_use = "the session is leased only while this lives"]
 pub struct SessionLease {
     db: Arc<Db>,
+    keeper: Arc<Keeper>,
+    ttl: Duration,
     key: String,
     owner: String,
     lost: Arc<AtomicBool>,
@@ -176,22 +197,47 @@ pub struct SessionLease {
 impl SessionLease {
     /// Take the lease of `key` for the turn `owner`, polling while another
     /// holds it, at most `wait`; taken, the pending messages of a turn that
-    /// died under an earlier lease are gone.
-    pub async fn acquire(
+    /// died under an earlier lease are gone. A lease this replica kept
+    /// since the session's last turn here is taken over as it is, under
+    /// the owner it was kept for, without a statement ([`super::keep`]).
+    pub(crate) async fn acquire(
         db: &Arc<Db>,
+        keeper: &Arc<Keeper>,
         key: &str,
         owner: &str,
         ttl: Duration,
         wait: Duration,
     ) -> Result<SessionLease, LeaseError> {
+        let ours = match keeper.start_turn(key) {
+            Start::TakeOver { owner } => {
+                let mut lease = SessionLease::held(db, keeper, key, &owner, ttl);
+                // It released the lease having stored its writes, and
+                // nobody could take it since.
+                lease.last_turn = Some(owner);
+                return Ok(lease);
+            }
+            Start::Take { ours } => ours.unwrap_or_default(),
+        };
         let started = Instant::now();
         let mut step = Duration::from_millis(2);
+        let mut asked: Option<Instant> = None;
         loop {
-            let (k, o, t) = (key.to_string(), owner.to_string(), interval(ttl));
+            let (k, o, t, ours) = (
+                key.to_string(),
+                owner.to_string(),
+                interval(ttl),
+                ours.clone(),
+            );
+            let ask = asked.is_none_or(|at| at.elapsed() >= ASK_AGAIN);
             let got = db
                 .run(move |c| async move {
                     let st = c.prepare_cached(TAKE_TURN_LEASE).await?;
-                    let Some(row) = c.query_opt(&st, &[&k, &o, &t]).await? else {
+                    let Some(row) = c.query_opt(&st, &[&k, &o, &t, &ours]).await? else {
+                        if ask {
+                            // Held: ask a replica keeping it idle to free it.
+                            c.execute("SELECT pg_notify($1, $2)", &[&WANTED_CHANNEL, &k])
+                                .await?;
+                        }
                         return Ok(None);
                     };
                     let (last_turn, taken_from): (Option<String>, Option<String>) =
@@ -205,9 +251,13 @@ impl SessionLease {
                 })
                 .await?;
             if let Some(last_turn) = got {
-                let mut lease = SessionLease::held(db, key, owner, ttl);
+                keeper.taken(key);
+                let mut lease = SessionLease::held(db, keeper, key, owner, ttl);
                 lease.last_turn = last_turn;
                 return Ok(lease);
+            }
+            if ask {
+                asked = Some(Instant::now());
             }
             let waited = started.elapsed();
             if waited >= wait {
@@ -221,7 +271,13 @@ impl SessionLease {
         }
     }
 
-    fn held(db: &Arc<Db>, key: &str, owner: &str, ttl: Duration) -> SessionLease {
+    fn held(
+        db: &Arc<Db>,
+        keeper: &Arc<Keeper>,
+        key: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> SessionLease {
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
         let lost = Arc::new(AtomicBool::new(false));
         let (pool, k, o, t, flag) = (
@@ -257,6 +313,8 @@ impl SessionLease {
         });
         SessionLease {
             db: db.clone(),
+            keeper: keeper.clone(),
+            ttl,
             key: key.to_string(),
             owner: owner.to_string(),
             lost,
@@ -294,9 +352,30 @@ impl SessionLease {
         }
         self.released = true;
         let (k, o) = (self.key.clone(), self.owner.clone());
-        self.db
-            .run(move |c| async move { release(&c, &k, &o, writes, answer).await })
-            .await
+        let keep = self.keeper.should_keep(&k);
+        let keep_for = keep.then(|| interval(self.ttl));
+        let sent = Instant::now();
+        let released = self
+            .db
+            .run(move |c| async move { release(&c, &k, &o, writes, answer, keep_for).await })
+            .await;
+        match &released {
+            Ok(r) if keep && r.fenced => {
+                if let AfterKeep::Free = self.keeper.kept(&self.key, &self.owner, sent) {
+                    // Asked for while the release ran.
+                    let (k, o) = (self.key.clone(), self.owner.clone());
+                    let freed = self
+                        .db
+                        .run(move |c| async move { Ok(c.execute(FREE_KEPT, &[&k, &o]).await?) })
+                        .await;
+                    if let Err(e) = freed {
+                        tracing::warn!("session '{}': cannot free its lease for another replica: {e}; it expires by itself", self.key);
+                    }
+                }
+            }
+            _ => self.keeper.ended(&self.key),
+        }
+        released
     }
 
     /// [`release_with`](Self::release_with) from synchronous code (a
@@ -306,9 +385,10 @@ impl SessionLease {
             let _ = stop.send(());
         }
         self.released = true;
+        self.keeper.ended(&self.key);
         let (k, o) = (self.key.clone(), self.owner.clone());
         self.db
-            .block(move |c| async move { release(&c, &k, &o, writes, None).await })
+            .block(move |c| async move { release(&c, &k, &o, writes, None, None).await })
     }
 
     /// The turn holding it (the owner written into its messages).
@@ -337,6 +417,7 @@ impl Drop for SessionLease {
         if self.released {
             return;
         }
+        self.keeper.ended(&self.key);
         let (k, o) = (self.key.clone(), self.owner.clone());
         // Synchronous: the answer of the turn goes out only once its
         // messages are complete for every replica.

@@ -1,7 +1,8 @@
 //! Serving one set of sessions from several replicas (`plughost serve
 //! --sessions postgres://…`): the database they share ([`db`]), a lease per
 //! session so one session's turns never run on two replicas at once
-//! ([`lease`]), stored answers for retried requests ([`idempotency`]), one
+//! ([`lease`], kept between a session's turns on one replica: `keep`),
+//! stored answers for retried requests ([`idempotency`]), one
 //! run per cluster of each scheduled task's tick ([`ticks`]), and the
 //! fingerprint of the plugin set every replica must share ([`fingerprint`]).
 //!
@@ -11,6 +12,7 @@
 pub mod db;
 pub mod fingerprint;
 pub mod idempotency;
+mod keep;
 pub mod lease;
 pub mod ticks;
 
@@ -19,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use db::{Db, DbError};
+pub(crate) use keep::WANTED_CHANNEL;
 pub use lease::{LeaseError, SessionLease};
 
 /// How long a session lease lives unless renewed (renewed every third of it).
@@ -38,6 +41,8 @@ pub struct Cluster {
     pub idempotency_window: Duration,
     turns: AtomicU64,
     fingerprint: std::sync::OnceLock<fingerprint::Check>,
+    /// The leases this replica keeps between a session's turns.
+    keeper: Arc<keep::Keeper>,
 }
 
 impl Cluster {
@@ -51,6 +56,8 @@ impl Cluster {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
             .map(|h| h.trim().to_string())
             .unwrap_or_else(|_| "host".into());
+        let keeper = Arc::new(keep::Keeper::new(lease_ttl));
+        Self::free_kept_on_request(&db, &keeper);
         Ok(Arc::new(Cluster {
             db,
             replica: format!("{host}:{}:{nanos:x}", std::process::id()),
@@ -59,7 +66,56 @@ impl Cluster {
             idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
             turns: AtomicU64::new(1),
             fingerprint: std::sync::OnceLock::new(),
+            keeper,
         }))
+    }
+
+    /// Free, when another replica asks for it, a lease this one keeps idle.
+    fn free_kept_on_request(db: &Db, keeper: &Arc<keep::Keeper>) {
+        let keeper = Arc::downgrade(keeper);
+        db.listen(keep::WANTED_CHANNEL, move |key, client| {
+            let owner = keeper.upgrade().and_then(|k| k.wanted(&key));
+            async move {
+                let Some(owner) = owner else { return };
+                if let Err(e) = client.execute(keep::FREE_KEPT, &[&key, &owner]).await {
+                    tracing::warn!("session '{key}': cannot free its lease for another replica: {e}; it expires by itself");
+                }
+            }
+        });
+    }
+
+    /// Free every lease this replica keeps between turns (it is shutting
+    /// down): the other replicas take its sessions at once instead of
+    /// after the leases' time to live.
+    pub async fn free_kept(&self) {
+        let kept = self.keeper.kept_owners();
+        if kept.is_empty() {
+            return;
+        }
+        let (keys, owners): (Vec<String>, Vec<String>) = kept.into_iter().unzip();
+        let freed = self
+            .db
+            .run(move |c| async move {
+                Ok(c.execute(
+                    "UPDATE plughost_leases l SET owner = NULL, expires_at = '-infinity' \
+                     FROM unnest($1::text[], $2::text[]) AS k(key, owner) \
+                     WHERE l.key = k.key AND l.owner = k.owner",
+                    &[&keys, &owners],
+                )
+                .await?)
+            })
+            .await;
+        if let Err(e) = freed {
+            tracing::warn!(
+                "cannot free the session leases this replica kept: {e}; they expire by themselves"
+            );
+        }
+    }
+
+    /// Something other than a turn writes session `key` here: the owner
+    /// its lease was kept under between turns, to take it from, if kept.
+    pub(crate) fn give_up_kept(&self, key: &str) -> Option<String> {
+        self.keeper.give_up(key)
     }
 
     pub fn db(&self) -> &Arc<Db> {
@@ -89,7 +145,7 @@ impl Cluster {
         wait: Duration,
     ) -> Result<SessionLease, LeaseError> {
         let owner = self.next_owner();
-        SessionLease::acquire(&self.db, key, &owner, self.lease_ttl, wait).await
+        SessionLease::acquire(&self.db, &self.keeper, key, &owner, self.lease_ttl, wait).await
     }
 }
 

@@ -533,6 +533,11 @@ pub async fn serve_until(
     // cancelled (a disconnected client cancels its turn).
     chat.turns_cancel.cancel();
     chat.agent.shutdown().await;
+    // The sessions this replica kept leased between turns go to the
+    // others at once.
+    if let Some((cluster, _)) = chat.replicas.get().and_then(|r| r.shared.as_ref()) {
+        cluster.free_kept().await;
+    }
     Ok(())
 }
 

@@ -558,7 +558,9 @@ pub async fn chat_completions(
     };
     // Stored for a retry with the same Idempotency-Key.
     if let Some(prepared) = prepared {
-        prepared.answered(&json!(answer)).await;
+        if let Some(unstored) = prepared.answered(&json!(answer)).await {
+            return unstored;
+        }
     }
     Json(answer).into_response()
 }

@@ -200,20 +200,29 @@ impl Prepared {
     /// The turn answered `body` with success: its held-back messages
     /// stored and its lease released, with the answer for retries when an
     /// Idempotency-Key asked for one, in one statement, before the answer
-    /// goes out.
-    pub async fn answered(mut self, body: &serde_json::Value) {
+    /// goes out. The 503 to answer instead when the session's turn could
+    /// not be stored (the store is unreachable): the client retries it.
+    pub async fn answered(mut self, body: &serde_json::Value) -> Option<Response> {
         let claim = self.claim.take();
-        let stored = match (self.lease.take(), claim) {
+        match (self.lease.take(), claim) {
             (Some((lease, pg, key)), claim) => {
                 let answer = claim.map(|c| c.answer(200, body.to_string()));
-                pg.end_turn(&key, lease, answer).await
+                let stored = pg.end_turn(&key, lease, answer).await;
+                if let Err(e) = stored {
+                    tracing::warn!(
+                        "session '{key}': cannot store the turn in the shared session store: {e}"
+                    );
+                    return Some(unavailable(e.to_string()));
+                }
             }
-            (None, Some(claim)) => claim.finish(200, body.to_string()).await,
-            (None, None) => Ok(()),
-        };
-        if let Err(e) = stored {
-            tracing::warn!("cannot end the turn in the shared session store: {e}");
+            (None, Some(claim)) => {
+                if let Err(e) = claim.finish(200, body.to_string()).await {
+                    tracing::warn!("cannot store the answer for retries: {e}");
+                }
+            }
+            (None, None) => {}
         }
+        None
     }
 }
 

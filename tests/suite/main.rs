@@ -120,6 +120,7 @@ mod reload_server;
 mod replicas;
 mod replicas_edges;
 mod replicas_isolated;
+mod replicas_kept;
 mod replicas_state;
 mod replicas_statements;
 mod runtime_foundation;

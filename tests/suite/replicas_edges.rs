@@ -105,8 +105,33 @@ async fn a_turn_whose_replica_died_is_dropped_and_the_session_goes_on() {
     let first = post(&o.replica.url, "s", "one").await;
     assert_eq!(first.status(), 200);
     // A replica took the next turn, wrote its user message and a tool call,
-    // and died: its lease expires in a second, its rows are pending.
+    // and died: its lease expires in a second, its rows are pending. It
+    // took the lease as a replica does: it asked the one keeping it since
+    // the first turn to free it, and took it freed.
     let client = o.pg.client().await;
+    client
+        .execute("SELECT pg_notify('plughost_lease_wanted', 's')", &[])
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let freed: bool = client
+            .query_one(
+                "SELECT owner IS NULL FROM plughost_leases WHERE key = 's'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if freed {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kept lease was never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     client
         .batch_execute(
             "INSERT INTO plughost_leases VALUES ('s', 'dead#7', now() + interval '800 milliseconds')

@@ -392,13 +392,11 @@ async fn a_message_written_outside_a_turn_drops_a_dead_turns_messages() {
 /// row lock (`pg_stat_activity`) before the takeover commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_that_waited_on_a_takeover_stores_nothing() {
-    use plughost::cluster::lease::{SessionLease, TurnWrites};
+    use plughost::cluster::lease::TurnWrites;
     let Some(pg) = Pg::start() else { return };
     let cluster = Cluster::connect(&pg.url, Duration::from_secs(10)).unwrap();
     let ttl = Duration::from_secs(10);
-    let lease = SessionLease::acquire(cluster.db(), "k", "turn#1", ttl, ttl)
-        .await
-        .unwrap();
+    let lease = cluster.lease_session("k", ttl).await.unwrap();
     let takeover = pg.client().await;
     takeover
         .batch_execute(

@@ -397,6 +397,7 @@ impl PgSessions {
     fn append_outside_turn(&self, key: &str, line: &str) -> std::io::Result<i64> {
         let (k, body, owner) = (key.to_string(), line.to_string(), self.cluster.next_owner());
         let (ttl, wait) = (interval(self.cluster.lease_ttl), self.cluster.lease_ttl);
+        let ours = self.cluster.give_up_kept(key).unwrap_or_default();
         let written = self.cluster.db().block(move |mut c| async move {
             let started = std::time::Instant::now();
             let mut step = Duration::from_millis(2);
@@ -405,7 +406,7 @@ impl PgSessions {
                 let leased = tx
                     .query_opt(
                         crate::cluster::lease::TAKE_LEASE,
-                        &[&k, &owner, &ttl],
+                        &[&k, &owner, &ttl, &ours],
                     )
                     .await?;
                 if let Some(row) = leased {
@@ -428,6 +429,9 @@ impl PgSessions {
                     return Ok(Some(row.get::<_, i64>(0)));
                 }
                 tx.rollback().await?;
+                // Held: ask a replica keeping it between turns to free it.
+                c.execute("SELECT pg_notify($1, $2)", &[&crate::cluster::WANTED_CHANNEL, &k])
+                    .await?;
                 let waited = started.elapsed();
                 if waited >= wait {
                     return Ok(None);
