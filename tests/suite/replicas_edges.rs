@@ -45,15 +45,7 @@ async fn one(extra: &[&str]) -> Option<One> {
     })
 }
 
-async fn post(url: &str, session: &str, text: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{url}/v1/chat/completions"))
-        .header("x-plughost-session", session)
-        .json(&json!({"messages": [{"role": "user", "content": text}]}))
-        .send()
-        .await
-        .unwrap()
-}
+use crate::replicas_common::post_chat as post;
 
 async fn bodies(pg: &Pg, session: &str) -> Vec<Value> {
     pg.client()

@@ -7,17 +7,8 @@
 use std::time::{Duration, Instant};
 
 use crate::replicas_common::{echo_script, replica, Pg, Replica};
-use serde_json::json;
 
-async fn post(url: &str, session: &str, text: &str) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{url}/v1/chat/completions"))
-        .header("x-plughost-session", session)
-        .json(&json!({"messages": [{"role": "user", "content": text}]}))
-        .send()
-        .await
-        .unwrap()
-}
+use crate::replicas_common::post_chat as post;
 
 /// The lease row of `key`: `(owner, unexpired)`.
 async fn lease_row(pg: &Pg, key: &str) -> (Option<String>, bool) {

@@ -19,18 +19,7 @@ use plughost::agent::session::SessionStore;
 use plughost::cluster::Cluster;
 use serde_json::{json, Value};
 
-async fn post(url: &str, session: &str, text: &str) -> reqwest::Response {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-        .post(format!("{url}/v1/chat/completions"))
-        .header("x-plughost-session", session)
-        .json(&json!({"messages": [{"role": "user", "content": text}]}))
-        .send()
-        .await
-        .unwrap()
-}
+use crate::replicas_common::post_chat as post;
 
 async fn reply(url: &str, session: &str, text: &str) -> String {
     let r = post(url, session, text).await;

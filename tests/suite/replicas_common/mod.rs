@@ -353,3 +353,17 @@ pub fn echo_script(dir: &Path, turns: usize) -> PathBuf {
     std::fs::write(&path, text).unwrap();
     path
 }
+
+/// One chat request for `session`'s turn `text` (answered within 30 s).
+pub async fn post_chat(url: &str, session: &str, text: &str) -> reqwest::Response {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .post(format!("{url}/v1/chat/completions"))
+        .header("x-plughost-session", session)
+        .json(&serde_json::json!({"messages": [{"role": "user", "content": text}]}))
+        .send()
+        .await
+        .unwrap()
+}
