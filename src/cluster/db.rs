@@ -255,6 +255,13 @@ impl Db {
         }
     }
 
+    /// A connection of the pool [`run`](Self::run) would use, for a task
+    /// of a multi-threaded runtime that runs its statements itself (it was
+    /// spawned to run to its end already): no task of its own per job.
+    pub(crate) async fn conn_here(&self) -> Result<Conn, DbError> {
+        Self::conn(self.nearest().1).await
+    }
+
     /// The caller's runtime and the pool it drives when that runtime is
     /// multi-threaded, else the connection thread's. Never a current-thread
     /// runtime: a connection opened there would be driven by a thread that

@@ -37,6 +37,31 @@ pub(crate) const WANTED_CHANNEL: &str = "plughost_lease_wanted";
 pub(crate) const FREE_KEPT: &str = "UPDATE plughost_leases SET owner = NULL, \
      expires_at = '-infinity' WHERE key = $1 AND owner = $2";
 
+/// [`FREE_KEPT`] for many: `$1` keys, `$2` their owners.
+pub(crate) const FREE_KEPT_MANY: &str = "UPDATE plughost_leases l SET owner = NULL, \
+     expires_at = '-infinity' FROM unnest($1::text[], $2::text[]) AS k(key, owner) \
+     WHERE l.key = k.key AND l.owner = k.owner";
+
+/// Free the kept leases `(key, owner)` (asked for, or the replica is
+/// shutting down), saying so when it fails: they then expire by themselves.
+pub(crate) async fn free(db: &super::Db, leases: Vec<(String, String)>) {
+    if leases.is_empty() {
+        return;
+    }
+    let (keys, owners): (Vec<String>, Vec<String>) = leases.into_iter().unzip();
+    let freed = db
+        .run(move |c| async move {
+            let st = c.prepare_cached(FREE_KEPT_MANY).await?;
+            Ok(c.execute(&st, &[&keys, &owners]).await?)
+        })
+        .await;
+    if let Err(e) = freed {
+        tracing::warn!(
+            "cannot free session leases kept by this replica: {e}; they expire by themselves"
+        );
+    }
+}
+
 /// How many sessions' slots are kept before the ones whose leases have
 /// expired in the database are forgotten.
 const SLOTS_BEFORE_PRUNING: usize = 10_000;
@@ -151,6 +176,28 @@ impl Keeper {
             },
         );
         AfterKeep::Kept
+    }
+
+    /// A release meant to keep `key`'s lease (`keep`) or not has run
+    /// (sent at `sent`): the lease to free now when it was kept and asked
+    /// for meanwhile, as `(key, owner)`.
+    pub(crate) fn settle(
+        &self,
+        key: &str,
+        owner: &str,
+        sent: Instant,
+        keep: bool,
+        fenced: bool,
+    ) -> Option<(String, String)> {
+        if keep && fenced {
+            match self.kept(key, owner, sent) {
+                AfterKeep::Kept => None,
+                AfterKeep::Free => Some((key.to_string(), owner.to_string())),
+            }
+        } else {
+            self.ended(key);
+            None
+        }
     }
 
     /// The turn of `key` here ended without keeping its lease.

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::db::{interval, Db, DbError};
-use super::keep::{AfterKeep, Keeper, Start, FREE_KEPT, WANTED_CHANNEL};
+use super::keep::{Keeper, Start, FREE_KEPT, WANTED_CHANNEL};
+use super::release_batch::{Release, ReleaseBatch};
 
 /// How often a turn waiting for a held lease asks its holder again to free
 /// it (a holder running a turn frees it at the turn's end; a notification
@@ -129,7 +130,7 @@ pub struct Released {
     pub fenced: bool,
 }
 
-async fn release(
+pub(crate) async fn release(
     c: &super::db::Conn,
     key: &str,
     owner: &str,
@@ -184,6 +185,7 @@ pub enum LeaseError {
 pub struct SessionLease {
     db: Arc<Db>,
     keeper: Arc<Keeper>,
+    batch: Arc<ReleaseBatch>,
     ttl: Duration,
     key: String,
     owner: String,
@@ -201,8 +203,7 @@ impl SessionLease {
     /// since the session's last turn here is taken over as it is, under
     /// the owner it was kept for, without a statement ([`super::keep`]).
     pub(crate) async fn acquire(
-        db: &Arc<Db>,
-        keeper: &Arc<Keeper>,
+        (db, keeper, batch): (&Arc<Db>, &Arc<Keeper>, &Arc<ReleaseBatch>),
         key: &str,
         owner: &str,
         ttl: Duration,
@@ -210,7 +211,7 @@ impl SessionLease {
     ) -> Result<SessionLease, LeaseError> {
         let ours = match keeper.start_turn(key) {
             Start::TakeOver { owner } => {
-                let mut lease = SessionLease::held(db, keeper, key, &owner, ttl);
+                let mut lease = SessionLease::held((db, keeper, batch), key, &owner, ttl);
                 // It released the lease having stored its writes, and
                 // nobody could take it since.
                 lease.last_turn = Some(owner);
@@ -252,7 +253,7 @@ impl SessionLease {
                 .await?;
             if let Some(last_turn) = got {
                 keeper.taken(key);
-                let mut lease = SessionLease::held(db, keeper, key, owner, ttl);
+                let mut lease = SessionLease::held((db, keeper, batch), key, owner, ttl);
                 lease.last_turn = last_turn;
                 return Ok(lease);
             }
@@ -272,8 +273,7 @@ impl SessionLease {
     }
 
     fn held(
-        db: &Arc<Db>,
-        keeper: &Arc<Keeper>,
+        (db, keeper, batch): (&Arc<Db>, &Arc<Keeper>, &Arc<ReleaseBatch>),
         key: &str,
         owner: &str,
         ttl: Duration,
@@ -314,6 +314,7 @@ impl SessionLease {
         SessionLease {
             db: db.clone(),
             keeper: keeper.clone(),
+            batch: batch.clone(),
             ttl,
             key: key.to_string(),
             owner: owner.to_string(),
@@ -355,25 +356,42 @@ impl SessionLease {
         let keep = self.keeper.should_keep(&k);
         let keep_for = keep.then(|| interval(self.ttl));
         let sent = Instant::now();
-        let released = self
-            .db
-            .run(move |c| async move { release(&c, &k, &o, writes, answer, keep_for).await })
-            .await;
-        match &released {
-            Ok(r) if keep && r.fenced => {
-                if let AfterKeep::Free = self.keeper.kept(&self.key, &self.owner, sent) {
-                    // Asked for while the release ran.
-                    let (k, o) = (self.key.clone(), self.owner.clone());
-                    let freed = self
-                        .db
-                        .run(move |c| async move { Ok(c.execute(FREE_KEPT, &[&k, &o]).await?) })
-                        .await;
-                    if let Err(e) = freed {
-                        tracing::warn!("session '{}': cannot free its lease for another replica: {e}; it expires by itself", self.key);
-                    }
-                }
+        let keeper = self.keeper.clone();
+        let on_multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let released = match answer {
+            // A plain release goes with those of other sessions ending now.
+            None if on_multi_thread => {
+                let (done, result) = tokio::sync::oneshot::channel();
+                self.batch.send(Release {
+                    key: k,
+                    owner: o,
+                    writes,
+                    keep_for,
+                    keeper,
+                    sent,
+                    done,
+                });
+                result.await.unwrap_or(Err(DbError::Gone))
             }
-            _ => self.keeper.ended(&self.key),
+            answer => {
+                self.db
+                    .run(move |c| async move {
+                        let r = release(&c, &k, &o, writes, answer, keep_for).await;
+                        let fenced = matches!(&r, Ok(r) if r.fenced);
+                        if let Some((k, o)) = keeper.settle(&k, &o, sent, keep, fenced) {
+                            // Asked for while the release ran.
+                            let st = c.prepare_cached(FREE_KEPT).await?;
+                            c.execute(&st, &[&k, &o]).await?;
+                        }
+                        r
+                    })
+                    .await
+            }
+        };
+        if released.is_err() {
+            // No connection to run it on: nothing was kept.
+            self.keeper.ended(&self.key);
         }
         released
     }

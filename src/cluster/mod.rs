@@ -14,6 +14,7 @@ pub mod fingerprint;
 pub mod idempotency;
 mod keep;
 pub mod lease;
+mod release_batch;
 pub mod ticks;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +44,8 @@ pub struct Cluster {
     fingerprint: std::sync::OnceLock<fingerprint::Check>,
     /// The leases this replica keeps between a session's turns.
     keeper: Arc<keep::Keeper>,
+    /// Turns' plain releases, stored in batches.
+    releases: Arc<release_batch::ReleaseBatch>,
 }
 
 impl Cluster {
@@ -58,8 +61,10 @@ impl Cluster {
             .unwrap_or_else(|_| "host".into());
         let keeper = Arc::new(keep::Keeper::new(lease_ttl));
         Self::free_kept_on_request(&db, &keeper);
+        let releases = release_batch::ReleaseBatch::new(db.clone());
         Ok(Arc::new(Cluster {
             db,
+            releases,
             replica: format!("{host}:{}:{nanos:x}", std::process::id()),
             url: redact(url),
             lease_ttl,
@@ -88,28 +93,7 @@ impl Cluster {
     /// down): the other replicas take its sessions at once instead of
     /// after the leases' time to live.
     pub async fn free_kept(&self) {
-        let kept = self.keeper.kept_owners();
-        if kept.is_empty() {
-            return;
-        }
-        let (keys, owners): (Vec<String>, Vec<String>) = kept.into_iter().unzip();
-        let freed = self
-            .db
-            .run(move |c| async move {
-                Ok(c.execute(
-                    "UPDATE plughost_leases l SET owner = NULL, expires_at = '-infinity' \
-                     FROM unnest($1::text[], $2::text[]) AS k(key, owner) \
-                     WHERE l.key = k.key AND l.owner = k.owner",
-                    &[&keys, &owners],
-                )
-                .await?)
-            })
-            .await;
-        if let Err(e) = freed {
-            tracing::warn!(
-                "cannot free the session leases this replica kept: {e}; they expire by themselves"
-            );
-        }
+        keep::free(&self.db, self.keeper.kept_owners()).await;
     }
 
     /// Something other than a turn writes session `key` here: the owner
@@ -145,7 +129,14 @@ impl Cluster {
         wait: Duration,
     ) -> Result<SessionLease, LeaseError> {
         let owner = self.next_owner();
-        SessionLease::acquire(&self.db, &self.keeper, key, &owner, self.lease_ttl, wait).await
+        SessionLease::acquire(
+            (&self.db, &self.keeper, &self.releases),
+            key,
+            &owner,
+            self.lease_ttl,
+            wait,
+        )
+        .await
     }
 }
 

@@ -432,3 +432,132 @@ async fn a_release_that_waited_on_a_takeover_stores_nothing() {
         .get(0);
     assert_eq!(stored, 0, "the late turn's message was stored");
 }
+
+/// Releases stored in one batch are each fenced by their own lease: of
+/// three turns ending together, the one whose lease another replica took
+/// stores nothing and is told so; the other two store all they wrote. The
+/// three are made to share a statement: two earlier releases hold both
+/// statements a replica runs at once, waiting on the test's row locks
+/// (seen in `pg_stat_activity`), while the three are queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_stored_together_are_each_fenced_by_their_own_lease() {
+    use plughost::cluster::lease::{Released, TurnWrites};
+    use std::future::Future;
+    let Some(pg) = Pg::start() else { return };
+    let cluster = Cluster::connect(&pg.url, Duration::from_secs(10)).unwrap();
+    let ttl = Duration::from_secs(10);
+    let writes = |key: &str| TurnWrites {
+        lines: vec![
+            format!(r#"{{"role":"user","content":"{key}1"}}"#),
+            format!(r#"{{"role":"assistant","content":"{key}2"}}"#),
+        ],
+        state: None,
+    };
+    let mut leases = std::collections::HashMap::new();
+    for key in ["x", "y", "a", "b", "c"] {
+        leases.insert(key, cluster.lease_session(key, ttl).await.unwrap());
+    }
+    let blocker = pg.client().await;
+    blocker
+        .batch_execute("BEGIN; SELECT 1 FROM plughost_leases WHERE key IN ('x', 'y') FOR UPDATE")
+        .await
+        .unwrap();
+    let mut ends = Vec::new();
+    for key in ["x", "y"] {
+        let lease = leases.remove(key).unwrap();
+        ends.push((key, tokio::spawn(lease.release_with(writes(key), None))));
+    }
+    let watcher = pg.client().await;
+    let since = Instant::now();
+    loop {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting == 2 {
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "the two releases never waited on the test's row locks"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    watcher
+        .batch_execute("UPDATE plughost_leases SET owner = 'elsewhere#1' WHERE key = 'b'")
+        .await
+        .unwrap();
+    for key in ["a", "b", "c"] {
+        let lease = leases.remove(key).unwrap();
+        let mut end: std::pin::Pin<Box<dyn Future<Output = _> + Send>> =
+            Box::pin(lease.release_with(writes(key), None));
+        // Polled once: queued behind the two running statements.
+        std::future::poll_fn(|cx| {
+            let _ = end.as_mut().poll(cx);
+            std::task::Poll::Ready(())
+        })
+        .await;
+        ends.push((key, tokio::spawn(end)));
+    }
+    blocker.batch_execute("COMMIT").await.unwrap();
+    let mut told = Vec::new();
+    for (key, end) in ends {
+        let r: Released = end.await.unwrap().unwrap();
+        told.push((key, r.stored, r.fenced));
+    }
+    assert_eq!(
+        told,
+        [
+            ("x", 2, true),
+            ("y", 2, true),
+            ("a", 2, true),
+            ("b", 0, false),
+            ("c", 2, true)
+        ]
+    );
+    let client = pg.client().await;
+    for (key, want) in [("a", 2i64), ("b", 0), ("c", 2)] {
+        let stored: i64 = client
+            .query_one(
+                "SELECT count(*) FROM plughost_messages WHERE key = $1",
+                &[&key],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(stored, want, "session {key}");
+    }
+    // The three went in one statement: a's and c's rows were written by
+    // one transaction.
+    let transactions: i64 = client
+        .query_one(
+            "SELECT count(DISTINCT xmin::text) FROM plughost_messages WHERE key IN ('a', 'c')",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(transactions, 1, "a and c stored by separate statements");
+    let owners: Vec<(String, Option<String>)> = client
+        .query(
+            "SELECT key, owner FROM plughost_leases WHERE key IN ('a', 'b', 'c') ORDER BY key",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        owners[1],
+        ("b".to_string(), Some("elsewhere#1".to_string()))
+    );
+    assert!(
+        owners[0].1.is_some() && owners[2].1.is_some(),
+        "kept: {owners:?}"
+    );
+}

@@ -26,6 +26,53 @@ fn logged_between(log: &str, from: &str, to: &str) -> Vec<String> {
         .collect()
 }
 
+/// A client of `pg` once every backend logs its statements.
+async fn logging_statements(pg: &Pg) -> tokio_postgres::Client {
+    let db = pg.client().await;
+    db.batch_execute("ALTER SYSTEM SET log_statement = 'all'")
+        .await
+        .unwrap();
+    db.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    // The setting reaches every backend at its next command; a marker
+    // proves this one logs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !pg.log().contains("plughost-test-marker-probe") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "log_statement never applied"
+        );
+        let _ = db.simple_query("SELECT 'plughost-test-marker-probe'").await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    db
+}
+
+/// The statements logged since the test's start marker, ending it.
+async fn since_start_marker(pg: &Pg, db: &tokio_postgres::Client) -> Vec<String> {
+    db.simple_query("SELECT 'plughost-test-marker-end'")
+        .await
+        .unwrap();
+    let mut statements = Vec::new();
+    crate::common::wait_until(
+        "the end marker in the log",
+        std::time::Duration::from_secs(30),
+        || {
+            let log = pg.log();
+            if log.contains("plughost-test-marker-end") {
+                statements = logged_between(
+                    &log,
+                    "plughost-test-marker-start",
+                    "plughost-test-marker-end",
+                );
+                true
+            } else {
+                false
+            }
+        },
+    );
+    statements
+}
+
 /// One replica on `pg`, the scripted model echoing; the directories it
 /// uses live as long as the second value.
 fn one_replica(pg: &Pg) -> (Replica, [tempfile::TempDir; 2]) {
@@ -64,22 +111,7 @@ async fn a_chat_request_on_a_named_session_takes_one_statement() {
     };
     // The session is loaded on this replica (its first request reads it whole).
     chat("first".into()).await;
-    let db = pg.client().await;
-    db.batch_execute("ALTER SYSTEM SET log_statement = 'all'")
-        .await
-        .unwrap();
-    db.batch_execute("SELECT pg_reload_conf()").await.unwrap();
-    // The setting reaches every backend at its next command; a marker
-    // proves this one logs.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !pg.log().contains("plughost-test-marker-probe") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "log_statement never applied"
-        );
-        let _ = db.simple_query("SELECT 'plughost-test-marker-probe'").await;
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let db = logging_statements(&pg).await;
     const REQUESTS: usize = 10;
     db.simple_query("SELECT 'plughost-test-marker-start'")
         .await
@@ -91,27 +123,7 @@ async fn a_chat_request_on_a_named_session_takes_one_statement() {
             "{answer}"
         );
     }
-    db.simple_query("SELECT 'plughost-test-marker-end'")
-        .await
-        .unwrap();
-    let mut statements = Vec::new();
-    crate::common::wait_until(
-        "the end marker in the log",
-        std::time::Duration::from_secs(30),
-        || {
-            let log = pg.log();
-            if log.contains("plughost-test-marker-end") {
-                statements = logged_between(
-                    &log,
-                    "plughost-test-marker-start",
-                    "plughost-test-marker-end",
-                );
-                true
-            } else {
-                false
-            }
-        },
-    );
+    let statements = since_start_marker(&pg, &db).await;
     let per_request = statements.len() as f64 / REQUESTS as f64;
     eprintln!("{per_request} statements per request");
     // The release that stores the turn's messages and keeps the lease
@@ -206,5 +218,81 @@ async fn sixteen_clients_moving_between_sessions_are_all_answered() {
         .collect();
     for c in clients {
         c.await.unwrap();
+    }
+}
+
+/// Turns of different sessions ending together are stored together: one
+/// statement for several releases (group commit), each release still
+/// fenced by its own lease and stored whole, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn releases_of_sessions_ending_together_share_statements() {
+    let Some(pg) = Pg::start() else { return };
+    let (server, _dirs) = one_replica(&pg);
+    let http = reqwest::Client::new();
+    const SESSIONS: usize = 16;
+    const TURNS: usize = 8;
+    async fn turn(http: reqwest::Client, url: String, session: usize, text: String) {
+        let r = http
+            .post(format!("{url}/v1/chat/completions"))
+            .header("x-plughost-session", format!("g{session}"))
+            .json(&json!({"messages": [{"role": "user", "content": text}]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+    // Each session loaded here (a first request reads it whole).
+    for s in 0..SESSIONS {
+        turn(http.clone(), server.url.clone(), s, "first".into()).await;
+    }
+    let db = logging_statements(&pg).await;
+    db.simple_query("SELECT 'plughost-test-marker-start'")
+        .await
+        .unwrap();
+    let clients: Vec<_> = (0..SESSIONS)
+        .map(|s| {
+            let (http, url) = (http.clone(), server.url.clone());
+            tokio::spawn(async move {
+                for t in 0..TURNS {
+                    turn(http.clone(), url.clone(), s, format!("g{s}-{t}")).await;
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.await.unwrap();
+    }
+    let statements = since_start_marker(&pg, &db).await;
+    let releases = statements
+        .iter()
+        .filter(|l| l.contains("INSERT INTO plughost_messages"))
+        .count();
+    eprintln!("{} turns stored by {releases} statements", SESSIONS * TURNS);
+    assert!(
+        releases < SESSIONS * TURNS,
+        "no two releases shared a statement:\n{}",
+        statements.join("\n")
+    );
+    for s in 0..SESSIONS {
+        let rows = db
+            .query(
+                "SELECT body FROM plughost_messages WHERE key = $1 AND NOT pending ORDER BY seq",
+                &[&format!("g{s}")],
+            )
+            .await
+            .unwrap();
+        let texts: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let v: serde_json::Value = serde_json::from_str(r.get(0)).unwrap();
+                v["content"].as_str().unwrap_or_default().to_string()
+            })
+            .collect();
+        let mut expected = vec!["first".to_string(), "re: first".to_string()];
+        for t in 0..TURNS {
+            expected.push(format!("g{s}-{t}"));
+            expected.push(format!("re: g{s}-{t}"));
+        }
+        assert_eq!(texts, expected, "session g{s}");
     }
 }
