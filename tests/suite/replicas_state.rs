@@ -399,25 +399,12 @@ async fn a_release_that_waited_on_a_takeover_stores_nothing() {
     };
     let release = tokio::spawn(lease.release_with(writes, None));
     let watcher = pg.client().await;
-    let since = Instant::now();
-    loop {
-        let waiting: i64 = watcher
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if waiting > 0 {
-            break;
-        }
-        assert!(
-            since.elapsed() < Duration::from_secs(20),
-            "the release never waited on the takeover's row lock"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    waiting_on_locks(
+        &watcher,
+        1,
+        "the release never waited on the takeover's row lock",
+    )
+    .await;
     takeover.batch_execute("COMMIT").await.unwrap();
     let released = release.await.unwrap().unwrap();
     assert!(!released.fenced, "{released:?}");
@@ -468,25 +455,12 @@ async fn releases_stored_together_are_each_fenced_by_their_own_lease() {
         ends.push((key, tokio::spawn(lease.release_with(writes(key), None))));
     }
     let watcher = pg.client().await;
-    let since = Instant::now();
-    loop {
-        let waiting: i64 = watcher
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if waiting == 2 {
-            break;
-        }
-        assert!(
-            since.elapsed() < Duration::from_secs(20),
-            "the two releases never waited on the test's row locks"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    waiting_on_locks(
+        &watcher,
+        2,
+        "the two releases never waited on the test's row locks",
+    )
+    .await;
     watcher
         .batch_execute("UPDATE plughost_leases SET owner = 'elsewhere#1' WHERE key = 'b'")
         .await
@@ -560,4 +534,25 @@ async fn releases_stored_together_are_each_fenced_by_their_own_lease() {
         owners[0].1.is_some() && owners[2].1.is_some(),
         "kept: {owners:?}"
     );
+}
+
+/// Wait until `n` backends wait on a lock (`pg_stat_activity`), failing
+/// with `what` after 20 s.
+async fn waiting_on_locks(watcher: &tokio_postgres::Client, n: i64, what: &str) {
+    let since = Instant::now();
+    loop {
+        let waiting: i64 = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting >= n {
+            return;
+        }
+        assert!(since.elapsed() < Duration::from_secs(20), "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
