@@ -369,6 +369,9 @@ async fn migrate(client: &Client) -> Result<(), DbError> {
         .map_err(|e| failed(0, e))
 }
 
+/// How often a listening connection is probed ([`Db::listen`]).
+const LISTEN_PROBE: Duration = Duration::from_secs(30);
+
 /// One connection's life of [`Db::listen`]: `LISTEN`, then each
 /// notification handed to `on` in turn, until the connection ends.
 async fn listen_once<F, Fut>(
@@ -398,8 +401,27 @@ where
     });
     let client = Arc::new(client);
     client.batch_execute(&format!("LISTEN {channel}")).await?;
-    while let Some(payload) = rx.recv().await {
-        on(payload, client.clone()).await;
+    // A connection that died without closing (a half-open TCP one) would
+    // deliver nothing, unnoticed: one that does not answer a probe within
+    // 10 s is given up, and the next connection listens again.
+    let mut probe = tokio::time::interval(LISTEN_PROBE);
+    probe.tick().await;
+    loop {
+        tokio::select! {
+            payload = rx.recv() => match payload {
+                Some(payload) => on(payload, client.clone()).await,
+                None => break,
+            },
+            _ = probe.tick() => {
+                match tokio::time::timeout(Duration::from_secs(10), client.simple_query("")).await {
+                    Ok(answered) => { answered?; }
+                    Err(_) => {
+                        driver.abort();
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
     match driver.await {
         Ok(ended) => ended,

@@ -81,8 +81,10 @@ enum Slot {
 
 /// How a turn gets a session's lease ([`Keeper::start_turn`]).
 pub(crate) enum Start {
-    /// This replica keeps it: the turn holds it under `owner` as it is.
-    TakeOver { owner: String },
+    /// This replica keeps it: the turn holds it under `owner` as it is,
+    /// renewing it first in `renew_in` (a third of its time to live after
+    /// the release that kept it was sent, as for a lease just taken).
+    TakeOver { owner: String, renew_in: Duration },
     /// Take it with a statement; `ours`: the owner this replica kept it
     /// under (too close to its expiry to take over as it is), which the
     /// statement may take it from.
@@ -125,9 +127,13 @@ impl Keeper {
                 take_over_until,
                 ..
             }) => {
-                if Instant::now() < take_over_until {
+                let now = Instant::now();
+                if now < take_over_until {
                     slots.insert(key.to_string(), Slot::Turn { wanted: false });
-                    Start::TakeOver { owner }
+                    Start::TakeOver {
+                        owner,
+                        renew_in: take_over_until - now,
+                    }
                 } else {
                     Start::Take { ours: Some(owner) }
                 }
@@ -272,7 +278,10 @@ mod tests {
             AfterKeep::Kept
         ));
         match k.start_turn("s") {
-            Start::TakeOver { owner } => assert_eq!(owner, "r#1"),
+            Start::TakeOver { owner, renew_in } => {
+                assert_eq!(owner, "r#1");
+                assert!(renew_in <= Duration::from_secs(10), "{renew_in:?}");
+            }
             Start::Take { .. } => panic!("not taken over"),
         }
         // A second turn of the session here waits for the first.

@@ -210,8 +210,8 @@ impl SessionLease {
         wait: Duration,
     ) -> Result<SessionLease, LeaseError> {
         let ours = match keeper.start_turn(key) {
-            Start::TakeOver { owner } => {
-                let mut lease = SessionLease::held((db, keeper, batch), key, &owner, ttl);
+            Start::TakeOver { owner, renew_in } => {
+                let mut lease = SessionLease::held((db, keeper, batch), key, &owner, ttl, renew_in);
                 // It released the lease having stored its writes, and
                 // nobody could take it since.
                 lease.last_turn = Some(owner);
@@ -253,7 +253,7 @@ impl SessionLease {
                 .await?;
             if let Some(last_turn) = got {
                 keeper.taken(key);
-                let mut lease = SessionLease::held((db, keeper, batch), key, owner, ttl);
+                let mut lease = SessionLease::held((db, keeper, batch), key, owner, ttl, ttl / 3);
                 lease.last_turn = last_turn;
                 return Ok(lease);
             }
@@ -277,6 +277,7 @@ impl SessionLease {
         key: &str,
         owner: &str,
         ttl: Duration,
+        first_renewal: Duration,
     ) -> SessionLease {
         let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
         let lost = Arc::new(AtomicBool::new(false));
@@ -288,11 +289,13 @@ impl SessionLease {
             lost.clone(),
         );
         db.spawn_nearby(async move {
+            let mut next = first_renewal;
             loop {
                 tokio::select! {
                     _ = &mut stop_rx => return,
-                    _ = tokio::time::sleep(ttl / 3) => {}
+                    _ = tokio::time::sleep(next) => {}
                 }
+                next = ttl / 3;
                 let (k2, o2, t2) = (k.clone(), o.clone(), t.clone());
                 let renewed = pool
                     .run(move |c| async move {
@@ -353,7 +356,10 @@ impl SessionLease {
         }
         self.released = true;
         let (k, o) = (self.key.clone(), self.owner.clone());
-        let keep = self.keeper.should_keep(&k);
+        // Kept only by a turn that stores messages: its session's row is
+        // then there, so nothing outside a turn (an import) writes the
+        // session while this replica would take it over unread.
+        let keep = !writes.lines.is_empty() && self.keeper.should_keep(&k);
         let keep_for = keep.then(|| interval(self.ttl));
         let sent = Instant::now();
         let keeper = self.keeper.clone();
@@ -380,9 +386,11 @@ impl SessionLease {
                         let r = release(&c, &k, &o, writes, answer, keep_for).await;
                         let fenced = matches!(&r, Ok(r) if r.fenced);
                         if let Some((k, o)) = keeper.settle(&k, &o, sent, keep, fenced) {
-                            // Asked for while the release ran.
-                            let st = c.prepare_cached(FREE_KEPT).await?;
-                            c.execute(&st, &[&k, &o]).await?;
+                            // Asked for while the release ran; the release
+                            // itself stands whatever becomes of this.
+                            if let Err(e) = c.execute(FREE_KEPT, &[&k, &o]).await {
+                                tracing::warn!("session '{k}': cannot free its lease for another replica: {e}; it expires by itself");
+                            }
                         }
                         r
                     })
