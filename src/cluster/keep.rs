@@ -92,8 +92,8 @@ pub(crate) enum Start {
 }
 
 /// What happened to a released lease this replica meant to keep
-/// ([`Keeper::kept`]).
-pub(crate) enum AfterKeep {
+/// ([`Keeper::settle`]).
+enum AfterKeep {
     /// Kept for the session's next turn here.
     Kept,
     /// Another replica asked for it meanwhile: free it now.
@@ -160,7 +160,7 @@ impl Keeper {
     }
 
     /// The release (sent at `sent`) kept `key`'s lease under `owner`.
-    pub(crate) fn kept(&self, key: &str, owner: &str, sent: Instant) -> AfterKeep {
+    fn kept(&self, key: &str, owner: &str, sent: Instant) -> AfterKeep {
         let mut slots = self.slots();
         if !matches!(slots.get(key), Some(Slot::Turn { wanted: false })) {
             slots.remove(key);

@@ -167,6 +167,33 @@ pub(crate) async fn release(
     })
 }
 
+/// [`release`], then the keeper told what became of the lease (kept, or
+/// ended), freeing it on the same connection when it was kept and another
+/// replica asked for it meanwhile: one release's whole end, run to its end
+/// by a task of its own whatever becomes of the turn's caller.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn release_settled(
+    c: &super::db::Conn,
+    key: &str,
+    owner: &str,
+    writes: TurnWrites,
+    answer: Option<super::idempotency::Answer>,
+    keep_for: Option<String>,
+    keeper: &Keeper,
+    sent: Instant,
+) -> Result<Released, DbError> {
+    let keep = keep_for.is_some();
+    let released = release(c, key, owner, writes, answer, keep_for).await;
+    let fenced = matches!(&released, Ok(r) if r.fenced);
+    if let Some((k, o)) = keeper.settle(key, owner, sent, keep, fenced) {
+        // The release itself stands whatever becomes of this.
+        if let Err(e) = c.execute(FREE_KEPT, &[&k, &o]).await {
+            tracing::warn!("session '{k}': cannot free its lease for another replica: {e}; it expires by itself");
+        }
+    }
+    released
+}
+
 /// Why a lease was not had.
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -383,16 +410,7 @@ impl SessionLease {
             answer => {
                 self.db
                     .run(move |c| async move {
-                        let r = release(&c, &k, &o, writes, answer, keep_for).await;
-                        let fenced = matches!(&r, Ok(r) if r.fenced);
-                        if let Some((k, o)) = keeper.settle(&k, &o, sent, keep, fenced) {
-                            // Asked for while the release ran; the release
-                            // itself stands whatever becomes of this.
-                            if let Err(e) = c.execute(FREE_KEPT, &[&k, &o]).await {
-                                tracing::warn!("session '{k}': cannot free its lease for another replica: {e}; it expires by itself");
-                            }
-                        }
-                        r
+                        release_settled(&c, &k, &o, writes, answer, keep_for, &keeper, sent).await
                     })
                     .await
             }

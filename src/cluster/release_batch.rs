@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 
 use super::db::{Db, DbError};
 use super::keep::Keeper;
-use super::lease::{release, Released, TurnWrites};
+use super::lease::{release_settled, Released, TurnWrites};
 
 /// Statements in flight at once: two, so turns ending while one runs do
 /// not wait for it alone.
@@ -161,16 +161,19 @@ async fn run(db: &Db, mut batch: Vec<Release>) {
     if batch.len() == 1 {
         // Alone: the one-turn statement, which PostgreSQL runs faster.
         let r = batch.pop().expect("one release");
-        let keep = r.keep_for.is_some();
-        let result = async {
-            let c = db.conn_here().await?;
-            release(&c, &r.key, &r.owner, r.writes, None, r.keep_for).await
-        }
-        .await;
-        let fenced = matches!(&result, Ok(x) if x.fenced);
-        let to_free = r.keeper.settle(&r.key, &r.owner, r.sent, keep, fenced);
+        let result = match db.conn_here().await {
+            Ok(c) => {
+                release_settled(
+                    &c, &r.key, &r.owner, r.writes, None, r.keep_for, &r.keeper, r.sent,
+                )
+                .await
+            }
+            Err(e) => {
+                r.keeper.ended(&r.key);
+                Err(e)
+            }
+        };
         let _ = r.done.send(result);
-        super::keep::free(db, to_free.into_iter().collect()).await;
         return;
     }
     let mut keys = Vec::with_capacity(batch.len());

@@ -6,7 +6,7 @@
 //! lease freed only by expiring would answer 409.
 use std::time::{Duration, Instant};
 
-use crate::replicas_common::{echo_script, replica, Pg, Replica};
+use crate::replicas_common::{echo_script, replica, two_replicas, Pg};
 
 use crate::replicas_common::post_chat as post;
 
@@ -22,27 +22,6 @@ async fn lease_row(pg: &Pg, key: &str) -> (Option<String>, bool) {
         .await
         .unwrap();
     (row.get(0), row.get(1))
-}
-
-/// The directories two replicas use, kept while they run.
-type Dirs = ([tempfile::TempDir; 2], tempfile::TempDir, tempfile::TempDir);
-
-fn two_replicas(pg: &Pg, extra: &[&str]) -> (Replica, Replica, Dirs) {
-    let shared = tempfile::tempdir().unwrap();
-    let bundled = crate::common::no_bundled();
-    let script = echo_script(shared.path(), 40);
-    let homes = [crate::common::home_with(&[]), crate::common::home_with(&[])];
-    let [a, b] = [0, 1].map(|i| {
-        replica(
-            homes[i].path(),
-            shared.path(),
-            bundled.path(),
-            &script,
-            &pg.url,
-            extra,
-        )
-    });
-    (a, b, (homes, shared, bundled))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

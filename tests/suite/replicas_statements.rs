@@ -6,7 +6,7 @@
 //! takes it over without a statement and, nobody else having been able to
 //! write the session, reads nothing. Counted by the server itself
 //! (`log_statement = all`) between two marker statements of the test's.
-use crate::replicas_common::{echo_script, replica, Pg, Replica};
+use crate::replicas_common::{echo_script, replica, two_replicas, Pg, Replica};
 
 use serde_json::json;
 
@@ -145,25 +145,7 @@ async fn a_chat_request_on_a_named_session_takes_one_statement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_that_skips_the_read_still_sees_another_replicas_turns() {
     let Some(pg) = Pg::start() else { return };
-    let shared = tempfile::tempdir().unwrap();
-    let bundled = crate::common::no_bundled();
-    let mut text = String::from("turns:\n");
-    for _ in 0..20 {
-        text.push_str("  - say: \"re: {user_message} after {message_count}\"\n");
-    }
-    let script = shared.path().join("counting.yaml");
-    std::fs::write(&script, text).unwrap();
-    let homes = [crate::common::home_with(&[]), crate::common::home_with(&[])];
-    let [a, b] = [0, 1].map(|i| {
-        replica(
-            homes[i].path(),
-            shared.path(),
-            bundled.path(),
-            &script,
-            &pg.url,
-            &["--lease-ttl", "60", "--lease-wait", "5"],
-        )
-    });
+    let (a, b, _dirs) = two_replicas(&pg, &["--lease-ttl", "60", "--lease-wait", "5"]);
     let http = reqwest::Client::new();
     let order = [&a, &a, &b, &a, &a, &b, &b, &a];
     for (turn, replica) in order.iter().enumerate() {

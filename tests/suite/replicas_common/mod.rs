@@ -367,3 +367,31 @@ pub async fn post_chat(url: &str, session: &str, text: &str) -> reqwest::Respons
         .await
         .unwrap()
 }
+
+/// The directories [`two_replicas`] use, kept while they run.
+pub type TwoReplicaDirs = ([tempfile::TempDir; 2], tempfile::TempDir, tempfile::TempDir);
+
+/// Two replicas on `pg`, each with a home of its own, the scripted model
+/// answering `re: <message> after <how many messages it was sent>`.
+pub fn two_replicas(pg: &Pg, extra: &[&str]) -> (Replica, Replica, TwoReplicaDirs) {
+    let shared = tempfile::tempdir().unwrap();
+    let bundled = crate::common::no_bundled();
+    let mut text = String::from("turns:\n");
+    for _ in 0..40 {
+        text.push_str("  - say: \"re: {user_message} after {message_count}\"\n");
+    }
+    let script = shared.path().join("counting.yaml");
+    std::fs::write(&script, text).unwrap();
+    let homes = [crate::common::home_with(&[]), crate::common::home_with(&[])];
+    let [a, b] = [0, 1].map(|i| {
+        replica(
+            homes[i].path(),
+            shared.path(),
+            bundled.path(),
+            &script,
+            &pg.url,
+            extra,
+        )
+    });
+    (a, b, (homes, shared, bundled))
+}
