@@ -10,7 +10,9 @@
 //!
 //! `cargo bench --bench isolation`; `PLUGHOST_BENCH_CALLS` sets the sample
 //! size (default 5000), `PLUGHOST_BENCH_STARTS` the number of starts and
-//! crashes timed (default 10; medians are printed). Each ratio is printed
+//! crashes timed (default 10; medians are printed);
+//! `PLUGHOST_BENCH_PROFILE=bare|hooked` runs only that plugin's isolated
+//! calls, for a profiler (`perf stat`, `perf record`). Each ratio is printed
 //! on a line of its own starting `ratio `, for `benches/run_all.sh`. This
 //! executable is its own worker ([`plughost::isolation::serve_if_worker`]).
 
@@ -166,6 +168,20 @@ fn calls_section(rt: &tokio::runtime::Runtime, work: &Path, empty: &Path, calls:
     added
 }
 
+/// `PLUGHOST_BENCH_PROFILE=bare|hooked`: only that plugin's isolated
+/// calls, one round after a warm-up, for a profiler attached to this
+/// process and its worker (`perf stat`, `strace -c -f`).
+fn profile_one(rt: &tokio::runtime::Runtime, work: &Path, empty: &Path, only: &str, calls: u32) {
+    let plugin = if only == "hooked" { HOOKED } else { BARE };
+    let home = work.join(only);
+    home_with(&home, plugin);
+    let host = build(&home, empty, Isolation::All);
+    round(rt, &host, 500);
+    eprintln!("profile: start");
+    let t = round(rt, &host, calls);
+    println!("{only}: {:.2} µs a call over {calls} calls", t * 1e6);
+}
+
 /// Worker start-ups and crash recoveries, interleaved with the peer's.
 fn start_section(rt: &tokio::runtime::Runtime, work: &Path, empty: &Path, starts: u32) {
     let home = work.join("starts");
@@ -284,6 +300,9 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if let Ok(only) = std::env::var("PLUGHOST_BENCH_PROFILE") {
+        return profile_one(&rt, work.path(), &empty, &only, calls);
+    }
     calls_section(&rt, work.path(), &empty, calls);
     start_section(&rt, work.path(), &empty, starts);
 }

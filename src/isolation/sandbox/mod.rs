@@ -30,6 +30,7 @@
 
 pub mod denials;
 pub mod files;
+pub mod into_cgroup;
 pub mod policy;
 pub mod proxy;
 pub mod sockets;

@@ -8,17 +8,21 @@
 //! proxy's listening socket to plughost, `RLIMIT_CORE` 0,
 //! `PR_SET_NO_NEW_PRIVS`, the seccomp filter ([`sockets`]),
 //! `landlock_restrict_self`. Then `exec`: the
-//! worker and all it starts inherit every one of them. plughost moves the
-//! started worker into its cgroup ([`Confined::started`]) before it sends
-//! the request that loads the plugin.
+//! worker and all it starts inherit every one of them. A worker is
+//! created inside its cgroup ([`Confined::spawn_worker`], see
+//! [`into_cgroup`]); a bundle's MCP server, and a worker where the kernel
+//! refuses that, is moved there once started ([`Confined::started`]),
+//! before plughost sends the request that loads the plugin.
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
+use super::into_cgroup::{self, NotStarted};
 use super::{files, proxy, sockets, support, tree::Tree, Policy};
 use crate::isolation::supervisor::LoadSpec;
+use crate::isolation::supervisor::WorkerProcess;
 use crate::plugins::config::NetworkRule;
 
 /// A worker's confinement, as plughost keeps it while the worker runs.
@@ -28,6 +32,11 @@ pub struct Confined {
     pub tree: Option<Tree>,
     /// The proxy that is its only way out (a list of hosts).
     pub proxy: Option<proxy::Pending>,
+    /// What the child does before `exec`, until [`Confined::spawn_worker`]
+    /// or [`confine`] hands it to the child.
+    enter: Option<Child>,
+    /// The child was created inside its cgroup: no move at its start.
+    in_tree: bool,
 }
 
 /// What the child needs, prepared by plughost.
@@ -41,9 +50,33 @@ struct Child {
     seccomp: Option<seccompiler::BpfProgram>,
 }
 
-/// Set `cmd` (the worker of `load`, running `program`) up to start
-/// confined, or leave it as it is when the plugin's sandbox is off.
+/// Set `cmd` (a process of the plugin of `load`, running `program`: a
+/// bundle's MCP server) up to start confined, or leave it as it is when
+/// the plugin's sandbox is off; once started, [`Confined::started`] moves
+/// it into its cgroup.
 pub fn confine(
+    cmd: &mut Command,
+    load: &LoadSpec,
+    program: &Path,
+) -> Result<Option<Confined>, String> {
+    let Some(mut confined) = prepare(cmd, load, program)? else {
+        return Ok(None);
+    };
+    if let Some(child) = confined.enter.take() {
+        // SAFETY: `enter` makes only async-signal-safe system calls on
+        // memory prepared here (no allocation, no lock), as a forked child
+        // of a threaded process must.
+        unsafe {
+            cmd.pre_exec(move || child.enter());
+        }
+    }
+    Ok(Some(confined))
+}
+
+/// The confinement of the worker of `load` (running `program`), for
+/// [`Confined::spawn_worker`]: `cmd` gets only its environment; `None`
+/// when the plugin's sandbox is off.
+pub fn prepare(
     cmd: &mut Command,
     load: &LoadSpec,
     program: &Path,
@@ -98,16 +131,12 @@ pub fn confine(
             None
         },
     };
-    // SAFETY: `enter` makes only async-signal-safe system calls on memory
-    // prepared here (no allocation, no lock), as a forked child of a
-    // threaded process must.
-    unsafe {
-        cmd.pre_exec(move || child.enter());
-    }
     Ok(Some(Confined {
         policy,
         tree,
         proxy,
+        enter: Some(child),
+        in_tree: false,
     }))
 }
 
@@ -230,12 +259,12 @@ impl Confined {
     /// its tree and stop its proxy. A thread waits for it without reaping
     /// it (its supervisor reaps it).
     pub fn started(self, pid: u32) -> Result<(), String> {
-        if let Some(tree) = &self.tree {
-            // Moved in from here, not by the child before exec: a
-            // migration waits for the kernel (≈20 ms measured), which the
-            // worker's own start (exec, the interpreter) now overlaps. No
-            // plugin code has run yet: it loads on the first request,
-            // sent after this.
+        if let Some(tree) = self.tree.as_ref().filter(|_| !self.in_tree) {
+            // Moved in from here, not by the child before exec: no
+            // plugin code has run yet (it loads on the first request, sent
+            // after this). A move waits for the kernel (7–14 ms measured,
+            // see `into_cgroup`), which is why a worker is created in its
+            // cgroup where it can be.
             if let Err(e) = std::fs::write(tree.dir.join("cgroup.procs"), pid.to_string()) {
                 tree.kill_and_remove();
                 return Err(format!("cannot move the worker into its cgroup: {e}"));
@@ -273,6 +302,45 @@ impl Confined {
             })
             .map(|_| ())
             .map_err(|e| format!("cannot watch the worker's process tree: {e}"))
+    }
+
+    /// Start the worker `cmd` (from [`prepare`]) confined, with `stdin`
+    /// and `stdout` its ends of the protocol stream: created inside its
+    /// cgroup where the kernel can (see [`super::into_cgroup`]), else
+    /// started by `std` and moved there by [`Confined::started`].
+    pub fn spawn_worker(
+        &mut self,
+        cmd: &mut Command,
+        stdin: OwnedFd,
+        stdout: OwnedFd,
+    ) -> std::io::Result<WorkerProcess> {
+        let Some(child) = self.enter.take() else {
+            return Err(std::io::Error::other(
+                "sandbox: the worker was started already",
+            ));
+        };
+        if let Some(tree) = &self.tree {
+            let enter = || child.enter();
+            match into_cgroup::spawn(cmd, stdin.as_fd(), stdout.as_fd(), &tree.dir, &enter) {
+                Ok(started) => {
+                    self.in_tree = true;
+                    return Ok(WorkerProcess::InCgroup(started));
+                }
+                Err(NotStarted::Failed(e)) => return Err(e),
+                Err(NotStarted::Unsupported(e)) => {
+                    tracing::debug!("sandbox: clone3 into a cgroup refused ({e}); the worker is moved there once started");
+                }
+            }
+        }
+        // SAFETY: as in `confine`.
+        unsafe {
+            cmd.pre_exec(move || child.enter());
+        }
+        cmd.stdin(Stdio::from(stdin))
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map(WorkerProcess::Std)
     }
 
     /// The worker did not start: remove what was made for it.

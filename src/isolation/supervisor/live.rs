@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::ExitStatusExt;
-use std::process::Child;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,7 +38,7 @@ impl Waiter {
 /// One running worker process.
 pub(super) struct Live {
     pub(super) key: String,
-    pub(super) child: Mutex<Child>,
+    pub(super) child: Mutex<super::WorkerProcess>,
     /// plughost's end of the socket; writes are whole frames under the lock.
     pub(super) stream: Mutex<UnixStream>,
     pub(super) pending: Mutex<Pending>,

@@ -4,6 +4,7 @@
 //! crashing.
 
 use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -19,12 +20,14 @@ use crate::core::outcome::{PluginError, PluginFault};
 use crate::plugins::config::ResourceLimits;
 
 mod live;
+mod process;
 mod reactor;
 mod reader;
 mod stream;
 
 pub use live::signal_name;
 use live::{Live, Pending, Waiter};
+pub use process::WorkerProcess;
 pub use reactor::{read_replies_on, RepliesRuntime};
 use reader::{off_the_runtime, recv_reply, wait_blocking, Abandon};
 pub use stream::Stream;
@@ -298,8 +301,8 @@ impl Supervisor {
         let mut process = worker_process(command, &self.inner.load);
         // --- issue 50: the kernel's confinement, set up for the child ---
         let program = std::path::PathBuf::from(process.get_program());
-        let confined =
-            crate::isolation::sandbox::spawn::confine(&mut process, &self.inner.load, &program)
+        let mut confined =
+            crate::isolation::sandbox::spawn::prepare(&mut process, &self.inner.load, &program)
                 .map_err(&unavailable)?;
         let mut limits = self.inner.load.limits;
         if let Some(c) = &confined {
@@ -313,11 +316,16 @@ impl Supervisor {
             let line = crate::isolation::sandbox::line(&self.inner.load.key, policy.as_ref());
             Some((policy, line))
         };
-        let spawned = process
-            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
-            .stdout(Stdio::from(std::os::fd::OwnedFd::from(theirs_out)))
-            .stderr(Stdio::inherit())
-            .spawn();
+        let (stdin, stdout) = (OwnedFd::from(theirs), OwnedFd::from(theirs_out));
+        let spawned = match confined.as_mut() {
+            Some(c) => c.spawn_worker(&mut process, stdin, stdout),
+            None => process
+                .stdin(Stdio::from(stdin))
+                .stdout(Stdio::from(stdout))
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map(WorkerProcess::Std),
+        };
         drop(process);
         let mut child = match spawned {
             Ok(child) => child,
