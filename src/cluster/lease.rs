@@ -97,10 +97,16 @@ macro_rules! release_statement {
         )
     };
 }
+/// The release statement with the idempotency answer. The answer is
+/// fenced too: a turn whose lease was taken stores no answer
+/// and gives its claim up, so a retry with the same key runs the turn again
+/// instead of replaying an answer whose messages were never stored.
 const RELEASE: &str = release_statement!(
     "done AS (UPDATE plughost_messages SET pending = false WHERE key = $1 AND turn = $2 AND pending), \
      answer AS (UPDATE plughost_idempotency SET status = $9, response = $10, \
-     expires_at = now() + $11::text::interval WHERE key = $7 AND owner = $8), "
+     expires_at = now() + $11::text::interval WHERE key = $7 AND owner = $8 AND EXISTS (SELECT 1 FROM gone)), \
+     unclaimed AS (DELETE FROM plughost_idempotency WHERE key = $7 AND owner = $8 AND status IS NULL \
+     AND NOT EXISTS (SELECT 1 FROM gone)), "
 );
 
 /// [`RELEASE`] with no answer to store, for a turn that held back all its

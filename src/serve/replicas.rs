@@ -200,19 +200,27 @@ impl Prepared {
     /// The turn answered `body` with success: its held-back messages
     /// stored and its lease released, with the answer for retries when an
     /// Idempotency-Key asked for one, in one statement, before the answer
-    /// goes out. The 503 to answer instead when the session's turn could
-    /// not be stored (the store is unreachable): the client retries it.
+    /// goes out. What to answer instead when the turn could not be stored:
+    /// a 503 when the store is unreachable, a 409 when the turn ran past
+    /// its lease and another replica took the session; the client sends
+    /// the turn again either way.
     pub async fn answered(mut self, body: &serde_json::Value) -> Option<Response> {
         let claim = self.claim.take();
         match (self.lease.take(), claim) {
             (Some((lease, pg, key)), claim) => {
                 let answer = claim.map(|c| c.answer(200, body.to_string()));
-                let stored = pg.end_turn(&key, lease, answer).await;
-                if let Err(e) = stored {
-                    tracing::warn!(
-                        "session '{key}': cannot store the turn in the shared session store: {e}"
-                    );
-                    return Some(unavailable(e.to_string()));
+                match pg.end_turn(&key, lease, answer).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!("session '{key}': the turn ran past its lease, which another replica took; none of its messages were stored");
+                        return Some(lease_lost(&key));
+                    }
+                    Err(e) => {
+                        tracing::warn!(
+                            "session '{key}': cannot store the turn in the shared session store: {e}"
+                        );
+                        return Some(unavailable(e.to_string()));
+                    }
                 }
             }
             (None, Some(claim)) => {
@@ -238,6 +246,18 @@ fn replay(status: u16, body: String) -> Response {
         .headers_mut()
         .insert("idempotent-replayed", HeaderValue::from_static("true"));
     response
+}
+
+/// The answer to a turn that lost its session's lease before it ended.
+fn lease_lost(key: &str) -> Response {
+    refuse(
+        StatusCode::CONFLICT,
+        "session_lease_lost",
+        format!(
+            "session '{key}': this turn ran past its lease (--lease-ttl) and another replica took the session, so none of this turn's messages were stored; send the turn again"
+        ),
+        Some(1),
+    )
 }
 
 fn unavailable(message: String) -> Response {

@@ -121,6 +121,7 @@ mod replicas;
 mod replicas_edges;
 mod replicas_isolated;
 mod replicas_kept;
+mod replicas_lease_lost;
 mod replicas_state;
 mod replicas_statements;
 mod runtime_foundation;

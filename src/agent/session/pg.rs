@@ -257,19 +257,22 @@ impl PgSessions {
     /// End the turn of `key` whose lease was handed over
     /// ([`hand_over`](Self::hand_over)): what the turn held back, the
     /// release and `answer` (an idempotency key's), in one statement.
+    /// `Ok(false)`: the lease was no longer the turn's (it ran past it and
+    /// another replica took the session), so none of its messages, and no
+    /// answer, were stored.
     pub async fn end_turn(
         &self,
         key: &str,
         lease: SessionLease,
         answer: Option<crate::cluster::idempotency::Answer>,
-    ) -> Result<(), DbError> {
+    ) -> Result<bool, DbError> {
         self.take_back(key);
         let writes = self.held_back(key);
         let wanted = writes.lines.len() as i64;
         let owner = lease.owner().to_string();
         let stored = lease.release_with(writes, answer).await;
         self.note_stored(key, &owner, wanted, stored.as_ref().ok().copied());
-        stored.map(|_| ())
+        stored.map(|r| r.fenced || wanted == 0)
     }
 
     /// [`end_turn`](Self::end_turn) from synchronous code, without an
