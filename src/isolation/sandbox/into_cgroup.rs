@@ -46,6 +46,22 @@ struct CloneArgs {
     cgroup: u64,
 }
 
+/// A step before `exec` that failed in the child: the step's number (the
+/// caller names it) and its `errno`. Plain numbers, so the child of a
+/// threaded process reports it without allocating.
+#[derive(Clone, Copy, Debug)]
+pub struct Refused {
+    pub step: u8,
+    pub errno: i32,
+}
+
+impl Refused {
+    /// As `std`'s `pre_exec` carries a failure: its `errno` alone.
+    pub fn into_io(self) -> std::io::Error {
+        std::io::Error::from_raw_os_error(self.errno)
+    }
+}
+
 /// Why no child was created here.
 #[derive(Debug)]
 pub enum NotStarted {
@@ -190,12 +206,17 @@ fn resolve(program: &std::ffi::OsStr, path: Option<&OsString>) -> Option<PathBuf
 /// running `enter` before `exec`. `enter` runs in the child of a
 /// threaded process: it may make only async-signal-safe calls and must
 /// not allocate.
+/// A failure before `exec` that is not one of `enter`'s names the step
+/// `NO_STEP`: its `errno` alone is the error, as `std` reports it.
+const NO_STEP: i32 = -1;
+
 pub fn spawn(
     cmd: &Command,
     stdin: BorrowedFd<'_>,
     stdout: BorrowedFd<'_>,
     cgroup: &Path,
-    enter: &(dyn Fn() -> std::io::Result<()> + Sync),
+    enter: &(dyn Fn() -> Result<(), Refused> + Sync),
+    step_name: fn(u8) -> &'static str,
 ) -> Result<ClonedChild, NotStarted> {
     let prepared = prepare(cmd).map_err(NotStarted::Failed)?;
     let dir = std::fs::File::open(cgroup).map_err(NotStarted::Unsupported)?;
@@ -234,17 +255,25 @@ pub fn spawn(
         pid: pid as libc::pid_t,
         status: None,
     };
-    match read_errno(&errors_in) {
+    match read_failure(&errors_in) {
         None => Ok(child),
-        Some(errno) => {
+        Some((errno, step)) => {
             let _ = child.wait();
-            Err(NotStarted::Failed(std::io::Error::from_raw_os_error(errno)))
+            let error = std::io::Error::from_raw_os_error(errno);
+            Err(NotStarted::Failed(match u8::try_from(step) {
+                Ok(step) => std::io::Error::new(
+                    error.kind(),
+                    format!("sandbox: {}: {error}", step_name(step)),
+                ),
+                Err(_) => error,
+            }))
         }
     }
 }
 
 /// The child's side: descriptors, process group, signals, confinement,
-/// `exec`; any failure's `errno` written to `report`, then `_exit(127)`.
+/// `exec`; a failure's `errno` and step written to `report`, then
+/// `_exit(127)`.
 ///
 /// # Safety
 /// Only in the child of `clone3`, on memory prepared before it.
@@ -253,16 +282,19 @@ unsafe fn in_child(
     stdin: RawFd,
     stdout: RawFd,
     report: RawFd,
-    enter: &(dyn Fn() -> std::io::Result<()> + Sync),
+    enter: &(dyn Fn() -> Result<(), Refused> + Sync),
 ) -> ! {
     // SAFETY: each call is async-signal-safe and touches only descriptors
     // and memory owned by this (child) process.
     unsafe {
-        let fail = |errno: i32| -> ! {
-            let bytes = errno.to_ne_bytes();
+        let fail_at = |errno: i32, step: i32| -> ! {
+            let mut bytes = [0u8; 8];
+            bytes[..4].copy_from_slice(&errno.to_ne_bytes());
+            bytes[4..].copy_from_slice(&step.to_ne_bytes());
             libc::write(report, bytes.as_ptr().cast(), bytes.len());
             libc::_exit(127)
         };
+        let fail = |errno: i32| -> ! { fail_at(errno, NO_STEP) };
         let errno = || *libc::__errno_location();
         for (from, to) in [(stdin, 0), (stdout, 1)] {
             let done = if from == to {
@@ -283,8 +315,8 @@ unsafe fn in_child(
         // Rust ignores SIGPIPE in its own processes; a child gets the
         // default back, as `std`'s spawn gives it.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        if let Err(e) = enter() {
-            fail(e.raw_os_error().unwrap_or(libc::EPERM));
+        if let Err(refused) = enter() {
+            fail_at(refused.errno, i32::from(refused.step));
         }
         libc::execve(
             prepared.path.as_ptr(),
@@ -305,10 +337,10 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// The `errno` the child reported, `None` when it reached `exec` (the
-/// pipe closed on it with nothing written).
-fn read_errno(pipe: &OwnedFd) -> Option<i32> {
-    let mut buf = [0u8; 4];
+/// The `errno` and step the child reported, `None` when it reached
+/// `exec` (the pipe closed on it with nothing written).
+fn read_failure(pipe: &OwnedFd) -> Option<(i32, i32)> {
+    let mut buf = [0u8; 8];
     let mut got = 0;
     while got < buf.len() {
         // SAFETY: read into the rest of `buf`.
@@ -330,7 +362,8 @@ fn read_errno(pipe: &OwnedFd) -> Option<i32> {
         }
         got += n as usize;
     }
-    (got == buf.len()).then(|| i32::from_ne_bytes(buf))
+    let number = |at: usize| i32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+    (got == buf.len()).then(|| (number(0), number(4)))
 }
 
 #[cfg(test)]
@@ -366,8 +399,15 @@ mod tests {
         .env("GREETING", "hello")
         .env_remove("HOME_GONE");
         let enter = || Ok(());
-        let mut child = spawn(&cmd, theirs.as_fd(), theirs.as_fd(), &tree.dir, &enter)
-            .unwrap_or_else(|e| panic!("not started: {e:?}"));
+        let mut child = spawn(
+            &cmd,
+            theirs.as_fd(),
+            theirs.as_fd(),
+            &tree.dir,
+            &enter,
+            |_| "",
+        )
+        .unwrap_or_else(|e| panic!("not started: {e:?}"));
         drop(theirs);
         let mut out = String::new();
         std::io::Read::read_to_string(&mut std::fs::File::from(ours), &mut out).unwrap();
@@ -381,19 +421,28 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_before_exec_comes_back_as_its_errno_and_the_child_is_reaped() {
+    fn a_failure_before_exec_comes_back_named_with_its_errno_and_the_child_is_reaped() {
         let tree = tree("into-cgroup-fail");
         let (_ours, theirs) = socket_pair();
         let cmd = Command::new("sh");
-        let refuse = || Err(std::io::Error::from_raw_os_error(libc::EACCES));
-        match spawn(&cmd, theirs.as_fd(), theirs.as_fd(), &tree.dir, &refuse) {
-            Err(NotStarted::Failed(e)) => assert_eq!(e.raw_os_error(), Some(libc::EACCES)),
+        let refuse = || {
+            Err(Refused {
+                step: 1,
+                errno: libc::EACCES,
+            })
+        };
+        let names: fn(u8) -> &'static str = |step| ["first step", "second step"][step as usize];
+        let (stdin, stdout) = (theirs.as_fd(), theirs.as_fd());
+        match spawn(&cmd, stdin, stdout, &tree.dir, &refuse, names) {
+            Err(NotStarted::Failed(e)) => {
+                assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+                let text = e.to_string();
+                assert!(text.starts_with("sandbox: second step: "), "{text}");
+            }
             other => panic!("expected the child's EACCES, got {other:?}"),
         }
         let missing = Command::new("/nonexistent/plughost-worker");
-        match spawn(&missing, theirs.as_fd(), theirs.as_fd(), &tree.dir, &|| {
-            Ok(())
-        }) {
+        match spawn(&missing, stdin, stdout, &tree.dir, &|| Ok(()), names) {
             Err(NotStarted::Failed(e)) => assert_eq!(e.raw_os_error(), Some(libc::ENOENT)),
             other => panic!("expected ENOENT from exec, got {other:?}"),
         }

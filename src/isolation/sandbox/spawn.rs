@@ -19,7 +19,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::into_cgroup::{self, NotStarted};
+use super::into_cgroup::{self, NotStarted, Refused};
 use super::{files, proxy, sockets, support, tree::Tree, Policy};
 use crate::isolation::supervisor::LoadSpec;
 use crate::isolation::supervisor::WorkerProcess;
@@ -67,7 +67,7 @@ pub fn confine(
         // memory prepared here (no allocation, no lock), as a forked child
         // of a threaded process must.
         unsafe {
-            cmd.pre_exec(move || child.enter());
+            cmd.pre_exec(move || child.enter().map_err(Refused::into_io));
         }
     }
     Ok(Some(confined))
@@ -140,20 +140,70 @@ pub fn prepare(
     }))
 }
 
-fn check(rc: libc::c_long, what: &'static str) -> std::io::Result<()> {
+/// A step of [`Child::enter`], named in the error of a worker that
+/// failed it (`sandbox: unshare namespaces: Operation not permitted`).
+#[derive(Clone, Copy, Debug)]
+#[repr(u8)]
+enum Step {
+    Unshare,
+    Setgroups,
+    UidMap,
+    GidMap,
+    LoopbackSocket,
+    LoopbackFlags,
+    LoopbackUp,
+    Proxy,
+    RlimitCore,
+    NoNewPrivs,
+    Seccomp,
+    Landlock,
+}
+
+const STEPS: [&str; 12] = [
+    "unshare namespaces",
+    "setgroups",
+    "uid_map",
+    "gid_map",
+    "loopback socket",
+    "read loopback flags",
+    "bring loopback up",
+    "hand the proxy's socket to plughost",
+    "RLIMIT_CORE",
+    "no_new_privs",
+    "seccomp filter",
+    "landlock_restrict_self",
+];
+
+// Every step has its name.
+const _: () = assert!(STEPS.len() == Step::Landlock as usize + 1);
+
+/// The name of step number `step` (for [`into_cgroup::spawn`]).
+fn step_name(step: u8) -> &'static str {
+    STEPS.get(step as usize).copied().unwrap_or("confinement")
+}
+
+/// `Err` with the step and `errno` when a system call answered `rc < 0`:
+/// nothing allocates, in the child of a threaded process.
+fn check(rc: libc::c_long, step: Step) -> Result<(), Refused> {
     if rc < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(std::io::Error::new(
-            e.kind(),
-            format!("sandbox: {what}: {e}"),
+        return Err(refused(
+            step,
+            std::io::Error::last_os_error().raw_os_error(),
         ));
     }
     Ok(())
 }
 
+fn refused(step: Step, errno: Option<i32>) -> Refused {
+    Refused {
+        step: step as u8,
+        errno: errno.unwrap_or(libc::EPERM),
+    }
+}
+
 impl Child {
     /// Runs in the child between fork and exec (see the module docs).
-    fn enter(&self) -> std::io::Result<()> {
+    fn enter(&self) -> Result<(), Refused> {
         // SAFETY: raw system calls on descriptors and buffers owned by
         // `self` or the stack (paths are NUL-terminated C strings); each is
         // async-signal-safe, as the child of a threaded process needs.
@@ -166,18 +216,19 @@ impl Child {
                 flags |= libc::CLONE_NEWNET;
             }
             if flags != 0 {
-                check(libc::unshare(flags) as libc::c_long, "unshare namespaces")?;
+                check(libc::unshare(flags) as libc::c_long, Step::Unshare)?;
             }
             if self.user {
-                write_file(c"/proc/self/setgroups".as_ptr(), b"deny", "setgroups")?;
-                write_file(c"/proc/self/uid_map".as_ptr(), &self.uid_map, "uid_map")?;
-                write_file(c"/proc/self/gid_map".as_ptr(), &self.gid_map, "gid_map")?;
+                write_file(c"/proc/self/setgroups".as_ptr(), b"deny", Step::Setgroups)?;
+                write_file(c"/proc/self/uid_map".as_ptr(), &self.uid_map, Step::UidMap)?;
+                write_file(c"/proc/self/gid_map".as_ptr(), &self.gid_map, Step::GidMap)?;
             }
             if self.net {
                 loopback_up()?;
             }
             if let Some(end) = &self.proxy {
-                end.hand_over()?;
+                end.hand_over()
+                    .map_err(|e| refused(Step::Proxy, e.raw_os_error()))?;
             }
             let none = libc::rlimit {
                 rlim_cur: 0,
@@ -185,22 +236,27 @@ impl Child {
             };
             check(
                 libc::setrlimit(libc::RLIMIT_CORE, &none) as libc::c_long,
-                "RLIMIT_CORE",
+                Step::RlimitCore,
             )?;
             check(
                 libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long,
-                "no_new_privs",
+                Step::NoNewPrivs,
             )?;
             if let Some(program) = &self.seccomp {
                 if let Err(e) = seccompiler::apply_filter(program) {
-                    // (no allocation: the error is an errno)
-                    return Err(std::io::Error::other(e));
+                    let errno = match &e {
+                        seccompiler::Error::Prctl(io) | seccompiler::Error::Seccomp(io) => {
+                            io.raw_os_error()
+                        }
+                        _ => Some(libc::EINVAL),
+                    };
+                    return Err(refused(Step::Seccomp, errno));
                 }
             }
             if let Some(ruleset) = &self.ruleset {
                 check(
                     libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32),
-                    "landlock_restrict_self",
+                    Step::Landlock,
                 )?;
             }
         }
@@ -212,31 +268,28 @@ impl Child {
 ///
 /// # Safety
 /// `path` must be a valid NUL-terminated string.
-unsafe fn write_file(
-    path: *const libc::c_char,
-    bytes: &[u8],
-    what: &'static str,
-) -> std::io::Result<()> {
+unsafe fn write_file(path: *const libc::c_char, bytes: &[u8], step: Step) -> Result<(), Refused> {
     // SAFETY: open/write/close on a path the caller vouches for and a
     // buffer of `bytes.len()` bytes.
     unsafe {
         let fd = libc::open(path, libc::O_WRONLY | libc::O_CLOEXEC);
-        check(fd as libc::c_long, what)?;
+        check(fd as libc::c_long, step)?;
         let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+        let written = check(n as libc::c_long, step);
         libc::close(fd);
-        check(n as libc::c_long, what)
+        written
     }
 }
 
 /// Bring the new network namespace's loopback up, so a connection to the
 /// host's loopback is refused (nothing listens in here) rather than the
 /// network being unreachable, and so the proxy's port is reachable.
-fn loopback_up() -> std::io::Result<()> {
+fn loopback_up() -> Result<(), Refused> {
     // SAFETY: a datagram socket for the interface ioctls, a zeroed ifreq
     // owned here (name "lo"), and close.
     unsafe {
         let s = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        check(s as libc::c_long, "loopback socket")?;
+        check(s as libc::c_long, Step::LoopbackSocket)?;
         let mut req: libc::ifreq = std::mem::zeroed();
         for (i, b) in b"lo".iter().enumerate() {
             req.ifr_name[i] = *b as libc::c_char;
@@ -244,12 +297,16 @@ fn loopback_up() -> std::io::Result<()> {
         let got = libc::ioctl(s, libc::SIOCGIFFLAGS, &mut req);
         if got == 0 {
             req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            let set = libc::ioctl(s, libc::SIOCSIFFLAGS, &req);
+            let set = check(
+                libc::ioctl(s, libc::SIOCSIFFLAGS, &req) as libc::c_long,
+                Step::LoopbackUp,
+            );
             libc::close(s);
-            return check(set as libc::c_long, "bring loopback up");
+            return set;
         }
+        let read = check(got as libc::c_long, Step::LoopbackFlags);
         libc::close(s);
-        check(got as libc::c_long, "read loopback flags")
+        read
     }
 }
 
@@ -321,7 +378,8 @@ impl Confined {
         };
         if let Some(tree) = &self.tree {
             let enter = || child.enter();
-            match into_cgroup::spawn(cmd, stdin.as_fd(), stdout.as_fd(), &tree.dir, &enter) {
+            let (stdin, stdout) = (stdin.as_fd(), stdout.as_fd());
+            match into_cgroup::spawn(cmd, stdin, stdout, &tree.dir, &enter, step_name) {
                 Ok(started) => {
                     self.in_tree = true;
                     return Ok(WorkerProcess::InCgroup(started));
@@ -334,7 +392,7 @@ impl Confined {
         }
         // SAFETY: as in `confine`.
         unsafe {
-            cmd.pre_exec(move || child.enter());
+            cmd.pre_exec(move || child.enter().map_err(Refused::into_io));
         }
         cmd.stdin(Stdio::from(stdin))
             .stdout(Stdio::from(stdout))
