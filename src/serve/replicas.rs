@@ -202,8 +202,8 @@ impl Prepared {
     /// Idempotency-Key asked for one, in one statement, before the answer
     /// goes out. What to answer instead when the turn could not be stored:
     /// a 503 when the store is unreachable, a 409 when the turn ran past
-    /// its lease and another replica took the session; the client sends
-    /// the turn again either way.
+    /// its lease and the session was taken for another turn; the client
+    /// sends the turn again either way.
     pub async fn answered(mut self, body: &serde_json::Value) -> Option<Response> {
         let claim = self.claim.take();
         match (self.lease.take(), claim) {
@@ -212,7 +212,7 @@ impl Prepared {
                 match pg.end_turn(&key, lease, answer).await {
                     Ok(true) => {}
                     Ok(false) => {
-                        tracing::warn!("session '{key}': the turn ran past its lease, which another replica took; none of its messages were stored");
+                        tracing::warn!("session '{key}': the turn ran past its lease, and the session was taken for another turn; nothing of this turn was stored");
                         return Some(lease_lost(&key));
                     }
                     Err(e) => {
@@ -254,7 +254,7 @@ fn lease_lost(key: &str) -> Response {
         StatusCode::CONFLICT,
         "session_lease_lost",
         format!(
-            "session '{key}': this turn ran past its lease (--lease-ttl) and another replica took the session, so none of this turn's messages were stored; send the turn again"
+            "session '{key}': this turn ran past its lease (--lease-ttl) and the session was taken for another turn, so nothing of this turn was stored; send the turn again"
         ),
         Some(1),
     )

@@ -258,8 +258,8 @@ impl PgSessions {
     /// ([`hand_over`](Self::hand_over)): what the turn held back, the
     /// release and `answer` (an idempotency key's), in one statement.
     /// `Ok(false)`: the lease was no longer the turn's (it ran past it and
-    /// another replica took the session), so none of its messages, and no
-    /// answer, were stored.
+    /// the session was taken for another turn), so nothing of the turn
+    /// (messages, state, an answer for its Idempotency-Key) was stored.
     pub async fn end_turn(
         &self,
         key: &str,
@@ -272,7 +272,7 @@ impl PgSessions {
         let owner = lease.owner().to_string();
         let stored = lease.release_with(writes, answer).await;
         self.note_stored(key, &owner, wanted, stored.as_ref().ok().copied());
-        stored.map(|r| r.fenced || wanted == 0)
+        stored.map(|r| r.fenced)
     }
 
     /// [`end_turn`](Self::end_turn) from synchronous code, without an

@@ -25,6 +25,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// `CLONE_INTO_CGROUP` (linux/sched.h); not in the `libc` crate for glibc.
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
@@ -191,7 +192,7 @@ fn resolve(program: &std::ffi::OsStr, path: Option<&OsString>) -> Option<PathBuf
     if program.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(program));
     }
-    let search = path.map_or_else(|| OsString::from("/usr/bin:/bin"), |p| p.clone());
+    let search = path.map_or_else(|| OsString::from("/bin:/usr/bin"), |p| p.clone());
     std::env::split_paths(&search)
         .map(|dir| dir.join(program))
         .find(|candidate| {
@@ -205,7 +206,14 @@ fn resolve(program: &std::ffi::OsStr, path: Option<&OsString>) -> Option<PathBuf
 /// inherited), in a process group of its own, inside the cgroup `cgroup`,
 /// running `enter` before `exec`. `enter` runs in the child of a
 /// threaded process: it may make only async-signal-safe calls and must
-/// not allocate.
+/// not allocate; its failure is named by `step_name`.
+///
+/// Of `cmd` this reads the program, the arguments and the environment's
+/// changes (`env`, `env_remove`), all a worker's command sets
+/// (`interpreter::command`); its stdio, directory, `env_clear`, `arg0`,
+/// ids and `pre_exec` are not applied. A program without a `/` is looked
+/// up on `PATH` as `execvp` would, minus its shell fallback for a file
+/// with no `#!` line.
 /// A failure before `exec` that is not one of `enter`'s names the step
 /// `NO_STEP`: its `errno` alone is the error, as `std` reports it.
 const NO_STEP: i32 = -1;
@@ -218,9 +226,21 @@ pub fn spawn(
     enter: &(dyn Fn() -> Result<(), Refused> + Sync),
     step_name: fn(u8) -> &'static str,
 ) -> Result<ClonedChild, NotStarted> {
+    if UNSUPPORTED.load(Ordering::Relaxed) {
+        return Err(NotStarted::Unsupported(std::io::Error::from_raw_os_error(
+            libc::ENOSYS,
+        )));
+    }
     let prepared = prepare(cmd).map_err(NotStarted::Failed)?;
     let dir = std::fs::File::open(cgroup).map_err(NotStarted::Unsupported)?;
     let (errors_in, errors_out) = pipe().map_err(NotStarted::Failed)?;
+    // Above 2, so putting the child's fd 0 and 1 in place overwrites none
+    // of them (std does the same when fd 0 or 1 is closed in plughost).
+    let raised =
+        |fd: std::io::Result<OwnedFd>| fd.and_then(above_stdio).map_err(NotStarted::Failed);
+    let stdin = raised(stdin.try_clone_to_owned())?;
+    let stdout = raised(stdout.try_clone_to_owned())?;
+    let errors_out = raised(Ok(errors_out))?;
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,
@@ -247,7 +267,19 @@ pub fn spawn(
         unsafe { in_child(&prepared, stdin, stdout, report, enter) }
     }
     if pid < 0 {
-        return Err(NotStarted::Unsupported(std::io::Error::last_os_error()));
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            // No clone3, or no CLONE_INTO_CGROUP (before Linux 5.7), or a
+            // seccomp profile that refuses it: not worth asking again.
+            Some(libc::ENOSYS | libc::E2BIG | libc::EINVAL | libc::EOPNOTSUPP | libc::EPERM) => {
+                UNSUPPORTED.store(true, Ordering::Relaxed);
+                NotStarted::Unsupported(e)
+            }
+            // This cgroup refused (its permissions): the move will say why.
+            Some(libc::EACCES) => NotStarted::Unsupported(e),
+            // Out of processes or memory: as std's spawn would fail.
+            _ => NotStarted::Failed(e),
+        });
     }
     drop(errors_out);
     drop(dir);
@@ -258,6 +290,7 @@ pub fn spawn(
     match read_failure(&errors_in) {
         None => Ok(child),
         Some((errno, step)) => {
+            let _ = child.kill();
             let _ = child.wait();
             let error = std::io::Error::from_raw_os_error(errno);
             Err(NotStarted::Failed(match u8::try_from(step) {
@@ -327,6 +360,24 @@ unsafe fn in_child(
     }
 }
 
+/// `clone3` into a cgroup was refused for good in this process.
+static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+/// `fd`, or (closing it) a close-on-exec copy of it numbered 3 or more
+/// when it is 0, 1 or 2.
+fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC makes a new descriptor, owned from here.
+    let copy = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if copy < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: just made, owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(copy) })
+}
+
 fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0; 2];
     // SAFETY: pipe2 writes two descriptors into `fds`, owned from here.
@@ -355,15 +406,21 @@ fn read_failure(pipe: &OwnedFd) -> Option<(i32, i32)> {
             break;
         }
         if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            break;
+            return Some((e.raw_os_error().unwrap_or(libc::EIO), NO_STEP));
         }
         got += n as usize;
     }
     let number = |at: usize| i32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
-    (got == buf.len()).then(|| (number(0), number(4)))
+    match got {
+        0 => None,
+        8 => Some((number(0), number(4))),
+        // (one write of 8 bytes to a pipe is atomic: never seen)
+        _ => Some((libc::EIO, NO_STEP)),
+    }
 }
 
 #[cfg(test)]

@@ -327,9 +327,14 @@ impl Confined {
                 return Err(format!("cannot move the worker into its cgroup: {e}"));
             }
         }
-        let proxy = match self.proxy {
-            Some(pending) => Some(pending.start()?),
-            None => None,
+        let proxy = match self.proxy.map(|pending| pending.start()).transpose() {
+            Ok(proxy) => proxy,
+            Err(problem) => {
+                if let Some(tree) = &self.tree {
+                    tree.kill_and_remove();
+                }
+                return Err(problem);
+            }
         };
         let tree = self.tree;
         std::thread::Builder::new()
