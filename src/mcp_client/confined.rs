@@ -80,21 +80,11 @@ pub fn prepare(
 /// executable of that name on the server's `PATH` (its `env`'s, else
 /// plughost's).
 fn program_path(command: &str, env: &BTreeMap<String, String>) -> Option<PathBuf> {
-    if command.contains('/') {
-        return Some(PathBuf::from(command));
-    }
     let path = env
         .get("PATH")
         .map(std::ffi::OsString::from)
-        .or_else(|| std::env::var_os("PATH"))?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(command))
-        .find(|p| is_executable(p))
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .or_else(|| std::env::var_os("PATH"));
+    crate::isolation::sandbox::into_cgroup::find_program(command.as_ref(), path.as_deref())
 }
 
 #[cfg(test)]

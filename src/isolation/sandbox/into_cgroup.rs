@@ -157,7 +157,12 @@ fn prepare(cmd: &Command) -> std::io::Result<Prepared> {
             None => env.remove(name),
         };
     }
-    let path = resolve(cmd.get_program(), env.get(std::ffi::OsStr::new("PATH")))
+    // (execvp's search when PATH is unset)
+    let default_path = std::ffi::OsStr::new("/bin:/usr/bin");
+    let search = env
+        .get(std::ffi::OsStr::new("PATH"))
+        .map_or(default_path, |p| p);
+    let path = find_program(cmd.get_program(), Some(search))
         .ok_or_else(|| std::io::Error::from_raw_os_error(libc::ENOENT))?;
     let path = CString::new(path.into_os_string().into_vec()).map_err(|_| invalid("program"))?;
     let mut args =
@@ -186,14 +191,16 @@ fn prepare(cmd: &Command) -> std::io::Result<Prepared> {
     })
 }
 
-/// The file `execvp` would run for `program`: itself when it names a
-/// path, else the first executable of that name on `PATH`.
-fn resolve(program: &std::ffi::OsStr, path: Option<&OsString>) -> Option<PathBuf> {
+/// The file `program` runs: itself when it names a path, else the first
+/// executable of that name in `path` (a `PATH` value; `None`: not found).
+pub(crate) fn find_program(
+    program: &std::ffi::OsStr,
+    path: Option<&std::ffi::OsStr>,
+) -> Option<PathBuf> {
     if program.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(program));
     }
-    let search = path.map_or_else(|| OsString::from("/bin:/usr/bin"), |p| p.clone());
-    std::env::split_paths(&search)
+    std::env::split_paths(path?)
         .map(|dir| dir.join(program))
         .find(|candidate| {
             use std::os::unix::fs::PermissionsExt;
@@ -232,15 +239,15 @@ pub fn spawn(
         )));
     }
     let prepared = prepare(cmd).map_err(NotStarted::Failed)?;
-    let dir = std::fs::File::open(cgroup).map_err(NotStarted::Unsupported)?;
+    // Every descriptor the child uses numbered 3 or more, so putting its
+    // fd 0 and 1 in place overwrites none of them: in a process started
+    // without fd 0 or 1 (a wheel's host may be) the caller's sockets and
+    // this pipe can be 0 or 1. (`try_clone_to_owned` copies to 3 or more.)
     let (errors_in, errors_out) = pipe().map_err(NotStarted::Failed)?;
-    // Above 2, so putting the child's fd 0 and 1 in place overwrites none
-    // of them (std does the same when fd 0 or 1 is closed in plughost).
-    let raised =
-        |fd: std::io::Result<OwnedFd>| fd.and_then(above_stdio).map_err(NotStarted::Failed);
-    let stdin = raised(stdin.try_clone_to_owned())?;
-    let stdout = raised(stdout.try_clone_to_owned())?;
-    let errors_out = raised(Ok(errors_out))?;
+    let errors_out = above_stdio(errors_out).map_err(NotStarted::Failed)?;
+    let stdin = stdin.try_clone_to_owned().map_err(NotStarted::Failed)?;
+    let stdout = stdout.try_clone_to_owned().map_err(NotStarted::Failed)?;
+    let dir = std::fs::File::open(cgroup).map_err(NotStarted::Unsupported)?;
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,
@@ -427,7 +434,7 @@ fn read_failure(pipe: &OwnedFd) -> Option<(i32, i32)> {
 mod tests {
     use super::*;
     use crate::isolation::sandbox::tree::Tree;
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, AsRawFd};
 
     /// A cgroup to start children in; the test fails (never passes
     /// untested) where plughost could not make one.
@@ -509,6 +516,81 @@ mod tests {
         tree.kill_and_remove();
     }
 
+    /// Set for [`with_stdio_closed`]'s run of itself: where it says it
+    /// passed (its own stdout is closed).
+    const STDIO_CLOSED: &str = "PLUGHOST_TEST_STDIO_CLOSED";
+
+    /// What a plughost whose own fd 0 and 1 were closed does (a wheel in a
+    /// process started without them): the descriptors it opens can then
+    /// be 0 or 1. Run only by
+    /// [`a_child_starts_right_when_plughosts_own_fd_0_and_1_were_closed`],
+    /// in a process of its own.
+    #[test]
+    #[ignore = "run in a process of its own by a_child_starts_right_when_plughosts_own_fd_0_and_1_were_closed"]
+    fn with_stdio_closed() {
+        let passed = std::env::var_os(STDIO_CLOSED).expect("run by the test that needs it");
+        let tree = tree("into-cgroup-stdio");
+        let (ours_in, theirs_in) = socket_pair();
+        let (_ours, theirs) = socket_pair(); // (for the second start)
+                                             // SAFETY: this process is this test's alone; nothing else uses
+                                             // fd 0 or 1 (what it prints is lost, which is why `passed`).
+        unsafe { libc::close(0) };
+        // The worker's stdout socket is fd 0.
+        let (theirs_out, ours_out) = socket_pair();
+        assert_eq!(theirs_out.as_raw_fd(), 0);
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "echo to-stdout"]);
+        let (stdin, stdout) = (theirs_in.as_fd(), theirs_out.as_fd());
+        let mut child = spawn(&cmd, stdin, stdout, &tree.dir, &|| Ok(()), |_| "")
+            .unwrap_or_else(|e| panic!("not started: {e:?}"));
+        drop((theirs_in, theirs_out));
+        let status = child.wait().unwrap();
+        let read = |fd: OwnedFd| {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::fs::File::from(fd), &mut text).unwrap();
+            text
+        };
+        assert!(status.success(), "{status:?}");
+        assert_eq!(
+            (read(ours_out), read(ours_in)),
+            ("to-stdout\n".into(), String::new())
+        );
+        // The error pipe is fds 0 and 1: a failed exec is still reported.
+        // SAFETY: as above.
+        unsafe { libc::close(1) };
+        let missing = Command::new("/nonexistent/plughost-worker");
+        let (stdin, stdout) = (theirs.as_fd(), theirs.as_fd());
+        let started = spawn(&missing, stdin, stdout, &tree.dir, &|| Ok(()), |_| "");
+        tree.kill_and_remove();
+        match started {
+            Err(NotStarted::Failed(e)) => assert_eq!(e.raw_os_error(), Some(libc::ENOENT)),
+            other => panic!("expected ENOENT from exec, got {other:?}"),
+        }
+        std::fs::write(passed, "passed").unwrap();
+    }
+
+    #[test]
+    fn a_child_starts_right_when_plughosts_own_fd_0_and_1_were_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let passed = dir.path().join("passed");
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "isolation::sandbox::into_cgroup::tests::with_stdio_closed",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env(STDIO_CLOSED, &passed)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{text}");
+        assert!(
+            passed.exists(),
+            "the inner test did not run to its end: {text}"
+        );
+    }
+
     #[test]
     fn a_program_without_a_slash_is_found_on_the_path_it_will_have() {
         let dir = tempfile::tempdir().unwrap();
@@ -517,17 +599,9 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = OsString::from(format!("/nonexistent:{}", dir.path().display()));
-        assert_eq!(
-            resolve(std::ffi::OsStr::new("plughost-probe-tool"), Some(&path)),
-            Some(tool)
-        );
-        assert_eq!(
-            resolve(std::ffi::OsStr::new("plughost-no-such-tool"), Some(&path)),
-            None
-        );
-        assert_eq!(
-            resolve(std::ffi::OsStr::new("/bin/sh"), None),
-            Some(PathBuf::from("/bin/sh"))
-        );
+        let find = |name: &str| find_program(std::ffi::OsStr::new(name), Some(&path));
+        assert_eq!(find("plughost-probe-tool"), Some(tool));
+        assert_eq!(find("plughost-no-such-tool"), None);
+        assert_eq!(find("/bin/sh"), Some(PathBuf::from("/bin/sh")));
     }
 }

@@ -17,7 +17,7 @@
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use super::into_cgroup::{self, NotStarted, Refused};
 use super::{files, proxy, sockets, support, tree::Tree, Policy};
@@ -63,12 +63,7 @@ pub fn confine(
         return Ok(None);
     };
     if let Some(child) = confined.enter.take() {
-        // SAFETY: `enter` makes only async-signal-safe system calls on
-        // memory prepared here (no allocation, no lock), as a forked child
-        // of a threaded process must.
-        unsafe {
-            cmd.pre_exec(move || child.enter().map_err(Refused::into_io));
-        }
+        child.before_exec_of(cmd);
     }
     Ok(Some(confined))
 }
@@ -202,6 +197,17 @@ fn refused(step: Step, errno: Option<i32>) -> Refused {
 }
 
 impl Child {
+    /// Have `std` run [`enter`](Self::enter) in `cmd`'s child, which it
+    /// forks; that keeps only the `errno` of a failed step.
+    fn before_exec_of(self, cmd: &mut Command) {
+        // SAFETY: `enter` makes only async-signal-safe system calls on
+        // memory prepared before the fork (no allocation, no lock), as a
+        // forked child of a threaded process must.
+        unsafe {
+            cmd.pre_exec(move || self.enter().map_err(Refused::into_io));
+        }
+    }
+
     /// Runs in the child between fork and exec (see the module docs).
     fn enter(&self) -> Result<(), Refused> {
         // SAFETY: raw system calls on descriptors and buffers owned by
@@ -395,15 +401,8 @@ impl Confined {
                 }
             }
         }
-        // SAFETY: as in `confine`.
-        unsafe {
-            cmd.pre_exec(move || child.enter().map_err(Refused::into_io));
-        }
-        cmd.stdin(Stdio::from(stdin))
-            .stdout(Stdio::from(stdout))
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map(WorkerProcess::Std)
+        child.before_exec_of(cmd);
+        WorkerProcess::spawn(cmd, stdin, stdout)
     }
 
     /// The worker did not start: remove what was made for it.

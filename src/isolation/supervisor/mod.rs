@@ -7,7 +7,6 @@ use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -319,12 +318,7 @@ impl Supervisor {
         let (stdin, stdout) = (OwnedFd::from(theirs), OwnedFd::from(theirs_out));
         let spawned = match confined.as_mut() {
             Some(c) => c.spawn_worker(&mut process, stdin, stdout),
-            None => process
-                .stdin(Stdio::from(stdin))
-                .stdout(Stdio::from(stdout))
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map(WorkerProcess::Std),
+            None => WorkerProcess::spawn(&mut process, stdin, stdout),
         };
         drop(process);
         let mut child = match spawned {

@@ -2,7 +2,8 @@
 //! created straight inside its cgroup by the sandbox
 //! ([`crate::isolation::sandbox::into_cgroup`]).
 
-use std::process::ExitStatus;
+use std::os::fd::OwnedFd;
+use std::process::{ExitStatus, Stdio};
 
 use crate::isolation::sandbox::into_cgroup::ClonedChild;
 
@@ -13,6 +14,21 @@ pub enum WorkerProcess {
 }
 
 impl WorkerProcess {
+    /// Start `cmd` by `std` with `stdin` and `stdout` as its fd 0 and 1,
+    /// stderr inherited: an unconfined worker, or a confined one the
+    /// kernel would not create in its cgroup.
+    pub fn spawn(
+        cmd: &mut std::process::Command,
+        stdin: OwnedFd,
+        stdout: OwnedFd,
+    ) -> std::io::Result<WorkerProcess> {
+        cmd.stdin(Stdio::from(stdin))
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map(WorkerProcess::Std)
+    }
+
     pub fn id(&self) -> u32 {
         match self {
             WorkerProcess::Std(c) => c.id(),
